@@ -1,0 +1,236 @@
+// The only file that knows the order of the stages. A request walks:
+//   request context (operation, target check) -> authentication -> policy (authorization, rules)
+//   -> version cache -> forward -> metrics and the log line.
+import { randomUUID } from 'node:crypto';
+import { BlockList, isIP } from 'node:net';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { Registry } from 'prom-client';
+import type { GatewayConfig } from './config/schema.js';
+import { Errors, GatewayError, renderCantonError } from './errors.js';
+import { Readiness } from './health.js';
+import { UNKNOWN_OPERATION } from './operations.js';
+import { createForwarder } from './proxy/forward.js';
+import { createWebSocketProxy } from './proxy/websocket.js';
+import { resolveOperation, traceIdOf } from './request-context.js';
+import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
+
+export interface GatewayOptions {
+  /** The participant's base URL, already resolved (main.ts starts the sandbox for "sandbox"). */
+  readonly upstreamUrl: string;
+  /** A fresh Registry per app (prom-client's global one throws on a second app). */
+  readonly registry?: Registry;
+  /** false silences logs (tests); otherwise pino options or an instance come from telemetry/logging. */
+  readonly logger?: boolean | object;
+  /** True when the OpenTelemetry SDK runs the undici instrumentation, which injects its own traceparent. */
+  readonly tracingActive?: boolean;
+}
+
+export interface Gateway {
+  readonly api: FastifyInstance;
+  readonly admin: FastifyInstance;
+  readonly metrics: GatewayMetrics;
+  readonly readiness: Readiness;
+  /** Listen on the configured addresses; returns the bound URLs. */
+  listen(): Promise<{ api: string; admin: string }>;
+  /** Turn unready, stop accepting, let in-flight calls finish within the grace, close everything. */
+  shutdown(): Promise<void>;
+  /** Close at once (tests). */
+  close(): Promise<void>;
+}
+
+const API_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+function trustedProxyMatcher(entries: readonly string[]): (address: string) => boolean {
+  if (entries.length === 0) return () => false;
+  const list = new BlockList();
+  for (const entry of entries) {
+    const [address, prefix] = entry.split('/');
+    const family = isIP(address ?? '') === 6 ? 'ipv6' : 'ipv4';
+    if (prefix === undefined) list.addAddress(address!, family);
+    else list.addSubnet(address!, Number(prefix), family);
+  }
+  return (address) => {
+    const plain = address.startsWith('::ffff:') ? address.slice(7) : address;
+    return list.check(plain, isIP(plain) === 6 ? 'ipv6' : 'ipv4');
+  };
+}
+
+/** Maps Fastify's own errors (bad URL, media type, parser) into the catalogue. */
+function asGatewayError(error: FastifyError | Error, correlationId: string): GatewayError {
+  if (error instanceof GatewayError) return error;
+  const status = (error as FastifyError).statusCode;
+  if (status === 413) return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, { cause: 'The request body is too large.' });
+  if (status === 415) return new GatewayError(Errors.GATEWAY_UNSUPPORTED_MEDIA_TYPE, { cause: 'The request content type is not supported here.' });
+  if (status !== undefined && status >= 400 && status < 500) {
+    return new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed (${(error as FastifyError).code ?? 'bad request'}).` });
+  }
+  return new GatewayError(Errors.GATEWAY_INTERNAL_ERROR, { cause: `An internal error occurred; the gateway log has the details under correlation id ${correlationId}.` }, { cause: error });
+}
+
+export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
+  request.errorCode = error.definition.code;
+  const body = renderCantonError(error.definition, { ...error.details, correlationId: request.id, traceId: traceIdOf(request) });
+  return reply.code(error.definition.status).headers(error.headers).type('application/json').send(JSON.stringify(body));
+}
+
+export async function buildGateway(config: GatewayConfig, options: GatewayOptions): Promise<Gateway> {
+  const metrics = createMetrics(options.registry);
+  const readiness = new Readiness();
+  const isTrustedProxy = trustedProxyMatcher(config.server.trustedProxies);
+  const loggerOption = options.logger === undefined ? { level: config.log.level } : options.logger;
+
+  const api = Fastify({
+    logger: loggerOption as boolean,
+    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    // One log line per request, written by the metrics stage; not Fastify's two.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
+    return503OnClosing: false, // shutdown answers in Canton's shape (request context stage)
+    forceCloseConnections: 'idle',
+    keepAliveTimeout: config.server.keepAliveTimeoutMs,
+    requestTimeout: config.server.requestTimeoutMs,
+    http: { maxHeaderSize: config.server.maxHeaderBytes, headersTimeout: config.server.headersTimeoutMs },
+    bodyLimit: config.limits.bodyBytes,
+    routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
+  });
+
+  const forwarder = createForwarder({
+    upstreamUrl: options.upstreamUrl,
+    config,
+    replacesTraceContext: options.tracingActive ?? false,
+    isTrustedProxy,
+    onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds),
+  });
+
+  // Stage 0: request context. Bodies are never parsed by Fastify: they stream upstream untouched,
+  // and only the rule-checked routes read theirs (policy stage).
+  api.decorateRequest('operation', null as unknown as typeof UNKNOWN_OPERATION); // set first thing in onRequest
+  api.decorateRequest('principal', null);
+  api.decorateRequest('errorCode', null);
+  api.decorateRequest('rawBody', undefined);
+  api.removeAllContentTypeParsers();
+  api.addContentTypeParser('*', (_request, _payload, done) => done(null));
+
+  api.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    request.operation = resolveOperation(request.method, request.url, config.routes);
+    metrics.inflight(request.operation.name, 1);
+    if (readiness.isShuttingDown) {
+      reply.header('connection', 'close');
+      throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
+    }
+  });
+
+  // Stage 1: authentication (auth/). Stage 2: policy (policy/). Stage 3: version cache (cache/).
+
+  api.route({
+    method: [...API_METHODS],
+    url: '/*',
+    handler: (request, reply) => forwarder.forward(request, reply),
+  });
+
+  api.addHook('onResponse', async (request, reply) => {
+    const operation = request.operation.name;
+    metrics.inflight(operation, -1);
+    metrics.observeRequest(operation, request.method, reply.statusCode, request.errorCode, reply.elapsedTime / 1000);
+    request.log.info({
+      operation,
+      method: request.method,
+      status: reply.statusCode,
+      errorCode: request.errorCode ?? 'none',
+      durationMs: Math.round(reply.elapsedTime * 1000) / 1000,
+      traceId: traceIdOf(request),
+    }, 'request');
+  });
+
+  api.setErrorHandler((error: FastifyError | GatewayError, request, reply) => {
+    const gatewayError = asGatewayError(error, request.id);
+    if (gatewayError.definition === Errors.GATEWAY_INTERNAL_ERROR) request.log.error({ err: error }, 'unexpected failure');
+    else if (gatewayError.reason !== undefined) request.log.info({ reason: gatewayError.reason, errorCode: gatewayError.definition.code }, 'refused');
+    if (reply.sent || reply.raw.headersSent) {
+      reply.raw.destroy();
+      return reply;
+    }
+    return sendGatewayError(request, reply, gatewayError);
+  });
+
+  api.setNotFoundHandler((request, reply) => {
+    // Only methods outside API_METHODS end here (every path is routed).
+    sendGatewayError(request, reply, new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `Method ${request.method} is not served by the gateway.` }));
+  });
+
+  const websockets = createWebSocketProxy({
+    upstreamUrl: options.upstreamUrl,
+    config,
+    isTrustedProxy,
+    admit: async () => {
+      if (readiness.isShuttingDown) throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
+    },
+    correlationId: () => randomUUID(),
+    traceIdOf: () => null,
+    onOutcome: (outcome) => metrics.observeRequest(outcome.operation.name, 'GET', outcome.status, outcome.errorCode, outcome.durationSeconds),
+    log: api.log,
+  });
+  api.server.on('upgrade', websockets.handleUpgrade);
+
+  // Admin listener: probes and metrics, never on the API port.
+  const admin = Fastify({ logger: false });
+  let upstreamAnswers = false;
+  readiness.add({ name: 'upstream', ready: () => upstreamAnswers });
+  const probeUpstream = async () => {
+    upstreamAnswers = await forwarder.probe(Math.min(2_000, config.upstream.readinessIntervalMs));
+  };
+  const probeTimer = setInterval(() => void probeUpstream(), config.upstream.readinessIntervalMs);
+  probeTimer.unref();
+
+  admin.get('/livez', async () => ({ status: 'ok' }));
+  admin.get('/readyz', async (_request, reply) => {
+    const report = readiness.report();
+    // Between two probes, a failing upstream is re-checked on demand so the answer is current.
+    if (!report.ready && !readiness.isShuttingDown && report.checks.upstream === 'failing') {
+      await probeUpstream();
+      return reply.code(readiness.report().ready ? 200 : 503).send(readiness.report());
+    }
+    return reply.code(report.ready ? 200 : 503).send(report);
+  });
+  admin.get('/metrics', async (_request, reply) => {
+    reply.type(metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
+
+  let closed = false;
+  async function close(): Promise<void> {
+    if (closed) return;
+    closed = true;
+    clearInterval(probeTimer);
+    websockets.closeAll();
+    await Promise.allSettled([api.close(), admin.close()]);
+    await forwarder.close();
+  }
+
+  return {
+    api,
+    admin,
+    metrics,
+    readiness,
+    async listen() {
+      await probeUpstream();
+      const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
+      const apiUrl = await api.listen({ host: config.server.host, port: config.server.port });
+      return { api: apiUrl, admin: adminUrl };
+    },
+    async shutdown() {
+      readiness.beginShutdown();
+      if (config.shutdown.drainDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdown.drainDelayMs));
+      const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), config.shutdown.graceMs).unref());
+      // api.close() stops accepting, closes idle keep-alive connections and waits for in-flight calls.
+      const outcome = await Promise.race([api.close().then(() => 'drained' as const), grace]);
+      if (outcome === 'timeout') {
+        api.log.warn({ graceMs: config.shutdown.graceMs }, 'shutdown grace elapsed; closing remaining connections');
+        api.server.closeAllConnections();
+      }
+      await close();
+    },
+    close,
+  };
+}

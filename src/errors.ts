@@ -1,0 +1,197 @@
+// The one catalogue of errors the gateway raises itself, rendered in Canton's JsCantonError shape.
+// FACTS.md §2.1 (body), §2.2 (gRPC code -> HTTP status), §3 (codes, categories).
+
+/** gRPC status codes (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
+export const GrpcCode = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
+} as const;
+export type GrpcCodeValue = (typeof GrpcCode)[keyof typeof GrpcCode];
+
+/** HTTP status for a gRPC code, exactly as Canton's GrpcHttpErrorCodes.asPekkoHttp (FACTS.md §2.2). */
+export function httpStatusForGrpcCode(grpc: number | null | undefined): number {
+  switch (grpc) {
+    case GrpcCode.OK: return 200;
+    case GrpcCode.INVALID_ARGUMENT:
+    case GrpcCode.FAILED_PRECONDITION:
+    case GrpcCode.OUT_OF_RANGE: return 400;
+    case GrpcCode.UNAUTHENTICATED: return 401;
+    case GrpcCode.PERMISSION_DENIED: return 403;
+    case GrpcCode.NOT_FOUND: return 404;
+    case GrpcCode.ABORTED:
+    case GrpcCode.ALREADY_EXISTS: return 409;
+    case GrpcCode.RESOURCE_EXHAUSTED: return 429;
+    case GrpcCode.CANCELLED: return 499;
+    case GrpcCode.UNIMPLEMENTED: return 501;
+    case GrpcCode.UNAVAILABLE: return 503;
+    case GrpcCode.DEADLINE_EXCEEDED: return 504;
+    default: return 500; // UNKNOWN, INTERNAL, DATA_LOSS, missing
+  }
+}
+
+/** Canton's JsCantonError: all ten keys, null where absent (FACTS.md §2.1). */
+export interface JsCantonError {
+  code: string;
+  cause: string;
+  correlationId: string | null;
+  traceId: string | null;
+  context: Record<string, string>;
+  resources: Array<[string, string]>;
+  errorCategory: number;
+  grpcCodeValue: number | null;
+  retryInfo: string | null;
+  definiteAnswer: boolean | null;
+}
+
+export interface ErrorDefinition {
+  /** The code counted in metrics and logged; on the wire too unless `redacted`. */
+  readonly code: string;
+  /** Canton error category (1..14). */
+  readonly category: number;
+  readonly grpc: GrpcCodeValue;
+  /** HTTP status: derived from `grpc`, except where Canton itself overrides it (its 413 list limit). */
+  readonly status: number;
+  /** Canton redacts security errors to code "NA", category -1 (FACTS.md §2.2 "Redacted errors"). */
+  readonly redacted: boolean;
+  /** Scala duration text for the retryable categories 1, 2, 3 and 12. */
+  readonly retryInfo: string | null;
+  /** What the README's error table says about it. */
+  readonly description: string;
+}
+
+const RETRYABLE_CATEGORIES = new Set([1, 2, 3, 12]);
+
+function defineError(
+  code: string,
+  category: number,
+  grpc: GrpcCodeValue,
+  description: string,
+  options: { status?: number; redacted?: boolean } = {},
+): ErrorDefinition {
+  return Object.freeze({
+    code,
+    category,
+    grpc,
+    status: options.status ?? httpStatusForGrpcCode(grpc),
+    redacted: options.redacted ?? false,
+    retryInfo: RETRYABLE_CATEGORIES.has(category) ? '1 second' : null,
+    description,
+  });
+}
+
+export const Errors = {
+  UNAUTHENTICATED: defineError('UNAUTHENTICATED', 6, GrpcCode.UNAUTHENTICATED,
+    'No valid bearer token: missing, malformed, expired, bad signature, unknown issuer or key, wrong audience or scope, lifetime over the limit, or the key set is unavailable. Sent redacted, as Canton does: code NA, category -1.',
+    { redacted: true }),
+  PERMISSION_DENIED: defineError('PERMISSION_DENIED', 7, GrpcCode.PERMISSION_DENIED,
+    'The token is valid but no authorization rule allows this operation, or the body names another user. Sent redacted: code NA, category -1.',
+    { redacted: true }),
+  INVALID_ARGUMENT: defineError('INVALID_ARGUMENT', 8, GrpcCode.INVALID_ARGUMENT,
+    'The request has invalid arguments (e.g. the idp-id in the path does not match the body), as Canton answers.'),
+  MISSING_FIELD: defineError('MISSING_FIELD', 8, GrpcCode.INVALID_ARGUMENT,
+    'A mandatory field is missing (context.field_name names it), as Canton answers.'),
+  INVALID_FIELD: defineError('INVALID_FIELD', 8, GrpcCode.INVALID_ARGUMENT,
+    'A field has an invalid value, as Canton answers.'),
+  NON_POSITIVE_OFFSET: defineError('NON_POSITIVE_OFFSET', 8, GrpcCode.INVALID_ARGUMENT,
+    'An offset that must be positive is zero, negative or absent, as Canton answers.'),
+  PROTO_DESERIALIZATION_FAILURE: defineError('PROTO_DESERIALIZATION_FAILURE', 8, GrpcCode.INVALID_ARGUMENT,
+    'A oneof is Empty or missing, or a topology serial is not positive, as Canton answers.'),
+  INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST: defineError('INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST', 8, GrpcCode.INVALID_ARGUMENT,
+    'The identity provider update mask is empty, names an unknown field or repeats one, as Canton answers.'),
+  GATEWAY_MALFORMED_REQUEST: defineError('GATEWAY_MALFORMED_REQUEST', 8, GrpcCode.INVALID_ARGUMENT,
+    'A body on a rule-checked route is not a JSON object (malformed JSON, wrong top-level type, too deeply nested). Canton answers these with a text/plain 400.'),
+  GATEWAY_UNSUPPORTED_MEDIA_TYPE: defineError('GATEWAY_UNSUPPORTED_MEDIA_TYPE', 8, GrpcCode.INVALID_ARGUMENT,
+    'A rule-checked route was sent a body that is not application/json.',
+    { status: 415 }),
+  GATEWAY_REQUEST_TOO_LARGE: defineError('GATEWAY_REQUEST_TOO_LARGE', 8, GrpcCode.INVALID_ARGUMENT,
+    'The request body is larger than limits.bodyBytes.',
+    { status: 413 }),
+  GATEWAY_ROUTE_NOT_EXPOSED: defineError('GATEWAY_ROUTE_NOT_EXPOSED', 11, GrpcCode.NOT_FOUND,
+    'The path is outside /v2 and not exposed by the gateway (the participant\'s /livez, /readyz and /docs are hidden unless configured).'),
+  GATEWAY_INVALID_PATH: defineError('GATEWAY_INVALID_PATH', 8, GrpcCode.INVALID_ARGUMENT,
+    'The request target is not a plain origin-form path (dot segments, encoded dot segments, backslashes or absolute-form).'),
+  GATEWAY_RESOURCE_EXHAUSTED: defineError('GATEWAY_RESOURCE_EXHAUSTED', 2, GrpcCode.RESOURCE_EXHAUSTED,
+    'A rate limit or concurrency cap for this caller or operation is reached; Retry-After says when to retry.'),
+  GATEWAY_UPSTREAM_UNAVAILABLE: defineError('GATEWAY_UPSTREAM_UNAVAILABLE', 1, GrpcCode.UNAVAILABLE,
+    'The participant could not be reached (connection refused or reset, DNS failure, TLS failure) or the gateway is shutting down.'),
+  GATEWAY_UPSTREAM_TIMEOUT: defineError('GATEWAY_UPSTREAM_TIMEOUT', 3, GrpcCode.DEADLINE_EXCEEDED,
+    'The participant did not answer within upstream.timeoutMs (or the operation\'s override).'),
+  GATEWAY_INTERNAL_ERROR: defineError('GATEWAY_INTERNAL_ERROR', 4, GrpcCode.INTERNAL,
+    'An unexpected gateway failure. The body holds no internals; the log line with the same correlation id has the cause.'),
+} as const satisfies Record<string, ErrorDefinition>;
+
+export type ErrorCode = keyof typeof Errors;
+
+const REDACTED_CAUSE = 'A security-sensitive error has been received';
+
+export interface ErrorDetails {
+  cause?: string;
+  correlationId?: string | null;
+  traceId?: string | null;
+  context?: Record<string, string>;
+  resources?: Array<[string, string]>;
+}
+
+/** Render a catalogue error as the body Canton would send. */
+export function renderCantonError(def: ErrorDefinition, details: ErrorDetails = {}): JsCantonError {
+  if (def.redacted) {
+    return {
+      code: 'NA',
+      cause: REDACTED_CAUSE,
+      correlationId: details.correlationId ?? null,
+      traceId: details.traceId ?? null,
+      context: {},
+      resources: [],
+      errorCategory: -1,
+      grpcCodeValue: def.grpc,
+      retryInfo: null,
+      definiteAnswer: null,
+    };
+  }
+  return {
+    code: def.code,
+    cause: details.cause ?? def.description,
+    correlationId: details.correlationId ?? null,
+    traceId: details.traceId ?? null,
+    context: details.context ?? {},
+    resources: details.resources ?? [],
+    errorCategory: def.category,
+    grpcCodeValue: def.grpc,
+    retryInfo: def.retryInfo,
+    definiteAnswer: false,
+  };
+}
+
+/** An error raised on the request path; the error handler renders it. */
+export class GatewayError extends Error {
+  readonly definition: ErrorDefinition;
+  readonly details: ErrorDetails;
+  /** Extra response headers (WWW-Authenticate, Retry-After). */
+  readonly headers: Record<string, string>;
+  /** Why, for the log line only: never sent to the client. */
+  readonly reason: string | undefined;
+
+  constructor(definition: ErrorDefinition, details: ErrorDetails = {}, options: { headers?: Record<string, string>; reason?: string; cause?: unknown } = {}) {
+    super(details.cause ?? definition.code, { cause: options.cause });
+    this.name = 'GatewayError';
+    this.definition = definition;
+    this.details = details;
+    this.headers = options.headers ?? {};
+    this.reason = options.reason;
+  }
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env node
+// The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT.
+import { parseArgs } from 'node:util';
+import type { FastifyInstance } from 'fastify';
+import { buildGateway } from './app.js';
+import { ConfigError, loadConfig } from './config/load.js';
+import type { GatewayConfig } from './config/schema.js';
+
+const USAGE = `Usage: ledger-gateway [--config <file>]
+
+Policy gateway for a Canton participant's JSON Ledger API v2.
+  --config <file>   YAML configuration (also LEDGER_GATEWAY_CONFIG); defaults apply without one.
+  --help            Show this help.`;
+
+function readArguments(): string | undefined {
+  const { values } = parseArgs({
+    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+    strict: true,
+  });
+  if (values.help) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  return values.config ?? process.env.LEDGER_GATEWAY_CONFIG;
+}
+
+/** "sandbox" = the embedded sandbox ledger on a loopback port: for development, never production. */
+async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sandbox?: FastifyInstance }> {
+  if (config.upstream.url !== 'sandbox') return { url: config.upstream.url };
+  const { buildSandbox } = await import('./sandbox/app.js');
+  const sandbox = await buildSandbox({ logger: false });
+  const url = await sandbox.listen({ host: '127.0.0.1', port: 0 });
+  return { url, sandbox };
+}
+
+async function main(): Promise<void> {
+  let config: GatewayConfig;
+  try {
+    config = loadConfig(readArguments());
+  } catch (error) {
+    if (error instanceof ConfigError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      console.error(`ledger-gateway: ${(error as Error).message}`);
+      process.exit(2);
+    }
+    throw error;
+  }
+
+  const upstream = await resolveUpstream(config);
+  const gateway = await buildGateway(config, { upstreamUrl: upstream.url });
+  const log = gateway.api.log;
+  if (upstream.sandbox !== undefined) {
+    log.warn({ upstream: upstream.url }, 'DEVELOPMENT ONLY: forwarding to the embedded sandbox ledger, not a participant');
+  }
+  const urls = await gateway.listen();
+  log.info({ api: urls.api, admin: urls.admin, upstream: upstream.sandbox ? 'sandbox' : upstream.url }, 'ledger-gateway listening');
+
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal, graceMs: config.shutdown.graceMs }, 'shutting down: readiness off, draining in-flight requests');
+    gateway.shutdown()
+      .then(() => upstream.sandbox?.close())
+      .then(() => {
+        log.info('shutdown complete');
+        process.exit(0);
+      }, (error: unknown) => {
+        log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      });
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+process.on('unhandledRejection', (reason) => {
+  console.error(JSON.stringify({ level: 60, msg: 'unhandled rejection', err: String(reason) }));
+  process.exit(1);
+});
+
+main().catch((error: unknown) => {
+  console.error(`ledger-gateway: failed to start: ${(error as Error).stack ?? String(error)}`);
+  process.exit(1);
+});

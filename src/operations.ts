@@ -1,0 +1,215 @@
+// The route catalogue: method + path template -> operation name.
+// Every HTTP operation and WebSocket channel of Canton 3.4.12, 3.5.1 and 3.5.10
+// (shared/canton/routes.json, FACTS.md §7). The five operations the product names carry
+// their own names; every other route is named by Canton's operationId.
+
+export type OperationKind = 'http' | 'websocket';
+
+export interface Operation {
+  /** Label for metrics, logs and policy; bounded by this catalogue. */
+  readonly name: string;
+  readonly method: string;
+  readonly template: string;
+  readonly kind: OperationKind;
+  /** The participant's own /livez, /readyz and /docs: hidden unless configured (FACTS.md §8). */
+  readonly participantInternal: boolean;
+}
+
+type RouteEntry = readonly [method: string, template: string, name: string];
+
+/** The five operations the product specification names. */
+export const NamedOperations = {
+  updateVettedPackages: 'updateVettedPackages',
+  submitAndWaitForTransaction: 'submitAndWaitForTransaction',
+  getVersion: 'getVersion',
+  getUpdateByOffset: 'getUpdateByOffset',
+  updateIdentityProviderConfig: 'updateIdentityProviderConfig',
+} as const;
+
+const HTTP_ROUTES: readonly RouteEntry[] = [
+  ['POST', '/v2/commands/submit-and-wait', 'postV2CommandsSubmit-and-wait'],
+  ['POST', '/v2/commands/submit-and-wait-for-transaction', NamedOperations.submitAndWaitForTransaction],
+  ['POST', '/v2/commands/submit-and-wait-for-reassignment', 'postV2CommandsSubmit-and-wait-for-reassignment'],
+  ['POST', '/v2/commands/submit-and-wait-for-transaction-tree', 'postV2CommandsSubmit-and-wait-for-transaction-tree'],
+  ['POST', '/v2/commands/async/submit', 'postV2CommandsAsyncSubmit'],
+  ['POST', '/v2/commands/async/submit-reassignment', 'postV2CommandsAsyncSubmit-reassignment'],
+  ['POST', '/v2/commands/completions', 'postV2CommandsCompletions'],
+  ['POST', '/v2/commands/command-completions', 'postV2CommandsCommand-completions'],
+  ['POST', '/v2/events/events-by-contract-id', 'postV2EventsEvents-by-contract-id'],
+  ['GET', '/v2/version', NamedOperations.getVersion],
+  ['POST', '/v2/dars/validate', 'postV2DarsValidate'],
+  ['POST', '/v2/dars', 'postV2Dars'],
+  ['GET', '/v2/packages', 'getV2Packages'],
+  ['POST', '/v2/packages', 'postV2Packages'],
+  ['GET', '/v2/packages/{package-id}', 'getV2PackagesPackage-id'],
+  ['GET', '/v2/packages/{package-id}/status', 'getV2PackagesPackage-idStatus'],
+  ['GET', '/v2/package-vetting', 'getV2Package-vetting'],
+  ['POST', '/v2/package-vetting', NamedOperations.updateVettedPackages],
+  ['POST', '/v2/package-vetting/list', 'postV2Package-vettingList'],
+  ['POST', '/v2/package-vetting/update', NamedOperations.updateVettedPackages],
+  ['GET', '/v2/parties', 'getV2Parties'],
+  ['POST', '/v2/parties', 'postV2Parties'],
+  ['POST', '/v2/parties/external/allocate', 'postV2PartiesExternalAllocate'],
+  ['GET', '/v2/parties/participant-id', 'getV2PartiesParticipant-id'],
+  ['GET', '/v2/parties/{party}', 'getV2PartiesParty'],
+  ['PATCH', '/v2/parties/{party}', 'patchV2PartiesParty'],
+  ['POST', '/v2/parties/external/generate-topology', 'postV2PartiesExternalGenerate-topology'],
+  ['POST', '/v2/state/active-contracts', 'postV2StateActive-contracts'],
+  ['GET', '/v2/state/active-contracts-page', 'getV2StateActive-contracts-page'],
+  ['POST', '/v2/state/active-contracts-page', 'postV2StateActive-contracts-page'],
+  ['GET', '/v2/state/connected-synchronizers', 'getV2StateConnected-synchronizers'],
+  ['GET', '/v2/state/ledger-end', 'getV2StateLedger-end'],
+  ['GET', '/v2/state/latest-pruned-offsets', 'getV2StateLatest-pruned-offsets'],
+  ['POST', '/v2/updates', 'postV2Updates'],
+  ['POST', '/v2/updates/flats', 'postV2UpdatesFlats'],
+  ['POST', '/v2/updates/trees', 'postV2UpdatesTrees'],
+  ['GET', '/v2/updates/transaction-tree-by-offset/{offset}', 'getV2UpdatesTransaction-tree-by-offsetOffset'],
+  ['POST', '/v2/updates/transaction-by-offset', 'postV2UpdatesTransaction-by-offset'],
+  ['POST', '/v2/updates/update-by-offset', NamedOperations.getUpdateByOffset],
+  ['POST', '/v2/updates/transaction-by-id', 'postV2UpdatesTransaction-by-id'],
+  ['POST', '/v2/updates/update-by-id', 'postV2UpdatesUpdate-by-id'],
+  ['GET', '/v2/updates/transaction-tree-by-id/{update-id}', 'getV2UpdatesTransaction-tree-by-idUpdate-id'],
+  ['POST', '/v2/updates/get-updates-page', 'postV2UpdatesGet-updates-page'],
+  ['GET', '/v2/users', 'getV2Users'],
+  ['POST', '/v2/users', 'postV2Users'],
+  ['GET', '/v2/users/{user-id}', 'getV2UsersUser-id'],
+  ['DELETE', '/v2/users/{user-id}', 'deleteV2UsersUser-id'],
+  ['PATCH', '/v2/users/{user-id}', 'patchV2UsersUser-id'],
+  ['GET', '/v2/authenticated-user', 'getV2Authenticated-user'],
+  ['GET', '/v2/users/{user-id}/rights', 'getV2UsersUser-idRights'],
+  ['POST', '/v2/users/{user-id}/rights', 'postV2UsersUser-idRights'],
+  ['PATCH', '/v2/users/{user-id}/rights', 'patchV2UsersUser-idRights'],
+  ['PATCH', '/v2/users/{user-id}/identity-provider-id', 'patchV2UsersUser-idIdentity-provider-id'],
+  ['GET', '/v2/idps', 'getV2Idps'],
+  ['POST', '/v2/idps', 'postV2Idps'],
+  ['GET', '/v2/idps/{idp-id}', 'getV2IdpsIdp-id'],
+  ['DELETE', '/v2/idps/{idp-id}', 'deleteV2IdpsIdp-id'],
+  ['PATCH', '/v2/idps/{idp-id}', NamedOperations.updateIdentityProviderConfig],
+  ['POST', '/v2/interactive-submission/prepare', 'postV2Interactive-submissionPrepare'],
+  ['POST', '/v2/interactive-submission/execute', 'postV2Interactive-submissionExecute'],
+  ['POST', '/v2/interactive-submission/executeAndWait', 'postV2Interactive-submissionExecuteandwait'],
+  ['POST', '/v2/interactive-submission/executeAndWaitForTransaction', 'postV2Interactive-submissionExecuteandwaitfortransaction'],
+  ['GET', '/v2/interactive-submission/preferred-package-version', 'getV2Interactive-submissionPreferred-package-version'],
+  ['POST', '/v2/interactive-submission/preferred-packages', 'postV2Interactive-submissionPreferred-packages'],
+  ['POST', '/v2/contracts/contract-by-id', 'postV2ContractsContract-by-id'],
+  // Served by Canton but not in its spec (routes.json "extra"): pass through, named like the rest.
+  ['GET', '/v2/definitions/packages/{package-signature}', 'getV2DefinitionsPackagesPackage-signature'],
+  ['GET', '/v2/definitions/templates', 'getV2DefinitionsTemplates'],
+  ['GET', '/v2/definitions/templates/{template-id}', 'getV2DefinitionsTemplatesTemplate-id'],
+  ['GET', '/v2/traffic/accounts/{account-id}', 'getV2TrafficAccountsAccount-id'],
+  ['POST', '/v2/traffic/accounts', 'postV2TrafficAccounts'],
+];
+
+/** The participant's own endpoints outside /v2: hidden unless `routes.exposeParticipantHealth/Docs`. */
+const PARTICIPANT_INTERNAL_ROUTES: readonly RouteEntry[] = [
+  ['GET', '/livez', 'getLivez'],
+  ['GET', '/readyz', 'getReadyz'],
+  ['GET', '/docs/openapi', 'getDocsOpenapi'],
+  ['GET', '/docs/asyncapi', 'getDocsAsyncapi'],
+];
+
+/** WebSocket channels: GET + Upgrade on the path of the POST list variant (FACTS.md §7). */
+const WEBSOCKET_ROUTES: readonly RouteEntry[] = [
+  ['GET', '/v2/commands/completions', 'onV2CommandsCompletions'],
+  ['GET', '/v2/commands/command-completions', 'onV2CommandsCommand-completions'],
+  ['GET', '/v2/state/active-contracts', 'onV2StateActive-contracts'],
+  ['GET', '/v2/updates', 'onV2Updates'],
+  ['GET', '/v2/updates/flats', 'onV2UpdatesFlats'],
+  ['GET', '/v2/updates/trees', 'onV2UpdatesTrees'],
+];
+
+export const UNKNOWN_OPERATION: Operation = Object.freeze({
+  name: 'unknown',
+  method: '*',
+  template: '/v2/*',
+  kind: 'http',
+  participantInternal: false,
+});
+
+function toOperation([method, template, name]: RouteEntry, kind: OperationKind, participantInternal = false): Operation {
+  return Object.freeze({ name, method, template, kind, participantInternal });
+}
+
+export const HTTP_OPERATIONS: readonly Operation[] = HTTP_ROUTES.map((r) => toOperation(r, 'http'));
+export const WEBSOCKET_OPERATIONS: readonly Operation[] = WEBSOCKET_ROUTES.map((r) => toOperation(r, 'websocket'));
+export const PARTICIPANT_INTERNAL_OPERATIONS: readonly Operation[] = PARTICIPANT_INTERNAL_ROUTES.map((r) => toOperation(r, 'http', true));
+
+/** Every operation name the gateway can label a request with (bounded metric cardinality). */
+export const OPERATION_NAMES: readonly string[] = [
+  ...new Set([...HTTP_OPERATIONS, ...WEBSOCKET_OPERATIONS, ...PARTICIPANT_INTERNAL_OPERATIONS].map((o) => o.name)),
+  UNKNOWN_OPERATION.name,
+];
+
+interface TemplateMatcher {
+  readonly segments: readonly (string | null)[]; // null = a {param} segment
+  readonly operation: Operation;
+}
+
+/**
+ * Matches raw (still percent-encoded) request paths. One matcher serves plain requests and
+ * WebSocket upgrades alike. Static paths are one Map lookup; templated ones compare segments,
+ * where a parameter matches any one non-empty segment (an encoded slash stays inside it).
+ */
+class OperationMatcher {
+  private readonly exact = new Map<string, Operation>();
+  private readonly templated = new Map<string, TemplateMatcher[]>();
+
+  constructor(operations: readonly Operation[]) {
+    for (const operation of operations) {
+      if (operation.template.includes('{')) {
+        const segments = operation.template.split('/').map((s) => (s.startsWith('{') ? null : s));
+        const list = this.templated.get(operation.method) ?? [];
+        list.push({ segments, operation });
+        this.templated.set(operation.method, list);
+      } else {
+        this.exact.set(`${operation.method} ${operation.template}`, operation);
+      }
+    }
+  }
+
+  match(method: string, path: string): Operation | undefined {
+    const exact = this.exact.get(`${method} ${path}`);
+    if (exact !== undefined) return exact;
+    const candidates = this.templated.get(method);
+    if (candidates === undefined) return undefined;
+    const segments = path.split('/');
+    for (const candidate of candidates) {
+      if (candidate.segments.length !== segments.length) continue;
+      let matched = true;
+      for (let i = 0; i < segments.length; i++) {
+        const expected = candidate.segments[i];
+        const actual = segments[i]!;
+        if (expected === null ? actual.length === 0 : expected !== actual) {
+          matched = false;
+          break;
+        }
+      }
+      if (matched) return candidate.operation;
+    }
+    return undefined;
+  }
+}
+
+const httpMatcher = new OperationMatcher([...HTTP_OPERATIONS, ...PARTICIPANT_INTERNAL_OPERATIONS]);
+const websocketMatcher = new OperationMatcher(WEBSOCKET_OPERATIONS);
+
+/** The path part of a request target, without the query string. */
+export function pathOf(url: string): string {
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+}
+
+/**
+ * The operation of a plain HTTP request. `path` is the raw path without query.
+ * Unknown paths under /v2 are `unknown`; anything else outside /v2 is undefined (not served).
+ */
+export function matchOperation(method: string, path: string): Operation | undefined {
+  const found = httpMatcher.match(method, path);
+  if (found !== undefined) return found;
+  return path.startsWith('/v2/') || path === '/v2' ? UNKNOWN_OPERATION : undefined;
+}
+
+/** The operation of a WebSocket upgrade (always GET), or undefined when not a known channel. */
+export function matchWebSocketOperation(path: string): Operation | undefined {
+  return websocketMatcher.match('GET', path);
+}

@@ -1,0 +1,198 @@
+// Forwarding a plain HTTP call to the participant on a keep-alive undici pool.
+//
+// Written on undici directly rather than through @fastify/reply-from, because reply-from (checked
+// in its 12.x source): refuses to forward a GET body (Canton has GET-with-JSON-body routes, FACTS.md
+// §7), re-serializes parsed JSON bodies (we must send the client's bytes: an int64 above 2^53 must
+// arrive exactly), retries GETs answered 503, turns TLS verification off unless told, and maps a
+// refused connection to 500. Here: bytes in = bytes out, no retries of anything non-idempotent,
+// TLS always verified, every wait bounded.
+import { readFileSync } from 'node:fs';
+import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Pool } from 'undici';
+import type { GatewayConfig } from '../config/schema.js';
+import { Errors, GatewayError } from '../errors.js';
+import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
+import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
+import { upstreamFailure } from './upstream-failure.js';
+
+/** Marks the readiness probe's calls in the participant's logs. */
+export const READINESS_USER_AGENT = 'ledger-gateway-readiness';
+
+export interface ForwarderOptions {
+  /** The resolved participant base URL (never "sandbox"). */
+  readonly upstreamUrl: string;
+  readonly config: GatewayConfig;
+  /** True when the tracing instrumentation injects the gateway's own traceparent upstream. */
+  readonly replacesTraceContext: boolean;
+  /** Whether a connection's peer is a configured trusted proxy (its X-Forwarded-* are kept). */
+  readonly isTrustedProxy: (address: string) => boolean;
+  /** Called with the upstream part of each call, for the upstream latency histogram. */
+  readonly onUpstreamTiming?: (request: FastifyRequest, seconds: number) => void;
+}
+
+export interface Forwarder {
+  forward(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply>;
+  /** GET /v2/version with a short bound: does the participant answer at all? */
+  probe(timeoutMs: number): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export function upstreamTlsOptions(config: GatewayConfig['upstream']['tls']) {
+  return {
+    rejectUnauthorized: true,
+    ...(config.caFile !== undefined && { ca: readFileSync(config.caFile) }),
+    ...(config.certFile !== undefined && { cert: readFileSync(config.certFile) }),
+    ...(config.keyFile !== undefined && { key: readFileSync(config.keyFile) }),
+    ...(config.serverName !== undefined && { servername: config.serverName }),
+  };
+}
+
+/** Counts streamed body bytes and fails the stream once they exceed the limit. */
+class BodyLimit extends Transform {
+  private seen = 0;
+  constructor(private readonly limit: number) {
+    super();
+  }
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.seen += chunk.length;
+    if (this.seen > this.limit) callback(tooLarge(this.limit));
+    else callback(null, chunk);
+  }
+}
+
+export function tooLarge(limit: number): GatewayError {
+  return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, { cause: `The request body is larger than ${limit} bytes.` });
+}
+
+/** Passes an error body through unchanged while keeping its first bytes to read the error code. */
+class ErrorCodeCapture extends Transform {
+  private readonly chunks: Buffer[] = [];
+  private captured = 0;
+  private truncated = false;
+  constructor(private readonly onCode: (code: string) => void, private readonly contentType: string | undefined) {
+    super();
+  }
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    if (this.captured < ERROR_BODY_CAPTURE_BYTES) {
+      const room = ERROR_BODY_CAPTURE_BYTES - this.captured;
+      this.chunks.push(chunk.length <= room ? chunk : chunk.subarray(0, room));
+      this.captured += Math.min(chunk.length, room);
+      if (chunk.length > room) this.truncated = true;
+    } else {
+      this.truncated = true;
+    }
+    callback(null, chunk);
+  }
+  override _flush(callback: TransformCallback): void {
+    this.onCode(upstreamErrorCode(this.contentType, Buffer.concat(this.chunks, this.captured), this.truncated));
+    callback();
+  }
+}
+
+function hasBody(headers: FastifyRequest['headers']): boolean {
+  const length = headers['content-length'];
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+export function createForwarder(options: ForwarderOptions): Forwarder {
+  const { config, upstreamUrl } = options;
+  const base = new URL(upstreamUrl);
+  const basePath = base.pathname.replace(/\/+$/, '');
+  const pool = new Pool(base.origin, {
+    connections: config.upstream.connections,
+    pipelining: 1,
+    keepAliveTimeout: config.upstream.keepAliveTimeoutMs,
+    keepAliveMaxTimeout: config.upstream.keepAliveTimeoutMs,
+    headersTimeout: config.upstream.timeoutMs,
+    bodyTimeout: config.upstream.timeoutMs,
+    connect: { timeout: config.upstream.connectTimeoutMs, ...upstreamTlsOptions(config.upstream.tls) },
+  });
+  const bodyLimit = config.limits.bodyBytes;
+  const timeouts = config.upstream.operationTimeoutsMs;
+  const defaultTimeout = config.upstream.timeoutMs;
+
+  async function forward(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+    const raw = request.raw;
+    let body: Buffer | Readable | undefined = request.rawBody;
+    if (body === undefined && hasBody(raw.headers)) {
+      const declared = raw.headers['content-length'];
+      if (declared !== undefined && Number(declared) > bodyLimit) throw tooLarge(bodyLimit);
+      // A declared length is enforced by Node's parser; a chunked body is counted as it streams.
+      body = declared !== undefined ? raw : raw.pipe(new BodyLimit(bodyLimit));
+    }
+    const remoteAddress = raw.socket.remoteAddress ?? '';
+    const headers = upstreamRequestHeaders(raw.rawHeaders, {
+      remoteAddress,
+      protocol: 'encrypted' in raw.socket ? 'https' : 'http',
+      host: raw.headers.host,
+      trusted: options.isTrustedProxy(remoteAddress),
+    }, options.replacesTraceContext);
+
+    // A client that goes away cancels the upstream call (a submit still in flight is the
+    // participant's to finish; we stop waiting for it).
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!reply.raw.writableFinished) abort.abort();
+    };
+    reply.raw.once('close', onClose);
+    const timeout = timeouts[request.operation.name] ?? defaultTimeout;
+    const started = performance.now();
+    let response: Awaited<ReturnType<Pool['request']>>;
+    try {
+      response = await pool.request({
+        path: basePath + raw.url!,
+        method: raw.method as 'GET',
+        headers,
+        body: body ?? null,
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+        signal: abort.signal,
+      });
+    } catch (error) {
+      reply.raw.off('close', onClose);
+      if (abort.signal.aborted && raw.destroyed) return reply; // the client left; nobody to answer
+      throw upstreamFailure(error);
+    }
+    options.onUpstreamTiming?.(request, (performance.now() - started) / 1000);
+    const { statusCode } = response;
+    if (statusCode < 200 || statusCode > 599) {
+      response.body.destroy();
+      throw upstreamFailure(Object.assign(new Error(`upstream answered status ${statusCode}`), { code: 'BAD_STATUS' }));
+    }
+    reply.code(statusCode);
+    reply.headers(clientResponseHeaders(response.headers));
+    if (statusCode >= 400) {
+      const contentType = response.headers['content-type'];
+      const capture = new ErrorCodeCapture((code) => {
+        request.errorCode = code;
+      }, typeof contentType === 'string' ? contentType : undefined);
+      response.body.on('error', (error) => capture.destroy(error));
+      return reply.send(response.body.pipe(capture));
+    }
+    return reply.send(response.body);
+  }
+
+  async function probe(timeoutMs: number): Promise<boolean> {
+    try {
+      const { statusCode, body } = await pool.request({
+        path: `${basePath}/v2/version`,
+        method: 'GET',
+        headers: { 'user-agent': READINESS_USER_AGENT },
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      await body.dump();
+      return statusCode < 500;
+    } catch {
+      return false;
+    }
+  }
+
+  return {
+    forward,
+    probe,
+    close: () => pool.close(),
+  };
+}

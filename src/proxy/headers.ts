@@ -1,0 +1,92 @@
+// Header rewriting between client and participant: pure functions, unit-tested.
+// Hop-by-hop headers are per connection and never forwarded (RFC 9110 §7.6.1).
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
+]);
+
+/** Headers the gateway sets itself upstream; a client's values are dropped (issue: forged headers). */
+const GATEWAY_OWNED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
+
+export interface ForwardedFor {
+  /** The client's address as the gateway saw it. */
+  readonly remoteAddress: string;
+  readonly protocol: 'http' | 'https';
+  readonly host: string | undefined;
+  /** True when the connection comes from a configured trusted proxy: its X-Forwarded-* are kept and appended to. */
+  readonly trusted: boolean;
+}
+
+function connectionTokens(rawHeaders: readonly string[]): Set<string> | undefined {
+  let tokens: Set<string> | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() !== 'connection') continue;
+    for (const token of rawHeaders[i + 1]!.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name) (tokens ??= new Set()).add(name);
+    }
+  }
+  return tokens;
+}
+
+/**
+ * The request headers to send upstream, as a flat [name, value, ...] list that keeps the client's
+ * order, case and repeated fields. Drops hop-by-hop headers and those the Connection header names,
+ * the client's Host and X-Forwarded-* (unless from a trusted proxy), and, when `dropTraceContext`
+ * is set, traceparent/tracestate (the tracing instrumentation then injects the gateway's own).
+ */
+export function upstreamRequestHeaders(
+  rawHeaders: readonly string[],
+  forwarded: ForwardedFor,
+  dropTraceContext: boolean,
+  extraDrop?: ReadonlySet<string>,
+): string[] {
+  const named = connectionTokens(rawHeaders);
+  const out: string[] = [];
+  let priorFor: string | undefined;
+  let priorProto: string | undefined;
+  let priorHost: string | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    const value = rawHeaders[i + 1]!;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
+    if (GATEWAY_OWNED.has(lower)) {
+      if (forwarded.trusted) {
+        if (lower === 'x-forwarded-for') priorFor = priorFor === undefined ? value : `${priorFor}, ${value}`;
+        else if (lower === 'x-forwarded-proto') priorProto ??= value;
+        else if (lower === 'x-forwarded-host') priorHost ??= value;
+      }
+      continue;
+    }
+    if (dropTraceContext && (lower === 'traceparent' || lower === 'tracestate')) continue;
+    if (extraDrop?.has(lower)) continue;
+    out.push(name, value);
+  }
+  out.push('x-forwarded-for', priorFor === undefined ? forwarded.remoteAddress : `${priorFor}, ${forwarded.remoteAddress}`);
+  out.push('x-forwarded-proto', priorProto ?? forwarded.protocol);
+  const host = priorHost ?? forwarded.host;
+  if (host !== undefined) out.push('x-forwarded-host', host);
+  return out;
+}
+
+/** Response headers from the participant minus hop-by-hop ones (undici gives lower-case names). */
+export function clientResponseHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const named = typeof headers.connection === 'string' ? new Set(headers.connection.split(',').map((t) => t.trim().toLowerCase())) : undefined;
+  const out: Record<string, string | string[]> = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || HOP_BY_HOP.has(name) || named?.has(name)) continue;
+    out[name] = value;
+  }
+  return out;
+}

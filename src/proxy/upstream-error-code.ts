@@ -1,0 +1,46 @@
+// The error code of a participant's error answer, for the metrics label (FACTS.md §2, §9.1).
+
+/** Canton error codes: upper snake case ids (e.g. TOPOLOGY_SERIAL_MISMATCH); anything else is not trusted as a label. */
+const CANTON_CODE = /^[A-Z][A-Z0-9_]{0,79}$/;
+
+/** How many bytes of an error body are read to find its code; the body is passed on whole regardless. */
+export const ERROR_BODY_CAPTURE_BYTES = 16 * 1024;
+
+/** Canton redacts security errors to "NA"; its gRPC code tells them apart (FACTS.md §2.2). */
+const REDACTED_BY_GRPC: Record<number, string> = {
+  16: 'UNAUTHENTICATED',
+  7: 'PERMISSION_DENIED',
+  13: 'INTERNAL',
+  12: 'UNIMPLEMENTED',
+  3: 'INVALID_ARGUMENT',
+};
+
+export const UpstreamCodes = {
+  /** text/plain (tapir decode failures) or any other non-JSON error body. */
+  decodeFailure: 'DECODE_FAILURE',
+  /** Canton's legacy v1 shape for an unknown route: {"errors":[...],"status":404}. */
+  routeNotFound: 'ROUTE_NOT_FOUND',
+  /** JSON without a usable code, or an empty body. */
+  unrecognized: 'UNRECOGNIZED_ERROR',
+} as const;
+
+export function upstreamErrorCode(contentType: string | undefined, body: Buffer, truncated: boolean): string {
+  if (contentType === undefined || !/\bjson\b/i.test(contentType)) return UpstreamCodes.decodeFailure;
+  if (truncated) {
+    // The code is one of the first keys Canton prints; read it without parsing the whole body.
+    const match = /"code"\s*:\s*"([A-Z][A-Z0-9_]{0,79})"/.exec(body.toString('utf8'));
+    return match?.[1] ?? UpstreamCodes.unrecognized;
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return UpstreamCodes.decodeFailure;
+  }
+  if (parsed === null || typeof parsed !== 'object') return UpstreamCodes.unrecognized;
+  const { code, grpcCodeValue, errors } = parsed as { code?: unknown; grpcCodeValue?: unknown; errors?: unknown };
+  if (code === 'NA') return (typeof grpcCodeValue === 'number' ? REDACTED_BY_GRPC[grpcCodeValue] : undefined) ?? 'NA';
+  if (typeof code === 'string' && CANTON_CODE.test(code)) return code;
+  if (Array.isArray(errors)) return UpstreamCodes.routeNotFound;
+  return UpstreamCodes.unrecognized;
+}

@@ -1,0 +1,71 @@
+// What every request carries through the corridor, and the first stage that sets it:
+// the operation from the route catalogue, a clean request target, and the trace id for errors.
+import { trace, isSpanContextValid } from '@opentelemetry/api';
+import type { FastifyRequest } from 'fastify';
+import type { GatewayConfig } from './config/schema.js';
+import { Errors, GatewayError } from './errors.js';
+import { matchOperation, pathOf, type Operation } from './operations.js';
+
+/** Who called: set by the authentication stage from verified claims, never from a header. */
+export interface Principal {
+  /** The token's `sub`: the Ledger API user id. */
+  readonly subject: string;
+  readonly issuer: string | undefined;
+  /** The verified claims, for per-operation authorization rules. */
+  readonly claims: Readonly<Record<string, unknown>>;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    operation: Operation;
+    principal: Principal | null;
+    /** Error code of the answer for metrics and logs: the gateway's own or the participant's. */
+    errorCode: string | null;
+    /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */
+    rawBody: Buffer | undefined;
+  }
+}
+
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
+
+/**
+ * Why a request target is refused, or undefined when it is a plain origin-form path. Dot segments
+ * (raw or percent-encoded) and backslashes are refused so that no path reaches another route
+ * upstream than the one the catalogue matched here (RFC 3986 §5.2.4; issue: path tricks).
+ */
+export function requestTargetProblem(url: string): string | undefined {
+  if (url.charCodeAt(0) !== 47 /* / */) return 'the request target is not an origin-form path';
+  const path = pathOf(url);
+  if (path.includes('\\') || /%5c/i.test(path)) return 'the path contains a backslash';
+  if ((path.includes('.') || path.includes('%')) && DOT_SEGMENT.test(path)) return 'the path contains a dot segment';
+  return undefined;
+}
+
+/** The operation of a request, or the coded refusal for a route the gateway does not serve. */
+export function resolveOperation(method: string, url: string, routes: GatewayConfig['routes']): Operation {
+  const problem = requestTargetProblem(url);
+  if (problem !== undefined) {
+    throw new GatewayError(Errors.GATEWAY_INVALID_PATH, { cause: `Invalid request target: ${problem}.` });
+  }
+  const path = pathOf(url);
+  const operation = matchOperation(method === 'HEAD' ? 'GET' : method, path);
+  if (operation === undefined || (operation.participantInternal && !isExposed(operation, routes))) {
+    throw new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `${method} ${path.length > 200 ? `${path.slice(0, 200)}…` : path} is not served by the gateway.` });
+  }
+  return operation;
+}
+
+function isExposed(operation: Operation, routes: GatewayConfig['routes']): boolean {
+  return operation.template.startsWith('/docs/') ? routes.exposeParticipantDocs : routes.exposeParticipantHealth;
+}
+
+const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
+
+/** The W3C trace id of this request: the active span's, else the caller's traceparent's. */
+export function traceIdOf(request: FastifyRequest): string | null {
+  const spanContext = trace.getActiveSpan()?.spanContext();
+  if (spanContext !== undefined && isSpanContextValid(spanContext)) return spanContext.traceId;
+  const header = request.headers.traceparent;
+  const match = typeof header === 'string' ? TRACEPARENT.exec(header) : null;
+  return match?.[1] !== undefined && !/^0+$/.test(match[1]) ? match[1] : null;
+}

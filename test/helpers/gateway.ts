@@ -1,0 +1,57 @@
+// Builds a gateway on 127.0.0.1 port 0 with its own metrics Registry, for one test.
+import { Registry } from 'prom-client';
+import { buildGateway, type Gateway, type GatewayOptions } from '../../src/app.js';
+import { validateGatewayConfig } from '../../src/config/load.js';
+import type { GatewayConfig } from '../../src/config/schema.js';
+
+export interface RunningGateway {
+  readonly url: string;
+  readonly adminUrl: string;
+  readonly gateway: Gateway;
+  readonly config: GatewayConfig;
+  readonly registry: Registry;
+  close(): Promise<void>;
+}
+
+type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K] };
+
+function merge(target: Record<string, unknown>, source: Record<string, unknown>): Record<string, unknown> {
+  for (const [key, value] of Object.entries(source)) {
+    const existing = target[key];
+    if (value && typeof value === 'object' && !Array.isArray(value) && existing && typeof existing === 'object' && !Array.isArray(existing)) {
+      merge(existing as Record<string, unknown>, value as Record<string, unknown>);
+    } else {
+      target[key] = value;
+    }
+  }
+  return target;
+}
+
+export function testConfig(upstreamUrl: string, overrides: DeepPartial<GatewayConfig> | Record<string, unknown> = {}): GatewayConfig {
+  const raw = merge({
+    server: { host: '127.0.0.1', port: 0 },
+    admin: { host: '127.0.0.1', port: 0 },
+    upstream: { url: upstreamUrl },
+    log: { level: 'silent' },
+  }, structuredClone(overrides) as Record<string, unknown>);
+  return validateGatewayConfig(raw, 'test');
+}
+
+export async function startGateway(
+  upstreamUrl: string,
+  overrides: DeepPartial<GatewayConfig> | Record<string, unknown> = {},
+  options: Partial<GatewayOptions> = {},
+): Promise<RunningGateway> {
+  const config = testConfig(upstreamUrl, overrides);
+  const registry = new Registry();
+  const gateway = await buildGateway(config, { upstreamUrl, registry, logger: false, ...options });
+  const urls = await gateway.listen();
+  return {
+    url: urls.api,
+    adminUrl: urls.admin,
+    gateway,
+    config,
+    registry,
+    close: () => gateway.close(),
+  };
+}

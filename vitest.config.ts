@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    environment: 'node',
+    pool: 'forks',
+    testTimeout: 20_000,
+    hookTimeout: 20_000,
+    // Tests start real servers on 127.0.0.1; two cores, so keep parallelism modest.
+    maxWorkers: 2,
+    minWorkers: 1,
+  },
+});
