@@ -2,17 +2,28 @@
 //   request context (operation, target check) -> authentication -> policy (authorization, rules)
 //   -> version cache -> forward -> metrics and the log line.
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import { BlockList, isIP } from 'node:net';
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { GatewayConfig } from './config/schema.js';
 import { Errors, GatewayError, renderCantonError } from './errors.js';
 import { Readiness } from './health.js';
-import { UNKNOWN_OPERATION } from './operations.js';
+import { UNKNOWN_OPERATION, type Operation } from './operations.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy } from './proxy/websocket.js';
-import { resolveOperation, traceIdOf } from './request-context.js';
+import { resolveOperation, traceIdOf, type Principal } from './request-context.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
+
+/** What an upgrade carries through the stages (the HTTP path uses request decorators). */
+export interface UpgradeContext {
+  readonly request: IncomingMessage;
+  readonly operation: Operation;
+  principal: Principal | null;
+}
+
+/** A stage's check of a WebSocket upgrade: throws a GatewayError to refuse it. */
+export type UpgradeStage = (context: UpgradeContext) => Promise<void>;
 
 export interface GatewayOptions {
   /** The participant's base URL, already resolved (main.ts starts the sandbox for "sandbox"). */
@@ -121,7 +132,15 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     }
   });
 
-  // Stage 1: authentication (auth/). Stage 2: policy (policy/). Stage 3: version cache (cache/).
+  // WebSocket upgrades pass the same stages, in the same order, before the tunnel opens.
+  const upgradeStages: UpgradeStage[] = [];
+
+  // Stage 1: authentication (auth/) — before any body is read and before the version cache, so an
+  // unauthenticated caller never costs a body read or sees a cached answer.
+
+  // Stage 2: policy (policy/) — per-operation authorization, then the request rules.
+
+  // Stage 3: the GET /v2/version cache (cache/).
 
   api.route({
     method: [...API_METHODS],
@@ -163,8 +182,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     upstreamUrl: options.upstreamUrl,
     config,
     isTrustedProxy,
-    admit: async () => {
+    admit: async (request, operation) => {
       if (readiness.isShuttingDown) throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
+      const context: UpgradeContext = { request, operation, principal: null };
+      for (const stage of upgradeStages) await stage(context);
     },
     correlationId: () => randomUUID(),
     traceIdOf: () => null,
