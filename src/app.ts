@@ -235,7 +235,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     metrics,
     readiness,
     async listen() {
-      await probeUpstream();
+      void probeUpstream(); // readiness follows; /readyz re-probes on demand while failing
       const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
       const apiUrl = await api.listen({ host: config.server.host, port: config.server.port });
       return { api: apiUrl, admin: adminUrl };

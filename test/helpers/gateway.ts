@@ -10,6 +10,8 @@ export interface RunningGateway {
   readonly gateway: Gateway;
   readonly config: GatewayConfig;
   readonly registry: Registry;
+  /** Headers that authenticate a test call (a valid bearer token once authentication is on). */
+  auth(extra?: Record<string, string>): Record<string, string>;
   close(): Promise<void>;
 }
 
@@ -52,6 +54,7 @@ export async function startGateway(
     gateway,
     config,
     registry,
+    auth: (extra = {}) => ({ ...extra }),
     close: () => gateway.close(),
   };
 }
