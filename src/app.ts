@@ -9,7 +9,8 @@ import type { Registry } from 'prom-client';
 import type { GatewayConfig } from './config/schema.js';
 import { Errors, GatewayError, renderCantonError } from './errors.js';
 import { Readiness } from './health.js';
-import { UNKNOWN_OPERATION, type Operation } from './operations.js';
+import { createVersionCache } from './cache/version-cache.js';
+import { NamedOperations, UNKNOWN_OPERATION, type Operation } from './operations.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy } from './proxy/websocket.js';
 import { resolveOperation, traceIdOf, type Principal } from './request-context.js';
@@ -48,6 +49,9 @@ export interface Gateway {
   /** Close at once (tests). */
   close(): Promise<void>;
 }
+
+/** A version answer is a few hundred bytes; anything far larger is not cached. */
+const VERSION_ANSWER_MAX_BYTES = 1024 * 1024;
 
 const API_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
@@ -140,12 +144,24 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
 
   // Stage 2: policy (policy/) — per-operation authorization, then the request rules.
 
-  // Stage 3: the GET /v2/version cache (cache/).
+  // Stage 3: the GET /v2/version cache (cache/), keyed by upstream so that another participant's
+  // answer is never served.
+  const versionCache = config.versionCache.ttlSeconds > 0
+    ? createVersionCache({
+      ttlSeconds: config.versionCache.ttlSeconds,
+      staleIfErrorSeconds: config.versionCache.staleIfErrorSeconds,
+      fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),
+      count: (result) => metrics.versionCache(result),
+    })
+    : undefined;
+  const upstreamKey = options.upstreamUrl;
 
   api.route({
     method: [...API_METHODS],
     url: '/*',
-    handler: (request, reply) => forwarder.forward(request, reply),
+    handler: (request, reply) => (versionCache !== undefined && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
+      ? versionCache.serve(request, reply, upstreamKey)
+      : forwarder.forward(request, reply)),
   });
 
   api.addHook('onResponse', async (request, reply) => {
@@ -213,6 +229,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       return reply.code(readiness.report().ready ? 200 : 503).send(readiness.report());
     }
     return reply.code(report.ready ? 200 : 503).send(report);
+  });
+  admin.post('/cache/version/purge', async (_request, reply) => {
+    versionCache?.clear();
+    return reply.code(204).send();
   });
   admin.get('/metrics', async (_request, reply) => {
     reply.type(metrics.registry.contentType);

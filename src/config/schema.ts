@@ -60,6 +60,11 @@ export const LogSchema = Section({
   level: Type.Union([Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'), Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent')], { default: 'info', description: 'pino log level.' }),
 }, 'Logging.');
 
+export const VersionCacheSchema = Section({
+  ttlSeconds: Type.Integer({ minimum: 0, maximum: 86_400, default: 30, description: 'GET /v2/version answers are fresh for this long; 0 disables the cache.' }),
+  staleIfErrorSeconds: Type.Integer({ minimum: 0, maximum: 86_400, default: 300, description: 'When a refresh fails (unreachable, timeout, 5xx), the last good answer is served this long past its freshness, marked x-cache: STALE.' }),
+}, 'The GET /v2/version cache.');
+
 export const ConfigSchema = Type.Object({
   server: ServerSchema,
   admin: AdminSchema,
@@ -68,6 +73,7 @@ export const ConfigSchema = Type.Object({
   routes: RoutesSchema,
   shutdown: ShutdownSchema,
   log: LogSchema,
+  versionCache: VersionCacheSchema,
 }, { additionalProperties: false });
 
 export type GatewayConfig = Static<typeof ConfigSchema>;

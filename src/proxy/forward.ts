@@ -33,6 +33,8 @@ export interface ForwarderOptions {
 
 export interface Forwarder {
   forward(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply>;
+  /** The same call as forward(), answered whole into memory (bounded): for the version cache. */
+  fetchWhole(request: FastifyRequest, maxBytes: number): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
   /** GET /v2/version with a short bound: does the participant answer at all? */
   probe(timeoutMs: number): Promise<boolean>;
   close(): Promise<void>;
@@ -90,6 +92,8 @@ class ErrorCodeCapture extends Transform {
   }
 }
 
+const BODY_HEADERS: ReadonlySet<string> = new Set(['content-length', 'content-type']);
+
 function hasBody(headers: FastifyRequest['headers']): boolean {
   const length = headers['content-length'];
   return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
@@ -112,6 +116,50 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const timeouts = config.upstream.operationTimeoutsMs;
   const defaultTimeout = config.upstream.timeoutMs;
 
+  function headersFor(request: FastifyRequest, drop?: ReadonlySet<string>): string[] {
+    const raw = request.raw;
+    const remoteAddress = raw.socket.remoteAddress ?? '';
+    return upstreamRequestHeaders(raw.rawHeaders, {
+      remoteAddress,
+      protocol: 'encrypted' in raw.socket ? 'https' : 'http',
+      host: raw.headers.host,
+      trusted: options.isTrustedProxy(remoteAddress),
+    }, options.replacesTraceContext, drop);
+  }
+
+  async function fetchWhole(request: FastifyRequest, maxBytes: number) {
+    const timeout = timeouts[request.operation.name] ?? defaultTimeout;
+    const started = performance.now();
+    let response: Awaited<ReturnType<Pool['request']>>;
+    try {
+      response = await pool.request({
+        path: basePath + request.raw.url!,
+        method: 'GET',
+        headers: headersFor(request, BODY_HEADERS), // a body sent with this GET is not replayed
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+      });
+    } catch (error) {
+      throw upstreamFailure(error);
+    }
+    options.onUpstreamTiming?.(request, (performance.now() - started) / 1000);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    try {
+      for await (const chunk of response.body) {
+        size += (chunk as Buffer).length;
+        if (size > maxBytes) {
+          response.body.destroy();
+          throw Object.assign(new Error('upstream answer too large to cache'), { code: 'ANSWER_TOO_LARGE' });
+        }
+        chunks.push(chunk as Buffer);
+      }
+    } catch (error) {
+      throw upstreamFailure(error);
+    }
+    return { statusCode: response.statusCode, headers: clientResponseHeaders(response.headers), body: Buffer.concat(chunks, size) };
+  }
+
   async function forward(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
     const raw = request.raw;
     let body: Buffer | Readable | undefined = request.rawBody;
@@ -121,13 +169,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       // A declared length is enforced by Node's parser; a chunked body is counted as it streams.
       body = declared !== undefined ? raw : raw.pipe(new BodyLimit(bodyLimit));
     }
-    const remoteAddress = raw.socket.remoteAddress ?? '';
-    const headers = upstreamRequestHeaders(raw.rawHeaders, {
-      remoteAddress,
-      protocol: 'encrypted' in raw.socket ? 'https' : 'http',
-      host: raw.headers.host,
-      trusted: options.isTrustedProxy(remoteAddress),
-    }, options.replacesTraceContext);
+    const headers = headersFor(request);
 
     // A client that goes away cancels the upstream call (a submit still in flight is the
     // participant's to finish; we stop waiting for it).
@@ -192,6 +234,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   return {
     forward,
+    fetchWhole,
     probe,
     close: () => pool.close(),
   };

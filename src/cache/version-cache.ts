@@ -1,0 +1,120 @@
+// The GET /v2/version cache: the participant's version changes only when it is upgraded, so the
+// gateway answers from memory. Fresh for ttlSeconds; concurrent misses share one upstream call
+// (lru-cache's fetch); when a refresh fails with a 5xx or no answer, the last good answer is served
+// while younger than staleIfErrorSeconds (RFC 5861 stale-if-error), marked STALE.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { LRUCache } from 'lru-cache';
+import { GatewayError } from '../errors.js';
+import { upstreamErrorCode } from '../proxy/upstream-error-code.js';
+import type { VersionCacheResult } from '../telemetry/metrics.js';
+
+export interface UpstreamAnswer {
+  readonly statusCode: number;
+  readonly headers: Record<string, string | string[]>;
+  readonly body: Buffer;
+}
+
+interface CachedVersion {
+  readonly headers: Record<string, string | string[]>;
+  readonly body: Buffer;
+  readonly storedAt: number;
+}
+
+/** A refresh that got an answer other than 200 JSON: passed to the client unchanged. */
+class UncacheableAnswer extends Error {
+  constructor(readonly answer: UpstreamAnswer) {
+    super(`upstream answered ${answer.statusCode}`);
+  }
+}
+
+export interface VersionCacheOptions {
+  readonly ttlSeconds: number;
+  readonly staleIfErrorSeconds: number;
+  /** One GET /v2/version upstream on behalf of `request`, read whole (bounded by the upstream timeout). */
+  readonly fetchVersion: (request: FastifyRequest) => Promise<UpstreamAnswer>;
+  readonly count: (result: VersionCacheResult) => void;
+  readonly now?: () => number;
+}
+
+export interface VersionCache {
+  serve(request: FastifyRequest, reply: FastifyReply, upstreamKey: string): Promise<FastifyReply> | FastifyReply;
+  clear(): void;
+}
+
+/** Answer headers that are about this one exchange, never replayed from the cache. */
+const NOT_REPLAYED = new Set(['content-length', 'date', 'set-cookie', 'age', 'x-request-id', 'x-cache', 'traceresponse']);
+
+function isJson(headers: Record<string, string | string[]>): boolean {
+  const type = headers['content-type'];
+  return typeof type === 'string' && /\bjson\b/i.test(type);
+}
+
+export function createVersionCache(options: VersionCacheOptions): VersionCache {
+  const now = options.now ?? Date.now;
+  const ttlMs = options.ttlSeconds * 1000;
+  const staleMs = options.staleIfErrorSeconds * 1000;
+
+  const cache = new LRUCache<string, CachedVersion, FastifyRequest>({
+    max: 16, // one entry per upstream; a handful at most
+    ttl: ttlMs,
+    perf: { now },
+    allowStale: false,
+    noDeleteOnStaleGet: true, // the stale answer stays for stale-if-error
+    allowStaleOnFetchRejection: false, // decided below, by error kind and age
+    noDeleteOnFetchRejection: true,
+    fetchMethod: async (_key, _stale, { context }) => {
+      const answer = await options.fetchVersion(context);
+      if (answer.statusCode !== 200 || !isJson(answer.headers)) throw new UncacheableAnswer(answer);
+      const headers: Record<string, string | string[]> = {};
+      for (const [name, value] of Object.entries(answer.headers)) if (!NOT_REPLAYED.has(name)) headers[name] = value;
+      return { headers, body: answer.body, storedAt: now() };
+    },
+  });
+
+  function send(reply: FastifyReply, entry: CachedVersion, status: 'HIT' | 'MISS' | 'STALE'): FastifyReply {
+    return reply
+      .code(200)
+      .headers(entry.headers)
+      .header('age', String(Math.max(0, Math.floor((now() - entry.storedAt) / 1000))))
+      .header('x-cache', status)
+      .send(entry.body);
+  }
+
+  async function refresh(request: FastifyRequest, reply: FastifyReply, key: string): Promise<FastifyReply> {
+    const status: LRUCache.Status<string, CachedVersion, FastifyRequest> = {};
+    try {
+      const entry = (await cache.fetch(key, { context: request, status }))!;
+      options.count(status.fetch === 'inflight' ? 'coalesced' : 'miss');
+      return send(reply, entry, 'MISS');
+    } catch (error) {
+      const upstreamFailed = error instanceof GatewayError || (error instanceof UncacheableAnswer && error.answer.statusCode >= 500);
+      const stale = upstreamFailed ? cache.peek(key, { allowStale: true }) : undefined;
+      if (stale !== undefined && now() - stale.storedAt <= ttlMs + staleMs) {
+        options.count('stale');
+        return send(reply, stale, 'STALE');
+      }
+      options.count(status.fetch === 'inflight' ? 'coalesced' : 'miss');
+      if (error instanceof UncacheableAnswer) {
+        // Not cached, passed on whole: the participant's own error (or non-JSON) answer.
+        if (error.answer.statusCode >= 400) {
+          const type = error.answer.headers['content-type'];
+          request.errorCode = upstreamErrorCode(typeof type === 'string' ? type : undefined, error.answer.body, false);
+        }
+        return reply.code(error.answer.statusCode).headers(error.answer.headers).header('x-cache', 'MISS').send(error.answer.body);
+      }
+      throw error;
+    }
+  }
+
+  return {
+    serve(request, reply, upstreamKey) {
+      const entry = cache.get(upstreamKey);
+      if (entry !== undefined) {
+        options.count('hit');
+        return send(reply, entry, 'HIT');
+      }
+      return refresh(request, reply, upstreamKey);
+    },
+    clear: () => cache.clear(),
+  };
+}

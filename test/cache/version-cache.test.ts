@@ -1,0 +1,118 @@
+// GET /v2/version from memory: single flight, TTL, stale-if-error, never an error cached.
+import { afterEach, describe, expect, it } from 'vitest';
+import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+
+const VERSION = { version: '3.5.10', features: { experimental: {}, userManagement: { supported: true, maxRightsPerUser: 1000, maxUsersPageSize: 1000 } } };
+
+let upstream: RecordingUpstream | undefined;
+let gw: RunningGateway | undefined;
+afterEach(async () => {
+  await gw?.close();
+  await upstream?.close();
+  gw = undefined;
+  upstream = undefined;
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function cacheCounts(gateway: RunningGateway): Promise<Record<string, number>> {
+  const metric = await gateway.registry.getSingleMetric('ledger_gateway_version_cache_requests_total')!.get();
+  return Object.fromEntries(metric.values.map((v) => [String(v.labels.result), v.value]));
+}
+
+describe('version cache', () => {
+  it('answers 100 concurrent calls on a cold cache with exactly one upstream call', async () => {
+    upstream = await startRecordingUpstream((request, response) => {
+      setTimeout(() => answerJson(200, VERSION)(request, response), 100); // a slow participant: all 100 miss together
+    });
+    gw = await startGateway(upstream.url);
+    const answers = await Promise.all(Array.from({ length: 100 }, () => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() })));
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    const bodies = await Promise.all(answers.map((a) => a.json()));
+    expect(bodies.every((b) => JSON.stringify(b) === JSON.stringify(VERSION))).toBe(true);
+    expect(upstream.requests).toHaveLength(1);
+    expect(answers.every((a) => a.headers.get('x-cache') === 'MISS')).toBe(true);
+    expect(await cacheCounts(gw)).toEqual({ miss: 1, coalesced: 99 });
+  });
+
+  it('serves hits within the TTL without the participant, and refreshes after it', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, VERSION, { 'x-participant': 'p1' }));
+    gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 1 } });
+    const first = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    expect(first.headers.get('x-cache')).toBe('MISS');
+    for (let i = 0; i < 5; i++) {
+      const hit = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+      expect(hit.status).toBe(200);
+      expect(hit.headers.get('x-cache')).toBe('HIT');
+      expect(hit.headers.get('age')).toMatch(/^[01]$/);
+      expect(hit.headers.get('content-type')).toBe('application/json');
+      expect(hit.headers.get('x-participant')).toBe('p1');
+      expect(await hit.json()).toEqual(VERSION);
+    }
+    expect(upstream.requests).toHaveLength(1);
+    await sleep(1_100);
+    expect((await fetch(`${gw.url}/v2/version`, { headers: gw.auth() })).headers.get('x-cache')).toBe('MISS');
+    expect(upstream.requests).toHaveLength(2);
+    expect(await cacheCounts(gw)).toEqual({ miss: 2, hit: 5 });
+  });
+
+  it('never stores an error: a 500 goes to the client whole and the next call asks again', async () => {
+    const failure = { code: 'LEDGER_API_INTERNAL_ERROR', cause: 'boom', correlationId: null, traceId: null, context: {}, resources: [], errorCategory: 4, grpcCodeValue: 13, retryInfo: null, definiteAnswer: null };
+    upstream = await startRecordingUpstream(answerJson(500, failure));
+    gw = await startGateway(upstream.url);
+    const refused = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    expect(refused.status).toBe(500);
+    expect(await refused.json()).toEqual(failure);
+    upstream.respond(answerJson(200, VERSION));
+    const ok = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    expect(ok.status).toBe(200);
+    expect(upstream.requests).toHaveLength(2);
+    const requests = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    expect(requests).toMatch(/operation="getVersion",method="GET",status="500",error_code="LEDGER_API_INTERNAL_ERROR"/);
+  });
+
+  it('serves the last good answer while the participant is down, within staleIfErrorSeconds, then 503', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, VERSION));
+    gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 1, staleIfErrorSeconds: 1 } });
+    expect((await fetch(`${gw.url}/v2/version`, { headers: gw.auth() })).headers.get('x-cache')).toBe('MISS');
+    await upstream.close();
+    upstream = undefined;
+    await sleep(1_200); // past the TTL, within the stale window
+    const stale = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    expect(stale.status).toBe(200);
+    expect(stale.headers.get('x-cache')).toBe('STALE');
+    expect(await stale.json()).toEqual(VERSION);
+    await sleep(1_000); // past the stale window too
+    const gone = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    expect(gone.status).toBe(503);
+    expect(await gone.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE' });
+    expect(await cacheCounts(gw)).toMatchObject({ miss: 2, stale: 1 });
+  });
+
+  it('does not serve stale for a 4xx: the participant\'s refusal goes through', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, VERSION));
+    gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 1, staleIfErrorSeconds: 60 } });
+    await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    upstream.respond(answerJson(403, { code: 'NA', cause: 'A security-sensitive error has been received', errorCategory: -1, grpcCodeValue: 7 }));
+    await sleep(1_100);
+    const refused = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    expect(refused.status).toBe(403);
+  });
+
+  it('is emptied by POST /cache/version/purge on the admin listener', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, VERSION));
+    gw = await startGateway(upstream.url);
+    await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    expect((await fetch(`${gw.adminUrl}/cache/version/purge`, { method: 'POST' })).status).toBe(204);
+    expect((await fetch(`${gw.url}/v2/version`, { headers: gw.auth() })).headers.get('x-cache')).toBe('MISS');
+    expect(upstream.requests).toHaveLength(2);
+  });
+
+  it('is off with ttlSeconds 0: every call goes upstream', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, VERSION));
+    gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 0 } });
+    for (let i = 0; i < 3; i++) expect((await fetch(`${gw.url}/v2/version`, { headers: gw.auth() })).headers.get('x-cache')).toBeNull();
+    expect(upstream.requests).toHaveLength(3);
+  });
+});
