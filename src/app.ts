@@ -264,8 +264,11 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       readiness.beginShutdown();
       if (config.shutdown.drainDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdown.drainDelayMs));
       const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), config.shutdown.graceMs).unref());
-      // api.close() stops accepting, closes idle keep-alive connections and waits for in-flight calls.
+      // api.close() stops accepting, closes idle keep-alive connections and waits for in-flight calls;
+      // a connection whose call finishes later is idle then, and closed on the next sweep.
+      const sweep = setInterval(() => api.server.closeIdleConnections(), 100);
       const outcome = await Promise.race([api.close().then(() => 'drained' as const), grace]);
+      clearInterval(sweep);
       if (outcome === 'timeout') {
         api.log.warn({ graceMs: config.shutdown.graceMs }, 'shutdown grace elapsed; closing remaining connections');
         api.server.closeAllConnections();

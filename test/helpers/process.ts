@@ -1,0 +1,85 @@
+// Runs the built gateway (dist/main.js) as its own process, as `npm start` and the image do.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const ROOT = new URL('../..', import.meta.url).pathname;
+
+/** Compiles src/ to dist/ with the project's TypeScript (once per test file that needs it). */
+export function buildDist(): void {
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.json')], { cwd: ROOT, stdio: 'pipe' });
+}
+
+export function writeConfig(yaml: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ledger-gateway-'));
+  const file = join(dir, 'config.yaml');
+  writeFileSync(file, yaml);
+  return file;
+}
+
+export interface GatewayProcess {
+  readonly child: ChildProcess;
+  readonly api: string;
+  readonly admin: string;
+  /** Every line the process printed so far (stdout and stderr). */
+  readonly output: string[];
+  /** Resolves with the exit code. */
+  readonly exited: Promise<number | null>;
+}
+
+/** Starts `node dist/main.js ...args` and waits (bounded) for its "listening" log line. */
+export function startProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 15_000): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const output: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`gateway did not start within ${timeoutMs} ms:\n${output.join('\n')}`));
+    }, timeoutMs);
+    const onLine = (line: string) => {
+      output.push(line);
+      if (!line.includes('ledger-gateway listening')) return;
+      const parsed = JSON.parse(line) as { api: string; admin: string };
+      clearTimeout(timer);
+      resolve({ child, api: parsed.api, admin: parsed.admin, output, exited });
+    };
+    let buffered = '';
+    const onData = (data: Buffer) => {
+      buffered += data.toString();
+      let newline: number;
+      while ((newline = buffered.indexOf('\n')) !== -1) {
+        onLine(buffered.slice(0, newline));
+        buffered = buffered.slice(newline + 1);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway exited with ${code} before listening:\n${output.join('\n')}`));
+    });
+  });
+}
+
+/** Runs the CLI to completion (bounded) and returns its exit code and output. */
+export function runToExit(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 15_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`did not exit within ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}

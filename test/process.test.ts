@@ -1,0 +1,76 @@
+// The process as operators run it: config validated at start, probes, graceful shutdown on SIGTERM.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { buildDist, runToExit, startProcess, writeConfig } from './helpers/process.js';
+import { answerJson, startRecordingUpstream } from './helpers/recording-upstream.js';
+
+beforeAll(() => buildDist(), 120_000);
+
+describe('start', () => {
+  it('refuses a bad config file with every bad key named and a non-zero exit', async () => {
+    const file = writeConfig('upstream:\n  url: 42\n  bogus: true\nserver:\n  port: eighty\nlimits: { bodyBytes: -1 }\n');
+    const { code, stderr } = await runToExit(['dist/main.js', '--config', file]);
+    expect(code).toBe(2);
+    expect(stderr).toContain('upstream.bogus: unknown key');
+    expect(stderr).toMatch(/upstream\.url: must be string/);
+    expect(stderr).toMatch(/server\.port: must be integer/);
+    expect(stderr).toMatch(/limits\.bodyBytes: must be >= 1/);
+  });
+
+  it('refuses a config file that is not YAML, or missing', async () => {
+    expect((await runToExit(['dist/main.js', '--config', writeConfig('server: [\n')])).code).toBe(2);
+    const missing = await runToExit(['dist/main.js', '--config', '/nonexistent/gateway.yaml']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('cannot read the file');
+  });
+
+  it('takes the config file from LEDGER_GATEWAY_CONFIG too', async () => {
+    const file = writeConfig('nope: 1\n');
+    const { code, stderr } = await runToExit(['dist/main.js'], { LEDGER_GATEWAY_CONFIG: file });
+    expect(code).toBe(2);
+    expect(stderr).toContain('nope: unknown key');
+  });
+});
+
+describe('graceful shutdown', () => {
+  it('turns /readyz 503 on SIGTERM while an in-flight submit still completes, then exits 0', async () => {
+    let received: () => void = () => {};
+    const arrived = new Promise<void>((resolve) => { received = resolve; });
+    const upstream = await startRecordingUpstream((request, response) => {
+      if (request.url.startsWith('/v2/commands')) {
+        received();
+        setTimeout(() => answerJson(200, { transaction: { offset: 7 } })(request, response), 1_500);
+      } else {
+        answerJson(200, { version: '3.5.10' })(request, response);
+      }
+    });
+    const file = writeConfig([
+      `upstream: { url: "${upstream.url}" }`,
+      'server: { host: 127.0.0.1, port: 0 }',
+      'admin: { host: 127.0.0.1, port: 0 }',
+      'shutdown: { graceMs: 10000 }',
+    ].join('\n'));
+    const gateway = await startProcess(['dist/main.js', '--config', file]);
+    try {
+      await expect.poll(async () => (await fetch(`${gateway.admin}/readyz`)).status, { timeout: 5_000 }).toBe(200);
+      expect((await fetch(`${gateway.admin}/livez`)).status).toBe(200);
+
+      const inFlight = fetch(`${gateway.api}/v2/commands/submit-and-wait`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ commands: { commands: [], commandId: 'c1', actAs: ['Alice'] } }),
+      });
+      await arrived;
+      gateway.child.kill('SIGTERM');
+      await expect.poll(async () => (await fetch(`${gateway.admin}/readyz`)).status, { timeout: 2_000 }).toBe(503);
+
+      const answer = await inFlight;
+      expect(answer.status).toBe(200);
+      expect(await answer.json()).toEqual({ transaction: { offset: 7 } });
+      expect(await gateway.exited).toBe(0);
+      await expect(fetch(`${gateway.api}/v2/version`)).rejects.toThrow();
+    } finally {
+      gateway.child.kill('SIGKILL');
+      await upstream.close();
+    }
+  });
+});
