@@ -2,6 +2,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildDist, runToExit, startProcess, writeConfig } from './helpers/process.js';
 import { answerJson, startRecordingUpstream } from './helpers/recording-upstream.js';
+import { createTestIssuer, TEST_PARTICIPANT } from './helpers/tokens.js';
 
 beforeAll(() => buildDist(), 120_000);
 
@@ -43,7 +44,9 @@ describe('graceful shutdown', () => {
         answerJson(200, { version: '3.5.10' })(request, response);
       }
     });
+    const issuer = await createTestIssuer();
     const file = writeConfig([
+      `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
       `upstream: { url: "${upstream.url}" }`,
       'server: { host: 127.0.0.1, port: 0 }',
       'admin: { host: 127.0.0.1, port: 0 }',
@@ -56,7 +59,7 @@ describe('graceful shutdown', () => {
 
       const inFlight = fetch(`${gateway.api}/v2/commands/submit-and-wait`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${await issuer.mint()}` },
         body: JSON.stringify({ commands: { commands: [], commandId: 'c1', actAs: ['Alice'] } }),
       });
       await arrived;

@@ -24,16 +24,19 @@ async function cacheCounts(gateway: RunningGateway): Promise<Record<string, numb
 describe('version cache', () => {
   it('answers 100 concurrent calls on a cold cache with exactly one upstream call', async () => {
     upstream = await startRecordingUpstream((request, response) => {
-      setTimeout(() => answerJson(200, VERSION)(request, response), 100); // a slow participant: all 100 miss together
+      setTimeout(() => answerJson(200, VERSION)(request, response), 500); // a slow participant: the misses overlap
     });
     gw = await startGateway(upstream.url);
     const answers = await Promise.all(Array.from({ length: 100 }, () => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() })));
-    expect(answers.every((a) => a.status === 200)).toBe(true);
+    expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
     const bodies = await Promise.all(answers.map((a) => a.json()));
     expect(bodies.every((b) => JSON.stringify(b) === JSON.stringify(VERSION))).toBe(true);
     expect(upstream.requests).toHaveLength(1);
-    expect(answers.every((a) => a.headers.get('x-cache') === 'MISS')).toBe(true);
-    expect(await cacheCounts(gw)).toEqual({ miss: 1, coalesced: 99 });
+    // On a loaded machine a few calls may arrive after the answer: those are hits, never upstream calls.
+    const counts = await cacheCounts(gw);
+    expect(counts.miss).toBe(1);
+    expect((counts.coalesced ?? 0) + (counts.hit ?? 0)).toBe(99);
+    expect(counts.coalesced).toBeGreaterThan(50);
   });
 
   it('serves hits within the TTL without the participant, and refreshes after it', async () => {
@@ -107,6 +110,19 @@ describe('version cache', () => {
     expect((await fetch(`${gw.adminUrl}/cache/version/purge`, { method: 'POST' })).status).toBe(204);
     expect((await fetch(`${gw.url}/v2/version`, { headers: gw.auth() })).headers.get('x-cache')).toBe('MISS');
     expect(upstream.requests).toHaveLength(2);
+  });
+
+  it('still authenticates first: no token gets 401 even with a warm cache', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, VERSION));
+    gw = await startGateway(upstream.url);
+    expect((await fetch(`${gw.url}/v2/version`, { headers: gw.auth() })).status).toBe(200);
+    const anonymous = await fetch(`${gw.url}/v2/version`);
+    expect(anonymous.status).toBe(401);
+    const body = await anonymous.text();
+    expect(body).not.toContain('3.5.10');
+    expect(JSON.parse(body)).toMatchObject({ code: 'NA', grpcCodeValue: 16, errorCategory: -1 });
+    expect((await fetch(`${gw.url}/v2/version`, { headers: { authorization: 'Bearer not.a.token' } })).status).toBe(401);
+    expect(upstream.requests).toHaveLength(1);
   });
 
   it('is off with ttlSeconds 0: every call goes upstream', async () => {

@@ -3,6 +3,7 @@ import { Registry } from 'prom-client';
 import { buildGateway, type Gateway, type GatewayOptions } from '../../src/app.js';
 import { validateGatewayConfig } from '../../src/config/load.js';
 import type { GatewayConfig } from '../../src/config/schema.js';
+import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from './tokens.js';
 
 export interface RunningGateway {
   readonly url: string;
@@ -10,8 +11,10 @@ export interface RunningGateway {
   readonly gateway: Gateway;
   readonly config: GatewayConfig;
   readonly registry: Registry;
-  /** Headers that authenticate a test call (a valid bearer token once authentication is on). */
+  /** Headers that authenticate a test call: a valid bearer token for user alice. */
   auth(extra?: Record<string, string>): Record<string, string>;
+  /** The identity provider the gateway trusts (mint other tokens with it). */
+  readonly issuer: TestIssuer;
   close(): Promise<void>;
 }
 
@@ -39,22 +42,32 @@ export function testConfig(upstreamUrl: string, overrides: DeepPartial<GatewayCo
   return validateGatewayConfig(raw, 'test');
 }
 
+/**
+ * A gateway in front of `upstreamUrl` that trusts a fresh test issuer (unless the overrides
+ * configure `auth` themselves).
+ */
 export async function startGateway(
   upstreamUrl: string,
   overrides: DeepPartial<GatewayConfig> | Record<string, unknown> = {},
   options: Partial<GatewayOptions> = {},
 ): Promise<RunningGateway> {
-  const config = testConfig(upstreamUrl, overrides);
+  const issuer = await createTestIssuer();
+  const withAuth = 'auth' in overrides
+    ? overrides
+    : { ...overrides, auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT } };
+  const config = testConfig(upstreamUrl, withAuth);
   const registry = new Registry();
   const gateway = await buildGateway(config, { upstreamUrl, registry, logger: false, ...options });
   const urls = await gateway.listen();
+  const token = await issuer.mint();
   return {
     url: urls.api,
     adminUrl: urls.admin,
     gateway,
     config,
     registry,
-    auth: (extra = {}) => ({ ...extra }),
+    auth: (extra = {}) => ({ authorization: `Bearer ${token}`, ...extra }),
+    issuer,
     close: () => gateway.close(),
   };
 }

@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { bearerTokenFromHeaders, webSocketToken } from '../../src/auth/extract.js';
+import { AuthFailure } from '../../src/auth/failure.js';
+
+const JWT = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl';
+
+function reasonOf(run: () => unknown): string {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof AuthFailure) return error.reason;
+    throw error;
+  }
+  return 'accepted';
+}
+
+describe('bearerTokenFromHeaders', () => {
+  it('takes the token of a Bearer Authorization header, scheme case-insensitive (RFC 7235 §2.1)', () => {
+    expect(bearerTokenFromHeaders(['Authorization', `Bearer ${JWT}`])).toBe(JWT);
+    expect(bearerTokenFromHeaders(['authorization', `bearer  ${JWT}`])).toBe(JWT);
+  });
+
+  it.each([
+    ['no header', [], 'missing'],
+    ['another scheme', ['Authorization', 'Basic dXNlcjpwYXNz'], 'missing'],
+    ['the scheme alone', ['Authorization', 'Bearer'], 'malformed'],
+    ['an empty token', ['Authorization', 'Bearer    '], 'malformed'],
+    ['garbage', ['Authorization', 'Bearer not-a-jwt'], 'malformed'],
+    ['characters outside b64token', ['Authorization', 'Bearer a.b.c d'], 'malformed'],
+    ['an encrypted JWT (five parts)', ['Authorization', 'Bearer a.b.c.d.e'], 'malformed'],
+    ['an opaque Canton admin token', ['Authorization', 'Bearer 3f2a9c0d4e5b6a7f'], 'malformed'],
+    ['two Authorization headers', ['Authorization', `Bearer ${JWT}`, 'Authorization', `Bearer ${JWT}`], 'malformed'],
+  ])('refuses %s', (_name, rawHeaders, reason) => {
+    expect(reasonOf(() => bearerTokenFromHeaders(rawHeaders))).toBe(reason);
+  });
+
+  it('lets an unsigned token through to the verifier, which names its alg', () => {
+    expect(bearerTokenFromHeaders(['Authorization', 'Bearer eyJhbGciOiJub25lIn0.e30.'])).toBe('eyJhbGciOiJub25lIn0.e30.');
+  });
+});
+
+describe('webSocketToken', () => {
+  it('reads the jwt.token. subprotocol offered first, as Canton does (FACTS.md §4.1)', () => {
+    expect(webSocketToken(['Sec-WebSocket-Protocol', `jwt.token.${JWT},daml.ws.auth`])).toBe(JWT);
+    expect(webSocketToken(['Sec-WebSocket-Protocol', `daml.ws.auth,jwt.token.${JWT}`])).toBe(JWT);
+  });
+
+  it('prefers the Authorization header when both are present', () => {
+    const other = 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJib2IifQ.c2ln';
+    expect(webSocketToken(['Authorization', `Bearer ${other}`, 'Sec-WebSocket-Protocol', `jwt.token.${JWT}, daml.ws.auth`])).toBe(other);
+    expect(reasonOf(() => webSocketToken(['Authorization', 'Basic x', 'Sec-WebSocket-Protocol', `jwt.token.${JWT}`]))).toBe('missing');
+  });
+
+  it.each([
+    ['no token anywhere', ['Sec-WebSocket-Protocol', 'daml.ws.auth'], 'missing'],
+    ['a token after ", " that Canton would not see', ['Sec-WebSocket-Protocol', `daml.ws.auth, jwt.token.${JWT}`], 'malformed'],
+    ['two tokens', ['Sec-WebSocket-Protocol', `jwt.token.${JWT},jwt.token.${JWT}`], 'malformed'],
+    ['two tokens in two header lines', ['Sec-WebSocket-Protocol', `jwt.token.${JWT}`, 'Sec-WebSocket-Protocol', `jwt.token.${JWT}`], 'malformed'],
+    ['an empty token', ['Sec-WebSocket-Protocol', 'jwt.token.,daml.ws.auth'], 'malformed'],
+    ['garbage', ['Sec-WebSocket-Protocol', 'jwt.token.garbage,daml.ws.auth'], 'malformed'],
+  ])('refuses %s', (_name, rawHeaders, reason) => {
+    expect(reasonOf(() => webSocketToken(rawHeaders))).toBe(reason);
+  });
+});

@@ -1,0 +1,135 @@
+// RemoteKeySet against a real JWKS server on 127.0.0.1.
+import { afterEach, describe, expect, it } from 'vitest';
+import { AuthFailure } from '../../src/auth/failure.js';
+import { MAX_JWKS_BYTES, RemoteKeySet, type RemoteKeySetOptions } from '../../src/auth/key-set.js';
+import { startJwksServer, type JwksServer } from './support/jwks-server.js';
+import { signingKey } from './support/keys.js';
+
+let server: JwksServer | undefined;
+let keySet: RemoteKeySet | undefined;
+afterEach(async () => {
+  keySet?.close();
+  await server?.close();
+  keySet = undefined;
+  server = undefined;
+});
+
+function remote(url: string, options: Partial<RemoteKeySetOptions> = {}): RemoteKeySet {
+  keySet = new RemoteKeySet({ issuer: 'https://idp', url: new URL(url), fetchTimeoutMs: 1_000, refreshIntervalMs: 60_000, cooldownMs: 60_000, ...options });
+  return keySet;
+}
+
+const header = (kid: string, alg = 'ES256') => ({ alg, kid });
+
+async function failureOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+    return 'resolved';
+  } catch (error) {
+    return error instanceof AuthFailure ? error.reason : String((error as { code?: string }).code);
+  }
+}
+
+describe('RemoteKeySet', () => {
+  it('fetches at start and reports each fetch', async () => {
+    const key = await signingKey('ES256');
+    server = await startJwksServer([key.publicJwk]);
+    const results: string[] = [];
+    const keys = remote(server.jwksUrl, { onFetch: (result) => results.push(result) });
+    expect(keys.ready()).toBe(false);
+    keys.start();
+    await expect(keys.resolve(header(key.kid), undefined as never)).resolves.toBeDefined();
+    expect(keys.ready()).toBe(true);
+    expect(results).toEqual(['success']);
+    expect(server.requests).toBe(1);
+  });
+
+  it('refetches on an unknown kid at most once per cooldown, and follows a rotation', async () => {
+    const [old, next, other] = await Promise.all([signingKey('ES256'), signingKey('ES256'), signingKey('ES256')]);
+    server = await startJwksServer([old.publicJwk]);
+    const keys = remote(server.jwksUrl, { cooldownMs: 300 });
+    expect(await keys.refresh()).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+
+    server.setKeys([next.publicJwk, old.publicJwk]); // rotation at the identity provider
+    await expect(keys.resolve(header(next.kid), undefined as never)).resolves.toBeDefined();
+    expect(server.requests).toBe(2);
+
+    // Within the cooldown, an unknown kid costs no fetch.
+    expect(await failureOf(keys.resolve(header(other.kid), undefined as never))).toBe('ERR_JWKS_NO_MATCHING_KEY');
+    expect(server.requests).toBe(2);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    expect(await failureOf(keys.resolve(header(other.kid), undefined as never))).toBe('ERR_JWKS_NO_MATCHING_KEY');
+    expect(server.requests).toBe(3);
+  });
+
+  it('keeps the last good keys when a refresh fails', async () => {
+    const key = await signingKey('ES256');
+    server = await startJwksServer([key.publicJwk]);
+    const results: string[] = [];
+    const keys = remote(server.jwksUrl, { onFetch: (result) => results.push(result) });
+    expect(await keys.refresh()).toBe(true);
+    for (const behaviour of [{ down: true }, { status: 503 }, { body: 'not json' }, { body: '{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}' }]) {
+      server.setBehaviour(behaviour);
+      expect(await keys.refresh()).toBe(false);
+      await expect(keys.resolve(header(key.kid), undefined as never)).resolves.toBeDefined();
+      expect(keys.ready()).toBe(true);
+    }
+    expect(results).toEqual(['success', 'failure', 'failure', 'failure', 'failure']);
+  });
+
+  it('bounds a fetch by fetchTimeoutMs and the document by MAX_JWKS_BYTES', async () => {
+    const key = await signingKey('ES256');
+    server = await startJwksServer([key.publicJwk]);
+    server.setBehaviour({ delayMs: 5_000 });
+    const keys = remote(server.jwksUrl, { fetchTimeoutMs: 200 });
+    const started = performance.now();
+    expect(await keys.refresh()).toBe(false);
+    expect(performance.now() - started).toBeLessThan(2_000);
+
+    server.setBehaviour({ body: JSON.stringify({ keys: [key.publicJwk], padding: 'x'.repeat(MAX_JWKS_BYTES) }) });
+    expect(await keys.refresh()).toBe(false);
+    expect(keys.ready()).toBe(false);
+  });
+
+  it('refuses with keys_unavailable while the key set was never fetched', async () => {
+    const key = await signingKey('ES256');
+    server = await startJwksServer([key.publicJwk]);
+    server.setBehaviour({ down: true });
+    const keys = remote(server.jwksUrl, { cooldownMs: 100 });
+    keys.start();
+    expect(await failureOf(keys.resolve(header(key.kid), undefined as never))).toBe('keys_unavailable');
+    server.setBehaviour({});
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    await expect(keys.resolve(header(key.kid), undefined as never)).resolves.toBeDefined();
+  });
+
+  it('retries a failed fetch after the cooldown and refreshes on schedule', async () => {
+    const key = await signingKey('ES256');
+    server = await startJwksServer([key.publicJwk]);
+    server.setBehaviour({ down: true });
+    const keys = remote(server.jwksUrl, { cooldownMs: 100, refreshIntervalMs: 150 });
+    keys.start();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(keys.ready()).toBe(false);
+    server.setBehaviour({});
+    await expect.poll(() => keys.ready(), { timeout: 2_000, interval: 20 }).toBe(true);
+    const fetched = server.requests;
+    await expect.poll(() => server!.requests, { timeout: 2_000, interval: 20 }).toBeGreaterThan(fetched);
+  });
+
+  it('reports a withdrawn or changed key, not an added one', async () => {
+    const [a, b] = await Promise.all([signingKey('ES256'), signingKey('ES256')]);
+    server = await startJwksServer([a.publicJwk]);
+    let withdrawn = 0;
+    const keys = remote(server.jwksUrl, { onKeysWithdrawn: () => (withdrawn += 1) });
+    await keys.refresh();
+    server.setKeys([a.publicJwk, b.publicJwk]);
+    await keys.refresh();
+    expect(withdrawn).toBe(0);
+    server.setKeys([b.publicJwk]);
+    await keys.refresh();
+    expect(withdrawn).toBe(1);
+    expect(await failureOf(keys.resolve(header(a.kid), undefined as never))).toBe('ERR_JWKS_NO_MATCHING_KEY');
+  });
+});

@@ -1,0 +1,133 @@
+// WebSocket streams: the upgrade reaches the participant with every subprotocol, frames flow both ways.
+import http from 'node:http';
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
+import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+
+let gw: RunningGateway | undefined;
+let upstream: { server: http.Server; wss: WebSocketServer; url: string; upgrades: http.IncomingHttpHeaders[]; paths: string[] } | undefined;
+
+afterEach(async () => {
+  await gw?.close();
+  if (upstream) {
+    for (const client of upstream.wss.clients) client.terminate();
+    upstream.wss.close();
+    upstream.server.closeAllConnections();
+    await new Promise((resolve) => upstream!.server.close(resolve));
+  }
+  gw = undefined;
+  upstream = undefined;
+});
+
+/** A participant-like WebSocket endpoint: answers `daml.ws.auth`, echoes each frame twice. */
+async function startWebSocketUpstream(refuseWith?: number) {
+  const upgrades: http.IncomingHttpHeaders[] = [];
+  const paths: string[] = [];
+  const server = http.createServer((_request, response) => response.end('{"version":"3.5.10"}'));
+  const wss = new WebSocketServer({
+    noServer: true,
+    handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false),
+  });
+  server.on('upgrade', (request, socket, head) => {
+    upgrades.push(request.headers);
+    paths.push(request.url ?? '');
+    if (refuseWith !== undefined) {
+      const body = JSON.stringify({ code: 'NA', cause: 'A security-sensitive error has been received', grpcCodeValue: 16 });
+      socket.end(`HTTP/1.1 ${refuseWith} Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      ws.on('message', (data) => {
+        ws.send(`echo:${data.toString()}`);
+        ws.send(`again:${data.toString()}`);
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  upstream = { server, wss, url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, upgrades, paths };
+  return upstream;
+}
+
+function open(url: string, protocols: string[], headers: Record<string, string>): Promise<{ ws: WebSocket; protocol: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, protocols, { headers });
+    ws.once('open', () => resolve({ ws, protocol: ws.protocol }));
+    ws.once('unexpected-response', (_request, response) => reject(Object.assign(new Error(`status ${response.statusCode}`), { status: response.statusCode })));
+    ws.once('error', reject);
+  });
+}
+
+function rawUpgrade(base: string, path: string, authorization: string): Promise<string> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write([
+      `GET ${path} HTTP/1.1`, 'Host: gw', 'Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Version: 13',
+      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', `Authorization: ${authorization}`, '', ''].join('\r\n')));
+    let text = '';
+    socket.on('data', (data) => { text += data.toString(); });
+    socket.on('close', () => resolve(text));
+    socket.on('error', reject);
+  });
+}
+
+describe('websocket forwarding', () => {
+  it('keeps every offered subprotocol and passes frames both ways', async () => {
+    const participant = await startWebSocketUpstream();
+    gw = await startGateway(participant.url);
+    const token = gw.auth().authorization?.slice('Bearer '.length) ?? 'e30.e30.sig';
+    const { ws, protocol } = await open(`${gw.url.replace('http', 'ws')}/v2/updates?x=%2F1`, [`jwt.token.${token}`, 'daml.ws.auth'], {});
+    expect(protocol).toBe('daml.ws.auth');
+    const offered = String(participant.upgrades[0]!['sec-websocket-protocol']).split(',').map((p) => p.trim());
+    expect(offered).toEqual([`jwt.token.${token}`, 'daml.ws.auth']);
+    expect(participant.paths[0]).toBe('/v2/updates?x=%2F1');
+    const received: string[] = [];
+    const two = new Promise<void>((resolve) => ws.on('message', (data) => {
+      received.push(data.toString());
+      if (received.length === 2) resolve();
+    }));
+    ws.send('{"beginExclusive":0}');
+    await two;
+    expect(received).toEqual(['echo:{"beginExclusive":0}', 'again:{"beginExclusive":0}']);
+    ws.close();
+  });
+
+  it('passes the participant\'s refusal of an upgrade back whole', async () => {
+    const participant = await startWebSocketUpstream(401);
+    gw = await startGateway(participant.url);
+    const token = gw.auth().authorization?.slice('Bearer '.length) ?? 'e30.e30.sig';
+    await expect(open(`${gw.url.replace('http', 'ws')}/v2/state/active-contracts`, [`jwt.token.${token}`, 'daml.ws.auth'], {})).rejects.toMatchObject({ status: 401 });
+    expect(participant.upgrades).toHaveLength(1);
+  });
+
+  it('answers 503 in Canton\'s shape when the participant is unreachable', async () => {
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as net.AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    gw = await startGateway(`http://127.0.0.1:${port}`);
+    const token = gw.auth().authorization?.slice('Bearer '.length) ?? 'e30.e30.sig';
+    await expect(open(`${gw.url.replace('http', 'ws')}/v2/updates`, [`jwt.token.${token}`, 'daml.ws.auth'], {})).rejects.toMatchObject({ status: 503 });
+  });
+
+  it('refuses an upgrade outside /v2 and a dot-segment path without reaching the participant', async () => {
+    const participant = await startWebSocketUpstream();
+    gw = await startGateway(participant.url);
+    await expect(open(`${gw.url.replace('http', 'ws')}/livez`, ['daml.ws.auth'], gw.auth())).rejects.toMatchObject({ status: 404 });
+    // A WHATWG URL would resolve the dot segment before sending: write the upgrade by hand.
+    const answer = await rawUpgrade(gw.url, '/v2/%2e%2e/updates', gw.auth().authorization!);
+    expect(answer).toMatch(/^HTTP\/1.1 400 /);
+    expect(answer).toContain('"code":"GATEWAY_INVALID_PATH"');
+    expect(participant.upgrades).toHaveLength(0);
+  });
+
+  it('counts upgrades in the request metric by channel', async () => {
+    const participant = await startWebSocketUpstream();
+    gw = await startGateway(participant.url);
+    const token = gw.auth().authorization?.slice('Bearer '.length) ?? 'e30.e30.sig';
+    const { ws } = await open(`${gw.url.replace('http', 'ws')}/v2/updates/flats`, [`jwt.token.${token}`, 'daml.ws.auth'], {});
+    ws.close();
+    const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    expect(metrics).toMatch(/operation="onV2UpdatesFlats",method="GET",status="101",error_code="none"/);
+  });
+});
