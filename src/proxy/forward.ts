@@ -8,6 +8,7 @@
 // TLS always verified, every wait bounded.
 import { readFileSync } from 'node:fs';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { propagation } from '@opentelemetry/api';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Pool } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
@@ -92,6 +93,9 @@ class ErrorCodeCapture extends Transform {
   }
 }
 
+/** A connection that was lost before the participant answered anything. */
+const CONNECTION_LOST: ReadonlySet<string> = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE', 'UND_ERR_CLOSED']);
+
 const BODY_HEADERS: ReadonlySet<string> = new Set(['content-length', 'content-type']);
 
 function hasBody(headers: FastifyRequest['headers']): boolean {
@@ -116,6 +120,27 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const timeouts = config.upstream.operationTimeoutsMs;
   const defaultTimeout = config.upstream.timeoutMs;
 
+  // With tracing on, the undici instrumentation injects the propagator's headers (traceparent,
+  // tracestate, baggage) for the gateway's client span: the client's copies are dropped, so the
+  // participant receives exactly one of each.
+  const traceHeaders = options.replacesTraceContext ? new Set(propagation.fields().map((name) => name.toLowerCase())) : undefined;
+  const dropped = (drop: ReadonlySet<string> | undefined) => (traceHeaders === undefined ? drop : drop === undefined ? traceHeaders : new Set([...drop, ...traceHeaders]));
+
+  /**
+   * One upstream call. A keep-alive connection the participant closed just as it was reused fails
+   * before any answer; a bodiless GET or HEAD is then sent once more on a fresh connection (safe:
+   * idempotent, and nothing was answered). Anything else is never retried: a submit that may have
+   * reached the participant must not be sent twice.
+   */
+  async function requestOnce(idempotent: boolean, dispatch: Parameters<Pool['request']>[0]): ReturnType<Pool['request']> {
+    try {
+      return await pool.request(dispatch);
+    } catch (error) {
+      if (!idempotent || !CONNECTION_LOST.has((error as { code?: string }).code ?? '') || (dispatch.signal as AbortSignal | undefined)?.aborted) throw error;
+      return pool.request(dispatch);
+    }
+  }
+
   function headersFor(request: FastifyRequest, drop?: ReadonlySet<string>): string[] {
     const raw = request.raw;
     const remoteAddress = raw.socket.remoteAddress ?? '';
@@ -124,7 +149,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       protocol: 'encrypted' in raw.socket ? 'https' : 'http',
       host: raw.headers.host,
       trusted: options.isTrustedProxy(remoteAddress),
-    }, options.replacesTraceContext, drop);
+    }, options.replacesTraceContext, dropped(drop));
   }
 
   async function fetchWhole(request: FastifyRequest, maxBytes: number) {
@@ -132,7 +157,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const started = performance.now();
     let response: Awaited<ReturnType<Pool['request']>>;
     try {
-      response = await pool.request({
+      response = await requestOnce(true, {
         path: basePath + request.raw.url!,
         method: 'GET',
         headers: headersFor(request, BODY_HEADERS), // a body sent with this GET is not replayed
@@ -182,7 +207,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const started = performance.now();
     let response: Awaited<ReturnType<Pool['request']>>;
     try {
-      response = await pool.request({
+      response = await requestOnce(body === undefined && (raw.method === 'GET' || raw.method === 'HEAD'), {
         path: basePath + raw.url!,
         method: raw.method as 'GET',
         headers,

@@ -1,0 +1,171 @@
+// Upstream faults: every case ends within its bound with a coded error (or, for an answer already
+// under way, a cleanly aborted one), and the next request is served normally.
+import http from 'node:http';
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+
+let upstream: RecordingUpstream | undefined;
+let gw: RunningGateway | undefined;
+const servers: net.Server[] = [];
+afterEach(async () => {
+  await gw?.close();
+  await upstream?.close();
+  for (const server of servers.splice(0)) await new Promise((resolve) => server.close(resolve));
+  gw = undefined;
+  upstream = undefined;
+});
+
+async function freePort(): Promise<number> {
+  const probe = net.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as net.AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+/** A TCP server that answers each connection with `behaviour` (raw bytes, stalls, resets). */
+async function rawUpstream(behaviour: (socket: net.Socket) => void): Promise<string> {
+  const server = net.createServer((socket) => {
+    socket.on('error', () => {});
+    socket.once('data', () => behaviour(socket));
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+}
+
+async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number }> {
+  const started = Date.now();
+  const value = await work();
+  return { value, ms: Date.now() - started };
+}
+
+/** Reads a whole answer, reporting whether its body was cut. */
+async function readAll(response: Response): Promise<{ text: string; aborted: boolean }> {
+  try {
+    return { text: await response.text(), aborted: false };
+  } catch {
+    return { text: '', aborted: true };
+  }
+}
+
+describe('upstream faults', () => {
+  it('down at start: 503 and /readyz 503, then serves once the participant comes up', async () => {
+    const port = await freePort();
+    gw = await startGateway(`http://127.0.0.1:${port}`, { upstream: { readinessIntervalMs: 200 } });
+    const refused = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+    expect(refused.status).toBe(503);
+    expect(await refused.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE' });
+    expect((await fetch(`${gw.adminUrl}/readyz`)).status).toBe(503);
+
+    const server = http.createServer((request, response) => answerJson(200, { offset: 3 })(request as never, response));
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    await expect.poll(async () => (await fetch(`${gw!.adminUrl}/readyz`)).status, { timeout: 5_000 }).toBe(200);
+    const served = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+    expect(served.status).toBe(200);
+    expect(await served.json()).toEqual({ offset: 3 });
+  });
+
+  it('goes down mid-traffic and comes back: 503 while down, served after', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, { offset: 1 }));
+    const port = upstream.port;
+    gw = await startGateway(upstream.url);
+    expect((await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() })).status).toBe(200);
+    await upstream.close();
+    upstream = undefined;
+    const down = await timed(() => fetch(`${gw!.url}/v2/state/ledger-end`, { headers: gw!.auth() }));
+    expect(down.value.status).toBe(503);
+    expect(down.ms).toBeLessThan(6_000);
+    const server = http.createServer((request, response) => answerJson(200, { offset: 2 })(request as never, response));
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    const back = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+    expect(back.status).toBe(200);
+    expect(await back.json()).toEqual({ offset: 2 });
+  });
+
+  it('answers headers then stalls the body: the client gets the headers, then a cut answer within the bound', async () => {
+    const url = await rawUpstream((socket) => socket.write('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"partial":'));
+    gw = await startGateway(url, { upstream: { timeoutMs: 500 } });
+    const { value, ms } = await timed(async () => {
+      const response = await fetch(`${gw!.url}/v2/state/ledger-end`, { headers: gw!.auth() });
+      return { status: response.status, ...(await readAll(response)) };
+    });
+    expect(value.status).toBe(200);
+    expect(value.aborted).toBe(true);
+    expect(ms).toBeLessThan(5_000);
+  });
+
+  it('resets the connection mid-answer: the client sees a cut answer, never a wrong whole one', async () => {
+    const url = await rawUpstream((socket) => {
+      socket.write('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"partial":');
+      setTimeout(() => socket.resetAndDestroy(), 50);
+    });
+    gw = await startGateway(url);
+    const response = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+    expect((await readAll(response)).aborted).toBe(true);
+  });
+
+  it('resets the connection before answering: 503', async () => {
+    const url = await rawUpstream((socket) => socket.resetAndDestroy());
+    gw = await startGateway(url);
+    const response = await fetch(`${gw.url}/v2/commands/async/submit`, { method: 'POST', body: '{}', headers: gw.auth({ 'content-type': 'application/json' }) });
+    expect(response.status).toBe(503);
+    expect(await response.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE', grpcCodeValue: 14 });
+  });
+
+  it('answers garbage that is not HTTP: 503, no internals in the body', async () => {
+    const url = await rawUpstream((socket) => socket.end('SSH-2.0-OpenSSH_9.2\r\n\u0000\u0001garbage\r\n\r\n'));
+    gw = await startGateway(url);
+    const response = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+    expect(response.status).toBe(503);
+    const text = await response.text();
+    expect(text).not.toMatch(/HPE_|SSH|garbage|stack/i);
+    expect(JSON.parse(text)).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE' });
+  });
+
+  it('closes keep-alive connections between requests: every request is still served', async () => {
+    // The participant advertises keep-alive, then drops each connection a moment after answering,
+    // racing the gateway's reuse of it.
+    const server = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end('{"ok":true}', () => setTimeout(() => request.socket.destroy(), Math.random() * 12));
+      });
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    gw = await startGateway(`http://127.0.0.1:${(server.address() as net.AddressInfo).port}`);
+    const answers: Array<{ get: boolean; status: number; code?: string }> = [];
+    for (let i = 0; i < 60; i++) {
+      const get = i % 2 === 0;
+      const response = await fetch(`${gw.url}/v2/${get ? 'state/ledger-end' : 'commands/async/submit'}`, {
+        method: get ? 'GET' : 'POST',
+        headers: gw.auth(get ? {} : { 'content-type': 'application/json' }),
+        body: get ? undefined : '{}',
+      });
+      const body = await response.json() as { code?: string };
+      answers.push({ get, status: response.status, code: body.code });
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 12));
+    }
+    // A bodiless GET lost on a closed connection is sent again: always served. A POST is never
+    // resent (it may have reached the participant): at worst a coded, retryable 503.
+    expect(answers.filter((a) => a.get).map((a) => a.status)).toEqual(answers.filter((a) => a.get).map(() => 200));
+    for (const answer of answers.filter((a) => !a.get && a.status !== 200)) {
+      expect(answer).toMatchObject({ status: 503, code: 'GATEWAY_UPSTREAM_UNAVAILABLE' });
+    }
+    expect(answers.filter((a) => a.status === 200).length).toBeGreaterThan(40);
+  });
+
+  it('delivers a completed answer whole, however large', async () => {
+    const big = JSON.stringify({ events: Array.from({ length: 20_000 }, (_, i) => ({ offset: i, contractId: `00${i.toString(16).padStart(64, 'a')}` })) });
+    upstream = await startRecordingUpstream(answerJson(200, big));
+    gw = await startGateway(upstream.url);
+    const response = await fetch(`${gw.url}/v2/state/active-contracts`, { method: 'POST', body: '{}', headers: gw.auth({ 'content-type': 'application/json' }) });
+    expect(await response.text()).toBe(big);
+  });
+});
