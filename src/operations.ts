@@ -199,17 +199,32 @@ export function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q);
 }
 
+const ENCODED_UNRESERVED = /%(2[DdEe]|3\d|[46][1-9A-Fa-f]|[57][0-9Aa]|5[Ff]|7[Ee])/g;
+
+/**
+ * The path as the participant will understand it, for matching only (the raw path is what is
+ * forwarded): percent-encoded unreserved characters decoded (RFC 3986 §6.2.2.2: `%74` is `t`, so
+ * `/v2/updates/update-by-offse%74` is update-by-offset and gets its rules), and one trailing slash
+ * ignored. Encoded reserved characters (`%2F`) stay encoded: they never split a segment.
+ */
+export function canonicalPath(path: string): string {
+  let canonical = path.includes('%') ? path.replace(ENCODED_UNRESERVED, (match) => String.fromCharCode(parseInt(match.slice(1), 16))) : path;
+  if (canonical.length > 1 && canonical.endsWith('/')) canonical = canonical.slice(0, -1);
+  return canonical;
+}
+
 /**
  * The operation of a plain HTTP request. `path` is the raw path without query.
  * Unknown paths under /v2 are `unknown`; anything else outside /v2 is undefined (not served).
  */
-export function matchOperation(method: string, path: string): Operation | undefined {
+export function matchOperation(method: string, rawPath: string): Operation | undefined {
+  const path = canonicalPath(rawPath);
   const found = httpMatcher.match(method, path);
   if (found !== undefined) return found;
   return path.startsWith('/v2/') || path === '/v2' ? UNKNOWN_OPERATION : undefined;
 }
 
 /** The operation of a WebSocket upgrade (always GET), or undefined when not a known channel. */
-export function matchWebSocketOperation(path: string): Operation | undefined {
-  return websocketMatcher.match('GET', path);
+export function matchWebSocketOperation(rawPath: string): Operation | undefined {
+  return websocketMatcher.match('GET', canonicalPath(rawPath));
 }

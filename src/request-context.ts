@@ -30,7 +30,7 @@ const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
 
 /**
  * Why a request target is refused, or undefined when it is a plain origin-form path. Dot segments
- * (raw or percent-encoded) and backslashes are refused so that no path reaches another route
+ * (raw or percent-encoded), empty segments and backslashes are refused so that no path reaches another route
  * upstream than the one the catalogue matched here (RFC 3986 §5.2.4; issue: path tricks).
  */
 export function requestTargetProblem(url: string): string | undefined {
@@ -38,6 +38,7 @@ export function requestTargetProblem(url: string): string | undefined {
   const path = pathOf(url);
   if (path.includes('\\') || /%5c/i.test(path)) return 'the path contains a backslash';
   if ((path.includes('.') || path.includes('%')) && DOT_SEGMENT.test(path)) return 'the path contains a dot segment';
+  if (path.includes('//')) return 'the path contains an empty segment';
   return undefined;
 }
 
