@@ -4,17 +4,29 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { BlockList, isIP } from 'node:net';
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import { createAuthenticator } from './auth/authenticator.js';
+import type { AuthFailureReason } from './auth/failure.js';
+import { authenticationHook, authenticationUpgradeStage } from './auth/hooks.js';
 import type { GatewayConfig } from './config/schema.js';
 import { Errors, GatewayError, renderCantonError } from './errors.js';
+import { handleClientError } from './client-errors.js';
 import { Readiness } from './health.js';
 import { createVersionCache } from './cache/version-cache.js';
 import { NamedOperations, UNKNOWN_OPERATION, type Operation } from './operations.js';
+import { createProtectionStage } from './protection/stage.js';
+import { registerCors } from './policy/cors.js';
+import { createPolicyStage } from './policy/stage.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy } from './proxy/websocket.js';
 import { resolveOperation, traceIdOf, type Principal } from './request-context.js';
+import { createLogger } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
+import { createRequestTelemetry } from './telemetry/request-telemetry.js';
+import { sampledTraceIdOf } from './telemetry/server-span.js';
+import type { Tracing } from './telemetry/tracing.js';
 
 /** What an upgrade carries through the stages (the HTTP path uses request decorators). */
 export interface UpgradeContext {
@@ -31,9 +43,13 @@ export interface GatewayOptions {
   readonly upstreamUrl: string;
   /** A fresh Registry per app (prom-client's global one throws on a second app). */
   readonly registry?: Registry;
-  /** false silences logs (tests); otherwise pino options or an instance come from telemetry/logging. */
-  readonly logger?: boolean | object;
-  /** True when the OpenTelemetry SDK runs the undici instrumentation, which injects its own traceparent. */
+  /** false silences logs (tests); a pino logger from telemetry/logging (createLogger); default: createLogger(config.log.level). */
+  readonly logger?: false | Logger;
+  /**
+   * True when startTracing() (telemetry/tracing) runs in this process: the server span plugin is
+   * registered, and the forwarder drops the client's trace headers because the undici
+   * instrumentation injects the gateway's own.
+   */
   readonly tracingActive?: boolean;
 }
 
@@ -82,6 +98,14 @@ function asGatewayError(error: FastifyError | Error, correlationId: string): Gat
   return new GatewayError(Errors.GATEWAY_INTERNAL_ERROR, { cause: `An internal error occurred; the gateway log has the details under correlation id ${correlationId}.` }, { cause: error });
 }
 
+/** The tracing started in this process (loaded only when tracing is on: the SDK is heavy). */
+async function runningTracing(): Promise<Tracing> {
+  const { activeTracing } = await import('./telemetry/tracing.js');
+  const tracing = activeTracing();
+  if (tracing === undefined) throw new Error('tracingActive is set but startTracing() has not run in this process (or OTEL_SDK_DISABLED=true)');
+  return tracing;
+}
+
 export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.errorCode = error.definition.code;
   const body = renderCantonError(error.definition, { ...error.details, correlationId: request.id, traceId: traceIdOf(request) });
@@ -89,13 +113,13 @@ export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, e
 }
 
 export async function buildGateway(config: GatewayConfig, options: GatewayOptions): Promise<Gateway> {
-  const metrics = createMetrics(options.registry);
+  const metrics = createMetrics(options.registry, config.telemetry.metrics);
   const readiness = new Readiness();
   const isTrustedProxy = trustedProxyMatcher(config.server.trustedProxies);
-  const loggerOption = options.logger === undefined ? { level: config.log.level } : options.logger;
+  const logger = options.logger ?? createLogger(config.log.level);
 
   const api = Fastify({
-    logger: loggerOption as boolean,
+    ...(logger === false ? { logger: false } : { loggerInstance: logger as FastifyBaseLogger }),
     genReqId: () => randomUUID(),
     requestIdHeader: false,
     // One log line per request, written by the metrics stage; not Fastify's two.
@@ -104,9 +128,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     forceCloseConnections: 'idle',
     keepAliveTimeout: config.server.keepAliveTimeoutMs,
     requestTimeout: config.server.requestTimeoutMs,
-    http: { maxHeaderSize: config.server.maxHeaderBytes, headersTimeout: config.server.headersTimeoutMs },
+    // Node checks header and request timeouts every connectionsCheckingInterval (30 s by default):
+    // check every second so a slow-loris client is cut close to its bound.
+    http: { maxHeaderSize: config.server.maxHeaderBytes, headersTimeout: config.server.headersTimeoutMs, connectionsCheckingInterval: 1_000 },
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
+    clientErrorHandler: handleClientError,
   });
 
   const forwarder = createForwarder({
@@ -114,8 +141,14 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     config,
     replacesTraceContext: options.tracingActive ?? false,
     isTrustedProxy,
-    onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds),
+    onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds, sampledTraceIdOf(request)),
   });
+
+  // Telemetry encloses every stage: the server span opens before the first stage runs (a refusal
+  // there carries its trace id), and every request ends in one observation, one span, one log line.
+  if (options.tracingActive) await api.register((await runningTracing()).fastifyPlugin);
+  const requestTelemetry = createRequestTelemetry(metrics);
+  api.addHook('onRequest', requestTelemetry.onRequest);
 
   // Stage 0: request context. Bodies are never parsed by Fastify: they stream upstream untouched,
   // and only the rule-checked routes read theirs (policy stage).
@@ -129,7 +162,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   api.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
     request.operation = resolveOperation(request.method, request.url, config.routes);
-    metrics.inflight(request.operation.name, 1);
+    requestTelemetry.enter(request);
     if (readiness.isShuttingDown) {
       reply.header('connection', 'close');
       throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
@@ -139,10 +172,36 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // WebSocket upgrades pass the same stages, in the same order, before the tunnel opens.
   const upgradeStages: UpgradeStage[] = [];
 
+  // CORS (policy/cors.ts) before authentication: browsers send a preflight without any token.
+  await registerCors(api, config.cors);
+
   // Stage 1: authentication (auth/) — before any body is read and before the version cache, so an
   // unauthenticated caller never costs a body read or sees a cached answer.
+  const authenticator = createAuthenticator(config, {
+    onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
+    log: api.log,
+  });
+  for (const warning of authenticator.settings.warnings) api.log.warn(warning);
+  const onAuthFailure = (reason: AuthFailureReason) => metrics.authFailure(reason);
+  api.addHook('onRequest', authenticationHook(authenticator, onAuthFailure));
+  upgradeStages.push(authenticationUpgradeStage(authenticator, onAuthFailure));
+  readiness.add({ name: 'keys', ready: () => authenticator.ready() });
+  authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
+
+  // Stage 1b: traffic protection (protection/) — after authentication, so limits count principals and
+  // an unauthenticated flood never spends a caller's budget; before policy reads a body, so a refused
+  // call costs no body read. A WebSocket stream holds its slot for the life of the tunnel.
+  const protectionStage = createProtectionStage(config, { metrics, log: api.log, isTrustedProxy });
+  api.addHook('onRequest', protectionStage.onRequest);
+  upgradeStages.push(protectionStage.upgradeStage);
+  if (protectionStage.failsClosed) readiness.add({ name: 'protectionStore', ready: () => protectionStage.protection.storeReady() });
+  api.addHook('onClose', () => protectionStage.close());
 
   // Stage 2: policy (policy/) — per-operation authorization, then the request rules.
+  const policy = createPolicyStage(config);
+  api.addHook('onRequest', policy.authorize);
+  api.addHook('preHandler', policy.enforceRequestRules);
+  upgradeStages.push(policy.authorizeUpgrade);
 
   // Stage 3: the GET /v2/version cache (cache/), keyed by upstream so that another participant's
   // answer is never served.
@@ -164,24 +223,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       : forwarder.forward(request, reply)),
   });
 
-  api.addHook('onResponse', async (request, reply) => {
-    const operation = request.operation.name;
-    metrics.inflight(operation, -1);
-    metrics.observeRequest(operation, request.method, reply.statusCode, request.errorCode, reply.elapsedTime / 1000);
-    request.log.info({
-      operation,
-      method: request.method,
-      status: reply.statusCode,
-      errorCode: request.errorCode ?? 'none',
-      durationMs: Math.round(reply.elapsedTime * 1000) / 1000,
-      traceId: traceIdOf(request),
-    }, 'request');
-  });
+  api.addHook('onResponse', requestTelemetry.onResponse);
 
   api.setErrorHandler((error: FastifyError | GatewayError, request, reply) => {
     const gatewayError = asGatewayError(error, request.id);
     if (gatewayError.definition === Errors.GATEWAY_INTERNAL_ERROR) request.log.error({ err: error }, 'unexpected failure');
-    else if (gatewayError.reason !== undefined) request.log.info({ reason: gatewayError.reason, errorCode: gatewayError.definition.code }, 'refused');
+    else if (gatewayError.reason !== undefined) requestTelemetry.noteRefusal(request, gatewayError.reason); // on the request's one log line
     if (reply.sent || reply.raw.headersSent) {
       reply.raw.destroy();
       return reply;
@@ -244,6 +291,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     if (closed) return;
     closed = true;
     clearInterval(probeTimer);
+    authenticator.close();
     websockets.closeAll();
     await Promise.allSettled([api.close(), admin.close()]);
     await forwarder.close();

@@ -3,8 +3,11 @@
 import { parseArgs } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { buildGateway } from './app.js';
+import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication, type PreparedAuthentication } from './auth/dev-mode.js';
 import { ConfigError, loadConfig } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
+import { createLogger } from './telemetry/logging.js';
+import { activeTracing } from './telemetry/tracing.js';
 
 const USAGE = `Usage: ledger-gateway [--config <file>]
 
@@ -44,15 +47,34 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  // Authentication: a bad auth section stops the process like any bad config; with the sandbox and
+  // no issuer, the development issuer takes their place (auth/dev-mode.ts). Never with a real upstream.
+  let development: PreparedAuthentication['development'];
+  try {
+    ({ config, development } = await prepareAuthentication(config));
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`ledger-gateway: ${error.message}`);
+      process.exit(2);
+    }
+    throw error;
+  }
 
   const upstream = await resolveUpstream(config);
-  const gateway = await buildGateway(config, { upstreamUrl: upstream.url });
+  // Tracing runs when the process was started with --import ./dist/telemetry/register.js.
+  const tracing = activeTracing();
+  const gateway = await buildGateway(config, { upstreamUrl: upstream.url, logger: createLogger(config.log.level), tracingActive: tracing !== undefined });
   const log = gateway.api.log;
+  log.info({ tracing: tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting' }, 'tracing');
   if (upstream.sandbox !== undefined) {
     log.warn({ upstream: upstream.url }, 'DEVELOPMENT ONLY: forwarding to the embedded sandbox ledger, not a participant');
   }
   const urls = await gateway.listen();
   log.info({ api: urls.api, admin: urls.admin, upstream: upstream.sandbox ? 'sandbox' : upstream.url }, 'ledger-gateway listening');
+  if (development !== undefined) {
+    log.warn({ issuer: DEVELOPMENT_ISSUER }, 'DEVELOPMENT ONLY: tokens signed by the development key are accepted');
+    console.log(developmentBanner(urls.api, development));
+  }
 
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
@@ -64,8 +86,9 @@ async function main(): Promise<void> {
     log.info({ signal, graceMs: config.shutdown.graceMs }, 'shutting down: readiness off, draining in-flight requests');
     gateway.shutdown()
       .then(() => upstream.sandbox?.close())
+      .then(() => tracing?.shutdown()) // exports the spans still buffered
       .then(() => {
-        log.info('shutdown complete');
+        log.info('shutdown complete'); // the async log buffer is flushed when the process exits
         process.exit(0);
       }, (error: unknown) => {
         log.error({ err: error }, 'shutdown failed');

@@ -32,7 +32,7 @@ export const UpstreamSchema = Section({
   operationTimeoutsMs: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1, maximum: 24 * 3600 * 1000 }), { default: {}, description: 'Per-operation overrides of timeoutMs, by operation name, e.g. { submitAndWaitForTransaction: 60000 }.' }),
   connectTimeoutMs: Milliseconds(5_000, 'Bound on opening a connection to the participant.'),
   connections: Type.Integer({ minimum: 1, maximum: 4096, default: 128, description: 'Most keep-alive connections in the pool to the participant.' }),
-  keepAliveTimeoutMs: Milliseconds(60_000, 'How long an idle upstream connection is kept (capped by the participant\'s Keep-Alive hint).'),
+  keepAliveTimeoutMs: Milliseconds(30_000, 'How long an idle upstream connection is kept (capped by the participant\'s Keep-Alive hint); keep it below the participant\'s idle timeout (pekko-http: 60 s).'),
   tls: Section({
     caFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM file of CA certificates to trust for an https upstream, in addition to the system ones.' })),
     certFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM client certificate for mutual TLS.' })),
@@ -65,6 +65,105 @@ export const VersionCacheSchema = Section({
   staleIfErrorSeconds: Type.Integer({ minimum: 0, maximum: 86_400, default: 300, description: 'When a refresh fails (unreachable, timeout, 5xx), the last good answer is served this long past its freshness, marked x-cache: STALE.' }),
 }, 'The GET /v2/version cache.');
 
+/** JWS algorithms an issuer may pin. No `none`; HS256 only with `unsafeHmacSecret` (checked in auth/config.ts). */
+export const JWS_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519', 'HS256'] as const;
+export type JwsAlgorithm = (typeof JWS_ALGORITHMS)[number];
+
+export const IssuerSchema = Type.Object({
+  issuer: Type.String({ minLength: 1, description: 'The identity provider\'s issuer: the token\'s `iss` must equal it exactly and selects this entry (Canton: IDP config `issuer`).' }),
+  jwksUrl: Type.Optional(Type.String({ minLength: 1, description: 'Key source (exactly one per issuer): the JWKS URL (https; http only for loopback). Fetched at start, refreshed in the background and on an unknown `kid`; the last good keys are kept when a refresh fails. Tokens must carry a `kid`.' })),
+  publicKeyFile: Type.Optional(Type.String({ minLength: 1, description: 'Key source: a PEM file holding the public key (SPKI "PUBLIC KEY") or an X.509 certificate, for air-gapped clusters (Canton: jwt-rs-256-crt, jwt-es-256-crt, jwt-es-512-crt). No `kid` needed.' })),
+  jwks: Type.Optional(Type.Object({
+    keys: Type.Array(Type.Object({ kty: Type.String({ minLength: 1 }) }, { additionalProperties: true }), { minItems: 1 }),
+  }, { additionalProperties: true, description: 'Key source: an inline JWKS ({ keys: [...] }) of public keys, for air-gapped clusters. Tokens must carry a `kid`.' })),
+  unsafeHmacSecret: Type.Optional(Type.String({ minLength: 32, description: 'Key source, DEVELOPMENT ONLY: an HS256 shared secret (at least 32 characters), like Canton\'s unsafe-jwt-hmac-256. Refused with a real upstream unless auth.unsafeAllowHmacWithParticipant is true.' })),
+  audience: Type.Optional(Type.String({ minLength: 1, description: 'When set, `aud` must contain this value (Canton: target-audience / IDP audience). With neither audience nor scope, Canton\'s default parsing applies.' })),
+  scope: Type.Optional(Type.String({ minLength: 1, pattern: '^\\S+$', description: 'When set, `scope` (space-separated) or `scp` must contain this value (Canton: target-scope). With both audience and scope set, both must match.' })),
+  algorithms: Type.Optional(Type.Array(Type.Unsafe<JwsAlgorithm>({ type: 'string', enum: [...JWS_ALGORITHMS] }), { minItems: 1, uniqueItems: true, description: 'The pinned JWS algorithms. Default: [RS256, ES256, ES512] for jwksUrl and jwks; the ones that fit the key for publicKeyFile; [HS256] for unsafeHmacSecret.' })),
+}, { additionalProperties: false });
+
+export const AuthSchema = Section({
+  issuers: Type.Array(IssuerSchema, { default: [], description: 'One entry per identity provider; the token\'s `iss` selects it. Required unless upstream.url is "sandbox", where an empty list turns on the development issuer.' }),
+  participantId: Type.Optional(Type.String({ minLength: 1, description: 'The participant\'s id: a Canton audience-based token (aud https://daml.com/jwt/aud/participant/<id>) must name it, and a scope-based token\'s aud, when present. Unset: any participant id is accepted, as Canton\'s parsing alone would.' })),
+  maxTokenLifetimeSeconds: Type.Integer({ minimum: 0, maximum: 31_536_000, default: 300, description: 'Largest remaining lifetime (exp - now) accepted, as Canton\'s ledger-api.max-token-lifetime (5 minutes since 3.4.4); 0 = no limit. exp is always required.' }),
+  clockToleranceSeconds: Type.Integer({ minimum: 0, maximum: 300, default: 5, description: 'Clock skew allowed on exp, nbf and the lifetime limit.' }),
+  publicOperations: Type.Array(Type.String({ minLength: 1 }), { default: [], uniqueItems: true, description: 'Operation names that need no token, e.g. [getVersion]. Default: none; every /v2 call and WebSocket upgrade needs one.' }),
+  unsafeAllowHmacWithParticipant: Type.Boolean({ default: false, description: 'UNSAFE: allow an unsafeHmacSecret issuer with a real participant (a shared secret anyone holding it can mint tokens with). For test participants only.' }),
+  keySets: Section({
+    fetchTimeoutMs: Milliseconds(5_000, 'Bound on one JWKS fetch (connect, headers and body).'),
+    refreshIntervalMs: Milliseconds(300_000, 'Background refresh of every JWKS (Canton caches JWKS for 5 minutes). A failed fetch is retried after unknownKeyCooldownMs; the last good keys stay in use.'),
+    unknownKeyCooldownMs: Milliseconds(5_000, 'A token with an unknown kid triggers a refetch at most once per this period (and a failed fetch is retried after it).', 100),
+  }, 'JWKS fetching for jwksUrl issuers.'),
+  tokenCache: Section({
+    maxEntries: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 10_000, description: 'Verified tokens remembered (by SHA-256 of the token), each until its exp at the latest; 0 disables the cache. A hit still checks expiry.' }),
+    negativeTtlMs: Milliseconds(5_000, 'How long a refused token (bad signature, malformed, wrong audience, ...) is remembered so a flood of it costs one check; 0 disables. Time-dependent refusals (lifetime, not yet valid) and key set failures are never remembered.', 0),
+  }, 'The verified-token cache.'),
+}, 'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded (FACTS.md §4).');
+
+export const TelemetrySchema = Section({
+  metrics: Section({
+    exemplars: Type.Boolean({ default: false, description: 'Attach the trace id of a sampled request as an OpenMetrics exemplar to the two duration histograms. /metrics then answers in the OpenMetrics format (application/openmetrics-text); Prometheus keeps exemplars only with --enable-feature=exemplar-storage.' }),
+    maxUpstreamErrorCodes: Type.Integer({ minimum: 0, maximum: 10_000, default: 100, description: 'Distinct participant error codes kept as error_code label values; a code first seen after this many is counted as OTHER (bounded cardinality). The gateway\'s own codes never count.' }),
+  }, 'Prometheus metrics on the admin listener (GET /metrics).'),
+}, 'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (README "Observability").');
+
+export const RateLimitSchema = Type.Object({
+  requests: Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Requests allowed per caller in each perSeconds period, spread evenly (GCRA: one every perSeconds/requests seconds).' }),
+  perSeconds: Type.Integer({ minimum: 1, maximum: 86_400, default: 1, description: 'The period of `requests`, in seconds.' }),
+  burst: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Requests a rested caller may send at once before the even spacing applies. Default: `requests`.' })),
+}, { additionalProperties: false });
+
+export const OperationLimitsSchema = Type.Object({
+  rate: Type.Optional(Type.Union([RateLimitSchema, Type.Null()], { description: 'Rate limit per caller (the token\'s `sub`; the client address for calls without a principal). null: none.' })),
+  maxInFlightPerPrincipal: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Concurrent calls (and open WebSocket streams) of this operation per caller; 0: no cap.' })),
+  maxInFlight: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Concurrent calls (and open WebSocket streams) of this operation, all callers together; 0: no cap.' })),
+}, { additionalProperties: false });
+
+export const ProtectionSchema = Section({
+  maxInFlight: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 1024, description: 'Concurrent calls and open WebSocket streams in this gateway process, all operations and callers together (per replica, never shared, so it holds while Redis is down); over it: 429. 0: no cap.' }),
+  default: Type.Object(OperationLimitsSchema.properties, { additionalProperties: false, default: {}, description: 'Limits for every operation without its own entry under `operations`; each operation is counted separately. Empty: no limits.' }),
+  operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, { default: {}, description: 'Per-operation limits by operation name (README "Routes and operations"); a key set here replaces the same key of `default`, the others are inherited.' }),
+  failMode: Type.Union([Type.Literal('open'), Type.Literal('closed')], { default: 'open', description: 'When Redis cannot answer: open admits the call (a warning at most every 30 s, metric ledger_gateway_protection_store_failures_total); closed refuses it with 503 GATEWAY_PROTECTION_UNAVAILABLE.' }),
+  redis: Section({
+    url: Type.Optional(Type.String({ pattern: '^rediss?://', description: 'redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process\'s memory.' })),
+    keyPrefix: Type.String({ minLength: 1, maxLength: 100, default: 'ledger-gateway:', description: 'Prefix of every key the gateway writes; replicas sharing a budget use the same prefix.' }),
+    commandTimeoutMs: Milliseconds(250, 'Bound on one Redis command; a slower answer counts as a failure (failMode applies).'),
+    connectTimeoutMs: Milliseconds(2_000, 'Bound on opening the Redis connection; reconnects back off up to 2 s while failMode applies.'),
+    leaseMs: Milliseconds(30_000, 'Concurrency slots held in Redis are leases renewed every third of this; slots of a replica that died come back after it.', 3_000),
+  }, 'The shared store (Redis) for the rate and concurrency limits of several replicas.'),
+  memory: Section({
+    maxKeys: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 100_000, description: 'Rate-limit states kept in memory (one per caller and operation); the least recently used is forgotten first.' }),
+  }, 'The in-memory store, used when redis.url is unset.'),
+}, 'Traffic protection: rate limits and concurrency caps per caller and operation, checked after authentication; over a limit: 429 GATEWAY_RESOURCE_EXHAUSTED with Retry-After.');
+
+/** One authorization rule: every matcher it names must hold (policy/authorization.ts). */
+export const AuthorizationRuleSchema = Type.Object({
+  effect: Type.Union([Type.Literal('allow'), Type.Literal('deny')], { default: 'allow', description: 'What a match decides: allow the call, or refuse it with 403.' }),
+  anyAuthenticated: Type.Optional(Type.Literal(true, { description: 'Matches any verified token.' })),
+  subjects: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, uniqueItems: true, description: 'Matches when the token\'s `sub` (the Ledger API user id) is one of these.' })),
+  issuers: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, uniqueItems: true, description: 'Matches when the token\'s `iss` is one of these.' })),
+  scope: Type.Optional(Type.String({ minLength: 1, pattern: '^\\S+$', description: 'Matches when the token\'s `scope` (space-separated) or `scp` holds this scope.' })),
+  audience: Type.Optional(Type.String({ minLength: 1, description: 'Matches when the token\'s `aud` holds this value.' })),
+  claims: Type.Optional(Type.Record(Type.String({ minLength: 1 }), Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { description: 'Matches when each named claim equals the value (or, for an array claim, holds it).' })),
+}, { additionalProperties: false });
+
+export const PolicySchema = Section({
+  rules: Type.Record(Type.String({ minLength: 1 }), Type.Array(AuthorizationRuleSchema, { minItems: 1 }), { default: {}, description: 'Authorization per operation name: the first rule that matches the token decides; a call no rule allows is refused (403). An operation without rules is open to any authenticated caller. Unknown operation names and rules without a matcher stop the process at start.' }),
+  requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction) at the edge, in its error shape. Only these routes have their bodies read.' }),
+  maxBodyDepth: Type.Integer({ minimum: 8, maximum: 10_000, default: 512, description: 'Deepest JSON nesting accepted in a rule-checked body; deeper gets 400 GATEWAY_MALFORMED_REQUEST.' }),
+  bodyReadTimeoutMs: Milliseconds(30_000, 'Bound on receiving a rule-checked body; slower gets 400 GATEWAY_MALFORMED_REQUEST and the connection is closed.'),
+}, 'Per-operation authorization and Canton\'s request rules at the edge (FACTS.md §1, §3, §5, §6).');
+
+export const CorsSchema = Section({
+  enabled: Type.Boolean({ default: false, description: 'Answer CORS preflights and add CORS headers, for browser dApps calling the JSON API directly.' }),
+  origins: Type.Array(Type.String({ minLength: 1 }), { default: [], uniqueItems: true, description: 'Allowed origins, exactly as browsers send them (https://app.example.com); "*" allows any origin (never with credentials).' }),
+  methods: Type.Array(Type.String({ minLength: 1, pattern: '^[A-Z]+$' }), { default: ['GET', 'POST', 'PATCH', 'DELETE'], uniqueItems: true, description: 'Methods a preflight allows.' }),
+  allowedHeaders: Type.Array(Type.String({ minLength: 1 }), { default: ['authorization', 'content-type', 'traceparent', 'tracestate'], uniqueItems: true, description: 'Request headers a preflight allows.' }),
+  exposedHeaders: Type.Array(Type.String({ minLength: 1 }), { default: ['x-request-id'], uniqueItems: true, description: 'Response headers a browser script may read.' }),
+  maxAgeSeconds: Type.Integer({ minimum: 0, maximum: 86_400, default: 600, description: 'How long a browser may cache a preflight answer.' }),
+  credentials: Type.Boolean({ default: false, description: 'Send Access-Control-Allow-Credentials: true (cookies or client certificates from the browser). Bearer tokens do not need it.' }),
+}, 'CORS for browser dApps: off by default; preflights are answered before authentication (browsers send no token on them).');
+
 export const ConfigSchema = Type.Object({
   server: ServerSchema,
   admin: AdminSchema,
@@ -74,7 +173,19 @@ export const ConfigSchema = Type.Object({
   shutdown: ShutdownSchema,
   log: LogSchema,
   versionCache: VersionCacheSchema,
+  auth: AuthSchema,
+  telemetry: TelemetrySchema,
+  protection: ProtectionSchema,
+  policy: PolicySchema,
+  cors: CorsSchema,
 }, { additionalProperties: false });
 
 export type GatewayConfig = Static<typeof ConfigSchema>;
 export type UpstreamConfig = Static<typeof UpstreamSchema>;
+export type AuthConfig = Static<typeof AuthSchema>;
+export type IssuerConfig = Static<typeof IssuerSchema>;
+export type ProtectionConfig = Static<typeof ProtectionSchema>;
+export type OperationLimitsConfig = Static<typeof OperationLimitsSchema>;
+export type PolicyConfig = Static<typeof PolicySchema>;
+export type AuthorizationRuleConfig = Static<typeof AuthorizationRuleSchema>;
+export type CorsConfig = Static<typeof CorsSchema>;

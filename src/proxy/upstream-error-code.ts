@@ -1,7 +1,7 @@
 // The error code of a participant's error answer, for the metrics label (FACTS.md §2, §9.1).
 
 /** Canton error codes: upper snake case ids (e.g. TOPOLOGY_SERIAL_MISMATCH); anything else is not trusted as a label. */
-const CANTON_CODE = /^[A-Z][A-Z0-9_]{0,79}$/;
+export const CANTON_CODE = /^[A-Z][A-Z0-9_]{0,79}$/;
 
 /** How many bytes of an error body are read to find its code; the body is passed on whole regardless. */
 export const ERROR_BODY_CAPTURE_BYTES = 16 * 1024;
@@ -14,6 +14,9 @@ const REDACTED_BY_GRPC: Record<number, string> = {
   12: 'UNIMPLEMENTED',
   3: 'INVALID_ARGUMENT',
 };
+
+/** The codes a redacted ("NA") answer is refined to; a fixed set for the metrics label. */
+export const REDACTED_CODES: readonly string[] = Object.values(REDACTED_BY_GRPC);
 
 export const UpstreamCodes = {
   /** text/plain (tapir decode failures) or any other non-JSON error body. */

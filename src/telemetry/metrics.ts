@@ -1,5 +1,11 @@
 // Metric names and labels: a contract documented in the README. One Registry per app.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+// Every label value comes from a bounded set: the route catalogue, the error catalogue, codes
+// that match Canton's code pattern (capped), a status number. Never a raw URL, a user or a token.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
+import { Errors } from '../errors.js';
+import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
+import { CANTON_CODE, REDACTED_CODES, UpstreamCodes } from '../proxy/upstream-error-code.js';
+import { BUILD_VERSION } from './build-info.js';
 
 export const MetricNames = {
   requests: 'ledger_gateway_requests_total',
@@ -10,56 +16,237 @@ export const MetricNames = {
   jwksRefreshes: 'ledger_gateway_jwks_refreshes_total',
   inflight: 'ledger_gateway_inflight_requests',
   buildInfo: 'ledger_gateway_build_info',
+  protectionRefusals: 'ledger_gateway_protection_refusals_total',
+  protectionStoreFailures: 'ledger_gateway_protection_store_failures_total',
+  protectionStoreUp: 'ledger_gateway_protection_store_up',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
-const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60];
+
+/** error_code values that are neither a catalogue code nor a participant's code. */
+export const ErrorCodeLabels = {
+  /** A finished request without an error. */
+  none: 'none',
+  /** A participant code first seen after maxUpstreamErrorCodes distinct ones, or not shaped like a Canton code. */
+  other: 'OTHER',
+  /** The client went away before its answer was complete (status 499, nginx's and Canton's CANCELLED status). */
+  clientClosedRequest: 'CLIENT_CLOSED_REQUEST',
+} as const;
+
+/** Status recorded for a request whose client went away before the answer was complete. */
+export const CLIENT_CLOSED_STATUS = 499;
+
+/** Default process metrics that promtool rejects (gauges named *_total); the per-type gauges next to them hold the same numbers. */
+const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT', 'TRACE']);
+const OPERATIONS = new Set(OPERATION_NAMES);
+
+/** Codes that never count against the cap: the gateway's catalogue and the fixed upstream classifications. */
+const FIXED_CODES: ReadonlySet<string> = new Set<string>([
+  ...Object.values(Errors).map((definition) => definition.code),
+  ...Object.values(UpstreamCodes),
+  ...REDACTED_CODES,
+  'NA',
+  ...Object.values(ErrorCodeLabels),
+]);
+
+/**
+ * The error_code label of a finished request: `none` for a success, the catalogue's or the
+ * participant's code otherwise. Participant codes are kept while fewer than `maxUpstreamCodes`
+ * distinct ones have been seen; later new ones, and anything not shaped like a Canton code, are OTHER.
+ */
+export function errorCodeLabeler(maxUpstreamCodes: number): (code: string | null, status: number) => string {
+  const seen = new Set<string>();
+  return (code, status) => {
+    if (code === null) return status >= 400 ? UpstreamCodes.unrecognized : ErrorCodeLabels.none;
+    if (FIXED_CODES.has(code) || seen.has(code)) return code;
+    if (!CANTON_CODE.test(code) || seen.size >= maxUpstreamCodes) return ErrorCodeLabels.other;
+    seen.add(code);
+    return code;
+  };
+}
+
+/** A label fed by another stage (auth reasons, issuers): kept up to `cap` distinct values, then `other`. */
+function boundedLabel(cap: number): (value: string) => string {
+  const seen = new Set<string>();
+  return (value) => {
+    if (seen.has(value)) return value;
+    if (seen.size >= cap || value.length > 200) return 'other';
+    seen.add(value);
+    return value;
+  };
+}
+
+export function methodLabel(method: string): string {
+  return KNOWN_METHODS.has(method) ? method : '_OTHER';
+}
+
+export function operationLabel(operation: string): string {
+  return OPERATIONS.has(operation) ? operation : UNKNOWN_OPERATION.name;
+}
+
 
 export type VersionCacheResult = 'hit' | 'miss' | 'stale' | 'coalesced';
 
+export interface MetricsOptions {
+  /** OpenMetrics exemplars (trace_id) on the duration histograms; /metrics then answers OpenMetrics. */
+  readonly exemplars: boolean;
+  /** Distinct participant error codes kept as error_code values before OTHER. */
+  readonly maxUpstreamErrorCodes: number;
+}
+
+export const DEFAULT_METRICS_OPTIONS: MetricsOptions = { exemplars: false, maxUpstreamErrorCodes: 100 };
+
 export interface GatewayMetrics {
   readonly registry: Registry;
-  observeRequest(operation: string, method: string, status: number, errorCode: string | null, seconds: number): void;
-  observeUpstream(operation: string, seconds: number): void;
+  /** One finished request; `traceId` (of a sampled trace) becomes the exemplar when exemplars are on. */
+  observeRequest(operation: string, method: string, status: number, errorCode: string | null, seconds: number, traceId?: string): void;
+  observeUpstream(operation: string, seconds: number, traceId?: string): void;
   authFailure(reason: string): void;
   versionCache(result: VersionCacheResult): void;
   jwksRefresh(issuer: string, result: 'success' | 'failure'): void;
   inflight(operation: string, delta: 1 | -1): void;
+  /** A call refused by a protection limit (`limit`: rate, principalConcurrency, operationConcurrency, gatewayConcurrency). */
+  protectionRefusal(operation: string, limit: string): void;
+  /** The shared limit store (Redis) could not answer; `failMode` says what the call got. */
+  protectionStoreFailure(failMode: 'open' | 'closed'): void;
+  /** Where ledger_gateway_protection_store_up reads whether the limit store answers (default: always). */
+  watchProtectionStore(ready: () => boolean): void;
 }
 
-export function createMetrics(registry: Registry = new Registry()): GatewayMetrics {
+type CounterChild = ReturnType<Counter<string>['labels']>;
+type HistogramChild = ReturnType<Histogram<string>['labels']>;
+type GaugeChild = ReturnType<Gauge<string>['labels']>;
+
+interface RequestSeries {
+  readonly count: CounterChild;
+  readonly duration: HistogramChild;
+  readonly durationLabels: Readonly<Record<string, string>>;
+}
+
+/** Memoizes prom-client children: `labels()` validates and hashes on every call. */
+function memo<T>(create: (key: string) => T): (key: string) => T {
+  const children = new Map<string, T>();
+  return (key) => {
+    let child = children.get(key);
+    if (child === undefined) {
+      child = create(key);
+      children.set(key, child);
+    }
+    return child;
+  };
+}
+
+export function createMetrics(registry: Registry = new Registry(), options: MetricsOptions = DEFAULT_METRICS_OPTIONS): GatewayMetrics {
+  const exemplars = options.exemplars;
+  // Exemplars exist only in the OpenMetrics format; prom-client then appends _total to counters itself.
+  if (exemplars) (registry as Registry<RegistryContentType>).setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+  const counterName = (name: string) => (exemplars ? name.replace(/_total$/, '') : name);
+
   collectDefaultMetrics({ register: registry });
-  const requests = new Counter({ name: MetricNames.requests, help: 'Finished requests by operation, method, status and error code (none, the gateway\'s own code, or the participant\'s).', labelNames: ['operation', 'method', 'status', 'error_code'] as const, registers: [registry] });
-  const requestDuration = new Histogram({ name: MetricNames.requestDuration, help: 'Total request time in the gateway, by operation, method and status.', labelNames: ['operation', 'method', 'status'] as const, buckets: DURATION_BUCKETS, registers: [registry] });
-  const upstreamDuration = new Histogram({ name: MetricNames.upstreamDuration, help: 'Time until the participant\'s answer headers, by operation.', labelNames: ['operation'] as const, buckets: DURATION_BUCKETS, registers: [registry] });
-  const authFailures = new Counter({ name: MetricNames.authFailures, help: 'Refused credentials by reason.', labelNames: ['reason'] as const, registers: [registry] });
-  const versionCache = new Counter({ name: MetricNames.versionCache, help: 'GET /v2/version cache lookups by result.', labelNames: ['result'] as const, registers: [registry] });
-  const jwksRefreshes = new Counter({ name: MetricNames.jwksRefreshes, help: 'Key set fetches by issuer and result.', labelNames: ['issuer', 'result'] as const, registers: [registry] });
+  for (const name of LINT_FAILING_DEFAULT_METRICS) registry.removeSingleMetric(name);
+
+  const requests = new Counter({
+    name: counterName(MetricNames.requests),
+    help: 'Finished requests by operation, method, status and error code (none, the gateway\'s own code, or the participant\'s).',
+    labelNames: ['operation', 'method', 'status', 'error_code'] as const,
+    registers: [registry],
+  });
+  // Typed by string label names: exemplar labels (trace_id) are not among the series' labels.
+  const requestDuration: Histogram<string> = new Histogram({
+    name: MetricNames.requestDuration,
+    help: 'Total request time in the gateway, from the request head to the last byte of the answer, by operation, method and status.',
+    labelNames: ['operation', 'method', 'status'] as const,
+    buckets: DURATION_BUCKETS,
+    enableExemplars: exemplars,
+    registers: [registry],
+  });
+  const upstreamDuration: Histogram<string> = new Histogram({
+    name: MetricNames.upstreamDuration,
+    help: 'Time until the participant\'s answer headers, by operation.',
+    labelNames: ['operation'] as const,
+    buckets: DURATION_BUCKETS,
+    enableExemplars: exemplars,
+    registers: [registry],
+  });
+  const authFailures = new Counter({ name: counterName(MetricNames.authFailures), help: 'Refused credentials by reason.', labelNames: ['reason'] as const, registers: [registry] });
+  const versionCache = new Counter({ name: counterName(MetricNames.versionCache), help: 'GET /v2/version cache lookups by result.', labelNames: ['result'] as const, registers: [registry] });
+  const jwksRefreshes = new Counter({ name: counterName(MetricNames.jwksRefreshes), help: 'Key set fetches by issuer and result.', labelNames: ['issuer', 'result'] as const, registers: [registry] });
   const inflight = new Gauge({ name: MetricNames.inflight, help: 'Requests in flight by operation.', labelNames: ['operation'] as const, registers: [registry] });
   new Gauge({ name: MetricNames.buildInfo, help: 'Gateway build information; always 1.', labelNames: ['version', 'node_version'] as const, registers: [registry] })
-    .set({ version: process.env.npm_package_version ?? '0.1.0', node_version: process.version }, 1);
+    .set({ version: BUILD_VERSION, node_version: process.version }, 1);
+
+  const errorCodeLabel = errorCodeLabeler(options.maxUpstreamErrorCodes);
+  const reasonLabel = boundedLabel(50);
+  const issuerLabel = boundedLabel(50);
+
+  // Keys join label values with a space, which no label value here contains.
+  const requestSeries = memo<RequestSeries>((key) => {
+    const [operation, method, status, code] = key.split(' ') as [string, string, string, string];
+    return {
+      count: requests.labels(operation, method, status, code),
+      duration: requestDuration.labels(operation, method, status),
+      durationLabels: Object.freeze({ operation, method, status }),
+    };
+  });
+  const upstreamSeries = memo((operation) => ({ child: upstreamDuration.labels(operation), labels: Object.freeze({ operation }) }));
+  const inflightSeries = memo<GaugeChild>((operation) => inflight.labels(operation));
+  const protectionRefusals = new Counter({ name: counterName(MetricNames.protectionRefusals), help: 'Calls refused by a protection limit, by operation and limit (rate, principalConcurrency, operationConcurrency, gatewayConcurrency).', labelNames: ['operation', 'limit'] as const, registers: [registry] });
+  const protectionStoreFailures = new Counter({ name: counterName(MetricNames.protectionStoreFailures), help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).', labelNames: ['fail_mode'] as const, registers: [registry] });
+  let protectionStoreReady = () => true;
+  new Gauge({ name: MetricNames.protectionStoreUp, help: '1 while the limit store answers (always, in memory); 0 while Redis is unreachable and protection.failMode applies.', registers: [registry], collect() { this.set(protectionStoreReady() ? 1 : 0); } });
+  const refusalSeries = memo<CounterChild>((key) => {
+    const space = key.indexOf(' ');
+    return protectionRefusals.labels(key.slice(0, space), key.slice(space + 1));
+  });
+  const authSeries = memo<CounterChild>((reason) => authFailures.labels(reason));
+  const cacheSeries = memo<CounterChild>((result) => versionCache.labels(result));
+  const jwksSeries = memo<CounterChild>((key) => {
+    const space = key.lastIndexOf(' ');
+    return jwksRefreshes.labels(key.slice(0, space), key.slice(space + 1));
+  });
 
   return {
     registry,
-    observeRequest(operation, method, status, errorCode, seconds) {
-      const statusLabel = String(status);
-      requests.labels(operation, method, statusLabel, errorCode ?? 'none').inc();
-      requestDuration.labels(operation, method, statusLabel).observe(seconds);
+    observeRequest(operation, method, status, errorCode, seconds, traceId) {
+      const series = requestSeries(`${operationLabel(operation)} ${methodLabel(method)} ${status} ${errorCodeLabel(errorCode, status)}`);
+      series.count.inc();
+      if (exemplars && traceId !== undefined) {
+        requestDuration.observe({ labels: series.durationLabels, value: seconds, exemplarLabels: { trace_id: traceId } });
+      } else {
+        series.duration.observe(seconds);
+      }
     },
-    observeUpstream(operation, seconds) {
-      upstreamDuration.labels(operation).observe(seconds);
+    observeUpstream(operation, seconds, traceId) {
+      const series = upstreamSeries(operationLabel(operation));
+      if (exemplars && traceId !== undefined) {
+        upstreamDuration.observe({ labels: series.labels, value: seconds, exemplarLabels: { trace_id: traceId } });
+      } else {
+        series.child.observe(seconds);
+      }
     },
     authFailure(reason) {
-      authFailures.labels(reason).inc();
+      authSeries(reasonLabel(reason)).inc();
     },
     versionCache(result) {
-      versionCache.labels(result).inc();
+      cacheSeries(result).inc();
     },
     jwksRefresh(issuer, result) {
-      jwksRefreshes.labels(issuer, result).inc();
+      jwksSeries(`${issuerLabel(issuer)} ${result}`).inc();
     },
     inflight(operation, delta) {
-      inflight.labels(operation).inc(delta);
+      inflightSeries(operationLabel(operation)).inc(delta);
+    },
+    protectionRefusal(operation, limit) {
+      refusalSeries(`${operationLabel(operation)} ${limit}`).inc();
+    },
+    protectionStoreFailure(failMode) {
+      protectionStoreFailures.labels(failMode).inc();
+    },
+    watchProtectionStore(ready) {
+      protectionStoreReady = ready;
     },
   };
 }

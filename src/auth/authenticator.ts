@@ -1,0 +1,101 @@
+// The authentication stage's core: token -> principal, through the verified-token cache, the
+// verifier and the issuers' key sets. No Fastify here (hooks.ts attaches it).
+import type { GatewayConfig } from '../config/schema.js';
+import type { Operation } from '../operations.js';
+import type { Principal } from '../request-context.js';
+import { resolveAuthConfig, type ResolvedAuth } from './config.js';
+import { AuthFailure } from './failure.js';
+import { createKeySet, type KeySet, type RemoteKeySetOptions } from './key-set.js';
+import { TokenCache, tokenCacheKey } from './token-cache.js';
+import { createTokenVerifier, failureOfJoseError, type VerifiedToken } from './verify.js';
+
+export interface Authenticator {
+  /** The principal a token proves; throws AuthFailure. */
+  authenticate(token: string): Promise<Principal>;
+  /** False for auth.publicOperations and the participant's own routes outside /v2 (FACTS.md §4.4, §8). */
+  requiresToken(operation: Operation): boolean;
+  /** Every issuer's keys are loaded (readiness check `keys`). */
+  ready(): boolean;
+  /** Signature verifications so far: a cache hit costs none. */
+  readonly signatureChecks: number;
+  readonly keySets: readonly KeySet[];
+  readonly cache: TokenCache;
+  readonly settings: ResolvedAuth;
+  /** Fetch the key sets (not awaited: readiness reports until they load). */
+  start(): void;
+  close(): void;
+}
+
+export interface AuthenticatorOptions {
+  readonly onKeySetFetch?: (issuer: string, result: 'success' | 'failure') => void;
+  readonly log?: RemoteKeySetOptions['log'];
+  readonly now?: () => number;
+}
+
+/** Throws a ConfigError when the auth section cannot work (auth/config.ts). */
+export function createAuthenticator(config: GatewayConfig, options: AuthenticatorOptions = {}): Authenticator {
+  const settings = resolveAuthConfig(config);
+  const now = options.now ?? Date.now;
+  const cache = new TokenCache({
+    maxEntries: settings.tokenCache.maxEntries,
+    negativeTtlMs: settings.tokenCache.negativeTtlMs,
+    clockToleranceSeconds: settings.clockToleranceSeconds,
+    now,
+  });
+  const keySets = settings.issuers.map((issuer) => createKeySet(issuer.issuer, issuer.source, {
+    fetchTimeoutMs: settings.keySets.fetchTimeoutMs,
+    refreshIntervalMs: settings.keySets.refreshIntervalMs,
+    cooldownMs: settings.keySets.unknownKeyCooldownMs,
+    onFetch: (result) => options.onKeySetFetch?.(issuer.issuer, result),
+    // A withdrawn key must stop authenticating at once, not when its tokens expire.
+    onKeysWithdrawn: () => cache.clear(),
+    log: options.log,
+    now,
+  }));
+  const verifier = createTokenVerifier(
+    settings.issuers.map((issuer, index) => ({ config: issuer, keySet: keySets[index]! })),
+    settings,
+    now,
+  );
+  // Concurrent requests with the same new token share one verification.
+  const inflight = new Map<string, Promise<VerifiedToken>>();
+
+  async function authenticate(token: string): Promise<Principal> {
+    const key = tokenCacheKey(token);
+    const remembered = cache.lookup(key);
+    if (remembered instanceof AuthFailure) throw remembered;
+    if (remembered !== undefined) return remembered.principal;
+    let pending = inflight.get(key);
+    if (pending === undefined) {
+      pending = verifier.verify(token).then((verified) => {
+        cache.rememberVerified(key, verified);
+        return verified;
+      }, (error: unknown) => {
+        const failure = failureOfJoseError(error);
+        cache.rememberRefusal(key, failure);
+        throw failure;
+      }).finally(() => inflight.delete(key));
+      inflight.set(key, pending);
+    }
+    return (await pending).principal;
+  }
+
+  return {
+    authenticate,
+    requiresToken: (operation) => !operation.participantInternal && !settings.publicOperations.has(operation.name),
+    ready: () => keySets.every((keySet) => keySet.ready()),
+    get signatureChecks() {
+      return verifier.signatureChecks;
+    },
+    keySets,
+    cache,
+    settings,
+    start() {
+      for (const keySet of keySets) keySet.start();
+    },
+    close() {
+      for (const keySet of keySets) keySet.close();
+      cache.clear();
+    },
+  };
+}

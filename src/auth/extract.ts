@@ -1,0 +1,66 @@
+// Where the bearer token comes from (FACTS.md §4.1): the Authorization header, and for a
+// WebSocket upgrade also the `jwt.token.<JWT>` element of Sec-WebSocket-Protocol. Pure functions
+// over the raw header list, so that a repeated header is seen rather than merged or dropped.
+// A token only in the query string is never looked at: it is missing.
+import { AuthFailure } from './failure.js';
+
+/** RFC 6750 §2.1 b64token, and the compact JWS shape inside it (the signature may be empty: alg none). */
+const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+export const WEBSOCKET_TOKEN_PREFIX = 'jwt.token.';
+
+function headerValues(rawHeaders: readonly string[], lowerName: string): string[] {
+  const values: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === lowerName) values.push(rawHeaders[i + 1] ?? '');
+  }
+  return values;
+}
+
+function requireCompactJws(token: string, where: string): string {
+  if (!COMPACT_JWS.test(token)) {
+    // Canton admin tokens (opaque secrets) and encrypted JWTs land here: the gateway verifies signed JWTs only.
+    throw new AuthFailure('malformed', `the ${where} is not a compact signed JWT`);
+  }
+  return token;
+}
+
+/** The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1). */
+export function bearerTokenFromHeaders(rawHeaders: readonly string[]): string {
+  const values = headerValues(rawHeaders, 'authorization');
+  if (values.length === 0) throw new AuthFailure('missing', 'no Authorization header');
+  // Node keeps only the first of repeated Authorization headers, but the forwarder sends the raw list:
+  // the participant could read another token than the one verified here.
+  if (values.length > 1) throw new AuthFailure('malformed', 'more than one Authorization header');
+  const value = values[0]!.trim();
+  const space = value.indexOf(' ');
+  const scheme = space === -1 ? value : value.slice(0, space);
+  if (scheme.toLowerCase() !== 'bearer') throw new AuthFailure('missing', 'the Authorization scheme is not Bearer');
+  const token = space === -1 ? '' : value.slice(space + 1).trimStart();
+  if (token === '') throw new AuthFailure('malformed', 'empty bearer token');
+  if (!B64TOKEN.test(token)) throw new AuthFailure('malformed', 'the bearer token has characters outside RFC 6750 b64token');
+  return requireCompactJws(token, 'bearer token');
+}
+
+/**
+ * The token of a WebSocket upgrade. The Authorization header wins when present; otherwise the
+ * first Sec-WebSocket-Protocol element that starts with `jwt.token.`, read as Canton reads it:
+ * split on "," without trimming, so `daml.ws.auth, jwt.token.X` carries no token for Canton and
+ * none here either.
+ */
+export function webSocketToken(rawHeaders: readonly string[]): string {
+  if (headerValues(rawHeaders, 'authorization').length > 0) return bearerTokenFromHeaders(rawHeaders);
+  const elements = headerValues(rawHeaders, 'sec-websocket-protocol').flatMap((value) => value.split(','));
+  const offered = elements.filter((element) => element.startsWith(WEBSOCKET_TOKEN_PREFIX));
+  if (offered.length === 0) {
+    if (elements.some((element) => element.trim().startsWith(WEBSOCKET_TOKEN_PREFIX))) {
+      throw new AuthFailure('malformed', 'the jwt.token. subprotocol follows ", ": Canton reads it only when listed first or without a space');
+    }
+    throw new AuthFailure('missing', 'no Authorization header and no jwt.token. subprotocol');
+  }
+  if (offered.length > 1) throw new AuthFailure('malformed', 'more than one jwt.token. subprotocol');
+  const token = offered[0]!.slice(WEBSOCKET_TOKEN_PREFIX.length);
+  if (token === '') throw new AuthFailure('malformed', 'empty jwt.token. subprotocol');
+  return requireCompactJws(token, 'jwt.token. subprotocol');
+}

@@ -1,0 +1,288 @@
+// Reading and parsing the body of a rule-checked route: bounded in size, time and nesting, the
+// bytes kept for the forwarder (never a re-serialization), numbers kept with their exact digits.
+//
+// How the participant reads the same bytes (FACTS.md §1.0, §2.3): tapir's plain `jsonBody` input
+// accepts any Content-Type, or none (tapir `DecodeBasicInputs.addBodyInput` wraps it as
+// `oneOfBody(ContentTypeRange.AnyRange -> body)`), pekko decodes the bytes with the declared charset
+// (UTF-8 when none), and circe/jawn parses strict RFC 8259 JSON in which a repeated key keeps its
+// last value (`CirceSupportParser`: LinkedHashMap.put). JSON.parse does the same, so the rules judge
+// exactly the value the participant would decode. A media type is therefore never refused; only a
+// charset the gateway cannot read as the participant would is (415).
+import type { IncomingMessage } from 'node:http';
+import { Errors, GatewayError } from '../errors.js';
+import { tooLarge } from '../proxy/forward.js';
+
+export interface BodyLimits {
+  /** limits.bodyBytes */
+  readonly maxBytes: number;
+  /** policy.bodyReadTimeoutMs */
+  readonly timeoutMs: number;
+}
+
+function malformed(cause: string, headers: Record<string, string> = {}): GatewayError {
+  return new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause }, { headers });
+}
+
+/** A refusal sent before the body is fully read: the connection cannot be reused. */
+function closing(error: GatewayError): GatewayError {
+  return new GatewayError(error.definition, error.details, { headers: { ...error.headers, connection: 'close' }, reason: error.reason });
+}
+
+/**
+ * Reads the whole request body into one Buffer. A declared Content-Length above the limit is
+ * refused at once, without reading; a chunked body is counted as it arrives. The read is bounded
+ * in time (a slow client cannot hold a body read open).
+ */
+export function readRequestBody(raw: IncomingMessage, limits: BodyLimits): Promise<Buffer> {
+  const declared = raw.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limits.maxBytes) return Promise.reject(closing(tooLarge(limits.maxBytes)));
+  if (raw.readableEnded) return Promise.resolve(Buffer.alloc(0));
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const finish = (error: GatewayError | undefined) => {
+      clearTimeout(timer);
+      raw.off('data', onData);
+      raw.off('end', onEnd);
+      raw.off('error', onError);
+      raw.off('close', onClose);
+      if (error === undefined) {
+        resolve(Buffer.concat(chunks, size));
+        return;
+      }
+      raw.resume(); // discard the rest; the answer closes the connection
+      reject(error);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limits.maxBytes) finish(closing(tooLarge(limits.maxBytes)));
+      else chunks.push(chunk);
+    };
+    const onEnd = () => finish(undefined);
+    const onError = () => finish(closing(malformed('The request body could not be read: the client connection failed.')));
+    const onClose = () => {
+      if (!raw.readableEnded) finish(closing(malformed('The request body ended before it was complete.')));
+    };
+    const timer = setTimeout(() => {
+      finish(closing(malformed(`The request body was not received within ${limits.timeoutMs} ms (policy.bodyReadTimeoutMs).`)));
+    }, limits.timeoutMs);
+    raw.on('data', onData);
+    raw.on('end', onEnd);
+    raw.on('error', onError);
+    raw.on('close', onClose);
+  });
+}
+
+const CHARSET = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]+))/i;
+const UTF8_LABELS = new Set(['utf-8', 'utf8']);
+const ASCII_COMPATIBLE = /^(?:us-ascii|ascii|iso-8859-\d+|iso8859-\d+|latin1|windows-125\d|cp125\d)$/;
+
+/**
+ * The body as text, read the way the participant reads it. No charset (or UTF-8): UTF-8, with
+ * malformed sequences replaced as Java's decoder replaces them. Another ASCII-compatible charset
+ * reads an all-ASCII body identically. Anything else (UTF-16, or non-ASCII bytes in another
+ * charset) the gateway cannot judge byte for byte: 415.
+ */
+export function bodyText(bytes: Buffer, contentType: string | undefined): string {
+  const match = contentType === undefined ? null : CHARSET.exec(contentType);
+  const charset = (match?.[1] ?? match?.[2])?.toLowerCase();
+  if (charset === undefined || UTF8_LABELS.has(charset)) return bytes.toString('utf8');
+  if (ASCII_COMPATIBLE.test(charset) && bytes.every((byte) => byte < 0x80)) return bytes.toString('latin1');
+  throw new GatewayError(Errors.GATEWAY_UNSUPPORTED_MEDIA_TYPE, {
+    cause: `The request body is declared as charset ${charset}; this route's body must be UTF-8 JSON (or plain ASCII).`,
+  });
+}
+
+/** Where a JSON problem is, as a position and the field path that leads to it. */
+export interface JsonProblem {
+  readonly message: string;
+  readonly position: number;
+  readonly path: string;
+}
+
+type Frame = { kind: 'object'; key: string | undefined } | { kind: 'array'; index: number };
+
+function fieldPath(frames: readonly Frame[]): string {
+  let path = '';
+  for (const frame of frames) {
+    if (frame.kind === 'array') path += `[${frame.index}]`;
+    else if (frame.key !== undefined) path += path === '' ? frame.key : `.${frame.key}`;
+  }
+  return path;
+}
+
+const WHITESPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
+const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+const HEX4 = /^[0-9a-fA-F]{4}$/;
+
+function describeAt(text: string, position: number): string {
+  if (position >= text.length) return 'the end of the body';
+  const code = text.codePointAt(position)!;
+  const character = String.fromCodePoint(code);
+  // Invisible characters (controls, a byte order mark, spaces) are named by their code point.
+  const shown = /[\p{C}\p{Z}]/u.test(character) ? `U+${code.toString(16).toUpperCase().padStart(4, '0')}` : `'${character}'`;
+  return `character ${shown}`;
+}
+
+/**
+ * A strict RFC 8259 syntax check (what jawn accepts) that also bounds the nesting depth, without
+ * recursion: it runs before JSON.parse so a hostile body can neither overflow a stack nor hide
+ * where it is malformed. Returns the first problem, or undefined.
+ */
+export function checkJsonSyntax(text: string, maxDepth: number): JsonProblem | undefined {
+  const frames: Frame[] = [];
+  let i = 0;
+  const skip = () => {
+    while (i < text.length && WHITESPACE.has(text.charCodeAt(i))) i++;
+  };
+  const problem = (message: string): JsonProblem => ({ message, position: i, path: fieldPath(frames) });
+  // A character loop, not a regular expression: a 10 MB string must not exhaust the regex engine.
+  const scanString = (): string | JsonProblem => {
+    const start = i;
+    let escaped = false;
+    let j = i + 1;
+    for (;;) {
+      if (j >= text.length) {
+        i = text.length;
+        return problem('Unterminated string');
+      }
+      const c = text.charCodeAt(j);
+      if (c === 0x22) break;
+      if (c < 0x20) {
+        i = j;
+        return problem(`Unescaped control ${describeAt(text, j)} in a string`);
+      }
+      if (c === 0x5c) {
+        escaped = true;
+        const next = text[j + 1];
+        if (next === 'u') {
+          if (!HEX4.test(text.slice(j + 2, j + 6))) {
+            i = j;
+            return problem('Invalid \\u escape in a string');
+          }
+          j += 6;
+          continue;
+        }
+        if (next === undefined || !'"\\/bfnrt'.includes(next)) {
+          i = j;
+          return problem('Invalid escape in a string');
+        }
+        j += 2;
+        continue;
+      }
+      j++;
+    }
+    i = j + 1;
+    const raw = text.slice(start, i);
+    return escaped ? (JSON.parse(raw) as string) : raw.slice(1, -1);
+  };
+
+  // States: a value is expected; a value just ended; an object key (or `}`) is expected.
+  let state: 'value' | 'valueOrEnd' | 'after' | 'keyOrEnd' | 'key' = 'value';
+  for (;;) {
+    skip();
+    if (state === 'after') {
+      const top = frames[frames.length - 1];
+      if (top === undefined) return i < text.length ? problem(`Unexpected ${describeAt(text, i)} after the JSON value`) : undefined;
+      const c = text[i];
+      if (top.kind === 'object') {
+        if (c === ',') { i++; top.key = undefined; state = 'key'; continue; }
+        if (c === '}') { i++; frames.pop(); continue; }
+        return problem(`Expected ',' or '}' after a property value, found ${describeAt(text, i)}`);
+      }
+      if (c === ',') { i++; top.index++; state = 'value'; continue; }
+      if (c === ']') { i++; frames.pop(); continue; }
+      return problem(`Expected ',' or ']' after an array element, found ${describeAt(text, i)}`);
+    }
+    if (state === 'keyOrEnd' || state === 'key') {
+      const top = frames[frames.length - 1] as { kind: 'object'; key: string | undefined };
+      if (state === 'keyOrEnd' && text[i] === '}') { i++; frames.pop(); state = 'after'; continue; }
+      if (text[i] !== '"') return problem(`Expected a double-quoted property name, found ${describeAt(text, i)}`);
+      const key = scanString();
+      if (typeof key !== 'string') return key;
+      top.key = key;
+      skip();
+      if (text[i] !== ':') return problem(`Expected ':' after a property name, found ${describeAt(text, i)}`);
+      i++;
+      state = 'value';
+      continue;
+    }
+    // A value.
+    const c = text[i];
+    if (state === 'valueOrEnd' && c === ']') { i++; frames.pop(); state = 'after'; continue; }
+    if (c === '{' || c === '[') {
+      if (frames.length >= maxDepth) return problem(`The body is nested deeper than ${maxDepth} levels (policy.maxBodyDepth)`);
+      i++;
+      if (c === '{') { frames.push({ kind: 'object', key: undefined }); state = 'keyOrEnd'; }
+      else { frames.push({ kind: 'array', index: 0 }); state = 'valueOrEnd'; }
+      continue;
+    }
+    if (c === '"') {
+      const value = scanString();
+      if (typeof value !== 'string') return value;
+    } else if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
+      NUMBER.lastIndex = i;
+      if (!NUMBER.test(text)) return problem(`Invalid number at ${describeAt(text, i)}`);
+      i = NUMBER.lastIndex;
+    } else if (text.startsWith('true', i)) i += 4;
+    else if (text.startsWith('false', i)) i += 5;
+    else if (text.startsWith('null', i)) i += 4;
+    else return problem(i >= text.length ? 'Unexpected end of the body, a value was expected' : `Unexpected ${describeAt(text, i)}, a value was expected`);
+    state = 'after';
+  }
+}
+
+/** A parsed body: the value, and the exact source digits of every number in it. */
+export interface ParsedBody {
+  readonly value: unknown;
+  /** The number's text as sent (e.g. "9223372036854775807", "1.50e3"), by its holder and key. */
+  numberText(holder: object, key: string): string | undefined;
+}
+
+function lineAndColumn(text: string, position: number): string {
+  let line = 1;
+  let lineStart = 0;
+  for (let i = 0; i < position && i < text.length; i++) {
+    if (text.charCodeAt(i) === 0x0a) {
+      line++;
+      lineStart = i + 1;
+    }
+  }
+  return `line ${line} column ${position - lineStart + 1}`;
+}
+
+/**
+ * Parses a rule-checked body. JSON.parse keeps `__proto__` as a plain own key (no prototype is
+ * touched), and a reviver reads each number's source text (JSON.parse source text access, Node ≥ 21)
+ * so an int64 above 2^53 is judged on its exact digits.
+ */
+export function parseJsonBody(text: string, maxDepth: number): ParsedBody {
+  if (text.trim() === '') throw malformed('The request body is empty; this route needs a JSON object.');
+  const problem = checkJsonSyntax(text, maxDepth);
+  if (problem !== undefined) {
+    const where = `${lineAndColumn(text, problem.position)} (position ${problem.position})${problem.path === '' ? '' : `, in ${problem.path}`}`;
+    throw malformed(`The request body is not valid JSON: ${problem.message} at ${where}.`);
+  }
+  const sources = new WeakMap<object, Map<string, string>>();
+  let value: unknown;
+  try {
+    value = JSON.parse(text, function (this: object, key: string, parsed: unknown, context?: { source?: string }) {
+      if (typeof parsed === 'number') {
+        let byKey = sources.get(this);
+        if (byKey === undefined) sources.set(this, (byKey = new Map()));
+        byKey.set(key, context?.source ?? String(parsed));
+      }
+      return parsed;
+    } as (this: unknown, key: string, value: unknown) => unknown);
+  } catch (error) {
+    throw malformed(`The request body is not valid JSON: ${(error as Error).message}.`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    const kind = value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+    throw malformed(`The request body must be a JSON object, not ${kind}.`);
+  }
+  return {
+    value,
+    numberText: (holder, key) => sources.get(holder)?.get(key),
+  };
+}

@@ -1,0 +1,53 @@
+// The policy stage: thin hooks over the pure authorization and request rules.
+// Authorization runs in onRequest, right after authentication and before the version cache (an
+// unauthorized caller never sees a cached body); the request rules run in preHandler and only on
+// the rule-checked routes, whose bodies alone are read (and then forwarded as those exact bytes).
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { GatewayConfig } from '../config/schema.js';
+import type { Operation } from '../operations.js';
+import { pathOf } from '../operations.js';
+import type { Principal } from '../request-context.js';
+import { assertPolicyConfig, createAuthorizer, permissionDeniedError } from './authorization.js';
+import { bodyText, parseJsonBody, readRequestBody } from './json-body.js';
+import { REQUEST_RULES } from './rules/index.js';
+import { toGatewayError } from './violation.js';
+
+export interface PolicyStage {
+  /** onRequest: per-operation authorization. */
+  authorize(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  /** preHandler: read, parse and judge the body of a rule-checked route. */
+  enforceRequestRules(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  /** The same authorization for a WebSocket upgrade. */
+  authorizeUpgrade(context: { readonly operation: Operation; readonly principal: Principal | null }): Promise<void>;
+}
+
+/** Builds the stage; a policy the schema could not check fully stops the process here (ConfigError). */
+export function createPolicyStage(config: GatewayConfig): PolicyStage {
+  assertPolicyConfig(config);
+  const authorizer = createAuthorizer(config.policy.rules);
+  const limits = { maxBytes: config.limits.bodyBytes, timeoutMs: config.policy.bodyReadTimeoutMs };
+  const { maxBodyDepth, requestRules } = config.policy;
+
+  const check = (operation: string, principal: Principal | null) => {
+    const decision = authorizer(operation, principal);
+    if (!decision.allowed) throw permissionDeniedError(decision.reason);
+  };
+
+  return {
+    async authorize(request) {
+      check(request.operation.name, request.principal);
+    },
+    async enforceRequestRules(request) {
+      const rule = requestRules ? REQUEST_RULES.get(request.operation.name) : undefined;
+      if (rule === undefined) return;
+      const bytes = await readRequestBody(request.raw, limits);
+      request.rawBody = bytes;
+      const body = parseJsonBody(bodyText(bytes, request.headers['content-type']), maxBodyDepth);
+      const violation = rule(body.value, { path: pathOf(request.url), principal: request.principal, numberText: body.numberText });
+      if (violation !== undefined) throw toGatewayError(violation);
+    },
+    async authorizeUpgrade(context) {
+      check(context.operation.name, context.principal);
+    },
+  };
+}

@@ -1,0 +1,149 @@
+// What a request rule answers: a catalogue error with the cause, context and resources Canton
+// would put in its own answer (causes: Canton's RequestValidationErrors, ProtoDeserializationError,
+// IdentityProviderConfigServiceErrors; FACTS.md §3, §5, §6).
+import type { Principal } from '../request-context.js';
+import { Errors, GatewayError, type ErrorDefinition } from '../errors.js';
+
+export interface Violation {
+  readonly definition: ErrorDefinition;
+  readonly cause: string;
+  readonly context?: Record<string, string>;
+  readonly resources?: Array<[string, string]>;
+  /** For the log line of a redacted refusal only (never sent). */
+  readonly reason?: string;
+}
+
+/** What a rule may look at besides the body. */
+export interface RuleContext {
+  /** The raw request path without the query, still percent-encoded. */
+  readonly path: string;
+  /** The verified caller, or null on a public operation. */
+  readonly principal: Principal | null;
+  /** A number's text as sent, by its holder object and key (undefined for hand-built bodies). */
+  readonly numberText: (holder: object, key: string) => string | undefined;
+}
+
+/** A request rule: a pure function of the parsed body. */
+export type RequestRule = (body: unknown, context: RuleContext) => Violation | undefined;
+
+export function toGatewayError(violation: Violation): GatewayError {
+  return new GatewayError(
+    violation.definition,
+    { cause: violation.cause, context: violation.context ?? {}, resources: violation.resources ?? [] },
+    violation.reason === undefined ? {} : { reason: violation.reason },
+  );
+}
+
+// Canton's causes, verbatim.
+
+export function missingField(fieldName: string): Violation {
+  return {
+    definition: Errors.MISSING_FIELD,
+    cause: `The submitted command is missing a mandatory field: ${fieldName}`,
+    context: { field_name: fieldName },
+  };
+}
+
+export function invalidField(fieldName: string, message: string): Violation {
+  return {
+    definition: Errors.INVALID_FIELD,
+    cause: `The submitted command has a field with invalid value: Invalid field ${fieldName}: ${message}`,
+  };
+}
+
+export function invalidArgument(reason: string): Violation {
+  return { definition: Errors.INVALID_ARGUMENT, cause: `The submitted request has invalid arguments: ${reason}` };
+}
+
+export function nonPositiveOffset(fieldName: string, offset: string): Violation {
+  return {
+    definition: Errors.NON_POSITIVE_OFFSET,
+    cause: `Offset ${offset} in ${fieldName} is not a positive integer: the offset has to be a positive integer (>0)`,
+  };
+}
+
+/** `reason` is Canton's ProtoDeserializationError, which its error context carries. */
+export function protoDeserializationFailure(reason: string): Violation {
+  return {
+    definition: Errors.PROTO_DESERIALIZATION_FAILURE,
+    cause: 'Deserialization of protobuf message failed',
+    context: { reason },
+  };
+}
+
+export function permissionDenied(reason: string): Violation {
+  return { definition: Errors.PERMISSION_DENIED, cause: 'permission denied', reason };
+}
+
+// Reading a parsed JSON body without trusting it.
+
+export type JsonObject = Record<string, unknown>;
+
+export function isObject(value: unknown): value is JsonObject {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** An own property only: `constructor`, `__proto__` and friends are never inherited here. */
+export function field(holder: JsonObject, name: string): unknown {
+  return Object.hasOwn(holder, name) ? holder[name] : undefined;
+}
+
+/** Absent or JSON null: what circe decodes as None for an optional field. */
+export function isAbsent(value: unknown): value is undefined | null {
+  return value === undefined || value === null;
+}
+
+export function jsonType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return 'an object';
+  if (typeof value === 'string') return 'a string';
+  if (typeof value === 'number') return 'a number';
+  return `a ${typeof value}`;
+}
+
+export function join(path: string, key: string | number): string {
+  return typeof key === 'number' ? `${path}[${key}]` : path === '' ? key : `${path}.${key}`;
+}
+
+/** The JSON decoder would refuse this value's type (the participant answers a 400 decode failure). */
+export function wrongType(path: string, expected: string, value: unknown): Violation {
+  return invalidField(path, `expected ${expected}, got ${jsonType(value)}`);
+}
+
+/** Checks an optional field's JSON type; absent and null pass (circe: None / the default). */
+export function optionalOfType(holder: JsonObject, name: string, path: string, type: 'string' | 'boolean' | 'object' | 'array'): Violation | undefined {
+  const value = field(holder, name);
+  if (isAbsent(value)) return undefined;
+  const ok = type === 'object' ? isObject(value) : type === 'array' ? Array.isArray(value) : typeof value === type;
+  return ok ? undefined : wrongType(join(path, name), type === 'array' ? 'an array' : type === 'object' ? 'an object' : `a ${type}`, value);
+}
+
+/** An optional array of strings. */
+export function optionalStringArray(holder: JsonObject, name: string, path: string): Violation | undefined {
+  const value = field(holder, name);
+  if (isAbsent(value)) return undefined;
+  if (!Array.isArray(value)) return wrongType(join(path, name), 'an array of strings', value);
+  const index = value.findIndex((entry) => typeof entry !== 'string');
+  return index === -1 ? undefined : wrongType(join(join(path, name), index), 'a string', value[index]);
+}
+
+/**
+ * A protobuf oneof as Canton's JSON carries it: an object keyed by the variant. The variant keys
+ * present, in the order the object has them; the decoder picks one of them, so a rule accepts the
+ * object when any present variant is acceptable (never refusing what the participant may accept).
+ */
+export function variantKeys(value: JsonObject, variants: readonly string[]): string[] {
+  return Object.keys(value).filter((key) => variants.includes(key));
+}
+
+/** The first violation of the candidates, or undefined as soon as one candidate passes. */
+export function firstOfCandidates(candidates: ReadonlyArray<() => Violation | undefined>): Violation | undefined {
+  let first: Violation | undefined;
+  for (const candidate of candidates) {
+    const violation = candidate();
+    if (violation === undefined) return undefined;
+    first ??= violation;
+  }
+  return first;
+}

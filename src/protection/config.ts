@@ -1,0 +1,85 @@
+// What the schema cannot say about protection: operation names must exist in the route catalogue.
+// Resolved once at start into one table of limits per operation (the hot path does one Map lookup).
+import { ConfigError } from '../config/load.js';
+import type { GatewayConfig, OperationLimitsConfig } from '../config/schema.js';
+import { OPERATION_NAMES } from '../operations.js';
+
+/** A GCRA rate: one request per `intervalMs`, `burst` at once for a rested caller. */
+export interface RateLimit {
+  readonly requests: number;
+  readonly perSeconds: number;
+  readonly burst: number;
+  /** perSeconds / requests, in milliseconds (the GCRA emission interval). */
+  readonly intervalMs: number;
+}
+
+export interface OperationLimits {
+  readonly rate: RateLimit | undefined;
+  /** Concurrent calls per caller; undefined = no cap. */
+  readonly maxInFlightPerPrincipal: number | undefined;
+  /** Concurrent calls of the operation, all callers; undefined = no cap. */
+  readonly maxInFlight: number | undefined;
+}
+
+export interface ResolvedProtection {
+  /** Process-wide cap; undefined = none. */
+  readonly maxInFlight: number | undefined;
+  readonly failMode: 'open' | 'closed';
+  /** Limits of an operation by name (the default for any name without its own entry). */
+  limitsOf(operation: string): OperationLimits;
+  /** True when some operation has a rate or cap, so a store is needed at all. */
+  readonly hasOperationLimits: boolean;
+  readonly redis: GatewayConfig['protection']['redis'];
+  readonly memory: GatewayConfig['protection']['memory'];
+}
+
+const NO_LIMITS: OperationLimits = Object.freeze({ rate: undefined, maxInFlightPerPrincipal: undefined, maxInFlight: undefined });
+
+function cap(value: number | undefined): number | undefined {
+  return value === undefined || value === 0 ? undefined : value;
+}
+
+function resolveLimits(own: OperationLimitsConfig | undefined, fallback: OperationLimitsConfig): OperationLimits {
+  const rate = own !== undefined && 'rate' in own ? own.rate : fallback.rate;
+  const limits: OperationLimits = {
+    rate: rate === undefined || rate === null
+      ? undefined
+      : Object.freeze({
+        requests: rate.requests,
+        perSeconds: rate.perSeconds,
+        burst: rate.burst ?? rate.requests,
+        intervalMs: (rate.perSeconds * 1000) / rate.requests,
+      }),
+    maxInFlightPerPrincipal: cap(own?.maxInFlightPerPrincipal ?? fallback.maxInFlightPerPrincipal),
+    maxInFlight: cap(own?.maxInFlight ?? fallback.maxInFlight),
+  };
+  return isUnlimited(limits) ? NO_LIMITS : Object.freeze(limits);
+}
+
+export function isUnlimited(limits: OperationLimits): boolean {
+  return limits.rate === undefined && limits.maxInFlightPerPrincipal === undefined && limits.maxInFlight === undefined;
+}
+
+/** Checks the operation names and precomputes every operation's limits; a ConfigError names each bad key. */
+export function resolveProtectionConfig(config: GatewayConfig): ResolvedProtection {
+  const section = config.protection;
+  const known = new Set(OPERATION_NAMES);
+  const problems = Object.keys(section.operations)
+    .filter((name) => !known.has(name))
+    .map((name) => `protection.operations.${name}: unknown operation name (README "Routes and operations" lists them)`);
+  if (problems.length > 0) throw new ConfigError('protection', problems);
+
+  const fallback = resolveLimits(undefined, section.default);
+  const table = new Map<string, OperationLimits>();
+  for (const [name, own] of Object.entries(section.operations)) table.set(name, resolveLimits(own, section.default));
+  const hasOperationLimits = !isUnlimited(fallback) || [...table.values()].some((limits) => !isUnlimited(limits));
+
+  return {
+    maxInFlight: cap(section.maxInFlight),
+    failMode: section.failMode,
+    limitsOf: (operation) => table.get(operation) ?? fallback,
+    hasOperationLimits,
+    redis: section.redis,
+    memory: section.memory,
+  };
+}

@@ -1,0 +1,74 @@
+// Limits of one replica, in memory: a GCRA time per caller and operation in a bounded LRU (a rested
+// caller's entry is simply stale: no timers), and a count per held concurrency key, deleted at 0.
+import { LRUCache } from 'lru-cache';
+import { gcra } from './gcra.js';
+import { CONCURRENCY_RETRY_AFTER_MS, type AdmissionQuery, type LimitStore, type StoreVerdict } from './store.js';
+
+export interface MemoryStoreOptions {
+  /** Rate states kept; the least recently used is forgotten first (that caller starts rested). */
+  readonly maxKeys: number;
+  /** Milliseconds, monotonic. */
+  readonly now?: () => number;
+}
+
+export interface MemoryStore extends LimitStore {
+  /** Concurrency keys currently held (tests: no slot leaks). */
+  readonly heldKeys: number;
+}
+
+export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
+  const now = options.now ?? (() => performance.now());
+  const arrivals = new LRUCache<string, number>({ max: options.maxKeys });
+  const held = new Map<string, number>();
+
+  const take = (key: string) => held.set(key, (held.get(key) ?? 0) + 1);
+  const give = (key: string) => {
+    const count = (held.get(key) ?? 0) - 1;
+    if (count > 0) held.set(key, count);
+    else held.delete(key);
+  };
+
+  return {
+    admit({ operation, caller, limits }: AdmissionQuery): StoreVerdict {
+      const callerKey = `${operation}\u0000${caller}`;
+      let nextArrival: number | undefined;
+      if (limits.rate !== undefined) {
+        const decision = gcra(arrivals.get(callerKey), now(), limits.rate.intervalMs, limits.rate.burst);
+        if (!decision.allowed) return { admitted: false, limit: 'rate', retryAfterMs: decision.retryAfterMs };
+        nextArrival = decision.tat;
+      }
+      const perPrincipal = limits.maxInFlightPerPrincipal;
+      if (perPrincipal !== undefined && (held.get(callerKey) ?? 0) >= perPrincipal) {
+        return { admitted: false, limit: 'principalConcurrency', retryAfterMs: CONCURRENCY_RETRY_AFTER_MS };
+      }
+      const perOperation = limits.maxInFlight;
+      if (perOperation !== undefined && (held.get(operation) ?? 0) >= perOperation) {
+        return { admitted: false, limit: 'operationConcurrency', retryAfterMs: CONCURRENCY_RETRY_AFTER_MS };
+      }
+      // Every check passed: only now is anything counted, so a refusal costs the caller nothing.
+      if (nextArrival !== undefined) arrivals.set(callerKey, nextArrival);
+      if (perPrincipal !== undefined) take(callerKey);
+      if (perOperation !== undefined) take(operation);
+      let released = false;
+      return {
+        admitted: true,
+        lease: {
+          release() {
+            if (released) return;
+            released = true;
+            if (perPrincipal !== undefined) give(callerKey);
+            if (perOperation !== undefined) give(operation);
+          },
+        },
+      };
+    },
+    ready: () => true,
+    close: async () => {
+      arrivals.clear();
+      held.clear();
+    },
+    get heldKeys() {
+      return held.size;
+    },
+  };
+}

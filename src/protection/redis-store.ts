@@ -1,0 +1,219 @@
+// Limits shared by every replica, in Redis. One atomic script per admission checks the caller's
+// GCRA rate and both concurrency sets and counts the call only if all pass; Redis's own clock
+// (TIME) is the only clock, so replicas' clocks never matter.
+// Concurrency slots are leases in a sorted set scored by expiry (the counting semaphore of
+// "Redis in Action" §6.3): a replica renews its leases every leaseMs/3 and removes them on release,
+// so the slots of a replica that died come back within leaseMs.
+// Every command is bounded: no offline queue, no resend after a reconnect, a command timeout.
+import { createHash, randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { CONCURRENCY_RETRY_AFTER_MS, NO_LEASE, StoreUnavailableError, type AdmissionQuery, type LimitName, type LimitStore, type StoreVerdict } from './store.js';
+
+export interface RedisStoreOptions {
+  readonly url: string;
+  readonly keyPrefix: string;
+  readonly commandTimeoutMs: number;
+  readonly connectTimeoutMs: number;
+  readonly leaseMs: number;
+  /** Connection-level failures (refused, reset, timed out); the caller throttles its log. */
+  readonly onConnectionError?: (error: Error) => void;
+}
+
+export interface RedisStore extends LimitStore {
+  /** Leases this replica holds (tests: no slot leaks). */
+  readonly heldLeases: number;
+}
+
+// KEYS: rate key, caller's slot set, operation's slot set.
+// ARGV: emission interval ms (0: no rate), burst, lease ms, lease member, caller cap, operation cap (0: none).
+// Returns {0, 0} admitted, {1, retry ms} over the rate, {2, 0} caller cap, {3, 0} operation cap.
+const ADMIT = `
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local lease = tonumber(ARGV[3])
+local tat = nil
+if interval > 0 then
+  tat = tonumber(redis.call('GET', KEYS[1])) or now
+  if tat < now then tat = now end
+  local excess = tat - now - interval * (burst - 1)
+  if excess > 0 then return {1, math.ceil(excess)} end
+end
+for i = 2, 3 do
+  local cap = tonumber(ARGV[3 + i])
+  if cap > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+    if redis.call('ZCARD', KEYS[i]) >= cap then return {i, 0} end
+  end
+end
+if tat ~= nil then
+  local nextTat = tat + interval
+  redis.call('SET', KEYS[1], string.format('%.3f', nextTat), 'PX', math.ceil(nextTat - now) + 1)
+end
+for i = 2, 3 do
+  if tonumber(ARGV[3 + i]) > 0 then
+    redis.call('ZADD', KEYS[i], now + lease, ARGV[4])
+    redis.call('PEXPIRE', KEYS[i], lease * 2)
+  end
+end
+return {0, 0}
+`;
+
+// KEYS: slot sets; ARGV: lease ms, then one member per key. Re-adds too: after a Redis restart the
+// calls still in flight are counted again.
+const RENEW = `
+local clock = redis.call('TIME')
+local expiry = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000 + tonumber(ARGV[1])
+for i = 1, #KEYS do
+  redis.call('ZADD', KEYS[i], expiry, ARGV[i + 1])
+  redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[1]) * 2)
+end
+return #KEYS
+`;
+
+// KEYS: slot sets; ARGV[1]: the lease member.
+const RELEASE = `
+for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
+return #KEYS
+`;
+
+type ScriptCall = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>;
+interface ScriptClient {
+  ledgerGatewayAdmit: ScriptCall;
+  ledgerGatewayRenew: ScriptCall;
+  ledgerGatewayRelease: ScriptCall;
+}
+
+const REFUSALS: Record<number, LimitName> = { 1: 'rate', 2: 'principalConcurrency', 3: 'operationConcurrency' };
+
+/**
+ * The keys of one caller and operation. They carry a hash of the caller (bounded length, no user id
+ * in Redis); operation names come from the route catalogue.
+ */
+export function limitKeys(prefix: string, operation: string, caller: string): { rate: string; callerSlots: string; operationSlots: string } {
+  const hash = createHash('sha256').update(caller).digest('base64url').slice(0, 22);
+  return { rate: `${prefix}rate:${operation}:${hash}`, callerSlots: `${prefix}slots:${operation}:${hash}`, operationSlots: `${prefix}slots:${operation}` };
+}
+
+/** Keys renewed per script call. */
+const RENEW_BATCH = 256;
+
+export function createRedisStore(options: RedisStoreOptions): RedisStore {
+  const client = new Redis(options.url, {
+    connectionName: 'ledger-gateway',
+    connectTimeout: options.connectTimeoutMs,
+    commandTimeout: options.commandTimeoutMs,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    autoResendUnfulfilledCommands: false,
+    retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
+    lazyConnect: false,
+  });
+  client.on('error', (error: Error) => options.onConnectionError?.(error));
+  client.defineCommand('ledgerGatewayAdmit', { lua: ADMIT });
+  client.defineCommand('ledgerGatewayRenew', { lua: RENEW });
+  client.defineCommand('ledgerGatewayRelease', { lua: RELEASE });
+  const scripts = client as unknown as ScriptClient;
+
+  const prefix = options.keyPrefix;
+  const leaseMs = String(options.leaseMs);
+  const instance = randomUUID();
+  let sequence = 0;
+  /** Lease member -> its slot keys: what this replica holds, renewed until released. */
+  const held = new Map<string, readonly string[]>();
+  /** Releases that failed while Redis was away: retried on each renewal until the lease lapsed anyway. */
+  const unreleased = new Map<string, { keys: readonly string[]; until: number }>();
+
+  const isReady = () => client.status === 'ready';
+
+  const sendRelease = (member: string, keys: readonly string[]) => {
+    unreleased.delete(member);
+    if (!isReady()) {
+      unreleased.set(member, { keys, until: Date.now() + options.leaseMs });
+      return;
+    }
+    scripts.ledgerGatewayRelease(keys.length, ...keys, member).catch(() => {
+      unreleased.set(member, { keys, until: Date.now() + options.leaseMs });
+    });
+  };
+
+  async function renew(): Promise<void> {
+    if (!isReady()) return;
+    const now = Date.now();
+    for (const [member, { keys, until }] of [...unreleased]) {
+      if (until < now) unreleased.delete(member);
+      else sendRelease(member, keys);
+    }
+    let keys: string[] = [];
+    let members: string[] = [];
+    const flush = async () => {
+      if (keys.length === 0) return;
+      const batch = [...keys, leaseMs, ...members];
+      const count = keys.length;
+      keys = [];
+      members = [];
+      await scripts.ledgerGatewayRenew(count, ...batch);
+    };
+    for (const [member, slotKeys] of held) {
+      for (const key of slotKeys) {
+        keys.push(key);
+        members.push(member);
+      }
+      if (keys.length >= RENEW_BATCH) await flush();
+    }
+    await flush();
+  }
+  const renewal = setInterval(() => {
+    renew().catch(() => { /* the next renewal retries; leases outlive two missed ones */ });
+  }, Math.floor(options.leaseMs / 3));
+  renewal.unref();
+
+  return {
+    async admit({ operation, caller, limits }: AdmissionQuery): Promise<StoreVerdict> {
+      if (!isReady()) throw new StoreUnavailableError(`Redis is ${client.status}`);
+      const { rate: rateKey, callerSlots, operationSlots } = limitKeys(prefix, operation, caller);
+      const perPrincipal = limits.maxInFlightPerPrincipal ?? 0;
+      const perOperation = limits.maxInFlight ?? 0;
+      const member = `${instance}:${(sequence += 1)}`;
+      let answer: unknown;
+      try {
+        answer = await scripts.ledgerGatewayAdmit(3, rateKey, callerSlots, operationSlots,
+          String(limits.rate?.intervalMs ?? 0), String(limits.rate?.burst ?? 0), leaseMs, member,
+          String(perPrincipal), String(perOperation));
+      } catch (error) {
+        throw new StoreUnavailableError(`Redis did not answer: ${(error as Error).message}`, { cause: error });
+      }
+      const [code, retryAfterMs] = answer as [number, number];
+      const refusal = REFUSALS[code];
+      if (refusal !== undefined) {
+        return { admitted: false, limit: refusal, retryAfterMs: refusal === 'rate' ? retryAfterMs : CONCURRENCY_RETRY_AFTER_MS };
+      }
+      const slotKeys = [...(perPrincipal > 0 ? [callerSlots] : []), ...(perOperation > 0 ? [operationSlots] : [])];
+      if (slotKeys.length === 0) return { admitted: true, lease: NO_LEASE };
+      held.set(member, slotKeys);
+      return {
+        admitted: true,
+        lease: {
+          release() {
+            if (held.delete(member)) sendRelease(member, slotKeys);
+          },
+        },
+      };
+    },
+    ready: isReady,
+    async close() {
+      clearInterval(renewal);
+      // Best effort, bounded by commandTimeoutMs: free what is still held so other replicas need not wait for the leases.
+      if (isReady() && held.size > 0) {
+        await Promise.allSettled([...held].map(([member, keys]) => scripts.ledgerGatewayRelease(keys.length, ...keys, member)));
+      }
+      held.clear();
+      unreleased.clear();
+      client.disconnect();
+    },
+    get heldLeases() {
+      return held.size;
+    },
+  };
+}

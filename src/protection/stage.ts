@@ -1,0 +1,75 @@
+// The protection stage: builds the store the config asks for and attaches admission to HTTP calls
+// (an onRequest hook) and to WebSocket upgrades (an upgrade stage). A slot is released when the
+// exchange's socket-level life ends: the response's 'close' (sent, refused later, upstream error,
+// timeout, client abort) or, for a stream, the client socket's 'close' (the tunnel's whole life).
+import type { onRequestAsyncHookHandler } from 'fastify';
+import type { UpgradeStage } from '../app.js';
+import type { GatewayConfig } from '../config/schema.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
+import { createProtection, type Protection, type Release } from './admission.js';
+import { callerOf } from './caller.js';
+import { resolveProtectionConfig } from './config.js';
+import { createMemoryStore } from './memory-store.js';
+import { createRedisStore } from './redis-store.js';
+import type { LimitStore } from './store.js';
+
+export interface ProtectionStage {
+  readonly protection: Protection;
+  /** onRequest hook, registered after authentication. */
+  readonly onRequest: onRequestAsyncHookHandler;
+  readonly upgradeStage: UpgradeStage;
+  /** True when a failing store refuses calls: readiness then follows the store. */
+  readonly failsClosed: boolean;
+  close(): Promise<void>;
+}
+
+export interface ProtectionStageOptions {
+  readonly metrics: GatewayMetrics;
+  readonly log: { warn(details: object, message: string): void };
+  readonly isTrustedProxy: (address: string) => boolean;
+}
+
+/** Releases once the emitter closes; at once when it already has (aborted while waiting for admission). */
+function releaseOnClose(emitter: { destroyed: boolean; once(event: 'close', listener: () => void): unknown }, release: Release): void {
+  if (emitter.destroyed) release();
+  else emitter.once('close', release);
+}
+
+export function createProtectionStage(config: GatewayConfig, options: ProtectionStageOptions): ProtectionStage {
+  const resolved = resolveProtectionConfig(config);
+  let store: LimitStore | undefined;
+  if (resolved.hasOperationLimits) {
+    const redis = resolved.redis;
+    store = redis.url === undefined
+      ? createMemoryStore({ maxKeys: resolved.memory.maxKeys })
+      : createRedisStore({
+        url: redis.url,
+        keyPrefix: redis.keyPrefix,
+        commandTimeoutMs: redis.commandTimeoutMs,
+        connectTimeoutMs: redis.connectTimeoutMs,
+        leaseMs: redis.leaseMs,
+        // Reconnect errors are already reflected in admissions (store failures); not logged per attempt.
+        onConnectionError: () => {},
+      });
+  }
+  if (store !== undefined) options.metrics.watchProtectionStore(() => store.ready());
+  const protection = createProtection(resolved, store, {
+    onRefusal: (operation, limit) => options.metrics.protectionRefusal(operation, limit),
+    onStoreFailure: (failMode) => options.metrics.protectionStoreFailure(failMode),
+    warn: (details, message) => options.log.warn(details, message),
+  });
+
+  return {
+    protection,
+    onRequest: async (request, reply) => {
+      const release = await protection.admit(request.operation.name, callerOf(request.principal, request.raw, options.isTrustedProxy));
+      releaseOnClose(reply.raw, release);
+    },
+    upgradeStage: async (context) => {
+      const release = await protection.admit(context.operation.name, callerOf(context.principal, context.request, options.isTrustedProxy));
+      releaseOnClose(context.request.socket, release);
+    },
+    failsClosed: resolved.failMode === 'closed' && store !== undefined && resolved.redis.url !== undefined,
+    close: () => protection.close(),
+  };
+}

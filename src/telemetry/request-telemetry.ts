@@ -1,0 +1,108 @@
+// The telemetry stage: every HTTP request, refused or forwarded, answered or abandoned by its
+// client, ends in exactly one metrics observation, one ended server span and one log line.
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import { UNKNOWN_OPERATION } from '../operations.js';
+import { UpstreamCodes } from '../proxy/upstream-error-code.js';
+import { traceIdOf } from '../request-context.js';
+import { scrubSecrets } from './logging.js';
+import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, type GatewayMetrics } from './metrics.js';
+import { endServerSpan, sampledTraceIdOf, serverSpanContextOf, traceresponse } from './server-span.js';
+
+const kState = Symbol('ledger-gateway.requestTelemetry');
+
+interface RequestState {
+  /** The operation counted in the in-flight gauge, once the route catalogue matched. */
+  inflightOperation: string | undefined;
+  finished: boolean;
+  /** Why a stage refused the request (for the log line only; never a label). */
+  reason: string | undefined;
+}
+
+type WithState = { [kState]?: RequestState };
+
+/** Span attributes: the operation, the status, the error code; never a token or a body. */
+export const SpanAttributes = {
+  operation: 'ledger_gateway.operation',
+  errorCode: 'ledger_gateway.error_code',
+  status: 'http.response.status_code',
+  route: 'http.route',
+} as const;
+
+export interface RequestTelemetry {
+  /** The first onRequest hook after the tracing plugin's: traceresponse header, watch for a client that leaves. */
+  onRequest(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
+  /** Once the operation is known: the request counts as in flight. */
+  enter(request: FastifyRequest): void;
+  /** Why a stage refused the request: written on its log line. */
+  noteRefusal(request: FastifyRequest, reason: string): void;
+  /** The last hook: metrics, span, log line. */
+  onResponse(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
+}
+
+/** The error code of a finished request: none, or the gateway's or the participant's code. */
+export function outcomeCode(status: number, errorCode: string | null): string {
+  if (errorCode !== null) return errorCode;
+  return status >= 400 ? UpstreamCodes.unrecognized : ErrorCodeLabels.none;
+}
+
+export function createRequestTelemetry(metrics: GatewayMetrics): RequestTelemetry {
+  function finish(request: FastifyRequest, reply: FastifyReply, clientLeft: boolean): void {
+    const state = (request as WithState)[kState];
+    if (state === undefined || state.finished) return;
+    state.finished = true;
+    if (state.inflightOperation !== undefined) metrics.inflight(state.inflightOperation, -1);
+
+    // request.operation is still unset when the first stage refused the target (not exposed, bad path).
+    const operation = (request.operation as typeof request.operation | null) ?? undefined;
+    const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
+    const status = clientLeft ? CLIENT_CLOSED_STATUS : reply.statusCode;
+    const code = clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
+    const seconds = reply.elapsedTime / 1000;
+    metrics.observeRequest(operationName, request.method, status, code, seconds, sampledTraceIdOf(request));
+
+    const spanContext = serverSpanContextOf(request);
+    endServerSpan(request, operation === undefined ? request.method : `${request.method} ${operation.template}`, {
+      [SpanAttributes.operation]: operationName,
+      [SpanAttributes.errorCode]: code,
+      [SpanAttributes.status]: status,
+      ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
+    });
+    request.log.info({
+      operation: operationName,
+      method: request.method,
+      status,
+      errorCode: code,
+      durationMs: Math.round(seconds * 1e6) / 1e3,
+      traceId: spanContext?.traceId ?? traceIdOf(request),
+      spanId: spanContext?.spanId ?? null,
+      ...(state.reason !== undefined && { reason: state.reason }),
+    }, 'request');
+  }
+
+  return {
+    onRequest(request, reply, done) {
+      (request as WithState)[kState] = { inflightOperation: undefined, finished: false, reason: undefined };
+      const spanContext = serverSpanContextOf(request);
+      if (spanContext !== undefined) reply.header('traceresponse', traceresponse(spanContext));
+      // Fastify runs onResponse only for a finished answer; a client that leaves first is seen here.
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) finish(request, reply, true);
+      });
+      done();
+    },
+    enter(request) {
+      const state = (request as WithState)[kState];
+      if (state === undefined || state.inflightOperation !== undefined) return;
+      state.inflightOperation = request.operation.name;
+      metrics.inflight(state.inflightOperation, 1);
+    },
+    noteRefusal(request, reason) {
+      const state = (request as WithState)[kState];
+      if (state !== undefined) state.reason = scrubSecrets(reason);
+    },
+    onResponse(request, reply, done) {
+      finish(request, reply, false);
+      done();
+    },
+  };
+}

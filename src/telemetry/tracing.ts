@@ -1,0 +1,118 @@
+// OpenTelemetry tracing: the NodeSDK, @fastify/otel for the server span, the undici
+// instrumentation for the call to the participant. Started by the process before Fastify loads
+// (`node --import ./dist/telemetry/register.js dist/main.js`), or in-process by a test.
+//
+// Configured by the standard OTEL_* environment variables (OTEL_SDK_DISABLED, OTEL_SERVICE_NAME,
+// OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG), OTEL_PROPAGATORS, OTEL_EXPORTER_OTLP_*,
+// OTEL_TRACES_EXPORTER). One difference from the SDK's defaults: without an exporter named
+// (no OTEL_TRACES_EXPORTER, no OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) nothing is exported, instead
+// of sending to localhost:4318; spans are still created, so trace context is continued, given to
+// the participant and returned in `traceresponse`.
+import { FastifyOtelInstrumentation } from '@fastify/otel';
+import { ProxyTracerProvider, trace } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import { BatchSpanProcessor, NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import type { FastifyPluginCallback } from 'fastify';
+import { BUILD_VERSION, SERVICE_NAME } from './build-info.js';
+import { holdServerSpan } from './server-span.js';
+
+export interface TracingOptions {
+  /** Export spans as OTLP/HTTP JSON to this URL (tests), whatever the environment says. */
+  readonly exporterUrl?: string;
+}
+
+export interface Tracing {
+  /** Registered first on the API instance: opens every request's server span. */
+  readonly fastifyPlugin: FastifyPluginCallback;
+  /** Whether spans leave the process; false: context is propagated, nothing is exported. */
+  readonly exporting: boolean;
+  /** Export the spans ended so far (tests, shutdown). */
+  forceFlush(): Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+let active: Tracing | undefined;
+
+/** The running tracing, if startTracing ran in this process and the SDK is not disabled. */
+export function activeTracing(): Tracing | undefined {
+  return active;
+}
+
+function isTrue(value: string | undefined): boolean {
+  return value?.trim().toLowerCase() === 'true';
+}
+
+/** Whether the environment names a trace exporter (then the SDK builds it from OTEL_*). */
+export function environmentExportsTraces(env: NodeJS.ProcessEnv): boolean {
+  const exporters = (env.OTEL_TRACES_EXPORTER ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '');
+  if (exporters.length > 0) return exporters[0] !== 'none';
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
+}
+
+function namesService(env: NodeJS.ProcessEnv): boolean {
+  return Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(?:^|,)\s*service\.name\s*=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
+}
+
+/**
+ * Starts the SDK once per process and returns it; undefined when OTEL_SDK_DISABLED=true (then no
+ * span exists and the client's traceparent is forwarded as it came).
+ */
+export function startTracing(options: TracingOptions = {}): Tracing | undefined {
+  if (active !== undefined) return active;
+  const env = process.env;
+  if (isTrue(env.OTEL_SDK_DISABLED)) return undefined;
+
+  const fastifyOtel = new FastifyOtelInstrumentation({
+    // One server span per request; the stages are not worth a span each.
+    instrumentHooks: false,
+    instrumentHandler: false,
+    // Refusals are answers, not exceptions; their code is an attribute. No stack traces in spans.
+    recordExceptions: false,
+    requestHook: (span, request) => holdServerSpan(request, span),
+  });
+  const undici = new UndiciInstrumentation({
+    // Only calls made for a request (the forwarder, a key set fetch during one) get a client
+    // span and a traceparent; the readiness probe and background refreshes do not.
+    requireParentforSpans: true,
+  });
+
+  let spanProcessors: SpanProcessor[] | undefined;
+  let exporting = true;
+  if (options.exporterUrl !== undefined) {
+    spanProcessors = [new BatchSpanProcessor(new OTLPTraceExporter({ url: options.exporterUrl }), { scheduledDelayMillis: 200 })];
+  } else if (!environmentExportsTraces(env)) {
+    // The SDK registers no tracer provider without a processor, and then no span (and no new
+    // span id for the participant) exists; a processor that drops every span keeps them.
+    spanProcessors = [new NoopSpanProcessor()];
+    exporting = false;
+  }
+
+  const sdk = new NodeSDK({
+    ...(namesService(env) ? {} : { serviceName: SERVICE_NAME }),
+    resource: defaultResource().merge(resourceFromAttributes({ [ATTR_SERVICE_VERSION]: BUILD_VERSION })),
+    instrumentations: [fastifyOtel, undici],
+    ...(spanProcessors !== undefined && { spanProcessors }),
+    // Metrics are prom-client's (admin /metrics) and logs are pino's.
+    metricReaders: [],
+    logRecordProcessors: [],
+  });
+  sdk.start();
+
+  const provider = () => {
+    const global = trace.getTracerProvider();
+    return (global instanceof ProxyTracerProvider ? global.getDelegate() : global) as { forceFlush?: () => Promise<void> };
+  };
+  active = {
+    fastifyPlugin: fastifyOtel.plugin(),
+    exporting,
+    forceFlush: async () => {
+      await provider().forceFlush?.();
+    },
+    shutdown: () => sdk.shutdown(),
+  };
+  return active;
+}

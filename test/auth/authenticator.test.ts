@@ -1,0 +1,129 @@
+// The authenticator's cache: a hit costs no signature check, still enforces expiry, and a flood of
+// one bad token costs one check.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { SignJWT, importPKCS8 } from 'jose';
+import { describe, expect, it } from 'vitest';
+import { createAuthenticator, type Authenticator } from '../../src/auth/authenticator.js';
+import { AuthFailure } from '../../src/auth/failure.js';
+import { validateGatewayConfig } from '../../src/config/load.js';
+import { nowSeconds, participantAudience, sign, signingKey, tamperedPayload, type SigningKey } from './support/keys.js';
+
+const ISSUER = 'https://idp.example.com';
+
+async function authenticator(key: SigningKey, auth: Record<string, unknown> = {}, now?: () => number): Promise<Authenticator> {
+  const config = validateGatewayConfig({
+    upstream: { url: 'http://participant:7575' },
+    auth: { issuers: [{ issuer: ISSUER, jwks: { keys: [key.publicJwk] } }], participantId: 'participant1', ...auth },
+  });
+  return createAuthenticator(config, now === undefined ? {} : { now });
+}
+
+async function reasonOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+    return 'accepted';
+  } catch (error) {
+    if (error instanceof AuthFailure) return error.reason;
+    throw error;
+  }
+}
+
+describe('authenticator', () => {
+  it('returns the principal of a valid token: sub, issuer, claims', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key);
+    const principal = await auth.authenticate(await sign(key, { iss: ISSUER, sub: 'alice' }));
+    expect(principal).toMatchObject({ subject: 'alice', issuer: ISSUER, claims: { sub: 'alice', iss: ISSUER } });
+    expect(Object.isFrozen(principal)).toBe(true);
+  });
+
+  it('verifies a token once: later uses and concurrent first uses are cache hits', async () => {
+    const key = await signingKey('RS256');
+    const auth = await authenticator(key);
+    const token = await sign(key, { iss: ISSUER });
+    const principals = await Promise.all(Array.from({ length: 20 }, () => auth.authenticate(token)));
+    expect(new Set(principals.map((p) => p.subject))).toEqual(new Set(['alice']));
+    for (let i = 0; i < 100; i++) await auth.authenticate(token);
+    expect(auth.signatureChecks).toBe(1);
+    expect(auth.cache.size.verified).toBe(1);
+  });
+
+  it('still enforces expiry on a cache hit', async () => {
+    const key = await signingKey('ES256');
+    let clock = Date.now();
+    const auth = await authenticator(key, {}, () => clock);
+    const token = await sign(key, { iss: ISSUER, exp: nowSeconds() + 30 });
+    await auth.authenticate(token);
+    clock += 36_000; // past exp + the 5 s clock tolerance, while lru-cache's own timer has not run
+    expect(await reasonOf(auth.authenticate(token))).toBe('expired');
+    expect(auth.signatureChecks).toBe(1);
+  });
+
+  it('remembers a refusal briefly, so a flood of one bad token costs one check', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key);
+    const forged = tamperedPayload(await sign(key, { iss: ISSUER }), { sub: 'participant_admin' });
+    const reasons = await Promise.all(Array.from({ length: 50 }, () => reasonOf(auth.authenticate(forged))));
+    expect(new Set(reasons)).toEqual(new Set(['bad_signature']));
+    expect(auth.signatureChecks).toBe(1);
+  });
+
+  it('does not remember refusals that pass later (lifetime) or ones where the check never ran', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key);
+    const longLived = await sign(key, { iss: ISSUER, exp: nowSeconds() + 3_600 });
+    expect(await reasonOf(auth.authenticate(longLived))).toBe('lifetime');
+    expect(await reasonOf(auth.authenticate(longLived))).toBe('lifetime');
+    expect(auth.signatureChecks).toBe(2);
+  });
+
+  it('verifies every time with the cache off', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key, { tokenCache: { maxEntries: 0, negativeTtlMs: 0 } });
+    const token = await sign(key, { iss: ISSUER });
+    for (let i = 0; i < 3; i++) await auth.authenticate(token);
+    expect(auth.signatureChecks).toBe(3);
+  });
+
+  it('keeps public operations and the participant\'s own routes outside /v2 token-free', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key, { publicOperations: ['getVersion'] });
+    const op = (name: string, participantInternal = false) => ({ name, method: 'GET', template: '/', kind: 'http' as const, participantInternal });
+    expect(auth.requiresToken(op('getVersion'))).toBe(false);
+    expect(auth.requiresToken(op('getReadyz', true))).toBe(false);
+    expect(auth.requiresToken(op('getV2Users'))).toBe(true);
+    expect(auth.requiresToken(op('unknown'))).toBe(true);
+  });
+});
+
+describe('other key sources', () => {
+  const claims = () => ({ sub: 'alice', aud: participantAudience('participant1'), exp: nowSeconds() + 60 });
+
+  it('verifies with an X.509 certificate file (publicKeyFile), no kid needed, algorithm pinned to the key', async () => {
+    const cert = fileURLToPath(new URL('./fixtures/es256-cert.pem', import.meta.url));
+    const privateKey = await importPKCS8(readFileSync(new URL('./fixtures/test-only-es256-key.pem', import.meta.url), 'utf8'), 'ES256');
+    const auth = createAuthenticator(validateGatewayConfig({
+      upstream: { url: 'http://participant:7575' },
+      auth: { issuers: [{ issuer: ISSUER, publicKeyFile: cert }] },
+    }));
+    const token = await new SignJWT({ ...claims(), iss: ISSUER }).setProtectedHeader({ alg: 'ES256' }).sign(privateKey);
+    await expect(auth.authenticate(token)).resolves.toMatchObject({ subject: 'alice' });
+    const other = await signingKey('ES256');
+    expect(await reasonOf(auth.authenticate(await sign(other, { iss: ISSUER }, { kid: undefined })))).toBe('bad_signature');
+    expect(await reasonOf(auth.authenticate(await sign(await signingKey('RS256'), { iss: ISSUER })))).toBe('algorithm');
+  });
+
+  it('verifies HS256 with unsafeHmacSecret (sandbox only), and nothing else from that issuer', async () => {
+    const secret = 'development-secret-of-32-characters!';
+    const auth = createAuthenticator(validateGatewayConfig({
+      upstream: { url: 'sandbox' },
+      auth: { issuers: [{ issuer: ISSUER, unsafeHmacSecret: secret }] },
+    }));
+    const token = await new SignJWT({ ...claims(), iss: ISSUER }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(secret));
+    await expect(auth.authenticate(token)).resolves.toMatchObject({ subject: 'alice' });
+    const wrong = await new SignJWT({ ...claims(), iss: ISSUER }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode('x'.repeat(32)));
+    expect(await reasonOf(auth.authenticate(wrong))).toBe('bad_signature');
+    expect(await reasonOf(auth.authenticate(await sign(await signingKey('ES256'), { iss: ISSUER })))).toBe('algorithm');
+  });
+});

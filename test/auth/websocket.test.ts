@@ -1,0 +1,113 @@
+// WebSocket upgrades: the token comes from the `jwt.token.` subprotocol (or Authorization); a good
+// one reaches the participant with every subprotocol offered, a bad one never reaches it.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
+import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { sign, signingKey, tamperedPayload, type SigningKey } from './support/keys.js';
+
+const ISSUER = 'https://idp.example.com';
+
+interface WebSocketUpstream {
+  readonly url: string;
+  /** Headers of every upgrade request that reached it. */
+  readonly upgrades: http.IncomingHttpHeaders[];
+  close(): Promise<void>;
+}
+
+/** A ws server on 127.0.0.1 port 0 that answers Canton's way (daml.ws.auth) and echoes frames. */
+async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
+  const upgrades: http.IncomingHttpHeaders[] = [];
+  const server = http.createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  const wss = new WebSocketServer({ noServer: true, handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false) });
+  wss.on('connection', (socket) => socket.on('message', (data) => socket.send(`echo:${data.toString()}`)));
+  server.on('upgrade', (request, socket, head) => {
+    upgrades.push(request.headers);
+    wss.handleUpgrade(request, socket, head, (client) => wss.emit('connection', client, request));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    upgrades,
+    close: async () => {
+      for (const client of wss.clients) client.terminate();
+      wss.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+type Outcome = { opened: true; protocol: string; echo: string } | { opened: false; status: number; headers: http.IncomingHttpHeaders; body: string };
+
+function connect(url: string, protocols: string[], headers: Record<string, string> = {}): Promise<Outcome> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, protocols, { headers });
+    socket.once('open', () => {
+      socket.once('message', (data) => {
+        resolve({ opened: true, protocol: socket.protocol, echo: data.toString() });
+        socket.close();
+      });
+      socket.send('{"filter":{}}');
+    });
+    socket.once('unexpected-response', (_request, response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => resolve({ opened: false, status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() }));
+    });
+    socket.once('error', (error) => reject(error));
+  });
+}
+
+let key: SigningKey;
+beforeAll(async () => {
+  key = await signingKey('ES256');
+});
+
+let upstream: WebSocketUpstream | undefined;
+let gw: RunningGateway | undefined;
+afterEach(async () => {
+  await gw?.close();
+  await upstream?.close();
+});
+
+async function setUp(): Promise<string> {
+  upstream = await startWebSocketUpstream();
+  gw = await startGateway(upstream.url, { auth: { issuers: [{ issuer: ISSUER, jwks: { keys: [key.publicJwk] } }], participantId: 'participant1' } });
+  return `${gw.url.replace(/^http/, 'ws')}/v2/updates`;
+}
+
+describe('WebSocket upgrades', () => {
+  it('tunnels an upgrade whose jwt.token. subprotocol verifies, with both subprotocols', async () => {
+    const url = await setUp();
+    const token = await sign(key, { iss: ISSUER });
+    const outcome = await connect(url, [`jwt.token.${token}`, 'daml.ws.auth']);
+    expect(outcome).toEqual({ opened: true, protocol: 'daml.ws.auth', echo: 'echo:{"filter":{}}' });
+    expect(upstream!.upgrades).toHaveLength(1);
+    expect(upstream!.upgrades[0]!['sec-websocket-protocol']).toBe(`jwt.token.${token},daml.ws.auth`);
+  });
+
+  it('takes the token from the Authorization header too', async () => {
+    const url = await setUp();
+    const token = await sign(key, { iss: ISSUER });
+    const outcome = await connect(url, ['daml.ws.auth'], { Authorization: `Bearer ${token}` });
+    expect(outcome).toMatchObject({ opened: true, protocol: 'daml.ws.auth' });
+    expect(upstream!.upgrades[0]!.authorization).toBe(`Bearer ${token}`);
+  });
+
+  it.each([
+    ['a tampered token', async () => [`jwt.token.${tamperedPayload(await sign(key, { iss: ISSUER }), { sub: 'participant_admin' })}`, 'daml.ws.auth'], 'Bearer error="invalid_token"'],
+    ['an expired token', async () => [`jwt.token.${await sign(key, { iss: ISSUER, exp: Math.floor(Date.now() / 1000) - 60 })}`, 'daml.ws.auth'], 'Bearer error="invalid_token"'],
+    ['no token', async () => ['daml.ws.auth'], 'Bearer'],
+  ])('refuses %s with 401 before the participant sees the upgrade', async (_name, protocols, challenge) => {
+    const url = await setUp();
+    const outcome = await connect(url, await protocols());
+    expect(outcome.opened).toBe(false);
+    if (outcome.opened) return;
+    expect(outcome.status).toBe(401);
+    expect(outcome.headers['www-authenticate']).toBe(challenge);
+    expect(JSON.parse(outcome.body)).toMatchObject({ code: 'NA', errorCategory: -1, grpcCodeValue: 16 });
+    expect(upstream!.upgrades).toEqual([]);
+  });
+});

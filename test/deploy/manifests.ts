@@ -1,0 +1,246 @@
+// Rendering the Kustomize overlays (deploy/kubernetes) with `kubectl kustomize` and reading what
+// the pods would see: the gateway container, its environment, the config in its ConfigMap.
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse, parseAllDocuments } from 'yaml';
+import { validateGatewayConfig } from '../../src/config/load.js';
+import type { GatewayConfig } from '../../src/config/schema.js';
+import { ROOT } from '../helpers/process.js';
+
+export const DEPLOY = join(ROOT, 'deploy');
+export const KUSTOMIZE_DIRS = {
+  base: join(DEPLOY, 'kubernetes/base'),
+  ingress: join(DEPLOY, 'kubernetes/overlays/ingress'),
+  sidecar: join(DEPLOY, 'kubernetes/overlays/sidecar'),
+} as const;
+export type KustomizeDir = keyof typeof KUSTOMIZE_DIRS;
+
+export const GATEWAY_CONTAINER = 'ledger-gateway';
+const RENDER_TIMEOUT_MS = 60_000;
+
+// Loose shapes of what the checks read; the objects are validated against the real schemas first.
+export interface KubernetesObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec?: any;
+  data?: Record<string, string>;
+  [key: string]: unknown;
+}
+
+export interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: { fieldRef?: { fieldPath: string }; secretKeyRef?: unknown; configMapKeyRef?: unknown };
+}
+
+export interface Probe {
+  httpGet?: { path: string; port: number | string };
+  periodSeconds?: number;
+  timeoutSeconds?: number;
+  failureThreshold?: number;
+}
+
+export interface Container {
+  name: string;
+  image: string;
+  command?: string[];
+  args?: string[];
+  restartPolicy?: string;
+  ports?: Array<{ name?: string; containerPort: number }>;
+  env?: EnvVar[];
+  volumeMounts?: Array<{ name: string; mountPath: string; subPath?: string; readOnly?: boolean }>;
+  startupProbe?: Probe;
+  livenessProbe?: Probe;
+  readinessProbe?: Probe;
+  lifecycle?: { preStop?: { sleep?: { seconds: number }; exec?: unknown; httpGet?: unknown } };
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  securityContext?: Record<string, any>;
+}
+
+const KUBECTL_NEEDED = 'the deploy tests render the overlays with `kubectl kustomize` and need kubectl 1.27+ (built-in Kustomize v5; Debian\'s kubernetes-client 1.20 is too old). Install kubectl (deploy/README.md "Tests").';
+let kubectlChecked = false;
+
+function runKubectl(args: string[]): string {
+  const result = spawnSync('kubectl', args, { encoding: 'utf8', timeout: RENDER_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 });
+  if (result.error !== undefined) {
+    const missing = (result.error as NodeJS.ErrnoException).code === 'ENOENT';
+    throw new Error(missing ? `kubectl is not installed: ${KUBECTL_NEEDED}` : `kubectl ${args.join(' ')} failed: ${result.error.message}`);
+  }
+  if (result.status !== 0) throw new Error(`kubectl ${args.join(' ')} exited ${result.status}:\n${result.stderr}`);
+  return result.stdout;
+}
+
+/** kubectl with a built-in Kustomize v5 (the kustomizations use `labels`, inline patches, `$patch: delete`). */
+function requireKubectl(): void {
+  if (kubectlChecked) return;
+  const version = JSON.parse(runKubectl(['version', '--client', '-o', 'json'])) as { kustomizeVersion?: string; clientVersion?: { gitVersion?: string } };
+  const major = Number(/^v(\d+)/.exec(version.kustomizeVersion ?? '')?.[1] ?? 0);
+  if (major < 5) throw new Error(`kubectl ${version.clientVersion?.gitVersion ?? '?'} has no Kustomize v5 (reports ${version.kustomizeVersion ?? 'none'}): ${KUBECTL_NEEDED}`);
+  kubectlChecked = true;
+}
+
+/** `kubectl kustomize <dir>`, bounded; a missing or old kubectl fails loudly (never a skip). */
+export function renderKustomization(dir: KustomizeDir): KubernetesObject[] {
+  requireKubectl();
+  const stdout = runKubectl(['kustomize', KUSTOMIZE_DIRS[dir]]);
+  const documents = parseAllDocuments(stdout);
+  if (!Array.isArray(documents)) throw new Error(`kubectl kustomize ${dir}: no documents`);
+  return documents.map((document, index) => {
+    if (document.errors.length > 0) throw new Error(`kubectl kustomize ${dir}: document ${index}: ${document.errors[0]!.message}`);
+    return document.toJS() as KubernetesObject;
+  });
+}
+
+export function findObject(objects: readonly KubernetesObject[], kind: string, name: string): KubernetesObject {
+  const found = objects.find((object) => object.kind === kind && object.metadata.name === name);
+  if (found === undefined) throw new Error(`no ${kind} ${name} among ${objects.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')}`);
+  return found;
+}
+
+export function objectsOfKind(objects: readonly KubernetesObject[], kind: string): KubernetesObject[] {
+  return objects.filter((object) => object.kind === kind);
+}
+
+export interface GatewayWorkload {
+  readonly workload: KubernetesObject;
+  readonly podSpec: any;
+  readonly podLabels: Record<string, string>;
+  readonly container: Container;
+  /** 'containers' (own Deployment) or 'initContainers' (native sidecar). */
+  readonly list: 'containers' | 'initContainers';
+}
+
+/** The one workload whose pod runs the gateway container, wherever it sits. */
+export function gatewayWorkload(objects: readonly KubernetesObject[]): GatewayWorkload {
+  const found: GatewayWorkload[] = [];
+  for (const workload of objects.filter((o) => ['Deployment', 'StatefulSet', 'DaemonSet'].includes(o.kind))) {
+    const podSpec = workload.spec.template.spec;
+    for (const list of ['containers', 'initContainers'] as const) {
+      const container = (podSpec[list] as Container[] | undefined)?.find((c) => c.name === GATEWAY_CONTAINER);
+      if (container !== undefined) found.push({ workload, podSpec, podLabels: workload.spec.template.metadata?.labels ?? {}, container, list });
+    }
+  }
+  if (found.length !== 1) throw new Error(`expected exactly one workload running the ${GATEWAY_CONTAINER} container, found ${found.length}`);
+  return found[0]!;
+}
+
+/** The ConfigMap volume mounted at `mountPath`, and the text of the key it mounts. */
+export function mountedConfigMapFile(objects: readonly KubernetesObject[], gateway: GatewayWorkload, mountPath: string): string {
+  const mount = gateway.container.volumeMounts?.find((m) => m.mountPath === mountPath);
+  if (mount === undefined) throw new Error(`nothing is mounted at ${mountPath} in the gateway container`);
+  const volume = (gateway.podSpec.volumes as Array<{ name: string; configMap?: { name: string } }>).find((v) => v.name === mount.name);
+  if (volume?.configMap === undefined) throw new Error(`${mountPath} is not mounted from a ConfigMap`);
+  if (mount.subPath === undefined) throw new Error(`${mountPath} must be mounted with subPath (a single file)`);
+  const configMap = findObject(objects, 'ConfigMap', volume.configMap.name);
+  const text = configMap.data?.[mount.subPath];
+  if (text === undefined) throw new Error(`ConfigMap ${configMap.metadata.name} has no key ${mount.subPath}`);
+  return text;
+}
+
+/**
+ * The container's environment as Kubernetes sets it: literal values, the downward API fields
+ * given, and $(VAR) references to earlier variables expanded.
+ */
+export function containerEnvironment(container: Container, fields: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const variable of container.env ?? []) {
+    if (variable.value !== undefined) {
+      env[variable.name] = variable.value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole, name: string) => env[name] ?? whole);
+    } else if (variable.valueFrom?.fieldRef !== undefined) {
+      const value = fields[variable.valueFrom.fieldRef.fieldPath];
+      if (value === undefined) throw new Error(`env ${variable.name}: no test value for fieldRef ${variable.valueFrom.fieldRef.fieldPath}`);
+      env[variable.name] = value;
+    } else {
+      throw new Error(`env ${variable.name}: only literal values and fieldRefs are expected (secrets belong in mounted files)`);
+    }
+  }
+  return env;
+}
+
+export const DOWNWARD_API_TEST_VALUES: Record<string, string> = {
+  'metadata.name': 'ledger-gateway-7d9f-test',
+  'metadata.namespace': 'ledger',
+  'spec.nodeName': 'node-1',
+};
+
+/** The config the gateway would run with: the mounted file, validated, with the container's env overrides. */
+export function effectiveConfig(configText: string, env: Record<string, string>): GatewayConfig {
+  return validateGatewayConfig(parse(configText, { uniqueKeys: true }), 'ConfigMap config.yaml', env);
+}
+
+/** A container port by number or name. */
+export function resolveContainerPort(container: Container, port: number | string): number {
+  if (typeof port === 'number') return port;
+  const named = container.ports?.find((p) => p.name === port);
+  if (named === undefined) throw new Error(`container ${container.name} has no port named ${port}`);
+  return named.containerPort;
+}
+
+export function selectorMatches(selector: Record<string, string> | undefined, labels: Record<string, string>): boolean {
+  if (selector === undefined || Object.keys(selector).length === 0) return false; // empty selects everything: never intended here
+  return Object.entries(selector).every(([key, value]) => labels[key] === value);
+}
+
+// The image's entry command (deploy/Dockerfile).
+
+export interface EntryCommand {
+  /** ENTRYPOINT + CMD of the final stage, exec form. */
+  readonly argv: string[];
+  /** ENV of the final stage. */
+  readonly env: Record<string, string>;
+  readonly workdir: string | undefined;
+  readonly user: string | undefined;
+  readonly stages: Array<{ from: string; name: string | undefined; lines: string[] }>;
+}
+
+export function readDockerfile(): EntryCommand {
+  const text = readFileSync(join(DEPLOY, 'Dockerfile'), 'utf8');
+  const args = new Map<string, string>();
+  const stages: EntryCommand['stages'] = [];
+  // Join continuation lines, drop comments.
+  const instructions = text.replace(/\\\n/g, ' ').split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
+  for (const line of instructions) {
+    const [instruction, ...rest] = line.split(/\s+/);
+    const operand = rest.join(' ');
+    if (instruction === 'ARG' && stages.length === 0) {
+      const [name, value] = operand.split('=');
+      if (value !== undefined) args.set(name!, value);
+    } else if (instruction === 'FROM') {
+      const [image, as, name] = operand.split(/\s+/);
+      const resolved = image!.replace(/\$\{(\w+)\}/g, (_whole, name: string) => args.get(name) ?? '');
+      stages.push({ from: resolved, name: as?.toUpperCase() === 'AS' ? name : undefined, lines: [] });
+    } else {
+      stages.at(-1)?.lines.push(line);
+    }
+  }
+  const final = stages.at(-1);
+  if (final === undefined) throw new Error('deploy/Dockerfile has no FROM');
+  const execForm = (instruction: string): string[] => {
+    const line = final.lines.filter((l) => l.startsWith(`${instruction} `)).at(-1);
+    if (line === undefined) return [];
+    const parsed: unknown = JSON.parse(line.slice(instruction.length + 1));
+    if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === 'string')) throw new Error(`${instruction} must be in exec form (a JSON array)`);
+    return parsed;
+  };
+  const env: Record<string, string> = {};
+  for (const line of final.lines.filter((l) => l.startsWith('ENV '))) {
+    for (const pair of line.slice(4).trim().split(/\s+/)) {
+      const [name, ...value] = pair.split('=');
+      if (value.length === 0) throw new Error(`ENV ${pair}: use the KEY=value form`);
+      env[name!] = value.join('=');
+    }
+  }
+  const user = final.lines.filter((l) => l.startsWith('USER ')).at(-1)?.slice(5).trim();
+  const workdir = final.lines.filter((l) => l.startsWith('WORKDIR ')).at(-1)?.slice(8).trim();
+  return { argv: [...execForm('ENTRYPOINT'), ...execForm('CMD')], env, workdir, user, stages };
+}
+
+/** The value after `--config` in the entry command. */
+export function configPathOf(argv: readonly string[]): string {
+  const index = argv.indexOf('--config');
+  const path = index === -1 ? undefined : argv[index + 1];
+  if (path === undefined) throw new Error('the entry command has no --config <file>');
+  return path;
+}

@@ -1,0 +1,303 @@
+// The policy stage through the running gateway against a recording upstream: a refused request never
+// reaches the participant and gets a complete JsCantonError; an accepted one arrives byte for byte.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
+import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+
+const JS_CANTON_ERROR_KEYS = ['cause', 'code', 'context', 'correlationId', 'definiteAnswer', 'errorCategory', 'grpcCodeValue', 'resources', 'retryInfo', 'traceId'];
+const PKG = '3f1c0000000000000000000000000000000000000000000000000000000000e9';
+const TEMPLATE = `${PKG}:Iou:Iou`;
+
+let upstream: RecordingUpstream | undefined;
+let gw: RunningGateway | undefined;
+afterEach(async () => {
+  await gw?.close();
+  await upstream?.close();
+  gw = undefined;
+  upstream = undefined;
+});
+
+async function start(overrides: Record<string, unknown> = {}): Promise<RunningGateway> {
+  upstream = await startRecordingUpstream();
+  gw = await startGateway(upstream.url, overrides);
+  return gw;
+}
+
+async function send(method: string, path: string, body: string | undefined, headers: Record<string, string> = {}, token?: string) {
+  const authorization = token === undefined ? gw!.auth() : { authorization: `Bearer ${token}` };
+  return fetch(`${gw!.url}${path}`, { method, body, headers: { 'content-type': 'application/json', ...authorization, ...headers } });
+}
+
+/** A refusal: the status, Canton's complete error shape, the code, and nothing upstream. */
+async function expectRefusal(response: Response, status: number, code: string, category: number, grpc: number) {
+  expect(response.status).toBe(status);
+  expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+  const body = await response.json() as Record<string, unknown>;
+  expect(Object.keys(body).sort()).toEqual(JS_CANTON_ERROR_KEYS);
+  expect(body).toMatchObject({ code, errorCategory: category, grpcCodeValue: grpc });
+  expect(body.correlationId).toBe(response.headers.get('x-request-id'));
+  expect(upstream!.requests).toHaveLength(0);
+  return body;
+}
+
+async function expectForwardedVerbatim(response: Response, body: string) {
+  expect(response.status).toBe(200);
+  expect(upstream!.requests).toHaveLength(1);
+  expect(upstream!.requests[0]!.body.toString('utf8')).toBe(body);
+  expect(upstream!.requests[0]!.body.equals(Buffer.from(body))).toBe(true);
+}
+
+describe('request rules through the gateway', () => {
+  it('updateVettedPackages, both routes: refusals never reach the participant', async () => {
+    await start();
+    for (const path of ['/v2/package-vetting', '/v2/package-vetting/update']) {
+      const empty = await expectRefusal(await send('POST', path, '{"changes": []}'), 400, 'MISSING_FIELD', 8, 3);
+      expect(empty).toMatchObject({ cause: 'The submitted command is missing a mandatory field: changes', context: { field_name: 'changes' }, resources: [], retryInfo: null });
+      const noOp = await expectRefusal(await send('POST', path, '{"changes": [{"operation": {"Empty": {}}}]}'), 400, 'PROTO_DESERIALIZATION_FAILURE', 8, 3);
+      expect(noOp.cause).toBe('Deserialization of protobuf message failed');
+      await expectRefusal(await send('POST', path, '{"changes": [{"operation": {"Vet": {"value": {"packages": [{"packageId": "x"}]}}}}], "expectedTopologySerial": {"serial": {"Prior": {"value": 0}}}}'), 400, 'PROTO_DESERIALIZATION_FAILURE', 8, 3);
+    }
+  });
+
+  it('updateVettedPackages: an accepted body arrives byte for byte', async () => {
+    await start();
+    const body = `{ "changes" : [ {"operation":{"Vet":{"value":{"packages":[{"packageName":"my-app","packageVersion":"1.2.0"}]}}}},\n\t{"operation": {"Unvet": {"value": {"packages": [{"packageId": "${PKG}"}]}}}} ],\r\n "dryRun": false, "expectedTopologySerial": {"serial": {"Prior": {"value": 4}}} }`;
+    await expectForwardedVerbatim(await send('POST', '/v2/package-vetting/update', body), body);
+  });
+
+  it('getUpdateByOffset: refusals, and int64 max arriving exactly as sent', async () => {
+    await start();
+    const zero = await expectRefusal(await send('POST', '/v2/updates/update-by-offset', '{"offset": 0, "updateFormat": {}}'), 400, 'NON_POSITIVE_OFFSET', 8, 3);
+    expect(zero.cause).toBe('Offset 0 in offset is not a positive integer: the offset has to be a positive integer (>0)');
+    const noFormat = await expectRefusal(await send('POST', '/v2/updates/update-by-offset', '{"offset": 3}'), 400, 'MISSING_FIELD', 8, 3);
+    expect(noFormat.context).toEqual({ field_name: 'update_format' });
+    await expectRefusal(await send('POST', '/v2/updates/update-by-offset', '{"offset": 9223372036854775808, "updateFormat": {}}'), 400, 'INVALID_FIELD', 8, 3);
+    const body = '{"offset":9223372036854775807 ,  "updateFormat" :{"includeTransactions":{"eventFormat":{"filtersByParty":{"Alice::1220":{"cumulative":[]}},"verbose":true},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}}   ';
+    await expectForwardedVerbatim(await send('POST', '/v2/updates/update-by-offset', body), body);
+  });
+
+  it('updateIdentityProviderConfig: refusals with Canton\'s causes; an accepted body arrives byte for byte', async () => {
+    await start();
+    const mismatch = await expectRefusal(await send('PATCH', '/v2/idps/idp-1', '{"identityProviderConfig": {"identityProviderId": "idp-2"}, "updateMask": {"paths": ["issuer"]}}'), 400, 'INVALID_ARGUMENT', 8, 3);
+    expect(mismatch.cause).toBe('The submitted request has invalid arguments: idp-1 does not match idp in body: Some(IdentityProviderConfig(idp-2,false,,,))');
+    const mask = await expectRefusal(await send('PATCH', '/v2/idps/idp-1', '{"identityProviderConfig": {"identityProviderId": "idp-1"}, "updateMask": {"paths": ["jwksUrl"]}}'), 400, 'INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST', 8, 3);
+    expect(mask).toMatchObject({
+      cause: "Update operation for identity provider config 'idp-1' failed due to: The update path: 'jwksUrl' points to an unknown field.",
+      resources: [['ErrorResource(IDENTITY_PROVIDER_CONFIG)', 'idp-1']],
+    });
+    await expectRefusal(await send('PATCH', '/v2/idps/idp-1', '{"identityProviderConfig": {"identityProviderId": "idp-1"}}'), 400, 'MISSING_FIELD', 8, 3);
+    const body = '{"identityProviderConfig": {"identityProviderId": "idp id/1", "isDeactivated": true, "issuer": "", "jwksUrl": "", "audience": ""},\n "updateMask": {"paths": ["is_deactivated"]}}';
+    await expectForwardedVerbatim(await send('PATCH', `/v2/idps/${encodeURIComponent('idp id/1')}`, body), body);
+    expect(upstream!.requests[0]!.url).toBe('/v2/idps/idp%20id%2F1');
+  });
+
+  it('submitAndWaitForTransaction: refusals, another user\'s userId redacted, an accepted body byte for byte', async () => {
+    await start();
+    const path = '/v2/commands/submit-and-wait-for-transaction';
+    await expectRefusal(await send('POST', path, `{"commands": {"commands": [], "commandId": "c1", "actAs": ["Alice"]}}`), 400, 'MISSING_FIELD', 8, 3);
+    const badTemplate = await expectRefusal(await send('POST', path, '{"commands": {"commands": [{"CreateCommand": {"templateId": "Iou", "createArguments": {}}}], "commandId": "c1", "actAs": ["Alice"]}}'), 400, 'INVALID_FIELD', 8, 3);
+    expect(badTemplate.cause).toContain('commands.commands[0].CreateCommand.templateId');
+    const other = await expectRefusal(await send('POST', path, `{"commands": {"commands": [{"CreateCommand": {"templateId": "${TEMPLATE}", "createArguments": {}}}], "commandId": "c1", "actAs": ["Alice"], "userId": "bob"}}`), 403, 'NA', -1, 7);
+    expect(other).toMatchObject({ cause: 'A security-sensitive error has been received', context: {}, resources: [] });
+    const body = `{"commands":{"commands":[{"CreateCommand":{"templateId":"#my-app:Iou:Iou","createArguments":{"amount":"999.99","n":12345678901234567890}}}],"commandId":"cmd-7f3a","actAs":["Alice::1220"],"userId":"alice"}}`;
+    await expectForwardedVerbatim(await send('POST', path, body), body);
+  });
+
+  it('refuses malformed, non-object, oversized, too deep or unreadable bodies on rule-checked routes', async () => {
+    await start({ limits: { bodyBytes: 4096 }, policy: { maxBodyDepth: 16 } });
+    const path = '/v2/updates/update-by-offset';
+    const malformed = await expectRefusal(await send('POST', path, '{"offset": 1,, }'), 400, 'GATEWAY_MALFORMED_REQUEST', 8, 3);
+    expect(malformed.cause).toBe('The request body is not valid JSON: Expected a double-quoted property name, found character \',\' at line 1 column 14 (position 13).');
+    expect((await expectRefusal(await send('POST', path, '[1, 2]'), 400, 'GATEWAY_MALFORMED_REQUEST', 8, 3)).cause).toBe('The request body must be a JSON object, not an array.');
+    await expectRefusal(await send('POST', path, ''), 400, 'GATEWAY_MALFORMED_REQUEST', 8, 3);
+    await expectRefusal(await send('POST', path, `{"a": ${'['.repeat(20)}${']'.repeat(20)}}`), 400, 'GATEWAY_MALFORMED_REQUEST', 8, 3);
+    await expectRefusal(await send('POST', path, `{"pad": "${'x'.repeat(5000)}"}`), 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
+    const utf16 = Buffer.from('{"offset": 1, "updateFormat": {"x": "é"}}', 'utf16le').toString('latin1');
+    await expectRefusal(await fetch(`${gw!.url}${path}`, { method: 'POST', body: Buffer.from(utf16, 'latin1'), headers: { ...gw!.auth(), 'content-type': 'application/json; charset=utf-16le' } }), 415, 'GATEWAY_UNSUPPORTED_MEDIA_TYPE', 8, 3);
+  });
+
+  it('reads the body whatever the media type, as the participant does, and forwards a chunked body intact', async () => {
+    await start();
+    const body = '{"offset": 7, "updateFormat": {}}';
+    await expectForwardedVerbatim(await send('POST', '/v2/updates/update-by-offset', body, { 'content-type': 'text/plain' }), body);
+    upstream!.requests.length = 0;
+    const untyped = await fetch(`${gw!.url}/v2/updates/update-by-offset`, { method: 'POST', body: new TextEncoder().encode(body), headers: gw!.auth() });
+    expect(untyped.status, 'no Content-Type at all').toBe(200);
+    expect(upstream!.requests[0]!.headers['content-type']).toBeUndefined();
+    expect(upstream!.requests[0]!.body.toString()).toBe(body);
+    upstream!.requests.length = 0;
+    const chunked = await fetch(`${gw!.url}/v2/updates/update-by-offset`, {
+      method: 'POST', body: new Blob(['{"offset": 7,', ' "updateFormat": {}}']).stream(), duplex: 'half', headers: gw!.auth(),
+    } as RequestInit);
+    await expectForwardedVerbatim(chunked, body);
+  });
+
+  it('leaves every other route\'s body unread and untouched', async () => {
+    await start();
+    const body = '{"not": json at all';
+    await expectForwardedVerbatim(await send('POST', '/v2/updates/update-by-id', body), body);
+  });
+
+  it('forwards what the rules would refuse when policy.requestRules is off', async () => {
+    await start({ policy: { requestRules: false } });
+    const body = '{"offset": 0}';
+    await expectForwardedVerbatim(await send('POST', '/v2/updates/update-by-offset', body), body);
+  });
+});
+
+describe('authorization per operation', () => {
+  const policy = {
+    rules: {
+      updateVettedPackages: [{ scope: 'ledger:admin' }],
+      updateIdentityProviderConfig: [{ scope: 'ledger:admin' }],
+      submitAndWaitForTransaction: [{ subjects: ['alice', 'bob'] }],
+      onV2Updates: [{ subjects: ['alice'] }],
+    },
+  };
+  const vetting = `{"changes": [{"operation": {"Vet": {"value": {"packages": [{"packageId": "${PKG}"}]}}}}]}`;
+  const submit = (userId: string) => `{"commands": {"commands": [{"CreateCommand": {"templateId": "${TEMPLATE}", "createArguments": {}}}], "commandId": "c1", "actAs": ["Alice"], "userId": "${userId}"}}`;
+
+  it('lets a token whose scope holds ledger:admin change vetting and identity providers, and no other', async () => {
+    await start({ policy });
+    const admin = await gw!.issuer.mint({ sub: 'ops', scope: 'daml_ledger_api ledger:admin' });
+    const user = await gw!.issuer.mint({ sub: 'ops', scope: 'daml_ledger_api' });
+    const denied = await expectRefusal(await send('POST', '/v2/package-vetting/update', vetting, {}, user), 403, 'NA', -1, 7);
+    expect(denied.cause).toBe('A security-sensitive error has been received');
+    await expectRefusal(await send('PATCH', '/v2/idps/idp-1', '{"identityProviderConfig": {"identityProviderId": "idp-1"}, "updateMask": {"paths": ["issuer"]}}', {}, user), 403, 'NA', -1, 7);
+    // Authorization comes before the body is read: a denied caller's bad body is never judged.
+    await expectRefusal(await send('POST', '/v2/package-vetting/update', '{"changes": []}', {}, user), 403, 'NA', -1, 7);
+    await expectForwardedVerbatim(await send('POST', '/v2/package-vetting/update', vetting, {}, admin), vetting);
+  });
+
+  it('lets only the listed subjects submit; other operations stay open to any token', async () => {
+    await start({ policy });
+    const bob = await gw!.issuer.mint({ sub: 'bob' });
+    const carol = await gw!.issuer.mint({ sub: 'carol' });
+    await expectRefusal(await send('POST', '/v2/commands/submit-and-wait-for-transaction', submit('carol'), {}, carol), 403, 'NA', -1, 7);
+    await expectForwardedVerbatim(await send('POST', '/v2/commands/submit-and-wait-for-transaction', submit('bob'), {}, bob), submit('bob'));
+    upstream!.requests.length = 0;
+    const open = await send('GET', '/v2/state/ledger-end', undefined, {}, carol);
+    expect(open.status).toBe(200);
+    expect(upstream!.requests).toHaveLength(1);
+  });
+
+  it('authorizes before the version cache: a caller no rule allows never sees a cached answer', async () => {
+    await start({ policy: { rules: { getVersion: [{ subjects: ['alice'] }] } } });
+    const alice = await gw!.issuer.mint({ sub: 'alice' });
+    const carol = await gw!.issuer.mint({ sub: 'carol' });
+    expect((await send('GET', '/v2/version', undefined, {}, alice)).status).toBe(200);
+    const served = upstream!.requests.length;
+    const denied = await send('GET', '/v2/version', undefined, {}, carol);
+    expect(denied.status).toBe(403);
+    expect(await denied.json()).toMatchObject({ code: 'NA', errorCategory: -1, grpcCodeValue: 7 });
+    expect(upstream!.requests).toHaveLength(served);
+  });
+
+  it('authorizes WebSocket upgrades by operation too', async () => {
+    const wsUpstream = await startWebSocketUpstream();
+    gw = await startGateway(wsUpstream.url, { policy });
+    try {
+      const carol = await gw.issuer.mint({ sub: 'carol' });
+      const alice = await gw.issuer.mint({ sub: 'alice' });
+      const wsUrl = `${gw.url.replace('http', 'ws')}/v2/updates`;
+      const refused = await new Promise<number>((resolve, reject) => {
+        const socket = new WebSocket(wsUrl, [`jwt.token.${carol}`, 'daml.ws.auth']);
+        socket.on('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0));
+        socket.on('open', () => reject(new Error('opened')));
+        socket.on('error', () => undefined);
+      });
+      expect(refused).toBe(403);
+      expect(wsUpstream.upgrades).toHaveLength(0);
+      const echoed = await new Promise<string>((resolve, reject) => {
+        const socket = new WebSocket(wsUrl, [`jwt.token.${alice}`, 'daml.ws.auth']);
+        socket.on('open', () => socket.send('{}'));
+        socket.on('message', (data) => {
+          resolve(data.toString());
+          socket.close();
+        });
+        socket.on('error', reject);
+      });
+      expect(echoed).toBe('echo:{}');
+      expect(wsUpstream.upgrades).toHaveLength(1);
+    } finally {
+      await wsUpstream.close();
+    }
+  });
+});
+
+describe('CORS', () => {
+  const cors = { enabled: true, origins: ['https://app.example'], maxAgeSeconds: 300 };
+
+  it('answers a preflight without a token, before authentication, and never forwards it', async () => {
+    await start({ cors });
+    const response = await fetch(`${gw!.url}/v2/commands/submit-and-wait-for-transaction`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+    });
+    expect(response.status).toBe(204);
+    expect(response.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect(response.headers.get('access-control-allow-methods')).toBe('GET, POST, PATCH, DELETE');
+    expect(response.headers.get('access-control-allow-headers')).toBe('authorization, content-type, traceparent, tracestate');
+    expect(response.headers.get('access-control-max-age')).toBe('300');
+    expect(upstream!.requests).toHaveLength(0);
+  });
+
+  it('gives no allow-origin to an origin not listed', async () => {
+    await start({ cors });
+    const response = await fetch(`${gw!.url}/v2/version`, { method: 'OPTIONS', headers: { origin: 'https://evil.example', 'access-control-request-method': 'GET' } });
+    expect(response.headers.get('access-control-allow-origin')).toBeNull();
+    expect(upstream!.requests).toHaveLength(0);
+  });
+
+  it('adds the CORS headers to forwarded answers and to refusals alike', async () => {
+    await start({ cors });
+    const ok = await fetch(`${gw!.url}/v2/state/ledger-end`, { headers: { origin: 'https://app.example', ...gw!.auth() } });
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect(ok.headers.get('access-control-expose-headers')).toBe('x-request-id');
+    expect(ok.headers.get('vary')).toContain('Origin');
+    const noToken = await fetch(`${gw!.url}/v2/state/ledger-end`, { headers: { origin: 'https://app.example' } });
+    expect(noToken.status).toBe(401);
+    expect(noToken.headers.get('access-control-allow-origin')).toBe('https://app.example');
+  });
+
+  it('is off by default: an OPTIONS call is no preflight and needs a token like any other', async () => {
+    await start();
+    const response = await fetch(`${gw!.url}/v2/version`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'GET' } });
+    expect(response.status).toBe(401);
+    expect(response.headers.get('access-control-allow-origin')).toBeNull();
+    expect(upstream!.requests).toHaveLength(0);
+  });
+});
+
+interface WebSocketUpstream {
+  readonly url: string;
+  readonly upgrades: http.IncomingHttpHeaders[];
+  close(): Promise<void>;
+}
+
+/** A ws server on 127.0.0.1 port 0 that answers Canton's way (daml.ws.auth) and echoes frames. */
+async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
+  const upgrades: http.IncomingHttpHeaders[] = [];
+  const server = http.createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  const wss = new WebSocketServer({ noServer: true, handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false) });
+  wss.on('connection', (socket) => socket.on('message', (data) => socket.send(`echo:${data.toString()}`)));
+  server.on('upgrade', (request, socket, head) => {
+    upgrades.push(request.headers);
+    wss.handleUpgrade(request, socket, head, (client) => wss.emit('connection', client, request));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    upgrades,
+    close: async () => {
+      for (const client of wss.clients) client.terminate();
+      wss.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,212 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import { GatewayError } from '../../src/errors.js';
+import { bodyText, checkJsonSyntax, parseJsonBody, readRequestBody } from '../../src/policy/json-body.js';
+import { INT64_MAX, readInteger } from '../../src/policy/numbers.js';
+import { REQUEST_RULES } from '../../src/policy/rules/index.js';
+
+function refusal(run: () => unknown): GatewayError {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof GatewayError) return error;
+    throw error;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('parseJsonBody', () => {
+  it('keeps every number\'s exact digits next to the value', () => {
+    const parsed = parseJsonBody('{"offset": 9223372036854775807, "list": [1.50e3, -0], "n": {"x": 12345678901234567890}}', 64);
+    const value = parsed.value as { list: unknown[]; n: object };
+    expect(parsed.numberText(value as object, 'offset')).toBe('9223372036854775807');
+    expect(parsed.numberText(value.list, '0')).toBe('1.50e3');
+    expect(parsed.numberText(value.list, '1')).toBe('-0');
+    expect(parsed.numberText(value.n, 'x')).toBe('12345678901234567890');
+  });
+
+  it('keeps __proto__ and constructor as plain keys: nothing is polluted', () => {
+    const parsed = parseJsonBody('{"__proto__": {"polluted": true}, "constructor": {"prototype": {"polluted": true}}}', 64);
+    const value = parsed.value as Record<string, unknown>;
+    expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
+    expect(Object.hasOwn(value, '__proto__')).toBe(true);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('takes the last of repeated keys, as circe does', () => {
+    expect(parseJsonBody('{"offset": 1, "offset": 2}', 64).value).toEqual({ offset: 2 });
+  });
+
+  it('refuses what is not a JSON object, naming the problem, the position and the field path', () => {
+    expect(refusal(() => parseJsonBody('', 64)).details.cause).toBe('The request body is empty; this route needs a JSON object.');
+    expect(refusal(() => parseJsonBody('[1]', 64)).details.cause).toBe('The request body must be a JSON object, not an array.');
+    expect(refusal(() => parseJsonBody('null', 64)).details.cause).toBe('The request body must be a JSON object, not null.');
+    const error = refusal(() => parseJsonBody('{"changes": [{"operation": {"Vet": tru}}]}', 64));
+    expect(error.definition.code).toBe('GATEWAY_MALFORMED_REQUEST');
+    expect(error.details.cause).toBe('The request body is not valid JSON: Unexpected character \'t\', a value was expected at line 1 column 36 (position 35), in changes[0].operation.Vet.');
+    expect(refusal(() => parseJsonBody('{\n  "a": 1,\n}', 64)).details.cause).toContain('at line 3 column 1');
+    expect(refusal(() => parseJsonBody('\uFEFF{}', 64)).details.cause).toContain('Unexpected character U+FEFF');
+  });
+
+  it('bounds the nesting depth without recursion', () => {
+    expect(parseJsonBody(`${'['.repeat(5)}${']'.repeat(5)}`.replace(/^/, '{"a":').concat('}'), 8).value).toBeDefined();
+    const deep = `{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}`;
+    expect(refusal(() => parseJsonBody(deep, 512)).details.cause).toContain('nested deeper than 512 levels');
+  });
+
+  it('handles a long string without exhausting anything', () => {
+    const text = `{"s": "${'x'.repeat(5_000_000)}"}`;
+    expect((parseJsonBody(text, 8).value as { s: string }).s.length).toBe(5_000_000);
+  });
+
+  it('property: the syntax check agrees with JSON.parse on any text', () => {
+    const jsonish = fc.oneof(
+      fc.json(),
+      fc.json().map((text) => text.slice(0, Math.max(0, text.length - 1))),
+      fc.tuple(fc.json(), fc.nat(), fc.constantFrom(',', '}', ']', '"', ':', ' ', '\\', '\u0001', 'x', '0', '-', '.', 'e')).map(([text, at, c]) => {
+        const i = at % (text.length + 1);
+        return text.slice(0, i) + c + text.slice(i);
+      }),
+      fc.string(),
+    );
+    fc.assert(fc.property(jsonish, (text) => {
+      let parses = true;
+      try {
+        JSON.parse(text);
+      } catch {
+        parses = false;
+      }
+      expect(checkJsonSyntax(text, 10_000) === undefined).toBe(parses);
+    }), { numRuns: 3000 });
+  });
+
+  it('property: parses every JSON object exactly as JSON.parse does', () => {
+    fc.assert(fc.property(fc.dictionary(fc.string(), fc.jsonValue()), (value) => {
+      expect(parseJsonBody(JSON.stringify(value), 10_000).value).toEqual(JSON.parse(JSON.stringify(value)));
+    }));
+  });
+
+  it('property: no rule throws, whatever JSON object it is given', () => {
+    const keys = fc.constantFrom('changes', 'operation', 'Vet', 'value', 'packages', 'offset', 'updateFormat', 'includeTransactions', 'eventFormat',
+      'commands', 'commandId', 'actAs', 'userId', 'CreateCommand', 'templateId', 'identityProviderConfig', 'updateMask', 'paths', 'serial', 'Prior',
+      'expectedTopologySerial', 'transactionFormat', 'deduplicationPeriod', '__proto__', 'constructor');
+    const tree = fc.letrec((tie) => ({
+      node: fc.oneof({ depthSize: 'small' }, fc.jsonValue({ maxDepth: 1 }), fc.array(tie('node'), { maxLength: 3 }), fc.dictionary(keys, tie('node'), { maxKeys: 4 })),
+    })).node;
+    fc.assert(fc.property(fc.dictionary(keys, tree, { maxKeys: 5 }), (body) => {
+      const parsed = parseJsonBody(JSON.stringify(body), 512);
+      for (const rule of REQUEST_RULES.values()) {
+        rule(parsed.value, { path: '/v2/idps/x', principal: null, numberText: parsed.numberText });
+      }
+    }), { numRuns: 1000 });
+  });
+});
+
+describe('bodyText', () => {
+  it('reads UTF-8 whatever the media type says, as tapir\'s jsonBody does', () => {
+    const bytes = Buffer.from('{"a":"é"}');
+    for (const type of [undefined, 'application/json', 'text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=UTF-8', 'text/plain; charset="utf8"']) {
+      expect(bodyText(bytes, type), String(type)).toBe('{"a":"é"}');
+    }
+  });
+
+  it('reads an all-ASCII body in another ASCII-compatible charset, and refuses what it cannot read (415)', () => {
+    expect(bodyText(Buffer.from('{"a":1}'), 'application/json; charset=ISO-8859-1')).toBe('{"a":1}');
+    expect(refusal(() => bodyText(Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=ISO-8859-1')).definition.status).toBe(415);
+    expect(refusal(() => bodyText(Buffer.from('{}', 'utf16le'), 'application/json; charset=utf-16')).definition.code).toBe('GATEWAY_UNSUPPORTED_MEDIA_TYPE');
+  });
+});
+
+describe('readInteger (circe\'s Long and Int)', () => {
+  it('reads whole numbers in any notation and numeric strings, exactly', () => {
+    const cases: Array<[unknown, string | undefined, bigint | undefined]> = [
+      [1, '9223372036854775807', INT64_MAX],
+      [1, '9223372036854775808', undefined],
+      [1, '-9223372036854775808', -(2n ** 63n)],
+      [1, '1e18', 10n ** 18n],
+      [1, '1e19', undefined],
+      [1, '10.0', 10n],
+      [1, '0.5e1', 5n],
+      [1, '1.5', undefined],
+      [0, '0e99999999999', 0n],
+      [1, '1e-99999999999', undefined],
+      ['42', undefined, 42n],
+      ['+42', undefined, 42n],
+      ['0042', undefined, 42n],
+      ['4.2e1', undefined, 42n],
+      [' 42', undefined, undefined],
+      [null, undefined, undefined],
+      [true, undefined, undefined],
+    ];
+    for (const [value, source, expected] of cases) {
+      const reading = readInteger(value, source, -(2n ** 63n), INT64_MAX);
+      expect(reading.ok ? reading.value : undefined, `${JSON.stringify(value)} ${source}`).toBe(expected);
+    }
+  });
+
+  it('property: agrees with BigInt on every int64 written plainly', () => {
+    fc.assert(fc.property(fc.bigInt(-(2n ** 63n), INT64_MAX), (n) => {
+      const reading = readInteger(Number(n), n.toString(), -(2n ** 63n), INT64_MAX);
+      expect(reading).toEqual({ ok: true, value: n });
+    }));
+  });
+});
+
+describe('readRequestBody', () => {
+  let server: http.Server | undefined;
+  afterEach(async () => {
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    server = undefined;
+  });
+
+  async function serve(limits: { maxBytes: number; timeoutMs: number }) {
+    const outcomes: Array<Buffer | GatewayError> = [];
+    server = http.createServer((request, response) => {
+      readRequestBody(request, limits).then((body) => {
+        outcomes.push(body);
+        response.end('ok');
+      }, (error: GatewayError) => {
+        outcomes.push(error);
+        response.writeHead(error.definition.status, error.headers).end('refused');
+      });
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, outcomes };
+  }
+
+  it('reads a declared and a chunked body whole', async () => {
+    const { url, outcomes } = await serve({ maxBytes: 100, timeoutMs: 5_000 });
+    await fetch(url, { method: 'POST', body: '{"a":1}' });
+    await fetch(url, { method: 'POST', body: new Blob(['{"b":', '2}']).stream(), duplex: 'half' } as RequestInit);
+    expect(outcomes.map(String)).toEqual(['{"a":1}', '{"b":2}']);
+  });
+
+  it('refuses a declared length over the limit at once, and a chunked body once it passes the limit', async () => {
+    const { url, outcomes } = await serve({ maxBytes: 10, timeoutMs: 5_000 });
+    const declared = await fetch(url, { method: 'POST', body: 'x'.repeat(11) });
+    expect(declared.status).toBe(413);
+    expect(declared.headers.get('connection')).toBe('close');
+    const chunked = await fetch(url, { method: 'POST', body: new Blob(['x'.repeat(8), 'x'.repeat(8)]).stream(), duplex: 'half' } as RequestInit);
+    expect(chunked.status).toBe(413);
+    expect(outcomes.every((outcome) => outcome instanceof GatewayError && outcome.definition.code === 'GATEWAY_REQUEST_TOO_LARGE')).toBe(true);
+  });
+
+  it('bounds the time a body may take', async () => {
+    const { url, outcomes } = await serve({ maxBytes: 100, timeoutMs: 200 });
+    const { port, hostname } = new URL(url);
+    const started = Date.now();
+    const answer = await new Promise<string>((resolve, reject) => {
+      const request = http.request({ host: hostname, port, method: 'POST', headers: { 'content-length': '50' } }, (response) => {
+        resolve(String(response.statusCode));
+        response.resume();
+      });
+      request.on('error', reject);
+      request.write('{"a":'); // and never the rest
+    });
+    expect(answer).toBe('400');
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect((outcomes[0] as GatewayError).details.cause).toContain('not received within 200 ms');
+  });
+});

@@ -1,0 +1,142 @@
+// Hostile HTTP: each case gets a clear answer or a closed connection, never reaches the
+// participant, never crashes the gateway; the next request is served.
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+
+let upstream: RecordingUpstream;
+let gw: RunningGateway;
+beforeAll(async () => {
+  upstream = await startRecordingUpstream();
+  gw = await startGateway(upstream.url, { server: { headersTimeoutMs: 1_000, requestTimeoutMs: 2_000, maxHeaderBytes: 8_192 } });
+});
+afterAll(async () => {
+  await gw.close();
+  await upstream.close();
+});
+
+interface RawAnswer { status: number | undefined; head: string; body: string; closedAfterMs: number }
+
+/** Writes raw bytes (optionally in timed pieces) and reads until the gateway closes. */
+function exchange(pieces: Array<string | Buffer | { waitMs: number }>, timeoutMs = 10_000): Promise<RawAnswer> {
+  const { hostname, port } = new URL(gw.url);
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const socket = net.connect(Number(port), hostname);
+    let data = '';
+    socket.on('data', (chunk) => { data += chunk.toString('latin1'); });
+    socket.on('error', () => {});
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`connection still open after ${timeoutMs} ms; received: ${data.slice(0, 200)}`));
+    }, timeoutMs);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      const split = data.indexOf('\r\n\r\n');
+      const head = split === -1 ? data : data.slice(0, split);
+      const status = /^HTTP\/1\.1 (\d{3})/.exec(head)?.[1];
+      resolve({ status: status === undefined ? undefined : Number(status), head, body: split === -1 ? '' : data.slice(split + 4), closedAfterMs: Date.now() - started });
+    });
+    socket.on('connect', async () => {
+      for (const piece of pieces) {
+        if (socket.destroyed) return;
+        if (typeof piece === 'object' && 'waitMs' in piece) await new Promise((r) => setTimeout(r, piece.waitMs));
+        else socket.write(piece);
+      }
+    });
+  });
+}
+
+const auth = () => `Authorization: ${gw.auth().authorization}\r\n`;
+
+async function stillServes(): Promise<void> {
+  const response = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+  expect(response.status).toBe(200);
+}
+
+describe('hostile HTTP', () => {
+  it('huge headers: 431 in Canton\'s shape', async () => {
+    const before = upstream.requests.length;
+    const answer = await exchange([`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${auth()}X-Big: ${'a'.repeat(20_000)}\r\n\r\n`]);
+    expect(answer.status).toBe(431);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_HEADERS_TOO_LARGE', grpcCodeValue: 3 });
+    expect(upstream.requests.length).toBe(before);
+    await stillServes();
+  });
+
+  it('a very long URL: 431', async () => {
+    const answer = await exchange([`GET /v2/parties/${'p'.repeat(30_000)} HTTP/1.1\r\nHost: gw\r\n${auth()}\r\n`]);
+    expect(answer.status).toBe(431);
+    await stillServes();
+  });
+
+  it('duplicate, conflicting Content-Length: 400, not forwarded', async () => {
+    const before = upstream.requests.length;
+    const answer = await exchange([`POST /v2/commands/async/submit HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 30\r\n\r\n{}`]);
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST' });
+    expect(upstream.requests.length).toBe(before);
+  });
+
+  it('Transfer-Encoding with Content-Length (request smuggling): 400, not forwarded', async () => {
+    const before = upstream.requests.length;
+    const smuggled = 'GET /v2/users HTTP/1.1\r\nHost: gw\r\n\r\n';
+    const answer = await exchange([`POST /v2/commands/async/submit HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${smuggled}`]);
+    expect(answer.status).toBe(400);
+    expect(upstream.requests.length).toBe(before);
+    expect(upstream.requests.some((r) => r.url === '/v2/users')).toBe(false);
+  });
+
+  it('invalid chunking: the call fails, the participant never gets a whole request, the gateway goes on', async () => {
+    const before = upstream.requests.length;
+    const answer = await exchange([`POST /v2/commands/async/submit HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`]);
+    expect(answer.status === undefined || answer.status === 400).toBe(true);
+    expect(upstream.requests.slice(before).every((r) => r.body.toString() !== '{}')).toBe(true);
+    await stillServes();
+  });
+
+  it('slow-loris headers: the connection is closed near headersTimeoutMs', async () => {
+    const pieces: Array<string | { waitMs: number }> = ['GET /v2/state/ledger-end HTTP/1.1\r\n'];
+    for (let i = 0; i < 20; i++) pieces.push({ waitMs: 300 }, `X-Slow-${i}: 1\r\n`);
+    const answer = await exchange(pieces);
+    expect(answer.closedAfterMs).toBeLessThan(4_500);
+    if (answer.status !== undefined) expect(answer.status).toBe(408);
+    await stillServes();
+  });
+
+  it('slow-loris body: the connection is closed near requestTimeoutMs', async () => {
+    const pieces: Array<string | { waitMs: number }> = [`POST /v2/commands/async/submit HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{`];
+    for (let i = 0; i < 30; i++) pieces.push({ waitMs: 300 }, ' ');
+    const answer = await exchange(pieces);
+    expect(answer.closedAfterMs).toBeLessThan(6_000);
+    await stillServes();
+  });
+
+  it('absolute-form URL: refused, never forwarded to the named host', async () => {
+    const before = upstream.requests.length;
+    const answer = await exchange([`GET http://evil.example/v2/state/ledger-end HTTP/1.1\r\nHost: evil.example\r\n${auth()}Connection: close\r\n\r\n`]);
+    expect([400, 404]).toContain(answer.status);
+    expect(JSON.parse(answer.body).code).toMatch(/^GATEWAY_(INVALID_PATH|ROUTE_NOT_EXPOSED)$/);
+    expect(upstream.requests.length).toBe(before);
+  });
+
+  it('CONNECT: refused, no tunnel', async () => {
+    const before = upstream.requests.length;
+    const answer = await exchange([`CONNECT 127.0.0.1:${upstream.port} HTTP/1.1\r\nHost: 127.0.0.1:${upstream.port}\r\n${auth()}\r\n`]);
+    expect(answer.status === undefined || answer.status >= 400).toBe(true);
+    expect(upstream.requests.length).toBe(before);
+    await stillServes();
+  });
+
+  it('unknown and unserved methods: refused in Canton\'s shape', async () => {
+    for (const method of ['PROPFIND', 'TRACE', 'BREW']) {
+      const answer = await exchange([`${method} /v2/version HTTP/1.1\r\nHost: gw\r\n${auth()}Connection: close\r\n\r\n`]);
+      expect(answer.status, method).toBeGreaterThanOrEqual(400);
+      expect(answer.status, method).toBeLessThan(500);
+      if (answer.body) expect(JSON.parse(answer.body).code, method).toMatch(/^GATEWAY_/);
+    }
+    expect(upstream.requests.filter((r) => r.method !== 'GET' && r.method !== 'POST')).toHaveLength(0);
+    await stillServes();
+  });
+});

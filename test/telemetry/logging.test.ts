@@ -1,0 +1,141 @@
+// Logs without the tracing SDK (this fork never starts it): one JSON line per request, with the
+// caller's trace id; credentials redacted wherever they appear; a client that leaves is still
+// counted, logged and no longer in flight. Without tracing, the participant receives the client's
+// own traceparent, once.
+import { createConnection } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MetricNames } from '../../src/telemetry/metrics.js';
+import { REDACTED, createLogger, scrubSecrets } from '../../src/telemetry/logging.js';
+import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { scriptedParticipant } from './canton-answers.js';
+
+const TOKEN = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLXNlY3JldA';
+const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+const CLIENT_TRACEPARENT = `00-${CLIENT_TRACE_ID}-00f067aa0ba902b7-01`;
+
+let upstream: RecordingUpstream | undefined;
+let gw: RunningGateway | undefined;
+
+afterEach(async () => {
+  await gw?.close();
+  await upstream?.close();
+  gw = undefined;
+  upstream = undefined;
+});
+
+function capture(): { lines: string[]; entries(): Array<Record<string, unknown>>; stream: { write(line: string): void } } {
+  const lines: string[] = [];
+  return { lines, entries: () => lines.map((line) => JSON.parse(line) as Record<string, unknown>), stream: { write: (line: string) => void lines.push(line) } };
+}
+
+describe('the logger', () => {
+  it('redacts credentials at any depth it is likely to meet them', () => {
+    const out = capture();
+    const logger = createLogger('info', out.stream);
+    logger.info({
+      authorization: `Bearer ${TOKEN}`,
+      headers: { authorization: `Bearer ${TOKEN}`, cookie: 'a=b', 'sec-websocket-protocol': `jwt.token.${TOKEN}, daml.ws.auth`, accept: 'application/json' },
+      req: { headers: { authorization: 'Basic dXNlcjpwYXNz', 'proxy-authorization': 'x' } },
+      err: { config: { headers: { authorization: 'Bearer opaque-admin-token' } } },
+      claims: { token: TOKEN, access_token: TOKEN, sub: 'alice' },
+    }, 'with secrets');
+    const [entry] = out.entries();
+    expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
+    expect(out.lines.join('')).not.toContain('opaque-admin-token');
+    expect(out.lines.join('')).not.toContain('dXNlcjpwYXNz');
+    expect(entry).toMatchObject({
+      authorization: REDACTED,
+      headers: { authorization: REDACTED, cookie: REDACTED, 'sec-websocket-protocol': REDACTED, accept: 'application/json' },
+      claims: { token: REDACTED, access_token: REDACTED, sub: 'alice' },
+    });
+  });
+
+  it('scrubs bearer tokens and JWTs out of messages and errors', () => {
+    expect(scrubSecrets(`rejected Bearer ${TOKEN} from x`)).toBe(`rejected Bearer ${REDACTED} from x`);
+    expect(scrubSecrets(`protocol jwt.token.opaque-admin-secret,daml.ws.auth`)).toBe(`protocol jwt.token.${REDACTED},daml.ws.auth`);
+    expect(scrubSecrets(`token ${TOKEN}.`)).toBe(`token ${REDACTED}.`);
+    expect(scrubSecrets('nothing to see')).toBe('nothing to see');
+    const out = capture();
+    const logger = createLogger('info', out.stream);
+    logger.error({ err: new Error(`could not verify ${TOKEN}`) }, `failed for Bearer ${TOKEN}`);
+    expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
+    expect(out.entries()[0]).toMatchObject({ level: 'error', msg: `failed for Bearer ${REDACTED}`, err: { message: `could not verify ${REDACTED}` } });
+  });
+});
+
+describe('the request log line without tracing', () => {
+  it('holds the correlation id and the caller\'s trace id, and no token; the participant gets the caller\'s traceparent unchanged', async () => {
+    upstream = await startRecordingUpstream(scriptedParticipant);
+    const out = capture();
+    gw = await startGateway(upstream.url, {}, { logger: createLogger('info', out.stream) });
+
+    const refused = await fetch(`${gw.url}/v2/version`, { headers: { authorization: `Bearer ${TOKEN}`, traceparent: CLIENT_TRACEPARENT } });
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('traceresponse')).toBeNull();
+    expect(await refused.json()).toMatchObject({ traceId: CLIENT_TRACE_ID, correlationId: refused.headers.get('x-request-id') });
+
+    const forwarded = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ traceparent: CLIENT_TRACEPARENT }) });
+    expect(forwarded.status).toBe(200);
+    await forwarded.arrayBuffer();
+    const sent = upstream.requests[0]!.rawHeaders.filter((_, i, all) => i % 2 === 1 && all[i - 1]!.toLowerCase() === 'traceparent');
+    expect(sent).toEqual([CLIENT_TRACEPARENT]);
+
+    const lines = out.entries().filter((entry) => entry.msg === 'request');
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatchObject({ reqId: refused.headers.get('x-request-id'), traceId: CLIENT_TRACE_ID, spanId: null, operation: 'getVersion', method: 'GET', status: 401, errorCode: 'UNAUTHENTICATED' });
+    expect(lines[1]).toMatchObject({ reqId: forwarded.headers.get('x-request-id'), traceId: CLIENT_TRACE_ID, status: 200, errorCode: 'none' });
+    expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
+    expect(out.lines.join('')).not.toContain(gw.auth().authorization!.split('.')[2]!);
+  });
+
+  it('logs a refused WebSocket upgrade without the token from its subprotocol', async () => {
+    upstream = await startRecordingUpstream(scriptedParticipant);
+    const out = capture();
+    gw = await startGateway(upstream.url, {}, { logger: createLogger('info', out.stream) });
+    const { port } = new URL(gw.url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = createConnection({ host: '127.0.0.1', port: Number(port) }, () => {
+        socket.write([
+          'GET /v2/updates HTTP/1.1', 'Host: gw', 'Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Version: 13',
+          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', `Sec-WebSocket-Protocol: jwt.token.${TOKEN}, daml.ws.auth`, '', ''].join('\r\n'));
+      });
+      let text = '';
+      socket.on('data', (chunk: Buffer) => {
+        text += chunk.toString();
+      });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+      socket.setTimeout(3_000, () => socket.destroy());
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 401/);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(out.lines.length).toBeGreaterThan(0);
+    expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
+  });
+
+  it('counts a request whose client leaves before the answer as 499 CLIENT_CLOSED_REQUEST, logged once, no longer in flight', async () => {
+    upstream = await startRecordingUpstream(() => {}); // the participant never answers
+    const out = capture();
+    gw = await startGateway(upstream.url, {}, { logger: createLogger('info', out.stream) });
+    const abort = new AbortController();
+    const pending = fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth(), signal: abort.signal }).catch((error: unknown) => error);
+    const deadline = Date.now() + 5_000;
+    while (upstream.requests.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(upstream.requests).toHaveLength(1);
+    expect((await gw.registry.getSingleMetric(MetricNames.inflight)!.get()).values.find((v) => v.labels.operation === 'getV2StateLedger-end')?.value).toBe(1);
+    abort.abort();
+    await pending;
+
+    let requests = '';
+    while (Date.now() < deadline) {
+      requests = await gw.registry.getSingleMetricAsString(MetricNames.requests);
+      if (requests.includes('CLIENT_CLOSED_REQUEST')) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(requests).toContain('ledger_gateway_requests_total{operation="getV2StateLedger-end",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST"} 1');
+    expect((await gw.registry.getSingleMetric(MetricNames.inflight)!.get()).values.find((v) => v.labels.operation === 'getV2StateLedger-end')?.value).toBe(0);
+    const lines = out.entries().filter((entry) => entry.msg === 'request');
+    expect(lines).toEqual([expect.objectContaining({ status: 499, errorCode: 'CLIENT_CLOSED_REQUEST', operation: 'getV2StateLedger-end' })]);
+  });
+});

@@ -1,0 +1,73 @@
+// The bootstrap as operators run it: `node --import ./dist/telemetry/register.js dist/main.js`,
+// configured only by OTEL_* environment variables, exporting OTLP/HTTP to a receiver on 127.0.0.1.
+// Compiled into its own directory so that it never races another test file's build of dist/.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, startProcess, writeConfig } from '../helpers/process.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
+import { scriptedParticipant } from './canton-answers.js';
+import { SpanKind, startOtlpReceiver, type OtlpReceiver } from './otlp-receiver.js';
+
+const OUT_DIR = join(ROOT, 'tmp', `telemetry-dist-${process.pid}`);
+const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+
+let receiver: OtlpReceiver;
+let upstream: RecordingUpstream;
+
+beforeAll(async () => {
+  mkdirSync(OUT_DIR, { recursive: true });
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.json'), '--outDir', OUT_DIR, '--sourceMap', 'false'], { cwd: ROOT, stdio: 'pipe' });
+  receiver = await startOtlpReceiver();
+  upstream = await startRecordingUpstream(scriptedParticipant);
+}, 120_000);
+
+afterAll(async () => {
+  await receiver?.close();
+  await upstream?.close();
+  rmSync(OUT_DIR, { recursive: true, force: true });
+});
+
+describe('node --import ./dist/telemetry/register.js', () => {
+  it('traces with the OTEL_* environment: spans exported over OTLP/HTTP, one traceparent upstream, flushed on SIGTERM', async () => {
+    const issuer = await createTestIssuer();
+    const file = writeConfig([
+      `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
+      `upstream: { url: "${upstream.url}" }`,
+      'server: { host: 127.0.0.1, port: 0 }',
+      'admin: { host: 127.0.0.1, port: 0 }',
+    ].join('\n'));
+    const gateway = await startProcess(['--import', join(OUT_DIR, 'telemetry/register.js'), join(OUT_DIR, 'main.js'), '--config', file], {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '60000', // nothing leaves before the shutdown flush
+      OTEL_SERVICE_NAME: '',
+    });
+    try {
+      const response = await fetch(`${gateway.api}/v2/updates/update-by-offset`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${await issuer.mint()}`, 'content-type': 'application/json', traceparent: `00-${CLIENT_TRACE_ID}-00f067aa0ba902b7-01` },
+        body: '{"offset":42,"updateFormat":{}}',
+      });
+      expect(response.status).toBe(200);
+      await response.arrayBuffer();
+      expect(response.headers.get('traceresponse')).toMatch(new RegExp(`^00-${CLIENT_TRACE_ID}-[\\da-f]{16}-01$`));
+      const sent = upstream.requests.at(-1)!.rawHeaders.filter((_, i, all) => i % 2 === 1 && all[i - 1]!.toLowerCase() === 'traceparent');
+      expect(sent).toHaveLength(1);
+      expect(gateway.output.some((line) => line.includes('"tracing":"exporting"'))).toBe(true);
+    } finally {
+      gateway.child.kill('SIGTERM');
+    }
+    expect(await gateway.exited).toBe(0);
+
+    const server = receiver.spans.find((span) => span.kind === SpanKind.server && span.traceId === CLIENT_TRACE_ID);
+    const client = receiver.spans.find((span) => span.kind === SpanKind.client && span.traceId === CLIENT_TRACE_ID);
+    expect(server).toMatchObject({ serviceName: 'ledger-gateway', name: 'POST /v2/updates/update-by-offset' });
+    expect(client?.parentSpanId).toBe(server?.spanId);
+    expect(upstream.requests.at(-1)!.headers.traceparent).toBe(`00-${CLIENT_TRACE_ID}-${client!.spanId}-01`);
+  }, 30_000);
+});

@@ -1,0 +1,86 @@
+// The SDK as the process starts it with no exporter configured (no OTEL_TRACES_EXPORTER, no
+// OTEL_EXPORTER_OTLP_ENDPOINT): nothing is exported, yet spans exist, so the client's trace is
+// continued, the participant gets one traceparent with the gateway's span id, and a request
+// without one still gets a trace id for its errors. And OTEL_SDK_DISABLED=true starts nothing.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { environmentExportsTraces, startTracing, type Tracing } from '../../src/telemetry/tracing.js';
+import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { startRecordingUpstream, type RecordedRequest, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { scriptedParticipant } from './canton-answers.js';
+
+const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
+const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+const CLIENT_PARENT_ID = '00f067aa0ba902b7';
+
+let tracing: Tracing;
+let upstream: RecordingUpstream;
+let gw: RunningGateway;
+
+const traceEnvironment = ['OTEL_SDK_DISABLED', 'OTEL_TRACES_EXPORTER', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'];
+
+beforeAll(() => {
+  for (const name of traceEnvironment) delete process.env[name];
+  process.env.OTEL_SDK_DISABLED = 'true';
+  expect(startTracing()).toBeUndefined();
+  delete process.env.OTEL_SDK_DISABLED;
+  tracing = startTracing()!;
+});
+
+afterAll(async () => {
+  await tracing?.shutdown();
+});
+
+afterEach(async () => {
+  await gw?.close();
+  await upstream?.close();
+});
+
+function traceparents(request: RecordedRequest): string[] {
+  const values: string[] = [];
+  for (let i = 0; i < request.rawHeaders.length; i += 2) {
+    if (request.rawHeaders[i]!.toLowerCase() === 'traceparent') values.push(request.rawHeaders[i + 1]!);
+  }
+  return values;
+}
+
+describe('tracing without an exporter', () => {
+  it('exports only when the environment names an exporter', () => {
+    expect(tracing.exporting).toBe(false);
+    expect(environmentExportsTraces({})).toBe(false);
+    expect(environmentExportsTraces({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(false);
+    expect(environmentExportsTraces({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(true);
+    expect(environmentExportsTraces({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' })).toBe(true);
+    expect(environmentExportsTraces({ OTEL_TRACES_EXPORTER: 'otlp' })).toBe(true);
+    expect(environmentExportsTraces({ OTEL_TRACES_EXPORTER: 'console' })).toBe(true);
+  });
+
+  it('still continues the client\'s trace and gives the participant the gateway\'s own span id, once', async () => {
+    upstream = await startRecordingUpstream(scriptedParticipant);
+    gw = await startGateway(upstream.url, {}, { tracingActive: true });
+    const response = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_PARENT_ID}-01` }) });
+    expect(response.status).toBe(200);
+    await response.arrayBuffer();
+    const sent = traceparents(upstream.requests[0]!);
+    expect(sent).toHaveLength(1);
+    const [, traceId, parentId] = TRACEPARENT.exec(sent[0]!)!;
+    expect(traceId).toBe(CLIENT_TRACE_ID);
+    expect(parentId).not.toBe(CLIENT_PARENT_ID);
+    expect(TRACEPARENT.exec(response.headers.get('traceresponse') ?? '')?.[1]).toBe(CLIENT_TRACE_ID);
+  });
+
+  it('starts a trace for a request without one: the participant and the gateway\'s errors share its id', async () => {
+    upstream = await startRecordingUpstream(scriptedParticipant);
+    gw = await startGateway(upstream.url, {}, { tracingActive: true });
+    const forwarded = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    await forwarded.arrayBuffer();
+    const sent = traceparents(upstream.requests[0]!);
+    expect(sent).toHaveLength(1);
+    expect(TRACEPARENT.exec(sent[0]!)?.[1]).toBe(TRACEPARENT.exec(forwarded.headers.get('traceresponse') ?? '')?.[1]);
+
+    const refused = await fetch(`${gw.url}/v2/version`);
+    expect(refused.status).toBe(401);
+    const body = await refused.json() as { traceId: string | null };
+    expect(body.traceId).toMatch(/^[\da-f]{32}$/);
+    expect(body.traceId).toBe(TRACEPARENT.exec(refused.headers.get('traceresponse') ?? '')?.[1]);
+  });
+});
