@@ -116,7 +116,7 @@ export const Errors = {
   GATEWAY_MALFORMED_REQUEST: defineError('GATEWAY_MALFORMED_REQUEST', 8, GrpcCode.INVALID_ARGUMENT,
     'A body on a rule-checked route is not a JSON object (malformed JSON, wrong top-level type, too deeply nested). Canton answers these with a text/plain 400.'),
   GATEWAY_UNSUPPORTED_MEDIA_TYPE: defineError('GATEWAY_UNSUPPORTED_MEDIA_TYPE', 8, GrpcCode.INVALID_ARGUMENT,
-    'A rule-checked route was sent a body that is not application/json.',
+    'A rule-checked route was sent a body in a charset the gateway cannot decode as the participant would (e.g. UTF-16). Any content type is accepted otherwise, as Canton accepts it.',
     { status: 415 }),
   GATEWAY_REQUEST_TOO_LARGE: defineError('GATEWAY_REQUEST_TOO_LARGE', 8, GrpcCode.INVALID_ARGUMENT,
     'The request body is larger than limits.bodyBytes.',

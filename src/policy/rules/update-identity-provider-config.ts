@@ -3,6 +3,7 @@
 // .updateIdentityProviderConfig` (jwks_url, update_mask), then the mask
 // (`UpdateMapperBase.makeUpdateTrie`, `UpdatePath.parseSingle`, `UpdatePathsTrie`, `UpdatePathError`).
 import { Errors } from '../../errors.js';
+import { canonicalPath } from '../../operations.js';
 import {
   field,
   invalidArgument,
@@ -21,11 +22,12 @@ import {
 /** The update paths Canton's trie knows for an identity provider config (snake_case proto names). */
 export const IDP_UPDATE_PATHS = ['identity_provider_id', 'is_deactivated', 'jwks_url', 'issuer', 'audience'] as const;
 
-const PATH_PREFIX = '/v2/idps/';
-
-/** The {idp-id} path parameter, percent-decoded as tapir decodes it; undefined when malformed. */
+/**
+ * The {idp-id} path parameter (the third segment of the path the route catalogue matched),
+ * percent-decoded as tapir decodes it; undefined when the encoding is malformed.
+ */
 export function idpIdOf(path: string): string | undefined {
-  const segment = path.startsWith(PATH_PREFIX) ? path.slice(PATH_PREFIX.length) : '';
+  const segment = canonicalPath(path).split('/')[3] ?? '';
   try {
     return decodeURIComponent(segment);
   } catch {

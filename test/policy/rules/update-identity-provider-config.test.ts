@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  idpIdOf,
   jwksUrlProblem,
   splitUpdatePath,
   updateIdentityProviderConfigRule,
@@ -33,6 +34,9 @@ describe('updateIdentityProviderConfig rule', () => {
     const id = 'idp-id-#:-_ 92d9';
     expect(check({ identityProviderConfig: config({ identityProviderId: id }), updateMask: { paths: ['issuer'] } }, id)).toBeUndefined();
     expect(codeOf(judge(updateIdentityProviderConfigRule, { identityProviderConfig: config() }, { path: '/v2/idps/%E0%A4%A' }))).toBe('INVALID_FIELD');
+    // The path as the route catalogue matched it: encoded unreserved characters, a trailing slash.
+    expect(idpIdOf('/v2/%69dps/idp%2D1/')).toBe('idp-1');
+    expect(idpIdOf('/v2/idps/a%2Fb')).toBe('a/b');
   });
 
   it('requires an update mask: MISSING_FIELD update_mask', () => {
