@@ -111,7 +111,7 @@ writeFileSync(configFile, [
 ].join('\n'));
 
 // 3. The gateway as it runs in production (tracing bootstrap, no exporter).
-const gatewayArgs = ['--import', './dist/telemetry/tracing.js', 'dist/main.js', '--config', configFile];
+const gatewayArgs = ['--import', './dist/telemetry/register.js', 'dist/main.js', '--config', configFile];
 const gateway = await start(gatewayArgs, 'ledger-gateway listening', { OTEL_TRACES_EXPORTER: 'none' });
 const { api } = JSON.parse(gateway.line);
 const pid = gateway.child.pid;

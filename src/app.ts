@@ -194,7 +194,6 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const protectionStage = createProtectionStage(config, { metrics, log: api.log, isTrustedProxy });
   api.addHook('onRequest', protectionStage.onRequest);
   upgradeStages.push(protectionStage.upgradeStage);
-  if (protectionStage.failsClosed) readiness.add({ name: 'protectionStore', ready: () => protectionStage.protection.storeReady() });
   api.addHook('onClose', () => protectionStage.close());
 
   // Stage 2: policy (policy/) — per-operation authorization, then the request rules.

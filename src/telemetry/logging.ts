@@ -2,8 +2,8 @@
 // (request-telemetry.ts); this file decides what a line may contain.
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
-/** Keys whose values are credentials wherever they appear (headers, claims, config, errors). */
-const SECRET_KEYS = [
+/** Keys whose values are credentials wherever they appear (headers, claims, config, errors); any case. */
+export const SECRET_KEYS: readonly string[] = [
   'authorization',
   'proxy-authorization',
   'cookie',
@@ -24,14 +24,6 @@ const SECRET_KEYS = [
   'unsafeHmacSecret',
 ];
 
-const key = (name: string) => (/^[A-Za-z_$][\w$]*$/.test(name) ? `.${name}` : `["${name}"]`);
-
-/** pino redact paths: each secret key at the top and up to three levels down. */
-export const REDACT_PATHS: readonly string[] = SECRET_KEYS.flatMap((name) => {
-  const tail = key(name);
-  return [tail.startsWith('.') ? tail.slice(1) : tail, `*${tail}`, `*.*${tail}`, `*.*.*${tail}`];
-});
-
 export const REDACTED = '[Redacted]';
 
 // A bearer credential inside free text (an error message, a cause): the scheme stays, the secret goes.
@@ -45,22 +37,65 @@ export function scrubSecrets(text: string): string {
   return text.replace(BEARER, `$1${REDACTED}`).replace(WEBSOCKET_TOKEN, `$1${REDACTED}`).replace(JWT, REDACTED);
 }
 
+const SECRET_KEY_NAMES: ReadonlySet<string> = new Set(SECRET_KEYS.map((name) => name.toLowerCase()));
+const MAX_DEPTH = 8;
+
+function isPlainObject(value: object): value is Record<string, unknown> {
+  const prototype = Object.getPrototypeOf(value) as unknown;
+  return prototype === Object.prototype || prototype === null;
+}
+
+/**
+ * The value with every secret key's value replaced, at any depth of plain objects and arrays.
+ * Copies only along the path to a secret; returns the value itself when there is none (the usual
+ * case, and cheap: pino's wildcard `redact` paths cost a hundred times more per line). Other
+ * objects (errors, requests) are left to their serializers, which pass their output through here.
+ */
+export function redactSecrets(value: unknown, depth = 0): unknown {
+  if (value === null || typeof value !== 'object' || depth > MAX_DEPTH) return value;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const redacted = redactSecrets(value[i], depth + 1);
+      if (redacted !== value[i]) (copy ??= value.slice())[i] = redacted;
+    }
+    return copy ?? value;
+  }
+  if (!isPlainObject(value)) return value;
+  let copy: Record<string, unknown> | undefined;
+  for (const name in value) {
+    const field = value[name];
+    const redacted = SECRET_KEY_NAMES.has(name.toLowerCase()) ? (field === undefined ? field : REDACTED) : redactSecrets(field, depth + 1);
+    if (redacted !== field) (copy ??= { ...value })[name] = redacted;
+  }
+  return copy ?? value;
+}
+
 function serializeError(error: unknown): unknown {
   const serialized = pino.stdSerializers.err(error as Error) as unknown as Record<string, unknown>;
   if (serialized === null || typeof serialized !== 'object') return serialized;
-  for (const field of ['message', 'stack'] as const) {
-    const value = serialized[field];
-    if (typeof value === 'string') serialized[field] = scrubSecrets(value);
+  // A fresh object of pino's (its prototype is not Object's): redacted in place, field by field.
+  for (const name of Object.keys(serialized)) {
+    const value = serialized[name];
+    if (SECRET_KEY_NAMES.has(name.toLowerCase())) serialized[name] = REDACTED;
+    else if (typeof value === 'string' && (name === 'message' || name === 'stack')) serialized[name] = scrubSecrets(value);
+    else serialized[name] = redactSecrets(value);
   }
   return serialized;
 }
 
+/** pino's request and response serializers, their headers redacted. */
+const serializeRequest = (request: unknown) => redactSecrets(pino.stdSerializers.req(request as never));
+const serializeResponse = (response: unknown) => redactSecrets(pino.stdSerializers.res(response as never));
+
 export function loggerOptions(level: string): LoggerOptions {
   return {
     level,
-    redact: { paths: [...REDACT_PATHS], censor: REDACTED },
-    serializers: { err: serializeError, error: serializeError },
-    formatters: { level: (label) => ({ level: label }) },
+    serializers: { err: serializeError, error: serializeError, req: serializeRequest, res: serializeResponse },
+    formatters: {
+      level: (label) => ({ level: label }),
+      log: (object) => redactSecrets(object) as Record<string, unknown>,
+    },
     timestamp: pino.stdTimeFunctions.isoTime,
     hooks: {
       logMethod(args, method) {

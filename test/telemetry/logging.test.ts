@@ -5,7 +5,7 @@
 import { createConnection } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MetricNames } from '../../src/telemetry/metrics.js';
-import { REDACTED, createLogger, scrubSecrets } from '../../src/telemetry/logging.js';
+import { REDACTED, createLogger, redactSecrets, scrubSecrets } from '../../src/telemetry/logging.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { scriptedParticipant } from './canton-answers.js';
@@ -51,6 +51,18 @@ describe('the logger', () => {
     });
   });
 
+  it('redacts without touching the logged objects, and costs nothing when there is no secret', () => {
+    const line = { operation: 'getVersion', status: 200, nested: { list: [1, { a: 'b' }] } };
+    expect(redactSecrets(line)).toBe(line);
+    const headers = { Authorization: `Bearer ${TOKEN}`, accept: '*/*' };
+    const logged = { calls: [{ headers }, { headers: { 'Sec-WebSocket-Protocol': `jwt.token.${TOKEN}` } }] };
+    expect(redactSecrets(logged)).toEqual({ calls: [{ headers: { Authorization: REDACTED, accept: '*/*' } }, { headers: { 'Sec-WebSocket-Protocol': REDACTED } }] });
+    expect(headers.Authorization).toBe(`Bearer ${TOKEN}`); // the caller's object is unchanged
+    const out = capture();
+    createLogger('info', out.stream).info({ req: { method: 'GET', url: '/v2/version', headers: { authorization: `Bearer ${TOKEN}` }, socket: {} } }, 'a request object');
+    expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
+  });
+
   it('scrubs bearer tokens and JWTs out of messages and errors', () => {
     expect(scrubSecrets(`rejected Bearer ${TOKEN} from x`)).toBe(`rejected Bearer ${REDACTED} from x`);
     expect(scrubSecrets(`protocol jwt.token.opaque-admin-secret,daml.ws.auth`)).toBe(`protocol jwt.token.${REDACTED},daml.ws.auth`);
@@ -58,7 +70,8 @@ describe('the logger', () => {
     expect(scrubSecrets('nothing to see')).toBe('nothing to see');
     const out = capture();
     const logger = createLogger('info', out.stream);
-    logger.error({ err: new Error(`could not verify ${TOKEN}`) }, `failed for Bearer ${TOKEN}`);
+    logger.error({ err: Object.assign(new Error(`could not verify ${TOKEN}`), { config: { headers: { Authorization: 'Bearer opaque-admin-token' } } }) }, `failed for Bearer ${TOKEN}`);
+    expect(out.lines.join('')).not.toContain('opaque-admin-token');
     expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
     expect(out.entries()[0]).toMatchObject({ level: 'error', msg: `failed for Bearer ${REDACTED}`, err: { message: `could not verify ${REDACTED}` } });
   });
