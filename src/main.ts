@@ -3,7 +3,7 @@
 import { parseArgs } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { buildGateway } from './app.js';
-import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication, type PreparedAuthentication } from './auth/dev-mode.js';
+import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication } from './auth/dev-mode.js';
 import { ConfigError, loadConfig } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createLogger } from './telemetry/logging.js';
@@ -37,28 +37,11 @@ async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sa
 }
 
 async function main(): Promise<void> {
-  let config: GatewayConfig;
-  try {
-    config = loadConfig(readArguments());
-  } catch (error) {
-    if (error instanceof ConfigError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      console.error(`ledger-gateway: ${(error as Error).message}`);
-      process.exit(2);
-    }
-    throw error;
-  }
-  // Authentication: a bad auth section stops the process like any bad config; with the sandbox and
-  // no issuer, the development issuer takes their place (auth/dev-mode.ts). Never with a real upstream.
-  let development: PreparedAuthentication['development'];
-  try {
-    ({ config, development } = await prepareAuthentication(config));
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(`ledger-gateway: ${error.message}`);
-      process.exit(2);
-    }
-    throw error;
-  }
+  // A ConfigError from anywhere in start-up (file, auth section, policy rules) exits 2 (see below).
+  const loaded = loadConfig(readArguments());
+  // Authentication: with the sandbox and no issuer, the development issuer takes their place
+  // (auth/dev-mode.ts); never with a real upstream.
+  const { config, development } = await prepareAuthentication(loaded);
 
   const upstream = await resolveUpstream(config);
   // Tracing runs when the process was started with --import ./dist/telemetry/register.js.
@@ -105,6 +88,10 @@ process.on('unhandledRejection', (reason) => {
 });
 
 main().catch((error: unknown) => {
+  if (error instanceof ConfigError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    console.error(`ledger-gateway: ${(error as Error).message}`);
+    process.exit(2);
+  }
   console.error(`ledger-gateway: failed to start: ${(error as Error).stack ?? String(error)}`);
   process.exit(1);
 });

@@ -24,6 +24,13 @@ describe('start', () => {
     expect(missing.stderr).toContain('cannot read the file');
   });
 
+  it('refuses invalid policy rules with exit 2 naming the key path', async () => {
+    const file = writeConfig('upstream: { url: "http://127.0.0.1:1" }\nauth: { issuers: [{ issuer: "https://idp.example", jwksUrl: "https://idp.example/jwks" }] }\npolicy: { rules: { noSuchOperation: [{ anyAuthenticated: true }] } }\n');
+    const { code, stderr } = await runToExit(['dist/main.js', '--config', file]);
+    expect(code).toBe(2);
+    expect(stderr).toContain('policy.rules.noSuchOperation');
+  });
+
   it('takes the config file from LEDGER_GATEWAY_CONFIG too', async () => {
     const file = writeConfig('nope: 1\n');
     const { code, stderr } = await runToExit(['dist/main.js'], { LEDGER_GATEWAY_CONFIG: file });
