@@ -386,11 +386,11 @@ async function main() {
   } else {
     // --- warm-up: the Node processes JIT-compile their paths ----------------------------------
     const warm = pairs.filter((pair) => pair.scenario !== 'stream' && pair.scenario !== 'latency' && (pair.path === 'gateway' || pair.path === 'naive'));
-    const perRun = options.duration + 0.8;
-    const estimate = warm.length * (options.warmupSeconds + 0.8)
-      + options.repetitions * pairs.reduce((sum, pair) => sum + (pair.scenario === 'stream' ? 3 : perRun), 0);
+    const overhead = 0.5; // wrk start and stop, /proc and /metrics reads, the pause between runs
+    const estimate = warm.length * (options.warmupSeconds + overhead)
+      + options.repetitions * pairs.reduce((sum, pair) => sum + (pair.scenario === 'stream' ? 1 : options.duration + overhead), 0);
     log('');
-    log(`plan: ${pairs.length} scenario × path pairs, ${options.repetitions} interleaved round(s) of ${options.duration} s runs, ${options.connections} connections (latency: ${options.latencyConnections}); about ${Math.ceil(estimate / 60)} min`);
+    log(`plan: ${pairs.length} scenario × path pairs, ${options.repetitions} interleaved round(s) of ${options.duration} s runs, ${options.connections} connections (latency: ${options.latencyConnections}); about ${(Math.ceil(estimate / 30) / 2).toFixed(1)} min`);
     for (const pair of warm) await measureHttp(pair.scenario, pair.path, 0, { seconds: options.warmupSeconds });
     for (const pair of pairs.filter((candidate) => candidate.scenario === 'stream')) await measureStreamRun(pair.path, 0);
 
@@ -436,6 +436,8 @@ async function main() {
   // The soak measures one thing; the comparison ratios would all read "not measured".
   log(renderRatios(options.memory ? result.ratios.filter((entry) => entry.value !== undefined || entry.name.startsWith('token cache')) : result.ratios));
   if (checks.gateway?.tokenCounter?.startsWith('not exposed')) log('  (token cache: the counter is not on /metrics, so verifications per request cannot be read)');
+  result.jwksFetches = idp.jwksFetches;
+  log(`JWKS fetched ${idp.jwksFetches} time(s) by the gateway process(es) (expected: once each at start)`);
   log('');
   if (options.quick) caveats.push('--quick: short single runs check that the harness works; the figures are not for comparison');
   for (const caveat of caveats) log(`caveat: ${caveat}`);

@@ -1,7 +1,9 @@
 // The README is the front door: its error and metric tables must say what the code does.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { AUTH_FAILURE_REASONS } from '../src/auth/failure.js';
 import { ENVIRONMENT_OVERRIDES } from '../src/config/load.js';
+import { ConfigSchema } from '../src/config/schema.js';
 import { Errors } from '../src/errors.js';
 import { MetricNames } from '../src/telemetry/metrics.js';
 
@@ -49,6 +51,17 @@ describe('README', () => {
   it('documents every environment override', () => {
     for (const { variable, path } of ENVIRONMENT_OVERRIDES) {
       expect(readme).toContain(`| \`${variable}\` | \`${path.join('.')}\` |`);
+    }
+  });
+
+  it('names every authentication failure reason the metric can carry', () => {
+    const row = readme.split('\n').find((line) => line.startsWith('| `ledger_gateway_auth_failures_total`'))!;
+    for (const reason of AUTH_FAILURE_REASONS) expect(row, reason).toContain(`\`${reason}\``);
+  });
+
+  it('has every config section in the configuration table', () => {
+    for (const section of Object.keys(ConfigSchema.properties)) {
+      expect(readme, section).toMatch(new RegExp(`^\\| \`${section}\` \\|`, 'm'));
     }
   });
 

@@ -15,8 +15,8 @@ export interface RedisStoreOptions {
   readonly commandTimeoutMs: number;
   readonly connectTimeoutMs: number;
   readonly leaseMs: number;
-  /** Connection-level failures (refused, reset, timed out); the caller throttles its log. */
-  readonly onConnectionError?: (error: Error) => void;
+  /** The connection became usable (true) or was lost (false): once per change, not per reconnect attempt. */
+  readonly onReadyChange?: (ready: boolean) => void;
 }
 
 export interface RedisStore extends LimitStore {
@@ -110,7 +110,18 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
     lazyConnect: false,
   });
-  client.on('error', (error: Error) => options.onConnectionError?.(error));
+  // Connection errors surface as failed admissions (the fail mode) and as readiness changes here.
+  client.on('error', () => {});
+  let wasReady = false;
+  client.on('ready', () => {
+    wasReady = true;
+    options.onReadyChange?.(true);
+  });
+  client.on('close', () => {
+    if (!wasReady) return;
+    wasReady = false;
+    options.onReadyChange?.(false);
+  });
   client.defineCommand('ledgerGatewayAdmit', { lua: ADMIT });
   client.defineCommand('ledgerGatewayRenew', { lua: RENEW });
   client.defineCommand('ledgerGatewayRelease', { lua: RELEASE });
@@ -176,12 +187,16 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       const perPrincipal = limits.maxInFlightPerPrincipal ?? 0;
       const perOperation = limits.maxInFlight ?? 0;
       const member = `${instance}:${(sequence += 1)}`;
+      const slotKeys = [...(perPrincipal > 0 ? [callerSlots] : []), ...(perOperation > 0 ? [operationSlots] : [])];
       let answer: unknown;
       try {
         answer = await scripts.ledgerGatewayAdmit(3, rateKey, callerSlots, operationSlots,
           String(limits.rate?.intervalMs ?? 0), String(limits.rate?.burst ?? 0), leaseMs, member,
           String(perPrincipal), String(perOperation));
       } catch (error) {
+        // A timed-out script may still run later and take slots for a call not admitted through them:
+        // remove its lease, queued behind it on the same connection (or at a renewal once reconnected).
+        if (slotKeys.length > 0) sendRelease(member, slotKeys);
         throw new StoreUnavailableError(`Redis did not answer: ${(error as Error).message}`, { cause: error });
       }
       const [code, retryAfterMs] = answer as [number, number];
@@ -189,7 +204,6 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       if (refusal !== undefined) {
         return { admitted: false, limit: refusal, retryAfterMs: refusal === 'rate' ? retryAfterMs : CONCURRENCY_RETRY_AFTER_MS };
       }
-      const slotKeys = [...(perPrincipal > 0 ? [callerSlots] : []), ...(perOperation > 0 ? [operationSlots] : [])];
       if (slotKeys.length === 0) return { admitted: true, lease: NO_LEASE };
       held.set(member, slotKeys);
       return {

@@ -18,14 +18,12 @@ export interface ProtectionStage {
   /** onRequest hook, registered after authentication. */
   readonly onRequest: onRequestAsyncHookHandler;
   readonly upgradeStage: UpgradeStage;
-  /** True when a failing store refuses calls: readiness then follows the store. */
-  readonly failsClosed: boolean;
   close(): Promise<void>;
 }
 
 export interface ProtectionStageOptions {
   readonly metrics: GatewayMetrics;
-  readonly log: { warn(details: object, message: string): void };
+  readonly log: { warn(details: object, message: string): void; info(details: object, message: string): void };
   readonly isTrustedProxy: (address: string) => boolean;
 }
 
@@ -48,8 +46,9 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
         commandTimeoutMs: redis.commandTimeoutMs,
         connectTimeoutMs: redis.connectTimeoutMs,
         leaseMs: redis.leaseMs,
-        // Reconnect errors are already reflected in admissions (store failures); not logged per attempt.
-        onConnectionError: () => {},
+        onReadyChange: (ready) => (ready
+          ? options.log.info({}, 'limit store (Redis) connected')
+          : options.log.warn({ failMode: resolved.failMode }, 'limit store (Redis) connection lost; reconnecting')),
       });
   }
   if (store !== undefined) options.metrics.watchProtectionStore(() => store.ready());
@@ -69,7 +68,6 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
       const release = await protection.admit(context.operation.name, callerOf(context.principal, context.request, options.isTrustedProxy));
       releaseOnClose(context.request.socket, release);
     },
-    failsClosed: resolved.failMode === 'closed' && store !== undefined && resolved.redis.url !== undefined,
     close: () => protection.close(),
   };
 }

@@ -2,7 +2,7 @@
 // rate limits per principal, concurrency caps, and slots that always come back.
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { startRecordingUpstream, answerJson, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { startRecordingUpstream, answerJson } from '../helpers/recording-upstream.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { call, startHoldingUpstream, startWebSocketUpstream, submit, waitFor, SUBMIT, type Answer, type HoldingUpstream, type PendingCall } from './support.js';
@@ -180,7 +180,9 @@ describe('concurrency caps', () => {
   });
 
   it('slots come back after an upstream error and after an upstream timeout', async () => {
-    const upstream = await startRecordingUpstream((_request, response) => response.socket?.destroy());
+    const upstream = await startRecordingUpstream((_request, response) => {
+      response.socket?.destroy();
+    });
     const gateway = await gatewayFor(upstream, capped(1, { upstream: { timeoutMs: 300 } }));
     const alice = gateway.auth();
 

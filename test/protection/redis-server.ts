@@ -37,17 +37,19 @@ function launch(port: number, password: string): Promise<ChildProcess> {
       clearTimeout(timer);
       reject(new Error(`cannot run redis-server (is the redis-server package installed?): ${error.message}`));
     });
-    child.once('exit', (code) => {
+    const onEarlyExit = (code: number | null) => {
       clearTimeout(timer);
       reject(new Error(`redis-server exited with ${code}:\n${output}`));
-    });
+    };
+    child.once('exit', onEarlyExit);
     const onData = (data: Buffer) => {
       output += data.toString();
-      if (output.includes('Ready to accept connections')) {
-        clearTimeout(timer);
-        child.removeAllListeners('exit');
-        resolve(child);
-      }
+      if (!output.includes('Ready to accept connections')) return;
+      clearTimeout(timer);
+      child.off('exit', onEarlyExit);
+      child.stdout!.off('data', onData).resume();
+      child.stderr!.off('data', onData).resume();
+      resolve(child);
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
@@ -66,7 +68,6 @@ export async function startRedisServer(password = `test-secret-${process.pid}`):
       const running = child;
       child = undefined;
       if (running === undefined || running.exitCode !== null) return;
-      console.log('stopping', running.pid, running.exitCode, running.signalCode);
       running.kill('SIGCONT');
       const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
       running.kill('SIGTERM');

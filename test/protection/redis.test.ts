@@ -10,15 +10,11 @@ import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { startRedisServer, type RedisServer } from './redis-server.js';
-import { call, startHoldingUpstream, submit, waitFor, type HoldingUpstream } from './support.js';
+import { call, startHoldingUpstream, submit, waitFor } from './support.js';
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  for (const close of closers.splice(0).reverse()) {
-    const t = performance.now();
-    await close().catch(() => {});
-    console.log('closed in', performance.now() - t, close.toString());
-  }
+  for (const close of closers.splice(0).reverse()) await close().catch(() => {});
 });
 
 async function redisServer(): Promise<RedisServer> {
@@ -128,7 +124,6 @@ describe('two replicas and a real Redis', () => {
     upstream.answerAll(200);
     expect((await Promise.all(held.map((c) => c.answer))).map((answer) => answer.status)).toEqual([200, 200]);
     const redis = inspect(server);
-    await waitFor(() => false, 'x', 0).catch(() => {});
     const deadline = Date.now() + 5_000;
     while ((await redis.keys('ledger-gateway:slots:*')).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(await redis.keys('ledger-gateway:slots:*')).toEqual([]);
@@ -137,6 +132,34 @@ describe('two replicas and a real Redis', () => {
     await waitFor(() => upstream.held.length === 2, 'both slots free again');
     upstream.answerAll(200);
     await Promise.all(again.map((c) => c.answer));
+  });
+
+  it('a call aborted while its admission waits for Redis gives back what it was granted', async () => {
+    const server = await redisServer();
+    const upstream = await startHoldingUpstream();
+    const [a] = await replicas(1, upstream, {
+      maxInFlight: 1,
+      redis: { url: server.url, commandTimeoutMs: 5_000 },
+      operations: { submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 } },
+    });
+    const alice = a!.auth();
+    server.pause();
+    const aborted = submit(a!.url, alice);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    aborted.abort();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    server.resume(); // the admission answer arrives now, for a client that is gone
+
+    const redis = inspect(server);
+    const deadline = Date.now() + 5_000;
+    while ((await redis.keys('ledger-gateway:slots:*')).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await redis.keys('ledger-gateway:slots:*')).toEqual([]);
+    // Neither the process-wide slot nor alice's slot leaked: her next call is admitted.
+    const next = submit(a!.url, alice);
+    await waitFor(() => upstream.held.length === 1, 'the next call admitted');
+    expect(upstream.requests).toHaveLength(1);
+    upstream.answerAll(200);
+    expect((await next.answer).status).toBe(200);
   });
 
   it('a lease whose replica died does not count; a live one does', async () => {
@@ -190,14 +213,12 @@ describe('when Redis goes away', () => {
     expect((await call(a!.url, '/v2/parties', alice).answer).status).toBe(429);
   });
 
-  it('failMode closed: 503 GATEWAY_PROTECTION_UNAVAILABLE with Retry-After, quickly; /readyz says why; back with Redis', async () => {
+  it('failMode closed: 503 GATEWAY_PROTECTION_UNAVAILABLE with Retry-After, quickly; unlimited operations still served; back with Redis', async () => {
     const server = await redisServer();
     const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
     const [a, b] = await replicas(2, upstream, { failMode: 'closed', redis: { url: server.url }, operations: { getV2Parties: { rate: { requests: 100, perSeconds: 1 } } } });
     const alice = a!.auth();
     expect((await call(a!.url, '/v2/parties', alice).answer).status).toBe(200);
-    const readyBefore = await (await fetch(`${a!.adminUrl}/readyz`)).json() as { checks: Record<string, string> };
-    expect(readyBefore.checks.protectionStore).toBe('ok');
 
     await server.stop();
     for (const replica of [a, b]) {
@@ -208,9 +229,10 @@ describe('when Redis goes away', () => {
       expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_PROTECTION_UNAVAILABLE', errorCategory: 1, grpcCodeValue: 14, retryInfo: '1 second' });
       expect(await gauge(replica!, 'ledger_gateway_requests_total', { operation: 'getV2Parties', status: '503', error_code: 'GATEWAY_PROTECTION_UNAVAILABLE' })).toBe(1);
       expect(await gauge(replica!, 'ledger_gateway_protection_store_failures_total', { fail_mode: 'closed' })).toBe(1);
-      const ready = await fetch(`${replica!.adminUrl}/readyz`);
-      expect(ready.status).toBe(503);
-      expect(((await ready.json()) as { checks: Record<string, string> }).checks.protectionStore).toBe('failing');
+      expect(await gauge(replica!, 'ledger_gateway_protection_store_up')).toBe(0);
+      // Readiness does not follow Redis: the operations without limits are still served (below), and
+      // every replica turning unready at once would only replace coded 503s by refused connections.
+      expect(((await (await fetch(`${replica!.adminUrl}/readyz`)).json()) as { checks: Record<string, string> }).checks).not.toHaveProperty('protectionStore');
     }
     // An operation without limits never needs Redis.
     expect((await call(a!.url, '/v2/packages', alice).answer).status).toBe(200);
@@ -238,5 +260,28 @@ describe('when Redis goes away', () => {
       server.resume();
     }
     expect((await call(a!.url, '/v2/parties', alice).answer).status).toBe(200);
+  });
+
+  it('an admission that timed out but ran late leaves no slot behind', async () => {
+    const server = await redisServer();
+    const upstream = await startHoldingUpstream();
+    const [a] = await replicas(1, upstream, { failMode: 'open', redis: { url: server.url, commandTimeoutMs: 200 }, operations: { submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 } } });
+    const alice = a!.auth();
+    server.pause();
+    const unchecked = submit(a!.url, alice);
+    await waitFor(() => upstream.held.length === 1, 'admitted unchecked');
+    upstream.answerAll(200);
+    expect((await unchecked.answer).status).toBe(200);
+    server.resume(); // Redis now runs the admission script that timed out, then the lease's removal
+
+    const redis = inspect(server);
+    const deadline = Date.now() + 5_000;
+    while ((await redis.keys('ledger-gateway:slots:*')).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await redis.keys('ledger-gateway:slots:*')).toEqual([]);
+    const next = submit(a!.url, alice);
+    await waitFor(() => upstream.held.length === 1, 'the next call admitted');
+    expect((await submit(a!.url, alice).answer).status).toBe(429);
+    upstream.answerAll(200);
+    expect((await next.answer).status).toBe(200);
   });
 });
