@@ -21,7 +21,7 @@ import { registerCors } from './policy/cors.js';
 import { createPolicyStage } from './policy/stage.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy } from './proxy/websocket.js';
-import { resolveOperation, traceIdOf, type Principal } from './request-context.js';
+import { resolveOperation, traceIdFromHeader, traceIdOf, type Principal } from './request-context.js';
 import { createLogger } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
@@ -250,7 +250,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       for (const stage of upgradeStages) await stage(context);
     },
     correlationId: () => randomUUID(),
-    traceIdOf: () => null,
+    traceIdOf: (request) => traceIdFromHeader(request.headers.traceparent), // upgrades get no server span
     onOutcome: (outcome) => metrics.observeRequest(outcome.operation.name, 'GET', outcome.status, outcome.errorCode, outcome.durationSeconds),
     log: api.log,
   });

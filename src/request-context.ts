@@ -62,11 +62,15 @@ function isExposed(operation: Operation, routes: GatewayConfig['routes']): boole
 
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
 
+/** The trace id of a W3C traceparent header, or null when absent or invalid. */
+export function traceIdFromHeader(header: string | string[] | undefined): string | null {
+  const match = typeof header === 'string' ? TRACEPARENT.exec(header) : null;
+  return match?.[1] !== undefined && !/^0+$/.test(match[1]) ? match[1] : null;
+}
+
 /** The W3C trace id of this request: the active span's, else the caller's traceparent's. */
 export function traceIdOf(request: FastifyRequest): string | null {
   const spanContext = trace.getActiveSpan()?.spanContext();
   if (spanContext !== undefined && isSpanContextValid(spanContext)) return spanContext.traceId;
-  const header = request.headers.traceparent;
-  const match = typeof header === 'string' ? TRACEPARENT.exec(header) : null;
-  return match?.[1] !== undefined && !/^0+$/.test(match[1]) ? match[1] : null;
+  return traceIdFromHeader(request.headers.traceparent);
 }

@@ -58,12 +58,12 @@ function open(url: string, protocols: string[], headers: Record<string, string>)
   });
 }
 
-function rawUpgrade(base: string, path: string, authorization: string): Promise<string> {
+function rawUpgrade(base: string, path: string, authorization: string, extra: string[] = []): Promise<string> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname, () => socket.write([
       `GET ${path} HTTP/1.1`, 'Host: gw', 'Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Version: 13',
-      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', `Authorization: ${authorization}`, '', ''].join('\r\n')));
+      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', `Authorization: ${authorization}`, ...extra, '', ''].join('\r\n')));
     let text = '';
     socket.on('data', (data) => { text += data.toString(); });
     socket.on('close', () => resolve(text));
@@ -115,9 +115,11 @@ describe('websocket forwarding', () => {
     gw = await startGateway(participant.url);
     await expect(open(`${gw.url.replace('http', 'ws')}/livez`, ['daml.ws.auth'], gw.auth())).rejects.toMatchObject({ status: 404 });
     // A WHATWG URL would resolve the dot segment before sending: write the upgrade by hand.
-    const answer = await rawUpgrade(gw.url, '/v2/%2e%2e/updates', gw.auth().authorization!);
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const answer = await rawUpgrade(gw.url, '/v2/%2e%2e/updates', gw.auth().authorization!, [`traceparent: 00-${traceId}-00f067aa0ba902b7-01`]);
     expect(answer).toMatch(/^HTTP\/1.1 400 /);
     expect(answer).toContain('"code":"GATEWAY_INVALID_PATH"');
+    expect(answer).toContain(`"traceId":"${traceId}"`);
     expect(participant.upgrades).toHaveLength(0);
   });
 
