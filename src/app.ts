@@ -12,7 +12,7 @@ import type { AuthFailureReason } from './auth/failure.js';
 import { authenticationHook, authenticationUpgradeStage } from './auth/hooks.js';
 import type { GatewayConfig } from './config/schema.js';
 import { Errors, GatewayError, renderCantonError } from './errors.js';
-import { handleClientError } from './client-errors.js';
+import { createClientErrorHandler } from './client-errors.js';
 import { Readiness } from './health.js';
 import { createVersionCache } from './cache/version-cache.js';
 import { NamedOperations, UNKNOWN_OPERATION, type Operation } from './operations.js';
@@ -133,7 +133,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     http: { maxHeaderSize: config.server.maxHeaderBytes, headersTimeout: config.server.headersTimeoutMs, connectionsCheckingInterval: 1_000 },
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
-    clientErrorHandler: handleClientError,
+    // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER.
+    clientErrorHandler: createClientErrorHandler((definition) => metrics.observeRequest(UNKNOWN_OPERATION.name, '_OTHER', definition.status, definition.code, 0)),
   });
 
   const forwarder = createForwarder({

@@ -21,8 +21,14 @@ export function clientErrorResponse(code: string | undefined): string {
   return `HTTP/1.1 ${definition.status} ${http.STATUS_CODES[definition.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
-export function handleClientError(error: Error & { code?: string }, socket: Duplex): void {
-  if (error.code === 'ECONNRESET' || socket.destroyed) return;
-  if (socket.writable) socket.end(clientErrorResponse(error.code));
-  socket.destroy();
+/** The server's clientError handler; `onAnswered` counts each refusal (there is no request to label). */
+export function createClientErrorHandler(onAnswered: (definition: ErrorDefinition) => void) {
+  return (error: Error & { code?: string }, socket: Duplex): void => {
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    if (socket.writable) {
+      socket.end(clientErrorResponse(error.code));
+      onAnswered(clientErrorDefinition(error.code));
+    }
+    socket.destroy();
+  };
 }

@@ -63,6 +63,8 @@ describe('hostile HTTP', () => {
     expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_HEADERS_TOO_LARGE', grpcCodeValue: 3 });
     expect(upstream.requests.length).toBe(before);
     await stillServes();
+    const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    expect(metrics).toMatch(/operation="unknown",method="_OTHER",status="431",error_code="GATEWAY_HEADERS_TOO_LARGE"/);
   });
 
   it('a very long URL: 431', async () => {
