@@ -32,7 +32,7 @@ export const USAGE = `Usage: npm run bench -- [options]     (or: node bench/run.
   --upstream <kind>     nginx | node: the fixed upstream (default nginx when installed)
   --no-pin              do not pin processes to cores with taskset
   --gateway-log <file>  where the gateway's info logs go (default /dev/null)
-  --out <file>          JSON results (default bench/results/latest.json)
+  --out <file>          JSON results (default bench/results/latest.json; --memory: bench/results/memory.json)
   --help`;
 
 function positiveInteger(value, name) {
@@ -96,6 +96,6 @@ export function readOptions(argv = process.argv.slice(2), env = process.env) {
     upstream,
     pin: !values['no-pin'],
     gatewayLog: values['gateway-log'] ?? '/dev/null',
-    out: values.out ?? 'bench/results/latest.json',
+    out: values.out ?? (values.memory ? 'bench/results/memory.json' : 'bench/results/latest.json'),
   };
 }

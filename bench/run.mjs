@@ -430,6 +430,7 @@ async function main() {
     log(`memory soak: ${m.requests.toLocaleString('en')} requests in ${m.seconds.toFixed(0)} s after ${m.warmupRequests.toLocaleString('en')} warm-up requests`);
     log(`  RSS after warm-up ${m.rssAfterWarmupMiB.toFixed(1)} MiB, at the end ${m.rssEndMiB.toFixed(1)} MiB (${m.growthPercent >= 0 ? '+' : ''}${m.growthPercent.toFixed(1)} %), peak ${m.rssPeakMiB.toFixed(1)} MiB`);
     log(`  RSS after each chunk (MiB): ${m.rssAfterChunksMiB.map((value) => value.toFixed(0)).join(' ')}`);
+    if (m.secondHalfGrowthPercent !== undefined) log(`  growth over the second half of the chunks: ${m.secondHalfGrowthPercent >= 0 ? '+' : ''}${m.secondHalfGrowthPercent.toFixed(1)} % (a leak keeps growing; a settling heap is flat here)`);
     log(`  non-2xx/errors: ${m.nonSuccess}; signature verifications: ${m.verifications ?? 'not exposed'}${m.verifications !== undefined ? ` (${(m.verifications / m.requests).toFixed(6)} per request)` : ''}`);
     log('');
   }
@@ -437,7 +438,7 @@ async function main() {
   log(renderRatios(options.memory ? result.ratios.filter((entry) => entry.value !== undefined || entry.name.startsWith('token cache')) : result.ratios));
   if (checks.gateway?.tokenCounter?.startsWith('not exposed')) log('  (token cache: the counter is not on /metrics, so verifications per request cannot be read)');
   result.jwksFetches = idp.jwksFetches;
-  log(`JWKS fetched ${idp.jwksFetches} time(s) by the gateway process(es) (expected: once each at start)`);
+  log(`JWKS fetched ${idp.jwksFetches} time(s) (expected: once per gateway process at start, and once per auth.keySets.refreshIntervalMs, 5 min by default, after that)`);
   log('');
   if (options.quick) caveats.push('--quick: short single runs check that the harness works; the figures are not for comparison');
   for (const caveat of caveats) log(`caveat: ${caveat}`);
@@ -494,6 +495,10 @@ async function memorySoak({ options, targets, measureHttp, httpScenarios }) {
     rssEndMiB: rssEnd / MiB,
     rssPeakMiB: Math.max(peak, rssEnd) / MiB,
     growthPercent: ((rssEnd - rssAfterWarmup) / rssAfterWarmup) * 100,
+    // A leak keeps growing; a heap settling into its size grows early and then stays flat.
+    secondHalfGrowthPercent: afterChunks.length >= 2
+      ? ((rssEnd / MiB - afterChunks[Math.floor((afterChunks.length - 1) / 2)]) / afterChunks[Math.floor((afterChunks.length - 1) / 2)]) * 100
+      : undefined,
     rssAfterChunksMiB: afterChunks,
     rssMedianOfChunksMiB: median(afterChunks),
     nonSuccess,
