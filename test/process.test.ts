@@ -84,3 +84,47 @@ describe('graceful shutdown', () => {
     }
   });
 });
+
+describe('graceful shutdown under load', () => {
+  it('completes every in-flight call, refuses new connections, exits 0 within the grace', async () => {
+    const inFlight = 24;
+    let arrivedCount = 0;
+    let allArrived: () => void = () => {};
+    const arrived = new Promise<void>((resolve) => { allArrived = resolve; });
+    const upstream = await startRecordingUpstream((request, response) => {
+      if (!request.url.startsWith('/v2/commands')) return answerJson(200, { version: '3.5.10' })(request, response);
+      arrivedCount += 1;
+      if (arrivedCount === inFlight) allArrived();
+      setTimeout(() => answerJson(200, { n: request.headers['x-n'] })(request, response), 1_000 + Math.random() * 500);
+    });
+    const issuer = await createTestIssuer();
+    const file = writeConfig([
+      `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
+      `upstream: { url: "${upstream.url}" }`,
+      'server: { host: 127.0.0.1, port: 0 }',
+      'admin: { host: 127.0.0.1, port: 0 }',
+      'shutdown: { graceMs: 8000 }',
+    ].join('\n'));
+    const gateway = await startProcess(['dist/main.js', '--config', file]);
+    try {
+      const token = await issuer.mint();
+      const calls = Array.from({ length: inFlight }, (_, n) => fetch(`${gateway.api}/v2/commands/submit-and-wait`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'x-n': String(n) },
+        body: '{}',
+      }).then(async (response) => ({ status: response.status, body: await response.json() as { n?: string } })));
+      await arrived;
+      const signalled = Date.now();
+      gateway.child.kill('SIGTERM');
+      const answers = await Promise.all(calls);
+      expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+      expect(answers.map((a) => Number(a.body.n)).sort((a, b) => a - b)).toEqual(Array.from({ length: inFlight }, (_, n) => n));
+      await expect(fetch(`${gateway.api}/v2/version`, { headers: { authorization: `Bearer ${token}` } })).rejects.toThrow();
+      expect(await gateway.exited).toBe(0);
+      expect(Date.now() - signalled).toBeLessThan(8_000);
+    } finally {
+      gateway.child.kill('SIGKILL');
+      await upstream.close();
+    }
+  });
+});
