@@ -26,6 +26,7 @@ import { createLogger } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
 import { sampledTraceIdOf } from './telemetry/server-span.js';
+import { formatTraceparent } from './telemetry/trace-context.js';
 import type { Tracing } from './telemetry/tracing.js';
 
 /** What an upgrade carries through the stages (the HTTP path uses request decorators). */
@@ -46,9 +47,10 @@ export interface GatewayOptions {
   /** false silences logs (tests); a pino logger from telemetry/logging (createLogger); default: createLogger(config.log.level). */
   readonly logger?: false | Logger;
   /**
-   * True when startTracing() (telemetry/tracing) runs in this process: the server span plugin is
-   * registered, and the forwarder drops the client's trace headers because the undici
-   * instrumentation injects the gateway's own.
+   * True when startTracing() (telemetry/tracing) runs in this process. When it exports, the server
+   * span plugin is registered and the forwarder drops the client's trace headers because the undici
+   * instrumentation injects the gateway's own; when not, the telemetry stage propagates the trace
+   * context by hand and the forwarder sends its traceparent instead of the client's.
    */
   readonly tracingActive?: boolean;
 }
@@ -137,18 +139,23 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     clientErrorHandler: createClientErrorHandler((definition) => metrics.observeRequest(UNKNOWN_OPERATION.name, '_OTHER', definition.status, definition.code, 0)),
   });
 
+  const tracing = options.tracingActive ? await runningTracing() : undefined;
+  const serverSpanPlugin = tracing?.fastifyPlugin;
+  const propagateTraceContext = tracing !== undefined && serverSpanPlugin === undefined;
+
   const forwarder = createForwarder({
     upstreamUrl: options.upstreamUrl,
     config,
-    replacesTraceContext: options.tracingActive ?? false,
+    replacesTraceContext: serverSpanPlugin !== undefined,
+    ...(propagateTraceContext && { traceparentOf: (request: FastifyRequest) => (request.traceContext === undefined ? undefined : formatTraceparent(request.traceContext)) }),
     isTrustedProxy,
     onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds, sampledTraceIdOf(request)),
   });
 
   // Telemetry encloses every stage: the server span opens before the first stage runs (a refusal
   // there carries its trace id), and every request ends in one observation, one span, one log line.
-  if (options.tracingActive) await api.register((await runningTracing()).fastifyPlugin);
-  const requestTelemetry = createRequestTelemetry(metrics);
+  if (serverSpanPlugin !== undefined) await api.register(serverSpanPlugin);
+  const requestTelemetry = createRequestTelemetry(metrics, { propagateTraceContext });
   api.addHook('onRequest', requestTelemetry.onRequest);
 
   // Stage 0: request context. Bodies are never parsed by Fastify: they stream upstream untouched,
@@ -157,6 +164,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   api.decorateRequest('principal', null);
   api.decorateRequest('errorCode', null);
   api.decorateRequest('rawBody', undefined);
+  api.decorateRequest('traceContext', undefined); // set by the telemetry stage when propagating by hand
   api.removeAllContentTypeParsers();
   api.addContentTypeParser('*', (_request, _payload, done) => done(null));
 

@@ -5,6 +5,7 @@ import type { FastifyRequest } from 'fastify';
 import type { GatewayConfig } from './config/schema.js';
 import { Errors, GatewayError } from './errors.js';
 import { matchOperation, pathOf, type Operation } from './operations.js';
+import type { TraceContext } from './telemetry/trace-context.js';
 
 /** Who called: set by the authentication stage from verified claims, never from a header. */
 export interface Principal {
@@ -23,6 +24,8 @@ declare module 'fastify' {
     errorCode: string | null;
     /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */
     rawBody: Buffer | undefined;
+    /** The request's trace context when it is propagated by hand (tracing on, nothing exported); set by the telemetry stage. */
+    traceContext: TraceContext | undefined;
   }
 }
 
@@ -68,8 +71,9 @@ export function traceIdFromHeader(header: string | string[] | undefined): string
   return match?.[1] !== undefined && !/^0+$/.test(match[1]) ? match[1] : null;
 }
 
-/** The W3C trace id of this request: the active span's, else the caller's traceparent's. */
+/** The W3C trace id of this request: the hand-propagated context's, the active span's, else the caller's traceparent's. */
 export function traceIdOf(request: FastifyRequest): string | null {
+  if (request.traceContext !== undefined) return request.traceContext.traceId;
   const spanContext = trace.getActiveSpan()?.spanContext();
   if (spanContext !== undefined && isSpanContextValid(spanContext)) return spanContext.traceId;
   return traceIdFromHeader(request.headers.traceparent);

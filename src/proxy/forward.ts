@@ -26,6 +26,11 @@ export interface ForwarderOptions {
   readonly config: GatewayConfig;
   /** True when the tracing instrumentation injects the gateway's own traceparent upstream. */
   readonly replacesTraceContext: boolean;
+  /**
+   * Set when trace context is propagated by hand (telemetry/trace-context.ts): the request's
+   * traceparent for the participant, sent instead of the client's; tracestate and baggage pass as sent.
+   */
+  readonly traceparentOf?: (request: FastifyRequest) => string | undefined;
   /** Whether a connection's peer is a configured trusted proxy (its X-Forwarded-* are kept). */
   readonly isTrustedProxy: (address: string) => boolean;
   /** Called with the upstream part of each call, for the upstream latency histogram. */
@@ -123,7 +128,10 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   // With tracing on, the undici instrumentation injects the propagator's headers (traceparent,
   // tracestate, baggage) for the gateway's client span: the client's copies are dropped, so the
   // participant receives exactly one of each.
-  const traceHeaders = options.replacesTraceContext ? new Set(propagation.fields().map((name) => name.toLowerCase())) : undefined;
+  // Propagated by hand, only the client's traceparent is replaced.
+  const traceHeaders = options.replacesTraceContext
+    ? new Set(propagation.fields().map((name) => name.toLowerCase()))
+    : options.traceparentOf !== undefined ? new Set(['traceparent']) : undefined;
   const dropped = (drop: ReadonlySet<string> | undefined) => (traceHeaders === undefined ? drop : drop === undefined ? traceHeaders : new Set([...drop, ...traceHeaders]));
 
   /**
@@ -144,12 +152,15 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   function headersFor(request: FastifyRequest, drop?: ReadonlySet<string>): string[] {
     const raw = request.raw;
     const remoteAddress = raw.socket.remoteAddress ?? '';
-    return upstreamRequestHeaders(raw.rawHeaders, {
+    const headers = upstreamRequestHeaders(raw.rawHeaders, {
       remoteAddress,
       protocol: 'encrypted' in raw.socket ? 'https' : 'http',
       host: raw.headers.host,
       trusted: options.isTrustedProxy(remoteAddress),
     }, options.replacesTraceContext, dropped(drop));
+    const traceparent = options.traceparentOf?.(request);
+    if (traceparent !== undefined) headers.push('traceparent', traceparent);
+    return headers;
   }
 
   async function fetchWhole(request: FastifyRequest, maxBytes: number) {

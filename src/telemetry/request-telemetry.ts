@@ -4,9 +4,10 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fast
 import { UNKNOWN_OPERATION } from '../operations.js';
 import { UpstreamCodes } from '../proxy/upstream-error-code.js';
 import { traceIdOf } from '../request-context.js';
-import { scrubSecrets } from './logging.js';
+import { FIXED_FIELDS, scrubSecrets } from './logging.js';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, type GatewayMetrics } from './metrics.js';
 import { endServerSpan, sampledTraceIdOf, serverSpanContextOf, traceresponse } from './server-span.js';
+import { continueTrace, formatTraceparent } from './trace-context.js';
 
 const kState = Symbol('ledger-gateway.requestTelemetry');
 
@@ -28,8 +29,16 @@ export const SpanAttributes = {
   route: 'http.route',
 } as const;
 
+export interface RequestTelemetryOptions {
+  /**
+   * Tracing is on but nothing is exported (no SDK, no span): continue the caller's trace by hand on
+   * `request.traceContext`, which the forwarder sends upstream as the one traceparent.
+   */
+  readonly propagateTraceContext?: boolean;
+}
+
 export interface RequestTelemetry {
-  /** The first onRequest hook after the tracing plugin's: traceresponse header, watch for a client that leaves. */
+  /** The first onRequest hook after the tracing plugin's: trace context, traceresponse header, watch for a client that leaves. */
   onRequest(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
   /** Once the operation is known: the request counts as in flight. */
   enter(request: FastifyRequest): void;
@@ -45,7 +54,9 @@ export function outcomeCode(status: number, errorCode: string | null): string {
   return status >= 400 ? UpstreamCodes.unrecognized : ErrorCodeLabels.none;
 }
 
-export function createRequestTelemetry(metrics: GatewayMetrics): RequestTelemetry {
+export function createRequestTelemetry(metrics: GatewayMetrics, options: RequestTelemetryOptions = {}): RequestTelemetry {
+  const propagateTraceContext = options.propagateTraceContext ?? false;
+
   function finish(request: FastifyRequest, reply: FastifyReply, clientLeft: boolean): void {
     const state = (request as WithState)[kState];
     if (state === undefined || state.finished) return;
@@ -60,21 +71,24 @@ export function createRequestTelemetry(metrics: GatewayMetrics): RequestTelemetr
     const seconds = reply.elapsedTime / 1000;
     metrics.observeRequest(operationName, request.method, status, code, seconds, sampledTraceIdOf(request));
 
-    const spanContext = serverSpanContextOf(request);
-    endServerSpan(request, operation === undefined ? request.method : `${request.method} ${operation.template}`, {
+    const propagated = request.traceContext;
+    const spanContext = propagated === undefined ? serverSpanContextOf(request) : undefined;
+    if (propagated === undefined) endServerSpan(request, operation === undefined ? request.method : `${request.method} ${operation.template}`, {
       [SpanAttributes.operation]: operationName,
       [SpanAttributes.errorCode]: code,
       [SpanAttributes.status]: status,
       ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
     });
+    // Fixed fields only (the reason is scrubbed when noted): the formatter's redaction walk is skipped.
     request.log.info({
+      [FIXED_FIELDS]: true,
       operation: operationName,
       method: request.method,
       status,
       errorCode: code,
       durationMs: Math.round(seconds * 1e6) / 1e3,
-      traceId: spanContext?.traceId ?? traceIdOf(request),
-      spanId: spanContext?.spanId ?? null,
+      traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(request),
+      spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
       ...(state.reason !== undefined && { reason: state.reason }),
     }, 'request');
   }
@@ -82,8 +96,14 @@ export function createRequestTelemetry(metrics: GatewayMetrics): RequestTelemetr
   return {
     onRequest(request, reply, done) {
       (request as WithState)[kState] = { inflightOperation: undefined, finished: false, reason: undefined };
-      const spanContext = serverSpanContextOf(request);
-      if (spanContext !== undefined) reply.header('traceresponse', traceresponse(spanContext));
+      if (propagateTraceContext) {
+        const context = continueTrace(request.headers.traceparent);
+        request.traceContext = context;
+        reply.header('traceresponse', formatTraceparent(context));
+      } else {
+        const spanContext = serverSpanContextOf(request);
+        if (spanContext !== undefined) reply.header('traceresponse', traceresponse(spanContext));
+      }
       // Fastify runs onResponse only for a finished answer; a client that leaves first is seen here.
       reply.raw.once('close', () => {
         if (!reply.raw.writableFinished) finish(request, reply, true);

@@ -2,6 +2,7 @@
 // the gateway once the answer is complete (or the client went away), with the operation, the
 // status and the error code on it.
 import { TraceFlags, isSpanContextValid, type Attributes, type Span, type SpanContext } from '@opentelemetry/api';
+import { isSampled, type TraceContext } from './trace-context.js';
 
 const kServerSpan = Symbol('ledger-gateway.serverSpan');
 
@@ -33,8 +34,10 @@ export function serverSpanContextOf(request: object): SpanContext | undefined {
   return context !== undefined && isSpanContextValid(context) ? context : undefined;
 }
 
-/** The trace id, when the trace is sampled: only those are worth an exemplar. */
+/** The trace id (the server span's or the hand-propagated one), when the trace is sampled: only those are worth an exemplar. */
 export function sampledTraceIdOf(request: object): string | undefined {
+  const propagated = (request as { traceContext?: TraceContext }).traceContext;
+  if (propagated !== undefined) return isSampled(propagated) ? propagated.traceId : undefined;
   const context = serverSpanContextOf(request);
   return context !== undefined && (context.traceFlags & TraceFlags.SAMPLED) !== 0 ? context.traceId : undefined;
 }

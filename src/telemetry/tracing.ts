@@ -6,15 +6,16 @@
 // OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG), OTEL_PROPAGATORS, OTEL_EXPORTER_OTLP_*,
 // OTEL_TRACES_EXPORTER). One difference from the SDK's defaults: without an exporter named
 // (no OTEL_TRACES_EXPORTER, no OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) nothing is exported, instead
-// of sending to localhost:4318; spans are still created, so trace context is continued, given to
-// the participant and returned in `traceresponse`.
+// of sending to localhost:4318, and the SDK is not started at all: spans nobody receives cost a
+// fifth or more of a proxied call's CPU. Trace context is then propagated by hand
+// (trace-context.ts): continued, given to the participant and returned in `traceresponse`.
 import { FastifyOtelInstrumentation } from '@fastify/otel';
 import { ProxyTracerProvider, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeSDK } from '@opentelemetry/sdk-node';
-import { BatchSpanProcessor, NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { FastifyPluginCallback } from 'fastify';
 import { BUILD_VERSION, SERVICE_NAME } from './build-info.js';
@@ -26,9 +27,12 @@ export interface TracingOptions {
 }
 
 export interface Tracing {
-  /** Registered first on the API instance: opens every request's server span. */
-  readonly fastifyPlugin: FastifyPluginCallback;
-  /** Whether spans leave the process; false: context is propagated, nothing is exported. */
+  /**
+   * Registered first on the API instance: opens every request's server span. Absent when nothing
+   * is exported: no span exists, and the telemetry stage propagates the context by hand.
+   */
+  readonly fastifyPlugin: FastifyPluginCallback | undefined;
+  /** Whether spans leave the process; false: context is propagated (by hand), nothing is exported. */
   readonly exporting: boolean;
   /** Export the spans ended so far (tests, shutdown). */
   forceFlush(): Promise<void>;
@@ -58,13 +62,18 @@ function namesService(env: NodeJS.ProcessEnv): boolean {
 }
 
 /**
- * Starts the SDK once per process and returns it; undefined when OTEL_SDK_DISABLED=true (then no
- * span exists and the client's traceparent is forwarded as it came).
+ * Starts tracing once per process and returns it: the SDK when spans are exported, propagation by
+ * hand when not; undefined when OTEL_SDK_DISABLED=true (then no trace context is touched and the
+ * client's traceparent is forwarded as it came).
  */
 export function startTracing(options: TracingOptions = {}): Tracing | undefined {
   if (active !== undefined) return active;
   const env = process.env;
   if (isTrue(env.OTEL_SDK_DISABLED)) return undefined;
+  if (options.exporterUrl === undefined && !environmentExportsTraces(env)) {
+    active = { fastifyPlugin: undefined, exporting: false, forceFlush: async () => {}, shutdown: async () => {} };
+    return active;
+  }
 
   const fastifyOtel = new FastifyOtelInstrumentation({
     // One server span per request; the stages are not worth a span each.
@@ -80,16 +89,10 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
     requireParentforSpans: true,
   });
 
-  let spanProcessors: SpanProcessor[] | undefined;
-  let exporting = true;
-  if (options.exporterUrl !== undefined) {
-    spanProcessors = [new BatchSpanProcessor(new OTLPTraceExporter({ url: options.exporterUrl }), { scheduledDelayMillis: 200 })];
-  } else if (!environmentExportsTraces(env)) {
-    // The SDK registers no tracer provider without a processor, and then no span (and no new
-    // span id for the participant) exists; a processor that drops every span keeps them.
-    spanProcessors = [new NoopSpanProcessor()];
-    exporting = false;
-  }
+  // Without exporterUrl the SDK builds the exporter the environment names.
+  const spanProcessors: SpanProcessor[] | undefined = options.exporterUrl === undefined
+    ? undefined
+    : [new BatchSpanProcessor(new OTLPTraceExporter({ url: options.exporterUrl }), { scheduledDelayMillis: 200 })];
 
   const sdk = new NodeSDK({
     ...(namesService(env) ? {} : { serviceName: SERVICE_NAME }),
@@ -108,7 +111,7 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
   };
   active = {
     fastifyPlugin: fastifyOtel.plugin(),
-    exporting,
+    exporting: true,
     forceFlush: async () => {
       await provider().forceFlush?.();
     },

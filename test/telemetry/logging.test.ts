@@ -5,7 +5,7 @@
 import { createConnection } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MetricNames } from '../../src/telemetry/metrics.js';
-import { REDACTED, createLogger, redactSecrets, scrubSecrets } from '../../src/telemetry/logging.js';
+import { FIXED_FIELDS, REDACTED, createLogger, redactSecrets, scrubSecrets } from '../../src/telemetry/logging.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { scriptedParticipant } from './canton-answers.js';
@@ -74,6 +74,17 @@ describe('the logger', () => {
     expect(out.lines.join('')).not.toContain('opaque-admin-token');
     expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
     expect(out.entries()[0]).toMatchObject({ level: 'error', msg: `failed for Bearer ${REDACTED}`, err: { message: `could not verify ${REDACTED}` } });
+  });
+
+  it('writes the fixed-field request line as it is, without its marker, and still redacts every other line', () => {
+    const out = capture();
+    const logger = createLogger('info', out.stream);
+    logger.info({ [FIXED_FIELDS]: true, operation: 'getVersion', status: 200, traceId: null }, 'request');
+    logger.info({ operation: 'getVersion', headers: { authorization: `Bearer ${TOKEN}` } }, 'another line');
+    const [fixed, other] = out.entries();
+    expect(fixed).toEqual({ level: 'info', time: expect.any(String), pid: process.pid, hostname: expect.any(String), operation: 'getVersion', status: 200, traceId: null, msg: 'request' });
+    expect(other).toMatchObject({ headers: { authorization: REDACTED } });
+    expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
   });
 });
 

@@ -1,8 +1,12 @@
-// The SDK as the process starts it with no exporter configured (no OTEL_TRACES_EXPORTER, no
-// OTEL_EXPORTER_OTLP_ENDPOINT): nothing is exported, yet spans exist, so the client's trace is
-// continued, the participant gets one traceparent with the gateway's span id, and a request
-// without one still gets a trace id for its errors. And OTEL_SDK_DISABLED=true starts nothing.
+// Tracing as the process starts it with no exporter configured (no OTEL_TRACES_EXPORTER, no
+// OTEL_EXPORTER_OTLP_ENDPOINT): nothing is exported and the SDK does not run, yet the client's
+// trace is continued by hand, the participant gets one traceparent with the gateway's span id
+// (tracestate and baggage as sent), the client gets it back in traceresponse, and a request
+// without one still gets a trace id for its errors and its log line. And OTEL_SDK_DISABLED=true
+// starts nothing.
+import { trace } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/telemetry/logging.js';
 import { environmentExportsTraces, startTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordedRequest, type RecordingUpstream } from '../helpers/recording-upstream.js';
@@ -35,17 +39,21 @@ afterEach(async () => {
   await upstream?.close();
 });
 
-function traceparents(request: RecordedRequest): string[] {
+function headerValues(request: RecordedRequest, name: string): string[] {
   const values: string[] = [];
   for (let i = 0; i < request.rawHeaders.length; i += 2) {
-    if (request.rawHeaders[i]!.toLowerCase() === 'traceparent') values.push(request.rawHeaders[i + 1]!);
+    if (request.rawHeaders[i]!.toLowerCase() === name) values.push(request.rawHeaders[i + 1]!);
   }
   return values;
 }
 
+const traceparents = (request: RecordedRequest) => headerValues(request, 'traceparent');
+
 describe('tracing without an exporter', () => {
-  it('exports only when the environment names an exporter', () => {
+  it('exports only when the environment names an exporter; without one the SDK is not started', () => {
     expect(tracing.exporting).toBe(false);
+    expect(tracing.fastifyPlugin).toBeUndefined();
+    expect(trace.getTracer('probe').startSpan('probe').spanContext().traceId).toBe('0'.repeat(32)); // the API's no-op tracer
     expect(environmentExportsTraces({})).toBe(false);
     expect(environmentExportsTraces({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(false);
     expect(environmentExportsTraces({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(true);
@@ -56,16 +64,45 @@ describe('tracing without an exporter', () => {
 
   it('still continues the client\'s trace and gives the participant the gateway\'s own span id, once', async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
-    gw = await startGateway(upstream.url, {}, { tracingActive: true });
-    const response = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_PARENT_ID}-01` }) });
+    const lines: string[] = [];
+    gw = await startGateway(upstream.url, {}, { tracingActive: true, logger: createLogger('info', { write: (line: string) => void lines.push(line) }) });
+    const response = await fetch(`${gw.url}/v2/version`, {
+      headers: gw.auth({ traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_PARENT_ID}-01`, tracestate: 'vendor=opaque', baggage: 'tenant=acme' }),
+    });
     expect(response.status).toBe(200);
     await response.arrayBuffer();
-    const sent = traceparents(upstream.requests[0]!);
+    const received = upstream.requests[0]!;
+    const sent = traceparents(received);
     expect(sent).toHaveLength(1);
-    const [, traceId, parentId] = TRACEPARENT.exec(sent[0]!)!;
+    const [, traceId, parentId, flags] = TRACEPARENT.exec(sent[0]!)!;
     expect(traceId).toBe(CLIENT_TRACE_ID);
     expect(parentId).not.toBe(CLIENT_PARENT_ID);
-    expect(TRACEPARENT.exec(response.headers.get('traceresponse') ?? '')?.[1]).toBe(CLIENT_TRACE_ID);
+    expect(flags).toBe('01');
+    expect(headerValues(received, 'tracestate')).toEqual(['vendor=opaque']);
+    expect(headerValues(received, 'baggage')).toEqual(['tenant=acme']);
+    // The client is told the gateway's hop: the same traceparent the participant received.
+    expect(response.headers.get('traceresponse')).toBe(sent[0]);
+    const line = lines.map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.msg === 'request');
+    expect(line).toMatchObject({ traceId: CLIENT_TRACE_ID, spanId: parentId });
+  });
+
+  it('keeps an unsampled caller\'s flags, and replaces an invalid traceparent with a new trace', async () => {
+    upstream = await startRecordingUpstream(scriptedParticipant);
+    gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 0 } }, { tracingActive: true }); // every call reaches the participant
+    const unsampled = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_PARENT_ID}-00` }) });
+    await unsampled.arrayBuffer();
+    const [, traceId, parentId, flags] = TRACEPARENT.exec(traceparents(upstream.requests[0]!)[0]!)!;
+    expect([traceId, flags]).toEqual([CLIENT_TRACE_ID, '00']);
+    expect(parentId).not.toBe(CLIENT_PARENT_ID);
+
+    const invalid = `00-${'0'.repeat(32)}-${CLIENT_PARENT_ID}-01`;
+    const replaced = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ traceparent: invalid }) });
+    await replaced.arrayBuffer();
+    const sent = traceparents(upstream.requests[1]!);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).not.toBe(invalid);
+    expect(sent[0]).toMatch(TRACEPARENT);
+    expect(replaced.headers.get('traceresponse')).toBe(sent[0]);
   });
 
   it('starts a trace for a request without one: the participant and the gateway\'s errors share its id', async () => {
