@@ -82,6 +82,16 @@ async function main(): Promise<void> {
   process.on('SIGINT', stop);
 }
 
+/** engines: >=22.12. Older runtimes lack what the gateway relies on (JSON.parse source text for exact int64 digits). */
+function requireSupportedNode(): void {
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  if (major < 22 || (major === 22 && minor < 12)) {
+    console.error(`ledger-gateway: Node.js ${process.versions.node} is not supported; run it on Node.js 22.12 or later (24 LTS recommended; npm scripts use the node@24 devDependency).`);
+    process.exit(1);
+  }
+}
+requireSupportedNode();
+
 process.on('unhandledRejection', (reason) => {
   console.error(JSON.stringify({ level: 60, msg: 'unhandled rejection', err: String(reason) }));
   process.exit(1);
