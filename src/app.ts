@@ -195,6 +195,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   api.addHook('onRequest', authenticationHook(authenticator, onAuthFailure));
   upgradeStages.push(authenticationUpgradeStage(authenticator, onAuthFailure));
   readiness.add({ name: 'keys', ready: () => authenticator.ready() });
+  metrics.watchSignatureChecks(() => authenticator.signatureChecks);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
 
   // Stage 1b: traffic protection (protection/) — after authentication, so limits count principals and

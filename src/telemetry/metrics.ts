@@ -19,6 +19,7 @@ export const MetricNames = {
   protectionRefusals: 'ledger_gateway_protection_refusals_total',
   protectionStoreFailures: 'ledger_gateway_protection_store_failures_total',
   protectionStoreUp: 'ledger_gateway_protection_store_up',
+  tokenSignatureChecks: 'ledger_gateway_token_signature_checks_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -114,6 +115,8 @@ export interface GatewayMetrics {
   protectionStoreFailure(failMode: 'open' | 'closed'): void;
   /** Where ledger_gateway_protection_store_up reads whether the limit store answers (default: always). */
   watchProtectionStore(ready: () => boolean): void;
+  /** Where ledger_gateway_token_signature_checks_total reads the authenticator's count (read at scrape, no hot-path cost). */
+  watchSignatureChecks(count: () => number): void;
 }
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
@@ -195,6 +198,18 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   const inflightSeries = memo<GaugeChild>((operation) => inflight.labels(operation));
   const protectionRefusals = new Counter({ name: counterName(MetricNames.protectionRefusals), help: 'Calls refused by a protection limit, by operation and limit (rate, principalConcurrency, operationConcurrency, gatewayConcurrency).', labelNames: ['operation', 'limit'] as const, registers: [registry] });
   const protectionStoreFailures = new Counter({ name: counterName(MetricNames.protectionStoreFailures), help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).', labelNames: ['fail_mode'] as const, registers: [registry] });
+  let signatureChecks = () => 0;
+  let signatureChecksReported = 0;
+  new Counter({
+    name: counterName(MetricNames.tokenSignatureChecks),
+    help: 'Token signature verifications; a verified-token cache hit costs none, so this grows with new tokens, not with calls.',
+    registers: [registry],
+    collect() {
+      const now = signatureChecks();
+      if (now > signatureChecksReported) this.inc(now - signatureChecksReported);
+      signatureChecksReported = now;
+    },
+  });
   let protectionStoreReady = () => true;
   new Gauge({ name: MetricNames.protectionStoreUp, help: '1 while the limit store answers (always, in memory); 0 while Redis is unreachable and protection.failMode applies.', registers: [registry], collect() { this.set(protectionStoreReady() ? 1 : 0); } });
   const refusalSeries = memo<CounterChild>((key) => {
@@ -247,6 +262,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     },
     watchProtectionStore(ready) {
       protectionStoreReady = ready;
+    },
+    watchSignatureChecks(count) {
+      signatureChecks = count;
     },
   };
 }
