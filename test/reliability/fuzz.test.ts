@@ -12,6 +12,9 @@ import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recor
 let upstream: RecordingUpstream;
 let gw: RunningGateway;
 let token: string;
+let sequence = 0;
+/** Calls that had to be refused: none of them may ever reach the participant, even late. */
+const refusedIds = new Set<string>();
 beforeAll(async () => {
   upstream = await startRecordingUpstream();
   gw = await startGateway(upstream.url, { server: { headersTimeoutMs: 2_000, requestTimeoutMs: 4_000 } });
@@ -56,10 +59,11 @@ describe('fuzzing the running gateway', () => {
       async (verb, target, search, headers, payload, withToken) => {
         const url = search === undefined ? target : `${target}?${search}`;
         const bodyBytes = Buffer.from(payload, 'latin1');
-        const lines = [`${verb} ${url} HTTP/1.1`, 'Host: gw', 'Connection: close', ...headers.map(([n, v]) => `${n}: ${v}`)];
+        // Each call is tagged, so what the participant received is attributed exactly.
+        const id = `fuzz-${++sequence}`;
+        const lines = [`${verb} ${url} HTTP/1.1`, 'Host: gw', 'Connection: close', `X-Fuzz-Id: ${id}`, ...headers.map(([n, v]) => `${n}: ${v}`)];
         if (withToken) lines.push(`Authorization: ${token}`);
         if (bodyBytes.length > 0) lines.push('Content-Type: application/json', `Content-Length: ${bodyBytes.length}`);
-        const before = upstream.requests.length;
         const answer = await send(Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), bodyBytes]));
 
         // Every answer is well-formed HTTP with a real status (or a closed connection for bytes
@@ -69,16 +73,23 @@ describe('fuzzing the running gateway', () => {
           expect(answer.status).toBeLessThan(600);
           expect(answer.raw).toContain('\r\n\r\n');
         }
-        const forwarded = upstream.requests.length > before;
+        const received = upstream.requests.filter((r) => r.headers['x-fuzz-id'] === id);
+        const forwarded = received.length > 0;
         const pathOnly = url.split('?')[0]!;
         const canonical = canonicalPath(pathOnly);
         const mustRefuse = !withToken || requestTargetProblem(url) !== undefined || !(canonical === '/v2' || canonical.startsWith('/v2/'));
-        if (mustRefuse && verb !== 'OPTIONS') expect(forwarded, `${verb} ${url} token=${withToken}`).toBe(false);
-        if (forwarded) {
-          const seen = upstream.requests.at(-1)!;
-          expect(seen.url).toBe(url); // forwarded raw, never rewritten
+        if (mustRefuse && verb !== 'OPTIONS') {
+          refusedIds.add(id);
+          expect(forwarded, `${verb} ${url} token=${withToken}`).toBe(false);
         }
+        expect(received.length).toBeLessThanOrEqual(1); // never sent twice
+        if (forwarded) expect(received[0]!.url).toBe(url); // forwarded raw, never rewritten
       }), { numRuns: 300, interruptAfterTimeLimit: 60_000 });
+
+    // Nothing that had to be refused arrived later either.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const late = upstream.requests.filter((r) => refusedIds.has(String(r.headers['x-fuzz-id'])));
+    expect(late.map((r) => `${r.method} ${r.url}`)).toEqual([]);
 
     // Still alive and serving.
     expect((await fetch(`${gw.adminUrl}/livez`)).status).toBe(200);
