@@ -1,43 +1,13 @@
 // WebSocket upgrades: the token comes from the `jwt.token.` subprotocol (or Authorization); a good
 // one reaches the participant with every subprotocol offered, a bad one never reaches it.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket, { WebSocketServer } from 'ws';
+import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { sign, signingKey, tamperedPayload, type SigningKey } from './support/keys.js';
 
 const ISSUER = 'https://idp.example.com';
-
-interface WebSocketUpstream {
-  readonly url: string;
-  /** Headers of every upgrade request that reached it. */
-  readonly upgrades: http.IncomingHttpHeaders[];
-  close(): Promise<void>;
-}
-
-/** A ws server on 127.0.0.1 port 0 that answers Canton's way (daml.ws.auth) and echoes frames. */
-async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
-  const upgrades: http.IncomingHttpHeaders[] = [];
-  const server = http.createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
-  const wss = new WebSocketServer({ noServer: true, handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false) });
-  wss.on('connection', (socket) => socket.on('message', (data) => socket.send(`echo:${data.toString()}`)));
-  server.on('upgrade', (request, socket, head) => {
-    upgrades.push(request.headers);
-    wss.handleUpgrade(request, socket, head, (client) => wss.emit('connection', client, request));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    upgrades,
-    close: async () => {
-      for (const client of wss.clients) client.terminate();
-      wss.close();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 type Outcome = { opened: true; protocol: string; echo: string } | { opened: false; status: number; headers: http.IncomingHttpHeaders; body: string };
 

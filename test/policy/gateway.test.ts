@@ -1,10 +1,9 @@
 // The policy stage through the running gateway against a recording upstream: a refused request never
 // reaches the participant and gets a complete JsCantonError; an accepted one arrives byte for byte.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import WebSocket, { WebSocketServer } from 'ws';
+import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { startWebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 const JS_CANTON_ERROR_KEYS = ['cause', 'code', 'context', 'correlationId', 'definiteAnswer', 'errorCategory', 'grpcCodeValue', 'resources', 'retryInfo', 'traceId'];
@@ -273,31 +272,3 @@ describe('CORS', () => {
   });
 });
 
-interface WebSocketUpstream {
-  readonly url: string;
-  readonly upgrades: http.IncomingHttpHeaders[];
-  close(): Promise<void>;
-}
-
-/** A ws server on 127.0.0.1 port 0 that answers Canton's way (daml.ws.auth) and echoes frames. */
-async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
-  const upgrades: http.IncomingHttpHeaders[] = [];
-  const server = http.createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
-  const wss = new WebSocketServer({ noServer: true, handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false) });
-  wss.on('connection', (socket) => socket.on('message', (data) => socket.send(`echo:${data.toString()}`)));
-  server.on('upgrade', (request, socket, head) => {
-    upgrades.push(request.headers);
-    wss.handleUpgrade(request, socket, head, (client) => wss.emit('connection', client, request));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    upgrades,
-    close: async () => {
-      for (const client of wss.clients) client.terminate();
-      wss.close();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
