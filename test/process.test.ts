@@ -1,6 +1,6 @@
 // The process as operators run it: config validated at start, probes, graceful shutdown on SIGTERM.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { buildDist, runToExit, startProcess, writeConfig } from './helpers/process.js';
+import { buildDist, runToExit, startProcess, writeConfig, writeGatewayConfig } from './helpers/process.js';
 import { answerJson, startRecordingUpstream } from './helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT } from './helpers/tokens.js';
 
@@ -52,13 +52,7 @@ describe('graceful shutdown', () => {
       }
     });
     const issuer = await createTestIssuer();
-    const file = writeConfig([
-      `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
-      `upstream: { url: "${upstream.url}" }`,
-      'server: { host: 127.0.0.1, port: 0 }',
-      'admin: { host: 127.0.0.1, port: 0 }',
-      'shutdown: { graceMs: 10000 }',
-    ].join('\n'));
+    const file = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, ['shutdown: { graceMs: 10000 }']);
     const gateway = await startProcess(['dist/main.js', '--config', file]);
     try {
       await expect.poll(async () => (await fetch(`${gateway.admin}/readyz`)).status, { timeout: 5_000 }).toBe(200);
@@ -98,13 +92,7 @@ describe('graceful shutdown under load', () => {
       setTimeout(() => answerJson(200, { n: request.headers['x-n'] })(request, response), 1_000 + Math.random() * 500);
     });
     const issuer = await createTestIssuer();
-    const file = writeConfig([
-      `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
-      `upstream: { url: "${upstream.url}" }`,
-      'server: { host: 127.0.0.1, port: 0 }',
-      'admin: { host: 127.0.0.1, port: 0 }',
-      'shutdown: { graceMs: 8000 }',
-    ].join('\n'));
+    const file = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, ['shutdown: { graceMs: 8000 }']);
     const gateway = await startProcess(['dist/main.js', '--config', file]);
     try {
       const token = await issuer.mint();

@@ -13,7 +13,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Pool } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
-import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
+import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 
@@ -150,14 +150,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   }
 
   function headersFor(request: FastifyRequest, drop?: ReadonlySet<string>): string[] {
-    const raw = request.raw;
-    const remoteAddress = raw.socket.remoteAddress ?? '';
-    const headers = upstreamRequestHeaders(raw.rawHeaders, {
-      remoteAddress,
-      protocol: 'encrypted' in raw.socket ? 'https' : 'http',
-      host: raw.headers.host,
-      trusted: options.isTrustedProxy(remoteAddress),
-    }, options.replacesTraceContext, dropped(drop));
+    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwardedFor(request.raw, options.isTrustedProxy), options.replacesTraceContext, dropped(drop));
     const traceparent = options.traceparentOf?.(request);
     if (traceparent !== undefined) headers.push('traceparent', traceparent);
     return headers;

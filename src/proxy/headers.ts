@@ -1,5 +1,6 @@
 // Header rewriting between client and participant: pure functions, unit-tested.
 // Hop-by-hop headers are per connection and never forwarded (RFC 9110 §7.6.1).
+import type { IncomingMessage } from 'node:http';
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -13,6 +14,17 @@ const HOP_BY_HOP = new Set([
   'upgrade',
   'http2-settings',
 ]);
+
+/** The X-Forwarded-* facts of a client's request (plain calls and WebSocket upgrades alike). */
+export function forwardedFor(request: IncomingMessage, isTrustedProxy: (address: string) => boolean): ForwardedFor {
+  const remoteAddress = request.socket.remoteAddress ?? '';
+  return {
+    remoteAddress,
+    protocol: 'encrypted' in request.socket ? 'https' : 'http',
+    host: request.headers.host,
+    trusted: isTrustedProxy(remoteAddress),
+  };
+}
 
 /** Headers the gateway sets itself upstream; a client's values are dropped (issue: forged headers). */
 const GATEWAY_OWNED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);

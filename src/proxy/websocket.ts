@@ -12,7 +12,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError, renderCantonError } from '../errors.js';
 import { matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from '../operations.js';
 import { requestTargetProblem } from '../request-context.js';
-import { upstreamRequestHeaders } from './headers.js';
+import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamTlsOptions } from './forward.js';
 
@@ -102,13 +102,7 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
 
     options.admit(request, operation).then(() => {
       if (socket.destroyed) return;
-      const remoteAddress = request.socket.remoteAddress ?? '';
-      const headers = upstreamRequestHeaders(request.rawHeaders, {
-        remoteAddress,
-        protocol: 'encrypted' in request.socket ? 'https' : 'http',
-        host: request.headers.host,
-        trusted: options.isTrustedProxy(remoteAddress),
-      }, false);
+      const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), false);
       headers.push('Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket');
       const upstream = transport.request({
         protocol: base.protocol,

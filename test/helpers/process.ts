@@ -21,6 +21,20 @@ export function writeConfig(yaml: string): string {
   return file;
 }
 
+/**
+ * A config file for a gateway process on 127.0.0.1 port 0 (API and admin) in front of `upstreamUrl`,
+ * trusting `issuer` (an `auth.issuers[]` entry); `extra` adds YAML lines (other sections).
+ */
+export function writeGatewayConfig(upstreamUrl: string, issuer: object, participantId: string, extra: string[] = []): string {
+  return writeConfig([
+    `auth: { participantId: ${participantId}, issuers: [${JSON.stringify(issuer)}] }`,
+    `upstream: { url: "${upstreamUrl}" }`,
+    'server: { host: 127.0.0.1, port: 0 }',
+    'admin: { host: 127.0.0.1, port: 0 }',
+    ...extra,
+  ].join('\n'));
+}
+
 export interface GatewayProcess {
   readonly child: ChildProcess;
   readonly api: string;

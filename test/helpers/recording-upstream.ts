@@ -12,6 +12,15 @@ export interface RecordedRequest {
   readonly body: Buffer;
 }
 
+/** Every value of a header as the upstream received it (repeated fields kept apart, in order). */
+export function headerValues(request: RecordedRequest, name: string): string[] {
+  const values: string[] = [];
+  for (let i = 0; i < request.rawHeaders.length; i += 2) {
+    if (request.rawHeaders[i]!.toLowerCase() === name) values.push(request.rawHeaders[i + 1]!);
+  }
+  return values;
+}
+
 export type UpstreamHandler = (request: RecordedRequest, response: http.ServerResponse) => void | Promise<void>;
 
 export interface RecordingUpstream {

@@ -6,7 +6,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, startProcess, writeConfig } from '../helpers/process.js';
+import { ROOT, startProcess, writeGatewayConfig } from '../helpers/process.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { scriptedParticipant } from './canton-answers.js';
@@ -35,12 +35,7 @@ afterAll(async () => {
 describe('node --import ./dist/telemetry/register.js', () => {
   it('traces with the OTEL_* environment: spans exported over OTLP/HTTP, one traceparent upstream, flushed on SIGTERM', async () => {
     const issuer = await createTestIssuer();
-    const file = writeConfig([
-      `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
-      `upstream: { url: "${upstream.url}" }`,
-      'server: { host: 127.0.0.1, port: 0 }',
-      'admin: { host: 127.0.0.1, port: 0 }',
-    ].join('\n'));
+    const file = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT);
     const gateway = await startProcess(['--import', join(OUT_DIR, 'telemetry/register.js'), join(OUT_DIR, 'main.js'), '--config', file], {
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
       OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',

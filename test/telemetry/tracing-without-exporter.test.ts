@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/telemetry/logging.js';
 import { environmentExportsTraces, startTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startRecordingUpstream, type RecordedRequest, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { headerValues, startRecordingUpstream, type RecordedRequest, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { scriptedParticipant } from './canton-answers.js';
 
 const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
@@ -38,14 +38,6 @@ afterEach(async () => {
   await gw?.close();
   await upstream?.close();
 });
-
-function headerValues(request: RecordedRequest, name: string): string[] {
-  const values: string[] = [];
-  for (let i = 0; i < request.rawHeaders.length; i += 2) {
-    if (request.rawHeaders[i]!.toLowerCase() === name) values.push(request.rawHeaders[i + 1]!);
-  }
-  return values;
-}
 
 const traceparents = (request: RecordedRequest) => headerValues(request, 'traceparent');
 

@@ -7,7 +7,7 @@ import { createLogger } from '../../src/telemetry/logging.js';
 import { SpanAttributes } from '../../src/telemetry/request-telemetry.js';
 import { startTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startRecordingUpstream, type RecordedRequest, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { OPERATION_CASES, SCENARIO_HEADER, scriptedParticipant } from './canton-answers.js';
 import { SpanKind, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 
@@ -39,14 +39,6 @@ afterEach(async () => {
   await gw?.close();
   await upstream?.close();
 });
-
-function headerValues(request: RecordedRequest, name: string): string[] {
-  const values: string[] = [];
-  for (let i = 0; i < request.rawHeaders.length; i += 2) {
-    if (request.rawHeaders[i]!.toLowerCase() === name) values.push(request.rawHeaders[i + 1]!);
-  }
-  return values;
-}
 
 async function exportedSpans(predicate: (span: ReceivedSpan) => boolean, count = 1): Promise<ReceivedSpan[]> {
   const deadline = Date.now() + 5_000;
