@@ -208,7 +208,7 @@ console.log(`resident memory: start ${(rssStart / 1024).toFixed(1)} MiB, after w
 const show = (c) => `listening ${c.listening}, client ${c.inbound}, upstream pool ${c.outbound}, other ${c.other}`;
 console.log(`file descriptors: before ${fdBefore}, after ${fdAfter}`);
 console.log(`sockets before: ${show(socketsBefore)}`);
-console.log(`sockets after:  ${show(socketsAfter)} (idle upstream keep-alive connections stay pooled, at most ${connections})`);
+console.log(`sockets after:  ${show(socketsAfter)} (idle upstream keep-alive connections stay pooled, at most ${connections} + the readiness probe's)`);
 
 gateway.child.kill('SIGTERM');
 const exitCode = await new Promise((resolve) => gateway.child.once('exit', resolve));
@@ -219,7 +219,9 @@ const failures = [];
 if (unexpected > 0) failures.push(`${unexpected} unexpected answers`);
 // Every client connection is gone; pooled upstream connections are bounded by the concurrency.
 if (socketsAfter.inbound > 0) failures.push(`${socketsAfter.inbound} client sockets still open after every client left`);
-if (socketsAfter.outbound > connections) failures.push(`${socketsAfter.outbound} upstream sockets for ${connections} connections`);
+// The pool also carries the readiness probe's call (every upstream.readinessIntervalMs): one more.
+const upstreamBound = connections + 1;
+if (socketsAfter.outbound > upstreamBound) failures.push(`${socketsAfter.outbound} upstream sockets for ${connections} connections (bound ${upstreamBound})`);
 if (socketsAfter.other > socketsBefore.other + 2) failures.push(`sockets in other states grew from ${socketsBefore.other} to ${socketsAfter.other}`);
 if (fdAfter - socketsAfter.outbound > fdBefore - socketsBefore.outbound + 2) failures.push(`file descriptors other than pooled upstream sockets grew from ${fdBefore} to ${fdAfter}`);
 if (growth > maxRssGrowth) failures.push(`resident memory grew ${growth.toFixed(1)}% after warm-up (limit ${maxRssGrowth}%)`);
