@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createAuthenticator } from './auth/authenticator.js';
 import type { AuthFailureReason } from './auth/failure.js';
-import { authenticationHook, authenticationUpgradeStage } from './auth/hooks.js';
+import { authenticationStage, authenticationUpgradeStage } from './auth/hooks.js';
 import type { GatewayConfig } from './config/schema.js';
 import { Errors, GatewayError, renderCantonError } from './errors.js';
 import { createClientErrorHandler } from './client-errors.js';
@@ -21,6 +21,7 @@ import { registerCors } from './policy/cors.js';
 import { createPolicyStage } from './policy/stage.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy } from './proxy/websocket.js';
+import { stageHook, type Stage } from './stage-runner.js';
 import { resolveOperation, traceIdFromHeader, traceIdOf, type Principal } from './request-context.js';
 import { createLogger } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
@@ -156,11 +157,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // there carries its trace id), and every request ends in one observation, one span, one log line.
   if (serverSpanPlugin !== undefined) await api.register(serverSpanPlugin);
   const requestTelemetry = createRequestTelemetry(metrics, { propagateTraceContext });
-  api.addHook('onRequest', requestTelemetry.onRequest);
 
-  // Stage 0: request context. Bodies are never parsed by Fastify: they stream upstream untouched,
-  // and only the rule-checked routes read theirs (policy stage).
-  api.decorateRequest('operation', null as unknown as typeof UNKNOWN_OPERATION); // set first thing in onRequest
+  // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
+  // routes read theirs (policy stage).
+  api.decorateRequest('operation', null as unknown as typeof UNKNOWN_OPERATION); // set by the request context stage
   api.decorateRequest('principal', null);
   api.decorateRequest('errorCode', null);
   api.decorateRequest('rawBody', undefined);
@@ -168,7 +168,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   api.removeAllContentTypeParsers();
   api.addContentTypeParser('*', (_request, _payload, done) => done(null));
 
-  api.addHook('onRequest', async (request, reply) => {
+  // Stage 0: request context: the operation from the route catalogue and a clean target.
+  const requestContext: Stage = (request, reply) => {
     reply.header('x-request-id', request.id);
     request.operation = resolveOperation(request.method, request.url, config.routes);
     requestTelemetry.enter(request);
@@ -176,12 +177,14 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       reply.header('connection', 'close');
       throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
     }
-  });
+  };
+  // The stages run as few hooks (stage-runner.ts): synchronously unless one has to wait.
+  api.addHook('onRequest', stageHook([requestTelemetry.begin, requestContext]));
 
   // WebSocket upgrades pass the same stages, in the same order, before the tunnel opens.
   const upgradeStages: UpgradeStage[] = [];
 
-  // CORS (policy/cors.ts) before authentication: browsers send a preflight without any token.
+  // CORS (policy/cors.ts, its own hook) before authentication: browsers send a preflight without any token.
   await registerCors(api, config.cors);
 
   // Stage 1: authentication (auth/) — before any body is read and before the version cache, so an
@@ -192,7 +195,6 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
   for (const warning of authenticator.settings.warnings) api.log.warn(warning);
   const onAuthFailure = (reason: AuthFailureReason) => metrics.authFailure(reason);
-  api.addHook('onRequest', authenticationHook(authenticator, onAuthFailure));
   upgradeStages.push(authenticationUpgradeStage(authenticator, onAuthFailure));
   readiness.add({ name: 'keys', ready: () => authenticator.ready() });
   metrics.watchSignatureChecks(() => authenticator.signatureChecks);
@@ -202,15 +204,15 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // an unauthenticated flood never spends a caller's budget; before policy reads a body, so a refused
   // call costs no body read. A WebSocket stream holds its slot for the life of the tunnel.
   const protectionStage = createProtectionStage(config, { metrics, log: api.log, isTrustedProxy });
-  api.addHook('onRequest', protectionStage.onRequest);
   upgradeStages.push(protectionStage.upgradeStage);
   api.addHook('onClose', () => protectionStage.close());
 
-  // Stage 2: policy (policy/) — per-operation authorization, then the request rules.
+  // Stage 2: policy (policy/) — per-operation authorization (before the version cache: an
+  // unauthorized caller never sees a cached body), then the request rules once the route is known.
   const policy = createPolicyStage(config);
-  api.addHook('onRequest', policy.authorize);
-  api.addHook('preHandler', policy.enforceRequestRules);
   upgradeStages.push(policy.authorizeUpgrade);
+  api.addHook('onRequest', stageHook([authenticationStage(authenticator, onAuthFailure), protectionStage.stage, policy.authorize]));
+  api.addHook('preHandler', stageHook([policy.enforceRequestRules]));
 
   // Stage 3: the GET /v2/version cache (cache/), keyed by upstream so that another participant's
   // answer is never served.

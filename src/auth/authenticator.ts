@@ -10,8 +10,10 @@ import { TokenCache, tokenCacheKey } from './token-cache.js';
 import { createTokenVerifier, failureOfJoseError, type VerifiedToken } from './verify.js';
 
 export interface Authenticator {
-  /** The principal a token proves; throws AuthFailure. */
+  /** The principal a token proves; rejects with AuthFailure. */
   authenticate(token: string): Promise<Principal>;
+  /** The same for the request path: answered at once (no promise) when the cache knows the token, where it may also throw the AuthFailure. */
+  principalOf(token: string): Principal | Promise<Principal>;
   /** False for auth.publicOperations and the participant's own routes outside /v2 (FACTS.md §4.4, §8). */
   requiresToken(operation: Operation): boolean;
   /** Every issuer's keys are loaded (readiness check `keys`). */
@@ -60,7 +62,7 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
   // Concurrent requests with the same new token share one verification.
   const inflight = new Map<string, Promise<VerifiedToken>>();
 
-  async function authenticate(token: string): Promise<Principal> {
+  function principalOf(token: string): Principal | Promise<Principal> {
     const key = tokenCacheKey(token);
     const remembered = cache.lookup(key);
     if (remembered instanceof AuthFailure) throw remembered;
@@ -77,11 +79,12 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
       }).finally(() => inflight.delete(key));
       inflight.set(key, pending);
     }
-    return (await pending).principal;
+    return pending.then((verified) => verified.principal);
   }
 
   return {
-    authenticate,
+    authenticate: async (token) => principalOf(token),
+    principalOf,
     requiresToken: (operation) => !operation.participantInternal && !settings.publicOperations.has(operation.name),
     ready: () => keySets.every((keySet) => keySet.ready()),
     get signatureChecks() {

@@ -1,29 +1,41 @@
-// Attaches the authentication stage: an onRequest hook for HTTP calls and an upgrade stage for
+// Attaches the authentication stage: a request stage for HTTP calls and an upgrade stage for
 // WebSocket upgrades. Both run before any body is read, the version cache or the forwarder.
-import type { FastifyRequest } from 'fastify';
 import type { UpgradeStage } from '../app.js';
 import type { Principal } from '../request-context.js';
+import type { Stage } from '../stage-runner.js';
 import type { Authenticator } from './authenticator.js';
 import { bearerTokenFromHeaders, webSocketToken } from './extract.js';
 import { AuthFailure, unauthenticated, type AuthFailureReason } from './failure.js';
 
 export type OnAuthFailure = (reason: AuthFailureReason) => void;
 
-async function principalOf(authenticator: Authenticator, token: () => string, onFailure: OnAuthFailure): Promise<Principal> {
-  try {
-    return await authenticator.authenticate(token());
-  } catch (error) {
+/** The principal, at once when the token cache knows the token; an AuthFailure becomes the 401. */
+function principalOf(authenticator: Authenticator, token: () => string, onFailure: OnAuthFailure): Principal | Promise<Principal> {
+  const refuse = (error: unknown): never => {
     if (!(error instanceof AuthFailure)) throw error;
     onFailure(error.reason);
     throw unauthenticated(error);
+  };
+  try {
+    const principal = authenticator.principalOf(token());
+    return principal instanceof Promise ? principal.catch(refuse) : principal;
+  } catch (error) {
+    return refuse(error);
   }
 }
 
-/** onRequest: sets request.principal or throws the 401 (the app's error handler renders it). */
-export function authenticationHook(authenticator: Authenticator, onFailure: OnAuthFailure) {
-  return async function authenticateRequest(request: FastifyRequest): Promise<void> {
-    if (!authenticator.requiresToken(request.operation)) return;
-    request.principal = await principalOf(authenticator, () => bearerTokenFromHeaders(request.raw.rawHeaders), onFailure);
+/** Sets request.principal or throws the 401 (the app's error handler renders it). */
+export function authenticationStage(authenticator: Authenticator, onFailure: OnAuthFailure): Stage {
+  return function authenticateRequest(request) {
+    if (!authenticator.requiresToken(request.operation)) return undefined;
+    const principal = principalOf(authenticator, () => bearerTokenFromHeaders(request.raw.rawHeaders), onFailure);
+    if (!(principal instanceof Promise)) {
+      request.principal = principal;
+      return undefined;
+    }
+    return principal.then((verified) => {
+      request.principal = verified;
+    });
   };
 }
 

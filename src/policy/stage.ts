@@ -2,21 +2,21 @@
 // Authorization runs in onRequest, right after authentication and before the version cache (an
 // unauthorized caller never sees a cached body); the request rules run in preHandler and only on
 // the rule-checked routes, whose bodies alone are read (and then forwarded as those exact bytes).
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Operation } from '../operations.js';
 import { pathOf } from '../operations.js';
 import type { Principal } from '../request-context.js';
+import type { Stage } from '../stage-runner.js';
 import { assertPolicyConfig, createAuthorizer, permissionDeniedError } from './authorization.js';
 import { bodyText, parseJsonBody, readRequestBody } from './json-body.js';
 import { REQUEST_RULES } from './rules/index.js';
-import { toGatewayError } from './violation.js';
+import { toGatewayError, type RequestRule } from './violation.js';
 
 export interface PolicyStage {
-  /** onRequest: per-operation authorization. */
-  authorize(request: FastifyRequest, reply: FastifyReply): Promise<void>;
-  /** preHandler: read, parse and judge the body of a rule-checked route. */
-  enforceRequestRules(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  /** Per-operation authorization (synchronous). */
+  readonly authorize: Stage;
+  /** Read, parse and judge the body of a rule-checked route (a promise only on those routes). */
+  readonly enforceRequestRules: Stage;
   /** The same authorization for a WebSocket upgrade. */
   authorizeUpgrade(context: { readonly operation: Operation; readonly principal: Principal | null }): Promise<void>;
 }
@@ -34,20 +34,24 @@ export function createPolicyStage(config: GatewayConfig): PolicyStage {
   };
 
   return {
-    async authorize(request) {
+    authorize(request) {
       check(request.operation.name, request.principal);
     },
-    async enforceRequestRules(request) {
+    enforceRequestRules(request) {
       const rule = requestRules ? REQUEST_RULES.get(request.operation.name) : undefined;
-      if (rule === undefined) return;
-      const bytes = await readRequestBody(request.raw, limits);
-      request.rawBody = bytes;
-      const body = parseJsonBody(bodyText(bytes, request.headers['content-type']), maxBodyDepth);
-      const violation = rule(body.value, { path: pathOf(request.url), principal: request.principal, numberText: body.numberText });
-      if (violation !== undefined) throw toGatewayError(violation);
+      if (rule === undefined) return undefined;
+      return judge(request, rule);
     },
     async authorizeUpgrade(context) {
       check(context.operation.name, context.principal);
     },
   };
+
+  async function judge(request: Parameters<Stage>[0], rule: RequestRule): Promise<void> {
+    const bytes = await readRequestBody(request.raw, limits);
+    request.rawBody = bytes;
+    const body = parseJsonBody(bodyText(bytes, request.headers['content-type']), maxBodyDepth);
+    const violation = rule(body.value, { path: pathOf(request.url), principal: request.principal, numberText: body.numberText });
+    if (violation !== undefined) throw toGatewayError(violation);
+  }
 }

@@ -2,9 +2,9 @@
 // (an onRequest hook) and to WebSocket upgrades (an upgrade stage). A slot is released when the
 // exchange's socket-level life ends: the response's 'close' (sent, refused later, upstream error,
 // timeout, client abort) or, for a stream, the client socket's 'close' (the tunnel's whole life).
-import type { onRequestAsyncHookHandler } from 'fastify';
 import type { UpgradeStage } from '../app.js';
 import type { GatewayConfig } from '../config/schema.js';
+import type { Stage } from '../stage-runner.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { createProtection, type Protection, type Release } from './admission.js';
 import { callerOf } from './caller.js';
@@ -15,8 +15,8 @@ import type { LimitStore } from './store.js';
 
 export interface ProtectionStage {
   readonly protection: Protection;
-  /** onRequest hook, registered after authentication. */
-  readonly onRequest: onRequestAsyncHookHandler;
+  /** The request stage, after authentication; waits only on a shared (Redis) store. */
+  readonly stage: Stage;
   readonly upgradeStage: UpgradeStage;
   close(): Promise<void>;
 }
@@ -60,9 +60,13 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
 
   return {
     protection,
-    onRequest: async (request, reply) => {
-      const release = await protection.admit(request.operation.name, callerOf(request.principal, request.raw, options.isTrustedProxy));
-      releaseOnClose(reply.raw, release);
+    stage: (request, reply) => {
+      const release = protection.admit(request.operation.name, callerOf(request.principal, request.raw, options.isTrustedProxy));
+      if (!(release instanceof Promise)) {
+        releaseOnClose(reply.raw, release);
+        return undefined;
+      }
+      return release.then((admitted) => releaseOnClose(reply.raw, admitted));
     },
     upgradeStage: async (context) => {
       const release = await protection.admit(context.operation.name, callerOf(context.principal, context.request, options.isTrustedProxy));

@@ -1,6 +1,7 @@
 // The telemetry stage: every HTTP request, refused or forwarded, answered or abandoned by its
 // client, ends in exactly one metrics observation, one ended server span and one log line.
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { Stage } from '../stage-runner.js';
 import { UNKNOWN_OPERATION } from '../operations.js';
 import { UpstreamCodes } from '../proxy/upstream-error-code.js';
 import { traceIdOf } from '../request-context.js';
@@ -38,8 +39,8 @@ export interface RequestTelemetryOptions {
 }
 
 export interface RequestTelemetry {
-  /** The first onRequest hook after the tracing plugin's: trace context, traceresponse header, watch for a client that leaves. */
-  onRequest(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
+  /** The first stage (after the tracing plugin's hook): trace context, traceresponse header, watch for a client that leaves. */
+  readonly begin: Stage;
   /** Once the operation is known: the request counts as in flight. */
   enter(request: FastifyRequest): void;
   /** Why a stage refused the request: written on its log line. */
@@ -94,7 +95,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
   }
 
   return {
-    onRequest(request, reply, done) {
+    begin(request, reply) {
       (request as WithState)[kState] = { inflightOperation: undefined, finished: false, reason: undefined };
       if (propagateTraceContext) {
         const context = continueTrace(request.headers.traceparent);
@@ -108,7 +109,6 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
       reply.raw.once('close', () => {
         if (!reply.raw.writableFinished) finish(request, reply, true);
       });
-      done();
     },
     enter(request) {
       const state = (request as WithState)[kState];
