@@ -231,17 +231,37 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       response.body.destroy();
       throw upstreamFailure(Object.assign(new Error(`upstream answered status ${statusCode}`), { code: 'BAD_STATUS' }));
     }
-    reply.code(statusCode);
-    reply.headers(clientResponseHeaders(response.headers));
-    if (statusCode >= 400) {
-      const contentType = response.headers['content-type'];
-      const capture = new ErrorCodeCapture((code) => {
-        request.errorCode = code;
-      }, typeof contentType === 'string' ? contentType : undefined);
-      response.body.on('error', (error) => capture.destroy(error));
-      return reply.send(response.body.pipe(capture));
+    // From here the answer goes straight to the socket (no Fastify send path, no onSend hooks; the
+    // onResponse hooks still run when it is finished). The gateway's own headers (x-request-id,
+    // traceresponse, CORS) go first and the participant's, set after, win on a clash, as before.
+    reply.hijack();
+    const answerHeaders = reply.getHeaders() as Record<string, string | string[] | number>;
+    const participantHeaders = clientResponseHeaders(response.headers);
+    for (const name in participantHeaders) answerHeaders[name] = participantHeaders[name]!;
+    const res = reply.raw;
+    res.writeHead(statusCode, answerHeaders);
+    // pipe(), not pipeline(): a third cheaper per call; a failing participant body or a client that
+    // leaves ends both sides here.
+    const answer = response.body;
+    const fail = () => {
+      answer.destroy();
+      res.destroy();
+    };
+    answer.once('error', fail);
+    res.once('close', () => {
+      if (!res.writableFinished) answer.destroy();
+    });
+    if (statusCode < 400) {
+      answer.pipe(res);
+      return reply;
     }
-    return reply.send(response.body);
+    const contentType = response.headers['content-type'];
+    const capture = new ErrorCodeCapture((code) => {
+      request.errorCode = code;
+    }, typeof contentType === 'string' ? contentType : undefined);
+    capture.once('error', fail);
+    answer.pipe(capture).pipe(res);
+    return reply;
   }
 
   async function probe(timeoutMs: number): Promise<boolean> {
