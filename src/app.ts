@@ -23,7 +23,7 @@ import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy } from './proxy/websocket.js';
 import { stageHook, type Stage } from './stage-runner.js';
 import { resolveOperation, traceIdFromHeader, traceIdOf, type Principal } from './request-context.js';
-import { createLogger } from './telemetry/logging.js';
+import { createLogger, requestLineWriter } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
 import { sampledTraceIdOf } from './telemetry/server-span.js';
@@ -156,7 +156,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // Telemetry encloses every stage: the server span opens before the first stage runs (a refusal
   // there carries its trace id), and every request ends in one observation, one span, one log line.
   if (serverSpanPlugin !== undefined) await api.register(serverSpanPlugin);
-  const requestTelemetry = createRequestTelemetry(metrics, { propagateTraceContext });
+  const requestTelemetry = createRequestTelemetry(metrics, { propagateTraceContext, ...(logger !== false && { writeLine: requestLineWriter(logger) }) });
 
   // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
   // routes read theirs (policy stage).

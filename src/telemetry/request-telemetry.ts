@@ -5,7 +5,7 @@ import type { Stage } from '../stage-runner.js';
 import { UNKNOWN_OPERATION } from '../operations.js';
 import { UpstreamCodes } from '../proxy/upstream-error-code.js';
 import { traceIdOf } from '../request-context.js';
-import { FIXED_FIELDS, scrubSecrets } from './logging.js';
+import { scrubSecrets, type RequestLine } from './logging.js';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, type GatewayMetrics } from './metrics.js';
 import { endServerSpan, sampledTraceIdOf, serverSpanContextOf, traceresponse } from './server-span.js';
 import { continueTrace, formatTraceparent } from './trace-context.js';
@@ -36,6 +36,8 @@ export interface RequestTelemetryOptions {
    * `request.traceContext`, which the forwarder sends upstream as the one traceparent.
    */
   readonly propagateTraceContext?: boolean;
+  /** Writes the request's one log line (logging.ts requestLineWriter); none when logging is off. */
+  readonly writeLine?: (line: RequestLine) => void;
 }
 
 export interface RequestTelemetry {
@@ -57,6 +59,7 @@ export function outcomeCode(status: number, errorCode: string | null): string {
 
 export function createRequestTelemetry(metrics: GatewayMetrics, options: RequestTelemetryOptions = {}): RequestTelemetry {
   const propagateTraceContext = options.propagateTraceContext ?? false;
+  const writeLine = options.writeLine;
 
   function finish(request: FastifyRequest, reply: FastifyReply, clientLeft: boolean): void {
     const state = (request as WithState)[kState];
@@ -80,9 +83,9 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
       [SpanAttributes.status]: status,
       ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
     });
-    // Fixed fields only (the reason is scrubbed when noted): the formatter's redaction walk is skipped.
-    request.log.info({
-      [FIXED_FIELDS]: true,
+    // Fixed fields only; the reason was scrubbed when noted.
+    writeLine?.({
+      reqId: request.id,
       operation: operationName,
       method: request.method,
       status,
@@ -91,7 +94,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
       traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(request),
       spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
       ...(state.reason !== undefined && { reason: state.reason }),
-    }, 'request');
+    });
   }
 
   return {

@@ -5,7 +5,7 @@
 import { createConnection } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MetricNames } from '../../src/telemetry/metrics.js';
-import { FIXED_FIELDS, REDACTED, createLogger, redactSecrets, scrubSecrets } from '../../src/telemetry/logging.js';
+import { REDACTED, createLogger, redactSecrets, requestLineWriter, scrubSecrets } from '../../src/telemetry/logging.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { scriptedParticipant } from './canton-answers.js';
@@ -76,15 +76,25 @@ describe('the logger', () => {
     expect(out.entries()[0]).toMatchObject({ level: 'error', msg: `failed for Bearer ${REDACTED}`, err: { message: `could not verify ${REDACTED}` } });
   });
 
-  it('writes the fixed-field request line as it is, without its marker, and still redacts every other line', () => {
+  it('writes the request line by hand exactly as pino would write it for the request\'s child logger', () => {
+    const byHand = capture();
+    const byPino = capture();
+    const line = { reqId: 'a1b2c3d4-0000-4000-8000-000000000000', operation: 'submitAndWaitForTransaction', method: 'POST', status: 400, errorCode: 'MISSING_FIELD', durationMs: 1.234, traceId: CLIENT_TRACE_ID, spanId: null, reason: 'a "quoted" reason\nover two lines' };
+    requestLineWriter(createLogger('info', byHand.stream))(line);
+    const { reqId, ...fields } = line;
+    createLogger('info', byPino.stream).child({ reqId }).info(fields, 'request');
+    const [hand] = byHand.entries();
+    const [viaPino] = byPino.entries();
+    expect(Object.keys(hand!)).toEqual(Object.keys(viaPino!));
+    expect({ ...hand, time: 0 }).toEqual({ ...viaPino, time: 0 });
+    expect(new Date(hand!.time as string).toISOString()).toBe(hand!.time);
+    expect(byHand.lines[0]!.endsWith('}\n')).toBe(true);
+  });
+
+  it('writes no request line below info', () => {
     const out = capture();
-    const logger = createLogger('info', out.stream);
-    logger.info({ [FIXED_FIELDS]: true, operation: 'getVersion', status: 200, traceId: null }, 'request');
-    logger.info({ operation: 'getVersion', headers: { authorization: `Bearer ${TOKEN}` } }, 'another line');
-    const [fixed, other] = out.entries();
-    expect(fixed).toEqual({ level: 'info', time: expect.any(String), pid: process.pid, hostname: expect.any(String), operation: 'getVersion', status: 200, traceId: null, msg: 'request' });
-    expect(other).toMatchObject({ headers: { authorization: REDACTED } });
-    expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
+    requestLineWriter(createLogger('warn', out.stream))({ reqId: 'r', operation: 'getVersion', method: 'GET', status: 200, errorCode: 'none', durationMs: 1, traceId: null, spanId: null });
+    expect(out.lines).toEqual([]);
   });
 });
 
