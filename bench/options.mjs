@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 
 export const SCENARIOS = ['version', 'ledger-end', 'submit', 'update-by-offset', 'latency', 'stream'];
-export const PATHS = ['direct', 'gateway', 'nginx', 'haproxy', 'haproxy-jwt', 'naive'];
+export const PATHS = ['direct', 'gateway', 'nginx', 'haproxy', 'haproxy-jwt', 'naive', 'fastify-floor', 'node-floor'];
 
 /**
  * Which paths each scenario runs by default: the full matrix (--all) does not fit the 10-minute
@@ -10,7 +10,9 @@ export const PATHS = ['direct', 'gateway', 'nginx', 'haproxy', 'haproxy-jwt', 'n
  */
 export const DEFAULT_MATRIX = {
   version: ['gateway'], // the peers answer it like ledger-end (no cache): only the gateway's cached figure is new
-  'ledger-end': ['direct', 'gateway', 'nginx', 'haproxy', 'haproxy-jwt', 'naive'],
+  // The Fastify floor (bench/floor-proxy.mjs) where it says the most: what any Fastify proxy costs
+  // here. The node:http floor only on request (--paths): the default run stays under 10 minutes.
+  'ledger-end': ['direct', 'gateway', 'nginx', 'haproxy', 'haproxy-jwt', 'naive', 'fastify-floor'],
   submit: ['direct', 'gateway', 'naive', 'haproxy-jwt'],
   'update-by-offset': ['gateway', 'naive'],
   latency: ['direct', 'gateway'],

@@ -65,6 +65,10 @@ export function ratios(rows, memory) {
   ratio('proxied GET: gateway / HAProxy plain', gatewayGet, find(rows, 'ledger-end', 'haproxy'), 'rps');
   ratio('proxied GET: gateway / nginx plain', gatewayGet, find(rows, 'ledger-end', 'nginx'), 'rps');
   ratio('proxied GET: gateway / direct', gatewayGet, find(rows, 'ledger-end', 'direct'), 'rps');
+  // Context for the first target: what a featureless Fastify or node:http proxy reaches here.
+  ratio('proxied GET: gateway / Fastify floor (Fastify + undici, no features)', gatewayGet, find(rows, 'ledger-end', 'fastify-floor'), 'rps');
+  ratio('proxied GET: Fastify floor / naive Fastify proxy', find(rows, 'ledger-end', 'fastify-floor'), find(rows, 'ledger-end', 'naive'), 'rps');
+  ratio('proxied GET: node:http floor / naive Fastify proxy', find(rows, 'ledger-end', 'node-floor'), find(rows, 'ledger-end', 'naive'), 'rps');
   ratio('cached GET /v2/version / proxied GET (gateway)', find(rows, 'version', 'gateway'), gatewayGet, 'rps', 2);
   ratio('POST submit (1 KB, rules): gateway / naive', find(rows, 'submit', 'gateway'), find(rows, 'submit', 'naive'), 'rps');
   ratio('POST submit (1 KB, rules): gateway / HAProxy with jwt_verify', find(rows, 'submit', 'gateway'), find(rows, 'submit', 'haproxy-jwt'), 'rps');
@@ -95,6 +99,8 @@ const PATH_LABELS = {
   haproxy: 'HAProxy plain',
   'haproxy-jwt': 'HAProxy + jwt_verify',
   naive: 'naive Fastify proxy',
+  'fastify-floor': 'Fastify floor (no features)',
+  'node-floor': 'node:http floor (no features)',
 };
 
 const fixed = (value, digits) => (value === undefined ? '-' : value.toFixed(digits));

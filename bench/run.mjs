@@ -127,6 +127,14 @@ async function startNaiveProxy(dir, core, upstreamUrl, sandboxPort) {
   return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
 }
 
+async function startFloorProxy(dir, core, upstreamUrl, floor) {
+  const port = await freePort();
+  const env = { ...process.env, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstreamUrl, FLOOR: floor };
+  const handle = startProcess(`${floor} floor proxy`, process.execPath, [join(ROOT, 'bench/floor-proxy.mjs')], { core, cwd: ROOT, env, stderr: join(dir, `${floor}-floor.log`) });
+  await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
+  return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checks before measuring
 
@@ -282,6 +290,11 @@ async function main() {
     const proxy = await startNaiveProxy(dir, coreProxy, upstream?.baseUrl ?? sandbox.baseUrl, sandbox.port);
     targets.naive = { http: proxy.baseUrl, stream: proxy.baseUrl, pid: proxy.pid, streamPid: proxy.pid };
   }
+  for (const floor of ['fastify', 'node']) {
+    if (!pathsWanted.has(`${floor}-floor`)) continue;
+    const proxy = await startFloorProxy(dir, coreProxy, upstream?.baseUrl ?? sandbox.baseUrl, floor);
+    targets[`${floor}-floor`] = { http: proxy.baseUrl, pid: proxy.pid }; // plain GETs only: no stream
+  }
 
   // --- checks -----------------------------------------------------------------------------------
   const checks = {};
@@ -385,7 +398,7 @@ async function main() {
     result.memory = await memorySoak({ options, targets, measureHttp, httpScenarios: HTTP_SCENARIOS });
   } else {
     // --- warm-up: the Node processes JIT-compile their paths ----------------------------------
-    const warm = pairs.filter((pair) => pair.scenario !== 'stream' && pair.scenario !== 'latency' && (pair.path === 'gateway' || pair.path === 'naive'));
+    const warm = pairs.filter((pair) => pair.scenario !== 'stream' && pair.scenario !== 'latency' && (pair.path === 'gateway' || pair.path === 'naive' || pair.path.endsWith('-floor')));
     const overhead = 0.5; // wrk start and stop, /proc and /metrics reads, the pause between runs
     const estimate = warm.length * (options.warmupSeconds + overhead)
       + options.repetitions * pairs.reduce((sum, pair) => sum + (pair.scenario === 'stream' ? 1 : options.duration + overhead), 0);

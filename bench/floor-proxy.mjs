@@ -1,0 +1,45 @@
+// The floors: the least a Node proxy can cost on this machine, to read the gateway's figures
+// against. No auth, no rules, no metrics, no logs, no header rewriting: a GET forwarded on a
+// keep-alive undici Pool and the answer piped back.
+//   FLOOR=node     node:http server + undici (no framework at all)
+//   FLOOR=fastify  the same inside a Fastify 5 route (the reply hijacked, as the gateway does)
+//   PORT=… UPSTREAM=http://127.0.0.1:… FLOOR=node|fastify node bench/floor-proxy.mjs
+import http from 'node:http';
+import Fastify from 'fastify';
+import { Pool } from 'undici';
+
+const { PORT, UPSTREAM, FLOOR = 'node' } = process.env;
+const pool = new Pool(UPSTREAM, { connections: 128, pipelining: 1 });
+
+function forward(request, response) {
+  pool.request({ path: request.url, method: request.method, headers: request.headers }).then((answer) => {
+    response.writeHead(answer.statusCode, answer.headers);
+    answer.body.pipe(response);
+  }, () => {
+    response.writeHead(502).end();
+  });
+}
+
+let close;
+if (FLOOR === 'fastify') {
+  const app = Fastify({ logger: false });
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null));
+  app.route({
+    method: ['GET', 'HEAD', 'POST'],
+    url: '/*',
+    handler: (request, reply) => {
+      reply.hijack();
+      forward(request.raw, reply.raw);
+    },
+  });
+  await app.listen({ host: '127.0.0.1', port: Number(PORT) });
+  close = () => app.close();
+} else {
+  const server = http.createServer(forward);
+  await new Promise((resolve) => server.listen(Number(PORT), '127.0.0.1', resolve));
+  close = () => new Promise((resolve) => server.close(resolve));
+}
+const stop = () => close().then(() => pool.close()).then(() => process.exit(0));
+process.once('SIGTERM', stop);
+process.once('SIGINT', stop);
