@@ -234,12 +234,18 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     // From here the answer goes straight to the socket (no Fastify send path, no onSend hooks; the
     // onResponse hooks still run when it is finished). The gateway's own headers (x-request-id,
     // traceresponse, CORS) go first and the participant's, set after, win on a clash, as before.
-    reply.hijack();
     const answerHeaders = reply.getHeaders() as Record<string, string | string[] | number>;
     const participantHeaders = clientResponseHeaders(response.headers);
     for (const name in participantHeaders) answerHeaders[name] = participantHeaders[name]!;
     const res = reply.raw;
-    res.writeHead(statusCode, answerHeaders);
+    try {
+      // Before hijack: a head Node refuses to send (it validates again) still gets a coded answer.
+      res.writeHead(statusCode, answerHeaders);
+    } catch (error) {
+      response.body.destroy();
+      throw upstreamFailure(Object.assign(new Error(`the participant's answer head cannot be sent on: ${(error as Error).message}`), { code: 'BAD_HEADERS' }));
+    }
+    reply.hijack();
     // pipe(), not pipeline(): a third cheaper per call; a failing participant body or a client that
     // leaves ends both sides here.
     const answer = response.body;
