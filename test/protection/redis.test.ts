@@ -31,6 +31,14 @@ function inspect(server: RedisServer): Redis {
   return client;
 }
 
+/** Waits (at most 5 s) until Redis holds no concurrency slot, then checks that it holds none. */
+async function expectEverySlotReleased(server: RedisServer): Promise<void> {
+  const redis = inspect(server);
+  const deadline = Date.now() + 5_000;
+  while ((await redis.keys('ledger-gateway:slots:*')).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(await redis.keys('ledger-gateway:slots:*')).toEqual([]);
+}
+
 interface Replica extends RunningGateway {
   readonly logLines: string[];
 }
@@ -123,10 +131,7 @@ describe('two replicas and a real Redis', () => {
 
     upstream.answerAll(200);
     expect((await Promise.all(held.map((c) => c.answer))).map((answer) => answer.status)).toEqual([200, 200]);
-    const redis = inspect(server);
-    const deadline = Date.now() + 5_000;
-    while ((await redis.keys('ledger-gateway:slots:*')).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await redis.keys('ledger-gateway:slots:*')).toEqual([]);
+    await expectEverySlotReleased(server);
 
     const again = [submit(b!.url, alice), submit(b!.url, alice)];
     await waitFor(() => upstream.held.length === 2, 'both slots free again');
@@ -150,10 +155,7 @@ describe('two replicas and a real Redis', () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     server.resume(); // the admission answer arrives now, for a client that is gone
 
-    const redis = inspect(server);
-    const deadline = Date.now() + 5_000;
-    while ((await redis.keys('ledger-gateway:slots:*')).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await redis.keys('ledger-gateway:slots:*')).toEqual([]);
+    await expectEverySlotReleased(server);
     // Neither the process-wide slot nor alice's slot leaked: her next call is admitted.
     const next = submit(a!.url, alice);
     await waitFor(() => upstream.held.length === 1, 'the next call admitted');
@@ -274,10 +276,7 @@ describe('when Redis goes away', () => {
     expect((await unchecked.answer).status).toBe(200);
     server.resume(); // Redis now runs the admission script that timed out, then the lease's removal
 
-    const redis = inspect(server);
-    const deadline = Date.now() + 5_000;
-    while ((await redis.keys('ledger-gateway:slots:*')).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await redis.keys('ledger-gateway:slots:*')).toEqual([]);
+    await expectEverySlotReleased(server);
     const next = submit(a!.url, alice);
     await waitFor(() => upstream.held.length === 1, 'the next call admitted');
     expect((await submit(a!.url, alice).answer).status).toBe(429);
