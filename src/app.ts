@@ -156,7 +156,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // Telemetry encloses every stage: the server span opens before the first stage runs (a refusal
   // there carries its trace id), and every request ends in one observation, one span, one log line.
   if (serverSpanPlugin !== undefined) await api.register(serverSpanPlugin);
-  const requestTelemetry = createRequestTelemetry(metrics, { propagateTraceContext, ...(logger !== false && { writeLine: requestLineWriter(logger) }) });
+  const writeLine = logger === false ? undefined : requestLineWriter(logger);
+  const requestTelemetry = createRequestTelemetry(metrics, { propagateTraceContext, ...(writeLine !== undefined && { writeLine }) });
 
   // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
   // routes read theirs (policy stage).
@@ -305,6 +306,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     authenticator.close();
     websockets.closeAll();
     await Promise.allSettled([api.close(), admin.close()]);
+    writeLine?.close(); // the last requests' lines
     await forwarder.close();
   }
 

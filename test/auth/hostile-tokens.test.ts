@@ -5,7 +5,8 @@ import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { startJwksServer, type JwksServer } from './support/jwks-server.js';
 import { hs256WithPublicKey, nowSeconds, participantAudience, sign, signingKey, tamperedPayload, unsignedToken, type SigningKey } from './support/keys.js';
-import { logCapture, rawRequest } from './support/http.js';
+import { logCapture } from '../helpers/log-capture.js';
+import { rawRequest } from './support/http.js';
 
 const ISSUER = 'https://idp.example.com/realms/ledger';
 const ISSUER_WITH_AUDIENCE = 'https://idp.example.com/realms/audience';
@@ -107,8 +108,8 @@ describe('hostile tokens', () => {
     expect(upstream.requests).toEqual([]);
 
     // The precise reason is in the log line with the correlation id; the token never is.
-    const refusal = logs.entries().find((entry) => entry.reqId === correlationId && typeof entry.reason === 'string');
-    expect(refusal?.reason).toMatch(new RegExp(`^${reason}\\b`));
+    const refusal = await logs.requestLine(correlationId as string);
+    expect(refusal.reason).toMatch(new RegExp(`^${reason}\\b`));
     const token = headers.find((value) => value.startsWith('Bearer '))?.slice(7) ?? path?.split('access_token=')[1];
     if (token !== undefined && token.length > 10) expect(logs.lines.join('\n')).not.toContain(token.split('.')[2] || token.split('.')[1]);
     expect(await gw.registry.metrics()).toMatch(new RegExp(`ledger_gateway_auth_failures_total\\{reason="${reason}"\\} 1\\b`));

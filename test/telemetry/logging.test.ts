@@ -2,11 +2,14 @@
 // caller's trace id; credentials redacted wherever they appear; a client that leaves is still
 // counted, logged and no longer in flight. Without tracing, the participant receives the client's
 // own traceparent, once.
+import { execFileSync } from 'node:child_process';
 import { createConnection } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MetricNames } from '../../src/telemetry/metrics.js';
 import { REDACTED, createLogger, redactSecrets, requestLineWriter, scrubSecrets } from '../../src/telemetry/logging.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { logCapture } from '../helpers/log-capture.js';
+import { ROOT, buildDist } from '../helpers/process.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { scriptedParticipant } from './canton-answers.js';
 
@@ -24,10 +27,7 @@ afterEach(async () => {
   upstream = undefined;
 });
 
-function capture(): { lines: string[]; entries(): Array<Record<string, unknown>>; stream: { write(line: string): void } } {
-  const lines: string[] = [];
-  return { lines, entries: () => lines.map((line) => JSON.parse(line) as Record<string, unknown>), stream: { write: (line: string) => void lines.push(line) } };
-}
+const capture = logCapture;
 
 describe('the logger', () => {
   it('redacts credentials at any depth it is likely to meet them', () => {
@@ -80,7 +80,9 @@ describe('the logger', () => {
     const byHand = capture();
     const byPino = capture();
     const line = { reqId: 'a1b2c3d4-0000-4000-8000-000000000000', operation: 'submitAndWaitForTransaction', method: 'POST', status: 400, errorCode: 'MISSING_FIELD', durationMs: 1.234, traceId: CLIENT_TRACE_ID, spanId: null, reason: 'a "quoted" reason\nover two lines' };
-    requestLineWriter(createLogger('info', byHand.stream))(line);
+    const writer = requestLineWriter(createLogger('info', byHand.stream));
+    writer(line);
+    writer.close();
     const { reqId, ...fields } = line;
     createLogger('info', byPino.stream).child({ reqId }).info(fields, 'request');
     const [hand] = byHand.entries();
@@ -88,13 +90,39 @@ describe('the logger', () => {
     expect(Object.keys(hand!)).toEqual(Object.keys(viaPino!));
     expect({ ...hand, time: 0 }).toEqual({ ...viaPino, time: 0 });
     expect(new Date(hand!.time as string).toISOString()).toBe(hand!.time);
-    expect(byHand.lines[0]!.endsWith('}\n')).toBe(true);
+    expect(byHand.lines).toHaveLength(1);
   });
 
   it('writes no request line below info', () => {
     const out = capture();
-    requestLineWriter(createLogger('warn', out.stream))({ reqId: 'r', operation: 'getVersion', method: 'GET', status: 200, errorCode: 'none', durationMs: 1, traceId: null, spanId: null });
+    const writer = requestLineWriter(createLogger('warn', out.stream));
+    writer({ reqId: 'r', operation: 'getVersion', method: 'GET', status: 200, errorCode: 'none', durationMs: 1, traceId: null, spanId: null });
+    writer.close();
     expect(out.lines).toEqual([]);
+  });
+
+  it('writes the request lines of one event-loop turn in one write, each a whole line, when the turn ends', async () => {
+    const writes: string[] = [];
+    const writer = requestLineWriter(createLogger('info', { write: (chunk: string) => void writes.push(chunk) }));
+    for (const reqId of ['r1', 'r2', 'r3']) writer({ reqId, operation: 'getVersion', method: 'GET', status: 200, errorCode: 'none', durationMs: 1, traceId: null, spanId: null });
+    expect(writes).toEqual([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.endsWith('}\n')).toBe(true);
+    expect(writes[0]!.split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { reqId: string }).reqId)).toEqual(['r1', 'r2', 'r3']);
+    writer.close();
+  });
+
+  it('hands the lines still held to stdout when the process exits in the same turn', () => {
+    buildDist();
+    // A process that writes one request line and exits at once, before the turn ends.
+    const script = [
+      `import { createLogger, requestLineWriter } from ${JSON.stringify(`${ROOT}dist/telemetry/logging.js`)};`,
+      `requestLineWriter(createLogger('info'))({ reqId: 'last-words', operation: 'getVersion', method: 'GET', status: 200, errorCode: 'none', durationMs: 1, traceId: null, spanId: null });`,
+      'process.exit(0);',
+    ].join('\n');
+    const stdout = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, encoding: 'utf8', timeout: 20_000 });
+    expect(stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)).toEqual([expect.objectContaining({ msg: 'request', reqId: 'last-words' })]);
   });
 });
 
@@ -115,6 +143,7 @@ describe('the request log line without tracing', () => {
     const sent = upstream.requests[0]!.rawHeaders.filter((_, i, all) => i % 2 === 1 && all[i - 1]!.toLowerCase() === 'traceparent');
     expect(sent).toEqual([CLIENT_TRACEPARENT]);
 
+    await out.requestLine(forwarded.headers.get('x-request-id'));
     const lines = out.entries().filter((entry) => entry.msg === 'request');
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatchObject({ reqId: refused.headers.get('x-request-id'), traceId: CLIENT_TRACE_ID, spanId: null, operation: 'getVersion', method: 'GET', status: 401, errorCode: 'UNAUTHENTICATED' });
@@ -169,7 +198,7 @@ describe('the request log line without tracing', () => {
     }
     expect(requests).toContain('ledger_gateway_requests_total{operation="getV2StateLedger-end",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST"} 1');
     expect((await gw.registry.getSingleMetric(MetricNames.inflight)!.get()).values.find((v) => v.labels.operation === 'getV2StateLedger-end')?.value).toBe(0);
-    const lines = out.entries().filter((entry) => entry.msg === 'request');
-    expect(lines).toEqual([expect.objectContaining({ status: 499, errorCode: 'CLIENT_CLOSED_REQUEST', operation: 'getV2StateLedger-end' })]);
+    await expect.poll(() => out.entries().filter((entry) => entry.msg === 'request'), { timeout: 2_000 })
+      .toEqual([expect.objectContaining({ status: 499, errorCode: 'CLIENT_CLOSED_REQUEST', operation: 'getV2StateLedger-end' })]);
   });
 });

@@ -6,9 +6,9 @@
 // starts nothing.
 import { trace } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/telemetry/logging.js';
 import { environmentExportsTraces, startTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { logCapture } from '../helpers/log-capture.js';
 import { headerValues, startRecordingUpstream, type RecordedRequest, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { scriptedParticipant } from './canton-answers.js';
 
@@ -56,8 +56,8 @@ describe('tracing without an exporter', () => {
 
   it('still continues the client\'s trace and gives the participant the gateway\'s own span id, once', async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
-    const lines: string[] = [];
-    gw = await startGateway(upstream.url, {}, { tracingActive: true, logger: createLogger('info', { write: (line: string) => void lines.push(line) }) });
+    const log = logCapture();
+    gw = await startGateway(upstream.url, {}, { tracingActive: true, logger: log.logger });
     const response = await fetch(`${gw.url}/v2/version`, {
       headers: gw.auth({ traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_PARENT_ID}-01`, tracestate: 'vendor=opaque', baggage: 'tenant=acme' }),
     });
@@ -74,7 +74,7 @@ describe('tracing without an exporter', () => {
     expect(headerValues(received, 'baggage')).toEqual(['tenant=acme']);
     // The client is told the gateway's hop: the same traceparent the participant received.
     expect(response.headers.get('traceresponse')).toBe(sent[0]);
-    const line = lines.map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.msg === 'request');
+    const line = await log.requestLine(response.headers.get('x-request-id'));
     expect(line).toMatchObject({ traceId: CLIENT_TRACE_ID, spanId: parentId });
   });
 

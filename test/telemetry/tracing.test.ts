@@ -3,10 +3,10 @@
 // participant exactly one traceparent (its client span's), returns the trace in `traceresponse`,
 // puts the trace id in its own errors and in the request's log line, and never exports a token.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/telemetry/logging.js';
 import { SpanAttributes } from '../../src/telemetry/request-telemetry.js';
 import { startTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { logCapture } from '../helpers/log-capture.js';
 import { headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { OPERATION_CASES, SCENARIO_HEADER, scriptedParticipant } from './canton-answers.js';
 import { SpanKind, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
@@ -126,16 +126,15 @@ describe('tracing', () => {
 
   it('writes the refused request\'s log line with its correlation id, trace id and span id, and no token', async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
-    const lines: string[] = [];
-    const logger = createLogger('info', { write: (line: string) => void lines.push(line) });
-    gw = await startGateway(upstream.url, {}, { tracingActive: true, logger });
+    const log = logCapture();
+    gw = await startGateway(upstream.url, {}, { tracingActive: true, logger: log.logger });
     const response = await postUpdateByOffset({ authorization: `Bearer ${BAD_TOKEN}`, traceparent: CLIENT_TRACEPARENT, cookie: 'session=cookie-secret' });
     expect(response.status).toBe(401);
     await response.arrayBuffer();
     const [, , serverSpanId] = TRACEPARENT.exec(response.headers.get('traceresponse') ?? '')!;
-    await new Promise((resolve) => setImmediate(resolve));
+    await log.requestLine(response.headers.get('x-request-id'));
 
-    const entries = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const entries = log.entries();
     const requestLines = entries.filter((entry) => entry.msg === 'request');
     expect(requestLines).toHaveLength(1);
     expect(requestLines[0]).toMatchObject({
@@ -151,7 +150,7 @@ describe('tracing', () => {
     });
     expect(entries.filter((entry) => entry.reqId === response.headers.get('x-request-id'))).toHaveLength(1);
     expect(typeof requestLines[0]!.durationMs).toBe('number');
-    const everything = lines.join('');
+    const everything = log.lines.join('\n');
     expect(everything).not.toContain(BAD_TOKEN.split('.')[2]);
     expect(everything).not.toContain(BAD_TOKEN.split('.')[1]);
     expect(everything).not.toContain('cookie-secret');

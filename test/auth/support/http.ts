@@ -1,7 +1,5 @@
 // A raw HTTP client for the auth tests: sends repeated headers as given (fetch would merge them).
 import http from 'node:http';
-import type { Logger } from 'pino';
-import { createLogger } from '../../../src/telemetry/logging.js';
 
 export interface RawResponse {
   readonly status: number;
@@ -27,14 +25,4 @@ export function rawRequest(baseUrl: string, path: string, options: { method?: st
     request.on('error', reject);
     request.end(options.body);
   });
-}
-
-/** The gateway's own logger (telemetry/logging.ts), writing its JSON lines into an array. */
-export function logCapture(): { lines: string[]; logger: Logger; entries(): Array<Record<string, unknown>> } {
-  const lines: string[] = [];
-  return {
-    lines,
-    logger: createLogger('info', { write: (line: string) => void lines.push(line) }),
-    entries: () => lines.map((line) => JSON.parse(line) as Record<string, unknown>),
-  };
 }
