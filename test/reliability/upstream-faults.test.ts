@@ -168,4 +168,39 @@ describe('upstream faults', () => {
     const response = await fetch(`${gw.url}/v2/state/active-contracts`, { method: 'POST', body: '{}', headers: gw.auth({ 'content-type': 'application/json' }) });
     expect(await response.text()).toBe(big);
   });
+
+  it('holds the participant back while the client reads slowly: the answer is not piled up in the gateway', async () => {
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    const total = 1024 * chunk.length; // 64 MiB
+    let sent = 0;
+    upstream = await startRecordingUpstream(async (request, response) => {
+      if (request.url !== '/v2/state/ledger-end') return answerJson(200, { version: '3.4.12' })(request, response); // the readiness probe
+      response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(total) });
+      while (sent < total) {
+        sent += chunk.length;
+        if (!response.write(chunk)) await new Promise((resolve) => response.once('drain', resolve));
+      }
+      response.end();
+    });
+    gw = await startGateway(upstream.url);
+    const { port } = new URL(gw.url);
+    const { sentWhilePaused, received } = await new Promise<{ sentWhilePaused: number; received: number }>((resolve, reject) => {
+      const request = http.get({ host: '127.0.0.1', port, path: '/v2/state/ledger-end', headers: gw!.auth(), agent: false }, (response) => {
+        response.pause(); // a client that does not read for a while
+        setTimeout(() => {
+          const sentWhilePaused = sent;
+          let bytes = 0;
+          response.on('data', (data: Buffer) => {
+            bytes += data.length;
+          });
+          response.on('end', () => resolve({ sentWhilePaused, received: bytes }));
+          response.resume();
+        }, 500);
+      });
+      request.on('error', reject);
+    });
+    // Only the sockets' buffers lie in between; a gateway that read on regardless would have taken it all.
+    expect(sentWhilePaused).toBeLessThan(total / 2);
+    expect(received).toBe(total);
+  });
 });
