@@ -4,6 +4,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import type { Operation } from '../operations.js';
 import type { Principal } from '../request-context.js';
 import { resolveAuthConfig, type ResolvedAuth } from './config.js';
+import { checkTokenShape, type TokenSource } from './extract.js';
 import { AuthFailure } from './failure.js';
 import { createKeySet, type KeySet, type RemoteKeySetOptions } from './key-set.js';
 import { TokenCache, tokenCacheKey } from './token-cache.js';
@@ -12,8 +13,12 @@ import { createTokenVerifier, failureOfJoseError, type VerifiedToken } from './v
 export interface Authenticator {
   /** The principal a token proves; rejects with AuthFailure. */
   authenticate(token: string): Promise<Principal>;
-  /** The same for the request path: answered at once (no promise) when the cache knows the token, where it may also throw the AuthFailure. */
-  principalOf(token: string): Principal | Promise<Principal>;
+  /**
+   * The same for the request path: answered at once (no promise) when the cache knows the token,
+   * where it may also throw the AuthFailure. A token the cache does not know is first checked for
+   * its shape (extract.ts checkTokenShape; `source` names it in the refusal).
+   */
+  principalOf(token: string, source?: TokenSource): Principal | Promise<Principal>;
   /** False for auth.publicOperations and the participant's own routes outside /v2 (FACTS.md §4.4, §8). */
   requiresToken(operation: Operation): boolean;
   /** Every issuer's keys are loaded (readiness check `keys`). */
@@ -62,11 +67,12 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
   // Concurrent requests with the same new token share one verification.
   const inflight = new Map<string, Promise<VerifiedToken>>();
 
-  function principalOf(token: string): Principal | Promise<Principal> {
+  function principalOf(token: string, source: TokenSource = 'bearer token'): Principal | Promise<Principal> {
     const key = tokenCacheKey(token);
     const remembered = cache.lookup(key);
     if (remembered instanceof AuthFailure) throw remembered;
     if (remembered !== undefined) return remembered.principal;
+    checkTokenShape(token, source);
     let pending = inflight.get(key);
     if (pending === undefined) {
       pending = verifier.verify(token).then((verified) => {

@@ -18,15 +18,22 @@ function headerValues(rawHeaders: readonly string[], lowerName: string): string[
   return values;
 }
 
-function requireCompactJws(token: string, where: string): string {
-  if (!COMPACT_JWS.test(token)) {
-    // Canton admin tokens (opaque secrets) and encrypted JWTs land here: the gateway verifies signed JWTs only.
-    throw new AuthFailure('malformed', `the ${where} is not a compact signed JWT`);
-  }
-  return token;
+/** Where a token came from: named in the refusal of a malformed one. */
+export type TokenSource = 'bearer token' | 'jwt.token. subprotocol';
+
+/**
+ * Refuses a token that is not a compact signed JWT (a bearer token first has to be an RFC 6750
+ * b64token). The authenticator runs it only for a token its cache does not know: a cached token
+ * passed it when it was first seen (the cache key is the token's SHA-256).
+ */
+export function checkTokenShape(token: string, source: TokenSource): void {
+  if (COMPACT_JWS.test(token)) return;
+  if (source === 'bearer token' && !B64TOKEN.test(token)) throw new AuthFailure('malformed', 'the bearer token has characters outside RFC 6750 b64token');
+  // Canton admin tokens (opaque secrets) and encrypted JWTs land here: the gateway verifies signed JWTs only.
+  throw new AuthFailure('malformed', `the ${source} is not a compact signed JWT`);
 }
 
-/** The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1). */
+/** The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1); its shape is checked by checkTokenShape. */
 export function bearerTokenFromHeaders(rawHeaders: readonly string[]): string {
   const values = headerValues(rawHeaders, 'authorization');
   if (values.length === 0) throw new AuthFailure('missing', 'no Authorization header');
@@ -39,8 +46,7 @@ export function bearerTokenFromHeaders(rawHeaders: readonly string[]): string {
   if (scheme.toLowerCase() !== 'bearer') throw new AuthFailure('missing', 'the Authorization scheme is not Bearer');
   const token = space === -1 ? '' : value.slice(space + 1).trimStart();
   if (token === '') throw new AuthFailure('malformed', 'empty bearer token');
-  if (!B64TOKEN.test(token)) throw new AuthFailure('malformed', 'the bearer token has characters outside RFC 6750 b64token');
-  return requireCompactJws(token, 'bearer token');
+  return token; // its shape: checkTokenShape
 }
 
 /**
@@ -49,8 +55,8 @@ export function bearerTokenFromHeaders(rawHeaders: readonly string[]): string {
  * split on "," without trimming, so `daml.ws.auth, jwt.token.X` carries no token for Canton and
  * none here either.
  */
-export function webSocketToken(rawHeaders: readonly string[]): string {
-  if (headerValues(rawHeaders, 'authorization').length > 0) return bearerTokenFromHeaders(rawHeaders);
+export function webSocketToken(rawHeaders: readonly string[]): { token: string; source: TokenSource } {
+  if (headerValues(rawHeaders, 'authorization').length > 0) return { token: bearerTokenFromHeaders(rawHeaders), source: 'bearer token' };
   const elements = headerValues(rawHeaders, 'sec-websocket-protocol').flatMap((value) => value.split(','));
   const offered = elements.filter((element) => element.startsWith(WEBSOCKET_TOKEN_PREFIX));
   if (offered.length === 0) {
@@ -62,5 +68,5 @@ export function webSocketToken(rawHeaders: readonly string[]): string {
   if (offered.length > 1) throw new AuthFailure('malformed', 'more than one jwt.token. subprotocol');
   const token = offered[0]!.slice(WEBSOCKET_TOKEN_PREFIX.length);
   if (token === '') throw new AuthFailure('malformed', 'empty jwt.token. subprotocol');
-  return requireCompactJws(token, 'jwt.token. subprotocol');
+  return { token, source: 'jwt.token. subprotocol' }; // its shape: checkTokenShape
 }

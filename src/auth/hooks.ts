@@ -10,14 +10,14 @@ import { AuthFailure, unauthenticated, type AuthFailureReason } from './failure.
 export type OnAuthFailure = (reason: AuthFailureReason) => void;
 
 /** The principal, at once when the token cache knows the token; an AuthFailure becomes the 401. */
-function principalOf(authenticator: Authenticator, token: () => string, onFailure: OnAuthFailure): Principal | Promise<Principal> {
+function principalOf(authenticate: () => Principal | Promise<Principal>, onFailure: OnAuthFailure): Principal | Promise<Principal> {
   const refuse = (error: unknown): never => {
     if (!(error instanceof AuthFailure)) throw error;
     onFailure(error.reason);
     throw unauthenticated(error);
   };
   try {
-    const principal = authenticator.principalOf(token());
+    const principal = authenticate();
     return principal instanceof Promise ? principal.catch(refuse) : principal;
   } catch (error) {
     return refuse(error);
@@ -28,7 +28,7 @@ function principalOf(authenticator: Authenticator, token: () => string, onFailur
 export function authenticationStage(authenticator: Authenticator, onFailure: OnAuthFailure): Stage {
   return function authenticateRequest(request) {
     if (!authenticator.requiresToken(request.operation)) return undefined;
-    const principal = principalOf(authenticator, () => bearerTokenFromHeaders(request.raw.rawHeaders), onFailure);
+    const principal = principalOf(() => authenticator.principalOf(bearerTokenFromHeaders(request.raw.rawHeaders), 'bearer token'), onFailure);
     if (!(principal instanceof Promise)) {
       request.principal = principal;
       return undefined;
@@ -43,6 +43,9 @@ export function authenticationStage(authenticator: Authenticator, onFailure: OnA
 export function authenticationUpgradeStage(authenticator: Authenticator, onFailure: OnAuthFailure): UpgradeStage {
   return async (context) => {
     if (!authenticator.requiresToken(context.operation)) return;
-    context.principal = await principalOf(authenticator, () => webSocketToken(context.request.rawHeaders), onFailure);
+    context.principal = await principalOf(() => {
+      const { token, source } = webSocketToken(context.request.rawHeaders);
+      return authenticator.principalOf(token, source);
+    }, onFailure);
   };
 }

@@ -3,7 +3,7 @@
 // depend only on the token (bad signature, malformed, wrong audience, ...) are remembered briefly in
 // a separate, smaller LRU, so a flood of one bad token costs one check and a flood of distinct
 // garbage cannot evict the good entries.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { isExpired } from './claims.js';
 import { AuthFailure, type AuthFailureReason } from './failure.js';
@@ -26,7 +26,7 @@ export interface TokenCacheOptions {
 }
 
 export function tokenCacheKey(token: string): string {
-  return createHash('sha256').update(token).digest('base64url');
+  return hash('sha256', token, 'base64url');
 }
 
 export class TokenCache {

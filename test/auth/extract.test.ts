@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bearerTokenFromHeaders, webSocketToken } from '../../src/auth/extract.js';
+import { bearerTokenFromHeaders, checkTokenShape, webSocketToken } from '../../src/auth/extract.js';
 import { AuthFailure } from '../../src/auth/failure.js';
 
 const JWT = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl';
@@ -14,10 +14,23 @@ function reasonOf(run: () => unknown): string {
   return 'accepted';
 }
 
+/** What the authenticator refuses before verifying: the header, then (for a token its cache does not know) the shape. */
+function bearer(rawHeaders: string[]): string {
+  const token = bearerTokenFromHeaders(rawHeaders);
+  checkTokenShape(token, 'bearer token');
+  return token;
+}
+
+function webSocket(rawHeaders: string[]): string {
+  const { token, source } = webSocketToken(rawHeaders);
+  checkTokenShape(token, source);
+  return token;
+}
+
 describe('bearerTokenFromHeaders', () => {
   it('takes the token of a Bearer Authorization header, scheme case-insensitive (RFC 7235 §2.1)', () => {
-    expect(bearerTokenFromHeaders(['Authorization', `Bearer ${JWT}`])).toBe(JWT);
-    expect(bearerTokenFromHeaders(['authorization', `bearer  ${JWT}`])).toBe(JWT);
+    expect(bearer(['Authorization', `Bearer ${JWT}`])).toBe(JWT);
+    expect(bearer(['authorization', `bearer  ${JWT}`])).toBe(JWT);
   });
 
   it.each([
@@ -31,24 +44,32 @@ describe('bearerTokenFromHeaders', () => {
     ['an opaque Canton admin token', ['Authorization', 'Bearer 3f2a9c0d4e5b6a7f'], 'malformed'],
     ['two Authorization headers', ['Authorization', `Bearer ${JWT}`, 'Authorization', `Bearer ${JWT}`], 'malformed'],
   ])('refuses %s', (_name, rawHeaders, reason) => {
-    expect(reasonOf(() => bearerTokenFromHeaders(rawHeaders))).toBe(reason);
+    expect(reasonOf(() => bearer(rawHeaders))).toBe(reason);
+  });
+
+  it('leaves the shape to checkTokenShape, which names what is wrong', () => {
+    expect(bearerTokenFromHeaders(['Authorization', 'Bearer a.b.c d'])).toBe('a.b.c d');
+    expect(() => checkTokenShape('a.b.c d', 'bearer token')).toThrow(/outside RFC 6750 b64token/);
+    expect(() => checkTokenShape('3f2a9c0d4e5b6a7f', 'bearer token')).toThrow(/the bearer token is not a compact signed JWT/);
+    expect(webSocketToken(['Sec-WebSocket-Protocol', 'jwt.token.garbage,daml.ws.auth'])).toEqual({ token: 'garbage', source: 'jwt.token. subprotocol' });
+    expect(() => checkTokenShape('garbage', 'jwt.token. subprotocol')).toThrow(/the jwt.token. subprotocol is not a compact signed JWT/);
   });
 
   it('lets an unsigned token through to the verifier, which names its alg', () => {
-    expect(bearerTokenFromHeaders(['Authorization', 'Bearer eyJhbGciOiJub25lIn0.e30.'])).toBe('eyJhbGciOiJub25lIn0.e30.');
+    expect(bearer(['Authorization', 'Bearer eyJhbGciOiJub25lIn0.e30.'])).toBe('eyJhbGciOiJub25lIn0.e30.');
   });
 });
 
 describe('webSocketToken', () => {
   it('reads the jwt.token. subprotocol offered first, as Canton does (FACTS.md §4.1)', () => {
-    expect(webSocketToken(['Sec-WebSocket-Protocol', `jwt.token.${JWT},daml.ws.auth`])).toBe(JWT);
-    expect(webSocketToken(['Sec-WebSocket-Protocol', `daml.ws.auth,jwt.token.${JWT}`])).toBe(JWT);
+    expect(webSocket(['Sec-WebSocket-Protocol', `jwt.token.${JWT},daml.ws.auth`])).toBe(JWT);
+    expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth,jwt.token.${JWT}`])).toBe(JWT);
   });
 
   it('prefers the Authorization header when both are present', () => {
     const other = 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJib2IifQ.c2ln';
-    expect(webSocketToken(['Authorization', `Bearer ${other}`, 'Sec-WebSocket-Protocol', `jwt.token.${JWT}, daml.ws.auth`])).toBe(other);
-    expect(reasonOf(() => webSocketToken(['Authorization', 'Basic x', 'Sec-WebSocket-Protocol', `jwt.token.${JWT}`]))).toBe('missing');
+    expect(webSocket(['Authorization', `Bearer ${other}`, 'Sec-WebSocket-Protocol', `jwt.token.${JWT}, daml.ws.auth`])).toBe(other);
+    expect(reasonOf(() => webSocket(['Authorization', 'Basic x', 'Sec-WebSocket-Protocol', `jwt.token.${JWT}`]))).toBe('missing');
   });
 
   it.each([
@@ -59,6 +80,6 @@ describe('webSocketToken', () => {
     ['an empty token', ['Sec-WebSocket-Protocol', 'jwt.token.,daml.ws.auth'], 'malformed'],
     ['garbage', ['Sec-WebSocket-Protocol', 'jwt.token.garbage,daml.ws.auth'], 'malformed'],
   ])('refuses %s', (_name, rawHeaders, reason) => {
-    expect(reasonOf(() => webSocketToken(rawHeaders))).toBe(reason);
+    expect(reasonOf(() => webSocket(rawHeaders))).toBe(reason);
   });
 });
