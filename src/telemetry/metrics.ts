@@ -121,7 +121,6 @@ export interface GatewayMetrics {
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
 type HistogramChild = ReturnType<Histogram<string>['labels']>;
-type GaugeChild = ReturnType<Gauge<string>['labels']>;
 
 interface RequestSeries {
   readonly count: CounterChild;
@@ -177,7 +176,17 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   const authFailures = new Counter({ name: counterName(MetricNames.authFailures), help: 'Refused credentials by reason.', labelNames: ['reason'] as const, registers: [registry] });
   const versionCache = new Counter({ name: counterName(MetricNames.versionCache), help: 'GET /v2/version cache lookups by result.', labelNames: ['result'] as const, registers: [registry] });
   const jwksRefreshes = new Counter({ name: counterName(MetricNames.jwksRefreshes), help: 'Key set fetches by issuer and result.', labelNames: ['issuer', 'result'] as const, registers: [registry] });
-  const inflight = new Gauge({ name: MetricNames.inflight, help: 'Requests in flight by operation.', labelNames: ['operation'] as const, registers: [registry] });
+  // Counted in a plain map on the request path; the gauge reads it when scraped.
+  const inflightCounts = new Map<string, number>();
+  new Gauge({
+    name: MetricNames.inflight,
+    help: 'Requests in flight by operation.',
+    labelNames: ['operation'] as const,
+    registers: [registry],
+    collect() {
+      for (const [operation, count] of inflightCounts) this.labels(operation).set(count);
+    },
+  });
   new Gauge({ name: MetricNames.buildInfo, help: 'Gateway build information; always 1.', labelNames: ['version', 'node_version'] as const, registers: [registry] })
     .set({ version: BUILD_VERSION, node_version: process.version }, 1);
 
@@ -195,7 +204,6 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     };
   });
   const upstreamSeries = memo((operation) => ({ child: upstreamDuration.labels(operation), labels: Object.freeze({ operation }) }));
-  const inflightSeries = memo<GaugeChild>((operation) => inflight.labels(operation));
   const protectionRefusals = new Counter({ name: counterName(MetricNames.protectionRefusals), help: 'Calls refused by a protection limit, by operation and limit (rate, principalConcurrency, operationConcurrency, gatewayConcurrency).', labelNames: ['operation', 'limit'] as const, registers: [registry] });
   const protectionStoreFailures = new Counter({ name: counterName(MetricNames.protectionStoreFailures), help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).', labelNames: ['fail_mode'] as const, registers: [registry] });
   let signatureChecks = () => 0;
@@ -252,7 +260,8 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
       jwksSeries(`${issuerLabel(issuer)} ${result}`).inc();
     },
     inflight(operation, delta) {
-      inflightSeries(operationLabel(operation)).inc(delta);
+      const label = operationLabel(operation);
+      inflightCounts.set(label, (inflightCounts.get(label) ?? 0) + delta);
     },
     protectionRefusal(operation, limit) {
       refusalSeries(`${operationLabel(operation)} ${limit}`).inc();
