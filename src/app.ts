@@ -23,7 +23,7 @@ import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy } from './proxy/websocket.js';
 import { stageHook, type Stage } from './stage-runner.js';
 import { resolveOperation, traceIdFromHeader, traceIdOf, type Principal } from './request-context.js';
-import { createLogger, requestLineWriter } from './telemetry/logging.js';
+import { createLogger, lazyChildLogger, requestLineWriter } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
 import { sampledTraceIdOf } from './telemetry/server-span.js';
@@ -122,7 +122,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const logger = options.logger ?? createLogger(config.log.level);
 
   const api = Fastify({
-    ...(logger === false ? { logger: false } : { loggerInstance: logger as FastifyBaseLogger }),
+    ...(logger === false ? { logger: false } : { loggerInstance: logger as FastifyBaseLogger, childLoggerFactory: lazyChildLogger }),
     genReqId: () => randomUUID(),
     requestIdHeader: false,
     // One log line per request, written by the metrics stage; not Fastify's two.

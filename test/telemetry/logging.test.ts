@@ -4,9 +4,9 @@
 // own traceparent, once.
 import { execFileSync } from 'node:child_process';
 import { createConnection } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MetricNames } from '../../src/telemetry/metrics.js';
-import { REDACTED, createLogger, redactSecrets, requestLineWriter, scrubSecrets } from '../../src/telemetry/logging.js';
+import { REDACTED, createLogger, lazyChildLogger, redactSecrets, requestLineWriter, scrubSecrets } from '../../src/telemetry/logging.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { ROOT, buildDist } from '../helpers/process.js';
@@ -99,6 +99,24 @@ describe('the logger', () => {
     writer({ reqId: 'r', operation: 'getVersion', method: 'GET', status: 200, errorCode: 'none', durationMs: 1, traceId: null, spanId: null });
     writer.close();
     expect(out.lines).toEqual([]);
+  });
+
+  it('makes a request\'s logger on first use, writing the lines its pino child would', () => {
+    const lazy = capture();
+    const eager = capture();
+    const parent = createLogger('info', lazy.stream);
+    const child = vi.spyOn(parent, 'child');
+    const logger = lazyChildLogger(parent, { reqId: 'r-1' }, {});
+    expect(logger.level).toBe('info');
+    expect(child).not.toHaveBeenCalled();
+    logger.warn({ authorization: `Bearer ${TOKEN}`, detail: 1 }, 'slow participant');
+    logger.error('second line');
+    expect(child).toHaveBeenCalledTimes(1);
+    const direct = createLogger('info', eager.stream).child({ reqId: 'r-1' }, {});
+    direct.warn({ authorization: `Bearer ${TOKEN}`, detail: 1 }, 'slow participant');
+    direct.error('second line');
+    expect(lazy.entries().map((entry) => ({ ...entry, time: 0 }))).toEqual(eager.entries().map((entry) => ({ ...entry, time: 0 })));
+    expect(lazy.entries()[0]).toMatchObject({ level: 'warn', reqId: 'r-1', authorization: REDACTED, msg: 'slow participant' });
   });
 
   it('writes the request lines of one event-loop turn in one write, each a whole line, when the turn ends', async () => {
