@@ -1,6 +1,6 @@
 // The floors: the least a Node proxy can cost on this machine, to read the gateway's figures
 // against. No auth, no rules, no metrics, no logs, no header rewriting: a GET forwarded on a
-// keep-alive undici Pool and the answer piped back.
+// keep-alive undici Pool and the answer written back as it arrives.
 //   FLOOR=node     node:http server + undici (no framework at all)
 //   FLOOR=fastify  the same inside a Fastify 5 route (the reply hijacked, as the gateway does)
 //   PORT=… UPSTREAM=http://127.0.0.1:… FLOOR=node|fastify node bench/floor-proxy.mjs
@@ -11,12 +11,27 @@ import { Pool } from 'undici';
 const { PORT, UPSTREAM, FLOOR = 'node' } = process.env;
 const pool = new Pool(UPSTREAM, { connections: 128, pipelining: 1 });
 
+// Dispatched with a handler (no Readable, no pipe): the cheapest way undici forwards, and the way
+// the gateway does (src/proxy/forward.ts).
 function forward(request, response) {
-  pool.request({ path: request.url, method: request.method, headers: request.headers }).then((answer) => {
-    response.writeHead(answer.statusCode, answer.headers);
-    answer.body.pipe(response);
-  }, () => {
-    response.writeHead(502).end();
+  pool.dispatch({ path: request.url, method: request.method, headers: request.headers }, {
+    onRequestStart() {}, // marks the handler as undici's controller API
+    onResponseStart(_controller, statusCode, headers) {
+      if (statusCode >= 200) response.writeHead(statusCode, headers);
+    },
+    onResponseData(controller, chunk) {
+      if (!response.write(chunk)) {
+        controller.pause();
+        response.once('drain', () => controller.resume());
+      }
+    },
+    onResponseEnd() {
+      response.end();
+    },
+    onResponseError() {
+      if (response.headersSent) response.destroy();
+      else response.writeHead(502).end();
+    },
   });
 }
 
