@@ -5,6 +5,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { GatewayError } from '../errors.js';
+import { writeAnswerHead } from '../proxy/answer.js';
 import { upstreamErrorCode } from '../proxy/upstream-error-code.js';
 import type { VersionCacheResult } from '../telemetry/metrics.js';
 
@@ -71,13 +72,15 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
     },
   });
 
+  /** The stored answer, written straight to the socket (proxy/answer.ts), as a forwarded one is. */
   function send(reply: FastifyReply, entry: CachedVersion, status: 'HIT' | 'MISS' | 'STALE'): FastifyReply {
-    return reply
-      .code(200)
-      .headers(entry.headers)
-      .header('age', String(Math.max(0, Math.floor((now() - entry.storedAt) / 1000))))
-      .header('x-cache', status)
-      .send(entry.body);
+    writeAnswerHead(reply, 200, {
+      ...entry.headers,
+      'content-length': entry.body.length,
+      age: String(Math.max(0, Math.floor((now() - entry.storedAt) / 1000))),
+      'x-cache': status,
+    }).end(entry.body);
+    return reply;
   }
 
   async function refresh(request: FastifyRequest, reply: FastifyReply, key: string): Promise<FastifyReply> {

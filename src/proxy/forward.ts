@@ -13,6 +13,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
+import { writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
@@ -241,22 +242,14 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             reject(upstreamFailure(Object.assign(new Error(`upstream answered status ${statusCode}`), { code: 'BAD_STATUS' })));
             return;
           }
-          // The gateway's own headers (x-request-id, traceresponse, CORS) go first and the
-          // participant's, set after, win on a clash.
-          const answerHeaders = reply.getHeaders() as Record<string, string | string[] | number>;
-          const participantHeaders = clientResponseHeaders(headers);
-          for (const name in participantHeaders) answerHeaders[name] = participantHeaders[name]!;
           try {
-            // Before hijack: a head Node refuses to send (it validates again) still gets a coded answer.
-            res.writeHead(statusCode, answerHeaders);
+            // The participant's headers win over the gateway's own on a clash.
+            writeAnswerHead(reply, statusCode, clientResponseHeaders(headers));
           } catch (error) {
             current.abort(ANSWER_REFUSED);
             reject(upstreamFailure(Object.assign(new Error(`the participant's answer head cannot be sent on: ${(error as Error).message}`), { code: 'BAD_HEADERS' })));
             return;
           }
-          // From here the answer goes straight to the socket (no Fastify send path, no onSend
-          // hooks); the onResponse hooks still run when it is finished.
-          reply.hijack();
           answering = true;
           if (statusCode >= 400) {
             const contentType = headers['content-type'];

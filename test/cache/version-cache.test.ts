@@ -44,6 +44,7 @@ describe('version cache', () => {
     gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 1 } });
     const first = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
     expect(first.headers.get('x-cache')).toBe('MISS');
+    const correlationIds = new Set<string | null>();
     for (let i = 0; i < 5; i++) {
       const hit = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
       expect(hit.status).toBe(200);
@@ -51,8 +52,13 @@ describe('version cache', () => {
       expect(hit.headers.get('age')).toMatch(/^[01]$/);
       expect(hit.headers.get('content-type')).toBe('application/json');
       expect(hit.headers.get('x-participant')).toBe('p1');
-      expect(await hit.json()).toEqual(VERSION);
+      correlationIds.add(hit.headers.get('x-request-id')); // the gateway's own headers, per call
+      const text = await hit.text();
+      expect(Number(hit.headers.get('content-length'))).toBe(Buffer.byteLength(text));
+      expect(JSON.parse(text)).toEqual(VERSION);
     }
+    expect(correlationIds.size).toBe(5);
+    expect(correlationIds.has(null)).toBe(false);
     expect(upstream.requests).toHaveLength(1);
     await sleep(1_100);
     expect((await fetch(`${gw.url}/v2/version`, { headers: gw.auth() })).headers.get('x-cache')).toBe('MISS');

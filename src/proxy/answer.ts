@@ -1,0 +1,20 @@
+// Answers written straight to the client's socket, past Fastify's send path (no onSend hooks, no
+// payload checks): the forwarder's streamed answers and the version cache's stored ones.
+import type { ServerResponse } from 'node:http';
+import type { FastifyReply } from 'fastify';
+
+export type AnswerHeaders = Record<string, string | string[] | number>;
+
+/**
+ * Writes the answer head and hijacks the reply: the gateway's own headers already on the reply
+ * (x-request-id, traceresponse, CORS) first, then `headers`, which win on a clash. A head Node
+ * refuses throws before the reply is hijacked, so the caller can still answer with a coded error.
+ * Fastify's onResponse hooks still run once the answer is finished.
+ */
+export function writeAnswerHead(reply: FastifyReply, statusCode: number, headers: AnswerHeaders): ServerResponse {
+  const head = reply.getHeaders() as AnswerHeaders;
+  for (const name in headers) head[name] = headers[name]!;
+  reply.raw.writeHead(statusCode, head);
+  reply.hijack();
+  return reply.raw;
+}
