@@ -63,14 +63,14 @@ export async function gatewaySettings(root, { apiPort, adminPort, upstreamUrl, i
   return { config, missing, features };
 }
 
-/** Starts dist/main.js with the settings and waits for /readyz (keys loaded, upstream answering). */
-export async function startGateway(root, dir, name, settings, { core, logFile }) {
+/** Starts dist/main.js with the settings (and `nodeArgs` for node itself) and waits for /readyz (keys loaded, upstream answering). */
+export async function startGateway(root, dir, name, settings, { core, logFile, nodeArgs = [] }) {
   const configFile = join(dir, `${name}.yaml`);
   writeFileSync(configFile, stringify(settings.config));
   const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('OTEL_') && !key.startsWith('LEDGER_GATEWAY_')));
   env.NODE_ENV = 'production';
   const tracing = existsSync(join(root, TRACING_BOOTSTRAP)) ? ['--import', `./${TRACING_BOOTSTRAP}`] : [];
-  const handle = startProcess(name, process.execPath, [...tracing, 'dist/main.js', '--config', configFile], {
+  const handle = startProcess(name, process.execPath, [...nodeArgs, ...tracing, 'dist/main.js', '--config', configFile], {
     core, cwd: root, env, stdout: logFile, stderr: join(dir, `${name}.stderr.log`),
   });
   const readyz = `http://127.0.0.1:${settings.config.admin.port}/readyz`;

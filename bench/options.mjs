@@ -34,6 +34,9 @@ export const USAGE = `Usage: npm run bench -- [options]     (or: node bench/run.
   --upstream <kind>     nginx | node: the fixed upstream (default nginx when installed)
   --no-pin              do not pin processes to cores with taskset
   --gateway-log <file>  where the gateway's info logs go (default /dev/null)
+  --profile             run the gateway under node --cpu-prof; print where its CPU time went and
+                        keep the profile in bench/results/profile/ (a flame graph in Chrome DevTools
+                        or speedscope). Best with one scenario: --scenarios ledger-end --paths gateway
   --out <file>          JSON results (default bench/results/latest.json; --memory: bench/results/memory.json)
   --help`;
 
@@ -66,6 +69,7 @@ export function readOptions(argv = process.argv.slice(2), env = process.env) {
       upstream: { type: 'string' },
       'no-pin': { type: 'boolean', default: false },
       'gateway-log': { type: 'string' },
+      profile: { type: 'boolean', default: false },
       out: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
@@ -98,6 +102,7 @@ export function readOptions(argv = process.argv.slice(2), env = process.env) {
     upstream,
     pin: !values['no-pin'],
     gatewayLog: values['gateway-log'] ?? '/dev/null',
+    profile: values.profile,
     out: values.out ?? (values.memory ? 'bench/results/memory.json' : 'bench/results/latest.json'),
   };
 }

@@ -12,11 +12,15 @@ import { readOptions, USAGE } from './options.mjs';
 import { writeHaproxyConfig, writeNginxProxyConfig, writeNginxUpstreamConfig } from './peers.mjs';
 import { busiestProcesses, cpuSeconds, loadAverage, residentBytes } from './proc-stats.mjs';
 import {
-  canPin, freePort, pinSelf, portAccepts, startProcess, stopAll, stopChildrenOnExit, waitUntil, which,
+  canPin, freePort, pinSelf, portAccepts, startProcess, stopAll, stopChildrenOnExit, stopProcess, waitUntil, which,
 } from './processes.mjs';
+import { summarizeProfile } from './profile-summary.mjs';
 import { median, ratios, renderRatios, renderTables, summarize } from './report.mjs';
 
 const ROOT = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
+const PROFILE_DIR = join(ROOT, 'bench/results/profile');
+/** The gateway process run under --cpu-prof (--profile). */
+let profiled;
 const MiB = 2 ** 20;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const log = (message = '') => process.stdout.write(`${message}\n`);
@@ -263,7 +267,13 @@ async function main() {
       const settings = await gatewaySettings(ROOT, { apiPort: await freePort(), adminPort: await freePort(), upstreamUrl: upstream.baseUrl, idp });
       gatewayFeatures = settings.features;
       gatewayMissing = settings.missing;
-      const gateway = await startGateway(ROOT, dir, 'gateway', settings, { core: coreProxy, logFile });
+      const nodeArgs = options.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
+      if (options.profile) {
+        rmSync(PROFILE_DIR, { recursive: true, force: true });
+        mkdirSync(PROFILE_DIR, { recursive: true });
+      }
+      const gateway = await startGateway(ROOT, dir, 'gateway', settings, { core: coreProxy, logFile, nodeArgs });
+      if (options.profile) profiled = gateway;
       targets.gateway = { http: gateway.baseUrl, pid: gateway.pid, metricsUrl: gateway.metricsUrl };
     }
     if (streamPaths.has('gateway')) {
@@ -461,6 +471,18 @@ async function main() {
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
   log(`results: ${relative(ROOT, out)}`);
+  if (profiled !== undefined) await reportProfile(profiled);
+}
+
+/** --profile: V8 writes the profile when the gateway exits, so it is stopped (SIGTERM) first. */
+async function reportProfile(gateway) {
+  await stopProcess(gateway, 30_000);
+  const file = readdirSync(PROFILE_DIR).filter((name) => name.endsWith('.cpuprofile')).map((name) => join(PROFILE_DIR, name))[0];
+  if (file === undefined) throw new Error(`--profile: the gateway wrote no profile into ${relative(ROOT, PROFILE_DIR)}`);
+  log('');
+  // The first seconds are start-up (module loading, key fetch, the readiness probe), not load.
+  for (const line of summarizeProfile(file, { skipSeconds: 3 })) log(line);
+  log(`profile: ${relative(ROOT, file)} (a flame graph: Chrome DevTools, Performance, "Load profile"; or speedscope.app)`);
 }
 
 /** Memory soak: warm-up, then `memoryRequests` requests through the gateway in chunks (a fresh token each). */
