@@ -111,6 +111,7 @@ async function runningTracing(): Promise<Tracing> {
 
 export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.errorCode = error.definition.code;
+  if (reply.server.draining) reply.header('connection', 'close');
   const body = renderCantonError(error.definition, { ...error.details, correlationId: request.id, traceId: traceIdOf(request) });
   return reply.code(error.definition.status).headers(error.headers).type('application/json').send(JSON.stringify(body));
 }
@@ -166,6 +167,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   api.decorateRequest('errorCode', null);
   api.decorateRequest('rawBody', undefined);
   api.decorateRequest('traceContext', undefined); // set by the telemetry stage when propagating by hand
+  api.decorate('draining', false); // set when shutdown begins (answers close their connections)
   api.removeAllContentTypeParsers();
   api.addContentTypeParser('*', (_request, _payload, done) => done(null));
 
@@ -323,6 +325,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     },
     async shutdown() {
       readiness.beginShutdown();
+      api.draining = true;
       if (config.shutdown.drainDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdown.drainDelayMs));
       const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), config.shutdown.graceMs).unref());
       // api.close() stops accepting, closes idle keep-alive connections and waits for in-flight calls;

@@ -27,6 +27,14 @@ declare module 'fastify' {
     /** The request's trace context when it is propagated by hand (tracing on, nothing exported); set by the telemetry stage. */
     traceContext: TraceContext | undefined;
   }
+  interface FastifyInstance {
+    /**
+     * True once shutdown has begun: every answer finished from then on, including those of calls
+     * that were already in flight, says `Connection: close`, so no client sends another request on
+     * a connection of a gateway that is about to exit.
+     */
+    draining: boolean;
+  }
 }
 
 const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;

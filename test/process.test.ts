@@ -100,13 +100,15 @@ describe('graceful shutdown under load', () => {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'x-n': String(n) },
         body: '{}',
-      }).then(async (response) => ({ status: response.status, body: await response.json() as { n?: string } })));
+      }).then(async (response) => ({ status: response.status, connection: response.headers.get('connection'), body: await response.json() as { n?: string } })));
       await arrived;
       const signalled = Date.now();
       gateway.child.kill('SIGTERM');
       const answers = await Promise.all(calls);
       expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
       expect(answers.map((a) => Number(a.body.n)).sort((a, b) => a - b)).toEqual(Array.from({ length: inFlight }, (_, n) => n));
+      // Answered after shutdown began: each closes its connection, so no client reuses one.
+      expect(answers.map((a) => a.connection)).toEqual(answers.map(() => 'close'));
       await expect(fetch(`${gateway.api}/v2/version`, { headers: { authorization: `Bearer ${token}` } })).rejects.toThrow();
       expect(await gateway.exited).toBe(0);
       expect(Date.now() - signalled).toBeLessThan(8_000);

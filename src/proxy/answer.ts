@@ -9,11 +9,13 @@ export type AnswerHeaders = Record<string, string | string[] | number>;
  * Writes the answer head and hijacks the reply: the gateway's own headers already on the reply
  * (x-request-id, traceresponse, CORS) first, then `headers`, which win on a clash. A head Node
  * refuses throws before the reply is hijacked, so the caller can still answer with a coded error.
+ * While the gateway drains (shutdown), the answer closes its connection.
  * Fastify's onResponse hooks still run once the answer is finished.
  */
 export function writeAnswerHead(reply: FastifyReply, statusCode: number, headers: AnswerHeaders): ServerResponse {
   const head = reply.getHeaders() as AnswerHeaders;
   for (const name in headers) head[name] = headers[name]!;
+  if (reply.server.draining) head.connection = 'close';
   reply.raw.writeHead(statusCode, head);
   reply.hijack();
   return reply.raw;
