@@ -207,6 +207,8 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
 }
 
 type LogMethod = (...args: unknown[]) => void;
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
+type LogLevel = (typeof LOG_LEVELS)[number];
 
 /**
  * A request's logger (Fastify makes one per request), made on first use. Most calls never log
@@ -230,8 +232,15 @@ class LazyChildLogger {
     return (this.#logger ??= this.#parent.child(this.#bindings, this.#options));
   }
 
-  #log(level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace', args: unknown[]): void {
-    (this.#child as unknown as Record<typeof level, LogMethod>)[level](...args);
+  // fatal() ... trace(): each hands its arguments to the child's method of the same name.
+  static {
+    for (const level of LOG_LEVELS) {
+      Object.defineProperty(LazyChildLogger.prototype, level, {
+        value: function log(this: LazyChildLogger, ...args: unknown[]): void {
+          (this.#child as unknown as Record<LogLevel, LogMethod>)[level](...args);
+        },
+      });
+    }
   }
 
   get level(): string {
@@ -240,30 +249,6 @@ class LazyChildLogger {
 
   set level(level: string) {
     this.#child.level = level;
-  }
-
-  fatal(...args: unknown[]): void {
-    this.#log('fatal', args);
-  }
-
-  error(...args: unknown[]): void {
-    this.#log('error', args);
-  }
-
-  warn(...args: unknown[]): void {
-    this.#log('warn', args);
-  }
-
-  info(...args: unknown[]): void {
-    this.#log('info', args);
-  }
-
-  debug(...args: unknown[]): void {
-    this.#log('debug', args);
-  }
-
-  trace(...args: unknown[]): void {
-    this.#log('trace', args);
   }
 
   silent(): void {}

@@ -117,6 +117,11 @@ describe('the logger', () => {
     direct.error('second line');
     expect(lazy.entries().map((entry) => ({ ...entry, time: 0 }))).toEqual(eager.entries().map((entry) => ({ ...entry, time: 0 })));
     expect(lazy.entries()[0]).toMatchObject({ level: 'warn', reqId: 'r-1', authorization: REDACTED, msg: 'slow participant' });
+    // Fastify checks these on every request's logger.
+    for (const level of ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent', 'child'] as const) expect(typeof logger[level]).toBe('function');
+    logger.debug('below the level');
+    logger.info({ step: 3 }, 'third line');
+    expect(lazy.entries().map((entry) => entry.msg)).toEqual(['slow participant', 'second line', 'third line']);
   });
 
   it('writes the request lines of one event-loop turn in one write, each a whole line, when the turn ends', async () => {
