@@ -100,20 +100,29 @@ export interface JsonProblem {
   readonly path: string;
 }
 
-type Frame = { kind: 'object'; key: string | undefined } | { kind: 'array'; index: number };
+/** An open object (with the span of its current key, for the field path) or array. */
+type Frame = { kind: 'object'; keyStart: number; keyEnd: number } | { kind: 'array'; index: number };
 
-function fieldPath(frames: readonly Frame[]): string {
+function fieldPath(text: string, frames: readonly Frame[]): string {
   let path = '';
   for (const frame of frames) {
     if (frame.kind === 'array') path += `[${frame.index}]`;
-    else if (frame.key !== undefined) path += path === '' ? frame.key : `.${frame.key}`;
+    else if (frame.keyStart >= 0) {
+      const key = JSON.parse(text.slice(frame.keyStart, frame.keyEnd)) as string;
+      path += path === '' ? key : `.${key}`;
+    }
   }
   return path;
 }
 
-const WHITESPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+/** A number literal that reads back as itself through String(JSON.parse(literal)); `-0` does not. */
+const PLAIN_INTEGER = /0|-?[1-9]\d{0,14}/y;
 const HEX4 = /^[0-9a-fA-F]{4}$/;
+
+function isWhitespace(code: number): boolean {
+  return code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09;
+}
 
 function describeAt(text: string, position: number): string {
   if (position >= text.length) return 'the end of the body';
@@ -124,26 +133,38 @@ function describeAt(text: string, position: number): string {
   return `character ${shown}`;
 }
 
+/** What one pass over the text found. */
+interface JsonScan {
+  /** The first syntax or depth problem, if any. */
+  readonly problem: JsonProblem | undefined;
+  /**
+   * Every number literal is an integer of at most 15 digits (no fraction, exponent or `-0`), so
+   * String(value) gives back its exact text and no number needs its source kept.
+   */
+  readonly plainNumbers: boolean;
+}
+
 /**
  * A strict RFC 8259 syntax check (what jawn accepts) that also bounds the nesting depth, without
  * recursion: it runs before JSON.parse so a hostile body can neither overflow a stack nor hide
- * where it is malformed. Returns the first problem, or undefined.
+ * where it is malformed. It also notes whether any number needs its source text kept.
  */
-export function checkJsonSyntax(text: string, maxDepth: number): JsonProblem | undefined {
+function scanJson(text: string, maxDepth: number): JsonScan {
   const frames: Frame[] = [];
+  const length = text.length;
+  let plainNumbers = true;
   let i = 0;
   const skip = () => {
-    while (i < text.length && WHITESPACE.has(text.charCodeAt(i))) i++;
+    while (i < length && isWhitespace(text.charCodeAt(i))) i++;
   };
-  const problem = (message: string): JsonProblem => ({ message, position: i, path: fieldPath(frames) });
+  const problem = (message: string): JsonScan => ({ problem: { message, position: i, path: fieldPath(text, frames) }, plainNumbers });
   // A character loop, not a regular expression: a 10 MB string must not exhaust the regex engine.
-  const scanString = (): string | JsonProblem => {
-    const start = i;
-    let escaped = false;
+  // Leaves i after the closing quote; returns a problem, or undefined.
+  const scanString = (): JsonScan | undefined => {
     let j = i + 1;
     for (;;) {
-      if (j >= text.length) {
-        i = text.length;
+      if (j >= length) {
+        i = length;
         return problem('Unterminated string');
       }
       const c = text.charCodeAt(j);
@@ -153,7 +174,6 @@ export function checkJsonSyntax(text: string, maxDepth: number): JsonProblem | u
         return problem(`Unescaped control ${describeAt(text, j)} in a string`);
       }
       if (c === 0x5c) {
-        escaped = true;
         const next = text[j + 1];
         if (next === 'u') {
           if (!HEX4.test(text.slice(j + 2, j + 6))) {
@@ -173,63 +193,72 @@ export function checkJsonSyntax(text: string, maxDepth: number): JsonProblem | u
       j++;
     }
     i = j + 1;
-    const raw = text.slice(start, i);
-    return escaped ? (JSON.parse(raw) as string) : raw.slice(1, -1);
+    return undefined;
   };
 
   // States: a value is expected; a value just ended; an object key (or `}`) is expected.
   let state: 'value' | 'valueOrEnd' | 'after' | 'keyOrEnd' | 'key' = 'value';
   for (;;) {
     skip();
+    const c = i < length ? text.charCodeAt(i) : -1;
     if (state === 'after') {
       const top = frames[frames.length - 1];
-      if (top === undefined) return i < text.length ? problem(`Unexpected ${describeAt(text, i)} after the JSON value`) : undefined;
-      const c = text[i];
+      if (top === undefined) return i < length ? problem(`Unexpected ${describeAt(text, i)} after the JSON value`) : { problem: undefined, plainNumbers };
       if (top.kind === 'object') {
-        if (c === ',') { i++; top.key = undefined; state = 'key'; continue; }
-        if (c === '}') { i++; frames.pop(); continue; }
+        if (c === 0x2c /* , */) { i++; top.keyStart = -1; state = 'key'; continue; }
+        if (c === 0x7d /* } */) { i++; frames.pop(); continue; }
         return problem(`Expected ',' or '}' after a property value, found ${describeAt(text, i)}`);
       }
-      if (c === ',') { i++; top.index++; state = 'value'; continue; }
-      if (c === ']') { i++; frames.pop(); continue; }
+      if (c === 0x2c /* , */) { i++; top.index++; state = 'value'; continue; }
+      if (c === 0x5d /* ] */) { i++; frames.pop(); continue; }
       return problem(`Expected ',' or ']' after an array element, found ${describeAt(text, i)}`);
     }
     if (state === 'keyOrEnd' || state === 'key') {
-      const top = frames[frames.length - 1] as { kind: 'object'; key: string | undefined };
-      if (state === 'keyOrEnd' && text[i] === '}') { i++; frames.pop(); state = 'after'; continue; }
-      if (text[i] !== '"') return problem(`Expected a double-quoted property name, found ${describeAt(text, i)}`);
-      const key = scanString();
-      if (typeof key !== 'string') return key;
-      top.key = key;
+      const top = frames[frames.length - 1] as { kind: 'object'; keyStart: number; keyEnd: number };
+      if (state === 'keyOrEnd' && c === 0x7d /* } */) { i++; frames.pop(); state = 'after'; continue; }
+      if (c !== 0x22 /* " */) return problem(`Expected a double-quoted property name, found ${describeAt(text, i)}`);
+      const keyStart = i;
+      const failed = scanString();
+      if (failed !== undefined) return failed;
+      top.keyStart = keyStart;
+      top.keyEnd = i;
       skip();
-      if (text[i] !== ':') return problem(`Expected ':' after a property name, found ${describeAt(text, i)}`);
+      if (text.charCodeAt(i) !== 0x3a /* : */) return problem(`Expected ':' after a property name, found ${describeAt(text, i)}`);
       i++;
       state = 'value';
       continue;
     }
     // A value.
-    const c = text[i];
-    if (state === 'valueOrEnd' && c === ']') { i++; frames.pop(); state = 'after'; continue; }
-    if (c === '{' || c === '[') {
+    if (state === 'valueOrEnd' && c === 0x5d /* ] */) { i++; frames.pop(); state = 'after'; continue; }
+    if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
       if (frames.length >= maxDepth) return problem(`The body is nested deeper than ${maxDepth} levels (policy.maxBodyDepth)`);
       i++;
-      if (c === '{') { frames.push({ kind: 'object', key: undefined }); state = 'keyOrEnd'; }
+      if (c === 0x7b) { frames.push({ kind: 'object', keyStart: -1, keyEnd: -1 }); state = 'keyOrEnd'; }
       else { frames.push({ kind: 'array', index: 0 }); state = 'valueOrEnd'; }
       continue;
     }
-    if (c === '"') {
-      const value = scanString();
-      if (typeof value !== 'string') return value;
-    } else if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
+    if (c === 0x22 /* " */) {
+      const failed = scanString();
+      if (failed !== undefined) return failed;
+    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
       NUMBER.lastIndex = i;
       if (!NUMBER.test(text)) return problem(`Invalid number at ${describeAt(text, i)}`);
+      if (plainNumbers) {
+        PLAIN_INTEGER.lastIndex = i;
+        plainNumbers = PLAIN_INTEGER.test(text) && PLAIN_INTEGER.lastIndex === NUMBER.lastIndex;
+      }
       i = NUMBER.lastIndex;
     } else if (text.startsWith('true', i)) i += 4;
     else if (text.startsWith('false', i)) i += 5;
     else if (text.startsWith('null', i)) i += 4;
-    else return problem(i >= text.length ? 'Unexpected end of the body, a value was expected' : `Unexpected ${describeAt(text, i)}, a value was expected`);
+    else return problem(i >= length ? 'Unexpected end of the body, a value was expected' : `Unexpected ${describeAt(text, i)}, a value was expected`);
     state = 'after';
   }
+}
+
+/** The first syntax or depth problem of a JSON text (see scanJson), or undefined. */
+export function checkJsonSyntax(text: string, maxDepth: number): JsonProblem | undefined {
+  return scanJson(text, maxDepth).problem;
 }
 
 /** A parsed body: the value, and the exact source digits of every number in it. */
@@ -253,27 +282,37 @@ function lineAndColumn(text: string, position: number): string {
 
 /**
  * Parses a rule-checked body. JSON.parse keeps `__proto__` as a plain own key (no prototype is
- * touched), and a reviver reads each number's source text (JSON.parse source text access, Node ≥ 21)
- * so an int64 above 2^53 is judged on its exact digits.
+ * touched). When a number's text may differ from String(value) (more than 15 digits, a fraction,
+ * an exponent, `-0`), a reviver reads each number's source text (JSON.parse source text access,
+ * Node ≥ 21) so an int64 above 2^53 is judged on its exact digits. Bodies without such numbers,
+ * nearly all of them, skip the reviver: it costs eight times the parse.
  */
 export function parseJsonBody(text: string, maxDepth: number): ParsedBody {
   if (text.trim() === '') throw malformed('The request body is empty; this route needs a JSON object.');
-  const problem = checkJsonSyntax(text, maxDepth);
-  if (problem !== undefined) {
-    const where = `${lineAndColumn(text, problem.position)} (position ${problem.position})${problem.path === '' ? '' : `, in ${problem.path}`}`;
-    throw malformed(`The request body is not valid JSON: ${problem.message} at ${where}.`);
+  const scan = scanJson(text, maxDepth);
+  if (scan.problem !== undefined) {
+    const { message, position, path } = scan.problem;
+    const where = `${lineAndColumn(text, position)} (position ${position})${path === '' ? '' : `, in ${path}`}`;
+    throw malformed(`The request body is not valid JSON: ${message} at ${where}.`);
   }
-  const sources = new WeakMap<object, Map<string, string>>();
   let value: unknown;
+  let numberText: ParsedBody['numberText'];
   try {
-    value = JSON.parse(text, function (this: object, key: string, parsed: unknown, context?: { source?: string }) {
-      if (typeof parsed === 'number') {
-        let byKey = sources.get(this);
-        if (byKey === undefined) sources.set(this, (byKey = new Map()));
-        byKey.set(key, context?.source ?? String(parsed));
-      }
-      return parsed;
-    } as (this: unknown, key: string, value: unknown) => unknown);
+    if (scan.plainNumbers) {
+      value = JSON.parse(text);
+      numberText = plainNumberText;
+    } else {
+      const sources = new WeakMap<object, Map<string, string>>();
+      value = JSON.parse(text, function (this: object, key: string, parsed: unknown, context?: { source?: string }) {
+        if (typeof parsed === 'number') {
+          let byKey = sources.get(this);
+          if (byKey === undefined) sources.set(this, (byKey = new Map()));
+          byKey.set(key, context?.source ?? String(parsed));
+        }
+        return parsed;
+      } as (this: unknown, key: string, value: unknown) => unknown);
+      numberText = (holder, key) => sources.get(holder)?.get(key);
+    }
   } catch (error) {
     throw malformed(`The request body is not valid JSON: ${(error as Error).message}.`);
   }
@@ -281,8 +320,12 @@ export function parseJsonBody(text: string, maxDepth: number): ParsedBody {
     const kind = value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
     throw malformed(`The request body must be a JSON object, not ${kind}.`);
   }
-  return {
-    value,
-    numberText: (holder, key) => sources.get(holder)?.get(key),
-  };
+  return { value, numberText };
+}
+
+/** numberText of a body whose numbers all read back as themselves (JsonScan.plainNumbers). */
+function plainNumberText(holder: object, key: string): string | undefined {
+  if (!Object.hasOwn(holder, key) || (Array.isArray(holder) && key === 'length')) return undefined;
+  const value = (holder as Record<string, unknown>)[key];
+  return typeof value === 'number' ? String(value) : undefined;
 }

@@ -27,6 +27,41 @@ describe('parseJsonBody', () => {
     expect(parsed.numberText(value.n, 'x')).toBe('12345678901234567890');
   });
 
+  it('gives a number\'s text on the fast path too (no reviver when every number is a plain integer)', () => {
+    const parsed = parseJsonBody('{"offset": 42, "list": [0, -7, 999999999999999], "s": "1.5", "__proto__": 3}', 64);
+    const value = parsed.value as { list: unknown[] };
+    expect(parsed.numberText(value, 'offset')).toBe('42');
+    expect(parsed.numberText(value.list, '2')).toBe('999999999999999');
+    expect(parsed.numberText(value.list, '1')).toBe('-7');
+    expect(parsed.numberText(value, '__proto__')).toBe('3');
+    // Not numbers, or not there: no text, as on the reviver path.
+    expect(parsed.numberText(value, 's')).toBeUndefined();
+    expect(parsed.numberText(value, 'missing')).toBeUndefined();
+    expect(parsed.numberText(value.list, 'length')).toBeUndefined();
+    expect(parsed.numberText(value, 'constructor')).toBeUndefined();
+  });
+
+  it('property: every number\'s text is exactly as sent, whichever path the body takes', () => {
+    const plain = fc.bigInt({ min: -(10n ** 15n) + 1n, max: 10n ** 15n - 1n }).map(String);
+    const digits = fc.stringMatching(/^(?:0|[1-9]\d{0,30})$/);
+    const literal = fc.oneof(
+      plain,
+      plain, // most bodies hold only plain integers
+      fc.tuple(fc.boolean(), digits).map(([minus, text]) => `${minus ? '-' : ''}${text}`), // up to 31 digits, and -0
+      fc.tuple(digits, digits).map(([whole, fraction]) => `${whole}.${fraction}`),
+      fc.tuple(digits, fc.constantFrom('e', 'E', 'e+', 'e-'), fc.nat(40)).map(([whole, e, exponent]) => `${whole}${e}${exponent}`),
+    );
+    fc.assert(fc.property(fc.array(literal, { minLength: 1, maxLength: 6 }), (literals) => {
+      const text = `{${literals.map((l, i) => `"k${i}": ${l}`).join(', ')}, "list": [${literals.join(',')}]}`;
+      const parsed = parseJsonBody(text, 64);
+      const value = parsed.value as Record<string, unknown> & { list: unknown[] };
+      literals.forEach((l, i) => {
+        expect(parsed.numberText(value, `k${i}`)).toBe(l);
+        expect(parsed.numberText(value.list, String(i))).toBe(l);
+      });
+    }), { numRuns: 2000 });
+  });
+
   it('keeps __proto__ and constructor as plain keys: nothing is polluted', () => {
     const parsed = parseJsonBody('{"__proto__": {"polluted": true}, "constructor": {"prototype": {"polluted": true}}}', 64);
     const value = parsed.value as Record<string, unknown>;
