@@ -66,6 +66,23 @@ describe('version cache', () => {
     expect(await cacheCounts(gw)).toEqual({ miss: 2, hit: 5 });
   });
 
+  it('replays the participant\'s bytes exactly on a hit, whatever they are (UTF-8, and bytes that are not)', async () => {
+    // "é", a 4-byte emoji, and a lone 0xff that is not UTF-8 at all: a hit must not re-encode anything.
+    const body = Buffer.concat([Buffer.from('{"version":"3.5.10","note":"é 🦀 '), Buffer.from([0xff, 0xc3]), Buffer.from('"}')]);
+    upstream = await startRecordingUpstream((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+      response.end(body);
+    });
+    gw = await startGateway(upstream.url);
+    for (const expected of ['MISS', 'HIT', 'HIT']) {
+      const answer = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+      expect(answer.headers.get('x-cache')).toBe(expected);
+      expect(Number(answer.headers.get('content-length'))).toBe(body.length);
+      expect(Buffer.from(await answer.arrayBuffer()).equals(body)).toBe(true);
+    }
+    expect(upstream.requests).toHaveLength(1);
+  });
+
   it('never stores an error: a 500 goes to the client whole and the next call asks again', async () => {
     const failure = { code: 'LEDGER_API_INTERNAL_ERROR', cause: 'boom', correlationId: null, traceId: null, context: {}, resources: [], errorCategory: 4, grpcCodeValue: 13, retryInfo: null, definiteAnswer: null };
     upstream = await startRecordingUpstream(answerJson(500, failure));
