@@ -5,13 +5,17 @@
 // seconds per request. On a shared VM one build's figures move by ±30% between runs; two builds
 // loaded together see the same noise, so their ratio holds still. Needs git and a built dist/
 // (the npm script builds first); the base is built from a temporary git worktree.
+// --against <peer> pairs this build with one of the bench's Node peers instead (the naive Fastify
+// proxy or a floor): the issue's first ratio, paired. Not nginx or HAProxy: sharing a core inflates
+// a Node process's CPU per request far more than theirs (paired with HAProxy + jwt_verify the
+// gateway measured 3.0x its CPU per request, alone 1.6x), so only like-with-like pairs hold.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createLoadGenerator } from './load-generator.mjs';
-import { writeNginxUpstreamConfig } from './peers.mjs';
+import { startFloorProxy, startNaiveProxy, writeNginxUpstreamConfig } from './peers.mjs';
 import { cpuSeconds } from './proc-stats.mjs';
 import { canPin, freePort, portAccepts, startProcess, stopAll, stopChildrenOnExit, waitUntil, which } from './processes.mjs';
 import { median } from './report.mjs';
@@ -21,8 +25,16 @@ const CORE_GATEWAYS = 0;
 const CORE_LOAD = 1;
 const log = (message = '') => process.stdout.write(`${message}\n`);
 
-const USAGE = `Usage: npm run bench:compare -- --base <git ref> [options]
+/** The peers --against can start, pinned to a core, in front of the fixed upstream (as in npm run bench). */
+const PEERS = {
+  naive: { label: 'naive Fastify proxy', start: (dir, core, upstream) => startNaiveProxy(dir, core, upstream.url, upstream.port) },
+  'fastify-floor': { label: 'Fastify floor', start: (dir, core, upstream) => startFloorProxy(dir, core, upstream.url, 'fastify') },
+  'node-floor': { label: 'node:http floor', start: (dir, core, upstream) => startFloorProxy(dir, core, upstream.url, 'node') },
+};
+
+const USAGE = `Usage: npm run bench:compare -- (--base <git ref> | --against <peer>) [options]
   --base <ref>          the build to compare with (a commit, branch or tag), built in a temporary worktree
+  --against <peer>      a peer to compare with instead: ${Object.keys(PEERS).join(', ')}
   --scenario <name>     ledger-end (proxied GET, default), version (cached), submit or update-by-offset
   --rounds <n>          rounds, both gateways loaded together in each (default 8)
   --seconds <s>         seconds per round (default 4)
@@ -32,6 +44,7 @@ function readOptions() {
   const { values } = parseArgs({
     options: {
       base: { type: 'string' },
+      against: { type: 'string' },
       scenario: { type: 'string', default: 'ledger-end' },
       rounds: { type: 'string', default: '8' },
       seconds: { type: 'string', default: '4' },
@@ -41,13 +54,14 @@ function readOptions() {
     strict: true,
   });
   if (values.help) return undefined;
-  if (values.base === undefined) throw new Error('--base <git ref> is required');
+  if ((values.base === undefined) === (values.against === undefined)) throw new Error('give one of --base <git ref> and --against <peer>');
+  if (values.against !== undefined && PEERS[values.against] === undefined) throw new Error(`--against must be one of ${Object.keys(PEERS).join(', ')}`);
   const count = (name) => {
     const value = Number(values[name]);
     if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer, got "${values[name]}"`);
     return value;
   };
-  return { base: values.base, scenario: values.scenario, rounds: count('rounds'), seconds: count('seconds'), connections: count('connections') };
+  return { base: values.base, against: values.against, scenario: values.scenario, rounds: count('rounds'), seconds: count('seconds'), connections: count('connections') };
 }
 
 /** The base ref's gateway, compiled in a worktree that borrows this checkout's node_modules. */
@@ -66,7 +80,7 @@ async function startUpstream(dir, answer) {
     ? startProcess('fixed upstream (nginx)', 'nginx', ['-p', join(dir, 'nginx'), '-c', writeNginxUpstreamConfig(join(dir, 'nginx'), port, answer), '-e', 'stderr', '-g', 'daemon off;'], { core: CORE_LOAD })
     : startProcess('fixed upstream (node:http)', process.execPath, [join(ROOT, 'bench/fixed-upstream.mjs')], { core: CORE_LOAD, env: { ...process.env, PORT: String(port) } });
   await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
-  return `http://127.0.0.1:${port}`;
+  return { url: `http://127.0.0.1:${port}`, port };
 }
 
 const perRequestUs = (cpu, requests) => (requests > 0 ? (cpu * 1e6) / requests : Number.NaN);
@@ -98,18 +112,26 @@ async function main() {
   };
   stopChildrenOnExit(cleanUp);
   try {
-    log(`building ${options.base} in a temporary worktree ...`);
-    base = buildBase(options.base, dir);
     const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
     const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: ROOT, encoding: 'utf8' }).trim() !== '';
-    const upstreamUrl = await startUpstream(dir, FIXED_ANSWER);
-    idp = await startIdentityProvider(dir);
-    const gateways = [];
-    for (const [name, root, label] of [['base', base.tree, `base ${base.commit}`], ['this', ROOT, `this build (${head}${dirty ? ' + uncommitted changes' : ''})`]]) {
-      const settings = await gatewaySettings(root, { apiPort: await freePort(), adminPort: await freePort(), upstreamUrl, idp });
-      const gateway = await startGateway(root, dir, name, settings, { core: CORE_GATEWAYS, logFile: '/dev/null' });
-      gateways.push({ ...gateway, label });
+    const peer = options.against === undefined ? undefined : PEERS[options.against];
+    if (peer === undefined) {
+      log(`building ${options.base} in a temporary worktree ...`);
+      base = buildBase(options.base, dir);
     }
+    const upstream = await startUpstream(dir, FIXED_ANSWER);
+    idp = await startIdentityProvider(dir);
+    const startThisBuild = async (name, root, label) => {
+      const settings = await gatewaySettings(root, { apiPort: await freePort(), adminPort: await freePort(), upstreamUrl: upstream.url, idp });
+      return { ...(await startGateway(root, dir, name, settings, { core: CORE_GATEWAYS, logFile: '/dev/null' })), label };
+    };
+    const gateways = [
+      peer === undefined
+        ? await startThisBuild('base', base.tree, `base ${base.commit}`)
+        : { ...(await peer.start(dir, CORE_GATEWAYS, upstream)), label: peer.label },
+      await startThisBuild('this', ROOT, `this build (${head}${dirty ? ' + uncommitted changes' : ''})`),
+    ];
+    const baseName = peer === undefined ? options.base : peer.label;
     const load = createLoadGenerator({ root: ROOT, dir, core: CORE_LOAD, autocannonAllowed: false });
     const loadBoth = async (seconds) => {
       const token = await idp.mint();
@@ -136,7 +158,8 @@ async function main() {
     const middle = (pick) => median(rows.map(pick));
     log(`median  ${fixed(middle(([b]) => b.cpuUs))}     ${fixed(middle(([b]) => b.rps))}      ${fixed(middle(([, t]) => t.cpuUs))}    ${fixed(middle(([, t]) => t.rps))}      ${fixed(median(ratios), 3)}`);
     const ratio = median(ratios);
-    log(`this build uses ${ratio < 1 ? `${((1 - ratio) * 100).toFixed(1)}% less` : `${((ratio - 1) * 100).toFixed(1)}% more`} CPU per request than ${options.base} (median of ${options.rounds} paired rounds; per-round ratios ${Math.min(...ratios).toFixed(3)} to ${Math.max(...ratios).toFixed(3)})`);
+    if (peer !== undefined) log(`so, CPU-bound on one core, this build would serve ${(1 / ratio).toFixed(2)}× the requests per second of the ${peer.label}`);
+    log(`this build uses ${ratio < 1 ? `${((1 - ratio) * 100).toFixed(1)}% less` : `${((ratio - 1) * 100).toFixed(1)}% more`} CPU per request than ${baseName} (median of ${options.rounds} paired rounds; per-round ratios ${Math.min(...ratios).toFixed(3)} to ${Math.max(...ratios).toFixed(3)})`);
   } finally {
     await cleanUp();
   }

@@ -1,9 +1,13 @@
-// Configurations of the non-Node processes: nginx as the fixed upstream and as a plain reverse
-// proxy, HAProxy as a plain proxy and verifying an RS256 JWT on every request. Each gets one worker
-// and runs in the foreground from a temp dir: no root path is read or written (nginx -p <dir> -e stderr).
+// The gateway's peers, configured and started: nginx as the fixed upstream and as a plain reverse
+// proxy, HAProxy as a plain proxy and verifying an RS256 JWT on every request, the naive Fastify
+// proxy and the floors. nginx and HAProxy get one worker and run in the foreground from a temp dir:
+// no root path is read or written (nginx -p <dir> -e stderr).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { freePort, portAccepts, startProcess, waitUntil } from './processes.mjs';
 import { AUDIENCE } from './tokens.mjs';
+
+const ROOT = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
 
 function nginxFrame(prefix, serverBlocks, upstreamBlocks = '') {
   for (const dir of ['logs', 'tmp']) mkdirSync(join(prefix, dir), { recursive: true });
@@ -118,4 +122,37 @@ backend sandbox
   server sandbox 127.0.0.1:${sandboxPort ?? upstreamPort}
 `);
   return file;
+}
+
+export async function startNginxProxy(dir, core, upstreamPort, sandboxPort) {
+  const port = await freePort();
+  const prefix = join(dir, 'nginx-proxy');
+  const config = writeNginxProxyConfig(prefix, port, upstreamPort, sandboxPort);
+  const handle = startProcess('nginx proxy', 'nginx', ['-p', prefix, '-c', config, '-e', 'stderr', '-g', 'daemon off;'], { core, stderr: join(dir, 'nginx-proxy.log') });
+  await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
+  return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
+}
+
+export async function startHaproxy(dir, name, core, upstreamPort, sandboxPort, jwt) {
+  const port = await freePort();
+  const config = writeHaproxyConfig(dir, name, { port, upstreamPort, sandboxPort, jwt });
+  const handle = startProcess(name, 'haproxy', ['-db', '-f', config], { core, stderr: join(dir, `${name}.log`) });
+  await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
+  return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
+}
+
+export async function startNaiveProxy(dir, core, upstreamUrl, sandboxPort) {
+  const port = await freePort();
+  const env = { ...process.env, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstreamUrl, ...(sandboxPort && { WS_UPSTREAM: `ws://127.0.0.1:${sandboxPort}` }) };
+  const handle = startProcess('naive Fastify proxy', process.execPath, [join(ROOT, 'bench/naive-proxy.mjs')], { core, cwd: ROOT, env, stderr: join(dir, 'naive.log') });
+  await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
+  return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
+}
+
+export async function startFloorProxy(dir, core, upstreamUrl, floor) {
+  const port = await freePort();
+  const env = { ...process.env, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstreamUrl, FLOOR: floor };
+  const handle = startProcess(`${floor} floor proxy`, process.execPath, [join(ROOT, 'bench/floor-proxy.mjs')], { core, cwd: ROOT, env, stderr: join(dir, `${floor}-floor.log`) });
+  await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
+  return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
 }

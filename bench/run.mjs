@@ -9,7 +9,7 @@ import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { createLoadGenerator } from './load-generator.mjs';
 import { readOptions, USAGE } from './options.mjs';
-import { writeHaproxyConfig, writeNginxProxyConfig, writeNginxUpstreamConfig } from './peers.mjs';
+import { startFloorProxy, startHaproxy, startNaiveProxy, startNginxProxy, writeHaproxyConfig, writeNginxUpstreamConfig } from './peers.mjs';
 import { busiestProcesses, cpuSeconds, loadAverage, residentBytes } from './proc-stats.mjs';
 import {
   canPin, freePort, pinSelf, portAccepts, startProcess, stopAll, stopChildrenOnExit, stopProcess, waitUntil, which,
@@ -104,39 +104,6 @@ async function startSandbox(dir, core) {
   });
   await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
   return { ...handle, baseUrl: `http://127.0.0.1:${port}`, port };
-}
-
-async function startNginxProxy(dir, core, upstreamPort, sandboxPort) {
-  const port = await freePort();
-  const prefix = join(dir, 'nginx-proxy');
-  const config = writeNginxProxyConfig(prefix, port, upstreamPort, sandboxPort);
-  const handle = startProcess('nginx proxy', 'nginx', ['-p', prefix, '-c', config, '-e', 'stderr', '-g', 'daemon off;'], { core, stderr: join(dir, 'nginx-proxy.log') });
-  await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
-  return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
-}
-
-async function startHaproxy(dir, name, core, upstreamPort, sandboxPort, jwt) {
-  const port = await freePort();
-  const config = writeHaproxyConfig(dir, name, { port, upstreamPort, sandboxPort, jwt });
-  const handle = startProcess(name, 'haproxy', ['-db', '-f', config], { core, stderr: join(dir, `${name}.log`) });
-  await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
-  return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
-}
-
-async function startNaiveProxy(dir, core, upstreamUrl, sandboxPort) {
-  const port = await freePort();
-  const env = { ...process.env, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstreamUrl, ...(sandboxPort && { WS_UPSTREAM: `ws://127.0.0.1:${sandboxPort}` }) };
-  const handle = startProcess('naive Fastify proxy', process.execPath, [join(ROOT, 'bench/naive-proxy.mjs')], { core, cwd: ROOT, env, stderr: join(dir, 'naive.log') });
-  await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
-  return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
-}
-
-async function startFloorProxy(dir, core, upstreamUrl, floor) {
-  const port = await freePort();
-  const env = { ...process.env, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstreamUrl, FLOOR: floor };
-  const handle = startProcess(`${floor} floor proxy`, process.execPath, [join(ROOT, 'bench/floor-proxy.mjs')], { core, cwd: ROOT, env, stderr: join(dir, `${floor}-floor.log`) });
-  await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
-  return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
 }
 
 // ---------------------------------------------------------------------------------------------
