@@ -39,6 +39,26 @@ describe('start', () => {
   });
 });
 
+describe('request log lines', () => {
+  it('reach stdout within about a second on a quiet gateway, although they are written in batches', async () => {
+    const upstream = await startRecordingUpstream(answerJson(200, { offset: 3 }));
+    const issuer = await createTestIssuer();
+    const gateway = await startProcess(['dist/main.js', '--config', writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT)]);
+    try {
+      const answer = await fetch(`${gateway.api}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${await issuer.mint()}` } });
+      expect(answer.status).toBe(200);
+      const reqId = answer.headers.get('x-request-id');
+      const requestLine = () => gateway.output.filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>)
+        .find((line) => line.reqId === reqId && line.msg === 'request');
+      // One line is far below the 32 KB batch: the periodic flush (1 s) hands it over.
+      await expect.poll(requestLine, { timeout: 2_500, interval: 100 }).toMatchObject({ status: 200, operation: 'getV2StateLedger-end' });
+    } finally {
+      gateway.child.kill('SIGKILL');
+      await upstream.close();
+    }
+  });
+});
+
 describe('graceful shutdown', () => {
   it('turns /readyz 503 on SIGTERM while an in-flight submit still completes, then exits 0', async () => {
     let received: () => void = () => {};

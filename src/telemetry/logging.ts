@@ -110,8 +110,13 @@ export function loggerOptions(level: string): LoggerOptions {
   };
 }
 
-/** Lines are written to stdout in batches of at least this many bytes (one write per ~15 request lines)... */
-const WRITE_BATCH_BYTES = 4096;
+/**
+ * Lines are written to stdout in batches of at least this many bytes (one write per ~100 request
+ * lines; 4 KB batches cost 3.7% more CPU per proxied call, bench:compare)...
+ */
+const WRITE_BATCH_BYTES = 32 * 1024;
+/** (sonic-boom refuses a batch larger than its largest write) */
+const WRITE_MAX_BYTES = 4 * WRITE_BATCH_BYTES;
 /** ...or after this long, so that a quiet gateway's lines are not held back. */
 const WRITE_AT_LEAST_EVERY_MS = 1000;
 
@@ -121,7 +126,7 @@ const WRITE_AT_LEAST_EVERY_MS = 1000;
  */
 export function createLogger(
   level: string,
-  destination: DestinationStream = pino.destination({ dest: 1, sync: false, minLength: WRITE_BATCH_BYTES, periodicFlush: WRITE_AT_LEAST_EVERY_MS }),
+  destination: DestinationStream = pino.destination({ dest: 1, sync: false, minLength: WRITE_BATCH_BYTES, maxWrite: WRITE_MAX_BYTES, periodicFlush: WRITE_AT_LEAST_EVERY_MS }),
 ): Logger {
   return pino(loggerOptions(level), destination);
 }
