@@ -133,34 +133,22 @@ function describeAt(text: string, position: number): string {
   return `character ${shown}`;
 }
 
-/** What one pass over the text found. */
-interface JsonScan {
-  /** The first syntax or depth problem, if any. */
-  readonly problem: JsonProblem | undefined;
-  /**
-   * Every number literal is an integer of at most 15 digits (no fraction, exponent or `-0`), so
-   * String(value) gives back its exact text and no number needs its source kept.
-   */
-  readonly plainNumbers: boolean;
-}
-
 /**
  * A strict RFC 8259 syntax check (what jawn accepts) that also bounds the nesting depth, without
- * recursion: it runs before JSON.parse so a hostile body can neither overflow a stack nor hide
- * where it is malformed. It also notes whether any number needs its source text kept.
+ * recursion: the precise account (position, field path) of why a body was refused. Returns the
+ * first problem, or undefined.
  */
-function scanJson(text: string, maxDepth: number): JsonScan {
+export function checkJsonSyntax(text: string, maxDepth: number): JsonProblem | undefined {
   const frames: Frame[] = [];
   const length = text.length;
-  let plainNumbers = true;
   let i = 0;
   const skip = () => {
     while (i < length && isWhitespace(text.charCodeAt(i))) i++;
   };
-  const problem = (message: string): JsonScan => ({ problem: { message, position: i, path: fieldPath(text, frames) }, plainNumbers });
+  const problem = (message: string): JsonProblem => ({ message, position: i, path: fieldPath(text, frames) });
   // A character loop, not a regular expression: a 10 MB string must not exhaust the regex engine.
   // Leaves i after the closing quote; returns a problem, or undefined.
-  const scanString = (): JsonScan | undefined => {
+  const scanString = (): JsonProblem | undefined => {
     let j = i + 1;
     for (;;) {
       if (j >= length) {
@@ -203,7 +191,7 @@ function scanJson(text: string, maxDepth: number): JsonScan {
     const c = i < length ? text.charCodeAt(i) : -1;
     if (state === 'after') {
       const top = frames[frames.length - 1];
-      if (top === undefined) return i < length ? problem(`Unexpected ${describeAt(text, i)} after the JSON value`) : { problem: undefined, plainNumbers };
+      if (top === undefined) return i < length ? problem(`Unexpected ${describeAt(text, i)} after the JSON value`) : undefined;
       if (top.kind === 'object') {
         if (c === 0x2c /* , */) { i++; top.keyStart = -1; state = 'key'; continue; }
         if (c === 0x7d /* } */) { i++; frames.pop(); continue; }
@@ -243,10 +231,6 @@ function scanJson(text: string, maxDepth: number): JsonScan {
     } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
       NUMBER.lastIndex = i;
       if (!NUMBER.test(text)) return problem(`Invalid number at ${describeAt(text, i)}`);
-      if (plainNumbers) {
-        PLAIN_INTEGER.lastIndex = i;
-        plainNumbers = PLAIN_INTEGER.test(text) && PLAIN_INTEGER.lastIndex === NUMBER.lastIndex;
-      }
       i = NUMBER.lastIndex;
     } else if (text.startsWith('true', i)) i += 4;
     else if (text.startsWith('false', i)) i += 5;
@@ -254,11 +238,6 @@ function scanJson(text: string, maxDepth: number): JsonScan {
     else return problem(i >= length ? 'Unexpected end of the body, a value was expected' : `Unexpected ${describeAt(text, i)}, a value was expected`);
     state = 'after';
   }
-}
-
-/** The first syntax or depth problem of a JSON text (see scanJson), or undefined. */
-export function checkJsonSyntax(text: string, maxDepth: number): JsonProblem | undefined {
-  return scanJson(text, maxDepth).problem;
 }
 
 /** A parsed body: the value, and the exact source digits of every number in it. */
@@ -280,50 +259,118 @@ function lineAndColumn(text: string, position: number): string {
   return `line ${line} column ${position - lineStart + 1}`;
 }
 
+/** What the quick pass over a body found (see measureJson). */
+interface JsonShape {
+  /** Nested deeper than maxDepth (the pass stops there). */
+  readonly tooDeep: boolean;
+  /**
+   * Every number literal is an integer of at most 15 digits (no fraction, exponent or `-0`), so
+   * String(value) gives back its exact text and no number needs its source kept.
+   */
+  readonly plainNumbers: boolean;
+}
+
+/** The index just past the string that opens at `start` (its closing quote), or the text's length. */
+function stringEnd(text: string, start: number): number {
+  let quote = text.indexOf('"', start + 1);
+  while (quote !== -1) {
+    let backslashes = 0;
+    for (let k = quote - 1; text.charCodeAt(k) === 0x5c; k--) backslashes++;
+    if (backslashes % 2 === 0) return quote + 1;
+    quote = text.indexOf('"', quote + 1); // an escaped quote
+  }
+  return text.length;
+}
+
 /**
- * Parses a rule-checked body. JSON.parse keeps `__proto__` as a plain own key (no prototype is
- * touched). When a number's text may differ from String(value) (more than 15 digits, a fraction,
- * an exponent, `-0`), a reviver reads each number's source text (JSON.parse source text access,
- * Node ≥ 21) so an int64 above 2^53 is judged on its exact digits. Bodies without such numbers,
- * nearly all of them, skip the reviver: it costs eight times the parse.
+ * The quick pass every body gets before JSON.parse: how deep it nests and whether any number needs
+ * its source text. Strings, most of a body, are skipped with indexOf; only what lies between them is
+ * looked at. Exact for valid JSON. For anything else its answer does not matter: JSON.parse refuses
+ * the text, and checkJsonSyntax then says where and why.
+ */
+function measureJson(text: string, maxDepth: number): JsonShape {
+  const length = text.length;
+  let depth = 0;
+  let plainNumbers = true;
+  let i = 0;
+  while (i < length) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      i = stringEnd(text, i);
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      if (++depth > maxDepth) return { tooDeep: true, plainNumbers };
+      i++;
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      depth--;
+      i++;
+    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
+      NUMBER.lastIndex = i;
+      if (!NUMBER.test(text)) {
+        i++; // not a number: JSON.parse refuses the text
+        continue;
+      }
+      if (plainNumbers) {
+        PLAIN_INTEGER.lastIndex = i;
+        plainNumbers = PLAIN_INTEGER.test(text) && PLAIN_INTEGER.lastIndex === NUMBER.lastIndex;
+      }
+      i = NUMBER.lastIndex;
+    } else {
+      i++;
+    }
+  }
+  return { tooDeep: false, plainNumbers };
+}
+
+function malformedJson(text: string, { message, position, path }: JsonProblem): GatewayError {
+  const where = `${lineAndColumn(text, position)} (position ${position})${path === '' ? '' : `, in ${path}`}`;
+  return malformed(`The request body is not valid JSON: ${message} at ${where}.`);
+}
+
+/**
+ * Parses a rule-checked body. A quick pass bounds the depth before anything is built (a 10 MB body
+ * of `[` must not become millions of arrays); then JSON.parse, which keeps `__proto__` as a plain own
+ * key (no prototype is touched). A text JSON.parse refuses, or one too deep, gets checkJsonSyntax's precise
+ * account of its first problem. When a number's text may differ from String(value) (more than 15
+ * digits, a fraction, an exponent, `-0`), the body is parsed again with a reviver that reads each
+ * number's source text (JSON.parse source text access, Node ≥ 21), so an int64 above 2^53 is
+ * judged on its exact digits. Bodies without such numbers, nearly all, skip the reviver: it costs
+ * eight times the parse.
  */
 export function parseJsonBody(text: string, maxDepth: number): ParsedBody {
   if (text.trim() === '') throw malformed('The request body is empty; this route needs a JSON object.');
-  const scan = scanJson(text, maxDepth);
-  if (scan.problem !== undefined) {
-    const { message, position, path } = scan.problem;
-    const where = `${lineAndColumn(text, position)} (position ${position})${path === '' ? '' : `, in ${path}`}`;
-    throw malformed(`The request body is not valid JSON: ${message} at ${where}.`);
-  }
+  const shape = measureJson(text, maxDepth);
   let value: unknown;
-  let numberText: ParsedBody['numberText'];
-  try {
-    if (scan.plainNumbers) {
+  let parseError: Error | undefined;
+  if (!shape.tooDeep) {
+    try {
       value = JSON.parse(text);
-      numberText = plainNumberText;
-    } else {
-      const sources = new WeakMap<object, Map<string, string>>();
-      value = JSON.parse(text, function (this: object, key: string, parsed: unknown, context?: { source?: string }) {
-        if (typeof parsed === 'number') {
-          let byKey = sources.get(this);
-          if (byKey === undefined) sources.set(this, (byKey = new Map()));
-          byKey.set(key, context?.source ?? String(parsed));
-        }
-        return parsed;
-      } as (this: unknown, key: string, value: unknown) => unknown);
-      numberText = (holder, key) => sources.get(holder)?.get(key);
+    } catch (error) {
+      parseError = error as Error;
     }
-  } catch (error) {
-    throw malformed(`The request body is not valid JSON: ${(error as Error).message}.`);
+  }
+  if (shape.tooDeep || parseError !== undefined) {
+    const problem = checkJsonSyntax(text, maxDepth);
+    if (problem !== undefined) throw malformedJson(text, problem);
+    throw malformed(`The request body is not valid JSON: ${parseError?.message ?? 'unreadable'}.`);
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     const kind = value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
     throw malformed(`The request body must be a JSON object, not ${kind}.`);
   }
-  return { value, numberText };
+  if (shape.plainNumbers) return { value, numberText: plainNumberText };
+  const sources = new WeakMap<object, Map<string, string>>();
+  const revived = JSON.parse(text, function (this: object, key: string, parsed: unknown, context?: { source?: string }) {
+    if (typeof parsed === 'number') {
+      let byKey = sources.get(this);
+      if (byKey === undefined) sources.set(this, (byKey = new Map()));
+      byKey.set(key, context?.source ?? String(parsed));
+    }
+    return parsed;
+  } as (this: unknown, key: string, value: unknown) => unknown) as object;
+  return { value: revived, numberText: (holder, key) => sources.get(holder)?.get(key) };
 }
 
-/** numberText of a body whose numbers all read back as themselves (JsonScan.plainNumbers). */
+/** numberText of a body whose numbers all read back as themselves (JsonShape.plainNumbers). */
 function plainNumberText(holder: object, key: string): string | undefined {
   if (!Object.hasOwn(holder, key) || (Array.isArray(holder) && key === 'length')) return undefined;
   const value = (holder as Record<string, unknown>)[key];

@@ -51,12 +51,15 @@ describe('parseJsonBody', () => {
       fc.tuple(digits, digits).map(([whole, fraction]) => `${whole}.${fraction}`),
       fc.tuple(digits, fc.constantFrom('e', 'E', 'e+', 'e-'), fc.nat(40)).map(([whole, e, exponent]) => `${whole}${e}${exponent}`),
     );
-    fc.assert(fc.property(fc.array(literal, { minLength: 1, maxLength: 6 }), (literals) => {
-      const text = `{${literals.map((l, i) => `"k${i}": ${l}`).join(', ')}, "list": [${literals.join(',')}]}`;
+    // Keys full of what a quick pass could mistake for structure: quotes, backslashes, brackets, digits.
+    const trickyKey = fc.string({ unit: fc.constantFrom('"', '\\', '[', '{', '}', ']', '1', '.', 'e', '-', 'a', ' ', ':', ','), maxLength: 8 });
+    fc.assert(fc.property(fc.array(fc.tuple(trickyKey, literal), { minLength: 1, maxLength: 6 }), (entries) => {
+      const keyed = entries.map(([key, l], i) => [`${key}#${i}`, l] as const); // distinct keys
+      const text = `{${keyed.map(([key, l]) => `${JSON.stringify(key)}: ${l}`).join(', ')}, "list": [${keyed.map(([, l]) => l).join(',')}]}`;
       const parsed = parseJsonBody(text, 64);
       const value = parsed.value as Record<string, unknown> & { list: unknown[] };
-      literals.forEach((l, i) => {
-        expect(parsed.numberText(value, `k${i}`)).toBe(l);
+      keyed.forEach(([key, l], i) => {
+        expect(parsed.numberText(value, key)).toBe(l);
         expect(parsed.numberText(value.list, String(i))).toBe(l);
       });
     }), { numRuns: 2000 });
@@ -89,6 +92,16 @@ describe('parseJsonBody', () => {
     expect(parseJsonBody(`${'['.repeat(5)}${']'.repeat(5)}`.replace(/^/, '{"a":').concat('}'), 8).value).toBeDefined();
     const deep = `{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}`;
     expect(refusal(() => parseJsonBody(deep, 512)).details.cause).toContain('nested deeper than 512 levels');
+  });
+
+  it('property: counts only real nesting, never brackets inside strings', () => {
+    const trickyString = fc.string({ unit: fc.constantFrom('"', '\\', '[', '{', ']', '}', 'x'), maxLength: 10 }).map((text) => JSON.stringify(text));
+    fc.assert(fc.property(fc.integer({ min: 2, max: 14 }), fc.integer({ min: 8, max: 12 }), fc.array(trickyString, { maxLength: 4 }), (depth, maxDepth, strings) => {
+      // depth levels in all: the outer object, then arrays, with the strings at the innermost level
+      const text = `{"a":${'['.repeat(depth - 1)}${strings.join(',')}${']'.repeat(depth - 1)}}`;
+      if (depth <= maxDepth) expect(parseJsonBody(text, maxDepth).value).toEqual(JSON.parse(text));
+      else expect(refusal(() => parseJsonBody(text, maxDepth)).details.cause).toContain(`nested deeper than ${maxDepth} levels`);
+    }), { numRuns: 1000 });
   });
 
   it('handles a long string without exhausting anything', () => {
