@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createLoadGenerator } from './load-generator.mjs';
 import { startFloorProxy, startNaiveProxy, writeNginxUpstreamConfig } from './peers.mjs';
-import { cpuSeconds } from './proc-stats.mjs';
+import { cpuSeconds, machineCpuTicks, stealPercent } from './proc-stats.mjs';
 import { canPin, freePort, portAccepts, startProcess, stopAll, stopChildrenOnExit, waitUntil, which } from './processes.mjs';
 import { median } from './report.mjs';
 
@@ -144,6 +144,7 @@ async function main() {
 
     log(`${options.scenario}: ${gateways.map((gateway) => gateway.label).join(' vs ')}; both pinned to core ${CORE_GATEWAYS}${canPin() ? '' : ' (taskset missing: not pinned)'}, loaded together, ${options.rounds} rounds of ${options.seconds} s, ${options.connections} connections each`);
     await loadBoth(2); // warm-up: JIT, pools, token cache
+    const ticksBefore = machineCpuTicks();
     log('round   base µs/req  base req/s   this µs/req  this req/s   this/base CPU');
     const ratios = [];
     const rows = [];
@@ -158,6 +159,8 @@ async function main() {
     const middle = (pick) => median(rows.map(pick));
     log(`median  ${fixed(middle(([b]) => b.cpuUs))}     ${fixed(middle(([b]) => b.rps))}      ${fixed(middle(([, t]) => t.cpuUs))}    ${fixed(middle(([, t]) => t.rps))}      ${fixed(median(ratios), 3)}`);
     const ratio = median(ratios);
+    const steal = stealPercent(ticksBefore, machineCpuTicks());
+    if (steal !== undefined) log(`hypervisor steal during the rounds: ${steal.toFixed(1)}% of the VM's CPU time (it slows both sides alike; the ratio stands)`);
     if (peer !== undefined) log(`so, CPU-bound on one core, this build would serve ${(1 / ratio).toFixed(2)}× the requests per second of the ${peer.label}`);
     log(`this build uses ${ratio < 1 ? `${((1 - ratio) * 100).toFixed(1)}% less` : `${((ratio - 1) * 100).toFixed(1)}% more`} CPU per request than ${baseName} (median of ${options.rounds} paired rounds; per-round ratios ${Math.min(...ratios).toFixed(3)} to ${Math.max(...ratios).toFixed(3)})`);
   } finally {

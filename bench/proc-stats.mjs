@@ -65,6 +65,27 @@ export function residentBytes(root) {
   return kib * 1024;
 }
 
+/**
+ * The machine's CPU time so far, from /proc/stat's `cpu` line (clock ticks): all of it, and what the
+ * hypervisor took for other guests (steal). A VM whose host is busy loses time to steal, and every
+ * figure of a run slows with it, the peers' too.
+ */
+export function machineCpuTicks() {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is already in user)
+    return { total: fields.slice(0, 8).reduce((sum, value) => sum + value, 0), steal: fields[7] ?? 0 };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The share of the machine's CPU time the hypervisor took between two machineCpuTicks() readings, in %. */
+export function stealPercent(before, after) {
+  if (before === undefined || after === undefined || after.total <= before.total) return undefined;
+  return ((after.steal - before.steal) / (after.total - before.total)) * 100;
+}
+
 export function loadAverage() {
   try {
     return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number);

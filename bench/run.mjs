@@ -10,7 +10,7 @@ import { dirname, join, relative } from 'node:path';
 import { createLoadGenerator } from './load-generator.mjs';
 import { readOptions, USAGE } from './options.mjs';
 import { startFloorProxy, startHaproxy, startNaiveProxy, startNginxProxy, writeHaproxyConfig, writeNginxUpstreamConfig } from './peers.mjs';
-import { busiestProcesses, cpuSeconds, loadAverage, residentBytes } from './proc-stats.mjs';
+import { busiestProcesses, cpuSeconds, loadAverage, machineCpuTicks, residentBytes, stealPercent } from './proc-stats.mjs';
 import {
   canPin, freePort, pinSelf, portAccepts, startProcess, stopAll, stopChildrenOnExit, stopProcess, waitUntil, which,
 } from './processes.mjs';
@@ -66,6 +66,7 @@ function describeMachine() {
     node: process.version,
     loadAverageAtStart: loadAverage(),
     busiestAtStart: busiestProcesses(),
+    cpuTicksAtStart: machineCpuTicks(),
   };
 }
 
@@ -402,6 +403,8 @@ async function main() {
   // --- report -------------------------------------------------------------------------------------
   machine.loadAverageAtEnd = loadAverage();
   machine.busiestAtEnd = busiestProcesses();
+  machine.stealPercent = stealPercent(machine.cpuTicksAtStart, machineCpuTicks());
+  if (machine.stealPercent > 5) caveats.push(`the hypervisor took ${machine.stealPercent.toFixed(0)}% of this VM's CPU time during the run (steal, /proc/stat): every path ran slower than on a quiet host; compare ratios, not figures`);
   const maxLoad = Math.max(machine.loadAverageAtStart[0] ?? 0, ...loadSamples);
   if (maxLoad > 2.6) caveats.push(`the 1-minute load average reached ${maxLoad.toFixed(2)} (the bench alone keeps it near 2 on 2 cores): other processes competed for the cores`);
   result.summary = summarize(result.runs.filter((run) => run.round > 0));
@@ -432,7 +435,7 @@ async function main() {
   log('');
   if (options.quick) caveats.push('--quick: short single runs check that the harness works; the figures are not for comparison');
   for (const caveat of caveats) log(`caveat: ${caveat}`);
-  log(`load average at end: ${machine.loadAverageAtEnd.join(' ')}; run took ${result.durationSeconds} s`);
+  log(`load average at end: ${machine.loadAverageAtEnd.join(' ')}; hypervisor steal during the run: ${machine.stealPercent === undefined ? 'unknown' : `${machine.stealPercent.toFixed(1)}%`}; run took ${result.durationSeconds} s`);
 
   const out = join(ROOT, options.out);
   mkdirSync(dirname(out), { recursive: true });
