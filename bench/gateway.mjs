@@ -99,3 +99,10 @@ export async function verificationCount(metricsUrl) {
   }
   return total === undefined ? undefined : { name, total };
 }
+
+/** The gateway's V8 heap in use (prom-client's nodejs_heap_size_used_bytes), in bytes; undefined if not on /metrics. */
+export async function heapUsedBytes(metricsUrl) {
+  const text = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(5_000) })).text();
+  const match = /^nodejs_heap_size_used_bytes(?:\{[^}]*\})? ([0-9.e+]+)/m.exec(text);
+  return match === null ? undefined : Number(match[1]);
+}

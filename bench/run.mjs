@@ -424,6 +424,7 @@ async function main() {
     log(`  RSS after warm-up ${m.rssAfterWarmupMiB.toFixed(1)} MiB, at the end ${m.rssEndMiB.toFixed(1)} MiB (${m.growthPercent >= 0 ? '+' : ''}${m.growthPercent.toFixed(1)} %), peak ${m.rssPeakMiB.toFixed(1)} MiB`);
     log(`  RSS after each chunk (MiB): ${m.rssAfterChunksMiB.map((value) => value.toFixed(0)).join(' ')}`);
     if (m.secondHalfGrowthPercent !== undefined) log(`  growth over the second half of the chunks: ${m.secondHalfGrowthPercent >= 0 ? '+' : ''}${m.secondHalfGrowthPercent.toFixed(1)} % (a leak keeps growing; a settling heap is flat here)`);
+    if (m.heapUsedMedianFirstHalfMiB !== undefined) log(`  V8 heap in use after the chunks, median of the first half ${m.heapUsedMedianFirstHalfMiB.toFixed(1)} MiB, of the second half ${m.heapUsedMedianSecondHalfMiB.toFixed(1)} MiB (a leak raises it; RSS also moves as V8 grows and shrinks its heap)`);
     log(`  non-2xx/errors: ${m.nonSuccess}; signature verifications: ${m.verifications ?? 'not exposed'}${m.verifications !== undefined ? ` (${(m.verifications / m.requests).toFixed(6)} per request)` : ''}`);
     log('');
   }
@@ -455,6 +456,14 @@ async function reportProfile(gateway) {
   log(`profile: ${relative(ROOT, file)} (a flame graph: Chrome DevTools, Performance, "Load profile"; or speedscope.app)`);
 }
 
+/** The median of the first (half 0) or second (half 1) half of the defined values, or undefined. */
+function halfMedian(values, half) {
+  const known = values.filter((value) => value !== undefined);
+  if (known.length < 2) return undefined;
+  const middle = Math.floor(known.length / 2);
+  return median(half === 0 ? known.slice(0, middle) : known.slice(middle));
+}
+
 /** Memory soak: warm-up, then `memoryRequests` requests through the gateway in chunks (a fresh token each). */
 async function memorySoak({ options, targets, measureHttp, httpScenarios }) {
   const pid = targets.gateway?.pid;
@@ -472,6 +481,17 @@ async function memorySoak({ options, targets, measureHttp, httpScenarios }) {
   const sampler = setInterval(() => { peak = Math.max(peak, residentBytes(pid)); }, 500);
   const started = Date.now();
   const afterChunks = [];
+  // The V8 heap in use after each chunk: a leak shows here as a rising floor, whatever V8 does with RSS.
+  const { heapUsedBytes } = await import('./gateway.mjs');
+  const heapUsedMiB = async () => {
+    try {
+      const bytes = await heapUsedBytes(targets.gateway.metricsUrl);
+      return bytes === undefined ? undefined : bytes / MiB;
+    } catch {
+      return undefined;
+    }
+  };
+  const heapAfterChunks = [];
   let done = 0;
   let nonSuccess = 0;
   let verifications = 0;
@@ -485,7 +505,9 @@ async function memorySoak({ options, targets, measureHttp, httpScenarios }) {
       nonSuccess += run.nonSuccess + run.errors.connect + run.errors.read + run.errors.write + run.errors.timeout;
       verifications = run.verifications === undefined || verifications === undefined ? undefined : verifications + run.verifications;
       afterChunks.push(residentBytes(pid) / MiB);
-      log(`  ${done.toLocaleString('en').padStart(10)} requests  RSS ${afterChunks.at(-1).toFixed(1)} MiB  (${scenario}, ${Math.round(run.rps).toLocaleString('en')} req/s)`);
+      heapAfterChunks.push(await heapUsedMiB());
+      const heap = heapAfterChunks.at(-1);
+      log(`  ${done.toLocaleString('en').padStart(10)} requests  RSS ${afterChunks.at(-1).toFixed(1)} MiB  heap used ${heap === undefined ? '?' : heap.toFixed(1)} MiB  (${scenario}, ${Math.round(run.rps).toLocaleString('en')} req/s)`);
     }
   } finally {
     clearInterval(sampler);
@@ -506,6 +528,10 @@ async function memorySoak({ options, targets, measureHttp, httpScenarios }) {
       : undefined,
     rssAfterChunksMiB: afterChunks,
     rssMedianOfChunksMiB: median(afterChunks),
+    heapUsedAfterChunksMiB: heapAfterChunks,
+    // Heap in use swings with the garbage not yet collected: compare the halves' medians.
+    heapUsedMedianFirstHalfMiB: halfMedian(heapAfterChunks, 0),
+    heapUsedMedianSecondHalfMiB: halfMedian(heapAfterChunks, 1),
     nonSuccess,
     verifications,
   };
