@@ -359,14 +359,21 @@ export function parseJsonBody(text: string, maxDepth: number): ParsedBody {
   }
   if (shape.plainNumbers) return { value, numberText: plainNumberText };
   const sources = new WeakMap<object, Map<string, string>>();
-  const revived = JSON.parse(text, function (this: object, key: string, parsed: unknown, context?: { source?: string }) {
-    if (typeof parsed === 'number') {
-      let byKey = sources.get(this);
-      if (byKey === undefined) sources.set(this, (byKey = new Map()));
-      byKey.set(key, context?.source ?? String(parsed));
-    }
-    return parsed;
-  } as (this: unknown, key: string, value: unknown) => unknown) as object;
+  let revived: object;
+  try {
+    revived = JSON.parse(text, function (this: object, key: string, parsed: unknown, context?: { source?: string }) {
+      if (typeof parsed === 'number') {
+        let byKey = sources.get(this);
+        if (byKey === undefined) sources.set(this, (byKey = new Map()));
+        byKey.set(key, context?.source ?? String(parsed));
+      }
+      return parsed;
+    } as (this: unknown, key: string, value: unknown) => unknown) as object;
+  } catch (error) {
+    // V8 revives recursively: a body nested some thousands deep (policy.maxBodyDepth allows 10,000)
+    // overflows the stack here although JSON.parse alone read it.
+    throw malformed(`The request body is nested too deeply to read its numbers exactly (${(error as Error).message}); nest it less deeply, or lower policy.maxBodyDepth.`);
+  }
   return { value: revived, numberText: (holder, key) => sources.get(holder)?.get(key) };
 }
 

@@ -115,7 +115,7 @@ export function loggerOptions(level: string): LoggerOptions {
  * lines; 4 KB batches cost 3.7% more CPU per proxied call, bench:compare)...
  */
 const WRITE_BATCH_BYTES = 32 * 1024;
-/** (sonic-boom refuses a batch larger than its largest write) */
+/** sonic-boom needs its largest single write (maxWrite, 16 KB by default) above the batch size. */
 const WRITE_MAX_BYTES = 4 * WRITE_BATCH_BYTES;
 /** ...or after this long, so that a quiet gateway's lines are not held back. */
 const WRITE_AT_LEAST_EVERY_MS = 1000;

@@ -104,6 +104,14 @@ describe('parseJsonBody', () => {
     }), { numRuns: 1000 });
   });
 
+  it('refuses with a coded 400, never a crash, a body too deep to revive its numbers within the allowed depth', () => {
+    // JSON.parse reads it; V8's reviver (needed for the 1.5) recurses and runs out of stack.
+    const text = `{"a":${'['.repeat(9_000)}1.5${']'.repeat(9_000)}}`;
+    expect(refusal(() => parseJsonBody(text, 10_000)).details.cause).toContain('nested too deeply to read its numbers exactly');
+    // The same nesting with plain integers needs no reviver, and is read.
+    expect(parseJsonBody(text.replace('1.5', '15'), 10_000).value).toBeDefined();
+  });
+
   it('handles a long string without exhausting anything', () => {
     const text = `{"s": "${'x'.repeat(5_000_000)}"}`;
     expect((parseJsonBody(text, 8).value as { s: string }).s.length).toBe(5_000_000);
