@@ -36,7 +36,8 @@ function collect(child) {
     child.stdout.on('data', (data) => { stdout += data; });
     child.stderr.on('data', (data) => { stderr += data; });
     child.once('error', reject);
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+    // 'close', not 'exit': a process can exit before its output is read, and wrk's figures come last.
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
 

@@ -53,7 +53,7 @@ function start(args, marker, env = {}) {
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${args[0]} exited ${code}:\n${out}`)));
+    child.once('close', (code) => reject(new Error(`${args[0]} exited ${code}:\n${out}`)));
   });
 }
 

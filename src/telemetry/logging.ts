@@ -112,7 +112,7 @@ export function loggerOptions(level: string): LoggerOptions {
 
 /**
  * Lines are written to stdout in batches of at least this many bytes (one write per ~100 request
- * lines; 4 KB batches cost 3.7% more CPU per proxied call, bench:compare)...
+ * lines; 4 KB batches measured 3.7% more CPU per proxied call in one bench:compare run)...
  */
 const WRITE_BATCH_BYTES = 32 * 1024;
 /** sonic-boom needs its largest single write (maxWrite, 16 KB by default) above the batch size. */

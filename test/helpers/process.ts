@@ -49,7 +49,8 @@ export interface GatewayProcess {
 export function startProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 15_000): Promise<GatewayProcess> {
   const child = spawn(process.execPath, [...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const output: string[] = [];
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // 'close', not 'exit': the process can exit before its last output is read.
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
@@ -92,7 +93,7 @@ export function runToExit(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs
       child.kill('SIGKILL');
       reject(new Error(`did not exit within ${timeoutMs} ms`));
     }, timeoutMs);
-    child.once('exit', (code) => {
+    child.once('close', (code) => { // after the output is read, not merely after the exit
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
