@@ -7,7 +7,7 @@ import { resolveAuthConfig, type ResolvedAuth } from './config.js';
 import { checkTokenShape, type TokenSource } from './extract.js';
 import { AuthFailure } from './failure.js';
 import { createKeySet, type KeySet, type RemoteKeySetOptions } from './key-set.js';
-import { TokenCache, tokenCacheKey } from './token-cache.js';
+import { TokenCache, tokenCacheKey, type Connection } from './token-cache.js';
 import { createTokenVerifier, failureOfJoseError, type VerifiedToken } from './verify.js';
 
 export interface Authenticator {
@@ -16,9 +16,10 @@ export interface Authenticator {
   /**
    * The same for the request path: answered at once (no promise) when the cache knows the token,
    * where it may also throw the AuthFailure. A token the cache does not know is first checked for
-   * its shape (extract.ts checkTokenShape; `source` names it in the refusal).
+   * its shape (extract.ts checkTokenShape; `source` names it in the refusal). With `connection`
+   * (the client's socket), the token that connection proved last answers without the keyed lookup.
    */
-  principalOf(token: string, source?: TokenSource): Principal | Promise<Principal>;
+  principalOf(token: string, source?: TokenSource, connection?: Connection): Principal | Promise<Principal>;
   /** False for auth.publicOperations and the participant's own routes outside /v2 (FACTS.md §4.4, §8). */
   requiresToken(operation: Operation): boolean;
   /** Every issuer's keys are loaded (readiness check `keys`). */
@@ -67,11 +68,18 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
   // Concurrent requests with the same new token share one verification.
   const inflight = new Map<string, Promise<VerifiedToken>>();
 
-  function principalOf(token: string, source: TokenSource = 'bearer token'): Principal | Promise<Principal> {
+  function principalOf(token: string, source: TokenSource = 'bearer token', connection?: Connection): Principal | Promise<Principal> {
+    if (connection !== undefined) {
+      const last = cache.lastVerifiedOn(connection, token);
+      if (last !== undefined) return last.principal;
+    }
     const key = tokenCacheKey(token);
     const remembered = cache.lookup(key);
     if (remembered instanceof AuthFailure) throw remembered;
-    if (remembered !== undefined) return remembered.principal;
+    if (remembered !== undefined) {
+      if (connection !== undefined) cache.rememberOn(connection, token, remembered);
+      return remembered.principal;
+    }
     checkTokenShape(token, source);
     let pending = inflight.get(key);
     if (pending === undefined) {
@@ -85,7 +93,10 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
       }).finally(() => inflight.delete(key));
       inflight.set(key, pending);
     }
-    return pending.then((verified) => verified.principal);
+    return pending.then((verified) => {
+      if (connection !== undefined) cache.rememberOn(connection, token, verified);
+      return verified.principal;
+    });
   }
 
   return {

@@ -28,7 +28,7 @@ function principalOf(authenticate: () => Principal | Promise<Principal>, onFailu
 export function authenticationStage(authenticator: Authenticator, onFailure: OnAuthFailure): Stage {
   return function authenticateRequest(request) {
     if (!authenticator.requiresToken(request.operation)) return undefined;
-    const principal = principalOf(() => authenticator.principalOf(bearerTokenFromHeaders(request.raw.rawHeaders), 'bearer token'), onFailure);
+    const principal = principalOf(() => authenticator.principalOf(bearerTokenFromHeaders(request.raw.rawHeaders), 'bearer token', request.raw.socket), onFailure);
     if (!(principal instanceof Promise)) {
       request.principal = principal;
       return undefined;

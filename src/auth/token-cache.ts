@@ -1,5 +1,7 @@
-// Verified claims by SHA-256 of the token (the token itself is never a key in memory), each kept
-// until the token's exp at the latest; a hit still checks expiry against the clock. Refusals that
+// Verified claims by SHA-256 of the token (the token itself is never a key in the shared cache), each
+// kept until the token's exp at the latest; a hit still checks expiry against the clock. A client
+// connection also remembers the last token it proved, so a keep-alive client's next call with the
+// same token skips the hash and the LRU (see lastVerifiedOn). Refusals that
 // depend only on the token (bad signature, malformed, wrong audience, ...) are remembered briefly in
 // a separate, smaller LRU, so a flood of one bad token costs one check and a flood of distinct
 // garbage cannot evict the good entries.
@@ -29,11 +31,25 @@ export function tokenCacheKey(token: string): string {
   return hash('sha256', token, 'base64url');
 }
 
+const kLastVerified = Symbol('ledger-gateway.lastVerifiedToken');
+
+interface LastVerified {
+  token: string;
+  verified: VerifiedToken;
+  /** The cache's generation when it was remembered: clear() ends every connection's memo at once. */
+  generation: number;
+}
+
+/** What a client's calls share, and nobody else's: its connection (the socket). */
+export type Connection = object & { [kLastVerified]?: LastVerified };
+
 export class TokenCache {
   private readonly verified: LRUCache<string, VerifiedToken> | undefined;
   private readonly refused: LRUCache<string, AuthFailure> | undefined;
   private readonly options: TokenCacheOptions;
   private readonly now: () => number;
+  /** Counts clear() calls. */
+  private generation = 0;
 
   constructor(options: TokenCacheOptions) {
     this.options = options;
@@ -57,6 +73,35 @@ export class TokenCache {
     return this.refused?.get(key);
   }
 
+  /**
+   * The token this connection proved last, when this call presents the same one (compared whole),
+   * the cache has not been cleared since and it has not expired; otherwise undefined, and the call
+   * takes the keyed lookup. Only the connection that presented a token can match it, so no other
+   * client can probe for it, and the reference ends with the connection or its next token.
+   */
+  lastVerifiedOn(connection: Connection, token: string): VerifiedToken | undefined {
+    const last = connection[kLastVerified];
+    if (last === undefined || last.token !== token || last.generation !== this.generation) return undefined;
+    if (isExpired(last.verified.expiresAt, Math.floor(this.now() / 1000), this.options.clockToleranceSeconds)) return undefined;
+    return last.verified;
+  }
+
+  /**
+   * Remembers a verified token on the connection that presented it (not when the cache is off).
+   * Updated in place: behind a proxy that mixes clients on one connection it changes on most calls.
+   */
+  rememberOn(connection: Connection, token: string, verified: VerifiedToken): void {
+    if (this.verified === undefined) return;
+    const last = connection[kLastVerified];
+    if (last === undefined) {
+      connection[kLastVerified] = { token, verified, generation: this.generation };
+    } else {
+      last.token = token;
+      last.verified = verified;
+      last.generation = this.generation;
+    }
+  }
+
   rememberVerified(key: string, token: VerifiedToken): void {
     if (this.verified === undefined) return;
     const ttl = Math.floor((token.expiresAt + this.options.clockToleranceSeconds) * 1000 - this.now());
@@ -69,6 +114,7 @@ export class TokenCache {
 
   /** Forget everything (a key was withdrawn from a key set). */
   clear(): void {
+    this.generation++;
     this.verified?.clear();
     this.refused?.clear();
   }

@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { SignJWT, importPKCS8 } from 'jose';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createAuthenticator, type Authenticator } from '../../src/auth/authenticator.js';
 import { AuthFailure } from '../../src/auth/failure.js';
 import { validateGatewayConfig } from '../../src/config/load.js';
@@ -94,6 +94,64 @@ describe('authenticator', () => {
     expect(auth.requiresToken(op('getReadyz', true))).toBe(false);
     expect(auth.requiresToken(op('getV2Users'))).toBe(true);
     expect(auth.requiresToken(op('unknown'))).toBe(true);
+  });
+});
+
+describe('the token a connection proved last', () => {
+  it('answers that connection\'s next call with the same token without the keyed lookup; other connections look up', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key);
+    const token = await sign(key, { iss: ISSUER, sub: 'alice' });
+    const lookup = vi.spyOn(auth.cache, 'lookup');
+    const connection = {};
+    expect(await auth.principalOf(token, 'bearer token', connection)).toMatchObject({ subject: 'alice' });
+    expect(lookup).toHaveBeenCalledTimes(1);
+    for (let i = 0; i < 5; i++) expect(auth.principalOf(token, 'bearer token', connection)).toMatchObject({ subject: 'alice' });
+    expect(lookup).toHaveBeenCalledTimes(1);
+    expect(await auth.principalOf(token, 'bearer token', {})).toMatchObject({ subject: 'alice' });
+    expect(lookup).toHaveBeenCalledTimes(2);
+    expect(auth.signatureChecks).toBe(1);
+  });
+
+  it('never answers for another token on the same connection', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key);
+    const connection = {};
+    await auth.principalOf(await sign(key, { iss: ISSUER, sub: 'alice' }), 'bearer token', connection);
+    expect(await auth.principalOf(await sign(key, { iss: ISSUER, sub: 'bob' }), 'bearer token', connection)).toMatchObject({ subject: 'bob' });
+    const forged = tamperedPayload(await sign(key, { iss: ISSUER, sub: 'bob' }), { sub: 'participant_admin' });
+    expect(await reasonOf(Promise.resolve().then(() => auth.principalOf(forged, 'bearer token', connection)))).toBe('bad_signature');
+  });
+
+  it('ends when the cache is cleared (a key was withdrawn): the token is checked again', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key);
+    const token = await sign(key, { iss: ISSUER });
+    const connection = {};
+    await auth.principalOf(token, 'bearer token', connection);
+    auth.cache.clear();
+    await auth.principalOf(token, 'bearer token', connection);
+    expect(auth.signatureChecks).toBe(2);
+  });
+
+  it('still enforces expiry', async () => {
+    const key = await signingKey('ES256');
+    let clock = Date.now();
+    const auth = await authenticator(key, {}, () => clock);
+    const token = await sign(key, { iss: ISSUER, exp: nowSeconds() + 30 });
+    const connection = {};
+    await auth.principalOf(token, 'bearer token', connection);
+    clock += 36_000;
+    expect(await reasonOf(Promise.resolve().then(() => auth.principalOf(token, 'bearer token', connection)))).toBe('expired');
+  });
+
+  it('is off with the cache off: every call is checked', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key, { tokenCache: { maxEntries: 0, negativeTtlMs: 0 } });
+    const token = await sign(key, { iss: ISSUER });
+    const connection = {};
+    for (let i = 0; i < 3; i++) await auth.principalOf(token, 'bearer token', connection);
+    expect(auth.signatureChecks).toBe(3);
   });
 });
 
