@@ -1,11 +1,12 @@
 // Metric names and labels: a contract documented in the README. One Registry per app.
 // Every label value comes from a bounded set: the route catalogue, the error catalogue, codes
 // that match Canton's code pattern (capped), a status number. Never a raw URL, a user or a token.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
 import { Errors } from '../errors.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 import { CANTON_CODE, REDACTED_CODES, UpstreamCodes } from '../proxy/upstream-error-code.js';
 import { BUILD_VERSION } from './build-info.js';
+import { PlainCounter, PlainHistogram, registerPlainMetric, type CounterSeries, type HistogramSeries } from './plain-metrics.js';
 
 export const MetricNames = {
   requests: 'ledger_gateway_requests_total',
@@ -41,7 +42,8 @@ export const CLIENT_CLOSED_STATUS = 499;
 /** Default process metrics that promtool rejects (gauges named *_total); the per-type gauges next to them hold the same numbers. */
 const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
-const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT', 'TRACE']);
+const KNOWN_METHOD_LIST: readonly string[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT', 'TRACE'];
+const KNOWN_METHODS = new Set(KNOWN_METHOD_LIST);
 const OPERATIONS = new Set(OPERATION_NAMES);
 
 /** Codes that never count against the cap: the gateway's catalogue and the fixed upstream classifications. */
@@ -84,6 +86,12 @@ export function methodLabel(method: string): string {
   return KNOWN_METHODS.has(method) ? method : '_OTHER';
 }
 
+/** 0..9: the method's place among KNOWN_METHODS, 9 for any other (all of which share the label _OTHER). */
+function methodIndex(method: string): number {
+  const index = KNOWN_METHOD_LIST.indexOf(method);
+  return index === -1 ? KNOWN_METHOD_LIST.length : index;
+}
+
 export function operationLabel(operation: string): string {
   return OPERATIONS.has(operation) ? operation : UNKNOWN_OPERATION.name;
 }
@@ -102,6 +110,8 @@ export const DEFAULT_METRICS_OPTIONS: MetricsOptions = { exemplars: false, maxUp
 
 export interface GatewayMetrics {
   readonly registry: Registry;
+  /** Whether observations take a trace id as their exemplar (callers skip finding one otherwise). */
+  readonly exemplars: boolean;
   /** One finished request; `traceId` (of a sampled trace) becomes the exemplar when exemplars are on. */
   observeRequest(operation: string, method: string, status: number, errorCode: string | null, seconds: number, traceId?: string): void;
   observeUpstream(operation: string, seconds: number, traceId?: string): void;
@@ -120,12 +130,11 @@ export interface GatewayMetrics {
 }
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
-type HistogramChild = ReturnType<Histogram<string>['labels']>;
 
+/** The two series one finished request updates. */
 interface RequestSeries {
-  readonly count: CounterChild;
-  readonly duration: HistogramChild;
-  readonly durationLabels: Readonly<Record<string, string>>;
+  readonly count: CounterSeries;
+  readonly duration: HistogramSeries;
 }
 
 /** Memoizes prom-client children: `labels()` validates and hashes on every call. */
@@ -150,29 +159,27 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   collectDefaultMetrics({ register: registry });
   for (const name of LINT_FAILING_DEFAULT_METRICS) registry.removeSingleMetric(name);
 
-  const requests = new Counter({
-    name: counterName(MetricNames.requests),
-    help: 'Finished requests by operation, method, status and error code (none, the gateway\'s own code, or the participant\'s).',
-    labelNames: ['operation', 'method', 'status', 'error_code'] as const,
-    registers: [registry],
-  });
-  // Typed by string label names: exemplar labels (trace_id) are not among the series' labels.
-  const requestDuration: Histogram<string> = new Histogram({
-    name: MetricNames.requestDuration,
-    help: 'Total request time in the gateway, from the request head to the last byte of the answer, by operation, method and status.',
-    labelNames: ['operation', 'method', 'status'] as const,
-    buckets: DURATION_BUCKETS,
-    enableExemplars: exemplars,
-    registers: [registry],
-  });
-  const upstreamDuration: Histogram<string> = new Histogram({
-    name: MetricNames.upstreamDuration,
-    help: 'Time until the participant\'s answer headers, by operation.',
-    labelNames: ['operation'] as const,
-    buckets: DURATION_BUCKETS,
-    enableExemplars: exemplars,
-    registers: [registry],
-  });
+  // Updated by every request: counted in plain numbers (plain-metrics.ts), printed by the registry.
+  const requests = new PlainCounter(
+    counterName(MetricNames.requests),
+    'Finished requests by operation, method, status and error code (none, the gateway\'s own code, or the participant\'s).',
+    ['operation', 'method', 'status', 'error_code'],
+  );
+  const requestDuration = new PlainHistogram(
+    MetricNames.requestDuration,
+    'Total request time in the gateway, from the request head to the last byte of the answer, by operation, method and status.',
+    ['operation', 'method', 'status'],
+    DURATION_BUCKETS,
+    exemplars,
+  );
+  const upstreamDuration = new PlainHistogram(
+    MetricNames.upstreamDuration,
+    'Time until the participant\'s answer headers, by operation.',
+    ['operation'],
+    DURATION_BUCKETS,
+    exemplars,
+  );
+  for (const metric of [requests, requestDuration, upstreamDuration]) registerPlainMetric(registry, metric);
   const authFailures = new Counter({ name: counterName(MetricNames.authFailures), help: 'Refused credentials by reason.', labelNames: ['reason'] as const, registers: [registry] });
   const versionCache = new Counter({ name: counterName(MetricNames.versionCache), help: 'GET /v2/version cache lookups by result.', labelNames: ['result'] as const, registers: [registry] });
   const jwksRefreshes = new Counter({ name: counterName(MetricNames.jwksRefreshes), help: 'Key set fetches by issuer and result.', labelNames: ['issuer', 'result'] as const, registers: [registry] });
@@ -194,16 +201,31 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   const reasonLabel = boundedLabel(50);
   const issuerLabel = boundedLabel(50);
 
-  // Keys join label values with a space, which no label value here contains.
-  const requestSeries = memo<RequestSeries>((key) => {
-    const [operation, method, status, code] = key.split(' ') as [string, string, string, string];
-    return {
-      count: requests.labels(operation, method, status, code),
-      duration: requestDuration.labels(operation, method, status),
-      durationLabels: Object.freeze({ operation, method, status }),
-    };
+  // Series by operation, then status and method (one number), then error code: no key is built per call.
+  const requestSeriesByOperation = new Map<string, Map<number, Map<string, RequestSeries>>>();
+  const durationSeries = memo<HistogramSeries>((key) => {
+    const [operation, method, status] = key.split(' ') as [string, string, string];
+    return requestDuration.series(operation, method, status);
   });
-  const upstreamSeries = memo((operation) => ({ child: upstreamDuration.labels(operation), labels: Object.freeze({ operation }) }));
+  function requestSeries(operation: string, method: string, status: number, code: string): RequestSeries {
+    let byStatus = requestSeriesByOperation.get(operation);
+    if (byStatus === undefined) requestSeriesByOperation.set(operation, (byStatus = new Map()));
+    const statusAndMethod = status * 16 + methodIndex(method);
+    let byCode = byStatus.get(statusAndMethod);
+    if (byCode === undefined) byStatus.set(statusAndMethod, (byCode = new Map()));
+    let series = byCode.get(code);
+    if (series === undefined) {
+      const methodName = methodLabel(method);
+      series = {
+        count: requests.series(operation, methodName, String(status), code),
+        // Keys join label values with a space, which none of them contains.
+        duration: durationSeries(`${operation} ${methodName} ${status}`),
+      };
+      byCode.set(code, series);
+    }
+    return series;
+  }
+  const upstreamSeries = memo((operation) => upstreamDuration.series(operation));
   const protectionRefusals = new Counter({ name: counterName(MetricNames.protectionRefusals), help: 'Calls refused by a protection limit, by operation and limit (rate, principalConcurrency, operationConcurrency, gatewayConcurrency).', labelNames: ['operation', 'limit'] as const, registers: [registry] });
   const protectionStoreFailures = new Counter({ name: counterName(MetricNames.protectionStoreFailures), help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).', labelNames: ['fail_mode'] as const, registers: [registry] });
   let signatureChecks = () => 0;
@@ -233,22 +255,14 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
 
   return {
     registry,
+    exemplars,
     observeRequest(operation, method, status, errorCode, seconds, traceId) {
-      const series = requestSeries(`${operationLabel(operation)} ${methodLabel(method)} ${status} ${errorCodeLabel(errorCode, status)}`);
+      const series = requestSeries(operationLabel(operation), method, status, errorCodeLabel(errorCode, status));
       series.count.inc();
-      if (exemplars && traceId !== undefined) {
-        requestDuration.observe({ labels: series.durationLabels, value: seconds, exemplarLabels: { trace_id: traceId } });
-      } else {
-        series.duration.observe(seconds);
-      }
+      series.duration.observe(seconds, traceId);
     },
     observeUpstream(operation, seconds, traceId) {
-      const series = upstreamSeries(operationLabel(operation));
-      if (exemplars && traceId !== undefined) {
-        upstreamDuration.observe({ labels: series.labels, value: seconds, exemplarLabels: { trace_id: traceId } });
-      } else {
-        series.child.observe(seconds);
-      }
+      upstreamSeries(operationLabel(operation)).observe(seconds, traceId);
     },
     authFailure(reason) {
       authSeries(reasonLabel(reason)).inc();
