@@ -131,7 +131,13 @@ export function createLogger(
   return pino(loggerOptions(level), destination);
 }
 
-/** The fields of the one line every request ends with (request-telemetry.ts). */
+/**
+ * The fields of the one line every request ends with (request-telemetry.ts). reqId, operation,
+ * method, traceId and spanId are the gateway's own values, which never hold a character JSON
+ * escapes (a UUID, a catalogue name, an HTTP method token that Node's parser accepted, hex ids):
+ * they are written between quotes as they are (JSON.stringify cost 0.9 µs a line). errorCode and
+ * reason may come from the participant or a client and are escaped.
+ */
 export interface RequestLine {
   readonly reqId: string;
   readonly operation: string;
@@ -145,6 +151,27 @@ export interface RequestLine {
   readonly reason?: string;
 }
 
+/**
+ * `new Date(ms).toISOString()`, for a clock read on every request line: the lines of one second share
+ * its first 20 characters (`2026-11-22T12:53:41.`), so within the second only the milliseconds are
+ * appended. Date's own formatting was over half the line's cost (a profile of the proxied call).
+ */
+export function isoTimeClock(): (ms: number) => string {
+  let secondStart = Number.NaN;
+  let prefix = '';
+  return (ms) => {
+    const within = ms - secondStart;
+    if (within >= 0 && within < 1000 && Number.isInteger(within)) return `${prefix}${within < 10 ? '00' : within < 100 ? '0' : ''}${within}Z`;
+    const iso = new Date(ms).toISOString();
+    if (iso.length === 24) {
+      secondStart = ms - (((ms % 1000) + 1000) % 1000);
+      prefix = iso.slice(0, 20);
+    }
+    return iso;
+  };
+}
+
+const quotedOrNull = (value: string | null) => (value === null ? 'null' : `"${value}"`);
 const json = (value: string | null) => (value === null ? 'null' : JSON.stringify(value));
 
 /** The request lines of one event-loop turn are written together, or sooner once this long (characters). */
@@ -176,9 +203,7 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
   const base = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())}`;
   let pending = '';
   let scheduled: NodeJS.Immediate | undefined;
-  // Lines of the same millisecond share the ISO time string.
-  let timeMs = Number.NaN;
-  let time = '';
+  const isoTime = isoTimeClock();
 
   function flush(): void {
     if (scheduled !== undefined) clearImmediate(scheduled);
@@ -193,12 +218,8 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
 
   const write = (line: RequestLine): void => {
     if (!logger.isLevelEnabled('info')) return;
-    const now = Date.now();
-    if (now !== timeMs) {
-      timeMs = now;
-      time = new Date(now).toISOString();
-    }
-    pending += `{"level":"info","time":"${time}"${base},"reqId":${json(line.reqId)},"operation":${json(line.operation)},"method":${json(line.method)},"status":${line.status},"errorCode":${json(line.errorCode)},"durationMs":${line.durationMs},"traceId":${json(line.traceId)},"spanId":${json(line.spanId)}${line.reason === undefined ? '' : `,"reason":${json(line.reason)}`},"msg":"request"}\n`;
+    const time = isoTime(Date.now());
+    pending += `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}","method":"${line.method}","status":${line.status},"errorCode":${json(line.errorCode)},"durationMs":${line.durationMs},"traceId":${quotedOrNull(line.traceId)},"spanId":${quotedOrNull(line.spanId)}${line.reason === undefined ? '' : `,"reason":${json(line.reason)}`},"msg":"request"}\n`;
     if (pending.length >= MAX_PENDING_LINE_CHARS) flush();
     else scheduled ??= setImmediate(flush);
   };

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { createConnection } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MetricNames } from '../../src/telemetry/metrics.js';
-import { REDACTED, createLogger, lazyChildLogger, redactSecrets, requestLineWriter, scrubSecrets } from '../../src/telemetry/logging.js';
+import { REDACTED, createLogger, isoTimeClock, lazyChildLogger, redactSecrets, requestLineWriter, scrubSecrets } from '../../src/telemetry/logging.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { ROOT, buildDist } from '../helpers/process.js';
@@ -91,6 +91,16 @@ describe('the logger', () => {
     expect({ ...hand, time: 0 }).toEqual({ ...viaPino, time: 0 });
     expect(new Date(hand!.time as string).toISOString()).toBe(hand!.time);
     expect(byHand.lines).toHaveLength(1);
+  });
+
+  it('formats the line\'s time as Date does, whichever way the clock moves', () => {
+    const isoTime = isoTimeClock();
+    const times: number[] = [];
+    const start = Date.UTC(2026, 10, 22, 23, 59, 58, 990);
+    for (let ms = start; ms < start + 2_100; ms += 7) times.push(ms); // across second, minute, hour, day and month ends
+    times.push(start + 500, start - 1, start - 1_000, start - 1_001, 0, 999, 1_000, -1, -999, -1_000, -1_001, 253_402_300_799_999, 253_402_300_800_000, 1.5, Date.now());
+    for (let i = 0; i < 2_000; i++) times.push(Math.floor(Math.random() * 4_102_444_800_000));
+    for (const ms of times) expect(isoTime(ms), String(ms)).toBe(new Date(ms).toISOString());
   });
 
   it('writes no request line below info', () => {
