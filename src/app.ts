@@ -17,7 +17,7 @@ import { Readiness } from './health.js';
 import { createVersionCache } from './cache/version-cache.js';
 import { NamedOperations, UNKNOWN_OPERATION, type Operation } from './operations.js';
 import { createProtectionStage } from './protection/stage.js';
-import { registerCors } from './policy/cors.js';
+import { corsOptions, registerCors } from './policy/cors.js';
 import { createPolicyStage } from './policy/stage.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy } from './proxy/websocket.js';
@@ -151,7 +151,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     replacesTraceContext: serverSpanPlugin !== undefined,
     ...(propagateTraceContext && { traceparentOf: (request: FastifyRequest) => (request.traceContext === undefined ? undefined : formatTraceparent(request.traceContext)) }),
     isTrustedProxy,
-    onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds, sampledTraceIdOf(request)),
+    onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined),
   });
 
   // Telemetry encloses every stage: the server span opens before the first stage runs (a refusal
@@ -181,14 +181,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
     }
   };
-  // The stages run as few hooks (stage-runner.ts): synchronously unless one has to wait.
-  api.addHook('onRequest', stageHook([requestTelemetry.begin, requestContext]));
-
   // WebSocket upgrades pass the same stages, in the same order, before the tunnel opens.
   const upgradeStages: UpgradeStage[] = [];
-
-  // CORS (policy/cors.ts, its own hook) before authentication: browsers send a preflight without any token.
-  await registerCors(api, config.cors);
 
   // Stage 1: authentication (auth/) — before any body is read and before the version cache, so an
   // unauthenticated caller never costs a body read or sees a cached answer.
@@ -214,7 +208,18 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // unauthorized caller never sees a cached body), then the request rules once the route is known.
   const policy = createPolicyStage(config);
   upgradeStages.push(policy.authorizeUpgrade);
-  api.addHook('onRequest', stageHook([authenticationStage(authenticator, onAuthFailure), protectionStage.stage, policy.authorize]));
+  // The stages run as few hooks (stage-runner.ts): synchronously unless one has to wait. CORS
+  // (policy/cors.ts, @fastify/cors's own hook, when configured) runs between the request context and
+  // authentication: browsers send a preflight without any token.
+  const contextStages: Stage[] = [requestTelemetry.begin, requestContext];
+  const guardStages: Stage[] = [authenticationStage(authenticator, onAuthFailure), protectionStage.stage, policy.authorize];
+  if (corsOptions(config.cors) === undefined) {
+    api.addHook('onRequest', stageHook([...contextStages, ...guardStages]));
+  } else {
+    api.addHook('onRequest', stageHook(contextStages));
+    await registerCors(api, config.cors);
+    api.addHook('onRequest', stageHook(guardStages));
+  }
   api.addHook('preHandler', stageHook([policy.enforceRequestRules]));
 
   // Stage 3: the GET /v2/version cache (cache/), keyed by upstream so that another participant's

@@ -6,6 +6,7 @@ import type { UpgradeStage } from '../app.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Stage } from '../stage-runner.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
+import { onResponseClose } from '../response-close.js';
 import { createProtection, type Protection, type Release } from './admission.js';
 import { callerOf } from './caller.js';
 import { resolveProtectionConfig } from './config.js';
@@ -27,7 +28,7 @@ export interface ProtectionStageOptions {
   readonly isTrustedProxy: (address: string) => boolean;
 }
 
-/** Releases once the emitter closes; at once when it already has (aborted while waiting for admission). */
+/** Releases once the stream's socket closes; at once when it already has (aborted while waiting for admission). */
 function releaseOnClose(emitter: { destroyed: boolean; once(event: 'close', listener: () => void): unknown }, release: Release): void {
   if (emitter.destroyed) release();
   else emitter.once('close', release);
@@ -63,10 +64,10 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
     stage: (request, reply) => {
       const release = protection.admit(request.operation.name, callerOf(request.principal, request.raw, options.isTrustedProxy));
       if (!(release instanceof Promise)) {
-        releaseOnClose(reply.raw, release);
+        onResponseClose(reply.raw, release);
         return undefined;
       }
-      return release.then((admitted) => releaseOnClose(reply.raw, admitted));
+      return release.then((admitted) => onResponseClose(reply.raw, admitted));
     },
     upgradeStage: async (context) => {
       const release = await protection.admit(context.operation.name, callerOf(context.principal, context.request, options.isTrustedProxy));

@@ -13,6 +13,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
+import { onResponseClose } from '../response-close.js';
 import { writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
@@ -222,7 +223,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
       // A client that goes away cancels the upstream call, before or during the answer (a submit
       // still in flight is the participant's to finish; we stop waiting for it).
-      res.once('close', () => {
+      onResponseClose(res, () => {
         if (res.writableFinished) return;
         clientLeft = true;
         controller?.abort(CLIENT_LEFT);

@@ -5,9 +5,10 @@ import type { Stage } from '../stage-runner.js';
 import { UNKNOWN_OPERATION } from '../operations.js';
 import { UpstreamCodes } from '../proxy/upstream-error-code.js';
 import { traceIdOf } from '../request-context.js';
+import { onResponseClose } from '../response-close.js';
 import { scrubSecrets, type RequestLine } from './logging.js';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, type GatewayMetrics } from './metrics.js';
-import { endServerSpan, sampledTraceIdOf, serverSpanContextOf, traceresponse } from './server-span.js';
+import { endServerSpan, sampledTraceIdOf, serverSpanContextOf, serverSpanOf, traceresponse } from './server-span.js';
 import { continueTrace, formatTraceparent } from './trace-context.js';
 
 const kState = Symbol('ledger-gateway.requestTelemetry');
@@ -73,11 +74,12 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     const status = clientLeft ? CLIENT_CLOSED_STATUS : reply.statusCode;
     const code = clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
     const seconds = reply.elapsedTime / 1000;
-    metrics.observeRequest(operationName, request.method, status, code, seconds, sampledTraceIdOf(request));
+    metrics.observeRequest(operationName, request.method, status, code, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined);
 
     const propagated = request.traceContext;
     const spanContext = propagated === undefined ? serverSpanContextOf(request) : undefined;
-    if (propagated === undefined) endServerSpan(request, operation === undefined ? request.method : `${request.method} ${operation.template}`, {
+    // The attributes are built only for a span that exists (none with tracing off, OTEL_SDK_DISABLED).
+    if (propagated === undefined && serverSpanOf(request) !== undefined) endServerSpan(request, operation === undefined ? request.method : `${request.method} ${operation.template}`, {
       [SpanAttributes.operation]: operationName,
       [SpanAttributes.errorCode]: code,
       [SpanAttributes.status]: status,
@@ -109,7 +111,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
         if (spanContext !== undefined) reply.header('traceresponse', traceresponse(spanContext));
       }
       // Fastify runs onResponse only for a finished answer; a client that leaves first is seen here.
-      reply.raw.once('close', () => {
+      onResponseClose(reply.raw, () => {
         if (!reply.raw.writableFinished) finish(request, reply, true);
       });
     },
