@@ -11,11 +11,12 @@ export const PATHS = ['direct', 'gateway', 'nginx', 'haproxy', 'haproxy-jwt', 'n
 export const DEFAULT_MATRIX = {
   version: ['gateway'], // the peers answer it like ledger-end (no cache): only the gateway's cached figure is new
   // The Fastify floor (bench/floor-proxy.mjs) where it says the most: what any Fastify proxy costs
-  // here. The node:http floor only on request (--paths): the default run stays under 10 minutes.
+  // here. The node:http floor's throughput only on request (--paths): the run stays under 10 minutes.
   'ledger-end': ['direct', 'gateway', 'nginx', 'haproxy', 'haproxy-jwt', 'naive', 'fastify-floor'],
   submit: ['direct', 'gateway', 'naive', 'haproxy-jwt'],
   'update-by-offset': ['gateway', 'naive'],
-  latency: ['direct', 'gateway'],
+  // The node:http floor here too: the tail any Node proxy shows at low load on this machine.
+  latency: ['direct', 'gateway', 'node-floor'],
   stream: ['direct', 'gateway', 'nginx', 'haproxy', 'haproxy-jwt', 'naive'],
 };
 

@@ -81,6 +81,12 @@ export function ratios(rows, memory) {
     const value = gatewayLow && directLow ? gatewayLow[field] - directLow[field] : undefined;
     out.push({ name: `added ${field} latency at 4 connections: gateway - direct`, value, target, compare: '<=', unit: 'ms', pass: value === undefined ? undefined : value <= target });
   }
+  // Context: the same for a bare node:http + undici proxy, the least any Node proxy adds here.
+  const floorLow = find(rows, 'latency', 'node-floor');
+  for (const field of ['p50', 'p99']) {
+    const value = floorLow && directLow ? floorLow[field] - directLow[field] : undefined;
+    if (value !== undefined) out.push({ name: `added ${field} latency at 4 connections: node:http floor - direct`, value, unit: 'ms' });
+  }
   const perRequest = rows.filter((row) => row.path === 'gateway' && row.verificationsPerRequest !== undefined);
   const verifications = perRequest.length > 0
     ? perRequest.reduce((sum, row) => sum + row.verificationsPerRequest * row.requests, 0) / perRequest.reduce((sum, row) => sum + row.requests, 0)
