@@ -5,7 +5,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { GatewayError } from '../errors.js';
-import { writeAnswerHead } from '../proxy/answer.js';
+import { gatewayHeaders, writeAnswerHead } from '../proxy/answer.js';
 import { upstreamErrorCode } from '../proxy/upstream-error-code.js';
 import type { VersionCacheResult } from '../telemetry/metrics.js';
 
@@ -79,12 +79,12 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
 
   /** The stored answer, written straight to the socket (proxy/answer.ts), as a forwarded one is. */
   function send(reply: FastifyReply, entry: CachedVersion, status: 'HIT' | 'MISS' | 'STALE'): FastifyReply {
-    writeAnswerHead(reply, 200, {
-      ...entry.headers,
-      'content-length': entry.bodyBytes,
-      age: String(Math.max(0, Math.floor((now() - entry.storedAt) / 1000))),
-      'x-cache': status,
-    }).end(entry.body, 'latin1');
+    const head = gatewayHeaders(reply);
+    for (const name in entry.headers) head[name] = entry.headers[name]!;
+    head['content-length'] = entry.bodyBytes;
+    head.age = String(Math.max(0, Math.floor((now() - entry.storedAt) / 1000)));
+    head['x-cache'] = status;
+    writeAnswerHead(reply, 200, head).end(entry.body, 'latin1');
     return reply;
   }
 

@@ -14,7 +14,7 @@ import { Pool, type Dispatcher } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { onResponseClose } from '../response-close.js';
-import { writeAnswerHead } from './answer.js';
+import { gatewayHeaders, writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
@@ -245,7 +245,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           }
           try {
             // The participant's headers win over the gateway's own on a clash.
-            writeAnswerHead(reply, statusCode, clientResponseHeaders(headers));
+            writeAnswerHead(reply, statusCode, clientResponseHeaders(headers, gatewayHeaders(reply)));
           } catch (error) {
             current.abort(ANSWER_REFUSED);
             reject(upstreamFailure(Object.assign(new Error(`the participant's answer head cannot be sent on: ${(error as Error).message}`), { code: 'BAD_HEADERS' })));

@@ -91,14 +91,20 @@ export function upstreamRequestHeaders(
   return out;
 }
 
-/** Response headers from the participant minus hop-by-hop ones (undici gives lower-case names). */
-export function clientResponseHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+/**
+ * Response headers from the participant minus hop-by-hop ones (undici gives lower-case names), added
+ * to `out`: the forwarder passes the gateway's own answer headers, so an answer makes one object.
+ */
+export function clientResponseHeaders<T extends Record<string, unknown> = Record<string, string | string[]>>(
+  headers: Record<string, string | string[] | undefined>,
+  out: T = {} as T,
+): T {
   const named = typeof headers.connection === 'string' ? new Set(headers.connection.split(',').map((t) => t.trim().toLowerCase())) : undefined;
-  const out: Record<string, string | string[]> = {};
+  const into = out as Record<string, unknown>;
   for (const name in headers) {
     const value = headers[name];
     if (value === undefined || HOP_BY_HOP.has(name) || named?.has(name)) continue;
-    out[name] = value;
+    into[name] = value;
   }
   return out;
 }
