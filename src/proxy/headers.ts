@@ -38,14 +38,25 @@ export interface ForwardedFor {
   readonly trusted: boolean;
 }
 
+/**
+ * Adds the header names a Connection value lists (RFC 9110 §7.6.1) to `into`. The `close` and
+ * `keep-alive` options name nothing more to drop (keep-alive is hop-by-hop anyway, Close is a
+ * reserved field name): the usual values cost no Set.
+ */
+function addConnectionTokens(value: string, into: Set<string> | undefined): Set<string> | undefined {
+  if (value === 'keep-alive' || value === 'close') return into;
+  for (const token of value.split(',')) {
+    const name = token.trim().toLowerCase();
+    if (name !== '' && name !== 'close' && name !== 'keep-alive') (into ??= new Set()).add(name);
+  }
+  return into;
+}
+
 function connectionTokens(rawHeaders: readonly string[]): Set<string> | undefined {
   let tokens: Set<string> | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() !== 'connection') continue;
-    for (const token of rawHeaders[i + 1]!.split(',')) {
-      const name = token.trim().toLowerCase();
-      if (name) (tokens ??= new Set()).add(name);
-    }
+    const name = rawHeaders[i]!;
+    if (name.length === 10 && name.toLowerCase() === 'connection') tokens = addConnectionTokens(rawHeaders[i + 1]!, tokens);
   }
   return tokens;
 }
@@ -99,7 +110,8 @@ export function clientResponseHeaders<T extends Record<string, unknown> = Record
   headers: Record<string, string | string[] | undefined>,
   out: T = {} as T,
 ): T {
-  const named = typeof headers.connection === 'string' ? new Set(headers.connection.split(',').map((t) => t.trim().toLowerCase())) : undefined;
+  const connection = headers.connection;
+  const named = typeof connection === 'string' ? addConnectionTokens(connection, undefined) : undefined;
   const into = out as Record<string, unknown>;
   for (const name in headers) {
     const value = headers[name];

@@ -115,6 +115,26 @@ describe('forwarding', () => {
     expect(headerValues(received, 'x-kept')).toEqual(['1', '2']);
   });
 
+  it('drops the participant\'s hop-by-hop answer headers and those its Connection header names, keeps the rest', async () => {
+    for (const connection of ['keep-alive, X-Upstream-Hop', 'close, x-upstream-hop', 'keep-alive']) {
+      upstream = await startRecordingUpstream((_request, response) => {
+        response.writeHead(200, { 'content-type': 'application/json', connection, 'x-upstream-hop': 'secret', 'keep-alive': 'timeout=5', 'x-answer-kept': '1' });
+        response.end('{}');
+      });
+      gw = await startGateway(upstream.url);
+      const response = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('x-answer-kept'), connection).toBe('1');
+      // The gateway's own connection has its own Keep-Alive header; the participant's never passes.
+      expect(response.headers.get('keep-alive'), connection).not.toBe('timeout=5');
+      expect(response.headers.get('x-upstream-hop'), connection).toBe(connection === 'keep-alive' ? 'secret' : null);
+      await gw.close();
+      await upstream.close();
+      gw = undefined;
+      upstream = undefined;
+    }
+  });
+
   it('keeps X-Forwarded-For from a trusted proxy and appends the peer', async () => {
     upstream = await startRecordingUpstream();
     gw = await startGateway(upstream.url, { server: { trustedProxies: ['127.0.0.0/8'] } });
