@@ -151,7 +151,8 @@ interface TemplateMatcher {
  * where a parameter matches any one non-empty segment (an encoded slash stays inside it).
  */
 class OperationMatcher {
-  private readonly exact = new Map<string, Operation>();
+  /** By method, then path: no key string is built per request. */
+  private readonly exact = new Map<string, Map<string, Operation>>();
   private readonly templated = new Map<string, TemplateMatcher[]>();
 
   constructor(operations: readonly Operation[]) {
@@ -162,13 +163,15 @@ class OperationMatcher {
         list.push({ segments, operation });
         this.templated.set(operation.method, list);
       } else {
-        this.exact.set(`${operation.method} ${operation.template}`, operation);
+        const paths = this.exact.get(operation.method) ?? new Map<string, Operation>();
+        paths.set(operation.template, operation);
+        this.exact.set(operation.method, paths);
       }
     }
   }
 
   match(method: string, path: string): Operation | undefined {
-    const exact = this.exact.get(`${method} ${path}`);
+    const exact = this.exact.get(method)?.get(path);
     if (exact !== undefined) return exact;
     const candidates = this.templated.get(method);
     if (candidates === undefined) return undefined;

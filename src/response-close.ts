@@ -25,7 +25,7 @@ export function onResponseClose(response: ServerResponse, listener: () => void):
   const listeners = target[kCloseListeners];
   if (listeners === undefined) {
     target[kCloseListeners] = [listener];
-    target.once('close', runCloseListeners);
+    target.on('close', runCloseListeners); // a response closes once: no once() wrapper to make and remove
   } else {
     listeners.push(listener);
   }
