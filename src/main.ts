@@ -47,7 +47,7 @@ async function main(): Promise<void> {
   // Tracing runs when the process was started with --import ./dist/telemetry/register.js.
   const tracing = activeTracing();
   const gateway = await buildGateway(config, { upstreamUrl: upstream.url, logger: createLogger(config.log.level), tracingActive: tracing !== undefined });
-  const log = gateway.api.log;
+  const log = gateway.log;
   log.info({ tracing: tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting' }, 'tracing');
   if (upstream.sandbox !== undefined) {
     log.warn({ upstream: upstream.url }, 'DEVELOPMENT ONLY: forwarding to the embedded sandbox ledger, not a participant');

@@ -26,6 +26,8 @@ declare module 'fastify' {
     rawBody: Buffer | undefined;
     /** The request's trace context when it is propagated by hand (tracing on, nothing exported); set by the telemetry stage. */
     traceContext: TraceContext | undefined;
+    /** The `traceresponse` header for the client, when tracing runs; set by the telemetry stage. */
+    traceresponse: string | undefined;
   }
   interface FastifyInstance {
     /**

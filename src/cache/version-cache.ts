@@ -35,6 +35,8 @@ class UncacheableAnswer extends Error {
 
 export interface VersionCacheOptions {
   readonly ttlSeconds: number;
+  /** Whether answers carry the headers set on the reply (CORS configured; see proxy/answer.ts gatewayHeaders). */
+  readonly replyHeaders?: boolean;
   readonly staleIfErrorSeconds: number;
   /** One GET /v2/version upstream on behalf of `request`, read whole (bounded by the upstream timeout). */
   readonly fetchVersion: (request: FastifyRequest) => Promise<UpstreamAnswer>;
@@ -43,7 +45,7 @@ export interface VersionCacheOptions {
 }
 
 export interface VersionCache {
-  serve(request: FastifyRequest, reply: FastifyReply, upstreamKey: string): Promise<FastifyReply> | FastifyReply;
+  serve(request: FastifyRequest, reply: FastifyReply, upstreamKey: string): Promise<void> | undefined;
   clear(): void;
 }
 
@@ -58,6 +60,7 @@ function isJson(headers: Record<string, string | string[]>): boolean {
 export function createVersionCache(options: VersionCacheOptions): VersionCache {
   const now = options.now ?? Date.now;
   const ttlMs = options.ttlSeconds * 1000;
+  const replyHeaders = options.replyHeaders ?? false;
   const staleMs = options.staleIfErrorSeconds * 1000;
 
   const cache = new LRUCache<string, CachedVersion, FastifyRequest>({
@@ -78,28 +81,28 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
   });
 
   /** The stored answer, written straight to the socket (proxy/answer.ts), as a forwarded one is. */
-  function send(reply: FastifyReply, entry: CachedVersion, status: 'HIT' | 'MISS' | 'STALE'): FastifyReply {
-    const head = gatewayHeaders(reply);
+  function send(request: FastifyRequest, reply: FastifyReply, entry: CachedVersion, status: 'HIT' | 'MISS' | 'STALE'): undefined {
+    const head = gatewayHeaders(request, reply, replyHeaders);
     for (const name in entry.headers) head[name] = entry.headers[name]!;
     head['content-length'] = entry.bodyBytes;
     head.age = String(Math.max(0, Math.floor((now() - entry.storedAt) / 1000)));
     head['x-cache'] = status;
     writeAnswerHead(reply, 200, head).end(entry.body, 'latin1');
-    return reply;
+    return undefined; // the reply is hijacked: nothing for Fastify to send or wait for
   }
 
-  async function refresh(request: FastifyRequest, reply: FastifyReply, key: string): Promise<FastifyReply> {
+  async function refresh(request: FastifyRequest, reply: FastifyReply, key: string): Promise<void> {
     const status: LRUCache.Status<string, CachedVersion, FastifyRequest> = {};
     try {
       const entry = (await cache.fetch(key, { context: request, status }))!;
       options.count(status.fetch === 'inflight' ? 'coalesced' : 'miss');
-      return send(reply, entry, 'MISS');
+      return send(request, reply, entry, 'MISS');
     } catch (error) {
       const upstreamFailed = error instanceof GatewayError || (error instanceof UncacheableAnswer && error.answer.statusCode >= 500);
       const stale = upstreamFailed ? cache.peek(key, { allowStale: true }) : undefined;
       if (stale !== undefined && now() - stale.storedAt <= ttlMs + staleMs) {
         options.count('stale');
-        return send(reply, stale, 'STALE');
+        return send(request, reply, stale, 'STALE');
       }
       options.count(status.fetch === 'inflight' ? 'coalesced' : 'miss');
       if (error instanceof UncacheableAnswer) {
@@ -108,7 +111,8 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
           const type = error.answer.headers['content-type'];
           request.errorCode = upstreamErrorCode(typeof type === 'string' ? type : undefined, error.answer.body, false);
         }
-        return reply.code(error.answer.statusCode).headers(error.answer.headers).header('x-cache', 'MISS').send(error.answer.body);
+        reply.code(error.answer.statusCode).headers(error.answer.headers).header('x-cache', 'MISS').send(error.answer.body);
+        return;
       }
       throw error;
     }
@@ -119,7 +123,7 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
       const entry = cache.get(upstreamKey);
       if (entry !== undefined) {
         options.count('hit');
-        return send(reply, entry, 'HIT');
+        return send(request, reply, entry, 'HIT');
       }
       return refresh(request, reply, upstreamKey);
     },

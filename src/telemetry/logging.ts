@@ -1,8 +1,7 @@
 // pino, configured once: JSON lines, tokens never written. The app writes one line per request
 // (request-telemetry.ts); this file decides what a line may contain.
 import { hostname } from 'node:os';
-import type { FastifyBaseLogger } from 'fastify';
-import pino, { type Bindings, type ChildLoggerOptions, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 /** Keys whose values are credentials wherever they appear (headers, claims, config, errors); any case. */
 export const SECRET_KEYS: readonly string[] = [
@@ -230,60 +229,4 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
       process.off('exit', flush);
     },
   });
-}
-
-type LogMethod = (...args: unknown[]) => void;
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
-type LogLevel = (typeof LOG_LEVELS)[number];
-
-/**
- * A request's logger (Fastify makes one per request), made on first use. Most calls never log
- * through it (their one line is written by requestLineWriter), and a pino child per call cost 1.4%
- * of a proxied call's CPU. Used as Fastify's childLoggerFactory; lines are those of
- * `parent.child(bindings, options)`.
- */
-class LazyChildLogger {
-  readonly #parent: FastifyBaseLogger;
-  readonly #bindings: Bindings;
-  readonly #options: ChildLoggerOptions;
-  #logger: FastifyBaseLogger | undefined;
-
-  constructor(parent: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions) {
-    this.#parent = parent;
-    this.#bindings = bindings;
-    this.#options = options;
-  }
-
-  get #child(): FastifyBaseLogger {
-    return (this.#logger ??= this.#parent.child(this.#bindings, this.#options));
-  }
-
-  // fatal() ... trace(): each hands its arguments to the child's method of the same name.
-  static {
-    for (const level of LOG_LEVELS) {
-      Object.defineProperty(LazyChildLogger.prototype, level, {
-        value: function log(this: LazyChildLogger, ...args: unknown[]): void {
-          (this.#child as unknown as Record<LogLevel, LogMethod>)[level](...args);
-        },
-      });
-    }
-  }
-
-  get level(): string {
-    return this.#logger?.level ?? this.#options.level ?? this.#parent.level;
-  }
-
-  set level(level: string) {
-    this.#child.level = level;
-  }
-
-  silent(): void {}
-
-  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
-    return this.#child.child(bindings, options);
-  }
-}
-
-export function lazyChildLogger(parent: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
-  return new LazyChildLogger(parent, bindings, options) as unknown as FastifyBaseLogger;
 }

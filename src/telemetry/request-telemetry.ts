@@ -1,6 +1,6 @@
 // The telemetry stage: every HTTP request, refused or forwarded, answered or abandoned by its
 // client, ends in exactly one metrics observation, one ended server span and one log line.
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Stage } from '../stage-runner.js';
 import { UNKNOWN_OPERATION } from '../operations.js';
 import { UpstreamCodes } from '../proxy/upstream-error-code.js';
@@ -14,6 +14,8 @@ import { continueTrace, formatTraceparent } from './trace-context.js';
 const kState = Symbol('ledger-gateway.requestTelemetry');
 
 interface RequestState {
+  /** performance.now() when the first stage ran: the call's duration is measured from here. */
+  readonly started: number;
   /** The operation counted in the in-flight gauge, once the route catalogue matched. */
   inflightOperation: string | undefined;
   finished: boolean;
@@ -42,14 +44,12 @@ export interface RequestTelemetryOptions {
 }
 
 export interface RequestTelemetry {
-  /** The first stage (after the tracing plugin's hook): trace context, traceresponse header, watch for a client that leaves. */
+  /** The first stage (after the tracing plugin's hook): trace context, the traceresponse for the answer, watch for a client that leaves. */
   readonly begin: Stage;
   /** Once the operation is known: the request counts as in flight. */
   enter(request: FastifyRequest): void;
   /** Why a stage refused the request: written on its log line. */
   noteRefusal(request: FastifyRequest, reason: string): void;
-  /** The last hook: metrics, span, log line. */
-  onResponse(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void;
 }
 
 /** The error code of a finished request: none, or the gateway's or the participant's code. */
@@ -73,7 +73,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
     const status = clientLeft ? CLIENT_CLOSED_STATUS : reply.statusCode;
     const code = clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
-    const seconds = reply.elapsedTime / 1000;
+    const seconds = (performance.now() - state.started) / 1000;
     metrics.observeRequest(operationName, request.method, status, code, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined);
 
     const propagated = request.traceContext;
@@ -101,19 +101,17 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
 
   return {
     begin(request, reply) {
-      (request as WithState)[kState] = { inflightOperation: undefined, finished: false, reason: undefined };
+      (request as WithState)[kState] = { started: performance.now(), inflightOperation: undefined, finished: false, reason: undefined };
       if (propagateTraceContext) {
         const context = continueTrace(request.headers.traceparent);
         request.traceContext = context;
-        reply.header('traceresponse', formatTraceparent(context));
+        request.traceresponse = formatTraceparent(context);
       } else {
         const spanContext = serverSpanContextOf(request);
-        if (spanContext !== undefined) reply.header('traceresponse', traceresponse(spanContext));
+        if (spanContext !== undefined) request.traceresponse = traceresponse(spanContext);
       }
-      // Fastify runs onResponse only for a finished answer; a client that leaves first is seen here.
-      onResponseClose(reply.raw, () => {
-        if (!reply.raw.writableFinished) finish(request, reply, true);
-      });
+      // The response closes once its answer is complete, or when its client left before that.
+      onResponseClose(reply.raw, () => finish(request, reply, !reply.raw.writableFinished));
     },
     enter(request) {
       const state = (request as WithState)[kState];
@@ -124,10 +122,6 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     noteRefusal(request, reason) {
       const state = (request as WithState)[kState];
       if (state !== undefined) state.reason = scrubSecrets(reason);
-    },
-    onResponse(request, reply, done) {
-      finish(request, reply, false);
-      done();
     },
   };
 }

@@ -241,6 +241,7 @@ describe('CORS', () => {
     expect(response.headers.get('access-control-allow-methods')).toBe('GET, POST, PATCH, DELETE');
     expect(response.headers.get('access-control-allow-headers')).toBe('authorization, content-type, traceparent, tracestate');
     expect(response.headers.get('access-control-max-age')).toBe('300');
+    expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/); // answered by the CORS plugin, still identified
     expect(upstream!.requests).toHaveLength(0);
   });
 
@@ -258,9 +259,11 @@ describe('CORS', () => {
     expect(ok.headers.get('access-control-allow-origin')).toBe('https://app.example');
     expect(ok.headers.get('access-control-expose-headers')).toBe('x-request-id');
     expect(ok.headers.get('vary')).toContain('Origin');
+    expect(ok.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     const noToken = await fetch(`${gw!.url}/v2/state/ledger-end`, { headers: { origin: 'https://app.example' } });
     expect(noToken.status).toBe(401);
     expect(noToken.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect(noToken.headers.get('x-request-id')).toBe(((await noToken.json()) as { correlationId: string }).correlationId);
   });
 
   it('is off by default: an OPTIONS call is no preflight and needs a token like any other', async () => {

@@ -4,10 +4,13 @@
 // own traceparent, once.
 import { execFileSync } from 'node:child_process';
 import { createConnection } from 'node:net';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { MetricNames } from '../../src/telemetry/metrics.js';
-import { REDACTED, createLogger, isoTimeClock, lazyChildLogger, redactSecrets, requestLineWriter, scrubSecrets } from '../../src/telemetry/logging.js';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { Registry } from 'prom-client';
+import { buildGateway } from '../../src/app.js';
+import { REDACTED, createLogger, isoTimeClock, redactSecrets, requestLineWriter, scrubSecrets } from '../../src/telemetry/logging.js';
+import { startGateway, testConfig, type RunningGateway } from '../helpers/gateway.js';
+import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { ROOT, buildDist } from '../helpers/process.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
@@ -111,27 +114,31 @@ describe('the logger', () => {
     expect(out.lines).toEqual([]);
   });
 
-  it('makes a request\'s logger on first use, writing the lines its pino child would', () => {
-    const lazy = capture();
-    const eager = capture();
-    const parent = createLogger('info', lazy.stream);
-    const child = vi.spyOn(parent, 'child');
-    const logger = lazyChildLogger(parent, { reqId: 'r-1' }, {});
-    expect(logger.level).toBe('info');
-    expect(child).not.toHaveBeenCalled();
-    logger.warn({ authorization: `Bearer ${TOKEN}`, detail: 1 }, 'slow participant');
-    logger.error('second line');
-    expect(child).toHaveBeenCalledTimes(1);
-    const direct = createLogger('info', eager.stream).child({ reqId: 'r-1' }, {});
-    direct.warn({ authorization: `Bearer ${TOKEN}`, detail: 1 }, 'slow participant');
-    direct.error('second line');
-    expect(lazy.entries().map((entry) => ({ ...entry, time: 0 }))).toEqual(eager.entries().map((entry) => ({ ...entry, time: 0 })));
-    expect(lazy.entries()[0]).toMatchObject({ level: 'warn', reqId: 'r-1', authorization: REDACTED, msg: 'slow participant' });
-    // Fastify checks these on every request's logger.
-    for (const level of ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent', 'child'] as const) expect(typeof logger[level]).toBe('function');
-    logger.debug('below the level');
-    logger.info({ step: 3 }, 'third line');
-    expect(lazy.entries().map((entry) => entry.msg)).toEqual(['slow participant', 'second line', 'third line']);
+  it('logs an unexpected failure once, at error, under the correlation id its 500 answer names, without the token', async () => {
+    upstream = await startRecordingUpstream(scriptedParticipant);
+    const out = capture();
+    const issuer = await createTestIssuer();
+    const config = testConfig(upstream.url, { auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT } });
+    const gateway = await buildGateway(config, { upstreamUrl: upstream.url, registry: new Registry(), logger: out.logger });
+    // A stage that fails the way a bug would (a plain Error, not a coded GatewayError).
+    gateway.api.addHook('preHandler', async (request) => {
+      if (request.headers['x-test-fail'] !== undefined) throw new Error('a bug in a stage');
+    });
+    const urls = await gateway.listen();
+    const token = await issuer.mint();
+    try {
+      const answer = await fetch(`${urls.api}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${token}`, 'x-test-fail': '1' } });
+      expect(answer.status).toBe(500);
+      const body = await answer.json() as { code: string; correlationId: string };
+      expect(body.code).toBe('GATEWAY_INTERNAL_ERROR');
+      expect(body.correlationId).toBe(answer.headers.get('x-request-id'));
+      await out.requestLine(body.correlationId);
+      const failures = out.entries().filter((entry) => entry.msg === 'unexpected failure');
+      expect(failures).toEqual([expect.objectContaining({ level: 'error', reqId: body.correlationId, err: expect.objectContaining({ message: 'a bug in a stage' }) })]);
+      expect(out.lines.join('')).not.toContain(token.split('.')[2]!);
+    } finally {
+      await gateway.close();
+    }
   });
 
   it('writes the request lines of one event-loop turn in one write, each a whole line, when the turn ends', async () => {
