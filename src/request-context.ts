@@ -49,8 +49,9 @@ const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
 export function requestTargetProblem(url: string): string | undefined {
   if (url.charCodeAt(0) !== 47 /* / */) return 'the request target is not an origin-form path';
   const path = pathOf(url);
-  if (path.includes('\\') || /%5c/i.test(path)) return 'the path contains a backslash';
-  if ((path.includes('.') || path.includes('%')) && DOT_SEGMENT.test(path)) return 'the path contains a dot segment';
+  const encoded = path.includes('%');
+  if (path.includes('\\') || (encoded && /%5c/i.test(path))) return 'the path contains a backslash';
+  if ((encoded || path.includes('.')) && DOT_SEGMENT.test(path)) return 'the path contains a dot segment';
   if (path.includes('//')) return 'the path contains an empty segment';
   return undefined;
 }

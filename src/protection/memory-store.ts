@@ -18,7 +18,8 @@ export interface MemoryStore extends LimitStore {
 
 export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
   const now = options.now ?? (() => performance.now());
-  const arrivals = new LRUCache<string, number>({ max: options.maxKeys });
+  // A caller's TAT in a box updated in place: a known caller costs one LRU lookup, not a lookup and a set.
+  const arrivals = new LRUCache<string, { tat: number }>({ max: options.maxKeys });
   const held = new Map<string, number>();
 
   const take = (key: string) => held.set(key, (held.get(key) ?? 0) + 1);
@@ -32,8 +33,10 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
     admit({ operation, caller, limits }: AdmissionQuery): StoreVerdict {
       const callerKey = `${operation}\u0000${caller}`;
       let nextArrival: number | undefined;
+      let arrival: { tat: number } | undefined;
       if (limits.rate !== undefined) {
-        const decision = gcra(arrivals.get(callerKey), now(), limits.rate.intervalMs, limits.rate.burst);
+        arrival = arrivals.get(callerKey);
+        const decision = gcra(arrival?.tat, now(), limits.rate.intervalMs, limits.rate.burst);
         if (!decision.allowed) return { admitted: false, limit: 'rate', retryAfterMs: decision.retryAfterMs };
         nextArrival = decision.tat;
       }
@@ -46,7 +49,10 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
         return { admitted: false, limit: 'operationConcurrency', retryAfterMs: CONCURRENCY_RETRY_AFTER_MS };
       }
       // Every check passed: only now is anything counted, so a refusal costs the caller nothing.
-      if (nextArrival !== undefined) arrivals.set(callerKey, nextArrival);
+      if (nextArrival !== undefined) {
+        if (arrival !== undefined) arrival.tat = nextArrival;
+        else arrivals.set(callerKey, { tat: nextArrival });
+      }
       if (perPrincipal !== undefined) take(callerKey);
       if (perOperation !== undefined) take(operation);
       let released = false;
