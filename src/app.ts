@@ -27,7 +27,6 @@ import { createLogger, requestLineWriter } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
 import { sampledTraceIdOf } from './telemetry/server-span.js';
-import { formatTraceparent } from './telemetry/trace-context.js';
 import type { Tracing } from './telemetry/tracing.js';
 
 /** What an upgrade carries through the stages (the HTTP path uses request decorators). */
@@ -156,7 +155,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     config,
     replyHeaders: corsConfigured,
     replacesTraceContext: serverSpanPlugin !== undefined,
-    ...(propagateTraceContext && { traceparentOf: (request: FastifyRequest) => (request.traceContext === undefined ? undefined : formatTraceparent(request.traceContext)) }),
+    // Propagated by hand, the participant's traceparent is the client's traceresponse (trace-context.ts).
+    ...(propagateTraceContext && { traceparentOf: (request: FastifyRequest) => request.traceresponse }),
     isTrustedProxy,
     onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined),
   });
@@ -227,7 +227,6 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     await registerCors(api, config.cors);
     api.addHook('onRequest', stageHook(guardStages));
   }
-  api.addHook('preHandler', stageHook([policy.enforceRequestRules]));
   // The gateway's own headers on the answers Fastify sends (refusals, CORS preflights, a version
   // answer passed on whole); the answers the gateway writes itself get them from gatewayHeaders
   // (proxy/answer.ts). One the answer already has (the participant's) is kept.
@@ -250,12 +249,18 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     : undefined;
   const upstreamKey = options.upstreamUrl;
 
+  const answer = (request: FastifyRequest, reply: FastifyReply) => (versionCache !== undefined && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
+    ? versionCache.serve(request, reply, upstreamKey)
+    : forwarder.forward(request, reply));
+  // The request rules run first in the handler, once Fastify has checked the media type: a promise
+  // only on the rule-checked routes, whose bodies alone are read (no preHandler hook for every call).
   api.route({
     method: [...API_METHODS],
     url: '/*',
-    handler: (request, reply) => (versionCache !== undefined && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
-      ? versionCache.serve(request, reply, upstreamKey)
-      : forwarder.forward(request, reply)),
+    handler: (request, reply) => {
+      const judged = policy.enforceRequestRules(request, reply);
+      return judged === undefined ? answer(request, reply) : judged.then(() => answer(request, reply));
+    },
   });
 
   api.setErrorHandler((error: FastifyError | GatewayError, request, reply) => {

@@ -1,6 +1,6 @@
 // The policy stage: thin hooks over the pure authorization and request rules.
 // Authorization runs in onRequest, right after authentication and before the version cache (an
-// unauthorized caller never sees a cached body); the request rules run in preHandler and only on
+// unauthorized caller never sees a cached body); the request rules run in the route handler and only on
 // the rule-checked routes, whose bodies alone are read (and then forwarded as those exact bytes).
 import type { GatewayConfig } from '../config/schema.js';
 import type { Operation } from '../operations.js';
