@@ -173,12 +173,21 @@ export function isoTimeClock(): (ms: number) => string {
 const quotedOrNull = (value: string | null) => (value === null ? 'null' : `"${value}"`);
 const json = (value: string | null) => (value === null ? 'null' : JSON.stringify(value));
 
-/** The request lines of one event-loop turn are written together, or sooner once this long (characters). */
-const MAX_PENDING_LINE_CHARS = 64 * 1024;
+/** Error codes, escaped once each: in practice a small set (the gateway's catalogue, the participant's codes). */
+const quotedCodes = new Map<string, string>();
+const QUOTED_CODES_MAX = 1024;
+function quotedCode(code: string): string {
+  let quoted = quotedCodes.get(code);
+  if (quoted === undefined) {
+    quoted = JSON.stringify(code);
+    if (quotedCodes.size < QUOTED_CODES_MAX) quotedCodes.set(code, quoted);
+  }
+  return quoted;
+}
 
 export interface RequestLineWriter {
   (line: RequestLine): void;
-  /** Hands the lines still held to the logger's destination (app close; process exit does it too). */
+  /** Hands the lines still held to the logger's destination and has it write them now (app close; process exit hands them over too). */
   flush(): void;
   /** flush(), and no longer flush at process exit. */
   close(): void;
@@ -191,42 +200,57 @@ export interface RequestLineWriter {
  * for every call, and pino's generic path (child bindings, hooks, formatters, a serializer lookup
  * per key) was the largest item of the request path after the socket I/O.
  *
- * The lines of one event-loop turn go to the destination as one write, when the turn ends
- * (setImmediate): sonic-boom's cost is per write (it re-measures its growing buffer every time),
- * and one write per line cost 8% of a proxied call's CPU. A line is therefore written up to one turn
- * after its request ended, and may follow a line pino wrote in that turn; each line has its own time.
- * At process exit the held lines are handed over before pino flushes its destination.
+ * The lines are held here and handed to the destination a batch (WRITE_BATCH_BYTES) at a time, or
+ * once a second when fewer come: sonic-boom measures the UTF-8 length of what it is given and of
+ * the buffer it appends to on every write (a rope, flattened each time), which cost more than the
+ * lines themselves when it was given a turn's lines at a time. A line pino writes hands the held
+ * request lines over first, so the order of lines is kept. At process exit the held lines are
+ * handed over before pino flushes its destination.
  */
 export function requestLineWriter(logger: Logger): RequestLineWriter {
   const stream = (logger as unknown as Record<symbol, DestinationStream>)[pino.symbols.streamSym]!;
   const base = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())}`;
   let pending = '';
-  let scheduled: NodeJS.Immediate | undefined;
+  let timer: NodeJS.Timeout | undefined;
   const isoTime = isoTimeClock();
 
-  function flush(): void {
-    if (scheduled !== undefined) clearImmediate(scheduled);
-    scheduled = undefined;
+  const writeToStream = stream.write.bind(stream);
+  function handOver(): void {
     if (pending === '') return;
     const lines = pending;
     pending = '';
-    stream.write(lines);
+    writeToStream(lines);
+  }
+  // pino's own lines (warnings, errors) come after the request lines held before them.
+  stream.write = (chunk: string) => {
+    handOver();
+    return writeToStream(chunk);
+  };
+  function flush(): void {
+    if (timer !== undefined) clearTimeout(timer);
+    timer = undefined;
+    handOver();
+    try {
+      (stream as { flush?: () => void }).flush?.(); // sonic-boom: write what it holds now, not at its next periodic flush
+    } catch {
+      // a destroyed destination: nothing can be written any more
+    }
   }
   // Before pino's own exit handler (on-exit-leak-free), which flushes the destination synchronously.
-  process.prependListener('exit', flush);
+  process.prependListener('exit', handOver);
 
   const write = (line: RequestLine): void => {
     if (!logger.isLevelEnabled('info')) return;
     const time = isoTime(Date.now());
-    pending += `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}","method":"${line.method}","status":${line.status},"errorCode":${json(line.errorCode)},"durationMs":${line.durationMs},"traceId":${quotedOrNull(line.traceId)},"spanId":${quotedOrNull(line.spanId)}${line.reason === undefined ? '' : `,"reason":${json(line.reason)}`},"msg":"request"}\n`;
-    if (pending.length >= MAX_PENDING_LINE_CHARS) flush();
-    else scheduled ??= setImmediate(flush);
+    pending += `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}","method":"${line.method}","status":${line.status},"errorCode":${quotedCode(line.errorCode)},"durationMs":${line.durationMs},"traceId":${quotedOrNull(line.traceId)},"spanId":${quotedOrNull(line.spanId)}${line.reason === undefined ? '' : `,"reason":${json(line.reason)}`},"msg":"request"}\n`;
+    if (pending.length >= WRITE_BATCH_BYTES) handOver();
+    else timer ??= setTimeout(flush, WRITE_AT_LEAST_EVERY_MS).unref();
   };
   return Object.assign(write, {
     flush,
     close() {
       flush();
-      process.off('exit', flush);
+      process.off('exit', handOver);
     },
   });
 }

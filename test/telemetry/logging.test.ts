@@ -141,16 +141,37 @@ describe('the logger', () => {
     }
   });
 
-  it('writes the request lines of one event-loop turn in one write, each a whole line, when the turn ends', async () => {
+  it('holds request lines: one write once a batch (32 KB) is full, else within about a second, each a whole line', async () => {
     const writes: string[] = [];
     const writer = requestLineWriter(createLogger('info', { write: (chunk: string) => void writes.push(chunk) }));
-    for (const reqId of ['r1', 'r2', 'r3']) writer({ reqId, operation: 'getVersion', method: 'GET', status: 200, errorCode: 'none', durationMs: 1, traceId: null, spanId: null });
-    expect(writes).toEqual([]);
+    const line = (reqId: string) => ({ reqId, operation: 'getVersion', method: 'GET', status: 200, errorCode: 'none', durationMs: 1, traceId: null, spanId: null });
+    const reqIds = (chunk: string) => chunk.split('\n').filter(Boolean).map((text) => (JSON.parse(text) as { reqId: string }).reqId);
+    for (const reqId of ['r1', 'r2', 'r3']) writer(line(reqId));
     await new Promise((resolve) => setImmediate(resolve));
-    expect(writes).toHaveLength(1);
+    expect(writes).toEqual([]); // not at the end of the turn: a few lines are not worth a write
+    await expect.poll(() => writes.length, { timeout: 2_000, interval: 20 }).toBe(1);
     expect(writes[0]!.endsWith('}\n')).toBe(true);
-    expect(writes[0]!.split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { reqId: string }).reqId)).toEqual(['r1', 'r2', 'r3']);
+    expect(reqIds(writes[0]!)).toEqual(['r1', 'r2', 'r3']);
+
+    // A full batch is handed over at once, in whole lines.
+    let n = 0;
+    while (writes.length === 1) writer(line(`b${n++}`));
+    expect(writes[1]!.length).toBeGreaterThanOrEqual(32 * 1024);
+    expect(writes[1]!.length).toBeLessThan(32 * 1024 + 300); // handed over with the line that filled it
+    expect(reqIds(writes[1]!)).toEqual(Array.from({ length: n }, (_, i) => `b${i}`));
     writer.close();
+  });
+
+  it('keeps the order of lines: a line pino writes comes after the request lines held before it', () => {
+    const writes: string[] = [];
+    const logger = createLogger('info', { write: (chunk: string) => void writes.push(chunk) });
+    const writer = requestLineWriter(logger);
+    writer({ reqId: 'first', operation: 'getVersion', method: 'GET', status: 200, errorCode: 'none', durationMs: 1, traceId: null, spanId: null });
+    logger.warn('limit store (Redis) connection lost');
+    writer({ reqId: 'after', operation: 'getVersion', method: 'GET', status: 200, errorCode: 'none', durationMs: 1, traceId: null, spanId: null });
+    writer.close();
+    const order = writes.join('').split('\n').filter(Boolean).map((text) => (JSON.parse(text) as { reqId?: string; msg: string }).reqId ?? 'warn');
+    expect(order).toEqual(['first', 'warn', 'after']);
   });
 
   it('hands the lines still held to stdout when the process exits in the same turn', () => {
