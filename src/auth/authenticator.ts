@@ -18,8 +18,10 @@ export interface Authenticator {
    * where it may also throw the AuthFailure. A token the cache does not know is first checked for
    * its shape (extract.ts checkTokenShape; `source` names it in the refusal). With `connection`
    * (the client's socket), the token that connection proved last answers without the keyed lookup.
+   * The connection remembers `credential` and compares it whole: the token by default, or the
+   * Authorization header value that carried it (one value always carries the same token).
    */
-  principalOf(token: string, source?: TokenSource, connection?: Connection): Principal | Promise<Principal>;
+  principalOf(token: string, source?: TokenSource, connection?: Connection, credential?: string): Principal | Promise<Principal>;
   /** False for auth.publicOperations and the participant's own routes outside /v2 (FACTS.md §4.4, §8). */
   requiresToken(operation: Operation): boolean;
   /** Every issuer's keys are loaded (readiness check `keys`). */
@@ -68,16 +70,16 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
   // Concurrent requests with the same new token share one verification.
   const inflight = new Map<string, Promise<VerifiedToken>>();
 
-  function principalOf(token: string, source: TokenSource = 'bearer token', connection?: Connection): Principal | Promise<Principal> {
+  function principalOf(token: string, source: TokenSource = 'bearer token', connection?: Connection, credential = token): Principal | Promise<Principal> {
     if (connection !== undefined) {
-      const last = cache.lastVerifiedOn(connection, token);
+      const last = cache.lastVerifiedOn(connection, credential);
       if (last !== undefined) return last.principal;
     }
     const key = tokenCacheKey(token);
     const remembered = cache.lookup(key);
     if (remembered instanceof AuthFailure) throw remembered;
     if (remembered !== undefined) {
-      if (connection !== undefined) cache.rememberOn(connection, token, remembered);
+      if (connection !== undefined) cache.rememberOn(connection, credential, remembered);
       return remembered.principal;
     }
     checkTokenShape(token, source);
@@ -94,7 +96,7 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
       inflight.set(key, pending);
     }
     return pending.then((verified) => {
-      if (connection !== undefined) cache.rememberOn(connection, token, verified);
+      if (connection !== undefined) cache.rememberOn(connection, credential, verified);
       return verified.principal;
     });
   }

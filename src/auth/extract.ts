@@ -33,20 +33,30 @@ export function checkTokenShape(token: string, source: TokenSource): void {
   throw new AuthFailure('malformed', `the ${source} is not a compact signed JWT`);
 }
 
-/** The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1); its shape is checked by checkTokenShape. */
-export function bearerTokenFromHeaders(rawHeaders: readonly string[]): string {
+/** The one Authorization header's value, as the client sent it (a repeated header is refused). */
+export function authorizationHeader(rawHeaders: readonly string[]): string {
   const values = headerValues(rawHeaders, 'authorization');
   if (values.length === 0) throw new AuthFailure('missing', 'no Authorization header');
   // Node keeps only the first of repeated Authorization headers, but the forwarder sends the raw list:
   // the participant could read another token than the one verified here.
   if (values.length > 1) throw new AuthFailure('malformed', 'more than one Authorization header');
-  const value = values[0]!.trim();
+  return values[0]!;
+}
+
+/** The token of an Authorization header value `Bearer <token>` (RFC 6750 §2.1); its shape is checked by checkTokenShape. */
+export function bearerTokenOf(header: string): string {
+  const value = header.trim();
   const space = value.indexOf(' ');
   const scheme = space === -1 ? value : value.slice(0, space);
   if (scheme.toLowerCase() !== 'bearer') throw new AuthFailure('missing', 'the Authorization scheme is not Bearer');
   const token = space === -1 ? '' : value.slice(space + 1).trimStart();
   if (token === '') throw new AuthFailure('malformed', 'empty bearer token');
   return token; // its shape: checkTokenShape
+}
+
+/** The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1); its shape is checked by checkTokenShape. */
+export function bearerTokenFromHeaders(rawHeaders: readonly string[]): string {
+  return bearerTokenOf(authorizationHeader(rawHeaders));
 }
 
 /**

@@ -4,7 +4,7 @@ import type { UpgradeStage } from '../app.js';
 import type { Principal } from '../request-context.js';
 import type { Stage } from '../stage-runner.js';
 import type { Authenticator } from './authenticator.js';
-import { bearerTokenFromHeaders, webSocketToken } from './extract.js';
+import { authorizationHeader, bearerTokenOf, webSocketToken } from './extract.js';
 import { AuthFailure, unauthenticated, type AuthFailureReason } from './failure.js';
 
 export type OnAuthFailure = (reason: AuthFailureReason) => void;
@@ -28,7 +28,12 @@ function principalOf(authenticate: () => Principal | Promise<Principal>, onFailu
 export function authenticationStage(authenticator: Authenticator, onFailure: OnAuthFailure): Stage {
   return function authenticateRequest(request) {
     if (!authenticator.requiresToken(request.operation)) return undefined;
-    const principal = principalOf(() => authenticator.principalOf(bearerTokenFromHeaders(request.raw.rawHeaders), 'bearer token', request.raw.socket), onFailure);
+    const principal = principalOf(() => {
+      // The connection remembers the whole header value: the same value carries the same token, and
+      // two flat strings compare faster than the token's substrings.
+      const header = authorizationHeader(request.raw.rawHeaders);
+      return authenticator.principalOf(bearerTokenOf(header), 'bearer token', request.raw.socket, header);
+    }, onFailure);
     if (!(principal instanceof Promise)) {
       request.principal = principal;
       return undefined;

@@ -34,7 +34,8 @@ export function tokenCacheKey(token: string): string {
 const kLastVerified = Symbol('ledger-gateway.lastVerifiedToken');
 
 interface LastVerified {
-  token: string;
+  /** What carried the token (the token, or the header value it came in), compared whole. */
+  credential: string;
   verified: VerifiedToken;
   /** The cache's generation when it was remembered: clear() ends every connection's memo at once. */
   generation: number;
@@ -74,14 +75,15 @@ export class TokenCache {
   }
 
   /**
-   * The token this connection proved last, when this call presents the same one (compared whole),
-   * the cache has not been cleared since and it has not expired; otherwise undefined, and the call
+   * The token this connection proved last, when this call presents the same credential (the token, or
+   * the header value that carried it; compared whole), the cache has not been cleared since and it
+   * has not expired; otherwise undefined, and the call
    * takes the keyed lookup. Only the connection that presented a token can match it, so no other
    * client can probe for it, and the reference ends with the connection or its next token.
    */
-  lastVerifiedOn(connection: Connection, token: string): VerifiedToken | undefined {
+  lastVerifiedOn(connection: Connection, credential: string): VerifiedToken | undefined {
     const last = connection[kLastVerified];
-    if (last === undefined || last.token !== token || last.generation !== this.generation) return undefined;
+    if (last === undefined || last.credential !== credential || last.generation !== this.generation) return undefined;
     if (isExpired(last.verified.expiresAt, Math.floor(this.now() / 1000), this.options.clockToleranceSeconds)) return undefined;
     return last.verified;
   }
@@ -90,13 +92,13 @@ export class TokenCache {
    * Remembers a verified token on the connection that presented it (not when the cache is off).
    * Updated in place: behind a proxy that mixes clients on one connection it changes on most calls.
    */
-  rememberOn(connection: Connection, token: string, verified: VerifiedToken): void {
+  rememberOn(connection: Connection, credential: string, verified: VerifiedToken): void {
     if (this.verified === undefined) return;
     const last = connection[kLastVerified];
     if (last === undefined) {
-      connection[kLastVerified] = { token, verified, generation: this.generation };
+      connection[kLastVerified] = { credential, verified, generation: this.generation };
     } else {
-      last.token = token;
+      last.credential = credential;
       last.verified = verified;
       last.generation = this.generation;
     }

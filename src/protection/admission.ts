@@ -1,6 +1,7 @@
 // Admission: may this call start now? The process-wide cap first (a local counter), then the
 // operation's limits in the store; a refusal is a coded 429 with Retry-After. An admitted call gets
 // a release function, idempotent, that the stage calls when the exchange ends, however it ends.
+import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
 import { Errors, GatewayError } from '../errors.js';
 import { isUnlimited, type ResolvedProtection } from './config.js';
 import { CONCURRENCY_RETRY_AFTER_MS, StoreUnavailableError, type LimitName, type LimitStore, type StoreVerdict } from './store.js';

@@ -1,5 +1,6 @@
 // Limits of one replica, in memory: a GCRA time per caller and operation in a bounded LRU (a rested
 // caller's entry is simply stale: no timers), and a count per held concurrency key, deleted at 0.
+import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
 import { LRUCache } from 'lru-cache';
 import { gcra } from './gcra.js';
 import { CONCURRENCY_RETRY_AFTER_MS, type AdmissionQuery, type LimitStore, type StoreVerdict } from './store.js';

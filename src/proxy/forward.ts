@@ -7,6 +7,7 @@
 // refused connection to 500. Here: bytes in = bytes out, no retries of anything non-idempotent,
 // TLS always verified, every wait bounded.
 import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import { propagation } from '@opentelemetry/api';
 import type { FastifyReply, FastifyRequest } from 'fastify';

@@ -123,6 +123,24 @@ describe('the token a connection proved last', () => {
     expect(await reasonOf(Promise.resolve().then(() => auth.principalOf(forged, 'bearer token', connection)))).toBe('bad_signature');
   });
 
+  it('remembers the header value that carried the token when given one: the same value answers at once, another value looks up', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key);
+    const token = await sign(key, { iss: ISSUER, sub: 'alice' });
+    const lookup = vi.spyOn(auth.cache, 'lookup');
+    const connection = {};
+    await auth.principalOf(token, 'bearer token', connection, `Bearer ${token}`);
+    expect(auth.principalOf(token, 'bearer token', connection, `Bearer ${token}`)).toMatchObject({ subject: 'alice' });
+    expect(lookup).toHaveBeenCalledTimes(1);
+    // Another header value carrying the same token (another spacing): the keyed lookup, then it is remembered.
+    expect(auth.principalOf(token, 'bearer token', connection, `bearer  ${token}`)).toMatchObject({ subject: 'alice' });
+    expect(lookup).toHaveBeenCalledTimes(2);
+    // A forged token never matches the remembered header value.
+    const forged = tamperedPayload(token, { sub: 'participant_admin' });
+    expect(await reasonOf(Promise.resolve().then(() => auth.principalOf(forged, 'bearer token', connection, `Bearer ${forged}`)))).toBe('bad_signature');
+    expect(auth.signatureChecks).toBe(2);
+  });
+
   it('ends when the cache is cleared (a key was withdrawn): the token is checked again', async () => {
     const key = await signingKey('ES256');
     const auth = await authenticator(key);

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MetricNames } from '../../src/telemetry/metrics.js';
 import { Registry } from 'prom-client';
 import { buildGateway } from '../../src/app.js';
-import { REDACTED, createLogger, isoTimeClock, redactSecrets, requestLineWriter, scrubSecrets } from '../../src/telemetry/logging.js';
+import { REDACTED, createLogger, isoTimeClock, millisText, redactSecrets, requestLineWriter, scrubSecrets } from '../../src/telemetry/logging.js';
 import { startGateway, testConfig, type RunningGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { logCapture } from '../helpers/log-capture.js';
@@ -104,6 +104,22 @@ describe('the logger', () => {
     times.push(start + 500, start - 1, start - 1_000, start - 1_001, 0, 999, 1_000, -1, -999, -1_000, -1_001, 253_402_300_799_999, 253_402_300_800_000, 1.5, Date.now());
     for (let i = 0; i < 2_000; i++) times.push(Math.floor(Math.random() * 4_102_444_800_000));
     for (const ms of times) expect(isoTime(ms), String(ms)).toBe(new Date(ms).toISOString());
+  });
+
+  it('writes a duration as JavaScript does, without formatting a double', () => {
+    const mismatches: string[] = [];
+    const check = (ms: number) => {
+      if (millisText(ms) !== String(ms)) mismatches.push(`${ms}: ${millisText(ms)}`);
+    };
+    for (let micros = 0; micros <= 2_000_000; micros++) check(Math.round(micros) / 1e3); // every microsecond up to 2 s
+    for (let i = 0; i < 200_000; i++) {
+      const seconds = Math.random() * 10 ** Math.floor(Math.random() * 13); // how request-telemetry.ts rounds, up to ~30,000 years
+      check(Math.round(seconds * 1e6) / 1e3);
+    }
+    // Not a whole number of microseconds, too large, negative or not finite: as String() writes them.
+    for (const ms of [0.0001, 1.2345, 1e-7, 999_999_999_999.999, 1e12, 1e15, 1e21, 2 ** 53, -0, -1, -1.5, Number.NaN, Infinity, -Infinity, 0.1 + 0.2]) check(ms);
+    expect(mismatches.slice(0, 5)).toEqual([]);
+    expect(millisText(1.25)).toBe('1.25'); // the fraction table drops trailing zeros
   });
 
   it('writes no request line below info', () => {
