@@ -22,6 +22,8 @@ export interface Authenticator {
    * Authorization header value that carried it (one value always carries the same token).
    */
   principalOf(token: string, source?: TokenSource, connection?: Connection, credential?: string): Principal | Promise<Principal>;
+  /** The principal of the token this connection proved last, when `credential` is the one it came with (see principalOf); else undefined. */
+  rememberedOn(connection: Connection, credential: string): Principal | undefined;
   /** False for auth.publicOperations and the participant's own routes outside /v2 (FACTS.md §4.4, §8). */
   requiresToken(operation: Operation): boolean;
   /** Every issuer's keys are loaded (readiness check `keys`). */
@@ -104,6 +106,7 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
   return {
     authenticate: async (token) => principalOf(token),
     principalOf,
+    rememberedOn: (connection, credential) => cache.lastVerifiedOn(connection, credential)?.principal,
     requiresToken: (operation) => !operation.participantInternal && !settings.publicOperations.has(operation.name),
     ready: () => keySets.every((keySet) => keySet.ready()),
     get signatureChecks() {

@@ -33,14 +33,22 @@ export function checkTokenShape(token: string, source: TokenSource): void {
   throw new AuthFailure('malformed', `the ${source} is not a compact signed JWT`);
 }
 
-/** The one Authorization header's value, as the client sent it (a repeated header is refused). */
+/**
+ * The one Authorization header's value, as the client sent it (a repeated header is refused). One
+ * pass over the raw list on every call: a name is lower-cased only when it has the right length.
+ */
 export function authorizationHeader(rawHeaders: readonly string[]): string {
-  const values = headerValues(rawHeaders, 'authorization');
-  if (values.length === 0) throw new AuthFailure('missing', 'no Authorization header');
-  // Node keeps only the first of repeated Authorization headers, but the forwarder sends the raw list:
-  // the participant could read another token than the one verified here.
-  if (values.length > 1) throw new AuthFailure('malformed', 'more than one Authorization header');
-  return values[0]!;
+  let value: string | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length !== 13 || name.toLowerCase() !== 'authorization') continue;
+    // Node keeps only the first of repeated Authorization headers, but the forwarder sends the raw
+    // list: the participant could read another token than the one verified here.
+    if (value !== undefined) throw new AuthFailure('malformed', 'more than one Authorization header');
+    value = rawHeaders[i + 1] ?? '';
+  }
+  if (value === undefined) throw new AuthFailure('missing', 'no Authorization header');
+  return value;
 }
 
 /** The token of an Authorization header value `Bearer <token>` (RFC 6750 §2.1); its shape is checked by checkTokenShape. */
@@ -48,7 +56,7 @@ export function bearerTokenOf(header: string): string {
   const value = header.trim();
   const space = value.indexOf(' ');
   const scheme = space === -1 ? value : value.slice(0, space);
-  if (scheme.toLowerCase() !== 'bearer') throw new AuthFailure('missing', 'the Authorization scheme is not Bearer');
+  if (scheme !== 'Bearer' && scheme.toLowerCase() !== 'bearer') throw new AuthFailure('missing', 'the Authorization scheme is not Bearer');
   const token = space === -1 ? '' : value.slice(space + 1).trimStart();
   if (token === '') throw new AuthFailure('malformed', 'empty bearer token');
   return token; // its shape: checkTokenShape

@@ -32,7 +32,7 @@ export function authenticationStage(authenticator: Authenticator, onFailure: OnA
       // The connection remembers the whole header value: the same value carries the same token, and
       // two flat strings compare faster than the token's substrings.
       const header = authorizationHeader(request.raw.rawHeaders);
-      return authenticator.principalOf(bearerTokenOf(header), 'bearer token', request.raw.socket, header);
+      return authenticator.rememberedOn(request.raw.socket, header) ?? authenticator.principalOf(bearerTokenOf(header), 'bearer token', request.raw.socket, header);
     }, onFailure);
     if (!(principal instanceof Promise)) {
       request.principal = principal;

@@ -181,7 +181,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   );
   for (const metric of [requests, requestDuration, upstreamDuration]) registerPlainMetric(registry, metric);
   const authFailures = new Counter({ name: counterName(MetricNames.authFailures), help: 'Refused credentials by reason.', labelNames: ['reason'] as const, registers: [registry] });
-  const versionCache = new Counter({ name: counterName(MetricNames.versionCache), help: 'GET /v2/version cache lookups by result.', labelNames: ['result'] as const, registers: [registry] });
+  // Counted on every cached answer: plain numbers too (a prom-client child's inc looked its series up by a string key each time).
+  const versionCache = new PlainCounter(counterName(MetricNames.versionCache), 'GET /v2/version cache lookups by result.', ['result']);
+  registerPlainMetric(registry, versionCache);
   const jwksRefreshes = new Counter({ name: counterName(MetricNames.jwksRefreshes), help: 'Key set fetches by issuer and result.', labelNames: ['issuer', 'result'] as const, registers: [registry] });
   // Counted in a plain map on the request path; the gauge reads it when scraped.
   const inflightCounts = new Map<string, number>();
@@ -247,7 +249,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     return protectionRefusals.labels(key.slice(0, space), key.slice(space + 1));
   });
   const authSeries = memo<CounterChild>((reason) => authFailures.labels(reason));
-  const cacheSeries = memo<CounterChild>((result) => versionCache.labels(result));
+  const cacheSeries = memo<CounterSeries>((result) => versionCache.series(result));
   const jwksSeries = memo<CounterChild>((key) => {
     const space = key.lastIndexOf(' ');
     return jwksRefreshes.labels(key.slice(0, space), key.slice(space + 1));

@@ -31,6 +31,7 @@ describe('bearerTokenFromHeaders', () => {
   it('takes the token of a Bearer Authorization header, scheme case-insensitive (RFC 7235 §2.1)', () => {
     expect(bearer(['Authorization', `Bearer ${JWT}`])).toBe(JWT);
     expect(bearer(['authorization', `bearer  ${JWT}`])).toBe(JWT);
+    expect(bearer(['Host', 'ledger', 'Authorisation', 'Bearer x', 'AUTHORIZATION', `BeArEr ${JWT}`, 'Content-Type', 'application/json'])).toBe(JWT);
   });
 
   it.each([
@@ -43,6 +44,8 @@ describe('bearerTokenFromHeaders', () => {
     ['an encrypted JWT (five parts)', ['Authorization', 'Bearer a.b.c.d.e'], 'malformed'],
     ['an opaque Canton admin token', ['Authorization', 'Bearer 3f2a9c0d4e5b6a7f'], 'malformed'],
     ['two Authorization headers', ['Authorization', `Bearer ${JWT}`, 'Authorization', `Bearer ${JWT}`], 'malformed'],
+    ['two Authorization headers named in different case', ['authorization', `Bearer ${JWT}`, 'X-Other', 'y', 'AUTHORIZATION', 'Bearer a.b.c'], 'malformed'],
+    ['only a header of the same length (Authorisation)', ['Authorisation', `Bearer ${JWT}`], 'missing'],
   ])('refuses %s', (_name, rawHeaders, reason) => {
     expect(reasonOf(() => bearer(rawHeaders))).toBe(reason);
   });

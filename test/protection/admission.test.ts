@@ -5,7 +5,7 @@ import { validateGatewayConfig } from '../../src/config/load.js';
 import { Errors, GatewayError } from '../../src/errors.js';
 import { createProtection, type Release } from '../../src/protection/admission.js';
 import { resolveProtectionConfig } from '../../src/protection/config.js';
-import { createMemoryStore } from '../../src/protection/memory-store.js';
+import { IDLE_KEYS_MAX, createMemoryStore } from '../../src/protection/memory-store.js';
 import { StoreUnavailableError, type LimitStore } from '../../src/protection/store.js';
 
 const resolve = (protection: Record<string, unknown>) => resolveProtectionConfig(validateGatewayConfig({ protection }, 'test'));
@@ -77,6 +77,24 @@ describe('admission (memory store)', () => {
     expect(store.heldKeys).toBe(0);
     // The concurrency refusal did not spend the rate budget.
     expect(() => protection.admit('getV2Parties', 'p:alice')).not.toThrow();
+  });
+
+  it('keeps a released key at 0 for the next burst, still enforces the limit on it, and sweeps idle keys past the bound', () => {
+    const store = createMemoryStore({ maxKeys: 10 });
+    const protection = createProtection(resolve({ default: { maxInFlightPerPrincipal: 2 } }), store);
+    for (let burst = 0; burst < 3; burst++) {
+      const held = [protection.admit('getV2Parties', 'p:alice') as Release, protection.admit('getV2Parties', 'p:alice') as Release];
+      expect(refusalOf(() => protection.admit('getV2Parties', 'p:alice')).details.context?.limit).toBe('principalConcurrency');
+      for (const release of held) release();
+      expect(store.heldKeys).toBe(0);
+      expect(store.keptKeys).toBe(1); // kept at 0, not deleted and re-added
+    }
+    for (let caller = 0; caller < IDLE_KEYS_MAX; caller++) (protection.admit('getV2Parties', `p:${caller}`) as Release)();
+    expect(store.heldKeys).toBe(0);
+    expect(store.keptKeys).toBe(0); // the 1,025th idle key swept them all
+    const release = protection.admit('getV2Parties', 'p:alice') as Release;
+    expect(store.heldKeys).toBe(1);
+    release();
   });
 
   it('Retry-After is whole seconds, at least 1', () => {
