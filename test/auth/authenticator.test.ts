@@ -98,12 +98,16 @@ describe('authenticator', () => {
 });
 
 describe('the token a connection proved last', () => {
-  it('answers that connection\'s next call with the same token without the keyed lookup; other connections look up', async () => {
+  /** An authenticator, alice's token, a spy on the keyed lookup and a fresh connection. */
+  async function aliceOnAConnection() {
     const key = await signingKey('ES256');
     const auth = await authenticator(key);
     const token = await sign(key, { iss: ISSUER, sub: 'alice' });
-    const lookup = vi.spyOn(auth.cache, 'lookup');
-    const connection = {};
+    return { auth, token, lookup: vi.spyOn(auth.cache, 'lookup'), connection: {} };
+  }
+
+  it('answers that connection\'s next call with the same token without the keyed lookup; other connections look up', async () => {
+    const { auth, token, lookup, connection } = await aliceOnAConnection();
     expect(await auth.principalOf(token, 'bearer token', connection)).toMatchObject({ subject: 'alice' });
     expect(lookup).toHaveBeenCalledTimes(1);
     for (let i = 0; i < 5; i++) expect(auth.principalOf(token, 'bearer token', connection)).toMatchObject({ subject: 'alice' });
@@ -124,11 +128,7 @@ describe('the token a connection proved last', () => {
   });
 
   it('remembers the header value that carried the token when given one: the same value answers at once, another value looks up', async () => {
-    const key = await signingKey('ES256');
-    const auth = await authenticator(key);
-    const token = await sign(key, { iss: ISSUER, sub: 'alice' });
-    const lookup = vi.spyOn(auth.cache, 'lookup');
-    const connection = {};
+    const { auth, token, lookup, connection } = await aliceOnAConnection();
     await auth.principalOf(token, 'bearer token', connection, `Bearer ${token}`);
     expect(auth.principalOf(token, 'bearer token', connection, `Bearer ${token}`)).toMatchObject({ subject: 'alice' });
     expect(lookup).toHaveBeenCalledTimes(1);
