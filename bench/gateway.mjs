@@ -63,12 +63,16 @@ export async function gatewaySettings(root, { apiPort, adminPort, upstreamUrl, i
   return { config, missing, features };
 }
 
-/** Starts dist/main.js with the settings (and `nodeArgs` for node itself) and waits for /readyz (keys loaded, upstream answering). */
-export async function startGateway(root, dir, name, settings, { core, logFile, nodeArgs = [] }) {
+/**
+ * Starts dist/main.js with the settings (and `nodeArgs` for node itself, `env` added to its
+ * environment) and waits for /readyz (keys loaded, upstream answering).
+ */
+export async function startGateway(root, dir, name, settings, { core, logFile, nodeArgs = [], env: extraEnv = {} }) {
   const configFile = join(dir, `${name}.yaml`);
   writeFileSync(configFile, stringify(settings.config));
   const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('OTEL_') && !key.startsWith('LEDGER_GATEWAY_')));
   env.NODE_ENV = 'production';
+  Object.assign(env, extraEnv);
   const tracing = existsSync(join(root, TRACING_BOOTSTRAP)) ? ['--import', `./${TRACING_BOOTSTRAP}`] : [];
   const handle = startProcess(name, process.execPath, [...nodeArgs, ...tracing, 'dist/main.js', '--config', configFile], {
     core, cwd: root, env, stdout: logFile, stderr: join(dir, `${name}.stderr.log`),
