@@ -64,12 +64,14 @@ describe('summarizeAllocations', () => {
     expect(summarizeAllocations(profile, 0)).toEqual(['allocations: nothing sampled']);
   });
 
-  it('names origins: own code, packages (scoped too), Node modules by area, native', () => {
-    expect(originOf('file:///app/dist/proxy/forward.js')).toBe('ours');
-    expect(originOf('file:///app/node_modules/@fastify/otel/index.js')).toBe('package @fastify/otel');
-    expect(originOf('file:///app/node_modules/fastify/lib/route.js')).toBe('package fastify');
-    expect(originOf('node:internal/streams/readable')).toBe('node:internal/streams');
-    expect(originOf('node:_http_outgoing')).toBe('node:_http_outgoing');
-    expect(originOf('')).toBe('(V8, native)');
+  it.each([
+    ['file:///app/dist/proxy/forward.js', 'ours'],
+    ['file:///app/node_modules/@fastify/otel/index.js', 'package @fastify/otel'],
+    ['file:///app/node_modules/fastify/lib/route.js', 'package fastify'],
+    ['node:internal/streams/readable', 'node:internal/streams'],
+    ['node:_http_outgoing', 'node:_http_outgoing'],
+    ['', '(V8, native)'],
+  ])('names the origin of %j: %s', (url, origin) => {
+    expect(originOf(url)).toBe(origin);
   });
 });
