@@ -19,6 +19,8 @@ const ROOT = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
 const SCENARIOS = ['ledger-end', 'version', 'submit'];
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const log = (message = '') => process.stdout.write(`${message}\n`);
+/** Stops what this run started; replaced once there is more to clean up (temp dir, JWKS server). */
+let cleanUp = stopAll;
 
 const USAGE = `Usage: npm run bench:alloc -- [options]
   --scenario <list>   comma-separated: ${SCENARIOS.join(', ')} (default: all)
@@ -81,12 +83,12 @@ async function main() {
 
   const dir = mkdtempSync(join(os.tmpdir(), 'ledger-gateway-alloc-'));
   let idp;
-  const cleanUp = async () => {
+  cleanUp = async () => {
     await stopAll();
     await idp?.close?.();
     rmSync(dir, { recursive: true, force: true });
   };
-  stopChildrenOnExit(cleanUp);
+  stopChildrenOnExit(() => cleanUp());
   const pin = canPin() && os.cpus().length >= 2;
   const [coreProxy, coreLoad] = pin ? [0, 1] : [undefined, undefined];
   const load = createLoadGenerator({ root: ROOT, dir, core: coreLoad });
@@ -130,6 +132,6 @@ async function main() {
 
 main().catch(async (error) => {
   console.error(`bench:alloc: ${error.message}`);
-  await stopAll();
+  await cleanUp().catch(() => undefined);
   process.exit(1);
 });
