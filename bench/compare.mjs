@@ -152,6 +152,10 @@ async function main() {
       const [baseRun, thisRun] = await loadBoth(options.seconds);
       const bad = baseRun.nonSuccess + thisRun.nonSuccess;
       if (bad > 0) throw new Error(`round ${round}: ${bad} answers were not 2xx; the comparison would mean nothing`);
+      for (const [index, run] of [baseRun, thisRun].entries()) {
+        // A side that served nothing (or whose CPU could not be read) has no figure: say so, never drop the round quietly.
+        if (!Number.isFinite(run.cpuUs)) throw new Error(`round ${round}: ${gateways[index].label} served ${run.requests} requests in ${options.seconds} s (errors ${JSON.stringify(run.errors)}); no CPU per request to compare`);
+      }
       ratios.push(thisRun.cpuUs / baseRun.cpuUs);
       rows.push([baseRun, thisRun]);
       log(`${String(round).padStart(5)}   ${fixed(baseRun.cpuUs)}     ${fixed(baseRun.rps)}      ${fixed(thisRun.cpuUs)}    ${fixed(thisRun.rps)}      ${fixed(ratios.at(-1), 3)}`);

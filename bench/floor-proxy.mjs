@@ -10,6 +10,8 @@ import { Pool } from 'undici';
 
 const { PORT, UPSTREAM, FLOOR = 'node' } = process.env;
 const pool = new Pool(UPSTREAM, { connections: 128, pipelining: 1 });
+// A bodiless request handed over already ended (Node 24.12+), as the gateway's listener does.
+const serverOptions = { optimizeEmptyRequests: true };
 
 // Dispatched with a handler (no Readable, no pipe): the cheapest way undici forwards, and the way
 // the gateway does (src/proxy/forward.ts).
@@ -37,7 +39,7 @@ function forward(request, response) {
 
 let close;
 if (FLOOR === 'fastify') {
-  const app = Fastify({ logger: false });
+  const app = Fastify({ logger: false, http: serverOptions });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_request, _payload, done) => done(null));
   app.route({
@@ -51,7 +53,7 @@ if (FLOOR === 'fastify') {
   await app.listen({ host: '127.0.0.1', port: Number(PORT) });
   close = () => app.close();
 } else {
-  const server = http.createServer(forward);
+  const server = http.createServer(serverOptions, forward);
   await new Promise((resolve) => server.listen(Number(PORT), '127.0.0.1', resolve));
   close = () => new Promise((resolve) => server.close(resolve));
 }
