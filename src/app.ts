@@ -145,7 +145,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       // then hands it over already ended, with no 'data', 'end' or 'close' events to run (Node
       // 24.12+; older versions ignore the option). 3-6% less CPU per proxied or cached GET, paired.
       // Nothing here listens for a request's own events on such a call (a client that leaves is
-      // seen on the response's close), and the gateway's body test is the same one.
+      // seen on the response's close), and such a request is bodiless to the gateway's own body
+      // tests too (forward.ts hasBody, json-body.ts readRequestBody).
       optimizeEmptyRequests: true,
     },
     bodyLimit: config.limits.bodyBytes,
