@@ -4,20 +4,11 @@
 // rules as an empty body is, answered on a keep-alive connection that goes on serving, and a
 // client that leaves still cancels the participant's call.
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { describe, expect, it } from 'vitest';
+import { gatewayForFile } from '../helpers/file-gateway.js';
+import { answerJson } from '../helpers/recording-upstream.js';
 
-let upstream: RecordingUpstream;
-let gw: RunningGateway;
-beforeAll(async () => {
-  upstream = await startRecordingUpstream();
-  gw = await startGateway(upstream.url);
-});
-afterAll(async () => {
-  await gw.close();
-  await upstream.close();
-});
+const running = gatewayForFile();
 
 interface RawAnswer { status: number; headers: string; body: string }
 
@@ -26,7 +17,7 @@ interface RawAnswer { status: number; headers: string; body: string }
  * before it is complete) and returns every answer. Answers carry a Content-Length.
  */
 function onOneConnection(requests: string[], timeoutMs = 10_000): Promise<RawAnswer[]> {
-  const { hostname, port } = new URL(gw.url);
+  const { hostname, port } = new URL(running.gw.url);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname);
     const answers: RawAnswer[] = [];
@@ -60,11 +51,11 @@ function onOneConnection(requests: string[], timeoutMs = 10_000): Promise<RawAns
   });
 }
 
-const auth = () => `Authorization: ${gw.auth().authorization}\r\n`;
+const auth = () => `Authorization: ${running.gw.auth().authorization}\r\n`;
 
 describe('requests without a body', () => {
   it('forwards bodiless GETs and POSTs without a body, one after another on one connection', async () => {
-    const before = upstream.requests.length;
+    const before = running.upstream.requests.length;
     const answers = await onOneConnection([
       `GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${auth()}\r\n`,
       `POST /v2/parties HTTP/1.1\r\nHost: gw\r\n${auth()}\r\n`,
@@ -72,7 +63,7 @@ describe('requests without a body', () => {
     ]);
     expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200]);
     expect(answers.map((answer) => JSON.parse(answer.body))).toEqual([{ ok: true }, { ok: true }, { ok: true }]);
-    const seen = upstream.requests.slice(before);
+    const seen = running.upstream.requests.slice(before);
     expect(seen.map((request) => `${request.method} ${request.url}`)).toEqual(['GET /v2/state/ledger-end', 'POST /v2/parties', 'GET /v2/state/ledger-end']);
     for (const request of seen) {
       expect(request.body.length).toBe(0);
@@ -81,7 +72,7 @@ describe('requests without a body', () => {
   });
 
   it('refuses a rule-checked POST without a body exactly as one with Content-Length: 0, and serves the next call', async () => {
-    const before = upstream.requests.length;
+    const before = running.upstream.requests.length;
     const path = '/v2/commands/submit-and-wait-for-transaction';
     const [bodiless, next] = await onOneConnection([
       `POST ${path} HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\n\r\n`,
@@ -95,37 +86,37 @@ describe('requests without a body', () => {
     expect(refusal.code).toBe(emptyRefusal.code);
     expect(refusal.cause).toBe(emptyRefusal.cause);
     expect(next!.status).toBe(200);
-    expect(upstream.requests.slice(before).map((request) => request.url)).toEqual(['/v2/state/ledger-end']);
+    expect(running.upstream.requests.slice(before).map((request) => request.url)).toEqual(['/v2/state/ledger-end']);
   });
 
   it('still forwards a GET that declares a body, and a chunked one', async () => {
-    const before = upstream.requests.length;
+    const before = running.upstream.requests.length;
     const body = '{"filter":{}}';
     const answers = await onOneConnection([
       `GET /v2/package-vetting HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
       `GET /v2/package-vetting HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
     ]);
     expect(answers.map((answer) => answer.status)).toEqual([200, 200]);
-    expect(upstream.requests.slice(before).map((request) => request.body.toString())).toEqual([body, body]);
+    expect(running.upstream.requests.slice(before).map((request) => request.body.toString())).toEqual([body, body]);
   });
 
   it('cancels the participant\'s call when the client of a bodiless GET leaves', async () => {
     let cancelled!: () => void;
     const upstreamSawClose = new Promise<void>((resolve) => { cancelled = resolve; });
-    upstream.respond((_request, response) => {
+    running.upstream.respond((_request, response) => {
       response.on('close', () => cancelled()); // never answered: only the gateway can end it
     });
     try {
-      const before = upstream.requests.length;
-      const { hostname, port } = new URL(gw.url);
+      const before = running.upstream.requests.length;
+      const { hostname, port } = new URL(running.gw.url);
       const socket = net.connect(Number(port), hostname);
       socket.on('error', () => {});
       socket.write(`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${auth()}\r\n`);
-      await expect.poll(() => upstream.requests.length, { timeout: 5_000 }).toBe(before + 1);
+      await expect.poll(() => running.upstream.requests.length, { timeout: 5_000 }).toBe(before + 1);
       socket.destroy();
       await expect(Promise.race([upstreamSawClose.then(() => 'closed'), new Promise((resolve) => setTimeout(resolve, 5_000, 'still open'))])).resolves.toBe('closed');
     } finally {
-      upstream.respond(answerJson(200, { ok: true }));
+      running.upstream.respond(answerJson(200, { ok: true }));
     }
   });
 });

@@ -1,33 +1,23 @@
 // Hostile bodies on the rule-checked routes: a clear 4xx in Canton's shape, never a crash, never a
 // changed body upstream.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { describe, expect, it } from 'vitest';
+import { gatewayForFile } from '../helpers/file-gateway.js';
 
-let upstream: RecordingUpstream;
-let gw: RunningGateway;
-beforeAll(async () => {
-  upstream = await startRecordingUpstream();
-  gw = await startGateway(upstream.url, { limits: { bodyBytes: 2 * 1024 * 1024 } });
-});
-afterAll(async () => {
-  await gw.close();
-  await upstream.close();
-});
+const running = gatewayForFile({ limits: { bodyBytes: 2 * 1024 * 1024 } });
 
 const FORMAT = '"updateFormat":{"includeTransactions":{"eventFormat":{"filtersByParty":{"Alice::1220ab":{"cumulative":[]}}},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}';
 
 async function post(path: string, body: Buffer | string): Promise<{ status: number; json: Record<string, unknown> | undefined; forwarded: boolean }> {
-  const before = upstream.requests.length;
-  const response = await fetch(`${gw.url}${path}`, { method: 'POST', body, headers: gw.auth({ 'content-type': 'application/json' }) });
+  const before = running.upstream.requests.length;
+  const response = await fetch(`${running.gw.url}${path}`, { method: 'POST', body, headers: running.gw.auth({ 'content-type': 'application/json' }) });
   const text = await response.text();
   let json: Record<string, unknown> | undefined;
   try { json = JSON.parse(text) as Record<string, unknown>; } catch { json = undefined; }
-  return { status: response.status, json, forwarded: upstream.requests.length > before };
+  return { status: response.status, json, forwarded: running.upstream.requests.length > before };
 }
 
 async function stillServes(): Promise<void> {
-  expect((await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() })).status).toBe(200);
+  expect((await fetch(`${running.gw.url}/v2/state/ledger-end`, { headers: running.gw.auth() })).status).toBe(200);
 }
 
 describe('hostile bodies on rule-checked routes', () => {
@@ -37,7 +27,7 @@ describe('hostile bodies on rule-checked routes', () => {
     const body = Buffer.concat([Buffer.from('{"offset":1,"x":"'), Buffer.from([0xc3, 0x28, 0xff]), Buffer.from(`",${FORMAT}}`)]);
     const answer = await post('/v2/updates/update-by-offset', body);
     expect(answer.status).toBe(200);
-    expect(upstream.requests.at(-1)!.body.equals(body)).toBe(true);
+    expect(running.upstream.requests.at(-1)!.body.equals(body)).toBe(true);
     // Invalid UTF-8 where the JSON structure is: refused.
     const broken = Buffer.concat([Buffer.from('{"offset":1,'), Buffer.from([0xff, 0xfe]), Buffer.from(`:1,${FORMAT}}`)]);
     const refused = await post('/v2/updates/update-by-offset', broken);
@@ -59,7 +49,7 @@ describe('hostile bodies on rule-checked routes', () => {
     const body = `{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},"offset":5,${FORMAT}}`;
     const answer = await post('/v2/updates/update-by-offset', body);
     expect(answer.status).toBe(200);
-    expect(upstream.requests.at(-1)!.body.toString()).toBe(body);
+    expect(running.upstream.requests.at(-1)!.body.toString()).toBe(body);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     await stillServes();
   });
@@ -73,7 +63,7 @@ describe('hostile bodies on rule-checked routes', () => {
     const fits = `{"commands":{"commands":[${Array.from({ length: 20_000 }, () => '{"CreateCommand":{"templateId":"p:M:E","createArguments":{}}}').join(',')}],"commandId":"c","actAs":["Alice"]}}`;
     const accepted = await post('/v2/commands/submit-and-wait-for-transaction', fits);
     expect(accepted.status).toBe(200);
-    expect(upstream.requests.at(-1)!.body.toString()).toBe(fits);
+    expect(running.upstream.requests.at(-1)!.body.toString()).toBe(fits);
     await stillServes();
   });
 
@@ -84,7 +74,7 @@ describe('hostile bodies on rule-checked routes', () => {
     expect(beyond.forwarded).toBe(false);
     const max = `{"offset":9223372036854775807,${FORMAT}}`;
     expect((await post('/v2/updates/update-by-offset', max)).status).toBe(200);
-    expect(upstream.requests.at(-1)!.body.toString()).toBe(max);
+    expect(running.upstream.requests.at(-1)!.body.toString()).toBe(max);
   });
 
   it('duplicated keys: judged on the last value, as Canton reads it, forwarded unchanged', async () => {
@@ -93,6 +83,6 @@ describe('hostile bodies on rule-checked routes', () => {
     expect(refused.json).toMatchObject({ code: 'NON_POSITIVE_OFFSET' });
     const body = `{"offset":0,"offset":5,${FORMAT}}`;
     expect((await post('/v2/updates/update-by-offset', body)).status).toBe(200);
-    expect(upstream.requests.at(-1)!.body.toString()).toBe(body);
+    expect(running.upstream.requests.at(-1)!.body.toString()).toBe(body);
   });
 });

@@ -1,26 +1,16 @@
 // Hostile HTTP: each case gets a clear answer or a closed connection, never reaches the
 // participant, never crashes the gateway; the next request is served.
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { describe, expect, it } from 'vitest';
+import { gatewayForFile } from '../helpers/file-gateway.js';
 
-let upstream: RecordingUpstream;
-let gw: RunningGateway;
-beforeAll(async () => {
-  upstream = await startRecordingUpstream();
-  gw = await startGateway(upstream.url, { server: { headersTimeoutMs: 1_000, requestTimeoutMs: 2_000, maxHeaderBytes: 8_192 } });
-});
-afterAll(async () => {
-  await gw.close();
-  await upstream.close();
-});
+const running = gatewayForFile({ server: { headersTimeoutMs: 1_000, requestTimeoutMs: 2_000, maxHeaderBytes: 8_192 } });
 
 interface RawAnswer { status: number | undefined; head: string; body: string; closedAfterMs: number }
 
 /** Writes raw bytes (optionally in timed pieces) and reads until the gateway closes. */
 function exchange(pieces: Array<string | Buffer | { waitMs: number }>, timeoutMs = 10_000): Promise<RawAnswer> {
-  const { hostname, port } = new URL(gw.url);
+  const { hostname, port } = new URL(running.gw.url);
   return new Promise((resolve, reject) => {
     const started = Date.now();
     const socket = net.connect(Number(port), hostname);
@@ -48,22 +38,22 @@ function exchange(pieces: Array<string | Buffer | { waitMs: number }>, timeoutMs
   });
 }
 
-const auth = () => `Authorization: ${gw.auth().authorization}\r\n`;
+const auth = () => `Authorization: ${running.gw.auth().authorization}\r\n`;
 
 async function stillServes(): Promise<void> {
-  const response = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+  const response = await fetch(`${running.gw.url}/v2/state/ledger-end`, { headers: running.gw.auth() });
   expect(response.status).toBe(200);
 }
 
 describe('hostile HTTP', () => {
   it('huge headers: 431 in Canton\'s shape', async () => {
-    const before = upstream.requests.length;
+    const before = running.upstream.requests.length;
     const answer = await exchange([`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${auth()}X-Big: ${'a'.repeat(20_000)}\r\n\r\n`]);
     expect(answer.status).toBe(431);
     expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_HEADERS_TOO_LARGE', grpcCodeValue: 3 });
-    expect(upstream.requests.length).toBe(before);
+    expect(running.upstream.requests.length).toBe(before);
     await stillServes();
-    const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    const metrics = await running.gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
     expect(metrics).toMatch(/operation="unknown",method="_OTHER",status="431",error_code="GATEWAY_HEADERS_TOO_LARGE"/);
   });
 
@@ -74,27 +64,27 @@ describe('hostile HTTP', () => {
   });
 
   it('duplicate, conflicting Content-Length: 400, not forwarded', async () => {
-    const before = upstream.requests.length;
+    const before = running.upstream.requests.length;
     const answer = await exchange([`POST /v2/commands/async/submit HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 30\r\n\r\n{}`]);
     expect(answer.status).toBe(400);
     expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST' });
-    expect(upstream.requests.length).toBe(before);
+    expect(running.upstream.requests.length).toBe(before);
   });
 
   it('Transfer-Encoding with Content-Length (request smuggling): 400, not forwarded', async () => {
-    const before = upstream.requests.length;
+    const before = running.upstream.requests.length;
     const smuggled = 'GET /v2/users HTTP/1.1\r\nHost: gw\r\n\r\n';
     const answer = await exchange([`POST /v2/commands/async/submit HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${smuggled}`]);
     expect(answer.status).toBe(400);
-    expect(upstream.requests.length).toBe(before);
-    expect(upstream.requests.some((r) => r.url === '/v2/users')).toBe(false);
+    expect(running.upstream.requests.length).toBe(before);
+    expect(running.upstream.requests.some((r) => r.url === '/v2/users')).toBe(false);
   });
 
   it('invalid chunking: the call fails, the participant never gets a whole request, the gateway goes on', async () => {
-    const before = upstream.requests.length;
+    const before = running.upstream.requests.length;
     const answer = await exchange([`POST /v2/commands/async/submit HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`]);
     expect(answer.status === undefined || answer.status === 400).toBe(true);
-    expect(upstream.requests.slice(before).every((r) => r.body.toString() !== '{}')).toBe(true);
+    expect(running.upstream.requests.slice(before).every((r) => r.body.toString() !== '{}')).toBe(true);
     await stillServes();
   });
 
@@ -116,18 +106,18 @@ describe('hostile HTTP', () => {
   });
 
   it('absolute-form URL: refused, never forwarded to the named host', async () => {
-    const before = upstream.requests.length;
+    const before = running.upstream.requests.length;
     const answer = await exchange([`GET http://evil.example/v2/state/ledger-end HTTP/1.1\r\nHost: evil.example\r\n${auth()}Connection: close\r\n\r\n`]);
     expect([400, 404]).toContain(answer.status);
     expect(JSON.parse(answer.body).code).toMatch(/^GATEWAY_(INVALID_PATH|ROUTE_NOT_EXPOSED)$/);
-    expect(upstream.requests.length).toBe(before);
+    expect(running.upstream.requests.length).toBe(before);
   });
 
   it('CONNECT: refused, no tunnel', async () => {
-    const before = upstream.requests.length;
-    const answer = await exchange([`CONNECT 127.0.0.1:${upstream.port} HTTP/1.1\r\nHost: 127.0.0.1:${upstream.port}\r\n${auth()}\r\n`]);
+    const before = running.upstream.requests.length;
+    const answer = await exchange([`CONNECT 127.0.0.1:${running.upstream.port} HTTP/1.1\r\nHost: 127.0.0.1:${running.upstream.port}\r\n${auth()}\r\n`]);
     expect(answer.status === undefined || answer.status >= 400).toBe(true);
-    expect(upstream.requests.length).toBe(before);
+    expect(running.upstream.requests.length).toBe(before);
     await stillServes();
   });
 
@@ -138,7 +128,7 @@ describe('hostile HTTP', () => {
       expect(answer.status, method).toBeLessThan(500);
       if (answer.body) expect(JSON.parse(answer.body).code, method).toMatch(/^GATEWAY_/);
     }
-    expect(upstream.requests.filter((r) => r.method !== 'GET' && r.method !== 'POST')).toHaveLength(0);
+    expect(running.upstream.requests.filter((r) => r.method !== 'GET' && r.method !== 'POST')).toHaveLength(0);
     await stillServes();
   });
 });

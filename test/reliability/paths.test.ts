@@ -1,24 +1,14 @@
 // Path tricks: none reaches another route upstream than the one the catalogue matched, and none
 // escapes authentication or the operation's rules.
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { canonicalPath, matchOperation } from '../../src/operations.js';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { gatewayForFile } from '../helpers/file-gateway.js';
 
-let upstream: RecordingUpstream;
-let gw: RunningGateway;
-beforeAll(async () => {
-  upstream = await startRecordingUpstream();
-  gw = await startGateway(upstream.url);
-});
-afterAll(async () => {
-  await gw.close();
-  await upstream.close();
-});
+const running = gatewayForFile();
 
 function rawGet(path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
-  const { hostname, port } = new URL(gw.url);
+  const { hostname, port } = new URL(running.gw.url);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname, () => {
       const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
@@ -49,35 +39,35 @@ describe('path tricks through the gateway', () => {
   const refused = ['/v2/../v2/version', '/v2/%2e%2e/version', '/v2/.%2E/version', '/v2/./version', '/v2//version', '/v2/version/..', '/v2%2f..%2fversion/..'];
   for (const path of refused) {
     it(`refuses ${path} without reaching the participant`, async () => {
-      const before = upstream.requests.length;
-      const answer = await rawGet(path, gw.auth());
+      const before = running.upstream.requests.length;
+      const answer = await rawGet(path, running.gw.auth());
       expect(answer.status).toBe(400);
       expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_INVALID_PATH' });
-      expect(upstream.requests.length).toBe(before);
+      expect(running.upstream.requests.length).toBe(before);
     });
   }
 
   it('case tricks and prefixes outside /v2 are not served', async () => {
     for (const path of ['/V2/version', '/v2version', '/v3/version', '/%2Fv2/version']) {
-      const answer = await rawGet(path, gw.auth());
+      const answer = await rawGet(path, running.gw.auth());
       expect(answer.status, path).toBe(404);
     }
   });
 
   it('no trick escapes authentication', async () => {
     for (const path of ['/v2/versio%6E', '/v2/version/', '/v2/version.', '/v2/%2541', '/v2/updates%2Fupdate-by-offset', '/%76%32/version']) {
-      const before = upstream.requests.length;
+      const before = running.upstream.requests.length;
       const answer = await rawGet(path);
       expect(answer.status, path).toBe(401);
-      expect(upstream.requests.length, path).toBe(before);
+      expect(running.upstream.requests.length, path).toBe(before);
     }
   });
 
   it('an encoded name of a catalogue route is labelled, authorized and checked as that route, and forwarded raw', async () => {
-    const answer = await rawGet('/v2/versio%6E', gw.auth());
+    const answer = await rawGet('/v2/versio%6E', running.gw.auth());
     expect(answer.status).toBe(200);
-    expect(upstream.requests.at(-1)!.url).toBe('/v2/versio%6E');
-    const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    expect(running.upstream.requests.at(-1)!.url).toBe('/v2/versio%6E');
+    const metrics = await running.gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
     expect(metrics).toMatch(/operation="getVersion",method="GET",status="200"/);
   });
 });
