@@ -143,7 +143,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       connectionsCheckingInterval: 1_000,
       // A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3): Node
       // then hands it over already ended, with no 'data', 'end' or 'close' events to run (Node
-      // 24.12+; older versions ignore the option). 3-6% less CPU per proxied or cached GET, paired.
+      // 24.12+; older versions ignore the option). 2-6% less CPU per proxied or cached GET, paired.
       // Nothing here listens for a request's own events on such a call (a client that leaves is
       // seen on the response's close), and such a request is bodiless to the gateway's own body
       // tests too (forward.ts hasBody, json-body.ts readRequestBody).
