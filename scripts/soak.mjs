@@ -7,7 +7,7 @@
 //   npm run soak                      # 150 s (60 s warm-up), 64 connections
 //   npm run soak -- --duration 5 --connections 16 --short     # CI
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,7 +30,11 @@ const warmupS = values.warmup ? Number(values.warmup) : Math.max(1, Math.round(d
 const maxRssGrowth = values['max-rss-growth'] ? Number(values['max-rss-growth']) : values.short ? Infinity : 20;
 const ROOT = new URL('..', import.meta.url).pathname;
 const children = [];
-const stopAll = () => { for (const child of children) child.kill('SIGKILL'); };
+let dir; // the soak's config directory, removed on exit
+const stopAll = () => {
+  for (const child of children) child.kill('SIGKILL');
+  if (dir) rmSync(dir, { recursive: true, force: true });
+};
 process.on('exit', stopAll);
 process.on('SIGINT', () => process.exit(130));
 
@@ -101,7 +105,7 @@ async function mint(sub) {
   return new SignJWT({ sub, aud: `https://daml.com/jwt/aud/participant/${participantId}`, iat: now, exp: now + 280 })
     .setProtectedHeader({ alg: 'RS256', kid: 'soak' }).setIssuer(ISSUER).sign(privateKey);
 }
-const dir = mkdtempSync(join(tmpdir(), 'ledger-gateway-soak-'));
+dir = mkdtempSync(join(tmpdir(), 'ledger-gateway-soak-'));
 const configFile = join(dir, 'gateway.yaml');
 writeFileSync(configFile, [
   'server: { host: 127.0.0.1, port: 0 }',
