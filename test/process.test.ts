@@ -31,6 +31,15 @@ describe('start', () => {
     expect(stderr).toContain('policy.rules.noSuchOperation');
   });
 
+  it('refuses values Node would only trip over later (a trusted proxy, the participant URL) with exit 2, not a stack trace', async () => {
+    const file = writeConfig('upstream: { url: "127.0.0.1:7575" }\nserver: { trustedProxies: ["10.0.0.0/8", "ingress-nginx"] }\n');
+    const { code, stderr } = await runToExit(['dist/main.js', '--config', file]);
+    expect(code).toBe(2);
+    expect(stderr).toContain('server.trustedProxies[1]: "ingress-nginx" is not an IP address or CIDR');
+    expect(stderr).toContain('upstream.url: not a URL');
+    expect(stderr).not.toMatch(/\n\s+at /); // no stack
+  });
+
   it('takes the config file from LEDGER_GATEWAY_CONFIG too', async () => {
     const file = writeConfig('nope: 1\n');
     const { code, stderr } = await runToExit(['dist/main.js'], { LEDGER_GATEWAY_CONFIG: file });

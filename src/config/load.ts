@@ -1,8 +1,10 @@
 // Loading: YAML file + environment overrides, validated once against the schema.
 // Bad config stops the process at boot with every bad key path named.
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
+import { OPERATION_NAMES } from '../operations.js';
 import { ConfigSchema, type GatewayConfig } from './schema.js';
 
 export class ConfigError extends Error {
@@ -89,6 +91,52 @@ function applyEnvironment(raw: Record<string, unknown>, env: NodeJS.ProcessEnv, 
   }
 }
 
+/** Why a server.trustedProxies entry is not an IP address or CIDR, or undefined when it is one. */
+function addressOrCidrProblem(entry: string): string | undefined {
+  const slash = entry.indexOf('/');
+  const address = slash === -1 ? entry : entry.slice(0, slash);
+  const version = isIP(address);
+  if (version === 0) return `"${entry}" is not an IP address or CIDR (e.g. 10.0.0.0/8, fd00::/8; host names are not resolved)`;
+  if (slash === -1) return undefined;
+  const prefix = entry.slice(slash + 1);
+  const most = version === 4 ? 32 : 128;
+  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > most) return `"${entry}": the prefix length must be a whole number from 0 to ${most}`;
+  return undefined;
+}
+
+/** Why upstream.url is not "sandbox" or a base URL the gateway can forward to, or undefined. The value is never echoed: it may hold credentials. */
+function upstreamUrlProblem(value: string): string | undefined {
+  if (value === 'sandbox') return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'not a URL: "sandbox" or the participant\'s base URL, e.g. http://127.0.0.1:7575';
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `must be an http: or https: URL, not ${url.protocol}`;
+  if (url.username !== '' || url.password !== '') return 'must not carry user information: callers authenticate with their own bearer token';
+  if (url.search !== '' || url.hash !== '') return 'must not carry a query or fragment: each call\'s own path and query are appended to it';
+  return undefined;
+}
+
+/** Every operation name, `unknown` included (the label of /v2 routes outside the catalogue, which are forwarded). */
+const OPERATIONS: ReadonlySet<string> = new Set(OPERATION_NAMES);
+
+/** Values the schema's types cannot judge, named by key path like the schema's own problems. */
+function valueProblems(config: GatewayConfig): string[] {
+  const problems: string[] = [];
+  config.server.trustedProxies.forEach((entry, index) => {
+    const problem = addressOrCidrProblem(entry);
+    if (problem !== undefined) problems.push(`server.trustedProxies[${index}]: ${problem}`);
+  });
+  const url = upstreamUrlProblem(config.upstream.url);
+  if (url !== undefined) problems.push(`upstream.url: ${url}`);
+  for (const name of Object.keys(config.upstream.operationTimeoutsMs)) {
+    if (!OPERATIONS.has(name)) problems.push(`upstream.operationTimeoutsMs.${name}: unknown operation name (README "Routes and operations" lists them)`);
+  }
+  return problems;
+}
+
 /** Validate an already-parsed config object (file contents + overrides); fills defaults. */
 export function validateGatewayConfig(raw: unknown, source = 'config', env: NodeJS.ProcessEnv = {}): GatewayConfig {
   const problems: string[] = [];
@@ -97,6 +145,7 @@ export function validateGatewayConfig(raw: unknown, source = 'config', env: Node
   const copy = structuredClone(raw) as Record<string, unknown>;
   applyEnvironment(copy, env, problems);
   if (!validateConfig(copy)) problems.push(...problemsOf(validateConfig.errors ?? []));
+  else problems.push(...valueProblems(copy as unknown as GatewayConfig));
   if (problems.length > 0) throw new ConfigError(source, problems);
   return copy as unknown as GatewayConfig;
 }

@@ -14,11 +14,11 @@ const Milliseconds = (def: number, description: string, minimum = 1) =>
 export const ServerSchema = Section({
   host: Type.String({ minLength: 1, default: '0.0.0.0', description: 'Address of the API listener.' }),
   port: Port(8080, 'Port of the API listener (0 = any free port).'),
-  requestTimeoutMs: Milliseconds(120_000, 'Bound on receiving a whole request and sending its answer (Node http requestTimeout); must exceed upstream.timeoutMs.'),
+  requestTimeoutMs: Milliseconds(120_000, 'Bound on receiving a whole request from the client, head and body (Node http requestTimeout; a slow upload gets 408). The answer is bounded by upstream.timeoutMs.'),
   headersTimeoutMs: Milliseconds(10_000, 'Bound on receiving the request headers (slow-loris protection).'),
   keepAliveTimeoutMs: Milliseconds(65_000, 'How long an idle client keep-alive connection stays open.'),
   maxHeaderBytes: Type.Integer({ minimum: 1024, maximum: 1_048_576, default: 16_384, description: 'Largest request head (request line + headers) accepted; larger gets 431.' }),
-  trustedProxies: Type.Array(Type.String({ minLength: 1 }), { default: [], description: 'Addresses or CIDRs whose X-Forwarded-* headers are trusted (ingress controllers). Empty = trust none.' }),
+  trustedProxies: Type.Array(Type.String({ minLength: 1 }), { default: [], description: 'IP addresses or CIDRs (host names are not resolved) whose X-Forwarded-* headers are trusted (ingress controllers). Empty = trust none.' }),
 }, 'The API listener, where clients send /v2 calls.');
 
 export const AdminSchema = Section({
@@ -27,9 +27,9 @@ export const AdminSchema = Section({
 }, 'The admin listener: health probes and metrics.');
 
 export const UpstreamSchema = Section({
-  url: Type.String({ minLength: 1, default: 'sandbox', description: '"sandbox" starts the embedded sandbox ledger (development only); otherwise the participant\'s JSON API base URL, e.g. http://127.0.0.1:7575.' }),
+  url: Type.String({ minLength: 1, default: 'sandbox', description: '"sandbox" starts the embedded sandbox ledger (development only); otherwise the participant\'s JSON API base URL (http or https, no user information, query or fragment), e.g. http://127.0.0.1:7575.' }),
   timeoutMs: Milliseconds(30_000, 'Bound on one upstream call: until the answer\'s headers, and between two chunks of its body.'),
-  operationTimeoutsMs: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1, maximum: 24 * 3600 * 1000 }), { default: {}, description: 'Per-operation overrides of timeoutMs, by operation name, e.g. { submitAndWaitForTransaction: 60000 }.' }),
+  operationTimeoutsMs: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1, maximum: 24 * 3600 * 1000 }), { default: {}, description: 'Per-operation overrides of timeoutMs, by operation name (checked at start), e.g. { submitAndWaitForTransaction: 60000 }; for a WebSocket channel, the bound on the participant\'s answer to the upgrade.' }),
   connectTimeoutMs: Milliseconds(5_000, 'Bound on opening a connection to the participant.'),
   connections: Type.Integer({ minimum: 1, maximum: 4096, default: 128, description: 'Most keep-alive connections in the pool to the participant.' }),
   keepAliveTimeoutMs: Milliseconds(30_000, 'How long an idle upstream connection is kept (capped by the participant\'s Keep-Alive hint); keep it below the participant\'s idle timeout (pekko-http: 60 s).'),
@@ -79,14 +79,14 @@ export const IssuerSchema = Type.Object({
   unsafeHmacSecret: Type.Optional(Type.String({ minLength: 32, description: 'Key source, DEVELOPMENT ONLY: an HS256 shared secret (at least 32 characters), like Canton\'s unsafe-jwt-hmac-256. Refused with a real upstream unless auth.unsafeAllowHmacWithParticipant is true.' })),
   audience: Type.Optional(Type.String({ minLength: 1, description: 'When set, `aud` must contain this value (Canton: target-audience / IDP audience). With neither audience nor scope, Canton\'s default parsing applies.' })),
   scope: Type.Optional(Type.String({ minLength: 1, pattern: '^\\S+$', description: 'When set, `scope` (space-separated) or `scp` must contain this value (Canton: target-scope). With both audience and scope set, both must match.' })),
-  algorithms: Type.Optional(Type.Array(Type.Unsafe<JwsAlgorithm>({ type: 'string', enum: [...JWS_ALGORITHMS] }), { minItems: 1, uniqueItems: true, description: 'The pinned JWS algorithms. Default: [RS256, ES256, ES512] for jwksUrl and jwks; the ones that fit the key for publicKeyFile; [HS256] for unsafeHmacSecret.' })),
+  algorithms: Type.Optional(Type.Array(Type.Unsafe<JwsAlgorithm>({ type: 'string', enum: [...JWS_ALGORITHMS] }), { minItems: 1, uniqueItems: true, description: 'The pinned JWS algorithms. Default: [RS256, ES256, ES512] for jwksUrl and jwks; for publicKeyFile, [RS256] for an RSA key, else the ones the key fits; [HS256] for unsafeHmacSecret.' })),
 }, { additionalProperties: false });
 
 export const AuthSchema = Section({
   issuers: Type.Array(IssuerSchema, { default: [], description: 'One entry per identity provider; the token\'s `iss` selects it. Required unless upstream.url is "sandbox", where an empty list turns on the development issuer.' }),
   participantId: Type.Optional(Type.String({ minLength: 1, description: 'The participant\'s id: a Canton audience-based token (aud https://daml.com/jwt/aud/participant/<id>) must name it, and a scope-based token\'s aud, when present. Unset: any participant id is accepted, as Canton\'s parsing alone would.' })),
   maxTokenLifetimeSeconds: Type.Integer({ minimum: 0, maximum: 31_536_000, default: 300, description: 'Largest remaining lifetime (exp - now) accepted, as Canton\'s ledger-api.max-token-lifetime (5 minutes since 3.4.4); 0 = no limit. exp is always required.' }),
-  clockToleranceSeconds: Type.Integer({ minimum: 0, maximum: 300, default: 5, description: 'Clock skew allowed on exp, nbf and the lifetime limit.' }),
+  clockToleranceSeconds: Type.Integer({ minimum: 0, maximum: 300, default: 5, description: 'Clock skew allowed on exp, nbf, a future iat and the lifetime limit.' }),
   publicOperations: Type.Array(Type.String({ minLength: 1 }), { default: [], uniqueItems: true, description: 'Operation names that need no token, e.g. [getVersion]. Default: none; every /v2 call and WebSocket upgrade needs one.' }),
   unsafeAllowHmacWithParticipant: Type.Boolean({ default: false, description: 'UNSAFE: allow an unsafeHmacSecret issuer with a real participant (a shared secret anyone holding it can mint tokens with). For test participants only.' }),
   keySets: Section({
@@ -105,7 +105,7 @@ export const TelemetrySchema = Section({
     exemplars: Type.Boolean({ default: false, description: 'Attach the trace id of a sampled request as an OpenMetrics exemplar to the two duration histograms. /metrics then answers in the OpenMetrics format (application/openmetrics-text); Prometheus keeps exemplars only with --enable-feature=exemplar-storage.' }),
     maxUpstreamErrorCodes: Type.Integer({ minimum: 0, maximum: 10_000, default: 100, description: 'Distinct participant error codes kept as error_code label values; a code first seen after this many is counted as OTHER (bounded cardinality). The gateway\'s own codes never count.' }),
   }, 'Prometheus metrics on the admin listener (GET /metrics).'),
-}, 'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (README "Observability").');
+}, 'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (README "Traces and logs").');
 
 export const RateLimitSchema = Type.Object({
   requests: Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Requests allowed per caller in each perSeconds period, spread evenly (GCRA: one every perSeconds/requests seconds).' }),

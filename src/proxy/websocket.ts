@@ -68,7 +68,7 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
   const basePath = base.pathname.replace(/\/+$/, '');
   const transport = base.protocol === 'https:' ? https : http;
   const tls = base.protocol === 'https:' ? upstreamTlsOptions(options.config.upstream.tls) : {};
-  const timeoutMs = options.config.upstream.timeoutMs;
+  const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
   const tunnels = new Set<Duplex>();
 
   function handleUpgrade(request: http.IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -112,7 +112,9 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         method: 'GET',
         headers,
         agent: false,
-        timeout: timeoutMs,
+        // Bounds connecting and the participant's answer to the upgrade (idle time on the socket);
+        // cleared once the tunnel is open, where a stream may be quiet for long.
+        timeout: operationTimeoutsMs[operation.name] ?? timeoutMs,
         ...tls,
       });
       const onClientGone = () => upstream.destroy();

@@ -43,4 +43,67 @@ describe('config validation', () => {
   it('refuses a non-integer port from the environment', () => {
     expect(() => validateGatewayConfig({}, 'test', { LEDGER_GATEWAY_ADMIN_PORT: 'eighty' })).toThrow(/LEDGER_GATEWAY_ADMIN_PORT: must be an integer/);
   });
+
+  const problemsOf = (raw: unknown, env: NodeJS.ProcessEnv = {}): readonly string[] => {
+    try {
+      validateGatewayConfig(raw, 'test', env);
+      return [];
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      return (error as ConfigError).problems;
+    }
+  };
+
+  it('accepts trusted proxies given as addresses and CIDRs of either family', () => {
+    const entries = ['10.1.2.3', '10.0.0.0/8', '0.0.0.0/0', '192.168.1.1/32', '::1', 'fd00::/8', '::/0', '2001:db8::1/128', '::ffff:10.0.0.1'];
+    expect(problemsOf({ server: { trustedProxies: entries } })).toEqual([]);
+  });
+
+  it('refuses a trusted proxy that is not an address or CIDR, naming each entry (Node\'s BlockList would throw at start)', () => {
+    const entries = ['10.0.0.0/8', 'ingress-nginx', '10.0.0.0/33', 'fd00::/129', '10.0.0.0/', '10.0.0.0/8x', '10.0.0.0/-1', '10.0.0/8', '1.2.3.4/8/1'];
+    expect(problemsOf({ server: { trustedProxies: entries } })).toEqual([
+      'server.trustedProxies[1]: "ingress-nginx" is not an IP address or CIDR (e.g. 10.0.0.0/8, fd00::/8; host names are not resolved)',
+      'server.trustedProxies[2]: "10.0.0.0/33": the prefix length must be a whole number from 0 to 32',
+      'server.trustedProxies[3]: "fd00::/129": the prefix length must be a whole number from 0 to 128',
+      'server.trustedProxies[4]: "10.0.0.0/": the prefix length must be a whole number from 0 to 32',
+      'server.trustedProxies[5]: "10.0.0.0/8x": the prefix length must be a whole number from 0 to 32',
+      'server.trustedProxies[6]: "10.0.0.0/-1": the prefix length must be a whole number from 0 to 32',
+      'server.trustedProxies[7]: "10.0.0/8" is not an IP address or CIDR (e.g. 10.0.0.0/8, fd00::/8; host names are not resolved)',
+      'server.trustedProxies[8]: "1.2.3.4/8/1": the prefix length must be a whole number from 0 to 32',
+    ]);
+  });
+
+  it('accepts "sandbox" and http(s) base URLs for the participant', () => {
+    for (const url of ['sandbox', 'http://127.0.0.1:7575', 'https://participant.example', 'https://participant.example:8443/json-api/', 'http://[::1]:7575']) {
+      expect(problemsOf({ upstream: { url } }), url).toEqual([]);
+    }
+  });
+
+  it('refuses a participant URL the gateway could not forward to as written, without echoing it', () => {
+    const cases: Array<[string, RegExp]> = [
+      ['127.0.0.1:7575', /^upstream\.url: not a URL: "sandbox" or the participant's base URL/],
+      ['participant:7575', /^upstream\.url: must be an http: or https: URL, not participant:$/],
+      ['localhost', /^upstream\.url: not a URL: "sandbox" or the participant's base URL/],
+      ['ftp://participant.example', /^upstream\.url: must be an http: or https: URL, not ftp:$/],
+      ['ws://participant.example', /^upstream\.url: must be an http: or https: URL, not ws:$/],
+      ['https://gateway:s3cr3t@participant.example', /^upstream\.url: must not carry user information/],
+      ['http://participant.example/?tenant=a', /^upstream\.url: must not carry a query or fragment/],
+      ['http://participant.example/#x', /^upstream\.url: must not carry a query or fragment/],
+    ];
+    for (const [url, expected] of cases) {
+      const problems = problemsOf({ upstream: { url } });
+      expect(problems, url).toHaveLength(1);
+      expect(problems[0], url).toMatch(expected);
+      expect(problems[0]).not.toContain('s3cr3t');
+    }
+    // The environment's value is judged the same way.
+    expect(problemsOf({}, { LEDGER_GATEWAY_UPSTREAM_URL: 'participant:7575' })).toEqual(['upstream.url: must be an http: or https: URL, not participant:']);
+  });
+
+  it('refuses a per-operation timeout for an operation that does not exist (it would silently never apply)', () => {
+    expect(problemsOf({ upstream: { operationTimeoutsMs: { submitAndWaitForTransaction: 60_000, unknown: 5_000 } } })).toEqual([]);
+    expect(problemsOf({ upstream: { operationTimeoutsMs: { submitAndWaitForTransactionn: 60_000, getVersion: 1_000 } } })).toEqual([
+      'upstream.operationTimeoutsMs.submitAndWaitForTransactionn: unknown operation name (README "Routes and operations" lists them)',
+    ]);
+  });
 });

@@ -110,6 +110,26 @@ describe('websocket forwarding', () => {
     await expect(open(`${gw.url.replace('http', 'ws')}/v2/updates`, [`jwt.token.${token}`, 'daml.ws.auth'], {})).rejects.toMatchObject({ status: 503 });
   });
 
+  it('bounds the participant\'s answer to an upgrade by the channel\'s own timeout when it has one', async () => {
+    // A participant that takes upgrades and never answers them.
+    const silent = http.createServer();
+    const held: net.Socket[] = [];
+    silent.on('upgrade', (_request, socket: net.Socket) => held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+      gw = await startGateway(url, { upstream: { timeoutMs: 60_000, operationTimeoutsMs: { onV2Updates: 1_000 } } });
+      const token = gw.auth().authorization!.slice('Bearer '.length);
+      const started = Date.now();
+      await expect(open(`${gw.url.replace('http', 'ws')}/v2/updates`, [`jwt.token.${token}`, 'daml.ws.auth'], {})).rejects.toMatchObject({ status: 504 });
+      expect(Date.now() - started).toBeLessThan(5_000); // the override (1 s), not timeoutMs (60 s)
+      expect(held).toHaveLength(1);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
   it('refuses an upgrade outside /v2 and a dot-segment path without reaching the participant', async () => {
     const participant = await startWebSocketUpstream();
     gw = await startGateway(participant.url);
