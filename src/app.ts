@@ -10,7 +10,7 @@ import { createAuthenticator } from './auth/authenticator.js';
 import type { AuthFailureReason } from './auth/failure.js';
 import { authenticationStage, authenticationUpgradeStage } from './auth/hooks.js';
 import type { GatewayConfig } from './config/schema.js';
-import { Errors, GatewayError, renderCantonError } from './errors.js';
+import { Errors, GatewayError, renderCantonError, renderDecodeFailure } from './errors.js';
 import { createClientErrorHandler } from './client-errors.js';
 import { Readiness } from './health.js';
 import { randomRequestId } from './request-id.js';
@@ -113,6 +113,9 @@ async function runningTracing(): Promise<Tracing> {
 export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.errorCode = error.definition.code;
   if (reply.server.draining) reply.header('connection', 'close');
+  if (error.definition.plainText) {
+    return reply.code(error.definition.status).headers(error.headers).type('text/plain; charset=UTF-8').send(renderDecodeFailure(error.details));
+  }
   const body = renderCantonError(error.definition, { ...error.details, correlationId: request.id, traceId: traceIdOf(request) });
   return reply.code(error.definition.status).headers(error.headers).type('application/json').send(JSON.stringify(body));
 }

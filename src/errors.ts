@@ -72,6 +72,11 @@ export interface ErrorDefinition {
   readonly retryInfo: string | null;
   /** What the README's error table says about it. */
   readonly description: string;
+  /**
+   * Answered as Canton's JSON layer answers a body it cannot decode (tapir): 400 text/plain
+   * "Invalid value for: body (<cause>)", not a JsCantonError (FACTS.md §2.3).
+   */
+  readonly plainText: boolean;
 }
 
 const RETRYABLE_CATEGORIES = new Set([1, 2, 3, 12]);
@@ -81,7 +86,7 @@ function defineError(
   category: number,
   grpc: GrpcCodeValue,
   description: string,
-  options: { status?: number; redacted?: boolean } = {},
+  options: { status?: number; redacted?: boolean; plainText?: boolean } = {},
 ): ErrorDefinition {
   return Object.freeze({
     code,
@@ -89,6 +94,7 @@ function defineError(
     grpc,
     status: options.status ?? httpStatusForGrpcCode(grpc),
     redacted: options.redacted ?? false,
+    plainText: options.plainText ?? false,
     retryInfo: RETRYABLE_CATEGORIES.has(category) ? '1 second' : null,
     description,
   });
@@ -113,8 +119,11 @@ export const Errors = {
     'A oneof is Empty or missing, or a topology serial is not positive, as Canton answers.'),
   INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST: defineError('INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST', 8, GrpcCode.INVALID_ARGUMENT,
     'The identity provider update mask is empty, names an unknown field or repeats one, as Canton answers.'),
+  DECODE_FAILURE: defineError('DECODE_FAILURE', 8, GrpcCode.INVALID_ARGUMENT,
+    'A body on a rule-checked route that the participant\'s JSON decoder refuses (not JSON, not an object, a wrong JSON type, a missing field of a strict type, an integer out of range, an unknown enum name or oneof variant, a malformed template id): answered as Canton answers it, 400 text/plain "Invalid value for: body (... at \'<path>\')", not a JsCantonError.',
+    { plainText: true }),
   GATEWAY_MALFORMED_REQUEST: defineError('GATEWAY_MALFORMED_REQUEST', 8, GrpcCode.INVALID_ARGUMENT,
-    'A body on a rule-checked route is not a JSON object (malformed JSON, wrong top-level type, too deeply nested). Canton answers these with a text/plain 400.'),
+    'A body on a rule-checked route could not be read whole (the client left, stopped sending or took longer than policy.bodyReadTimeoutMs) or is nested deeper than policy.maxBodyDepth, or Fastify refused the request as malformed before any route.'),
   GATEWAY_UNSUPPORTED_MEDIA_TYPE: defineError('GATEWAY_UNSUPPORTED_MEDIA_TYPE', 8, GrpcCode.INVALID_ARGUMENT,
     'A rule-checked route was sent a body in a charset the gateway cannot decode as the participant would (e.g. UTF-16). Any content type is accepted otherwise, as Canton accepts it.',
     { status: 415 }),
@@ -147,8 +156,17 @@ export type ErrorCode = keyof typeof Errors;
 
 const REDACTED_CAUSE = 'A security-sensitive error has been received';
 
+/**
+ * Where Canton raises the error it mirrors, which decides two fields (FACTS.md §2.1, §2.4): the
+ * gRPC Ledger API (`definiteAnswer` null; the context adds `category` and `tid`, and `definite_answer`
+ * for Ledger API errors with a definite answer: RequestValidationErrors) or, when unset, the JSON
+ * layer itself or the gateway (`definiteAnswer` false, the context as given).
+ */
+export type ErrorOrigin = 'grpc' | 'grpc-definite-answer';
+
 export interface ErrorDetails {
   cause?: string;
+  origin?: ErrorOrigin;
   correlationId?: string | null;
   traceId?: string | null;
   context?: Record<string, string>;
@@ -171,18 +189,34 @@ export function renderCantonError(def: ErrorDefinition, details: ErrorDetails = 
       definiteAnswer: null,
     };
   }
+  const traceId = details.traceId ?? null;
+  const fromGrpc = details.origin !== undefined;
   return {
     code: def.code,
     cause: details.cause ?? def.description,
     correlationId: details.correlationId ?? null,
-    traceId: details.traceId ?? null,
-    context: details.context ?? {},
+    traceId,
+    context: fromGrpc ? grpcContext(def, details, traceId) : details.context ?? {},
     resources: details.resources ?? [],
     errorCategory: def.category,
     grpcCodeValue: def.grpc,
     retryInfo: def.retryInfo,
-    definiteAnswer: false,
+    definiteAnswer: fromGrpc ? null : false,
   };
+}
+
+/** The ErrorInfo metadata Canton's JSON layer copies into `context` for a gRPC-originated error. */
+function grpcContext(def: ErrorDefinition, details: ErrorDetails, traceId: string | null): Record<string, string> {
+  const context: Record<string, string> = { ...details.context };
+  if (details.origin === 'grpc-definite-answer') context.definite_answer = 'false';
+  context.category = String(def.category);
+  if (traceId !== null) context.tid = traceId;
+  return context;
+}
+
+/** Canton's answer to a body its JSON decoder refuses (tapir's decode failure, FACTS.md §2.3). */
+export function renderDecodeFailure(details: ErrorDetails): string {
+  return `Invalid value for: body (${details.cause ?? 'the body could not be decoded'})`;
 }
 
 /** An error raised on the request path; the error handler renders it. */

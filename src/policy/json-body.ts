@@ -98,6 +98,8 @@ export interface JsonProblem {
   readonly message: string;
   readonly position: number;
   readonly path: string;
+  /** Nested deeper than policy.maxBodyDepth: the gateway's own limit, not a syntax error. */
+  readonly tooDeep?: boolean;
 }
 
 /** An open object (with the span of its current key, for the field path) or array. */
@@ -219,7 +221,7 @@ export function checkJsonSyntax(text: string, maxDepth: number): JsonProblem | u
     // A value.
     if (state === 'valueOrEnd' && c === 0x5d /* ] */) { i++; frames.pop(); state = 'after'; continue; }
     if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
-      if (frames.length >= maxDepth) return problem(`The body is nested deeper than ${maxDepth} levels (policy.maxBodyDepth)`);
+      if (frames.length >= maxDepth) return { ...problem(`The body is nested deeper than ${maxDepth} levels (policy.maxBodyDepth)`), tooDeep: true };
       i++;
       if (c === 0x7b) { frames.push({ kind: 'object', keyStart: -1, keyEnd: -1 }); state = 'keyOrEnd'; }
       else { frames.push({ kind: 'array', index: 0 }); state = 'valueOrEnd'; }
@@ -321,9 +323,16 @@ function measureJson(text: string, maxDepth: number): JsonShape {
   return { tooDeep: false, plainNumbers };
 }
 
-function malformedJson(text: string, { message, position, path }: JsonProblem): GatewayError {
+/** A body the participant's JSON decoder refuses: answered as its decode failure (errors.ts DECODE_FAILURE). */
+function undecodable(cause: string): GatewayError {
+  return new GatewayError(Errors.DECODE_FAILURE, { cause });
+}
+
+function malformedJson(text: string, { message, position, path, tooDeep }: JsonProblem): GatewayError {
   const where = `${lineAndColumn(text, position)} (position ${position})${path === '' ? '' : `, in ${path}`}`;
-  return malformed(`The request body is not valid JSON: ${message} at ${where}.`);
+  return tooDeep === true
+    ? malformed(`${message} at ${where}.`)
+    : undecodable(`Malformed JSON: ${message} at ${where}`);
 }
 
 /**
@@ -337,7 +346,7 @@ function malformedJson(text: string, { message, position, path }: JsonProblem): 
  * eight times the parse.
  */
 export function parseJsonBody(text: string, maxDepth: number): ParsedBody {
-  if (text.trim() === '') throw malformed('The request body is empty; this route needs a JSON object.');
+  if (text.trim() === '') throw undecodable('Malformed JSON: the body is empty; this route needs a JSON object');
   const shape = measureJson(text, maxDepth);
   let value: unknown;
   let parseError: Error | undefined;
@@ -351,11 +360,10 @@ export function parseJsonBody(text: string, maxDepth: number): ParsedBody {
   if (shape.tooDeep || parseError !== undefined) {
     const problem = checkJsonSyntax(text, maxDepth);
     if (problem !== undefined) throw malformedJson(text, problem);
-    throw malformed(`The request body is not valid JSON: ${parseError?.message ?? 'unreadable'}.`);
+    throw undecodable(`Malformed JSON: ${parseError?.message ?? 'unreadable'}`);
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    const kind = value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
-    throw malformed(`The request body must be a JSON object, not ${kind}.`);
+    throw undecodable("Got value with wrong type, expecting object at ''");
   }
   if (shape.plainNumbers) return { value, numberText: plainNumberText };
   const sources = new WeakMap<object, Map<string, string>>();

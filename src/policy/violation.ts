@@ -2,13 +2,15 @@
 // would put in its own answer (causes: Canton's RequestValidationErrors, ProtoDeserializationError,
 // IdentityProviderConfigServiceErrors; FACTS.md §3, §5, §6).
 import type { Principal } from '../request-context.js';
-import { Errors, GatewayError, type ErrorDefinition } from '../errors.js';
+import { Errors, GatewayError, type ErrorDefinition, type ErrorOrigin } from '../errors.js';
 
 export interface Violation {
   readonly definition: ErrorDefinition;
   readonly cause: string;
   readonly context?: Record<string, string>;
   readonly resources?: Array<[string, string]>;
+  /** Raised by Canton's gRPC Ledger API (unset: by its JSON layer); see ErrorOrigin. */
+  readonly origin?: ErrorOrigin;
   /** For the log line of a redacted refusal only (never sent). */
   readonly reason?: string;
 }
@@ -29,18 +31,34 @@ export type RequestRule = (body: unknown, context: RuleContext) => Violation | u
 export function toGatewayError(violation: Violation): GatewayError {
   return new GatewayError(
     violation.definition,
-    { cause: violation.cause, context: violation.context ?? {}, resources: violation.resources ?? [] },
+    { cause: violation.cause, context: violation.context ?? {}, resources: violation.resources ?? [], ...(violation.origin !== undefined && { origin: violation.origin }) },
     violation.reason === undefined ? {} : { reason: violation.reason },
   );
 }
 
 // Canton's causes, verbatim.
 
+/**
+ * The JSON decoder refuses the body (tapir + circe): 400 text/plain "Invalid value for: body
+ * (<detail> at '<path>')" (FACTS.md §2.3), in the sandbox's wording (src/sandbox/decode.ts).
+ */
+export function decodeFailure(detail: string, path: string): Violation {
+  return { definition: Errors.DECODE_FAILURE, cause: `${detail} at '${path}'` };
+}
+
+/** A field the decoder requires (a strict JS mirror type, a oneof's `value`) is absent. */
+export function missingRequired(path: string): Violation {
+  return decodeFailure('Missing required field', path);
+}
+
+// The gRPC Ledger API's validation (RequestValidationErrors: a definite answer).
+
 export function missingField(fieldName: string): Violation {
   return {
     definition: Errors.MISSING_FIELD,
     cause: `The submitted command is missing a mandatory field: ${fieldName}`,
     context: { field_name: fieldName },
+    origin: 'grpc-definite-answer',
   };
 }
 
@@ -48,10 +66,16 @@ export function invalidField(fieldName: string, message: string): Violation {
   return {
     definition: Errors.INVALID_FIELD,
     cause: `The submitted command has a field with invalid value: Invalid field ${fieldName}: ${message}`,
+    origin: 'grpc-definite-answer',
   };
 }
 
 export function invalidArgument(reason: string): Violation {
+  return { definition: Errors.INVALID_ARGUMENT, cause: `The submitted request has invalid arguments: ${reason}`, origin: 'grpc-definite-answer' };
+}
+
+/** The same code raised by the JSON layer itself (e.g. a path/body mismatch): FACTS.md §2.4 (a). */
+export function jsonLayerInvalidArgument(reason: string): Violation {
   return { definition: Errors.INVALID_ARGUMENT, cause: `The submitted request has invalid arguments: ${reason}` };
 }
 
@@ -59,15 +83,17 @@ export function nonPositiveOffset(fieldName: string, offset: string): Violation 
   return {
     definition: Errors.NON_POSITIVE_OFFSET,
     cause: `Offset ${offset} in ${fieldName} is not a positive integer: the offset has to be a positive integer (>0)`,
+    origin: 'grpc-definite-answer',
   };
 }
 
-/** `reason` is Canton's ProtoDeserializationError, which its error context carries. */
+/** `reason` is Canton's ProtoDeserializationError, which its error context carries (a CantonError: no definite answer). */
 export function protoDeserializationFailure(reason: string): Violation {
   return {
     definition: Errors.PROTO_DESERIALIZATION_FAILURE,
     cause: 'Deserialization of protobuf message failed',
     context: { reason },
+    origin: 'grpc',
   };
 }
 
@@ -106,9 +132,9 @@ export function join(path: string, key: string | number): string {
   return typeof key === 'number' ? `${path}[${key}]` : path === '' ? key : `${path}.${key}`;
 }
 
-/** The JSON decoder would refuse this value's type (the participant answers a 400 decode failure). */
-export function wrongType(path: string, expected: string, value: unknown): Violation {
-  return invalidField(path, `expected ${expected}, got ${jsonType(value)}`);
+/** The JSON decoder refuses this value's type: a decode failure naming the type it expected. */
+export function wrongType(path: string, expected: string, _value: unknown): Violation {
+  return decodeFailure(`Got value with wrong type, expecting ${expected.replace(/^an? /, '')}`, path);
 }
 
 /** Checks an optional field's JSON type; absent and null pass (circe: None / the default). */

@@ -42,6 +42,22 @@ async function expectRefusal(response: Response, status: number, code: string, c
   return body;
 }
 
+/** A body the participant's JSON decoder refuses: Canton's 400 text/plain (FACTS.md §2.3), and nothing upstream. */
+async function expectDecodeFailure(response: Response, detail: string) {
+  expect(response.status).toBe(400);
+  expect(response.headers.get('content-type')).toBe('text/plain; charset=UTF-8');
+  expect(await response.text()).toBe(`Invalid value for: body (${detail})`);
+  expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  expect(upstream!.requests).toHaveLength(0);
+}
+
+/** What Canton's JSON layer copies from a gRPC error's ErrorInfo: FACTS.md §2.4 (b), (c). */
+function expectGrpcOrigin(body: Record<string, unknown>, context: Record<string, string>) {
+  expect(body.definiteAnswer).toBeNull();
+  // `tid` is the trace id, when the call has one (always, once tracing runs: README "Traces and logs").
+  expect(body.context).toEqual({ ...context, category: String(body.errorCategory), ...(body.traceId !== null && { tid: body.traceId }) });
+}
+
 async function expectForwardedVerbatim(response: Response, body: string) {
   expect(response.status).toBe(200);
   expect(upstream!.requests).toHaveLength(1);
@@ -54,9 +70,11 @@ describe('request rules through the gateway', () => {
     await start();
     for (const path of ['/v2/package-vetting', '/v2/package-vetting/update']) {
       const empty = await expectRefusal(await send('POST', path, '{"changes": []}'), 400, 'MISSING_FIELD', 8, 3);
-      expect(empty).toMatchObject({ cause: 'The submitted command is missing a mandatory field: changes', context: { field_name: 'changes' }, resources: [], retryInfo: null });
+      expect(empty).toMatchObject({ cause: 'The submitted command is missing a mandatory field: changes', resources: [], retryInfo: null });
+      expectGrpcOrigin(empty, { field_name: 'changes', definite_answer: 'false' });
       const noOp = await expectRefusal(await send('POST', path, '{"changes": [{"operation": {"Empty": {}}}]}'), 400, 'PROTO_DESERIALIZATION_FAILURE', 8, 3);
       expect(noOp.cause).toBe('Deserialization of protobuf message failed');
+      expectGrpcOrigin(noOp, { reason: 'FieldNotSet(operation)' }); // a CantonError: no definite_answer
       await expectRefusal(await send('POST', path, '{"changes": [{"operation": {"Vet": {"value": {"packages": [{"packageId": "x"}]}}}}], "expectedTopologySerial": {"serial": {"Prior": {"value": 0}}}}'), 400, 'PROTO_DESERIALIZATION_FAILURE', 8, 3);
     }
   });
@@ -71,9 +89,13 @@ describe('request rules through the gateway', () => {
     await start();
     const zero = await expectRefusal(await send('POST', '/v2/updates/update-by-offset', '{"offset": 0, "updateFormat": {}}'), 400, 'NON_POSITIVE_OFFSET', 8, 3);
     expect(zero.cause).toBe('Offset 0 in offset is not a positive integer: the offset has to be a positive integer (>0)');
-    const noFormat = await expectRefusal(await send('POST', '/v2/updates/update-by-offset', '{"offset": 3}'), 400, 'MISSING_FIELD', 8, 3);
-    expect(noFormat.context).toEqual({ field_name: 'update_format' });
-    await expectRefusal(await send('POST', '/v2/updates/update-by-offset', '{"offset": 9223372036854775808, "updateFormat": {}}'), 400, 'INVALID_FIELD', 8, 3);
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const noFormat = await expectRefusal(await send('POST', '/v2/updates/update-by-offset', '{"offset": 3}', { traceparent: `00-${traceId}-00f067aa0ba902b7-01` }), 400, 'MISSING_FIELD', 8, 3);
+    expect(noFormat).toMatchObject({ traceId, definiteAnswer: null }); // FACTS.md §2.4 (c), field for field
+    expect(noFormat.context).toEqual({ field_name: 'update_format', definite_answer: 'false', category: '8', tid: traceId });
+    expectGrpcOrigin(zero, { definite_answer: 'false' });
+    await expectDecodeFailure(await send('POST', '/v2/updates/update-by-offset', '{"offset": 9223372036854775808, "updateFormat": {}}'),
+      "9223372036854775808 is out of range [-9223372036854775808, 9223372036854775807]; the offset must be an integer (int64) at 'offset'");
     const body = '{"offset":9223372036854775807 ,  "updateFormat" :{"includeTransactions":{"eventFormat":{"filtersByParty":{"Alice::1220":{"cumulative":[]}},"verbose":true},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}}   ';
     await expectForwardedVerbatim(await send('POST', '/v2/updates/update-by-offset', body), body);
   });
@@ -82,11 +104,13 @@ describe('request rules through the gateway', () => {
     await start();
     const mismatch = await expectRefusal(await send('PATCH', '/v2/idps/idp-1', '{"identityProviderConfig": {"identityProviderId": "idp-2"}, "updateMask": {"paths": ["issuer"]}}'), 400, 'INVALID_ARGUMENT', 8, 3);
     expect(mismatch.cause).toBe('The submitted request has invalid arguments: idp-1 does not match idp in body: Some(IdentityProviderConfig(idp-2,false,,,))');
+    expect(mismatch).toMatchObject({ context: {}, definiteAnswer: false }); // the JSON layer's own error: FACTS.md §2.4 (a)
     const mask = await expectRefusal(await send('PATCH', '/v2/idps/idp-1', '{"identityProviderConfig": {"identityProviderId": "idp-1"}, "updateMask": {"paths": ["jwksUrl"]}}'), 400, 'INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST', 8, 3);
     expect(mask).toMatchObject({
       cause: "Update operation for identity provider config 'idp-1' failed due to: The update path: 'jwksUrl' points to an unknown field.",
       resources: [['ErrorResource(IDENTITY_PROVIDER_CONFIG)', 'idp-1']],
     });
+    expectGrpcOrigin(mask, {}); // a ContextualizedDamlError: no definite_answer
     await expectRefusal(await send('PATCH', '/v2/idps/idp-1', '{"identityProviderConfig": {"identityProviderId": "idp-1"}}'), 400, 'MISSING_FIELD', 8, 3);
     const body = '{"identityProviderConfig": {"identityProviderId": "idp id/1", "isDeactivated": true, "issuer": "", "jwksUrl": "", "audience": ""},\n "updateMask": {"paths": ["is_deactivated"]}}';
     await expectForwardedVerbatim(await send('PATCH', `/v2/idps/${encodeURIComponent('idp id/1')}`, body), body);
@@ -97,8 +121,9 @@ describe('request rules through the gateway', () => {
     await start();
     const path = '/v2/commands/submit-and-wait-for-transaction';
     await expectRefusal(await send('POST', path, `{"commands": {"commands": [], "commandId": "c1", "actAs": ["Alice"]}}`), 400, 'MISSING_FIELD', 8, 3);
-    const badTemplate = await expectRefusal(await send('POST', path, '{"commands": {"commands": [{"CreateCommand": {"templateId": "Iou", "createArguments": {}}}], "commandId": "c1", "actAs": ["Alice"]}}'), 400, 'INVALID_FIELD', 8, 3);
-    expect(badTemplate.cause).toContain('commands.commands[0].CreateCommand.templateId');
+    await expectDecodeFailure(await send('POST', path, '{"commands": {"commands": [{"CreateCommand": {"templateId": "Iou", "createArguments": {}}}], "commandId": "c1", "actAs": ["Alice"]}}'),
+      "Invalid identifier format (Iou) not matching the expected format (<package>:<moduleName>:<entityName>) at 'commands.commands[0].CreateCommand.templateId'");
+    await expectDecodeFailure(await send('POST', path, '{"commands": {"commands": [], "actAs": ["Alice"]}}'), "Missing required field at 'commands.commandId'");
     const other = await expectRefusal(await send('POST', path, `{"commands": {"commands": [{"CreateCommand": {"templateId": "${TEMPLATE}", "createArguments": {}}}], "commandId": "c1", "actAs": ["Alice"], "userId": "bob"}}`), 403, 'NA', -1, 7);
     expect(other).toMatchObject({ cause: 'A security-sensitive error has been received', context: {}, resources: [] });
     const body = `{"commands":{"commands":[{"CreateCommand":{"templateId":"#my-app:Iou:Iou","createArguments":{"amount":"999.99","n":12345678901234567890}}}],"commandId":"cmd-7f3a","actAs":["Alice::1220"],"userId":"alice"}}`;
@@ -108,11 +133,12 @@ describe('request rules through the gateway', () => {
   it('refuses malformed, non-object, oversized, too deep or unreadable bodies on rule-checked routes', async () => {
     await start({ limits: { bodyBytes: 4096 }, policy: { maxBodyDepth: 16 } });
     const path = '/v2/updates/update-by-offset';
-    const malformed = await expectRefusal(await send('POST', path, '{"offset": 1,, }'), 400, 'GATEWAY_MALFORMED_REQUEST', 8, 3);
-    expect(malformed.cause).toBe('The request body is not valid JSON: Expected a double-quoted property name, found character \',\' at line 1 column 14 (position 13).');
-    expect((await expectRefusal(await send('POST', path, '[1, 2]'), 400, 'GATEWAY_MALFORMED_REQUEST', 8, 3)).cause).toBe('The request body must be a JSON object, not an array.');
-    await expectRefusal(await send('POST', path, ''), 400, 'GATEWAY_MALFORMED_REQUEST', 8, 3);
-    await expectRefusal(await send('POST', path, `{"a": ${'['.repeat(20)}${']'.repeat(20)}}`), 400, 'GATEWAY_MALFORMED_REQUEST', 8, 3);
+    // What the participant's decoder refuses gets its text/plain 400; the gateway's own limits a JsCantonError.
+    await expectDecodeFailure(await send('POST', path, '{"offset": 1,, }'), 'Malformed JSON: Expected a double-quoted property name, found character \',\' at line 1 column 14 (position 13)');
+    await expectDecodeFailure(await send('POST', path, '[1, 2]'), "Got value with wrong type, expecting object at ''");
+    await expectDecodeFailure(await send('POST', path, ''), 'Malformed JSON: the body is empty; this route needs a JSON object');
+    const deep = await expectRefusal(await send('POST', path, `{"a": ${'['.repeat(20)}${']'.repeat(20)}}`), 400, 'GATEWAY_MALFORMED_REQUEST', 8, 3);
+    expect(deep.cause).toMatch(/^The body is nested deeper than 16 levels \(policy.maxBodyDepth\) at line 1 column/);
     await expectRefusal(await send('POST', path, `{"pad": "${'x'.repeat(5000)}"}`), 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
     const utf16 = Buffer.from('{"offset": 1, "updateFormat": {"x": "é"}}', 'utf16le').toString('latin1');
     await expectRefusal(await fetch(`${gw!.url}${path}`, { method: 'POST', body: Buffer.from(utf16, 'latin1'), headers: { ...gw!.auth(), 'content-type': 'application/json; charset=utf-16le' } }), 415, 'GATEWAY_UNSUPPORTED_MEDIA_TYPE', 8, 3);

@@ -78,12 +78,13 @@ describe('parseJsonBody', () => {
   });
 
   it('refuses what is not a JSON object, naming the problem, the position and the field path', () => {
-    expect(refusal(() => parseJsonBody('', 64)).details.cause).toBe('The request body is empty; this route needs a JSON object.');
-    expect(refusal(() => parseJsonBody('[1]', 64)).details.cause).toBe('The request body must be a JSON object, not an array.');
-    expect(refusal(() => parseJsonBody('null', 64)).details.cause).toBe('The request body must be a JSON object, not null.');
+    // The participant's JSON decoder refuses all of these: its 400 text/plain decode failure.
+    expect(refusal(() => parseJsonBody('', 64)).details.cause).toBe('Malformed JSON: the body is empty; this route needs a JSON object');
+    expect(refusal(() => parseJsonBody('[1]', 64)).details.cause).toBe("Got value with wrong type, expecting object at ''");
+    expect(refusal(() => parseJsonBody('null', 64)).definition.code).toBe('DECODE_FAILURE');
     const error = refusal(() => parseJsonBody('{"changes": [{"operation": {"Vet": tru}}]}', 64));
-    expect(error.definition.code).toBe('GATEWAY_MALFORMED_REQUEST');
-    expect(error.details.cause).toBe('The request body is not valid JSON: Unexpected character \'t\', a value was expected at line 1 column 36 (position 35), in changes[0].operation.Vet.');
+    expect(error.definition.code).toBe('DECODE_FAILURE');
+    expect(error.details.cause).toBe('Malformed JSON: Unexpected character \'t\', a value was expected at line 1 column 36 (position 35), in changes[0].operation.Vet');
     expect(refusal(() => parseJsonBody('{\n  "a": 1,\n}', 64)).details.cause).toContain('at line 3 column 1');
     expect(refusal(() => parseJsonBody('\uFEFF{}', 64)).details.cause).toContain('Unexpected character U+FEFF');
   });
@@ -91,7 +92,9 @@ describe('parseJsonBody', () => {
   it('bounds the nesting depth without recursion', () => {
     expect(parseJsonBody(`${'['.repeat(5)}${']'.repeat(5)}`.replace(/^/, '{"a":').concat('}'), 8).value).toBeDefined();
     const deep = `{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}`;
-    expect(refusal(() => parseJsonBody(deep, 512)).details.cause).toContain('nested deeper than 512 levels');
+    const tooDeep = refusal(() => parseJsonBody(deep, 512));
+    expect(tooDeep.details.cause).toContain('nested deeper than 512 levels');
+    expect(tooDeep.definition.code).toBe('GATEWAY_MALFORMED_REQUEST'); // the gateway's own limit, not the decoder's
   });
 
   it('property: counts only real nesting, never brackets inside strings', () => {

@@ -81,10 +81,9 @@ describe('requests without a body', () => {
     const [empty] = await onOneConnection([`POST ${path} HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nContent-Length: 0\r\n\r\n`]);
     expect(bodiless!.status).toBe(400);
     expect(bodiless!.status).toBe(empty!.status);
-    const refusal = JSON.parse(bodiless!.body) as { code: string; cause: string };
-    const emptyRefusal = JSON.parse(empty!.body) as { code: string; cause: string };
-    expect(refusal.code).toBe(emptyRefusal.code);
-    expect(refusal.cause).toBe(emptyRefusal.cause);
+    // The participant's decoder refuses an empty body: its text/plain answer, the same both ways.
+    expect(bodiless!.body).toBe('Invalid value for: body (Malformed JSON: the body is empty; this route needs a JSON object)');
+    expect(bodiless!.body).toBe(empty!.body);
     expect(next!.status).toBe(200);
     expect(running.upstream.requests.slice(before).map((request) => request.url)).toEqual(['/v2/state/ledger-end']);
   });

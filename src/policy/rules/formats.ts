@@ -2,9 +2,9 @@
 // submitAndWaitForTransaction: first what the JSON decoder refuses (types, enum names), then
 // Canton's FormatValidator in its order (FACTS.md §1.2, §6; `FormatValidator.scala`).
 import {
+  decodeFailure,
   field,
   invalidArgument,
-  invalidField,
   isAbsent,
   isObject,
   join,
@@ -20,11 +20,14 @@ import {
 export const TRANSACTION_SHAPES = ['TRANSACTION_SHAPE_UNSPECIFIED', 'TRANSACTION_SHAPE_ACS_DELTA', 'TRANSACTION_SHAPE_LEDGER_EFFECTS'] as const;
 const IDENTIFIER_FILTERS = ['Empty', 'InterfaceFilter', 'TemplateFilter', 'WildcardFilter'] as const;
 
-/** Canton's enum decoder (`JsSchema.stringDecoderForEnum`): the names, plus "UNRECOGNIZED". */
+/**
+ * Canton's enum decoder (`JsSchema.stringDecoderForEnum`: ScalaPB's `fromName`, which knows the
+ * declared names only, not "UNRECOGNIZED").
+ */
 export function enumProblem(value: unknown, path: string, names: readonly string[]): Violation | undefined {
   if (typeof value !== 'string') return wrongType(path, 'a string', value);
-  if (value === 'UNRECOGNIZED' || names.includes(value)) return undefined;
-  return invalidField(path, `Unrecognized enum value ${value}. Supported values: [${names.join(', ')}]`);
+  if (names.includes(value)) return undefined;
+  return decodeFailure(`Unrecognized enum value ${value}. Supported values: [${names.join(', ')}]`, path);
 }
 
 function decodeFilters(value: unknown, path: string): Violation | undefined {
@@ -40,7 +43,7 @@ function decodeFilters(value: unknown, path: string): Violation | undefined {
     const filterPath = join(entryPath, 'identifierFilter');
     if (!isObject(identifierFilter)) return wrongType(filterPath, 'an object', identifierFilter);
     if (variantKeys(identifierFilter, IDENTIFIER_FILTERS).length === 0) {
-      return invalidField(filterPath, `expected one of ${IDENTIFIER_FILTERS.join(', ')}`);
+      return decodeFailure(`expected one of ${IDENTIFIER_FILTERS.join(', ')}`, filterPath);
     }
   }
   return undefined;
@@ -121,7 +124,6 @@ export function validateTransactionFormat(transactionFormat: JsonObject): Violat
   // Absent: the relaxed decoder fills in an unrecognized enum the participant cannot decode; either
   // way the request is refused, and the missing shape is the clearest way to say so.
   if (isAbsent(shape) || shape === 'TRANSACTION_SHAPE_UNSPECIFIED') return missingField('transaction_shape');
-  if (shape === 'UNRECOGNIZED') return invalidArgument('transaction_shape is defined with invalid value -1');
   const eventFormat = field(transactionFormat, 'eventFormat');
   if (!isObject(eventFormat)) return missingField('event_format');
   return validateEventFormat(eventFormat);

@@ -3,26 +3,27 @@
 // format itself). The offset is judged on its exact digits: 9223372036854775807 is valid, 2^63 is not.
 import { INT64_MAX, INT64_MIN, readInteger } from '../numbers.js';
 import {
+  decodeFailure,
   field,
-  invalidField,
   isAbsent,
   isObject,
   missingField,
   nonPositiveOffset,
+  wrongType,
   type RequestRule,
   type Violation,
 } from '../violation.js';
 import { decodeUpdateFormat, validateUpdateFormat } from './formats.js';
 
 export const getUpdateByOffsetRule: RequestRule = (body, context): Violation | undefined => {
-  if (!isObject(body)) return invalidField('body', 'expected a JSON object');
+  if (!isObject(body)) return wrongType('', 'an object', body);
 
   // What the JSON decoder refuses (relaxed decoding: an absent offset is 0, absent formats None).
   const rawOffset = field(body, 'offset');
   let offset = 0n;
   if (rawOffset !== undefined) {
     const reading = readInteger(rawOffset, context.numberText(body, 'offset'), INT64_MIN, INT64_MAX);
-    if (!reading.ok) return invalidField('offset', `${reading.reason}; the offset must be an integer (int64)`);
+    if (!reading.ok) return decodeFailure(`${reading.reason}; the offset must be an integer (int64)`, 'offset');
     offset = reading.value;
   }
   const updateFormat = field(body, 'updateFormat');

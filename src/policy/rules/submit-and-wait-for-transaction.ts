@@ -5,12 +5,13 @@
 // user token may only submit as its own user), then validation (command_id, act_as, commands).
 import { INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, readInteger } from '../numbers.js';
 import {
+  decodeFailure,
   field,
-  invalidField,
   isAbsent,
   isObject,
   join,
   missingField,
+  missingRequired,
   optionalOfType,
   optionalStringArray,
   permissionDenied,
@@ -56,11 +57,11 @@ function decodeCommand(variant: CommandVariant, payload: unknown, path: string):
   if (!isObject(payload)) return wrongType(path, 'an object', payload);
   for (const name of COMMAND_FIELDS[variant]) {
     const value = field(payload, name);
-    if (value === undefined) return missingField(join(path, name));
+    if (value === undefined) return missingRequired(join(path, name));
     if (STRING_FIELDS.has(name) && typeof value !== 'string') return wrongType(join(path, name), 'a string', value);
   }
   const problem = templateIdProblem(field(payload, 'templateId') as string);
-  return problem === undefined ? undefined : invalidField(join(path, 'templateId'), problem);
+  return problem === undefined ? undefined : decodeFailure(problem, join(path, 'templateId'));
 }
 
 /** CommandsValidator: contract_id and choice must be non-empty. */
@@ -74,7 +75,7 @@ function validateCommand(variant: CommandVariant, payload: JsonObject): Violatio
 function checkCommand(command: unknown, path: string, phase: 'decode' | 'validate'): Violation | undefined {
   if (!isObject(command)) return wrongType(path, 'an object', command);
   const present = variantKeys(command, COMMAND_VARIANTS) as CommandVariant[];
-  if (present.length === 0) return invalidField(path, `expected one of ${COMMAND_VARIANTS.join(', ')}`);
+  if (present.length === 0) return decodeFailure(`expected one of ${COMMAND_VARIANTS.join(', ')}`, path);
   let first: Violation | undefined;
   for (const variant of present) {
     const payload = command[variant];
@@ -93,7 +94,7 @@ function decodeDuration(value: unknown, path: string, context: RuleContext): Vio
     const raw = field(value, name);
     if (isAbsent(raw)) continue;
     const reading = readInteger(raw, context.numberText(value, name), min, max);
-    if (!reading.ok) return invalidField(join(path, name), reading.reason);
+    if (!reading.ok) return decodeFailure(reading.reason, join(path, name));
   }
   return undefined;
 }
@@ -101,7 +102,7 @@ function decodeDuration(value: unknown, path: string, context: RuleContext): Vio
 function decodeDeduplicationPeriod(value: unknown, path: string, context: RuleContext): Violation | undefined {
   if (!isObject(value)) return wrongType(path, 'an object', value);
   const present = variantKeys(value, DEDUPLICATION_PERIODS);
-  if (present.length === 0) return invalidField(path, `expected one of ${DEDUPLICATION_PERIODS.join(', ')}`);
+  if (present.length === 0) return decodeFailure(`expected one of ${DEDUPLICATION_PERIODS.join(', ')}`, path);
   let first: Violation | undefined;
   for (const variant of present) {
     let problem: Violation | undefined;
@@ -111,11 +112,11 @@ function decodeDeduplicationPeriod(value: unknown, path: string, context: RuleCo
       if (!isObject(payload)) problem = wrongType(variantPath, 'an object', payload);
       else {
         const inner = field(payload, 'value');
-        if (inner === undefined) problem = missingField(join(variantPath, 'value'));
+        if (inner === undefined) problem = missingRequired(join(variantPath, 'value'));
         else if (variant === 'DeduplicationDuration') problem = decodeDuration(inner, join(variantPath, 'value'), context);
         else {
           const reading = readInteger(inner, context.numberText(payload, 'value'), INT64_MIN, INT64_MAX);
-          if (!reading.ok) problem = invalidField(join(variantPath, 'value'), `${reading.reason}; expected an offset (int64)`);
+          if (!reading.ok) problem = decodeFailure(`${reading.reason}; expected an offset (int64)`, join(variantPath, 'value'));
         }
       }
     }
@@ -137,17 +138,17 @@ function decodeObjectArray(holder: JsonObject, name: string): Violation | undefi
 /** What the JSON decoder refuses in JsCommands. */
 function decodeCommands(commands: JsonObject, context: RuleContext): Violation | undefined {
   const list = field(commands, 'commands');
-  if (isAbsent(list)) return missingField('commands.commands');
+  if (isAbsent(list)) return missingRequired('commands.commands');
   if (!Array.isArray(list)) return wrongType('commands.commands', 'an array', list);
   for (const [index, command] of list.entries()) {
     const problem = checkCommand(command, `commands.commands[${index}]`, 'decode');
     if (problem !== undefined) return problem;
   }
   const commandId = field(commands, 'commandId');
-  if (isAbsent(commandId)) return missingField('commands.commandId');
+  if (isAbsent(commandId)) return missingRequired('commands.commandId');
   if (typeof commandId !== 'string') return wrongType('commands.commandId', 'a string', commandId);
   const actAs = field(commands, 'actAs');
-  if (isAbsent(actAs)) return missingField('commands.actAs');
+  if (isAbsent(actAs)) return missingRequired('commands.actAs');
   const typeProblem = optionalStringArray(commands, 'actAs', 'commands')
     ?? optionalStringArray(commands, 'readAs', 'commands')
     ?? optionalOfType(commands, 'userId', 'commands', 'string')
@@ -172,17 +173,17 @@ function decodeCommands(commands: JsonObject, context: RuleContext): Violation |
   const passes = field(commands, 'tapsMaxPasses');
   if (!isAbsent(passes)) {
     const reading = readInteger(passes, context.numberText(commands, 'tapsMaxPasses'), INT32_MIN, INT32_MAX);
-    if (!reading.ok) return invalidField('commands.tapsMaxPasses', `${reading.reason}; expected an integer (int32)`);
+    if (!reading.ok) return decodeFailure(`${reading.reason}; expected an integer (int32)`, 'commands.tapsMaxPasses');
   }
   return undefined;
 }
 
 export const submitAndWaitForTransactionRule: RequestRule = (body, context): Violation | undefined => {
-  if (!isObject(body)) return invalidField('body', 'expected a JSON object');
+  if (!isObject(body)) return wrongType('', 'an object', body);
 
   // What the JSON decoder refuses.
   const commands = field(body, 'commands');
-  if (isAbsent(commands)) return missingField('commands');
+  if (isAbsent(commands)) return missingRequired('commands');
   if (!isObject(commands)) return wrongType('commands', 'an object', commands);
   const decodeProblem = decodeCommands(commands, context);
   if (decodeProblem !== undefined) return decodeProblem;

@@ -6,8 +6,8 @@ import { Errors } from '../../errors.js';
 import { canonicalPath } from '../../operations.js';
 import {
   field,
-  invalidArgument,
   invalidField,
+  jsonLayerInvalidArgument,
   isAbsent,
   isObject,
   missingField,
@@ -95,7 +95,7 @@ function renderConfig(config: JsonObject | undefined): string {
 }
 
 export const updateIdentityProviderConfigRule: RequestRule = (body, context): Violation | undefined => {
-  if (!isObject(body)) return invalidField('body', 'expected a JSON object');
+  if (!isObject(body)) return wrongType('', 'an object', body);
 
   // What the JSON decoder refuses.
   const config = field(body, 'identityProviderConfig');
@@ -120,7 +120,7 @@ export const updateIdentityProviderConfigRule: RequestRule = (body, context): Vi
   if (idpId === undefined) return invalidField('idp-id', 'the path segment is not valid percent-encoding');
   const configObject = isObject(config) ? config : undefined;
   const bodyId = configObject === undefined ? undefined : field(configObject, 'identityProviderId') ?? '';
-  if (bodyId !== idpId) return invalidArgument(`${idpId} does not match idp in body: ${renderConfig(configObject)}`);
+  if (bodyId !== idpId) return jsonLayerInvalidArgument(`${idpId} does not match idp in body: ${renderConfig(configObject)}`);
 
   // The service, in its order.
   const jwksUrl = field(configObject!, 'jwksUrl');
@@ -136,5 +136,6 @@ export const updateIdentityProviderConfigRule: RequestRule = (body, context): Vi
     definition: Errors.INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST,
     cause: `Update operation for identity provider config '${idpId}' failed due to: ${reason}`,
     resources: [['ErrorResource(IDENTITY_PROVIDER_CONFIG)', idpId]],
+    origin: 'grpc', // a ContextualizedDamlError: no definite answer
   };
 };

@@ -6,12 +6,13 @@
 // `changes` list and a Vet/Unvet with an empty `packages` list (no-op updates of the topology).
 import { INT32_MAX, INT32_MIN, readInteger } from '../numbers.js';
 import {
+  decodeFailure,
   field,
-  invalidField,
   isAbsent,
   isObject,
   join,
   missingField,
+  missingRequired,
   optionalOfType,
   protoDeserializationFailure,
   variantKeys,
@@ -59,7 +60,7 @@ function decodeChangeVariant(variant: 'Vet' | 'Unvet', payload: unknown, path: s
   if (!isObject(payload)) return wrongType(path, 'an object', payload);
   const value = field(payload, 'value');
   const valuePath = join(path, 'value');
-  if (value === undefined) return missingField(valuePath);
+  if (value === undefined) return missingRequired(valuePath);
   if (!isObject(value)) return wrongType(valuePath, 'an object', value);
   const packages = field(value, 'packages');
   if (!isAbsent(packages)) {
@@ -100,7 +101,7 @@ function checkChange(change: unknown, index: number, phase: 'decode' | 'validate
   const operationPath = join(path, 'operation');
   if (!isObject(operation)) return wrongType(operationPath, 'an object', operation);
   const present = variantKeys(operation, OPERATIONS) as Array<(typeof OPERATIONS)[number]>;
-  if (present.length === 0) return invalidField(operationPath, `expected one of ${OPERATIONS.join(', ')}`);
+  if (present.length === 0) return decodeFailure(`expected one of ${OPERATIONS.join(', ')}`, operationPath);
   const decodable = present.filter((variant) => variant === 'Empty' || decodeChangeVariant(variant, operation[variant], join(operationPath, variant)) === undefined);
   if (phase === 'decode') {
     return decodable.length > 0 ? undefined : decodeChangeVariant(present[0] as 'Vet' | 'Unvet', operation[present[0]!], join(operationPath, present[0]!));
@@ -124,7 +125,7 @@ function checkSerial(body: JsonObject, context: RuleContext, phase: 'decode' | '
   const serialPath = 'expectedTopologySerial.serial';
   if (!isObject(serial)) return wrongType(serialPath, 'an object', serial);
   const present = variantKeys(serial, SERIALS);
-  if (present.length === 0) return invalidField(serialPath, `expected one of ${SERIALS.join(', ')}`);
+  if (present.length === 0) return decodeFailure(`expected one of ${SERIALS.join(', ')}`, serialPath);
   let first: Violation | undefined;
   for (const variant of present) {
     let problem: Violation | undefined;
@@ -134,7 +135,7 @@ function checkSerial(body: JsonObject, context: RuleContext, phase: 'decode' | '
       else {
         const raw = field(prior, 'value');
         const reading = raw === undefined ? { ok: true as const, value: 0n } : readInteger(raw, context.numberText(prior, 'value'), INT32_MIN, INT32_MAX);
-        if (!reading.ok) problem = invalidField(`${serialPath}.Prior.value`, `${reading.reason}; expected an integer (int32)`);
+        if (!reading.ok) problem = decodeFailure(`${reading.reason}; expected an integer (int32)`, `${serialPath}.Prior.value`);
         else if (phase === 'validate' && reading.value <= 0n) {
           problem = protoDeserializationFailure(`expected_topology_serial: the prior topology serial must be a positive integer, got ${reading.value}`);
         }
@@ -147,7 +148,7 @@ function checkSerial(body: JsonObject, context: RuleContext, phase: 'decode' | '
 }
 
 export const updateVettedPackagesRule: RequestRule = (body, context): Violation | undefined => {
-  if (!isObject(body)) return invalidField('body', 'expected a JSON object');
+  if (!isObject(body)) return wrongType('', 'an object', body);
 
   // What the JSON decoder refuses.
   const changes = field(body, 'changes');

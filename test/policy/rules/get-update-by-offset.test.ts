@@ -21,8 +21,8 @@ describe('getUpdateByOffset rule', () => {
   it('judges the offset on its exact digits: int64 max passes, one more does not', () => {
     expect(check(`{"offset": 9223372036854775807, "updateFormat": ${JSON.stringify(updateFormat)}}`)).toBeUndefined();
     const over = check(`{"offset": 9223372036854775808, "updateFormat": ${JSON.stringify(updateFormat)}}`);
-    expect(codeOf(over)).toBe('INVALID_FIELD');
-    expect(over?.cause).toContain('Invalid field offset');
+    expect(codeOf(over)).toBe('DECODE_FAILURE'); // the JSON decoder's refusal: 400 text/plain
+    expect(over?.cause).toMatch(/ at 'offset'$/);
   });
 
   it('answers a zero, negative or absent offset with Canton\'s NON_POSITIVE_OFFSET cause', () => {
@@ -39,7 +39,7 @@ describe('getUpdateByOffset rule', () => {
       expect(check(`{"offset": ${offset}, "updateFormat": {}}`), offset).toBeUndefined();
     }
     for (const offset of ['1.5', '1e400', '"abc"', 'null', 'true', '[]', '{}', '"42 "']) {
-      expect(codeOf(check(`{"offset": ${offset}, "updateFormat": {}}`)), offset).toBe('INVALID_FIELD');
+      expect(codeOf(check(`{"offset": ${offset}, "updateFormat": {}}`)), offset).toBe('DECODE_FAILURE');
     }
   });
 
@@ -54,8 +54,12 @@ describe('getUpdateByOffset rule', () => {
     const withShape = (transactionShape: unknown) => check({ offset: 1, updateFormat: { includeTransactions: { ...updateFormat.includeTransactions, transactionShape } } });
     expect(withShape('TRANSACTION_SHAPE_UNSPECIFIED')?.cause).toBe('The submitted command is missing a mandatory field: transaction_shape');
     expect(withShape('TRANSACTION_SHAPE_LEDGER_EFFECTS')).toBeUndefined();
-    expect(codeOf(withShape('SHAPE'))).toBe('INVALID_FIELD');
-    expect(codeOf(withShape('UNRECOGNIZED'))).toBe('INVALID_ARGUMENT');
+    expect(codeOf(withShape('SHAPE'))).toBe('DECODE_FAILURE');
+    // ScalaPB's fromName knows the declared names only: "UNRECOGNIZED" does not decode either.
+    expect(withShape('UNRECOGNIZED')).toMatchObject({
+      definition: { code: 'DECODE_FAILURE' },
+      cause: "Unrecognized enum value UNRECOGNIZED. Supported values: [TRANSACTION_SHAPE_UNSPECIFIED, TRANSACTION_SHAPE_ACS_DELTA, TRANSACTION_SHAPE_LEDGER_EFFECTS] at 'updateFormat.includeTransactions.transactionShape'",
+    });
     expect(check({ offset: 1, updateFormat: { includeTransactions: { transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA' } } })?.cause)
       .toBe('The submitted command is missing a mandatory field: event_format');
     const empty = check({ offset: 1, updateFormat: { includeTransactions: { transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA', eventFormat: { filtersByParty: {}, verbose: true } } } });
@@ -70,7 +74,10 @@ describe('getUpdateByOffset rule', () => {
   });
 
   it('refuses wrong JSON types with the field path', () => {
-    expect(check({ offset: 1, updateFormat: { includeTransactions: [] } })?.cause).toContain('Invalid field updateFormat.includeTransactions: expected an object, got an array');
+    expect(check({ offset: 1, updateFormat: { includeTransactions: [] } })).toMatchObject({
+      definition: { code: 'DECODE_FAILURE' },
+      cause: "Got value with wrong type, expecting object at 'updateFormat.includeTransactions'",
+    });
     expect(check({ offset: 1, updateFormat: { includeTopologyEvents: { includeParticipantAuthorizationEvents: { parties: [1] } } } })?.cause)
       .toContain('updateFormat.includeTopologyEvents.includeParticipantAuthorizationEvents.parties[0]');
   });
@@ -89,8 +96,8 @@ describe('getUpdateByOffset rule', () => {
           ['offset 0', (b) => ({ ...b, offset: 0 }), 'NON_POSITIVE_OFFSET'],
           ['negative offset', (b) => ({ ...b, offset: -(2n ** 40n) }), 'NON_POSITIVE_OFFSET'],
           ['no offset', ({ offset: _offset, ...b }) => b, 'NON_POSITIVE_OFFSET'],
-          ['offset above int64', (b) => ({ ...b, offset: 2n ** 63n }), 'INVALID_FIELD'],
-          ['fractional offset', (b) => ({ ...b, offset: 1.5 }), 'INVALID_FIELD'],
+          ['offset above int64', (b) => ({ ...b, offset: 2n ** 63n }), 'DECODE_FAILURE'],
+          ['fractional offset', (b) => ({ ...b, offset: 1.5 }), 'DECODE_FAILURE'],
           ['no updateFormat', ({ updateFormat: _format, ...b }) => b, 'MISSING_FIELD'],
           ['unspecified shape', (b) => ({ ...b, updateFormat: { includeTransactions: { transactionShape: 'TRANSACTION_SHAPE_UNSPECIFIED', eventFormat: { filtersForAnyParty: {} } } } }), 'MISSING_FIELD'],
           ['empty filters', (b) => ({ ...b, updateFormat: { includeReassignments: { verbose: false } } }), 'INVALID_ARGUMENT'],

@@ -38,19 +38,23 @@ describe('submitAndWaitForTransaction rule', () => {
     expect(templateIdProblem('pkg:Mod:Ent:')).toBeUndefined(); // Java split drops the trailing empty part
     expect(templateIdProblem('not-a-valid-template-id')).toBe('Invalid identifier format (not-a-valid-template-id) not matching the expected format (<package>:<moduleName>:<entityName>)');
     for (const bad of ['a:b', 'a:b:c:d', '', '::', 'pkg::Ent', ':Mod:Ent', '#:Mod:Ent']) expect(templateIdProblem(bad), bad).toBeDefined();
-    expect(check(request({ commands: [{ CreateCommand: { ...create.CreateCommand, templateId: 'Iou:Iou' } }] }))?.cause)
-      .toContain('Invalid field commands.commands[0].CreateCommand.templateId: Invalid identifier format (Iou:Iou)');
+    // Canton's decode failure, word for word as FACTS.md §2.3 quotes it (there for a body rooted at the command list).
+    expect(check(request({ commands: [{ CreateCommand: { ...create.CreateCommand, templateId: 'not-a-valid-template-id' } }] }))).toMatchObject({
+      definition: { code: 'DECODE_FAILURE' },
+      cause: "Invalid identifier format (not-a-valid-template-id) not matching the expected format (<package>:<moduleName>:<entityName>) at 'commands.commands[0].CreateCommand.templateId'",
+    });
   });
 
   it('requires the strict JsCommands fields', () => {
-    expect(check({})).toMatchObject({ definition: { code: 'MISSING_FIELD' }, context: { field_name: 'commands' } });
-    expect(codeOf(check({ commands: [] }))).toBe('INVALID_FIELD');
+    // A strict mirror type: a missing field is the JSON decoder's refusal (FACTS.md §1.0), not MISSING_FIELD.
+    expect(check({})).toMatchObject({ definition: { code: 'DECODE_FAILURE' }, cause: "Missing required field at 'commands'" });
+    expect(check({ commands: [] })).toMatchObject({ definition: { code: 'DECODE_FAILURE' }, cause: "Got value with wrong type, expecting object at 'commands'" });
     const { commandId: _c, ...withoutId } = request().commands;
-    expect(check({ commands: withoutId })).toMatchObject({ context: { field_name: 'commands.commandId' } });
+    expect(check({ commands: withoutId })?.cause).toBe("Missing required field at 'commands.commandId'");
     const { actAs: _a, ...withoutActAs } = request().commands;
-    expect(check({ commands: withoutActAs })).toMatchObject({ context: { field_name: 'commands.actAs' } });
+    expect(check({ commands: withoutActAs })?.cause).toBe("Missing required field at 'commands.actAs'");
     const { commands: _l, ...withoutList } = request().commands;
-    expect(check({ commands: withoutList })).toMatchObject({ context: { field_name: 'commands.commands' } });
+    expect(check({ commands: withoutList })?.cause).toBe("Missing required field at 'commands.commands'");
   });
 
   it('validates as CommandsValidator does: command_id, act_as, then commands', () => {
@@ -65,13 +69,13 @@ describe('submitAndWaitForTransaction rule', () => {
     expect(withCommand({ ExerciseCommand: { templateId: TEMPLATE, contractId: '00ab', choice: 'Transfer', choiceArgument: { newOwner: 'Bob' } } })).toBeUndefined();
     expect(withCommand({ CreateAndExerciseCommand: { templateId: TEMPLATE, createArguments: {}, choice: 'Go', choiceArgument: {} } })).toBeUndefined();
     expect(withCommand({ ExerciseByKeyCommand: { templateId: TEMPLATE, contractKey: 'k', choice: 'Go', choiceArgument: null } })).toBeUndefined();
-    expect(withCommand({ ExerciseCommand: { templateId: TEMPLATE, contractId: '00ab', choiceArgument: {} } })).toMatchObject({ context: { field_name: 'commands.commands[0].ExerciseCommand.choice' } });
-    expect(withCommand({ CreateCommand: { templateId: TEMPLATE } })).toMatchObject({ context: { field_name: 'commands.commands[0].CreateCommand.createArguments' } });
+    expect(withCommand({ ExerciseCommand: { templateId: TEMPLATE, contractId: '00ab', choiceArgument: {} } })?.cause).toBe("Missing required field at 'commands.commands[0].ExerciseCommand.choice'");
+    expect(withCommand({ CreateCommand: { templateId: TEMPLATE } })?.cause).toBe("Missing required field at 'commands.commands[0].CreateCommand.createArguments'");
     expect(withCommand({ ExerciseCommand: { templateId: TEMPLATE, contractId: '', choice: 'Go', choiceArgument: {} } })?.cause).toBe('The submitted command is missing a mandatory field: contract_id');
-    expect(codeOf(withCommand({ ExerciseCommand: { templateId: TEMPLATE, contractId: 1, choice: 'Go', choiceArgument: {} } }))).toBe('INVALID_FIELD');
-    expect(codeOf(withCommand({}))).toBe('INVALID_FIELD');
-    expect(codeOf(withCommand({ ArchiveCommand: {} }))).toBe('INVALID_FIELD');
-    expect(codeOf(withCommand('CreateCommand'))).toBe('INVALID_FIELD');
+    expect(codeOf(withCommand({ ExerciseCommand: { templateId: TEMPLATE, contractId: 1, choice: 'Go', choiceArgument: {} } }))).toBe('DECODE_FAILURE');
+    expect(codeOf(withCommand({}))).toBe('DECODE_FAILURE');
+    expect(codeOf(withCommand({ ArchiveCommand: {} }))).toBe('DECODE_FAILURE');
+    expect(codeOf(withCommand('CreateCommand'))).toBe('DECODE_FAILURE');
     // Two variant keys: the decoder picks one, so one acceptable variant is enough.
     expect(withCommand({ CreateCommand: create.CreateCommand, ExerciseCommand: {} })).toBeUndefined();
   });
@@ -80,13 +84,13 @@ describe('submitAndWaitForTransaction rule', () => {
     expect(check(request({ deduplicationPeriod: { DeduplicationDuration: { value: { seconds: 30, nanos: 0 } } } }))).toBeUndefined();
     expect(check(request({ deduplicationPeriod: { DeduplicationOffset: { value: 9223372036854775807n } } }))).toBeUndefined();
     expect(check(request({ deduplicationPeriod: { Empty: {} }, readAs: [], workflowId: 'w', minLedgerTimeRel: { seconds: 1 } }))).toBeUndefined();
-    expect(codeOf(check(request({ deduplicationPeriod: { DeduplicationOffset: { value: 2n ** 63n } } })))).toBe('INVALID_FIELD');
-    expect(codeOf(check(request({ deduplicationPeriod: { DeduplicationDuration: {} } })))).toBe('MISSING_FIELD');
-    expect(codeOf(check(request({ deduplicationPeriod: { Forever: {} } })))).toBe('INVALID_FIELD');
-    expect(codeOf(check(request({ deduplicationPeriod: {} })))).toBe('INVALID_FIELD');
-    expect(codeOf(check(request({ readAs: 'Bob' })))).toBe('INVALID_FIELD');
-    expect(codeOf(check(request({ actAs: [1] })))).toBe('INVALID_FIELD');
-    expect(codeOf(check(request({ tapsMaxPasses: 2 ** 31 })))).toBe('INVALID_FIELD');
+    expect(codeOf(check(request({ deduplicationPeriod: { DeduplicationOffset: { value: 2n ** 63n } } })))).toBe('DECODE_FAILURE');
+    expect(check(request({ deduplicationPeriod: { DeduplicationDuration: {} } }))?.cause).toBe("Missing required field at 'commands.deduplicationPeriod.DeduplicationDuration.value'");
+    expect(codeOf(check(request({ deduplicationPeriod: { Forever: {} } })))).toBe('DECODE_FAILURE');
+    expect(codeOf(check(request({ deduplicationPeriod: {} })))).toBe('DECODE_FAILURE');
+    expect(check(request({ readAs: 'Bob' }))?.cause).toBe("Got value with wrong type, expecting array of strings at 'commands.readAs'");
+    expect(check(request({ actAs: [1] }))?.cause).toBe("Got value with wrong type, expecting string at 'commands.actAs[0]'");
+    expect(codeOf(check(request({ tapsMaxPasses: 2 ** 31 })))).toBe('DECODE_FAILURE');
     expect(check(request({ somethingNew: true, synchronizerId: null }))).toBeUndefined();
   });
 
@@ -94,7 +98,7 @@ describe('submitAndWaitForTransaction rule', () => {
     expect(check(request({}, { transactionFormat: { eventFormat: { filtersForAnyParty: {} } } }))?.cause).toBe('The submitted command is missing a mandatory field: transaction_shape');
     expect(check(request({}, { transactionFormat: { transactionShape: 'TRANSACTION_SHAPE_LEDGER_EFFECTS' } }))?.cause).toBe('The submitted command is missing a mandatory field: event_format');
     expect(codeOf(check(request({}, { transactionFormat: { transactionShape: 'TRANSACTION_SHAPE_LEDGER_EFFECTS', eventFormat: {} } })))).toBe('INVALID_ARGUMENT');
-    expect(codeOf(check(request({}, { transactionFormat: 'ACS' })))).toBe('INVALID_FIELD');
+    expect(codeOf(check(request({}, { transactionFormat: 'ACS' })))).toBe('DECODE_FAILURE');
     expect(check(request({}, { transactionFormat: null }))).toBeUndefined();
   });
 
@@ -119,9 +123,9 @@ describe('submitAndWaitForTransaction rule', () => {
           ['an empty command list', (b) => ({ ...b, commands: { ...b.commands, commands: [] } }), 'MISSING_FIELD'],
           ['an empty command id', (b) => ({ ...b, commands: { ...b.commands, commandId: '' } }), 'MISSING_FIELD'],
           ['no actAs', (b) => ({ ...b, commands: { ...b.commands, actAs: [] } }), 'MISSING_FIELD'],
-          ['no commands object', ({ commands: _commands, ...b }) => b, 'MISSING_FIELD'],
-          ['a two-part template id', (b) => ({ ...b, commands: { ...b.commands, commands: [{ CreateCommand: { templateId: 'Mod:Ent', createArguments: {} } }] } }), 'INVALID_FIELD'],
-          ['an unknown command', (b) => ({ ...b, commands: { ...b.commands, commands: [{ DeleteCommand: {} }] } }), 'INVALID_FIELD'],
+          ['no commands object', ({ commands: _commands, ...b }) => b, 'DECODE_FAILURE'],
+          ['a two-part template id', (b) => ({ ...b, commands: { ...b.commands, commands: [{ CreateCommand: { templateId: 'Mod:Ent', createArguments: {} } }] } }), 'DECODE_FAILURE'],
+          ['an unknown command', (b) => ({ ...b, commands: { ...b.commands, commands: [{ DeleteCommand: {} }] } }), 'DECODE_FAILURE'],
           ['an unspecified shape', (b) => ({ ...b, transactionFormat: { transactionShape: 'TRANSACTION_SHAPE_UNSPECIFIED', eventFormat: { filtersForAnyParty: {} } } }), 'MISSING_FIELD'],
         ];
         fc.assert(fc.property(bodies, fc.constantFrom(...mutations), (body, [, mutate, code]) => {
