@@ -119,15 +119,6 @@ export function isAbsent(value: unknown): value is undefined | null {
   return value === undefined || value === null;
 }
 
-export function jsonType(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object') return 'an object';
-  if (typeof value === 'string') return 'a string';
-  if (typeof value === 'number') return 'a number';
-  return `a ${typeof value}`;
-}
-
 export function join(path: string, key: string | number): string {
   return typeof key === 'number' ? `${path}[${key}]` : path === '' ? key : `${path}.${key}`;
 }
