@@ -44,6 +44,12 @@ export interface AuthenticatorOptions {
   readonly now?: () => number;
 }
 
+/** A signature check in flight, and the token cache's generation when it started. */
+interface PendingVerification {
+  readonly generation: number;
+  readonly outcome: Promise<VerifiedToken>;
+}
+
 /** Throws a ConfigError when the auth section cannot work (auth/config.ts). */
 export function createAuthenticator(config: GatewayConfig, options: AuthenticatorOptions = {}): Authenticator {
   const settings = resolveAuthConfig(config);
@@ -69,8 +75,29 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
     settings,
     now,
   );
-  // Concurrent requests with the same new token share one verification.
-  const inflight = new Map<string, Promise<VerifiedToken>>();
+  // Concurrent requests with the same new token share one verification, if it started in the cache's
+  // current generation: one that started before a key was withdrawn may be checking with that key.
+  const inflight = new Map<string, PendingVerification>();
+
+  /** Verifies a token the cache does not know; the outcome is stored only if no key was withdrawn meanwhile. */
+  function startVerification(token: string, key: string): PendingVerification {
+    const generation = cache.generation;
+    const pending: PendingVerification = {
+      generation,
+      outcome: verifier.verify(token).then((verified) => {
+        cache.rememberVerified(key, verified, generation);
+        return verified;
+      }, (error: unknown) => {
+        const failure = failureOfJoseError(error);
+        cache.rememberRefusal(key, failure, generation);
+        throw failure;
+      }).finally(() => {
+        if (inflight.get(key) === pending) inflight.delete(key);
+      }),
+    };
+    inflight.set(key, pending);
+    return pending;
+  }
 
   function principalOf(token: string, source: TokenSource = 'bearer token', connection?: Connection, credential = token): Principal | Promise<Principal> {
     if (connection !== undefined) {
@@ -81,24 +108,15 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
     const remembered = cache.lookup(key);
     if (remembered instanceof AuthFailure) throw remembered;
     if (remembered !== undefined) {
-      if (connection !== undefined) cache.rememberOn(connection, credential, remembered);
+      if (connection !== undefined) cache.rememberOn(connection, credential, remembered, cache.generation);
       return remembered.principal;
     }
     checkTokenShape(token, source);
     let pending = inflight.get(key);
-    if (pending === undefined) {
-      pending = verifier.verify(token).then((verified) => {
-        cache.rememberVerified(key, verified);
-        return verified;
-      }, (error: unknown) => {
-        const failure = failureOfJoseError(error);
-        cache.rememberRefusal(key, failure);
-        throw failure;
-      }).finally(() => inflight.delete(key));
-      inflight.set(key, pending);
-    }
-    return pending.then((verified) => {
-      if (connection !== undefined) cache.rememberOn(connection, credential, verified);
+    if (pending === undefined || pending.generation !== cache.generation) pending = startVerification(token, key);
+    const { generation, outcome } = pending;
+    return outcome.then((verified) => {
+      if (connection !== undefined) cache.rememberOn(connection, credential, verified, generation);
       return verified.principal;
     });
   }

@@ -68,23 +68,35 @@ export function bearerTokenFromHeaders(rawHeaders: readonly string[]): string {
 }
 
 /**
- * The token of a WebSocket upgrade. The Authorization header wins when present; otherwise the
- * first Sec-WebSocket-Protocol element that starts with `jwt.token.`, read as Canton reads it:
- * split on "," without trimming, so `daml.ws.auth, jwt.token.X` carries no token for Canton and
- * none here either.
+ * The token of a WebSocket upgrade. The Authorization header wins when present (any Authorization
+ * header: a malformed one is refused, never passed over for the subprotocol). Otherwise the token is
+ * read from Sec-WebSocket-Protocol as Canton reads it (FACTS.md §4.1): the value split on "," without
+ * trimming, and the first element that starts with `jwt.token.` gives the token; later ones are
+ * ignored. So `jwt.token.A, jwt.token.B` and `jwt.token.A,jwt.token.B` carry A, and
+ * `daml.ws.auth, jwt.token.X` carries no token for Canton and none here either. Canton's rule is about
+ * one header value: tokens in two Sec-WebSocket-Protocol header lines are refused, as it is unclear
+ * which one the participant would read.
  */
 export function webSocketToken(rawHeaders: readonly string[]): { token: string; source: TokenSource } {
   if (headerValues(rawHeaders, 'authorization').length > 0) return { token: bearerTokenFromHeaders(rawHeaders), source: 'bearer token' };
-  const elements = headerValues(rawHeaders, 'sec-websocket-protocol').flatMap((value) => value.split(','));
-  const offered = elements.filter((element) => element.startsWith(WEBSOCKET_TOKEN_PREFIX));
-  if (offered.length === 0) {
-    if (elements.some((element) => element.trim().startsWith(WEBSOCKET_TOKEN_PREFIX))) {
-      throw new AuthFailure('malformed', 'the jwt.token. subprotocol follows ", ": Canton reads it only when listed first or without a space');
+  let offered: string | undefined;
+  let afterSpace = false;
+  for (const value of headerValues(rawHeaders, 'sec-websocket-protocol')) {
+    const elements = value.split(',');
+    const first = elements.find((element) => element.startsWith(WEBSOCKET_TOKEN_PREFIX));
+    if (first === undefined) {
+      afterSpace ||= elements.some((element) => element.trimStart().startsWith(WEBSOCKET_TOKEN_PREFIX));
+      continue;
     }
+    if (offered !== undefined) throw new AuthFailure('malformed', 'a jwt.token. subprotocol in more than one Sec-WebSocket-Protocol header');
+    offered = first;
+  }
+  if (offered === undefined) {
+    if (afterSpace) throw new AuthFailure('malformed', 'the jwt.token. subprotocol follows ", ": Canton reads it only when listed first or without a space');
     throw new AuthFailure('missing', 'no Authorization header and no jwt.token. subprotocol');
   }
-  if (offered.length > 1) throw new AuthFailure('malformed', 'more than one jwt.token. subprotocol');
-  const token = offered[0]!.slice(WEBSOCKET_TOKEN_PREFIX.length);
+  // The first element decides even when it is empty, as in Canton: a later one is not tried.
+  const token = offered.slice(WEBSOCKET_TOKEN_PREFIX.length);
   if (token === '') throw new AuthFailure('malformed', 'empty jwt.token. subprotocol');
   return { token, source: 'jwt.token. subprotocol' }; // its shape: checkTokenShape
 }

@@ -1,7 +1,8 @@
 // Verified claims by SHA-256 of the token (the token itself is never a key in the shared cache), each
 // kept until the token's exp at the latest; a hit still checks expiry against the clock. A client
 // connection also remembers the last token it proved, so a keep-alive client's next call with the
-// same token skips the hash and the LRU (see lastVerifiedOn). Refusals that
+// same token skips the hash and the LRU (see lastVerifiedOn). An outcome is stored only if the cache
+// was not cleared while its verification ran (see generation). Refusals that
 // depend only on the token (bad signature, malformed, wrong audience, ...) are remembered briefly in
 // a separate, smaller LRU, so a flood of one bad token costs one check and a flood of distinct
 // garbage cannot evict the good entries.
@@ -50,7 +51,7 @@ export class TokenCache {
   private readonly options: TokenCacheOptions;
   private readonly now: () => number;
   /** Counts clear() calls. */
-  private generation = 0;
+  private clears = 0;
 
   constructor(options: TokenCacheOptions) {
     this.options = options;
@@ -59,6 +60,15 @@ export class TokenCache {
     this.refused = options.negativeTtlMs > 0
       ? new LRUCache({ max: NEGATIVE_MAX_ENTRIES, ttl: options.negativeTtlMs, ttlAutopurge: false })
       : undefined;
+  }
+
+  /**
+   * Read when a verification starts, and handed to the remember* calls with its outcome: a clear() in
+   * between (a key withdrawn while the check ran) makes them drop it, or a token signed with the
+   * withdrawn key would be accepted from the cache until its exp.
+   */
+  get generation(): number {
+    return this.clears;
   }
 
   /** The remembered outcome for a token key, if any. */
@@ -83,40 +93,43 @@ export class TokenCache {
    */
   lastVerifiedOn(connection: Connection, credential: string): VerifiedToken | undefined {
     const last = connection[kLastVerified];
-    if (last === undefined || last.credential !== credential || last.generation !== this.generation) return undefined;
+    if (last === undefined || last.credential !== credential || last.generation !== this.clears) return undefined;
     if (isExpired(last.verified.expiresAt, Math.floor(this.now() / 1000), this.options.clockToleranceSeconds)) return undefined;
     return last.verified;
   }
 
   /**
-   * Remembers a verified token on the connection that presented it (not when the cache is off).
+   * Remembers a verified token on the connection that presented it (not when the cache is off, nor
+   * when the cache was cleared since `generation`, the one its verification started in).
    * Updated in place: behind a proxy that mixes clients on one connection it changes on most calls.
    */
-  rememberOn(connection: Connection, credential: string, verified: VerifiedToken): void {
-    if (this.verified === undefined) return;
+  rememberOn(connection: Connection, credential: string, verified: VerifiedToken, generation: number): void {
+    if (this.verified === undefined || generation !== this.clears) return;
     const last = connection[kLastVerified];
     if (last === undefined) {
-      connection[kLastVerified] = { credential, verified, generation: this.generation };
+      connection[kLastVerified] = { credential, verified, generation };
     } else {
       last.credential = credential;
       last.verified = verified;
-      last.generation = this.generation;
+      last.generation = generation;
     }
   }
 
-  rememberVerified(key: string, token: VerifiedToken): void {
-    if (this.verified === undefined) return;
+  /** Stores a verified token, unless the cache was cleared since `generation` (its verification's start). */
+  rememberVerified(key: string, token: VerifiedToken, generation: number): void {
+    if (this.verified === undefined || generation !== this.clears) return;
     const ttl = Math.floor((token.expiresAt + this.options.clockToleranceSeconds) * 1000 - this.now());
     if (ttl > 0) this.verified.set(key, token, { ttl });
   }
 
-  rememberRefusal(key: string, failure: AuthFailure): void {
-    if (REMEMBERED_REFUSALS.has(failure.reason)) this.refused?.set(key, failure);
+  /** The same for a refusal: one reached with a withdrawn or replaced key may not hold for the new keys. */
+  rememberRefusal(key: string, failure: AuthFailure, generation: number): void {
+    if (generation === this.clears && REMEMBERED_REFUSALS.has(failure.reason)) this.refused?.set(key, failure);
   }
 
   /** Forget everything (a key was withdrawn from a key set). */
   clear(): void {
-    this.generation++;
+    this.clears++;
     this.verified?.clear();
     this.refused?.clear();
   }

@@ -69,16 +69,30 @@ describe('webSocketToken', () => {
     expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth,jwt.token.${JWT}`])).toBe(JWT);
   });
 
+  it('takes the first element that starts with jwt.token. when several do, with or without a space, as Canton does (FACTS.md §4.1)', () => {
+    const other = 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJib2IifQ.c2ln';
+    expect(webSocket(['Sec-WebSocket-Protocol', `jwt.token.${JWT},jwt.token.${other}`])).toBe(JWT);
+    expect(webSocket(['Sec-WebSocket-Protocol', `jwt.token.${JWT}, jwt.token.${other}`])).toBe(JWT);
+    expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth,jwt.token.${JWT},jwt.token.${other},daml.ws.auth`])).toBe(JWT);
+    // No trimming: an element after ", " does not start with jwt.token., so the next one is the first.
+    expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth, jwt.token.${other},jwt.token.${JWT}`])).toBe(JWT);
+    // The first one decides even when it is bad: a later good one is not tried (Canton would not either).
+    expect(reasonOf(() => webSocket(['Sec-WebSocket-Protocol', `jwt.token.,jwt.token.${JWT}`]))).toBe('malformed');
+    expect(reasonOf(() => webSocket(['Sec-WebSocket-Protocol', `jwt.token.garbage,jwt.token.${JWT}`]))).toBe('malformed');
+  });
+
   it('prefers the Authorization header when both are present', () => {
     const other = 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJib2IifQ.c2ln';
     expect(webSocket(['Authorization', `Bearer ${other}`, 'Sec-WebSocket-Protocol', `jwt.token.${JWT}, daml.ws.auth`])).toBe(other);
+    expect(webSocket(['Sec-WebSocket-Protocol', `jwt.token.${JWT},jwt.token.${JWT}`, 'Authorization', `Bearer ${other}`])).toBe(other);
+    // A malformed Authorization header is refused, not passed over for the subprotocol.
+    expect(reasonOf(() => webSocket(['Authorization', 'Bearer', 'Sec-WebSocket-Protocol', `jwt.token.${JWT}`]))).toBe('malformed');
     expect(reasonOf(() => webSocket(['Authorization', 'Basic x', 'Sec-WebSocket-Protocol', `jwt.token.${JWT}`]))).toBe('missing');
   });
 
   it.each([
     ['no token anywhere', ['Sec-WebSocket-Protocol', 'daml.ws.auth'], 'missing'],
     ['a token after ", " that Canton would not see', ['Sec-WebSocket-Protocol', `daml.ws.auth, jwt.token.${JWT}`], 'malformed'],
-    ['two tokens', ['Sec-WebSocket-Protocol', `jwt.token.${JWT},jwt.token.${JWT}`], 'malformed'],
     ['two tokens in two header lines', ['Sec-WebSocket-Protocol', `jwt.token.${JWT}`, 'Sec-WebSocket-Protocol', `jwt.token.${JWT}`], 'malformed'],
     ['an empty token', ['Sec-WebSocket-Protocol', 'jwt.token.,daml.ws.auth'], 'malformed'],
     ['garbage', ['Sec-WebSocket-Protocol', 'jwt.token.garbage,daml.ws.auth'], 'malformed'],

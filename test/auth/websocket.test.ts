@@ -58,6 +58,20 @@ describe('WebSocket upgrades', () => {
     expect(upstream!.upgrades[0]!['sec-websocket-protocol']).toBe(`jwt.token.${token},daml.ws.auth`);
   });
 
+  it('uses the first of several jwt.token. subprotocols, the one the participant reads (FACTS.md §4.1)', async () => {
+    const url = await setUp();
+    const good = await sign(key, { iss: ISSUER });
+    const forged = tamperedPayload(good, { sub: 'participant_admin' });
+    // ws offers the subprotocols joined by "," without spaces.
+    const opened = await connect(url, [`jwt.token.${good}`, `jwt.token.${forged}`, 'daml.ws.auth']);
+    expect(opened).toEqual({ opened: true, protocol: 'daml.ws.auth', echo: 'echo:{"filter":{}}' });
+    expect(upstream!.upgrades[0]!['sec-websocket-protocol']).toBe(`jwt.token.${good},jwt.token.${forged},daml.ws.auth`);
+    // The other way round the participant would read the forged token: refused, never forwarded.
+    const refused = await connect(url, [`jwt.token.${forged}`, `jwt.token.${good}`, 'daml.ws.auth']);
+    expect(refused).toMatchObject({ opened: false, status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+    expect(upstream!.upgrades).toHaveLength(1);
+  });
+
   it('takes the token from the Authorization header too', async () => {
     const url = await setUp();
     const token = await sign(key, { iss: ISSUER });
