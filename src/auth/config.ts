@@ -57,6 +57,19 @@ export function algorithmsForKey(key: KeyObject): JwsAlgorithm[] {
   }
 }
 
+/** The smallest RSA modulus jose verifies with (shorter keys fail every signature check). */
+export const MIN_RSA_BITS = 2048;
+
+/** The bit length of an RSA JWK's modulus (`n`, base64url), or undefined for another key or a bad `n`. */
+export function rsaModulusBits(jwk: JWK): number | undefined {
+  if (jwk.kty !== 'RSA' || typeof jwk.n !== 'string') return undefined;
+  const bytes = Buffer.from(jwk.n, 'base64url');
+  let start = 0;
+  while (start < bytes.length && bytes[start] === 0) start++;
+  if (start === bytes.length) return undefined;
+  return (bytes.length - start - 1) * 8 + (32 - Math.clz32(bytes[start]!));
+}
+
 /** The algorithms a JWK can verify (by kty/crv; an `alg` on the key narrows it). */
 function algorithmsForJwk(jwk: JWK): JwsAlgorithm[] {
   let fitting: JwsAlgorithm[];
@@ -128,7 +141,7 @@ function resolveIssuer(entry: IssuerConfig, path: string, config: GatewayConfig,
         const key = readPublicKeyFile(entry.publicKeyFile);
         const fitting = algorithmsForKey(key);
         if (fitting.length === 0) problems.push(`${path}.publicKeyFile: unsupported key type ${key.asymmetricKeyType ?? 'unknown'}`);
-        else if (key.asymmetricKeyType === 'rsa' && (key.asymmetricKeyDetails?.modulusLength ?? 0) < 2048) problems.push(`${path}.publicKeyFile: RSA keys must be at least 2048 bits`);
+        else if (key.asymmetricKeyType === 'rsa' && (key.asymmetricKeyDetails?.modulusLength ?? 0) < MIN_RSA_BITS) problems.push(`${path}.publicKeyFile: RSA keys must be at least ${MIN_RSA_BITS} bits`);
         if (explicit === undefined) {
           algorithms = fitting.includes('RS256') ? ['RS256'] : fitting;
         } else {
@@ -145,6 +158,8 @@ function resolveIssuer(entry: IssuerConfig, path: string, config: GatewayConfig,
       jwks.keys.forEach((jwk, index) => {
         const keyPath = `${path}.jwks.keys[${index}]`;
         if ('d' in jwk || jwk.kty === 'oct') problems.push(`${keyPath}: must be a public key`);
+        const bits = rsaModulusBits(jwk);
+        if (bits !== undefined && bits < MIN_RSA_BITS) problems.push(`${keyPath}: RSA keys must be at least ${MIN_RSA_BITS} bits (this one has ${bits}): no token signed with it could be verified`);
         if (typeof jwk.kid !== 'string' || jwk.kid === '') problems.push(`${keyPath}.kid: required (tokens select their key by kid)`);
         else if (kids.has(jwk.kid)) problems.push(`${keyPath}.kid: duplicate kid ${jwk.kid}`);
         else kids.add(jwk.kid);

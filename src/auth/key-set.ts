@@ -7,7 +7,7 @@
 // createLocalJWKSet over the current keys. A key rotated at the identity provider is picked up
 // without a restart, and a slow identity provider never sits on the request path for long.
 import { createLocalJWKSet, type CryptoKey, type FlattenedJWSInput, type JSONWebKeySet, type JWK, type JWSHeaderParameters, type KeyObject } from 'jose';
-import type { KeySource } from './config.js';
+import { MIN_RSA_BITS, rsaModulusBits, type KeySource } from './config.js';
 import { AuthFailure } from './failure.js';
 
 export type VerificationKey = CryptoKey | KeyObject | Uint8Array;
@@ -181,7 +181,12 @@ export class RemoteKeySet implements KeySet {
       this.current = next;
       ok = true;
       if (withdrawn) this.options.onKeysWithdrawn?.();
-      if (first || withdrawn) this.options.log?.info({ issuer: this.issuer, keys: next.size }, 'JWKS loaded');
+      if (first || withdrawn) {
+        this.options.log?.info({ issuer: this.issuer, keys: next.size }, 'JWKS loaded');
+        // jose verifies with no RSA key under 2048 bits: say so once per new key set, not per refused token.
+        const short = jwks.keys.filter((key) => (rsaModulusBits(key) ?? MIN_RSA_BITS) < MIN_RSA_BITS).map((key) => key.kid ?? '(no kid)');
+        if (short.length > 0) this.options.log?.warn({ issuer: this.issuer, kids: short }, `JWKS holds RSA keys under ${MIN_RSA_BITS} bits: tokens signed with them are refused (bad_signature)`);
+      }
     } catch (error) {
       if (!this.closed) {
         const message = (error as Error).name === 'TimeoutError' ? `no answer within ${this.options.fetchTimeoutMs} ms` : (error as Error).message;

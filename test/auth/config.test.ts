@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { resolveAuthConfig } from '../../src/auth/config.js';
+import { generateKeyPairSync } from 'node:crypto';
+import { resolveAuthConfig, rsaModulusBits } from '../../src/auth/config.js';
 import { ConfigError, validateGatewayConfig } from '../../src/config/load.js';
 import { signingKey } from './support/keys.js';
 
@@ -105,6 +106,15 @@ describe('auth config: what the schema cannot say', () => {
     expect(problemsOf(issuer({ jwks: { keys: [noKid] } }))).toEqual(['auth.issuers[0].jwks.keys[0].kid: required (tokens select their key by kid)']);
     expect(problemsOf(issuer({ jwks: { keys: [{ ...ec.publicJwk, d: 'secret' }] } }))).toEqual(['auth.issuers[0].jwks.keys[0]: must be a public key']);
     expect(problemsOf(issuer({ jwks: { keys: [ec.publicJwk] }, algorithms: ['RS256'] }))).toEqual(['auth.issuers[0].algorithms: no key in jwks fits RS256']);
+  });
+
+  it('refuses an inline RSA key under 2048 bits at start: jose could verify no token with it', () => {
+    const rsa = (bits: number, kid: string) => ({ ...generateKeyPairSync('rsa', { modulusLength: bits }).publicKey.export({ format: 'jwk' }), kid });
+    for (const bits of [1024, 2047, 2048, 3072, 4096]) expect(rsaModulusBits(rsa(bits, 'k')), String(bits)).toBe(bits);
+    expect(rsaModulusBits({ kty: 'EC', crv: 'P-256', x: 'x', y: 'y' })).toBeUndefined();
+    expect(problemsOf(issuer({ jwks: { keys: [rsa(2048, 'ok'), rsa(1024, 'short')] } }))).toEqual([
+      'auth.issuers[0].jwks.keys[1]: RSA keys must be at least 2048 bits (this one has 1024): no token signed with it could be verified',
+    ]);
   });
 
   it('names every problem at once, by path', () => {

@@ -1,4 +1,6 @@
 // RemoteKeySet against a real JWKS server on 127.0.0.1.
+import { generateKeyPairSync } from 'node:crypto';
+import type { JWK } from 'jose';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuthFailure } from '../../src/auth/failure.js';
 import { MAX_JWKS_BYTES, RemoteKeySet, type RemoteKeySetOptions } from '../../src/auth/key-set.js';
@@ -42,6 +44,18 @@ describe('RemoteKeySet', () => {
     expect(keys.ready()).toBe(true);
     expect(results).toEqual(['success']);
     expect(server.requests).toBe(1);
+  });
+
+  it('warns once per key set about RSA keys under 2048 bits, which no token can be verified with', async () => {
+    const ok = await signingKey('ES256', 'ok');
+    const short: JWK = { ...generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' }), kid: 'short', use: 'sig' };
+    server = await startJwksServer([ok.publicJwk, short]);
+    const warnings: Array<{ object: object; message: string }> = [];
+    const log = { warn: (object: object, message: string) => warnings.push({ object, message }), info: () => undefined };
+    const keys = remote(server.jwksUrl, { log });
+    keys.start();
+    await expect(keys.resolve(header('ok'), undefined as never)).resolves.toBeDefined();
+    expect(warnings).toEqual([{ object: { issuer: 'https://idp', kids: ['short'] }, message: 'JWKS holds RSA keys under 2048 bits: tokens signed with them are refused (bad_signature)' }]);
   });
 
   it('refetches on an unknown kid at most once per cooldown, and follows a rotation', async () => {
