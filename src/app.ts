@@ -20,9 +20,9 @@ import { createProtectionStage } from './protection/stage.js';
 import { corsOptions, registerCors } from './policy/cors.js';
 import { createPolicyStage } from './policy/stage.js';
 import { createForwarder } from './proxy/forward.js';
-import { createWebSocketProxy } from './proxy/websocket.js';
+import { createWebSocketProxy, webSocketOperationOf } from './proxy/websocket.js';
 import { stageHook, type Stage } from './stage-runner.js';
-import { resolveOperation, traceIdFromHeader, traceIdOf, type Principal } from './request-context.js';
+import { resolveOperation, traceIdOf, type Principal } from './request-context.js';
 import { createLogger, requestLineWriter } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
@@ -151,6 +151,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       // seen on the response's close), and such a request is bodiless to the gateway's own body
       // tests too (forward.ts hasBody, json-body.ts readRequestBody).
       optimizeEmptyRequests: true,
+      // Only a WebSocket stream becomes an upgrade (websocket.ts webSocketOperationOf); any other
+      // request with an Upgrade header is served as the plain call it is, with its route's stages,
+      // as the participant serves it (Node 24.9+; older versions refuse those in handleUpgrade).
+      shouldUpgradeCallback: (request: IncomingMessage) => webSocketOperationOf(request) !== undefined,
     },
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
@@ -303,7 +307,6 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       for (const stage of upgradeStages) await stage(context);
     },
     correlationId: randomRequestId,
-    traceIdOf: (request) => traceIdFromHeader(request.headers.traceparent), // upgrades get no server span
     onOutcome: (outcome) => metrics.observeRequest(outcome.operation.name, 'GET', outcome.status, outcome.errorCode, outcome.durationSeconds),
     log,
   });

@@ -17,6 +17,7 @@ import { Errors, GatewayError } from '../errors.js';
 import { onResponseClose } from '../response-close.js';
 import { gatewayHeaders, writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
+import { parseTraceparent } from '../telemetry/trace-context.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 
@@ -149,8 +150,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   }
 
   function headersFor(request: FastifyRequest, drop?: ReadonlySet<string>): string[] {
-    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwardedFor(request.raw, options.isTrustedProxy), options.replacesTraceContext, dropped(drop));
     const traceparent = options.traceparentOf?.(request);
+    // A trace started here (the caller's traceparent missing or invalid) takes no tracestate with
+    // it: the caller's belongs to a trace the participant never hears of (W3C Trace Context §3.3).
+    const orphanedState = traceparent !== undefined && request.headers.tracestate !== undefined
+      && parseTraceparent(request.headers.traceparent)?.traceId !== request.traceContext?.traceId;
+    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwardedFor(request.raw, options.isTrustedProxy), options.replacesTraceContext || orphanedState, dropped(drop));
     if (traceparent !== undefined) headers.push('traceparent', traceparent);
     return headers;
   }

@@ -26,8 +26,11 @@ export function forwardedFor(request: IncomingMessage, isTrustedProxy: (address:
   };
 }
 
-/** Headers the gateway sets itself upstream; a client's values are dropped (issue: forged headers). */
-const GATEWAY_OWNED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
+/**
+ * Headers the gateway sets itself upstream, or that name the client's address: a client's values
+ * are dropped (forged headers); a trusted proxy's are kept (X-Forwarded-* appended to).
+ */
+const GATEWAY_OWNED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'forwarded', 'x-real-ip']);
 
 export interface ForwardedFor {
   /** The client's address as the gateway saw it. */
@@ -82,12 +85,14 @@ export function upstreamRequestHeaders(
     const name = rawHeaders[i]!;
     const value = rawHeaders[i + 1]!;
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
+    // Expect: 100-continue is answered by the gateway's own server; undici refuses to send it on.
+    if (HOP_BY_HOP.has(lower) || named?.has(lower) || lower === 'expect') continue;
     if (GATEWAY_OWNED.has(lower)) {
       if (forwarded.trusted) {
         if (lower === 'x-forwarded-for') priorFor = priorFor === undefined ? value : `${priorFor}, ${value}`;
         else if (lower === 'x-forwarded-proto') priorProto ??= value;
         else if (lower === 'x-forwarded-host') priorHost ??= value;
+        else if (lower !== 'host') out.push(name, value); // Forwarded, X-Real-IP: the trusted proxy's own
       }
       continue;
     }
@@ -111,7 +116,9 @@ export function clientResponseHeaders<T extends Record<string, unknown> = Record
   out: T = {} as T,
 ): T {
   const connection = headers.connection;
-  const named = typeof connection === 'string' ? addConnectionTokens(connection, undefined) : undefined;
+  // Repeated Connection fields come as an array: each names headers to drop too.
+  const named = typeof connection === 'string' ? addConnectionTokens(connection, undefined)
+    : Array.isArray(connection) ? addConnectionTokens(connection.join(','), undefined) : undefined;
   const into = out as Record<string, unknown>;
   for (const name in headers) {
     const value = headers[name];

@@ -10,8 +10,9 @@ import https from 'node:https';
 import type { Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError, renderCantonError } from '../errors.js';
-import { matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from '../operations.js';
+import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from '../operations.js';
 import { requestTargetProblem } from '../request-context.js';
+import { continueTrace, formatTraceparent, parseTraceparent, type TraceContext } from '../telemetry/trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamTlsOptions } from './forward.js';
@@ -31,7 +32,6 @@ export interface WebSocketProxyOptions {
   /** The gateway's stages for an upgrade: throws a GatewayError to refuse it. */
   readonly admit: (request: http.IncomingMessage, operation: Operation) => Promise<void>;
   readonly correlationId: () => string;
-  readonly traceIdOf: (request: http.IncomingMessage) => string | null;
   readonly onOutcome?: (outcome: UpgradeOutcome) => void;
   readonly log: { warn(object: object, message: string): void; info(object: object, message: string): void };
 }
@@ -45,23 +45,58 @@ export interface WebSocketProxy {
   closeAll(): void;
 }
 
-function writeRefusal(socket: Duplex, error: GatewayError, correlationId: string, traceId: string | null): void {
-  const body = JSON.stringify(renderCantonError(error.definition, { ...error.details, correlationId, traceId }));
+function offersWebSocket(upgrade: string | undefined): boolean {
+  return upgrade !== undefined && upgrade.split(',').some((token) => token.trim().toLowerCase() === 'websocket');
+}
+
+/**
+ * The operation of a request the gateway tunnels as a WebSocket stream, or undefined for any other
+ * request carrying an Upgrade header, which is a plain call (served by the API server's
+ * shouldUpgradeCallback, as the participant serves it, with that route's own stages): a GET offering
+ * `websocket`, to a catalogued channel or to a path under /v2 that no HTTP route claims (a newer
+ * participant's stream, as `unknown`). Never a catalogued HTTP route: an Upgrade header must not
+ * turn `GET /v2/users` into an `unknown` tunnel past that route's authorization rules.
+ */
+export function webSocketOperationOf(request: http.IncomingMessage): Operation | undefined {
+  if (request.method !== 'GET' || !offersWebSocket(request.headers.upgrade)) return undefined;
+  const path = pathOf(request.url ?? '/');
+  return matchWebSocketOperation(path) ?? (matchOperation('GET', path) === UNKNOWN_OPERATION ? UNKNOWN_OPERATION : undefined);
+}
+
+function writeRefusal(socket: Duplex, error: GatewayError, correlationId: string, trace: TraceContext, traceresponse: string): void {
+  const body = JSON.stringify(renderCantonError(error.definition, { ...error.details, correlationId, traceId: trace.traceId }));
   const headers = [
     `HTTP/1.1 ${error.definition.status} ${http.STATUS_CODES[error.definition.status] ?? 'Error'}`,
     'Content-Type: application/json',
     `Content-Length: ${Buffer.byteLength(body)}`,
     'Connection: close',
+    `x-request-id: ${correlationId}`,
+    `traceresponse: ${traceresponse}`,
     ...Object.entries(error.headers).map(([name, value]) => `${name}: ${value}`),
   ];
   socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
 }
 
-function statusLine(response: http.IncomingMessage): string {
+/** Headers the gateway frames itself when it passes the participant's answer to an upgrade on. */
+const REFRAMED = new Set(['transfer-encoding', 'connection', 'keep-alive']);
+
+/**
+ * The participant's answer head, passed on as sent but for its framing when it refused the upgrade:
+ * Node has already de-chunked that body, so it goes on close-delimited (`Connection: close`).
+ */
+function statusLine(response: http.IncomingMessage, refused: boolean, traceresponse: string): string {
   const head = [`HTTP/1.1 ${response.statusCode} ${response.statusMessage ?? ''}`];
-  for (let i = 0; i < response.rawHeaders.length; i += 2) head.push(`${response.rawHeaders[i]}: ${response.rawHeaders[i + 1]}`);
+  for (let i = 0; i < response.rawHeaders.length; i += 2) {
+    const name = response.rawHeaders[i]!;
+    if (refused && REFRAMED.has(name.toLowerCase())) continue;
+    head.push(`${name}: ${response.rawHeaders[i + 1]}`);
+  }
+  if (refused) head.push('Connection: close');
+  head.push(`traceresponse: ${traceresponse}`);
   return `${head.join('\r\n')}\r\n\r\n`;
 }
+
+const TRACEPARENT_ONLY: ReadonlySet<string> = new Set(['traceparent']);
 
 export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketProxy {
   const base = new URL(options.upstreamUrl);
@@ -74,6 +109,11 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
   function handleUpgrade(request: http.IncomingMessage, socket: Duplex, head: Buffer): void {
     const started = performance.now();
     const correlationId = options.correlationId();
+    // Upgrades get no server span: the trace is continued (or started) by hand, and the participant
+    // gets exactly one traceparent naming the gateway's hop (telemetry/trace-context.ts).
+    const continued = parseTraceparent(request.headers.traceparent) !== undefined;
+    const trace = continueTrace(request.headers.traceparent);
+    const traceparent = formatTraceparent(trace);
     let operation: Operation = UNKNOWN_OPERATION;
     socket.on('error', () => socket.destroy());
 
@@ -81,7 +121,7 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
       options.onOutcome?.({ operation, status, errorCode, durationSeconds: (performance.now() - started) / 1000 });
     };
     const refuse = (error: GatewayError) => {
-      writeRefusal(socket, error, correlationId, options.traceIdOf(request));
+      writeRefusal(socket, error, correlationId, trace, traceparent);
       options.log.info({ reqId: correlationId, operation: operation.name, errorCode: error.definition.code, reason: error.reason }, 'websocket upgrade refused');
       finish(error.definition.status, error.definition.code);
     };
@@ -93,17 +133,21 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
       return;
     }
     const path = pathOf(url);
-    const matched = request.method === 'GET' ? matchWebSocketOperation(path) : undefined;
-    if (matched === undefined && !path.startsWith('/v2/')) {
-      refuse(new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `WebSocket ${path.slice(0, 200)} is not served by the gateway.` }));
+    // Node versions without shouldUpgradeCallback (before 24.9) hand every Upgrade request here:
+    // what is not a stream is refused, never tunnelled.
+    const matched = webSocketOperationOf(request);
+    if (matched === undefined) {
+      refuse(new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `${request.method ?? ''} ${path.slice(0, 200)} is not a WebSocket stream the gateway serves.` }));
       return;
     }
-    operation = matched ?? UNKNOWN_OPERATION;
+    operation = matched;
 
     options.admit(request, operation).then(() => {
       if (socket.destroyed) return;
-      const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), false);
-      headers.push('Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket');
+      // The client's traceparent is replaced; its tracestate goes on only with the trace it belongs to.
+      const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), !continued, continued ? TRACEPARENT_ONLY : undefined);
+      // An array of headers makes Node send them as given, without a Host of its own.
+      headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket', 'traceparent', traceparent);
       const upstream = transport.request({
         protocol: base.protocol,
         hostname: base.hostname,
@@ -120,14 +164,19 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
       const onClientGone = () => upstream.destroy();
       socket.once('close', onClientGone);
       upstream.once('timeout', () => upstream.destroy(Object.assign(new Error('upgrade timed out'), { code: 'UND_ERR_HEADERS_TIMEOUT' })));
-      upstream.once('error', (error) => {
+      let answered = false;
+      upstream.on('error', (error) => {
         socket.off('close', onClientGone);
-        if (!socket.destroyed) refuse(upstreamFailure(error));
+        // Once the participant's refusal is under way, a failure cuts it off: no second answer after it.
+        if (answered) socket.destroy();
+        else if (!socket.destroyed) refuse(upstreamFailure(error));
       });
       upstream.once('response', (response) => {
-        // The participant refused the upgrade: its answer goes back whole.
+        // The participant refused the upgrade: its answer goes back whole, still bounded by the timeout.
+        answered = true;
         socket.off('close', onClientGone);
-        socket.write(statusLine(response));
+        socket.write(statusLine(response, true, traceparent));
+        response.on('error', () => socket.destroy());
         response.pipe(socket);
         finish(response.statusCode ?? 502, null);
       });
@@ -139,7 +188,7 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
           upstreamSocket.destroy();
           return;
         }
-        socket.write(statusLine(response));
+        socket.write(statusLine(response, false, traceparent));
         if (upstreamHead.length > 0) socket.write(upstreamHead);
         if (head.length > 0) upstreamSocket.write(head);
         tunnels.add(socket);

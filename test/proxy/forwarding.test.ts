@@ -96,6 +96,8 @@ describe('forwarding', () => {
       'Proxy-Authorization: Basic Zm9vOmJhcg==',
       'X-Forwarded-For: 6.6.6.6',
       'X-Forwarded-Host: evil.example',
+      'Forwarded: for=6.6.6.6;host=evil.example',
+      'X-Real-IP: 6.6.6.6',
       'X-Kept: 1',
       'X-Kept: 2',
       'Content-Type: application/json',
@@ -106,7 +108,7 @@ describe('forwarding', () => {
     ].filter((line, index, all) => line !== '' || index === all.length - 2).join('\r\n'));
     expect(response.status).toBe(200);
     const received = upstream.requests[0]!;
-    for (const name of ['x-internal-hop', 'keep-alive', 'te', 'proxy-authorization']) expect(received.headers[name]).toBeUndefined();
+    for (const name of ['x-internal-hop', 'keep-alive', 'te', 'proxy-authorization', 'forwarded', 'x-real-ip']) expect(received.headers[name], name).toBeUndefined();
     expect(received.headers['x-forwarded-for']).toBe('127.0.0.1');
     expect(received.headers['x-forwarded-host']).toBe('client.example');
     expect(received.headers['x-forwarded-proto']).toBe('http');
@@ -138,9 +140,47 @@ describe('forwarding', () => {
   it('keeps X-Forwarded-For from a trusted proxy and appends the peer', async () => {
     upstream = await startRecordingUpstream();
     gw = await startGateway(upstream.url, { server: { trustedProxies: ['127.0.0.0/8'] } });
-    await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ 'x-forwarded-for': '203.0.113.7', 'x-forwarded-proto': 'https' }) });
+    await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ 'x-forwarded-for': '203.0.113.7', 'x-forwarded-proto': 'https', forwarded: 'for=203.0.113.7', 'x-real-ip': '203.0.113.7' }) });
     expect(upstream.requests[0]!.headers['x-forwarded-for']).toBe('203.0.113.7, 127.0.0.1');
     expect(upstream.requests[0]!.headers['x-forwarded-proto']).toBe('https');
+    expect(upstream.requests[0]!.headers.forwarded).toBe('for=203.0.113.7'); // the trusted proxy's own
+    expect(upstream.requests[0]!.headers['x-real-ip']).toBe('203.0.113.7');
+  });
+
+  it('answers Expect: 100-continue itself and sends the body on without it (undici cannot send it)', async () => {
+    upstream = await startRecordingUpstream();
+    gw = await startGateway(upstream.url);
+    const body = Buffer.alloc(256 * 1024, 'x');
+    const { hostname, port } = new URL(gw.url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(port), hostname, () => socket.write([
+        'POST /v2/dars HTTP/1.1', 'Host: gw', 'Content-Type: application/octet-stream', `Content-Length: ${body.length}`,
+        'Expect: 100-continue', authLines(gw!).trimEnd(), '', ''].join('\r\n')));
+      let text = '';
+      socket.on('data', (data) => {
+        text += data.toString('latin1');
+        if (text.startsWith('HTTP/1.1 100 Continue\r\n\r\n') && text.length === 25) socket.write(body); // only once asked
+        if (/\r\n\r\n\{"ok":true\}$/.test(text)) socket.end();
+      });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(answer).toMatch(/^HTTP\/1.1 100 Continue\r\n\r\nHTTP\/1.1 200 /);
+    expect(upstream.requests).toHaveLength(1);
+    expect(upstream.requests[0]!.headers.expect).toBeUndefined();
+    expect(upstream.requests[0]!.body.equals(body)).toBe(true);
+  });
+
+  it('drops the headers a repeated Connection field of the participant\'s answer names', async () => {
+    upstream = await startRecordingUpstream((_request, response) => {
+      response.setHeader('connection', ['X-Secret', 'X-Other']);
+      response.writeHead(200, { 'content-type': 'application/json', 'x-secret': 's', 'x-other': 'o', 'x-kept': 'k' });
+      response.end('{}');
+    });
+    gw = await startGateway(upstream.url);
+    const response = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+    expect(response.status).toBe(200);
+    expect([response.headers.get('x-secret'), response.headers.get('x-other'), response.headers.get('x-kept')]).toEqual([null, null, 'k']);
   });
 
   it('returns the participant\'s status, headers and body unchanged, errors included', async () => {

@@ -88,13 +88,15 @@ describe('tracing without an exporter', () => {
     expect(parentId).not.toBe(CLIENT_PARENT_ID);
 
     const invalid = `00-${'0'.repeat(32)}-${CLIENT_PARENT_ID}-01`;
-    const replaced = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ traceparent: invalid }) });
+    const replaced = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ traceparent: invalid, tracestate: 'vendor=opaque' }) });
     await replaced.arrayBuffer();
     const sent = traceparents(upstream.requests[1]!);
     expect(sent).toHaveLength(1);
     expect(sent[0]).not.toBe(invalid);
     expect(sent[0]).toMatch(TRACEPARENT);
     expect(replaced.headers.get('traceresponse')).toBe(sent[0]);
+    // The new trace takes no tracestate: the caller's belongs to a trace the participant never sees.
+    expect(headerValues(upstream.requests[1]!, 'tracestate')).toEqual([]);
   });
 
   it('starts a trace for a request without one: the participant and the gateway\'s errors share its id', async () => {

@@ -1,0 +1,139 @@
+// Requests that carry an Upgrade header: only a WebSocket stream is tunnelled, and it reaches the
+// participant as a well-formed HTTP/1.1 request in the caller's trace; anything else is the plain
+// call it is, with its own route's stages; a refused upgrade comes back framed and whole.
+import http from 'node:http';
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { answerJson, headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+
+let gw: RunningGateway | undefined;
+let upstream: RecordingUpstream | undefined;
+let participant: http.Server | undefined;
+const upgradedSockets: net.Socket[] = [];
+afterEach(async () => {
+  for (const socket of upgradedSockets.splice(0)) socket.destroy(); // detached from the server by the upgrade
+  await gw?.close();
+  await upstream?.close();
+  if (participant !== undefined) {
+    participant.closeAllConnections();
+    await new Promise((resolve) => participant!.close(resolve));
+  }
+  gw = undefined;
+  upstream = undefined;
+  participant = undefined;
+});
+
+/** A participant whose 'upgrade' listener records the request and answers as told (raw bytes). */
+async function startUpgradeParticipant(answer: (socket: net.Socket) => void): Promise<{ url: string; upgrades: http.IncomingMessage[] }> {
+  const upgrades: http.IncomingMessage[] = [];
+  participant = http.createServer((_request, response) => response.end('{}'));
+  participant.on('upgrade', (request: http.IncomingMessage, socket: net.Socket) => {
+    upgrades.push(request);
+    upgradedSockets.push(socket);
+    answer(socket);
+  });
+  await new Promise<void>((resolve) => participant!.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(participant.address() as net.AddressInfo).port}`, upgrades };
+}
+
+/** Sends raw bytes, returns everything the gateway answered until it closed (or `waitMs` passed). */
+function exchange(base: string, request: string, waitMs = 3_000): Promise<string> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(request));
+    let text = '';
+    const timer = setTimeout(() => socket.destroy(), waitMs);
+    socket.on('data', (data) => { text += data.toString('latin1'); });
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(text);
+    });
+    socket.on('error', reject);
+  });
+}
+
+const upgradeHead = (path: string, authorization: string, extra: string[] = []) => [
+  `GET ${path} HTTP/1.1`, 'Host: gw', 'Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Version: 13',
+  'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', `Authorization: ${authorization}`, ...extra, '', ''].join('\r\n');
+
+const SWITCH = 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n';
+
+describe('requests with an Upgrade header', () => {
+  it('tunnels a stream with a Host header, one traceparent in the caller\'s trace, and a traceresponse', async () => {
+    const { url, upgrades } = await startUpgradeParticipant((socket) => socket.end(SWITCH));
+    gw = await startGateway(url);
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const answer = await exchange(gw.url, upgradeHead('/v2/updates', gw.auth().authorization!, [
+      `traceparent: 00-${traceId}-00f067aa0ba902b7-01`, 'tracestate: vendor=1']));
+    expect(answer).toMatch(/^HTTP\/1.1 101 /);
+    expect(upgrades).toHaveLength(1);
+    const sent = upgrades[0]!;
+    expect(sent.headers.host).toBe(new URL(url).host); // RFC 9112 §3.2: pekko-http refuses a request without one
+    const traceparents = sent.rawHeaders.filter((_value, index) => index % 2 === 0 && sent.rawHeaders[index]!.toLowerCase() === 'traceparent').length;
+    expect(traceparents).toBe(1);
+    expect(sent.headers.traceparent).toMatch(new RegExp(`^00-${traceId}-(?!00f067aa0ba902b7)[0-9a-f]{16}-01$`));
+    expect(sent.headers.tracestate).toBe('vendor=1'); // the trace is continued: its state goes with it
+    expect(answer).toContain(`traceresponse: ${sent.headers.traceparent as string}`);
+  });
+
+  it('starts a trace for a stream without a usable traceparent, and drops the orphaned tracestate', async () => {
+    const { url, upgrades } = await startUpgradeParticipant((socket) => socket.end(SWITCH));
+    gw = await startGateway(url);
+    await exchange(gw.url, upgradeHead('/v2/updates', gw.auth().authorization!, ['traceparent: 00-zz-broken-01', 'tracestate: vendor=1']));
+    const sent = upgrades[0]!;
+    expect(sent.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect(sent.headers.tracestate).toBeUndefined();
+  });
+
+  it('serves a plain route with an Upgrade header as the plain call it is: its own authorization, never a tunnel', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, { users: ['all'] }));
+    gw = await startGateway(upstream.url, { policy: { rules: { getV2Users: [{ subjects: ['admin'] }] } } });
+    const head = (authorization: string) => ['GET /v2/users HTTP/1.1', 'Host: gw', 'Connection: Upgrade', 'Upgrade: websocket',
+      `Authorization: ${authorization}`, 'Sec-WebSocket-Version: 13', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', '', ''].join('\r\n');
+    const alice = await exchange(gw.url, head(gw.auth().authorization!), 1_000);
+    expect(alice).toMatch(/^HTTP\/1.1 403 /);
+    expect(alice).toContain('"code":"NA"');
+    expect(upstream.requests).toHaveLength(0);
+    const admin = await exchange(gw.url, head(`Bearer ${await gw.issuer.mint({ sub: 'admin' })}`), 1_000);
+    expect(admin).toMatch(/^HTTP\/1.1 200 /);
+    expect(admin).toContain('{"users":["all"]}');
+    expect(upstream.requests).toHaveLength(1);
+    expect(upstream.requests[0]).toMatchObject({ method: 'GET', url: '/v2/users' });
+    expect(headerValues(upstream.requests[0]!, 'upgrade')).toEqual([]); // hop-by-hop: not forwarded
+  });
+
+  it('keeps a POST with an Upgrade header a POST, with its body and its request rules', async () => {
+    upstream = await startRecordingUpstream();
+    gw = await startGateway(upstream.url);
+    const body = '{"commands":{}}';
+    const answer = await exchange(gw.url, ['POST /v2/commands/submit-and-wait-for-transaction HTTP/1.1', 'Host: gw', 'Connection: Upgrade',
+      'Upgrade: websocket', `Authorization: ${gw.auth().authorization!}`, 'Content-Type: application/json', `Content-Length: ${body.length}`, '', body].join('\r\n'), 1_000);
+    expect(answer).toMatch(/^HTTP\/1.1 400 /);
+    expect(answer).toContain("Invalid value for: body (Missing required field at 'commands.commands')");
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it('passes a chunked refusal of an upgrade on framed so that it parses, and ends the connection', async () => {
+    const { url } = await startUpgradeParticipant((socket) => socket.end(
+      'HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"a":\r\n2\r\n1}\r\n0\r\n\r\n'));
+    gw = await startGateway(url);
+    const answer = await exchange(gw.url, upgradeHead('/v2/updates', gw.auth().authorization!));
+    const [head, bodyText] = answer.split('\r\n\r\n') as [string, string];
+    expect(head).toMatch(/^HTTP\/1.1 401 Unauthorized/);
+    expect(head.toLowerCase()).not.toContain('transfer-encoding');
+    expect(head).toContain('Connection: close');
+    expect(JSON.parse(bodyText)).toEqual({ a: 1 });
+  });
+
+  it('cuts off a refusal whose body stalls, without splicing a second answer after it', async () => {
+    const { url } = await startUpgradeParticipant((socket) => socket.write('HTTP/1.1 400 Bad Request\r\nContent-Length: 30\r\n\r\nbad'));
+    gw = await startGateway(url, { upstream: { timeoutMs: 1_000 } });
+    const started = Date.now();
+    const answer = await exchange(gw.url, upgradeHead('/v2/updates', gw.auth().authorization!), 10_000);
+    expect(Date.now() - started).toBeLessThan(8_000); // bounded by timeoutMs (undici-free: Node's socket timer)
+    expect(answer).toMatch(/^HTTP\/1.1 400 Bad Request\r\n/);
+    expect(answer.endsWith('bad')).toBe(true);
+    expect(answer.match(/HTTP\/1.1 /g)).toHaveLength(1);
+  });
+});
