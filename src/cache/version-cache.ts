@@ -104,14 +104,18 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
         options.count('stale');
         return send(request, reply, stale, 'STALE');
       }
-      options.count(status.fetch === 'inflight' ? 'coalesced' : 'miss');
+      const joined = status.fetch === 'inflight';
+      options.count(joined ? 'coalesced' : 'miss');
       if (error instanceof UncacheableAnswer) {
-        // Not cached, passed on whole: the participant's own error (or non-JSON) answer.
-        if (error.answer.statusCode >= 400) {
-          const type = error.answer.headers['content-type'];
-          request.errorCode = upstreamErrorCode(typeof type === 'string' ? type : undefined, error.answer.body, false);
+        // Not cached, passed on whole: the participant's own error (or non-JSON) answer. One given to
+        // the caller whose refresh this one joined is that caller's (its token, its correlation and
+        // trace ids): a caller that only joined asks the participant itself.
+        const answer = joined ? await options.fetchVersion(request) : error.answer;
+        if (answer.statusCode >= 400) {
+          const type = answer.headers['content-type'];
+          request.errorCode = upstreamErrorCode(typeof type === 'string' ? type : undefined, answer.body, false);
         }
-        reply.code(error.answer.statusCode).headers(error.answer.headers).header('x-cache', 'MISS').send(error.answer.body);
+        reply.code(answer.statusCode).headers(answer.headers).header('x-cache', 'MISS').send(answer.body);
         return;
       }
       throw error;

@@ -100,7 +100,11 @@ function keep(capture: { chunks: Buffer[]; size: number; truncated: boolean }, c
   if (chunk.length > room) capture.truncated = true;
 }
 
-const BODY_HEADERS: ReadonlySet<string> = new Set(['content-length', 'content-type']);
+/**
+ * Not sent with a version fetch: a body (never replayed), and Accept-Encoding, so that the answer
+ * cached for every caller is the identity encoding any caller can read.
+ */
+const VERSION_FETCH_DROPPED: ReadonlySet<string> = new Set(['content-length', 'content-type', 'accept-encoding']);
 
 function hasBody(headers: FastifyRequest['headers']): boolean {
   const length = headers['content-length'];
@@ -168,7 +172,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       response = await requestOnce(true, {
         path: basePath + request.raw.url!,
         method: 'GET',
-        headers: headersFor(request, BODY_HEADERS), // a body sent with this GET is not replayed
+        headers: headersFor(request, VERSION_FETCH_DROPPED),
         headersTimeout: timeout,
         bodyTimeout: timeout,
       });

@@ -126,6 +126,33 @@ describe('version cache', () => {
     expect(refused.status).toBe(403);
   });
 
+  it('gives a caller that joined another\'s refresh its own answer, never the other caller\'s refusal', async () => {
+    // The participant refuses bob's token (a user it cannot resolve) and answers alice.
+    upstream = await startRecordingUpstream((request, response) => {
+      const subject = JSON.parse(Buffer.from(String(request.headers.authorization).split('.')[1]!, 'base64url').toString()).sub as string;
+      setTimeout(() => (subject === 'bob'
+        ? answerJson(403, { code: 'NA', cause: 'A security-sensitive error has been received', correlationId: 'bob-call', grpcCodeValue: 7 })
+        : answerJson(200, VERSION))(request, response), subject === 'bob' ? 300 : 0);
+    });
+    gw = await startGateway(upstream.url);
+    const bob = { authorization: `Bearer ${await gw.issuer.mint({ sub: 'bob' })}` };
+    const bobs = fetch(`${gw.url}/v2/version`, { headers: bob });
+    await sleep(100); // bob's refresh is under way
+    const alices = fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    const [bobAnswer, aliceAnswer] = await Promise.all([bobs, alices]);
+    expect(bobAnswer.status).toBe(403);
+    expect(aliceAnswer.status).toBe(200);
+    expect(await aliceAnswer.json()).toEqual(VERSION);
+    expect(upstream.requests).toHaveLength(2);
+  });
+
+  it('asks for the identity encoding, so that the one answer cached suits every caller', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, VERSION));
+    gw = await startGateway(upstream.url);
+    await (await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ 'accept-encoding': 'gzip, br' }) })).arrayBuffer();
+    expect(upstream.requests[0]!.headers['accept-encoding']).toBeUndefined();
+  });
+
   it('is emptied by POST /cache/version/purge on the admin listener', async () => {
     upstream = await startRecordingUpstream(answerJson(200, VERSION));
     gw = await startGateway(upstream.url);
