@@ -316,9 +316,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const admin = Fastify({ logger: false });
   let upstreamAnswers = false;
   readiness.add({ name: 'upstream', ready: () => upstreamAnswers });
-  const probeUpstream = async () => {
-    upstreamAnswers = await forwarder.probe(Math.min(2_000, config.upstream.readinessIntervalMs));
-  };
+  // One probe at a time: an interval tick or a /readyz while one runs waits for it.
+  let probing: Promise<void> | undefined;
+  const probeUpstream = () => probing ??= forwarder.probe(Math.min(2_000, config.upstream.readinessIntervalMs)).then((answers) => {
+    upstreamAnswers = answers;
+  }).finally(() => {
+    probing = undefined;
+  });
   const probeTimer = setInterval(() => void probeUpstream(), config.upstream.readinessIntervalMs);
   probeTimer.unref();
 

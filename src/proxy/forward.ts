@@ -124,6 +124,15 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     bodyTimeout: config.upstream.timeoutMs,
     connect: { timeout: config.upstream.connectTimeoutMs, ...upstreamTlsOptions(config.upstream.tls) },
   });
+  // The readiness probe's own connection: on the traffic pool it queued behind busy connections, and
+  // a saturated but healthy participant read as unready.
+  const probeClient = new Pool(base.origin, {
+    connections: 1,
+    pipelining: 1,
+    keepAliveTimeout: config.upstream.keepAliveTimeoutMs,
+    keepAliveMaxTimeout: config.upstream.keepAliveTimeoutMs,
+    connect: { timeout: config.upstream.connectTimeoutMs, ...upstreamTlsOptions(config.upstream.tls) },
+  });
   const bodyLimit = config.limits.bodyBytes;
   const replyHeaders = options.replyHeaders ?? false;
   const timeouts = config.upstream.operationTimeoutsMs;
@@ -313,7 +322,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   async function probe(timeoutMs: number): Promise<boolean> {
     try {
-      const { statusCode, body } = await pool.request({
+      const { statusCode, body } = await probeClient.request({
         path: `${basePath}/v2/version`,
         method: 'GET',
         headers: { 'user-agent': READINESS_USER_AGENT },
@@ -332,6 +341,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     forward,
     fetchWhole,
     probe,
-    close: () => pool.close(),
+    // Called once the API listener is closed: what is still running upstream has nobody to answer
+    // (a version refresh, a call whose client was cut at the end of the grace), so it is aborted,
+    // not waited for; shutdown stays within shutdown.graceMs.
+    close: async () => {
+      await Promise.all([pool.destroy(), probeClient.destroy()]);
+    },
   };
 }
