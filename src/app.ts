@@ -160,6 +160,15 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
     // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER.
     clientErrorHandler: createClientErrorHandler((definition) => metrics.observeRequest(UNKNOWN_OPERATION.name, '_OTHER', definition.status, definition.code, 0)),
+    // A request target Fastify cannot decode (`/v2/%zz`) fails before any hook: answered in Canton's
+    // shape like every other refusal, and counted (no stage runs for it).
+    frameworkErrors: (error, request, reply) => {
+      const definition = error.code === 'FST_ERR_BAD_URL' ? Errors.GATEWAY_INVALID_PATH : Errors.GATEWAY_MALFORMED_REQUEST;
+      const cause = definition === Errors.GATEWAY_INVALID_PATH ? 'Invalid request target: a percent-encoding that does not decode.' : `The request is malformed (${error.code}).`;
+      metrics.observeRequest(UNKNOWN_OPERATION.name, request.method, definition.status, definition.code, 0);
+      reply.header('x-request-id', request.id); // no onSend hook runs for it either
+      sendGatewayError(request, reply, new GatewayError(definition, { cause }));
+    },
   });
 
   const tracing = options.tracingActive ? await runningTracing() : undefined;

@@ -21,13 +21,20 @@ export function clientErrorResponse(code: string | undefined): string {
   return `HTTP/1.1 ${definition.status} ${http.STATUS_CODES[definition.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
-/** The server's clientError handler; `onAnswered` counts each refusal (there is no request to label). */
+/**
+ * The server's clientError handler; `onAnswered` counts each refusal that has no request of its own
+ * to label. One that strikes a request already under way (its client left mid-body, or its body took
+ * longer than server.requestTimeoutMs) is counted once, as that request, when its response closes.
+ */
 export function createClientErrorHandler(onAnswered: (definition: ErrorDefinition) => void) {
   return (error: Error & { code?: string }, socket: Duplex): void => {
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
-    if (socket.writable) {
+    // Node's own link from a connection to the response it is serving (set while one is under way).
+    const underWay = (socket as { _httpMessage?: { headersSent?: boolean } | null })._httpMessage ?? undefined;
+    // Never a second answer after one whose head is already on the wire (as Node's default handler).
+    if (socket.writable && underWay?.headersSent !== true) {
       socket.end(clientErrorResponse(error.code));
-      onAnswered(clientErrorDefinition(error.code));
+      if (underWay === undefined) onAnswered(clientErrorDefinition(error.code));
     }
     socket.destroy();
   };
