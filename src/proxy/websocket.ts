@@ -14,6 +14,7 @@ import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, typ
 import { requestTargetProblem } from '../request-context.js';
 import { continueTrace, formatTraceparent, parseTraceparent, type TraceContext } from '../telemetry/trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
+import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamTlsOptions } from './forward.js';
 
@@ -116,10 +117,20 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
     const traceparent = formatTraceparent(trace);
     let operation: Operation = UNKNOWN_OPERATION;
     socket.on('error', () => socket.destroy());
+    // The API server keeps sockets half-open: a client that sends FIN before the tunnel opens has
+    // given up, and nothing would close its socket until the upstream timeout.
+    const onGiveUp = () => socket.destroy();
+    socket.once('end', onGiveUp);
 
+    // Each upgrade is counted once: tunnelled (101), refused here or by the participant, or left by
+    // its client before either (499, as a plain call whose client leaves).
+    let finished = false;
     const finish = (status: number, errorCode: string | null) => {
+      if (finished) return;
+      finished = true;
       options.onOutcome?.({ operation, status, errorCode, durationSeconds: (performance.now() - started) / 1000 });
     };
+    socket.once('close', () => finish(499, 'CLIENT_CLOSED_REQUEST'));
     const refuse = (error: GatewayError) => {
       writeRefusal(socket, error, correlationId, trace, traceparent);
       options.log.info({ reqId: correlationId, operation: operation.name, errorCode: error.definition.code, reason: error.reason }, 'websocket upgrade refused');
@@ -176,9 +187,18 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         answered = true;
         socket.off('close', onClientGone);
         socket.write(statusLine(response, true, traceparent));
+        // Its error code, read from the first bytes of its body as for a plain call (the body passes on whole).
+        const status = response.statusCode ?? 502;
+        const contentType = response.headers['content-type'];
+        const capture: Buffer[] = [];
+        let captured = 0;
+        response.on('data', (chunk: Buffer) => {
+          if (captured < ERROR_BODY_CAPTURE_BYTES) capture.push(chunk.subarray(0, ERROR_BODY_CAPTURE_BYTES - captured));
+          captured += chunk.length;
+        });
+        response.once('close', () => finish(status, status >= 400 ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES) : null));
         response.on('error', () => socket.destroy());
         response.pipe(socket);
-        finish(response.statusCode ?? 502, null);
       });
       upstream.once('upgrade', (response, upstreamSocket, upstreamHead) => {
         socket.off('close', onClientGone);
@@ -191,6 +211,7 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         socket.write(statusLine(response, false, traceparent));
         if (upstreamHead.length > 0) socket.write(upstreamHead);
         if (head.length > 0) upstreamSocket.write(head);
+        socket.off('end', onGiveUp); // from here on, a half-close goes through the tunnel
         tunnels.add(socket);
         const close = () => {
           tunnels.delete(socket);

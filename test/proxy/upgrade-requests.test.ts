@@ -126,6 +126,25 @@ describe('requests with an Upgrade header', () => {
     expect(JSON.parse(bodyText)).toEqual({ a: 1 });
   });
 
+  it('counts a participant\'s refusal of an upgrade by its error code, and an upgrade whose client left while waiting, once each', async () => {
+    const series = async () => {
+      const text = await (await fetch(`${gw!.adminUrl}/metrics`)).text();
+      return [...text.matchAll(/^ledger_gateway_requests_total\{(.*)\} (\d+)$/gm)].map((match) => `${match[1]} ${match[2]}`);
+    };
+    const refusal = JSON.stringify({ code: 'NA', cause: 'A security-sensitive error has been received', grpcCodeValue: 7, errorCategory: -1 });
+    const { url } = await startUpgradeParticipant((socket) => socket.end(
+      `HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: ${refusal.length}\r\n\r\n${refusal}`));
+    gw = await startGateway(url);
+    expect(await exchange(gw.url, upgradeHead('/v2/updates', gw.auth().authorization!))).toMatch(/^HTTP\/1.1 403 /);
+    await expect.poll(series, { timeout: 5_000 }).toEqual(['operation="onV2Updates",method="GET",status="403",error_code="PERMISSION_DENIED" 1']);
+    await gw.close();
+
+    const silent = await startUpgradeParticipant(() => undefined); // takes the upgrade, never answers it
+    gw = await startGateway(silent.url);
+    await exchange(gw.url, upgradeHead('/v2/updates', gw.auth().authorization!), 300); // the client gives up
+    await expect.poll(series, { timeout: 5_000 }).toEqual(['operation="onV2Updates",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST" 1']);
+  });
+
   it('cuts off a refusal whose body stalls, without splicing a second answer after it', async () => {
     const { url } = await startUpgradeParticipant((socket) => socket.write('HTTP/1.1 400 Bad Request\r\nContent-Length: 30\r\n\r\nbad'));
     gw = await startGateway(url, { upstream: { timeoutMs: 1_000 } });
