@@ -17,6 +17,7 @@ import { Errors, GatewayError } from '../errors.js';
 import { onResponseClose } from '../response-close.js';
 import { gatewayHeaders, writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
+import { ErrorCodeLabels } from '../telemetry/metrics.js';
 import { parseTraceparent } from '../telemetry/trace-context.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
@@ -299,6 +300,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         },
         onResponseError(_current, error) {
           if (answering) {
+            if (!clientLeft) request.errorCode = ErrorCodeLabels.upstreamAnswerBroken; // counted as such, not as the client leaving
             res.destroy(); // the answer broke off: the client sees the connection end, not a complete answer
             return;
           }

@@ -34,6 +34,8 @@ export const ErrorCodeLabels = {
   other: 'OTHER',
   /** The client went away before its answer was complete (status 499, nginx's and Canton's CANCELLED status). */
   clientClosedRequest: 'CLIENT_CLOSED_REQUEST',
+  /** The participant's answer broke off mid-body (the client saw its connection end): the participant's status. */
+  upstreamAnswerBroken: 'UPSTREAM_ANSWER_BROKEN',
 } as const;
 
 /** Status recorded for a request whose client went away before the answer was complete. */

@@ -72,8 +72,10 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     // request.operation is still unset when the first stage refused the target (not exposed, bad path).
     const operation = (request.operation as typeof request.operation | null) ?? undefined;
     const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
-    const status = clientLeft ? CLIENT_CLOSED_STATUS : reply.statusCode;
-    const code = clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
+    // An answer the participant broke off ends the connection too, but it is not the client leaving.
+    const broken = clientLeft && request.errorCode === ErrorCodeLabels.upstreamAnswerBroken;
+    const status = clientLeft && !broken ? CLIENT_CLOSED_STATUS : reply.statusCode;
+    const code = broken ? ErrorCodeLabels.upstreamAnswerBroken : clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
     const seconds = (performance.now() - state.started) / 1000;
     metrics.observeRequest(operationName, request.method, status, code, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined);
 

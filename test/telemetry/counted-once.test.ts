@@ -49,6 +49,18 @@ describe('counted once', () => {
     expect([...(await requestSeries(gw))]).toEqual([['operation="unknown",method="GET",status="400",error_code="GATEWAY_INVALID_PATH"', 1]]);
   });
 
+  it('counts an answer the participant broke off as such, with its status, not as the client leaving', async () => {
+    upstream = await startRecordingUpstream((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': 1000 });
+      response.write('{"offset":');
+      setTimeout(() => response.destroy(), 100);
+    });
+    gw = await startGateway(upstream.url);
+    await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() }).then((r) => r.text()).catch(() => 'cut');
+    await expect.poll(async () => [...(await requestSeries(gw!))], { timeout: 5_000 })
+      .toEqual([['operation="getV2StateLedger-end",method="GET",status="200",error_code="UPSTREAM_ANSWER_BROKEN"', 1]]);
+  });
+
   it('counts a call whose client leaves mid-body once, as the client leaving', async () => {
     upstream = await startRecordingUpstream();
     gw = await startGateway(upstream.url);
