@@ -28,11 +28,16 @@ export const UpstreamCodes = {
 } as const;
 
 export function upstreamErrorCode(contentType: string | undefined, body: Buffer, truncated: boolean): string {
+  // No body at all (a HEAD's answer, an empty error) carries no code: not a decode failure either.
+  if (body.length === 0) return UpstreamCodes.unrecognized;
   if (contentType === undefined || !/\bjson\b/i.test(contentType)) return UpstreamCodes.decodeFailure;
   if (truncated) {
     // The code is one of the first keys Canton prints; read it without parsing the whole body.
-    const match = /"code"\s*:\s*"([A-Z][A-Z0-9_]{0,79})"/.exec(body.toString('utf8'));
-    return match?.[1] ?? UpstreamCodes.unrecognized;
+    const text = body.toString('utf8');
+    const code = /"code"\s*:\s*"([A-Z][A-Z0-9_]{0,79})"/.exec(text)?.[1];
+    if (code !== 'NA') return code ?? UpstreamCodes.unrecognized;
+    const grpc = /"grpcCodeValue"\s*:\s*(\d{1,2})\b/.exec(text)?.[1];
+    return (grpc === undefined ? undefined : REDACTED_BY_GRPC[Number(grpc)]) ?? 'NA';
   }
   let parsed: unknown;
   try {
