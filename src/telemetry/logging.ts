@@ -28,7 +28,8 @@ export const SECRET_KEYS: readonly string[] = [
 export const REDACTED = '[Redacted]';
 
 // A bearer credential inside free text (an error message, a cause): the scheme stays, the secret goes.
-const BEARER = /\b(Bearer\s+)[^\s",;]+/gi;
+// "bearer token" is the gateway's own wording for where a token came from, never a credential.
+const BEARER = /\b(Bearer\s+)(?!token(?:\s|$))[^\s",;]+/gi;
 const WEBSOCKET_TOKEN = /\b(jwt\.token\.)[^\s",;]+/g;
 const JWT = /\beyJ[\w-]{2,}\.[\w-]{2,}\.[\w-]*/g;
 

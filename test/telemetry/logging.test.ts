@@ -68,6 +68,10 @@ describe('the logger', () => {
 
   it('scrubs bearer tokens and JWTs out of messages and errors', () => {
     expect(scrubSecrets(`rejected Bearer ${TOKEN} from x`)).toBe(`rejected Bearer ${REDACTED} from x`);
+    // The gateway's own refusal reasons stay readable; a credential after them still goes.
+    expect(scrubSecrets('the bearer token is not a compact signed JWT')).toBe('the bearer token is not a compact signed JWT');
+    expect(scrubSecrets(`Bearer tokenized-${TOKEN}`)).toBe(`Bearer ${REDACTED}`);
+    expect(scrubSecrets('Authorization: Bearer token=s3cret')).toBe(`Authorization: Bearer ${REDACTED}`);
     expect(scrubSecrets(`protocol jwt.token.opaque-admin-secret,daml.ws.auth`)).toBe(`protocol jwt.token.${REDACTED},daml.ws.auth`);
     expect(scrubSecrets(`token ${TOKEN}.`)).toBe(`token ${REDACTED}.`);
     expect(scrubSecrets('nothing to see')).toBe('nothing to see');
