@@ -14,6 +14,7 @@ import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, typ
 import { requestTargetProblem } from '../request-context.js';
 import { continueTrace, formatTraceparent, parseTraceparent, type TraceContext } from '../telemetry/trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
+import { scrubSecrets } from '../telemetry/logging.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamTlsOptions } from './forward.js';
@@ -122,19 +123,23 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
     const onGiveUp = () => socket.destroy();
     socket.once('end', onGiveUp);
 
-    // Each upgrade is counted once: tunnelled (101), refused here or by the participant, or left by
-    // its client before either (499, as a plain call whose client leaves).
+    // Each upgrade is counted and logged once, as a plain call is (one "request" line): tunnelled
+    // (101), refused here or by the participant, or left by its client before either (499).
     let finished = false;
-    const finish = (status: number, errorCode: string | null) => {
+    const finish = (status: number, errorCode: string | null, reason?: string) => {
       if (finished) return;
       finished = true;
-      options.onOutcome?.({ operation, status, errorCode, durationSeconds: (performance.now() - started) / 1000 });
+      const durationSeconds = (performance.now() - started) / 1000;
+      options.onOutcome?.({ operation, status, errorCode, durationSeconds });
+      options.log.info({
+        reqId: correlationId, traceId: trace.traceId, spanId: trace.spanId, operation: operation.name, method: 'GET', status,
+        errorCode, durationMs: Math.round(durationSeconds * 1e6) / 1e3, ...(reason !== undefined && { reason: scrubSecrets(reason) }),
+      }, 'request');
     };
     socket.once('close', () => finish(499, 'CLIENT_CLOSED_REQUEST'));
     const refuse = (error: GatewayError) => {
       writeRefusal(socket, error, correlationId, trace, traceparent);
-      options.log.info({ reqId: correlationId, operation: operation.name, errorCode: error.definition.code, reason: error.reason }, 'websocket upgrade refused');
-      finish(error.definition.status, error.definition.code);
+      finish(error.definition.status, error.definition.code, error.reason);
     };
 
     const url = request.url ?? '/';

@@ -5,6 +5,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { logCapture } from '../helpers/log-capture.js';
 import { answerJson, headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 let gw: RunningGateway | undefined;
@@ -75,6 +76,20 @@ describe('requests with an Upgrade header', () => {
     expect(sent.headers.traceparent).toMatch(new RegExp(`^00-${traceId}-(?!00f067aa0ba902b7)[0-9a-f]{16}-01$`));
     expect(sent.headers.tracestate).toBe('vendor=1'); // the trace is continued: its state goes with it
     expect(answer).toContain(`traceresponse: ${sent.headers.traceparent as string}`);
+  });
+
+  it('logs one request line per upgrade, tunnelled or refused, as for a plain call', async () => {
+    const { url } = await startUpgradeParticipant((socket) => socket.end(SWITCH));
+    const log = logCapture();
+    gw = await startGateway(url, {}, { logger: log.logger });
+    await exchange(gw.url, upgradeHead('/v2/updates', gw.auth().authorization!), 500);
+    await exchange(gw.url, upgradeHead('/v2/updates', 'Bearer not-a-jwt'), 500);
+    await expect.poll(() => log.entries().filter((entry) => entry.msg === 'request').length, { timeout: 5_000 }).toBe(2);
+    const [tunnelled, refused] = log.entries().filter((entry) => entry.msg === 'request');
+    expect(tunnelled).toMatchObject({ operation: 'onV2Updates', method: 'GET', status: 101, errorCode: null });
+    expect(tunnelled!.traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(refused).toMatchObject({ operation: 'onV2Updates', status: 401, errorCode: 'UNAUTHENTICATED', reason: expect.any(String) });
+    expect(log.lines.join('\n')).not.toContain('not-a-jwt');
   });
 
   it('starts a trace for a stream without a usable traceparent, and drops the orphaned tracestate', async () => {
