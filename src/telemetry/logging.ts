@@ -235,6 +235,9 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
   const base = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())}`;
   let pending = '';
   let timer: NodeJS.Timeout | undefined;
+  // After close() (shutdown), a line of a call that ends late is handed over at once: no timer and
+  // no exit hook is left to write it, and it must not come after the process's last lines.
+  let closed = false;
   const isoTime = isoTimeClock();
 
   const writeToStream = stream.write.bind(stream);
@@ -266,12 +269,13 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
     if (!logger.isLevelEnabled('info')) return;
     const time = isoTime(Date.now());
     pending += `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}","method":"${line.method}","status":${integerText(line.status)},"errorCode":${quotedCode(line.errorCode)},"durationMs":${millisText(line.durationMs)},"traceId":${quotedOrNull(line.traceId)},"spanId":${quotedOrNull(line.spanId)}${line.reason === undefined ? '' : `,"reason":${json(line.reason)}`},"msg":"request"}\n`;
-    if (pending.length >= WRITE_BATCH_BYTES) handOver();
+    if (closed || pending.length >= WRITE_BATCH_BYTES) handOver();
     else timer ??= setTimeout(flush, WRITE_AT_LEAST_EVERY_MS).unref();
   };
   return Object.assign(write, {
     flush,
     close() {
+      closed = true;
       flush();
       process.off('exit', handOver);
     },

@@ -194,6 +194,18 @@ describe('the logger', () => {
     expect(order).toEqual(['first', 'warn', 'after']);
   });
 
+  it('writes a line of a call that ends after close() at once, before the process\'s last lines', () => {
+    const writes: string[] = [];
+    const logger = createLogger('info', { write: (chunk: string) => void writes.push(chunk) });
+    const writer = requestLineWriter(logger);
+    writer.close(); // shutdown: no timer and no exit hook left
+    writer({ reqId: 'late', operation: 'getVersion', method: 'GET', status: 499, errorCode: 'CLIENT_CLOSED_REQUEST', durationMs: 1, traceId: null, spanId: null });
+    expect(writes.join('')).toContain('"reqId":"late"');
+    logger.info('shutdown complete');
+    const order = writes.join('').split('\n').filter(Boolean).map((text) => (JSON.parse(text) as { reqId?: string; msg: string }).reqId ?? (JSON.parse(text) as { msg: string }).msg);
+    expect(order).toEqual(['late', 'shutdown complete']);
+  });
+
   it('hands the lines still held to stdout when the process exits in the same turn', () => {
     buildDist();
     // A process that writes one request line and exits at once, before the turn ends.
