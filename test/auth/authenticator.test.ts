@@ -5,9 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { SignJWT, importPKCS8 } from 'jose';
 import { describe, expect, it, vi } from 'vitest';
 import { createAuthenticator, type Authenticator } from '../../src/auth/authenticator.js';
-import { AuthFailure } from '../../src/auth/failure.js';
 import { validateGatewayConfig } from '../../src/config/load.js';
 import { nowSeconds, participantAudience, sign, signingKey, tamperedPayload, type SigningKey } from './support/keys.js';
+import { reasonOf } from './support/outcome.js';
 
 const ISSUER = 'https://idp.example.com';
 
@@ -17,16 +17,6 @@ async function authenticator(key: SigningKey, auth: Record<string, unknown> = {}
     auth: { issuers: [{ issuer: ISSUER, jwks: { keys: [key.publicJwk] } }], participantId: 'participant1', ...auth },
   });
   return createAuthenticator(config, now === undefined ? {} : { now });
-}
-
-async function reasonOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return 'accepted';
-  } catch (error) {
-    if (error instanceof AuthFailure) return error.reason;
-    throw error;
-  }
 }
 
 describe('authenticator', () => {

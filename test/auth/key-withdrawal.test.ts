@@ -5,11 +5,11 @@
 // from the server without that key (which clears the cache), and only then is the check let go.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createAuthenticator, type Authenticator } from '../../src/auth/authenticator.js';
-import { AuthFailure } from '../../src/auth/failure.js';
 import { RemoteKeySet } from '../../src/auth/key-set.js';
 import { validateGatewayConfig } from '../../src/config/load.js';
 import { startJwksServer, type JwksServer } from './support/jwks-server.js';
 import { sign, signingKey, type SigningKey } from './support/keys.js';
+import { reasonOf } from './support/outcome.js';
 
 const ISSUER = 'https://idp.example.com';
 
@@ -19,16 +19,6 @@ afterEach(async () => {
   await opened?.jwks.close();
   opened = undefined;
 });
-
-async function reasonOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return 'accepted';
-  } catch (error) {
-    if (error instanceof AuthFailure) return error.reason;
-    throw error;
-  }
-}
 
 interface HeldCheck {
   /** Resolves once a check has resolved its key and is waiting. */
@@ -79,16 +69,21 @@ async function publish(auth: Authenticator, jwks: JwksServer, keySet: RemoteKeyS
   expect(cleared).toHaveBeenCalledTimes(1);
 }
 
+/** A token signed with k1, whose next check the test holds; `withdraw` publishes k2 alone. */
+async function withdrawnDuringCheck() {
+  const [k1, k2] = await Promise.all([signingKey('ES256'), signingKey('ES256')]);
+  const { auth, keySet, jwks } = await authenticatorOver([k1, k2]);
+  const token = await sign(k1, { iss: ISSUER });
+  return { auth, token, hold: holdNextCheck(keySet), withdraw: () => publish(auth, jwks, keySet, [k2]) };
+}
+
 describe('a key withdrawn while a token signed with it is being checked', () => {
   it('leaves the token out of the cache: its next use is refused', async () => {
-    const [k1, k2] = await Promise.all([signingKey('ES256'), signingKey('ES256')]);
-    const { auth, keySet, jwks } = await authenticatorOver([k1, k2]);
-    const token = await sign(k1, { iss: ISSUER });
-    const hold = holdNextCheck(keySet);
+    const { auth, token, hold, withdraw } = await withdrawnDuringCheck();
 
     const first = auth.authenticate(token);
     await hold.held;
-    await publish(auth, jwks, keySet, [k2]); // k1 withdrawn
+    await withdraw(); // k1 withdrawn
     hold.release();
 
     // The check in flight ends with the key it had resolved; its outcome is not kept.
@@ -98,15 +93,12 @@ describe('a key withdrawn while a token signed with it is being checked', () => 
   });
 
   it('leaves it out of the connection\'s memo: the same connection\'s next call is refused', async () => {
-    const [k1, k2] = await Promise.all([signingKey('ES256'), signingKey('ES256')]);
-    const { auth, keySet, jwks } = await authenticatorOver([k1, k2]);
-    const token = await sign(k1, { iss: ISSUER });
+    const { auth, token, hold, withdraw } = await withdrawnDuringCheck();
     const connection = {};
-    const hold = holdNextCheck(keySet);
 
     const first = auth.principalOf(token, 'bearer token', connection, `Bearer ${token}`);
     await hold.held;
-    await publish(auth, jwks, keySet, [k2]);
+    await withdraw();
     hold.release();
 
     await expect(first).resolves.toMatchObject({ subject: 'alice' });
@@ -115,14 +107,11 @@ describe('a key withdrawn while a token signed with it is being checked', () => 
   });
 
   it('does not let a call that arrives after the withdrawal join the check in flight', async () => {
-    const [k1, k2] = await Promise.all([signingKey('ES256'), signingKey('ES256')]);
-    const { auth, keySet, jwks } = await authenticatorOver([k1, k2]);
-    const token = await sign(k1, { iss: ISSUER });
-    const hold = holdNextCheck(keySet);
+    const { auth, token, hold, withdraw } = await withdrawnDuringCheck();
 
     const first = auth.authenticate(token);
     await hold.held;
-    await publish(auth, jwks, keySet, [k2]);
+    await withdraw();
     const second = reasonOf(auth.authenticate(token)); // checked against the keys published now
     hold.release();
 

@@ -1,26 +1,19 @@
 // Readiness and shutdown under load: a participant whose connections are all busy is still ready,
 // and shutdown ends within its grace whatever is still running upstream.
-import { afterEach, describe, expect, it } from 'vitest';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { describe, expect, it } from 'vitest';
+import { startGateway } from '../helpers/gateway.js';
+import { perTest } from '../helpers/per-test.js';
+import { startRecordingUpstream } from '../helpers/recording-upstream.js';
 import { startHoldingUpstream } from '../protection/support.js';
 
-let gw: RunningGateway | undefined;
-let upstream: RecordingUpstream | undefined;
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-  gw = undefined;
-  upstream = undefined;
-});
+const current = perTest();
 
 describe('readiness and shutdown', () => {
   it('keeps probing the participant while every traffic connection is busy: the probe has its own', async () => {
-    const holding = await startHoldingUpstream();
-    upstream = holding;
+    const holding = current.upstream = await startHoldingUpstream();
     // A probe every 200 ms; one queued behind busy traffic connections would not get through.
-    gw = await startGateway(holding.url, { upstream: { connections: 2, readinessIntervalMs: 200 } });
-    const busy = [0, 1, 2].map(() => fetch(`${gw!.url}/v2/state/ledger-end`, { headers: gw!.auth() }).then((r) => r.arrayBuffer(), () => undefined));
+    const gw = current.gw = await startGateway(holding.url, { upstream: { connections: 2, readinessIntervalMs: 200 } });
+    const busy = [0, 1, 2].map(() => fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() }).then((r) => r.arrayBuffer(), () => undefined));
     await expect.poll(() => holding.held.length, { timeout: 5_000 }).toBe(2); // the pool is full, a third call queued
     const probesBefore = holding.probes.length;
     await new Promise((resolve) => setTimeout(resolve, 1_000)); // several probe intervals
@@ -38,14 +31,14 @@ describe('readiness and shutdown', () => {
   });
 
   it('ends within shutdown.graceMs while a version refresh still waits on the participant', async () => {
-    upstream = await startRecordingUpstream(() => undefined); // accepts every call, answers none
-    gw = await startGateway(upstream.url, { shutdown: { graceMs: 500 }, upstream: { timeoutMs: 20_000 } });
+    const upstream = current.upstream = await startRecordingUpstream(() => undefined); // accepts every call, answers none
+    const gw = current.gw = await startGateway(upstream.url, { shutdown: { graceMs: 500 }, upstream: { timeoutMs: 20_000 } });
     const pending = fetch(`${gw.url}/v2/version`, { headers: gw.auth() }).catch(() => 'cut');
-    await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
+    await expect.poll(() => upstream.requests.length, { timeout: 5_000 }).toBe(1);
     const started = Date.now();
     await gw.gateway.shutdown();
     expect(Date.now() - started).toBeLessThan(2_500); // the grace, then everything upstream is aborted
     expect(await pending).toBe('cut');
-    gw = undefined; // already closed
+    current.gw = undefined; // already closed
   });
 });

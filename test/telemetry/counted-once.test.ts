@@ -1,18 +1,12 @@
 // Every call is counted exactly once, also those refused before any stage runs and those whose
 // client fails them mid-request.
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { perTest } from '../helpers/per-test.js';
+import { startRecordingUpstream } from '../helpers/recording-upstream.js';
 
-let gw: RunningGateway | undefined;
-let upstream: RecordingUpstream | undefined;
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-  gw = undefined;
-  upstream = undefined;
-});
+const current = perTest();
 
 /** The request counter's series as `labels => count`, read from the gateway's /metrics text. */
 async function requestSeries(gateway: RunningGateway): Promise<Map<string, number>> {
@@ -38,8 +32,8 @@ function sendRaw(base: string, bytes: string, endAfterMs: number): Promise<strin
 
 describe('counted once', () => {
   it('answers a request target that does not decode in Canton\'s shape, and counts it', async () => {
-    upstream = await startRecordingUpstream();
-    gw = await startGateway(upstream.url);
+    const upstream = current.upstream = await startRecordingUpstream();
+    const gw = current.gw = await startGateway(upstream.url);
     const response = await fetch(`${gw.url}/v2/%zz`, { headers: gw.auth() });
     expect(response.status).toBe(400);
     const body = await response.json() as Record<string, unknown>;
@@ -50,24 +44,24 @@ describe('counted once', () => {
   });
 
   it('counts an answer the participant broke off as such, with its status, not as the client leaving', async () => {
-    upstream = await startRecordingUpstream((_request, response) => {
+    const upstream = current.upstream = await startRecordingUpstream((_request, response) => {
       response.writeHead(200, { 'content-type': 'application/json', 'content-length': 1000 });
       response.write('{"offset":');
       setTimeout(() => response.destroy(), 100);
     });
-    gw = await startGateway(upstream.url);
+    const gw = current.gw = await startGateway(upstream.url);
     await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() }).then((r) => r.text()).catch(() => 'cut');
-    await expect.poll(async () => [...(await requestSeries(gw!))], { timeout: 5_000 })
+    await expect.poll(async () => [...(await requestSeries(gw))], { timeout: 5_000 })
       .toEqual([['operation="getV2StateLedger-end",method="GET",status="200",error_code="UPSTREAM_ANSWER_BROKEN"', 1]]);
   });
 
   it('counts a call whose client leaves mid-body once, as the client leaving', async () => {
-    upstream = await startRecordingUpstream();
-    gw = await startGateway(upstream.url);
+    const upstream = current.upstream = await startRecordingUpstream();
+    const gw = current.gw = await startGateway(upstream.url);
     const head = ['POST /v2/commands/async/submit HTTP/1.1', 'Host: gw', `Authorization: ${gw.auth().authorization!}`,
       'Content-Type: application/json', 'Content-Length: 100', '', '{"commands":'].join('\r\n');
     await sendRaw(gw.url, head, 200);
-    await expect.poll(async () => [...(await requestSeries(gw!)).values()].reduce((a, b) => a + b, 0), { timeout: 5_000 }).toBeGreaterThan(0);
+    await expect.poll(async () => [...(await requestSeries(gw)).values()].reduce((a, b) => a + b, 0), { timeout: 5_000 }).toBeGreaterThan(0);
     await new Promise((resolve) => setTimeout(resolve, 300)); // a second count would have landed by now
     const series = [...(await requestSeries(gw))];
     expect(series).toEqual([['operation="postV2CommandsAsyncSubmit",method="POST",status="499",error_code="CLIENT_CLOSED_REQUEST"', 1]]);
