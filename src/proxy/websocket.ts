@@ -76,7 +76,22 @@ function writeRefusal(socket: Duplex, error: GatewayError, correlationId: string
     `traceresponse: ${traceresponse}`,
     ...Object.entries(error.headers).map(([name, value]) => `${name}: ${value}`),
   ];
-  socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
+  endRefusal(socket, `${headers.join('\r\n')}\r\n\r\n${body}`);
+}
+
+/** How long a refused upgrade's socket may take to hand over its answer before it is destroyed. */
+const REFUSAL_FLUSH_MS = 5_000;
+
+/**
+ * Ends a refused upgrade's connection. The API server keeps sockets half-open, so `end()` alone
+ * left it open until the client closed its side: holding a protection slot (released on close)
+ * and keeping shutdown waiting. Destroyed once the answer is flushed, or after REFUSAL_FLUSH_MS.
+ */
+function endRefusal(socket: Duplex, answer?: string): void {
+  const timer = setTimeout(() => socket.destroy(), REFUSAL_FLUSH_MS).unref();
+  socket.once('close', () => clearTimeout(timer));
+  if (answer === undefined) socket.end(() => socket.destroy());
+  else socket.end(answer, () => socket.destroy());
 }
 
 /** Headers the gateway frames itself when it passes the participant's answer to an upgrade on. */
@@ -107,6 +122,8 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
   const tls = base.protocol === 'https:' ? upstreamTlsOptions(options.config.upstream.tls) : {};
   const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
   const tunnels = new Set<Duplex>();
+  // Upgrades not yet tunnelled or refused (stages or the participant's answer pending), for shutdown.
+  const upgrading = new Set<Duplex>();
 
   function handleUpgrade(request: http.IncomingMessage, socket: Duplex, head: Buffer): void {
     const started = performance.now();
@@ -118,6 +135,8 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
     const traceparent = formatTraceparent(trace);
     let operation: Operation = UNKNOWN_OPERATION;
     socket.on('error', () => socket.destroy());
+    upgrading.add(socket);
+    socket.once('close', () => upgrading.delete(socket));
     // The API server keeps sockets half-open: a client that sends FIN before the tunnel opens has
     // given up, and nothing would close its socket until the upstream timeout.
     const onGiveUp = () => socket.destroy();
@@ -203,7 +222,8 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         });
         response.once('close', () => finish(status, status >= 400 ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES) : null));
         response.on('error', () => socket.destroy());
-        response.pipe(socket);
+        response.pipe(socket, { end: false });
+        response.once('end', () => endRefusal(socket));
       });
       upstream.once('upgrade', (response, upstreamSocket, upstreamHead) => {
         socket.off('close', onClientGone);
@@ -217,6 +237,7 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         if (upstreamHead.length > 0) socket.write(upstreamHead);
         if (head.length > 0) upstreamSocket.write(head);
         socket.off('end', onGiveUp); // from here on, a half-close goes through the tunnel
+        upgrading.delete(socket);
         tunnels.add(socket);
         const close = () => {
           tunnels.delete(socket);
@@ -246,8 +267,9 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
       return tunnels.size;
     },
     closeAll() {
-      for (const socket of tunnels) socket.destroy();
+      for (const socket of [...tunnels, ...upgrading]) socket.destroy();
       tunnels.clear();
+      upgrading.clear();
     },
   };
 }

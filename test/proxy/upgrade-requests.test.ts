@@ -160,6 +160,30 @@ describe('requests with an Upgrade header', () => {
     await expect.poll(series, { timeout: 5_000 }).toEqual(['operation="onV2Updates",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST" 1']);
   });
 
+  it('closes a refused upgrade itself, even when the client keeps its side open: its slot comes back, shutdown does not wait', async () => {
+    const { url } = await startUpgradeParticipant((socket) => socket.end(SWITCH));
+    gw = await startGateway(url, { protection: { maxInFlight: 1 }, policy: { rules: { onV2Updates: [{ subjects: ['admin'] }] } }, shutdown: { graceMs: 500 } });
+    const { hostname, port } = new URL(gw.url);
+    const lingering = net.connect({ host: hostname, port: Number(port), allowHalfOpen: true }); // reads, never ends its side
+    const answered = new Promise<string>((resolve) => {
+      let text = '';
+      lingering.on('data', (data) => { text += data.toString('latin1'); });
+      lingering.once('end', () => resolve(text));
+    });
+    lingering.write(upgradeHead('/v2/updates', gw.auth().authorization!)); // alice: denied by the rule
+    try {
+      expect(await answered).toMatch(/^HTTP\/1.1 403 /);
+      // The process-wide slot the upgrade held is free again: the next call is served.
+      await expect.poll(async () => (await fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() })).status, { timeout: 3_000 }).toBe(200);
+      const started = Date.now();
+      await gw.gateway.shutdown();
+      expect(Date.now() - started).toBeLessThan(2_000);
+      gw = undefined;
+    } finally {
+      lingering.destroy();
+    }
+  });
+
   it('cuts off a refusal whose body stalls, without splicing a second answer after it', async () => {
     const { url } = await startUpgradeParticipant((socket) => socket.write('HTTP/1.1 400 Bad Request\r\nContent-Length: 30\r\n\r\nbad'));
     gw = await startGateway(url, { upstream: { timeoutMs: 1_000 } });
