@@ -139,7 +139,7 @@ export const Errors = {
   GATEWAY_ROUTE_NOT_EXPOSED: defineError('GATEWAY_ROUTE_NOT_EXPOSED', 11, GrpcCode.NOT_FOUND,
     'The path is outside /v2 and not exposed by the gateway (the participant\'s /livez, /readyz and /docs are hidden unless configured).'),
   GATEWAY_INVALID_PATH: defineError('GATEWAY_INVALID_PATH', 8, GrpcCode.INVALID_ARGUMENT,
-    'The request target is not a plain origin-form path (dot segments, encoded dot segments, backslashes or absolute-form).'),
+    'The request target is not a plain origin-form path (dot segments, encoded dot segments, backslashes, empty segments, a fragment, or absolute-form).'),
   GATEWAY_RESOURCE_EXHAUSTED: defineError('GATEWAY_RESOURCE_EXHAUSTED', 2, GrpcCode.RESOURCE_EXHAUSTED,
     'A rate limit or concurrency cap (protection.*) for this caller, this operation or the whole gateway is reached; context.limit names it, Retry-After says when to retry.'),
   GATEWAY_PROTECTION_UNAVAILABLE: defineError('GATEWAY_PROTECTION_UNAVAILABLE', 1, GrpcCode.UNAVAILABLE,

@@ -43,11 +43,15 @@ const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
 
 /**
  * Why a request target is refused, or undefined when it is a plain origin-form path. Dot segments
- * (raw or percent-encoded), empty segments and backslashes are refused so that no path reaches another route
+ * (raw or percent-encoded), empty segments, backslashes and fragments are refused so that no path reaches another route
  * upstream than the one the catalogue matched here (RFC 3986 §5.2.4; issue: path tricks).
  */
 export function requestTargetProblem(url: string): string | undefined {
   if (url.charCodeAt(0) !== 47 /* / */) return 'the request target is not an origin-form path';
+  // A fragment is no part of a request target (RFC 9112 §3.2.1): Node's parser lets it through,
+  // pekko-http refuses it. Matched with it, `/v2/users#x` would be `unknown` here while a hop that
+  // drops fragments would deliver it to getV2Users.
+  if (url.includes('#')) return 'the request target contains a fragment (#)';
   const path = pathOf(url);
   const encoded = path.includes('%');
   if (path.includes('\\') || (encoded && /%5c/i.test(path))) return 'the path contains a backslash';

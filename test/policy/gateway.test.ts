@@ -209,6 +209,18 @@ describe('authorization per operation', () => {
     expect(upstream!.requests).toHaveLength(1);
   });
 
+  it('governs /v2 paths outside the catalogue as operation unknown: forwarded by default, refused by a deny rule', async () => {
+    await start();
+    expect((await send('GET', '/v2/some-newer-route', undefined)).status).toBe(200);
+    expect(upstream!.requests.map((r) => r.url)).toEqual(['/v2/some-newer-route']);
+    await gw!.close();
+    await upstream!.close();
+    await start({ policy: { rules: { unknown: [{ effect: 'deny', anyAuthenticated: true }] } } });
+    await expectRefusal(await send('GET', '/v2/some-newer-route', undefined), 403, 'NA', -1, 7);
+    await expectRefusal(await send('PUT', '/v2/users', '{}'), 403, 'NA', -1, 7);
+    expect((await send('GET', '/v2/state/ledger-end', undefined)).status).toBe(200);
+  });
+
   it('authorizes before the version cache: a caller no rule allows never sees a cached answer', async () => {
     await start({ policy: { rules: { getVersion: [{ subjects: ['alice'] }] } } });
     const alice = await gw!.issuer.mint({ sub: 'alice' });

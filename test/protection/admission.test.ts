@@ -154,7 +154,12 @@ describe('admission when the shared store fails', () => {
     expect(refused.headers['retry-after']).toBe('1');
     expect(protection.inFlight).toBe(0);
     expect(failures).toEqual(['closed']);
-    // An operation without limits never asks the store.
-    expect(() => protection.admit('getV2Parties', 'p:alice')).not.toThrow();
+    // An operation without limits never asks the store: admitted at once, synchronously.
+    const admitted = protection.admit('getV2Parties', 'p:alice');
+    expect(admitted).toBeTypeOf('function');
+    expect(protection.inFlight).toBe(1);
+    (admitted as () => void)();
+    expect(protection.inFlight).toBe(0);
+    expect(failures).toEqual(['closed']);
   });
 });
