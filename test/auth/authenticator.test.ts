@@ -59,7 +59,7 @@ describe('authenticator', () => {
     expect(auth.signatureChecks).toBe(1);
   });
 
-  it('does not remember refusals that pass later (lifetime) or ones where the check never ran', async () => {
+  it('does not remember a refusal that may pass later (a lifetime over the limit)', async () => {
     const key = await signingKey('ES256');
     const auth = await authenticator(key);
     const longLived = await sign(key, { iss: ISSUER, exp: nowSeconds() + 3_600 });

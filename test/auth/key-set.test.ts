@@ -1,6 +1,6 @@
 // RemoteKeySet against a real JWKS server on 127.0.0.1.
 import { generateKeyPairSync } from 'node:crypto';
-import type { JWK } from 'jose';
+import { exportJWK, type JWK } from 'jose';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuthFailure } from '../../src/auth/failure.js';
 import { MAX_JWKS_BYTES, RemoteKeySet, type RemoteKeySetOptions } from '../../src/auth/key-set.js';
@@ -23,6 +23,14 @@ function remote(url: string, options: Partial<RemoteKeySetOptions> = {}): Remote
 
 const header = (kid: string, alg = 'ES256') => ({ alg, kid });
 
+/** The public point of the key a kid resolved to: the one the JWKS served under that kid, not merely some key. */
+async function resolvedPoint(keys: RemoteKeySet, kid: string): Promise<string | undefined> {
+  const key = await keys.resolve(header(kid), undefined as never);
+  const { x } = await exportJWK(key);
+  expect(x).toMatch(/^[\w-]{43}$/); // a P-256 point: these tests use ES256 keys only
+  return x;
+}
+
 async function failureOf(promise: Promise<unknown>): Promise<string> {
   try {
     await promise;
@@ -40,7 +48,7 @@ describe('RemoteKeySet', () => {
     const keys = remote(server.jwksUrl, { onFetch: (result) => results.push(result) });
     expect(keys.ready()).toBe(false);
     keys.start();
-    await expect(keys.resolve(header(key.kid), undefined as never)).resolves.toBeDefined();
+    expect(await resolvedPoint(keys, key.kid)).toBe(key.publicJwk.x);
     expect(keys.ready()).toBe(true);
     expect(results).toEqual(['success']);
     expect(server.requests).toBe(1);
@@ -54,7 +62,7 @@ describe('RemoteKeySet', () => {
     const log = { warn: (object: object, message: string) => warnings.push({ object, message }), info: () => undefined };
     const keys = remote(server.jwksUrl, { log });
     keys.start();
-    await expect(keys.resolve(header('ok'), undefined as never)).resolves.toBeDefined();
+    expect(await resolvedPoint(keys, 'ok')).toBe(ok.publicJwk.x);
     expect(warnings).toEqual([{ object: { issuer: 'https://idp', kids: ['short'] }, message: 'JWKS holds RSA keys under 2048 bits: tokens signed with them are refused (bad_signature)' }]);
   });
 
@@ -66,7 +74,7 @@ describe('RemoteKeySet', () => {
     await new Promise((resolve) => setTimeout(resolve, 350));
 
     server.setKeys([next.publicJwk, old.publicJwk]); // rotation at the identity provider
-    await expect(keys.resolve(header(next.kid), undefined as never)).resolves.toBeDefined();
+    expect(await resolvedPoint(keys, next.kid)).toBe(next.publicJwk.x);
     expect(server.requests).toBe(2);
 
     // Within the cooldown, an unknown kid costs no fetch.
@@ -86,7 +94,7 @@ describe('RemoteKeySet', () => {
     for (const behaviour of [{ down: true }, { status: 503 }, { body: 'not json' }, { body: '{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}' }]) {
       server.setBehaviour(behaviour);
       expect(await keys.refresh()).toBe(false);
-      await expect(keys.resolve(header(key.kid), undefined as never)).resolves.toBeDefined();
+      expect(await resolvedPoint(keys, key.kid)).toBe(key.publicJwk.x);
       expect(keys.ready()).toBe(true);
     }
     expect(results).toEqual(['success', 'failure', 'failure', 'failure', 'failure']);
@@ -115,7 +123,7 @@ describe('RemoteKeySet', () => {
     expect(await failureOf(keys.resolve(header(key.kid), undefined as never))).toBe('keys_unavailable');
     server.setBehaviour({});
     await new Promise((resolve) => setTimeout(resolve, 150));
-    await expect(keys.resolve(header(key.kid), undefined as never)).resolves.toBeDefined();
+    expect(await resolvedPoint(keys, key.kid)).toBe(key.publicJwk.x);
   });
 
   it('retries a failed fetch after the cooldown and refreshes on schedule', async () => {

@@ -106,6 +106,8 @@ describe('tracing without an exporter', () => {
     await forwarded.arrayBuffer();
     const sent = traceparents(upstream.requests[0]!);
     expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatch(TRACEPARENT);
+    expect(forwarded.headers.get('traceresponse')).toMatch(TRACEPARENT);
     expect(TRACEPARENT.exec(sent[0]!)?.[1]).toBe(TRACEPARENT.exec(forwarded.headers.get('traceresponse') ?? '')?.[1]);
 
     const refused = await fetch(`${gw.url}/v2/version`);
