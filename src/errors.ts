@@ -237,3 +237,8 @@ export class GatewayError extends Error {
     this.reason = options.reason;
   }
 }
+
+/** The same refusal, sent before the client's body was fully read: the connection cannot be reused (RFC 9112 §9.3). */
+export function closingConnection(error: GatewayError): GatewayError {
+  return new GatewayError(error.definition, error.details, { headers: { ...error.headers, connection: 'close' }, reason: error.reason, cause: error.cause });
+}

@@ -28,7 +28,7 @@ export const AdminSchema = Section({
 
 export const UpstreamSchema = Section({
   url: Type.String({ minLength: 1, default: 'sandbox', description: '"sandbox" starts the embedded sandbox ledger (development only); otherwise the participant\'s JSON API base URL (http or https, no user information, query or fragment), e.g. http://127.0.0.1:7575.' }),
-  timeoutMs: Milliseconds(30_000, 'Bound on one upstream call: until the answer\'s headers, and between two chunks of its body.'),
+  timeoutMs: Milliseconds(30_000, 'Bound on one upstream call: until the answer\'s headers (the wait for a free connection included), between two chunks of its body, and on a client that stops reading the answer.'),
   operationTimeoutsMs: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1, maximum: 24 * 3600 * 1000 }), { default: {}, description: 'Per-operation overrides of timeoutMs, by operation name (checked at start), e.g. { submitAndWaitForTransaction: 60000 }; for a WebSocket channel, the bound on the participant\'s answer to the upgrade.' }),
   connectTimeoutMs: Milliseconds(5_000, 'Bound on opening a connection to the participant.'),
   connections: Type.Integer({ minimum: 1, maximum: 4096, default: 128, description: 'Most keep-alive connections in the pool to the participant.' }),

@@ -9,7 +9,7 @@
 // exactly the value the participant would decode. A media type is therefore never refused; only a
 // charset the gateway cannot read as the participant would is (415).
 import type { IncomingMessage } from 'node:http';
-import { Errors, GatewayError } from '../errors.js';
+import { closingConnection, Errors, GatewayError } from '../errors.js';
 import { tooLarge } from '../proxy/forward.js';
 
 export interface BodyLimits {
@@ -23,10 +23,6 @@ function malformed(cause: string, headers: Record<string, string> = {}): Gateway
   return new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause }, { headers });
 }
 
-/** A refusal sent before the body is fully read: the connection cannot be reused. */
-function closing(error: GatewayError): GatewayError {
-  return new GatewayError(error.definition, error.details, { headers: { ...error.headers, connection: 'close' }, reason: error.reason });
-}
 
 /**
  * Reads the whole request body into one Buffer. A declared Content-Length above the limit is
@@ -35,7 +31,7 @@ function closing(error: GatewayError): GatewayError {
  */
 export function readRequestBody(raw: IncomingMessage, limits: BodyLimits): Promise<Buffer> {
   const declared = raw.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limits.maxBytes) return Promise.reject(closing(tooLarge(limits.maxBytes)));
+  if (declared !== undefined && Number(declared) > limits.maxBytes) return Promise.reject(closingConnection(tooLarge(limits.maxBytes)));
   if (raw.readableEnded) return Promise.resolve(Buffer.alloc(0));
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -55,16 +51,16 @@ export function readRequestBody(raw: IncomingMessage, limits: BodyLimits): Promi
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limits.maxBytes) finish(closing(tooLarge(limits.maxBytes)));
+      if (size > limits.maxBytes) finish(closingConnection(tooLarge(limits.maxBytes)));
       else chunks.push(chunk);
     };
     const onEnd = () => finish(undefined);
-    const onError = () => finish(closing(malformed('The request body could not be read: the client connection failed.')));
+    const onError = () => finish(closingConnection(malformed('The request body could not be read: the client connection failed.')));
     const onClose = () => {
-      if (!raw.readableEnded) finish(closing(malformed('The request body ended before it was complete.')));
+      if (!raw.readableEnded) finish(closingConnection(malformed('The request body ended before it was complete.')));
     };
     const timer = setTimeout(() => {
-      finish(closing(malformed(`The request body was not received within ${limits.timeoutMs} ms (policy.bodyReadTimeoutMs).`)));
+      finish(closingConnection(malformed(`The request body was not received within ${limits.timeoutMs} ms (policy.bodyReadTimeoutMs).`)));
     }, limits.timeoutMs);
     raw.on('data', onData);
     raw.on('end', onEnd);

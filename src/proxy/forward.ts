@@ -13,7 +13,7 @@ import { propagation } from '@opentelemetry/api';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
-import { Errors, GatewayError } from '../errors.js';
+import { closingConnection, Errors, GatewayError } from '../errors.js';
 import { onResponseClose } from '../response-close.js';
 import { gatewayHeaders, writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
@@ -88,6 +88,20 @@ const CONNECTION_LOST: ReadonlySet<string> = new Set(['UND_ERR_SOCKET', 'ECONNRE
 const CLIENT_LEFT = Object.assign(new Error('the client left'), { code: 'CLIENT_LEFT' });
 /** The reason a call is aborted when its answer cannot be passed on (already refused). */
 const ANSWER_REFUSED = Object.assign(new Error('the answer cannot be passed on'), { code: 'BAD_ANSWER' });
+/** The reason a call is aborted when its client stopped reading the answer for the call's timeout. */
+const CLIENT_STALLED = Object.assign(new Error('the client stopped reading'), { code: 'CLIENT_STALLED' });
+/** The reason a call is aborted when it waited for a free connection past its timeout (already answered 503). */
+const QUEUE_EXPIRED = Object.assign(new Error('no connection became free in time'), { code: 'QUEUE_TIMEOUT' });
+
+/** How often calls waiting for a free upstream connection are checked against their deadline. */
+const QUEUE_SWEEP_MS = 100;
+
+/** A call waiting in the pool's queue (every connection busy): undici's own timeouts start only once it is written. */
+interface QueuedCall {
+  readonly deadline: number;
+  expire(): void;
+}
+
 
 /** Keeps an error body's first bytes (the answer itself passes on unchanged). */
 function keep(capture: { chunks: Buffer[]; size: number; truncated: boolean }, chunk: Buffer): void {
@@ -146,6 +160,23 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const traceHeaders = options.replacesTraceContext
     ? new Set(propagation.fields().map((name) => name.toLowerCase()))
     : options.traceparentOf !== undefined ? new Set(['traceparent']) : undefined;
+  // Calls that found every connection busy wait in undici's queue, where no timeout of its own runs
+  // (headersTimeout starts once a call is written): upstream.timeoutMs bounds that wait too.
+  const waiting = new Set<QueuedCall>();
+  // Calls handed to the pool and not yet ended: more than its connections, and the newest wait.
+  let dispatched = 0;
+  const connections = config.upstream.connections;
+  const sweeper = setInterval(() => {
+    if (waiting.size === 0) return;
+    const now = performance.now();
+    for (const call of waiting) {
+      if (call.deadline > now) continue;
+      waiting.delete(call);
+      call.expire();
+    }
+  }, QUEUE_SWEEP_MS);
+  sweeper.unref();
+
   const dropped = (drop: ReadonlySet<string> | undefined) => (traceHeaders === undefined ? drop : drop === undefined ? traceHeaders : new Set([...drop, ...traceHeaders]));
 
   /**
@@ -185,6 +216,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         headers: headersFor(request, VERSION_FETCH_DROPPED),
         headersTimeout: timeout,
         bodyTimeout: timeout,
+        // Also bounds the wait for a free connection, which headersTimeout does not cover.
+        signal: AbortSignal.timeout(timeout),
       });
     } catch (error) {
       throw upstreamFailure(error);
@@ -226,6 +259,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       // A declared length is enforced by Node's parser; a chunked body is counted as it streams.
       body = declared !== undefined ? raw : raw.pipe(new BodyLimit(bodyLimit));
     }
+    // The client's body streams upstream as it arrives (not read whole by a rule-checked route).
+    const streamed = body !== undefined && body !== request.rawBody;
     const timeout = timeouts[request.operation.name] ?? defaultTimeout;
     const dispatch: Dispatcher.DispatchOptions = {
       path: basePath + raw.url!,
@@ -245,37 +280,75 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       let controller: Dispatcher.DispatchController | undefined;
       let clientLeft = false;
       let answering = false;
+      let queued: QueuedCall | undefined;
+      let expired = false;
+      let stalled = false;
+      let stallTimer: NodeJS.Timeout | undefined;
       // The error body's first bytes, for the error code (4xx/5xx answers only).
       let capture: { chunks: Buffer[]; size: number; truncated: boolean; contentType: string | undefined } | undefined;
 
       // A client that goes away cancels the upstream call, before or during the answer (a submit
       // still in flight is the participant's to finish; we stop waiting for it).
       onResponseClose(res, () => {
+        if (stallTimer !== undefined) clearTimeout(stallTimer);
         if (res.writableFinished) return;
         clientLeft = true;
         controller?.abort(CLIENT_LEFT);
       });
-      const resume = () => controller?.resume();
+      const resume = () => {
+        if (stallTimer !== undefined) {
+          clearTimeout(stallTimer);
+          stallTimer = undefined;
+        }
+        controller?.resume();
+      };
+      // Only the error paths and a call that has to wait make closures of their own (none on the hot path).
+      const fail = (error: GatewayError) => reject(streamed && !raw.complete ? closingConnection(error) : error);
+      // A call dispatched while every connection is busy waits in the pool's queue: its deadline is
+      // checked by the sweeper. (Only then: undici starts even a call on an idle connection a tick
+      // later, and tracking every call cost 13% to 16% of a proxied GET's CPU, paired; so did asking
+      // the pool, whose stats count every connection.)
+      const waitIfQueued = () => {
+        if (controller !== undefined || expired) return;
+        waiting.add(queued = {
+          deadline: started + timeout,
+          expire: () => {
+            queued = undefined;
+            expired = true;
+            if (clientLeft) resolve(); // nobody to answer
+            else fail(new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'No connection to the participant became free in time.' }, { reason: `QUEUE_TIMEOUT: every one of the ${config.upstream.connections} upstream connections stayed busy for ${timeout} ms` }));
+          },
+        });
+      };
 
       const handler: Dispatcher.DispatchHandler = {
         onRequestStart(current) {
           controller = current;
-          if (clientLeft) current.abort(CLIENT_LEFT);
+          if (queued !== undefined) {
+            waiting.delete(queued);
+            queued = undefined;
+          }
+          if (expired) current.abort(QUEUE_EXPIRED); // already answered: never sent
+          else if (clientLeft) current.abort(CLIENT_LEFT);
         },
         onResponseStart(current, statusCode, headers) {
           if (statusCode < 200) return; // informational (103 Early Hints): the final answer follows
           options.onUpstreamTiming?.(request, (performance.now() - started) / 1000);
           if (statusCode > 599) {
             current.abort(ANSWER_REFUSED);
-            reject(upstreamFailure(Object.assign(new Error(`upstream answered status ${statusCode}`), { code: 'BAD_STATUS' })));
+            fail(upstreamFailure(Object.assign(new Error(`upstream answered status ${statusCode}`), { code: 'BAD_STATUS' })));
             return;
           }
           try {
             // The participant's headers win over the gateway's own on a clash.
-            writeAnswerHead(reply, statusCode, clientResponseHeaders(headers, gatewayHeaders(request, reply, replyHeaders)));
+            const head = clientResponseHeaders(headers, gatewayHeaders(request, reply, replyHeaders));
+            // Answered before the client finished sending its body (a refusal of an upload, say):
+            // the rest of it would be read as the connection's next request (RFC 9112 §9.3).
+            if (streamed && !raw.complete) head.connection = 'close';
+            writeAnswerHead(reply, statusCode, head);
           } catch (error) {
             current.abort(ANSWER_REFUSED);
-            reject(upstreamFailure(Object.assign(new Error(`the participant's answer head cannot be sent on: ${(error as Error).message}`), { code: 'BAD_HEADERS' })));
+            fail(upstreamFailure(Object.assign(new Error(`the participant's answer head cannot be sent on: ${(error as Error).message}`), { code: 'BAD_HEADERS' })));
             return;
           }
           answering = true;
@@ -291,34 +364,47 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           if (!res.write(chunk)) {
             current.pause();
             res.once('drain', resume);
+            // A client that stops reading would hold the participant's connection (paused) for as
+            // long as it liked: after the call's timeout without progress, the answer is ended.
+            stallTimer ??= setTimeout(() => {
+              stallTimer = undefined;
+              stalled = true;
+              request.errorCode = ErrorCodeLabels.clientStalled;
+              controller?.abort(CLIENT_STALLED);
+              res.destroy();
+            }, timeout);
           }
         },
         onResponseEnd() {
+          dispatched--;
           if (!answering) return;
           if (capture !== undefined) request.errorCode = upstreamErrorCode(capture.contentType, Buffer.concat(capture.chunks, capture.size), capture.truncated);
           res.end();
         },
         onResponseError(_current, error) {
+          dispatched--;
           if (answering) {
-            if (!clientLeft) request.errorCode = ErrorCodeLabels.upstreamAnswerBroken; // counted as such, not as the client leaving
+            if (!clientLeft && !stalled) request.errorCode = ErrorCodeLabels.upstreamAnswerBroken; // counted as such, not as the client leaving
             res.destroy(); // the answer broke off: the client sees the connection end, not a complete answer
             return;
           }
+          if (expired || error === ANSWER_REFUSED) return; // already answered
           if (clientLeft) {
             resolve(); // nobody to answer
             return;
           }
-          if (error === ANSWER_REFUSED) return; // already rejected
           if (retries > 0 && CONNECTION_LOST.has((error as { code?: string }).code ?? '')) {
             retries--;
             controller = undefined;
             pool.dispatch(dispatch, handler);
+            if (++dispatched > connections) waitIfQueued();
             return;
           }
-          reject(upstreamFailure(error));
+          fail(upstreamFailure(error));
         },
       };
       pool.dispatch(dispatch, handler);
+      if (++dispatched > connections) waitIfQueued();
     });
   }
 
@@ -347,6 +433,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     // (a version refresh, a call whose client was cut at the end of the grace), so it is aborted,
     // not waited for; shutdown stays within shutdown.graceMs.
     close: async () => {
+      clearInterval(sweeper);
       await Promise.all([pool.destroy(), probeClient.destroy()]);
     },
   };

@@ -36,6 +36,8 @@ export const ErrorCodeLabels = {
   clientClosedRequest: 'CLIENT_CLOSED_REQUEST',
   /** The participant's answer broke off mid-body (the client saw its connection end): the participant's status. */
   upstreamAnswerBroken: 'UPSTREAM_ANSWER_BROKEN',
+  /** The client stopped reading its answer for the call's timeout and the gateway ended it: the participant's status. */
+  clientStalled: 'CLIENT_STALLED',
 } as const;
 
 /** Status recorded for a request whose client went away before the answer was complete. */

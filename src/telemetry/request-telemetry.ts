@@ -72,10 +72,11 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     // request.operation is still unset when the first stage refused the target (not exposed, bad path).
     const operation = (request.operation as typeof request.operation | null) ?? undefined;
     const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
-    // An answer the participant broke off ends the connection too, but it is not the client leaving.
-    const broken = clientLeft && request.errorCode === ErrorCodeLabels.upstreamAnswerBroken;
-    const status = clientLeft && !broken ? CLIENT_CLOSED_STATUS : reply.statusCode;
-    const code = broken ? ErrorCodeLabels.upstreamAnswerBroken : clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
+    // An answer the participant broke off, or one the gateway ended because its client stopped
+    // reading, ends the connection too, but it is not the client leaving.
+    const cut = clientLeft && (request.errorCode === ErrorCodeLabels.upstreamAnswerBroken || request.errorCode === ErrorCodeLabels.clientStalled);
+    const status = clientLeft && !cut ? CLIENT_CLOSED_STATUS : reply.statusCode;
+    const code = cut ? request.errorCode! : clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
     const seconds = (performance.now() - state.started) / 1000;
     metrics.observeRequest(operationName, request.method, status, code, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined);
 

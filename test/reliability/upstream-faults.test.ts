@@ -204,3 +204,100 @@ describe('upstream faults', () => {
     expect(received).toBe(total);
   });
 });
+
+describe('bounds on the client side of a call', () => {
+  /** A raw keep-alive client: everything it reads, and when its connection closes. */
+  function rawClient(port: number) {
+    const socket = net.connect(port, '127.0.0.1');
+    let text = '';
+    socket.on('data', (data: Buffer) => {
+      text += data.toString('latin1');
+    });
+    socket.on('error', () => undefined); // writes after the gateway closed: expected
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    return { socket, closed, text: () => text };
+  }
+
+  it('passes on the participant\'s early refusal of an upload and closes the connection: the rest of the body is never read as a next request', async () => {
+    // The participant refuses as soon as it has the head (as pekko-http does for a request it will not
+    // read), before the client has sent its body.
+    const server = http.createServer((request, response) => {
+      if (request.url === '/v2/version') return void response.end('{}');
+      response.writeHead(413, { 'content-type': 'application/json' });
+      response.end('{"code":"TOO_BIG"}');
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    gw = await startGateway(`http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, { server: { requestTimeoutMs: 1_500 } });
+    const client = rawClient(Number(new URL(gw.url).port));
+    const auth = Object.entries(gw.auth()).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    const length = 300 * 1024;
+    client.socket.write(`POST /v2/dars HTTP/1.1\r\nHost: gw\r\n${auth}Content-Type: application/octet-stream\r\nContent-Length: ${length}\r\n\r\n`);
+    client.socket.write(Buffer.alloc(64 * 1024, 'a'));
+    await expect.poll(() => client.text(), { timeout: 5_000 }).toContain('TOO_BIG');
+    // The client finishes its body and sends its next request on the same connection.
+    client.socket.write(Buffer.alloc(length - 64 * 1024, 'a'));
+    client.socket.write(`GET /v2/version HTTP/1.1\r\nHost: gw\r\n${auth}\r\n`);
+    await Promise.race([client.closed, new Promise((resolve) => setTimeout(resolve, 4_000))]);
+    client.socket.destroy();
+    const answers = client.text().match(/^HTTP\/1\.1 \d{3}/gm);
+    // One answer, saying the connection closes; not a second one (a 408 for a request that never
+    // ends, once server.requestTimeoutMs has passed, as the client's next request waits).
+    expect(answers).toEqual(['HTTP/1.1 413']);
+    expect(client.text()).toMatch(/\r\nconnection: close\r\n/i);
+  });
+
+  it('ends an answer whose client stopped reading once the call\'s timeout passes, freeing the participant\'s connection', async () => {
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    const total = 1024 * chunk.length; // 64 MiB: far more than the sockets' buffers hold
+    upstream = await startRecordingUpstream(async (request, response) => {
+      if (request.url !== '/v2/state/ledger-end') return answerJson(200, { version: '3.4.12' })(request, response);
+      response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(total) });
+      response.on('error', () => undefined);
+      for (let sent = 0; sent < total && !response.destroyed; sent += chunk.length) {
+        if (!response.write(chunk)) await new Promise((resolve) => { response.once('drain', resolve); response.once('close', resolve); });
+      }
+      response.end();
+    });
+    gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 500 } });
+    const client = rawClient(Number(new URL(gw.url).port));
+    client.socket.pause(); // never reads
+    client.socket.write(`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${Object.entries(gw.auth()).map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n`);
+    await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
+    // The one upstream connection is free again: the next call is served.
+    const next = await fetch(`${gw.url}/v2/parties`, { headers: gw.auth(), signal: AbortSignal.timeout(5_000) });
+    expect(next.status).toBe(200);
+    await next.arrayBuffer();
+    client.socket.destroy();
+    const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    expect(metrics).toMatch(/operation="getV2StateLedger-end",method="GET",status="200",error_code="CLIENT_STALLED"\} 1/);
+  });
+
+  it('bounds the wait for a free upstream connection by the call\'s timeout: 503, and the call is never sent later', async () => {
+    upstream = await startRecordingUpstream(async (request, response) => {
+      if (request.url !== '/v2/state/ledger-end') return answerJson(200, { parties: [] })(request, response);
+      // Busy for 2 s, but never silent long enough for the 500 ms timeout between chunks.
+      response.writeHead(200, { 'content-type': 'text/plain' });
+      for (let i = 0; i < 20; i++) {
+        response.write('.');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      response.end();
+    });
+    gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 500 } });
+    let firstDone = false;
+    const first = fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() }).then(async (response) => {
+      const text = await response.text();
+      firstDone = true;
+      return { status: response.status, text };
+    });
+    await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
+    const queued = await fetch(`${gw.url}/v2/parties`, { headers: gw.auth(), signal: AbortSignal.timeout(5_000) });
+    expect(firstDone).toBe(false); // answered while the only connection was still busy
+    expect(queued.status).toBe(503);
+    expect(await queued.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE', retryInfo: '1 second' });
+    expect(await first).toEqual({ status: 200, text: '.'.repeat(20) });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(upstream.requests.map((request) => request.url)).toEqual(['/v2/state/ledger-end']);
+  });
+});
