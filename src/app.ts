@@ -22,7 +22,7 @@ import { createPolicyStage } from './policy/stage.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy, webSocketOperationOf } from './proxy/websocket.js';
 import { stageHook, type Stage } from './stage-runner.js';
-import { resolveOperation, traceIdOf, type Principal } from './request-context.js';
+import { framingProblem, framingRefusal, resolveOperation, traceIdOf, type Principal } from './request-context.js';
 import { createLogger, requestLineWriter } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
@@ -151,6 +151,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       // seen on the response's close), and such a request is bodiless to the gateway's own body
       // tests too (forward.ts hasBody, json-body.ts readRequestBody).
       optimizeEmptyRequests: true,
+      // A request without Host gets the gateway's coded 400 (request context stage), not Node's bare one.
+      requireHostHeader: false,
       // Only a WebSocket stream becomes an upgrade (websocket.ts webSocketOperationOf); any other
       // request with an Upgrade header is served as the plain call it is, with its route's stages,
       // as the participant serves it (Node 24.9+; older versions refuse those in handleUpgrade).
@@ -208,6 +210,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
 
   // Stage 0: request context: the operation from the route catalogue and a clean target.
   const requestContext: Stage = (request, reply) => {
+    const framing = framingProblem(request.raw);
+    if (framing !== undefined) throw framingRefusal(framing);
     request.operation = resolveOperation(request.method, request.url, config.routes);
     requestTelemetry.enter(request);
     if (readiness.isShuttingDown) {

@@ -1,5 +1,6 @@
 // What every request carries through the corridor, and the first stage that sets it:
 // the operation from the route catalogue, a clean request target, and the trace id for errors.
+import type { IncomingMessage } from 'node:http';
 import { trace, isSpanContextValid } from '@opentelemetry/api';
 import type { FastifyRequest } from 'fastify';
 import type { GatewayConfig } from './config/schema.js';
@@ -58,6 +59,32 @@ export function requestTargetProblem(url: string): string | undefined {
   if ((encoded || path.includes('.')) && DOT_SEGMENT.test(path)) return 'the path contains a dot segment';
   if (path.includes('//')) return 'the path contains an empty segment';
   return undefined;
+}
+
+/**
+ * Why a request's framing is refused (RFC 9112), or undefined. Node's parser lets both through (the
+ * missing Host only to a bare 400 without a body, which the API server leaves to this check):
+ * an HTTP/1.1 request without Host (§3.2), and an HTTP/1.0 request with Transfer-Encoding, whose
+ * framing is faulty (§6.1: a hop before the gateway may have read its body differently).
+ */
+export function framingProblem(request: IncomingMessage): string | undefined {
+  const socket = request.socket as FramedSocket | null;
+  if (socket?.[kFaultyFraming] === true) return 'a request after one with faulty framing on the same connection';
+  const problem = request.httpVersionMinor === 1
+    ? request.headers.host === undefined ? 'an HTTP/1.1 request without a Host header' : undefined
+    : request.headers['transfer-encoding'] !== undefined ? 'an HTTP/1.0 request with Transfer-Encoding' : undefined;
+  // Requests pipelined behind it were parsed from bytes whose framing is in doubt (they may be what
+  // a hop before the gateway took for a body): none of them is served either.
+  if (problem !== undefined && socket !== null) socket[kFaultyFraming] = true;
+  return problem;
+}
+
+const kFaultyFraming = Symbol('ledger-gateway.faultyFraming');
+type FramedSocket = IncomingMessage['socket'] & { [kFaultyFraming]?: true };
+
+/** The coded refusal of a request whose framing is faulty: its connection cannot be trusted further. */
+export function framingRefusal(problem: string): GatewayError {
+  return new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${problem}.` }, { headers: { connection: 'close' } });
 }
 
 /** The operation of a request, or the coded refusal for a route the gateway does not serve. */

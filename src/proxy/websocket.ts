@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError, renderCantonError } from '../errors.js';
 import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from '../operations.js';
-import { requestTargetProblem } from '../request-context.js';
+import { framingProblem, framingRefusal, requestTargetProblem } from '../request-context.js';
 import { continueTrace, formatTraceparent, parseTraceparent, type TraceContext } from '../telemetry/trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { scrubSecrets } from '../telemetry/logging.js';
@@ -74,7 +74,7 @@ function writeRefusal(socket: Duplex, error: GatewayError, correlationId: string
     'Connection: close',
     `x-request-id: ${correlationId}`,
     `traceresponse: ${traceresponse}`,
-    ...Object.entries(error.headers).map(([name, value]) => `${name}: ${value}`),
+    ...Object.entries(error.headers).filter(([name]) => name !== 'connection').map(([name, value]) => `${name}: ${value}`), // always closed
   ];
   endRefusal(socket, `${headers.join('\r\n')}\r\n\r\n${body}`);
 }
@@ -161,6 +161,11 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
       finish(error.definition.status, error.definition.code, error.reason);
     };
 
+    const framing = framingProblem(request);
+    if (framing !== undefined) {
+      refuse(framingRefusal(framing));
+      return;
+    }
     const url = request.url ?? '/';
     const problem = requestTargetProblem(url);
     if (problem !== undefined) {

@@ -132,3 +132,39 @@ describe('hostile HTTP', () => {
     await stillServes();
   });
 });
+
+describe('faulty framing (RFC 9112)', () => {
+  it('an HTTP/1.1 request without Host: 400 in Canton\'s shape, connection closed, not forwarded', async () => {
+    const before = running.upstream.requests.length;
+    const answer = await exchange([`GET /v2/state/ledger-end HTTP/1.1\r\n${auth()}\r\n`]);
+    expect(answer.status).toBe(400);
+    expect(answer.head).toMatch(/\r\nconnection: close/i);
+    expect(answer.head).toMatch(/\r\nx-request-id: [0-9a-f-]{36}/i);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST', cause: 'The request is malformed: an HTTP/1.1 request without a Host header.' });
+    expect(running.upstream.requests.length).toBe(before);
+    // HTTP/1.0 needs none.
+    const old = await exchange([`GET /v2/state/ledger-end HTTP/1.0\r\n${auth()}\r\n`]);
+    expect(old.status).toBe(200);
+    await stillServes();
+  });
+
+  it('an HTTP/1.0 request with Transfer-Encoding: 400, connection closed, the pipelined rest never served', async () => {
+    const before = running.upstream.requests.length;
+    const answer = await exchange([
+      `POST /v2/state/ledger-end HTTP/1.0\r\nHost: gw\r\n${auth()}Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`,
+      `GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${auth()}\r\n`,
+    ]);
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST', cause: 'The request is malformed: an HTTP/1.0 request with Transfer-Encoding.' });
+    expect(answer.body.match(/HTTP\/1\.1 /g)).toBeNull(); // one answer only
+    expect(running.upstream.requests.length).toBe(before);
+    await stillServes();
+  });
+
+  it('a WebSocket upgrade without Host: refused the same way, never tunnelled', async () => {
+    const answer = await exchange([`GET /v2/updates HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${auth()}\r\n`]);
+    expect(answer.status).toBe(400);
+    expect(answer.head.match(/\r\nconnection:/gi)).toHaveLength(1);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST' });
+  });
+});
