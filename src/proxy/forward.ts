@@ -90,16 +90,26 @@ const CLIENT_LEFT = Object.assign(new Error('the client left'), { code: 'CLIENT_
 const ANSWER_REFUSED = Object.assign(new Error('the answer cannot be passed on'), { code: 'BAD_ANSWER' });
 /** The reason a call is aborted when its client stopped reading the answer for the call's timeout. */
 const CLIENT_STALLED = Object.assign(new Error('the client stopped reading'), { code: 'CLIENT_STALLED' });
-/** The reason a call is aborted when it waited for a free connection past its timeout (already answered 503). */
-const QUEUE_EXPIRED = Object.assign(new Error('no connection became free in time'), { code: 'QUEUE_TIMEOUT' });
 
 /** How often calls waiting for a free upstream connection are checked against their deadline. */
 const QUEUE_SWEEP_MS = 100;
 
-/** A call waiting in the pool's queue (every connection busy): undici's own timeouts start only once it is written. */
+/** A call waiting for one of the pool's connections (every one busy). */
 interface QueuedCall {
   readonly deadline: number;
+  /** A connection is free: hand the call to the pool. */
+  start(): void;
+  /** Its deadline passed first: answer 503. */
   expire(): void;
+}
+
+/** What is left of a call's timeout (at least 1 ms). */
+function remaining(started: number, timeout: number): number {
+  return Math.max(1, Math.ceil(started + timeout - performance.now()));
+}
+
+function queueTimeout(connections: number, timeout: number): GatewayError {
+  return new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'No connection to the participant became free in time.' }, { reason: `QUEUE_TIMEOUT: every one of the ${connections} upstream connections stayed busy for ${timeout} ms` });
 }
 
 
@@ -160,18 +170,39 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const traceHeaders = options.replacesTraceContext
     ? new Set(propagation.fields().map((name) => name.toLowerCase()))
     : options.traceparentOf !== undefined ? new Set(['traceparent']) : undefined;
-  // Calls that found every connection busy wait in undici's queue, where no timeout of its own runs
-  // (headersTimeout starts once a call is written): upstream.timeoutMs bounds that wait too.
-  const waiting = new Set<QueuedCall>();
-  // Calls handed to the pool and not yet ended: more than its connections, and the newest wait.
+  // The pool is handed at most as many calls as it has connections; the others wait here, oldest
+  // first, each until its deadline (upstream.timeoutMs, which also bounds the answer's head). In
+  // undici's own queue no timeout runs (headersTimeout starts once a call is written) and a call
+  // cannot be taken back before it starts: one answered 503 there kept its request and reply
+  // (about 10 KB) until a connection freed.
   let dispatched = 0;
   const connections = config.upstream.connections;
+  const queue = new Set<QueuedCall>(); // insertion order: a FIFO that can drop any entry
+  /** A call handed to the pool has ended: the oldest waiting calls take the free connections. */
+  let pumping = false;
+  const pump = () => {
+    pumping = false;
+    for (const call of queue) {
+      if (dispatched >= connections) return;
+      queue.delete(call);
+      dispatched++;
+      call.start();
+    }
+  };
+  const release = () => {
+    dispatched--;
+    // After undici's callback has returned (no dispatch from inside it), and only when calls wait.
+    if (queue.size !== 0 && !pumping) {
+      pumping = true;
+      queueMicrotask(pump);
+    }
+  };
   const sweeper = setInterval(() => {
-    if (waiting.size === 0) return;
+    if (queue.size === 0) return;
     const now = performance.now();
-    for (const call of waiting) {
+    for (const call of queue) {
       if (call.deadline > now) continue;
-      waiting.delete(call);
+      queue.delete(call);
       call.expire();
     }
   }, QUEUE_SWEEP_MS);
@@ -208,16 +239,24 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   async function fetchWhole(request: FastifyRequest, maxBytes: number) {
     const timeout = timeouts[request.operation.name] ?? defaultTimeout;
     const started = performance.now();
+    if (dispatched < connections) dispatched++;
+    else await new Promise<void>((resolve, reject) => queue.add({ deadline: started + timeout, start: resolve, expire: () => reject(queueTimeout(connections, timeout)) }));
+    try {
+      return await fetchOnce(request, maxBytes, timeout, started);
+    } finally {
+      release();
+    }
+  }
+
+  async function fetchOnce(request: FastifyRequest, maxBytes: number, timeout: number, started: number) {
     let response: Awaited<ReturnType<Pool['request']>>;
     try {
       response = await requestOnce(true, {
         path: basePath + request.raw.url!,
         method: 'GET',
         headers: headersFor(request, VERSION_FETCH_DROPPED),
-        headersTimeout: timeout,
+        headersTimeout: remaining(started, timeout), // a wait for a connection counts against it
         bodyTimeout: timeout,
-        // Also bounds the wait for a free connection, which headersTimeout does not cover.
-        signal: AbortSignal.timeout(timeout),
       });
     } catch (error) {
       throw upstreamFailure(error);
@@ -281,7 +320,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       let clientLeft = false;
       let answering = false;
       let queued: QueuedCall | undefined;
-      let expired = false;
+      let ended = false; // handed to the pool and ended there: its connection is released
       let stalled = false;
       let stallTimer: NodeJS.Timeout | undefined;
       // The error body's first bytes, for the error code (4xx/5xx answers only).
@@ -293,6 +332,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         if (stallTimer !== undefined) clearTimeout(stallTimer);
         if (res.writableFinished) return;
         clientLeft = true;
+        if (queued !== undefined) { // never handed to the pool: nothing to cancel there
+          queue.delete(queued);
+          queued = undefined;
+          resolve();
+          return;
+        }
         controller?.abort(CLIENT_LEFT);
       });
       const resume = () => {
@@ -302,34 +347,18 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         }
         controller?.resume();
       };
-      // Only the error paths and a call that has to wait make closures of their own (none on the hot path).
       const fail = (error: GatewayError) => reject(streamed && !raw.complete ? closingConnection(error) : error);
-      // A call dispatched while every connection is busy waits in the pool's queue: its deadline is
-      // checked by the sweeper. (Only then: undici starts even a call on an idle connection a tick
-      // later, and tracking every call cost 13% to 16% of a proxied GET's CPU, paired; so did asking
-      // the pool, whose stats count every connection.)
-      const waitIfQueued = () => {
-        if (controller !== undefined || expired) return;
-        waiting.add(queued = {
-          deadline: started + timeout,
-          expire: () => {
-            queued = undefined;
-            expired = true;
-            if (clientLeft) resolve(); // nobody to answer
-            else fail(new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'No connection to the participant became free in time.' }, { reason: `QUEUE_TIMEOUT: every one of the ${config.upstream.connections} upstream connections stayed busy for ${timeout} ms` }));
-          },
-        });
+      /** The call has ended in the pool (answered, failed, aborted): its connection goes to the next. */
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        release();
       };
 
       const handler: Dispatcher.DispatchHandler = {
         onRequestStart(current) {
           controller = current;
-          if (queued !== undefined) {
-            waiting.delete(queued);
-            queued = undefined;
-          }
-          if (expired) current.abort(QUEUE_EXPIRED); // already answered: never sent
-          else if (clientLeft) current.abort(CLIENT_LEFT);
+          if (clientLeft) current.abort(CLIENT_LEFT);
         },
         onResponseStart(current, statusCode, headers) {
           if (statusCode < 200) return; // informational (103 Early Hints): the final answer follows
@@ -376,35 +405,51 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           }
         },
         onResponseEnd() {
-          dispatched--;
+          end();
           if (!answering) return;
           if (capture !== undefined) request.errorCode = upstreamErrorCode(capture.contentType, Buffer.concat(capture.chunks, capture.size), capture.truncated);
           res.end();
         },
         onResponseError(_current, error) {
-          dispatched--;
           if (answering) {
+            end();
             if (!clientLeft && !stalled) request.errorCode = ErrorCodeLabels.upstreamAnswerBroken; // counted as such, not as the client leaving
             res.destroy(); // the answer broke off: the client sees the connection end, not a complete answer
             return;
           }
-          if (expired || error === ANSWER_REFUSED) return; // already answered
-          if (clientLeft) {
-            resolve(); // nobody to answer
-            return;
-          }
-          if (retries > 0 && CONNECTION_LOST.has((error as { code?: string }).code ?? '')) {
+          if (!clientLeft && error !== ANSWER_REFUSED && retries > 0 && CONNECTION_LOST.has((error as { code?: string }).code ?? '')) {
             retries--;
             controller = undefined;
-            pool.dispatch(dispatch, handler);
-            if (++dispatched > connections) waitIfQueued();
+            pool.dispatch(dispatch, handler); // on the same slot
+            return;
+          }
+          end();
+          if (error === ANSWER_REFUSED) return; // already answered
+          if (clientLeft) {
+            resolve(); // nobody to answer
             return;
           }
           fail(upstreamFailure(error));
         },
       };
-      pool.dispatch(dispatch, handler);
-      if (++dispatched > connections) waitIfQueued();
+      if (dispatched < connections) {
+        dispatched++;
+        pool.dispatch(dispatch, handler);
+        return;
+      }
+      // Every connection is busy: the call waits for one, at most until its deadline.
+      queue.add(queued = {
+        deadline: started + timeout,
+        start: () => {
+          queued = undefined;
+          dispatch.headersTimeout = remaining(started, timeout); // the wait counts against it
+          pool.dispatch(dispatch, handler);
+        },
+        expire: () => {
+          queued = undefined;
+          fail(queueTimeout(connections, timeout));
+        },
+      });
     });
   }
 

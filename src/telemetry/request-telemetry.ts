@@ -125,7 +125,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     },
     noteRefusal(request, reason) {
       const state = (request as WithState)[kState];
-      if (state !== undefined) state.reason = scrubSecrets(reason);
+      if (state !== undefined) state.reason = scrubSecrets(String(reason)); // a non-string reason must not throw here
     },
   };
 }

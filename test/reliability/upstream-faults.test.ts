@@ -4,6 +4,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 let upstream: RecordingUpstream | undefined;
@@ -271,6 +272,60 @@ describe('bounds on the client side of a call', () => {
     client.socket.destroy();
     const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
     expect(metrics).toMatch(/operation="getV2StateLedger-end",method="GET",status="200",error_code="CLIENT_STALLED"\} 1/);
+  });
+
+  it('a version fetch the participant never answers: 504 in Canton\'s shape; one queued behind a busy connection: 503 within its timeout', async () => {
+    upstream = await startRecordingUpstream(async (request, response) => {
+      if (request.headers['user-agent'] === READINESS_USER_AGENT) return answerJson(200, { version: '3.4.12' })(request, response);
+      if (request.url === '/v2/version') return; // never answers
+      // Holds the only connection for 3 s, never silent for the timeout between chunks.
+      response.writeHead(200, { 'content-type': 'text/plain' });
+      for (let i = 0; i < 30; i++) {
+        response.write('.');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      response.end();
+    });
+    gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 1_000 } });
+    const silent = await fetch(`${gw.url}/v2/version`, { headers: gw.auth(), signal: AbortSignal.timeout(5_000) });
+    expect(silent.status).toBe(504);
+    expect(await silent.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_TIMEOUT', grpcCodeValue: 4 });
+
+    const holding = fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() }).then((response) => response.text());
+    await expect.poll(() => upstream!.requests.filter((request) => request.url === '/v2/state/ledger-end').length, { timeout: 5_000 }).toBe(1);
+    const started = Date.now();
+    const queued = await fetch(`${gw.url}/v2/version`, { headers: gw.auth(), signal: AbortSignal.timeout(5_000) });
+    expect(queued.status).toBe(503);
+    expect(await queued.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE' });
+    expect(Date.now() - started).toBeLessThan(2_500); // its own timeout (1 s), not the 3 s the connection stays busy
+    expect(await holding).toBe('.'.repeat(30));
+    expect(upstream.requests.filter((request) => request.url === '/v2/version')).toHaveLength(1); // the queued fetch was never sent
+  });
+
+  it('a queued call whose client leaves is dropped: never sent once a connection frees', async () => {
+    upstream = await startRecordingUpstream(async (request, response) => {
+      if (request.url !== '/v2/state/ledger-end') return answerJson(200, { parties: [] })(request, response);
+      response.writeHead(200, { 'content-type': 'text/plain' });
+      for (let i = 0; i < 10; i++) {
+        response.write('.');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      response.end();
+    });
+    gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 5_000 } });
+    const holding = fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() }).then((response) => response.text());
+    await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
+    const leaving = new AbortController();
+    const left = fetch(`${gw.url}/v2/parties`, { headers: gw.auth(), signal: leaving.signal }).catch((error: Error) => error.name);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    leaving.abort();
+    expect(await left).toBe('AbortError');
+    expect(await holding).toBe('.'.repeat(10));
+    const next = await fetch(`${gw.url}/v2/parties`, { headers: gw.auth() });
+    expect(next.status).toBe(200);
+    expect(upstream.requests.map((request) => request.url)).toEqual(['/v2/state/ledger-end', '/v2/parties']);
+    const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    expect(metrics).toMatch(/operation="getV2Parties",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST"\} 1/);
   });
 
   it('bounds the wait for a free upstream connection by the call\'s timeout: 503, and the call is never sent later', async () => {
