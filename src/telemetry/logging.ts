@@ -121,13 +121,68 @@ const WRITE_MAX_BYTES = 4 * WRITE_BATCH_BYTES;
 const WRITE_AT_LEAST_EVERY_MS = 1000;
 
 /**
- * The process logger. By default it writes to stdout asynchronously (lines are buffered and
- * written off the request path, in batches); pino flushes that buffer when the process exits.
+ * At most this much is held for stdout: a reader that stops (a blocked pipe, a stalled log
+ * collector) costs lines, counted in ledger_gateway_log_lines_dropped_total, not unbounded memory.
  */
-export function createLogger(
-  level: string,
-  destination: DestinationStream = pino.destination({ dest: 1, sync: false, minLength: WRITE_BATCH_BYTES, maxWrite: WRITE_MAX_BYTES, periodicFlush: WRITE_AT_LEAST_EVERY_MS }),
-): Logger {
+export const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
+/** At exit, how long writing what is held may wait for a stdout that does not take it. */
+const EXIT_FLUSH_MS = 2_000;
+
+let droppedLines = 0;
+/** Log lines dropped because the destination held LOG_BUFFER_MAX_BYTES (process-wide). */
+export const droppedLogLines = (): number => droppedLines;
+
+let exitDeadline = 0;
+let exitWatched = false;
+
+/**
+ * Where the process logger writes by default: stdout, asynchronously (lines are buffered and
+ * written off the request path, in batches), bounded by `maxBufferBytes`. pino flushes the
+ * buffer synchronously when the process exits; a stdout that takes nothing then is given up on
+ * after EXIT_FLUSH_MS (sonic-boom would otherwise retry for ever and the process never exit).
+ */
+export function logDestination(fd = 1, maxBufferBytes = LOG_BUFFER_MAX_BYTES): DestinationStream {
+  // Node's own stdout puts a pipe into non-blocking mode (libuv), as it does for any program that
+  // writes to process.stdout. On a blocking pipe nobody reads, a write blocks: sonic-boom's
+  // asynchronous writes would each hold one of libuv's four pool threads (which jose's key
+  // operations and DNS need too), and the synchronous flush at exit would block for ever.
+  if (fd === 1) void process.stdout;
+  if (!exitWatched) {
+    exitWatched = true;
+    process.prependListener('exit', () => {
+      exitDeadline = Date.now() + EXIT_FLUSH_MS;
+    });
+  }
+  const destination = pino.destination({
+    dest: fd,
+    sync: false,
+    minLength: WRITE_BATCH_BYTES,
+    maxWrite: WRITE_MAX_BYTES,
+    periodicFlush: WRITE_AT_LEAST_EVERY_MS,
+    maxLength: maxBufferBytes,
+    retryEAGAIN: () => exitDeadline === 0 || Date.now() < exitDeadline,
+  });
+  // pino flushes synchronously at exit; past EXIT_FLUSH_MS sonic-boom gives up with EAGAIN, and
+  // what stdout did not take is dropped quietly rather than thrown from the exit handler.
+  const flushSync = destination.flushSync.bind(destination);
+  destination.flushSync = () => {
+    try {
+      flushSync();
+    } catch (error) {
+      if (exitDeadline === 0) throw error;
+    }
+  };
+  destination.on('drop', (data: string | Buffer) => {
+    const text = typeof data === 'string' ? data : data.toString('latin1');
+    let lines = 0;
+    for (let at = text.indexOf('\n'); at !== -1; at = text.indexOf('\n', at + 1)) lines++;
+    droppedLines += Math.max(1, lines);
+  });
+  return destination;
+}
+
+/** The process logger (pino), writing to `destination`: by default logDestination(). */
+export function createLogger(level: string, destination: DestinationStream = logDestination()): Logger {
   return pino(loggerOptions(level), destination);
 }
 

@@ -6,6 +6,7 @@ import { Errors } from '../errors.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 import { CANTON_CODE, REDACTED_CODES, UpstreamCodes } from '../proxy/upstream-error-code.js';
 import { BUILD_VERSION } from './build-info.js';
+import { droppedLogLines } from './logging.js';
 import { PlainCounter, PlainHistogram, registerPlainMetric, type CounterSeries, type HistogramSeries } from './plain-metrics.js';
 
 export const MetricNames = {
@@ -21,6 +22,7 @@ export const MetricNames = {
   protectionStoreFailures: 'ledger_gateway_protection_store_failures_total',
   protectionStoreUp: 'ledger_gateway_protection_store_up',
   tokenSignatureChecks: 'ledger_gateway_token_signature_checks_total',
+  logLinesDropped: 'ledger_gateway_log_lines_dropped_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -244,6 +246,17 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
       const now = signatureChecks();
       if (now > signatureChecksReported) this.inc(now - signatureChecksReported);
       signatureChecksReported = now;
+    },
+  });
+  let droppedReported = 0;
+  new Counter({
+    name: counterName(MetricNames.logLinesDropped),
+    help: 'Log lines dropped because stdout did not take them and 16 MiB of lines were already waiting for it.',
+    registers: [registry],
+    collect() {
+      const now = droppedLogLines();
+      if (now > droppedReported) this.inc(now - droppedReported);
+      droppedReported = now;
     },
   });
   let protectionStoreReady = () => true;
