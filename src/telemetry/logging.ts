@@ -138,15 +138,10 @@ let exitWatched = false;
 /**
  * Where the process logger writes by default: stdout, asynchronously (lines are buffered and
  * written off the request path, in batches), bounded by `maxBufferBytes`. pino flushes the
- * buffer synchronously when the process exits; a stdout that takes nothing then is given up on
- * after EXIT_FLUSH_MS (sonic-boom would otherwise retry for ever and the process never exit).
+ * buffer synchronously when the process exits; a non-blocking stdout that takes nothing then is
+ * given up on after EXIT_FLUSH_MS (sonic-boom would otherwise retry for ever).
  */
 export function logDestination(fd = 1, maxBufferBytes = LOG_BUFFER_MAX_BYTES): DestinationStream {
-  // Node's own stdout puts a pipe into non-blocking mode (libuv), as it does for any program that
-  // writes to process.stdout. On a blocking pipe nobody reads, a write blocks: sonic-boom's
-  // asynchronous writes would each hold one of libuv's four pool threads (which jose's key
-  // operations and DNS need too), and the synchronous flush at exit would block for ever.
-  if (fd === 1) void process.stdout;
   if (!exitWatched) {
     exitWatched = true;
     process.prependListener('exit', () => {
@@ -162,8 +157,10 @@ export function logDestination(fd = 1, maxBufferBytes = LOG_BUFFER_MAX_BYTES): D
     maxLength: maxBufferBytes,
     retryEAGAIN: () => exitDeadline === 0 || Date.now() < exitDeadline,
   });
-  // pino flushes synchronously at exit; past EXIT_FLUSH_MS sonic-boom gives up with EAGAIN, and
-  // what stdout did not take is dropped quietly rather than thrown from the exit handler.
+  // pino flushes synchronously at exit. On a non-blocking stdout that takes nothing, sonic-boom
+  // would retry EAGAIN for ever: past EXIT_FLUSH_MS it gives up, and what stdout did not take is
+  // dropped quietly rather than thrown from the exit handler. (A blocking stdout that takes nothing
+  // blocks that write itself; the orchestrator's kill after its grace period ends it.)
   const flushSync = destination.flushSync.bind(destination);
   destination.flushSync = () => {
     try {

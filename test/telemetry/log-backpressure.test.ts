@@ -1,16 +1,19 @@
 // A stdout nobody reads (a blocked pipe, a stalled log collector): the gateway's log buffer stays
 // bounded (lines beyond it are dropped and counted) and the process still exits. Runs the built
 // logger (dist/, built once by the global setup) in a child process whose stdout this test never reads.
-import { spawn } from 'node:child_process';
-import { resolve } from 'node:path';
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, constants, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { buildDist } from '../helpers/process.js';
 
 const NODE = resolve('node_modules/.bin/node');
 const LOGGING = resolve('dist/telemetry/logging.js');
 
-/** The child: a logger bounded at 256 KB on its stdout, 40,000 lines (~4 MB), then exit(0). */
+/** The child: a logger bounded at 256 KB on its (non-blocking) stdout, 40,000 lines (~4 MB), then exit(0). */
 const CHILD = `
+void process.stdout; // a non-blocking pipe, as libuv makes one for process.stdout (a blocking one blocks the write itself)
 import { createLogger, droppedLogLines, logDestination } from ${JSON.stringify(LOGGING)};
 const logger = createLogger('info', logDestination(1, 256 * 1024));
 for (let i = 0; i < 40000; i++) logger.info({ i, padding: 'x'.repeat(60) }, 'line');
@@ -21,10 +24,17 @@ setTimeout(() => {
 `;
 
 describe('a stdout that takes nothing', () => {
-  it('bounds what the logger holds (dropped lines counted) and lets the process exit within the exit flush bound', async () => {
+  it('bounds what the logger holds (dropped lines counted) and, on a non-blocking stdout, lets the process exit within the exit flush bound', async () => {
     buildDist();
-    const child = spawn(NODE, ['--input-type=module', '-e', CHILD], { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.pause(); // never read: the pipe fills (64 KB) and the child's writes meet EAGAIN
+    // The child's stdout: a real pipe (a FIFO) whose read end is open here and never read, so it
+    // fills at 64 KB. (A stdio 'pipe' is a socket pair, which this process would go on reading.)
+    const dir = mkdtempSync(join(tmpdir(), 'log-backpressure-'));
+    const fifo = join(dir, 'stdout');
+    execFileSync('mkfifo', [fifo]);
+    const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    const writer = openSync(fifo, constants.O_WRONLY);
+    const child = spawn(NODE, ['--input-type=module', '-e', CHILD], { stdio: ['ignore', writer, 'pipe'] });
+    closeSync(writer);
     let stderr = '';
     child.stderr.on('data', (data: Buffer) => {
       stderr += data.toString();
@@ -40,7 +50,8 @@ describe('a stdout that takes nothing', () => {
         done(code);
       });
     });
-    child.stdout.destroy();
+    closeSync(reader);
+    rmSync(dir, { recursive: true, force: true });
     expect(exited, `the child did not exit (or not with 0); stderr: ${stderr}`).toBe(0);
     expect(Date.now() - started).toBeLessThan(10_000); // 300 ms, then at most the 2 s exit flush bound
     const report = JSON.parse(stderr.split('\n').find((line) => line.startsWith('{"dropped"')) ?? '{}') as { dropped?: number };
