@@ -98,6 +98,8 @@ export function limitKeys(prefix: string, operation: string, caller: string): { 
 
 /** Keys renewed per script call. */
 const RENEW_BATCH = 256;
+/** Most failed releases kept for a retry (each one's lease lapses within leaseMs anyway). */
+const MAX_UNRELEASED = 10_000;
 
 export function createRedisStore(options: RedisStoreOptions): RedisStore {
   const client = new Redis(options.url, {
@@ -133,28 +135,63 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   let sequence = 0;
   /** Lease member -> its slot keys: what this replica holds, renewed until released. */
   const held = new Map<string, readonly string[]>();
-  /** Releases that failed while Redis was away: retried on each renewal until the lease lapsed anyway. */
+  /** Releases that failed while Redis was away: retried until the lease lapsed anyway (bounded). */
   const unreleased = new Map<string, { keys: readonly string[]; until: number }>();
 
   const isReady = () => client.status === 'ready';
 
-  const sendRelease = (member: string, keys: readonly string[]) => {
+  // A Redis that holds its connection open and answers nothing (frozen, a network black hole) keeps
+  // the client "ready" for minutes, and ioredis keeps a timed-out command queued until an answer
+  // comes: one per call would pile up without limit. After a failed command the store counts as
+  // stalled: admissions fail at once (the fail mode applies), nothing else is sent, and one PING at
+  // a time asks whether Redis answers again.
+  let stalled = false;
+  let probeTimer: NodeJS.Timeout | undefined;
+  const probe = () => {
+    probeTimer = undefined;
+    if (!stalled) return;
+    if (!isReady()) { // reconnecting: ioredis's own retries bring it back (ready), then probe again
+      probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
+      return;
+    }
+    client.ping().then(() => {
+      stalled = false;
+      for (const [member, { keys, until }] of [...unreleased]) sendRelease(member, keys, until);
+    }, () => {
+      probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
+    });
+  };
+  const stall = () => {
+    if (stalled) return;
+    stalled = true;
+    probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
+  };
+  const answering = () => isReady() && !stalled;
+
+  const keepUnreleased = (member: string, keys: readonly string[], until: number) => {
+    if (until <= Date.now()) return; // the lease has lapsed: nothing left to release
+    unreleased.set(member, { keys, until });
+    // Oldest first out: each entry's lease lapses within leaseMs anyway.
+    if (unreleased.size > MAX_UNRELEASED) unreleased.delete(unreleased.keys().next().value!);
+  };
+  const sendRelease = (member: string, keys: readonly string[], until = Date.now() + options.leaseMs) => {
     unreleased.delete(member);
-    if (!isReady()) {
-      unreleased.set(member, { keys, until: Date.now() + options.leaseMs });
+    if (!answering()) {
+      keepUnreleased(member, keys, until);
       return;
     }
     scripts.ledgerGatewayRelease(keys.length, ...keys, member).catch(() => {
-      unreleased.set(member, { keys, until: Date.now() + options.leaseMs });
+      stall();
+      keepUnreleased(member, keys, until); // the lease's own end, not a new one
     });
   };
 
   async function renew(): Promise<void> {
-    if (!isReady()) return;
+    if (!answering()) return;
     const now = Date.now();
     for (const [member, { keys, until }] of [...unreleased]) {
       if (until < now) unreleased.delete(member);
-      else sendRelease(member, keys);
+      else sendRelease(member, keys, until);
     }
     let keys: string[] = [];
     let members: string[] = [];
@@ -164,7 +201,12 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       const count = keys.length;
       keys = [];
       members = [];
-      await scripts.ledgerGatewayRenew(count, ...batch);
+      try {
+        await scripts.ledgerGatewayRenew(count, ...batch);
+      } catch (error) {
+        stall();
+        throw error;
+      }
     };
     for (const [member, slotKeys] of held) {
       for (const key of slotKeys) {
@@ -183,6 +225,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   return {
     async admit({ operation, caller, limits }: AdmissionQuery): Promise<StoreVerdict> {
       if (!isReady()) throw new StoreUnavailableError(`Redis is ${client.status}`);
+      if (stalled) throw new StoreUnavailableError('Redis has not answered since a command failed (probing)');
       const { rate: rateKey, callerSlots, operationSlots } = limitKeys(prefix, operation, caller);
       const perPrincipal = limits.maxInFlightPerPrincipal ?? 0;
       const perOperation = limits.maxInFlight ?? 0;
@@ -194,8 +237,9 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
           String(limits.rate?.intervalMs ?? 0), String(limits.rate?.burst ?? 0), leaseMs, member,
           String(perPrincipal), String(perOperation));
       } catch (error) {
+        stall();
         // A timed-out script may still run later and take slots for a call not admitted through them:
-        // remove its lease, queued behind it on the same connection (or at a renewal once reconnected).
+        // its lease is removed once Redis answers again (or lapses).
         if (slotKeys.length > 0) sendRelease(member, slotKeys);
         throw new StoreUnavailableError(`Redis did not answer: ${(error as Error).message}`, { cause: error });
       }
@@ -215,9 +259,11 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
         },
       };
     },
-    ready: isReady,
+    ready: answering, // 0 on ledger_gateway_protection_store_up while stalled too
     async close() {
       clearInterval(renewal);
+      if (probeTimer !== undefined) clearTimeout(probeTimer);
+      stalled = false;
       // Best effort, bounded by commandTimeoutMs: free what is still held so other replicas need not wait for the leases.
       if (isReady() && held.size > 0) {
         await Promise.allSettled([...held].map(([member, keys]) => scripts.ledgerGatewayRelease(keys.length, ...keys, member)));

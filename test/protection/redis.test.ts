@@ -264,6 +264,36 @@ describe('when Redis goes away', () => {
     expect((await call(a!.url, '/v2/parties', alice).answer).status).toBe(200);
   });
 
+  it('a Redis that holds its connection and answers nothing: after one timeout the fail mode applies at once (nothing more queued for it), and limits return once it answers', async () => {
+    const server = await redisServer();
+    const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
+    const [a] = await replicas(1, upstream, { failMode: 'open', redis: { url: server.url, commandTimeoutMs: 1_000 }, operations: { getV2Parties: { rate: { requests: 2, perSeconds: 60 } } } });
+    const alice = a!.auth();
+    server.pause();
+    try {
+      const first = await timed(call(a!.url, '/v2/parties', alice).answer);
+      expect(first.status).toBe(200);
+      expect(first.ms).toBeGreaterThan(900); // it waited out commandTimeoutMs
+      const later = await Promise.all(Array.from({ length: 20 }, () => timed(call(a!.url, '/v2/parties', alice).answer)));
+      for (const answer of later) {
+        expect(answer.status).toBe(200);
+        expect(answer.ms).toBeLessThan(500); // not another commandTimeoutMs each: no command was sent
+      }
+      expect(await gauge(a!, 'ledger_gateway_protection_store_failures_total', { fail_mode: 'open' })).toBe(21);
+      expect(await gauge(a!, 'ledger_gateway_protection_store_up')).toBe(0); // connected, but not answering
+    } finally {
+      server.resume();
+    }
+    // Redis answers again: within a probe or two the rate limit (2 a minute) holds once more.
+    const deadline = Date.now() + 10_000;
+    let status = 0;
+    while (status !== 429 && Date.now() < deadline) {
+      status = (await call(a!.url, '/v2/parties', alice).answer).status;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(status).toBe(429);
+  });
+
   it('an admission that timed out but ran late leaves no slot behind', async () => {
     const server = await redisServer();
     const upstream = await startHoldingUpstream();
