@@ -479,6 +479,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     // not waited for; shutdown stays within shutdown.graceMs.
     close: async () => {
       clearInterval(sweeper);
+      // Calls still waiting for a connection will not get one: answered now, not left pending.
+      for (const call of queue) call.expire();
+      queue.clear();
       await Promise.all([pool.destroy(), probeClient.destroy()]);
     },
   };
