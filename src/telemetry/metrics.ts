@@ -236,29 +236,23 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   const upstreamSeries = memo((operation) => upstreamDuration.series(operation));
   const protectionRefusals = new Counter({ name: counterName(MetricNames.protectionRefusals), help: 'Calls refused by a protection limit, by operation and limit (rate, principalConcurrency, operationConcurrency, gatewayConcurrency).', labelNames: ['operation', 'limit'] as const, registers: [registry] });
   const protectionStoreFailures = new Counter({ name: counterName(MetricNames.protectionStoreFailures), help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).', labelNames: ['fail_mode'] as const, registers: [registry] });
+  /** A counter that reports, at each scrape, how far a count kept elsewhere has grown. */
+  const countedElsewhere = (name: string, help: string, read: () => number) => {
+    let reported = 0;
+    new Counter({
+      name: counterName(name),
+      help,
+      registers: [registry],
+      collect() {
+        const now = read();
+        if (now > reported) this.inc(now - reported);
+        reported = now;
+      },
+    });
+  };
   let signatureChecks = () => 0;
-  let signatureChecksReported = 0;
-  new Counter({
-    name: counterName(MetricNames.tokenSignatureChecks),
-    help: 'Token signature verifications; a verified-token cache hit costs none, so this grows with new tokens, not with calls.',
-    registers: [registry],
-    collect() {
-      const now = signatureChecks();
-      if (now > signatureChecksReported) this.inc(now - signatureChecksReported);
-      signatureChecksReported = now;
-    },
-  });
-  let droppedReported = 0;
-  new Counter({
-    name: counterName(MetricNames.logLinesDropped),
-    help: 'Log lines dropped because stdout did not take them and 16 MiB of lines were already waiting for it.',
-    registers: [registry],
-    collect() {
-      const now = droppedLogLines();
-      if (now > droppedReported) this.inc(now - droppedReported);
-      droppedReported = now;
-    },
-  });
+  countedElsewhere(MetricNames.tokenSignatureChecks, 'Token signature verifications; a verified-token cache hit costs none, so this grows with new tokens, not with calls.', () => signatureChecks());
+  countedElsewhere(MetricNames.logLinesDropped, 'Log lines dropped because stdout did not take them and 16 MiB of lines were already waiting for it.', droppedLogLines);
   let protectionStoreReady = () => true;
   new Gauge({ name: MetricNames.protectionStoreUp, help: '1 while the limit store answers (always, in memory); 0 while Redis is unreachable and protection.failMode applies.', registers: [registry], collect() { this.set(protectionStoreReady() ? 1 : 0); } });
   const refusalSeries = memo<CounterChild>((key) => {

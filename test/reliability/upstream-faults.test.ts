@@ -5,7 +5,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
-import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { answerJson, startRecordingUpstream, type RecordingUpstream, type UpstreamHandler } from '../helpers/recording-upstream.js';
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
@@ -206,6 +206,22 @@ describe('upstream faults', () => {
   });
 });
 
+/**
+ * An upstream that keeps `path` busy: its answer trickles out one '.' every 100 ms, `chunks` in
+ * all (never silent long enough for a timeout between chunks); anything else gets a small JSON.
+ */
+function trickling(path: string, chunks: number): UpstreamHandler {
+  return async (request, response) => {
+    if (request.url !== path || request.headers['user-agent'] === READINESS_USER_AGENT) return answerJson(200, { parties: [] })(request, response);
+    response.writeHead(200, { 'content-type': 'text/plain' });
+    for (let i = 0; i < chunks; i++) {
+      response.write('.');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    response.end();
+  };
+}
+
 describe('bounds on the client side of a call', () => {
   /** A raw keep-alive client: everything it reads, and when its connection closes. */
   function rawClient(port: number) {
@@ -275,16 +291,10 @@ describe('bounds on the client side of a call', () => {
   });
 
   it('a version fetch the participant never answers: 504 in Canton\'s shape; one queued behind a busy connection: 503 within its timeout', async () => {
-    upstream = await startRecordingUpstream(async (request, response) => {
-      if (request.headers['user-agent'] === READINESS_USER_AGENT) return answerJson(200, { version: '3.4.12' })(request, response);
-      if (request.url === '/v2/version') return; // never answers
-      // Holds the only connection for 3 s, never silent for the timeout between chunks.
-      response.writeHead(200, { 'content-type': 'text/plain' });
-      for (let i = 0; i < 30; i++) {
-        response.write('.');
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      response.end();
+    const busy = trickling('/v2/state/ledger-end', 30); // holds the only connection for 3 s
+    upstream = await startRecordingUpstream((request, response) => {
+      if (request.url === '/v2/version' && request.headers['user-agent'] !== READINESS_USER_AGENT) return; // never answers
+      return busy(request, response);
     });
     gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 1_000 } });
     const silent = await fetch(`${gw.url}/v2/version`, { headers: gw.auth(), signal: AbortSignal.timeout(5_000) });
@@ -303,15 +313,7 @@ describe('bounds on the client side of a call', () => {
   });
 
   it('a queued call whose client leaves is dropped: never sent once a connection frees', async () => {
-    upstream = await startRecordingUpstream(async (request, response) => {
-      if (request.url !== '/v2/state/ledger-end') return answerJson(200, { parties: [] })(request, response);
-      response.writeHead(200, { 'content-type': 'text/plain' });
-      for (let i = 0; i < 10; i++) {
-        response.write('.');
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      response.end();
-    });
+    upstream = await startRecordingUpstream(trickling('/v2/state/ledger-end', 10));
     gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 5_000 } });
     const holding = fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() }).then((response) => response.text());
     await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
@@ -329,16 +331,7 @@ describe('bounds on the client side of a call', () => {
   });
 
   it('bounds the wait for a free upstream connection by the call\'s timeout: 503, and the call is never sent later', async () => {
-    upstream = await startRecordingUpstream(async (request, response) => {
-      if (request.url !== '/v2/state/ledger-end') return answerJson(200, { parties: [] })(request, response);
-      // Busy for 2 s, but never silent long enough for the 500 ms timeout between chunks.
-      response.writeHead(200, { 'content-type': 'text/plain' });
-      for (let i = 0; i < 20; i++) {
-        response.write('.');
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      response.end();
-    });
+    upstream = await startRecordingUpstream(trickling('/v2/state/ledger-end', 20)); // busy for 2 s
     gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 500 } });
     let firstDone = false;
     const first = fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() }).then(async (response) => {
