@@ -146,10 +146,11 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   // stalled: admissions fail at once (the fail mode applies), nothing else is sent, and one PING at
   // a time asks whether Redis answers again.
   let stalled = false;
+  let closed = false;
   let probeTimer: NodeJS.Timeout | undefined;
   const probe = () => {
     probeTimer = undefined;
-    if (!stalled) return;
+    if (!stalled || closed) return;
     if (!isReady()) { // reconnecting: ioredis's own retries bring it back (ready), then probe again
       probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
       return;
@@ -162,7 +163,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     });
   };
   const stall = () => {
-    if (stalled) return;
+    if (stalled || closed) return;
     stalled = true;
     probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
   };
@@ -197,6 +198,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     let members: string[] = [];
     const flush = async () => {
       if (keys.length === 0) return;
+      if (!answering()) throw new StoreUnavailableError('Redis stopped answering during the renewal');
       const batch = [...keys, leaseMs, ...members];
       const count = keys.length;
       keys = [];
@@ -261,6 +263,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     },
     ready: answering, // 0 on ledger_gateway_protection_store_up while stalled too
     async close() {
+      closed = true;
       clearInterval(renewal);
       if (probeTimer !== undefined) clearTimeout(probeTimer);
       stalled = false;

@@ -182,9 +182,15 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   let pumping = false;
   const pump = () => {
     pumping = false;
+    const now = performance.now();
     for (const call of queue) {
       if (dispatched >= connections) return;
       queue.delete(call);
+      // Past its deadline but not yet swept: answered 503 as promised, never sent.
+      if (call.deadline <= now) {
+        call.expire();
+        continue;
+      }
       dispatched++;
       call.start();
     }
@@ -395,7 +401,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             res.once('drain', resume);
             // A client that stops reading would hold the participant's connection (paused) for as
             // long as it liked: after the call's timeout without progress, the answer is ended.
-            stallTimer ??= setTimeout(() => {
+            // (Not while the answer waits behind an earlier one on a pipelined connection: it has
+            // no socket yet, and its wait is that answer's, which has its own timer.)
+            if (res.socket !== null) stallTimer ??= setTimeout(() => {
               stallTimer = undefined;
               stalled = true;
               request.errorCode = ErrorCodeLabels.clientStalled;
@@ -432,6 +440,10 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           fail(upstreamFailure(error));
         },
       };
+      if (clientLeft) { // gone already (during an asynchronous stage): nothing to send or queue
+        resolve();
+        return;
+      }
       if (dispatched < connections) {
         dispatched++;
         pool.dispatch(dispatch, handler);

@@ -312,6 +312,27 @@ describe('bounds on the client side of a call', () => {
     expect(upstream.requests.filter((request) => request.url === '/v2/version')).toHaveLength(1); // the queued fetch was never sent
   });
 
+  it('a queued call past its deadline is answered 503 and never sent, even when a connection frees before the sweep runs', async () => {
+    let releaseHeld: () => void = () => undefined;
+    upstream = await startRecordingUpstream(async (request, response) => {
+      if (request.url === '/v2/state/ledger-end') await new Promise<void>((resolve) => { releaseHeld = resolve; });
+      answerJson(200, { ok: true })(request, response);
+    });
+    // The held call has time; the queued one 500 ms.
+    gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 5_000, operationTimeoutsMs: { getV2Parties: 500 } } });
+    for (let round = 1; round <= 5; round++) {
+      const held = fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+      await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(round);
+      const queued = fetch(`${gw.url}/v2/parties`, { headers: gw.auth() });
+      await new Promise((resolve) => setTimeout(resolve, 520)); // its deadline has just passed; the 100 ms sweep may not have run
+      releaseHeld();
+      expect((await queued).status).toBe(503);
+      expect((await held).status).toBe(200);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(upstream.requests.filter((request) => request.url === '/v2/parties')).toHaveLength(0);
+  });
+
   it('a queued call whose client leaves is dropped: never sent once a connection frees', async () => {
     upstream = await startRecordingUpstream(trickling('/v2/state/ledger-end', 10));
     gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 5_000 } });
