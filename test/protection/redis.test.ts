@@ -87,6 +87,18 @@ async function timed(promise: Promise<{ status: number; headers: Record<string, 
 
 const BOUND_MS = 3_000;
 
+/**
+ * One replica failing open, limiting getV2Parties at `requests` per `perSeconds`, in front of a Redis
+ * that is then frozen (SIGSTOP: it keeps its connections and answers nothing). Resume it when done.
+ */
+async function frozenRedis(commandTimeoutMs: number, requests: number, perSeconds: number) {
+  const server = await redisServer();
+  const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
+  const [gateway] = await replicas(1, upstream, { failMode: 'open', redis: { url: server.url, commandTimeoutMs }, operations: { getV2Parties: { rate: { requests, perSeconds } } } });
+  server.pause();
+  return { server, a: gateway!, alice: gateway!.auth() };
+}
+
 describe('two replicas and a real Redis', () => {
   it('share one rate budget per principal', async () => {
     const server = await redisServer();
@@ -246,41 +258,33 @@ describe('when Redis goes away', () => {
   });
 
   it('a Redis that stops answering costs each call at most commandTimeoutMs, then the fail mode applies', async () => {
-    const server = await redisServer();
-    const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
-    const [a] = await replicas(1, upstream, { failMode: 'open', redis: { url: server.url, commandTimeoutMs: 200 }, operations: { getV2Parties: { rate: { requests: 100, perSeconds: 1 } } } });
-    const alice = a!.auth();
-    server.pause();
+    const { server, a, alice } = await frozenRedis(200, 100, 1);
     try {
-      const answers = await Promise.all(Array.from({ length: 5 }, () => timed(call(a!.url, '/v2/parties', alice).answer)));
+      const answers = await Promise.all(Array.from({ length: 5 }, () => timed(call(a.url, '/v2/parties', alice).answer)));
       for (const answer of answers) {
         expect(answer.status).toBe(200);
         expect(answer.ms).toBeLessThan(BOUND_MS);
       }
-      expect(await gauge(a!, 'ledger_gateway_protection_store_failures_total', { fail_mode: 'open' })).toBe(5);
+      expect(await gauge(a, 'ledger_gateway_protection_store_failures_total', { fail_mode: 'open' })).toBe(5);
     } finally {
       server.resume();
     }
-    expect((await call(a!.url, '/v2/parties', alice).answer).status).toBe(200);
+    expect((await call(a.url, '/v2/parties', alice).answer).status).toBe(200);
   });
 
   it('a Redis that holds its connection and answers nothing: after one timeout the fail mode applies at once (nothing more queued for it), and limits return once it answers', async () => {
-    const server = await redisServer();
-    const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
-    const [a] = await replicas(1, upstream, { failMode: 'open', redis: { url: server.url, commandTimeoutMs: 1_000 }, operations: { getV2Parties: { rate: { requests: 2, perSeconds: 60 } } } });
-    const alice = a!.auth();
-    server.pause();
+    const { server, a, alice } = await frozenRedis(1_000, 2, 60);
     try {
-      const first = await timed(call(a!.url, '/v2/parties', alice).answer);
+      const first = await timed(call(a.url, '/v2/parties', alice).answer);
       expect(first.status).toBe(200);
       expect(first.ms).toBeGreaterThan(900); // it waited out commandTimeoutMs
-      const later = await Promise.all(Array.from({ length: 20 }, () => timed(call(a!.url, '/v2/parties', alice).answer)));
+      const later = await Promise.all(Array.from({ length: 20 }, () => timed(call(a.url, '/v2/parties', alice).answer)));
       for (const answer of later) {
         expect(answer.status).toBe(200);
         expect(answer.ms).toBeLessThan(500); // not another commandTimeoutMs each: no command was sent
       }
-      expect(await gauge(a!, 'ledger_gateway_protection_store_failures_total', { fail_mode: 'open' })).toBe(21);
-      expect(await gauge(a!, 'ledger_gateway_protection_store_up')).toBe(0); // connected, but not answering
+      expect(await gauge(a, 'ledger_gateway_protection_store_failures_total', { fail_mode: 'open' })).toBe(21);
+      expect(await gauge(a, 'ledger_gateway_protection_store_up')).toBe(0); // connected, but not answering
     } finally {
       server.resume();
     }
@@ -288,7 +292,7 @@ describe('when Redis goes away', () => {
     const deadline = Date.now() + 10_000;
     let status = 0;
     while (status !== 429 && Date.now() < deadline) {
-      status = (await call(a!.url, '/v2/parties', alice).answer).status;
+      status = (await call(a.url, '/v2/parties', alice).answer).status;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     expect(status).toBe(429);
