@@ -62,21 +62,33 @@ export function requestTargetProblem(url: string): string | undefined {
 }
 
 /**
- * Why a request's framing is refused (RFC 9112), or undefined. Node's parser lets both through (the
+ * Why a request's framing is refused (RFC 9112), or undefined. Node's parser lets these through (the
  * missing Host only to a bare 400 without a body, which the API server leaves to this check):
- * an HTTP/1.1 request without Host (§3.2), and an HTTP/1.0 request with Transfer-Encoding, whose
- * framing is faulty (§6.1: a hop before the gateway may have read its body differently).
+ * an HTTP/1.1 request without Host, a request with more than one Host field line (§3.2: both MUST
+ * be answered 400; Node keeps the first Host, a hop before the gateway may have routed on the
+ * other), and an HTTP/1.0 request with Transfer-Encoding, whose framing is faulty (§6.1: a hop
+ * before the gateway may have read its body differently).
  */
 export function framingProblem(request: IncomingMessage): string | undefined {
   const socket = request.socket as FramedSocket | null;
   if (socket?.[kFaultyFraming] === true) return 'a request after one with faulty framing on the same connection';
-  const problem = request.httpVersionMinor === 1
-    ? request.headers.host === undefined ? 'an HTTP/1.1 request without a Host header' : undefined
-    : request.headers['transfer-encoding'] !== undefined ? 'an HTTP/1.0 request with Transfer-Encoding' : undefined;
+  const problem = request.httpVersionMinor === 1 && request.headers.host === undefined ? 'an HTTP/1.1 request without a Host header'
+    : request.httpVersionMinor !== 1 && request.headers['transfer-encoding'] !== undefined ? 'an HTTP/1.0 request with Transfer-Encoding'
+    : hostLines(request.rawHeaders) > 1 ? 'a request with more than one Host header' : undefined;
   // Requests pipelined behind it were parsed from bytes whose framing is in doubt (they may be what
   // a hop before the gateway took for a body): none of them is served either.
   if (problem !== undefined && socket !== null) socket[kFaultyFraming] = true;
   return problem;
+}
+
+/** How many Host field lines a request has (names compared by length first: no lower-casing per header). */
+function hostLines(rawHeaders: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && (name === 'Host' || name === 'host' || name.toLowerCase() === 'host')) count++;
+  }
+  return count;
 }
 
 const kFaultyFraming = Symbol('ledger-gateway.faultyFraming');

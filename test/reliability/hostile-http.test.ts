@@ -161,6 +161,29 @@ describe('faulty framing (RFC 9112)', () => {
     await stillServes();
   });
 
+  it('two Host lines (any case): 400, connection closed, not forwarded; one Host line is served', async () => {
+    const before = running.upstream.requests.length;
+    for (const second of ['Host: other.example', 'HOST: other.example', 'host: gw']) {
+      const answer = await exchange([`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${second}\r\n${auth()}\r\n`]);
+      expect(answer.status, second).toBe(400);
+      expect(answer.head, second).toMatch(/\r\nconnection: close/i);
+      expect(JSON.parse(answer.body), second).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST', cause: 'The request is malformed: a request with more than one Host header.' });
+    }
+    // HTTP/1.0 too: the rule is about the field, not the version.
+    const old = await exchange([`GET /v2/state/ledger-end HTTP/1.0\r\nhost: gw\r\nHost: other.example\r\n${auth()}\r\n`]);
+    expect(old.status).toBe(400);
+    expect(running.upstream.requests.length).toBe(before);
+    const one = await exchange([`GET /v2/state/ledger-end HTTP/1.1\r\nhOsT: gw\r\n${auth()}Connection: close\r\n\r\n`]);
+    expect(one.status).toBe(200);
+    await stillServes();
+  });
+
+  it('a WebSocket upgrade with two Host lines: refused, never tunnelled', async () => {
+    const answer = await exchange([`GET /v2/updates HTTP/1.1\r\nHost: gw\r\nHost: other.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${auth()}\r\n`]);
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST', cause: 'The request is malformed: a request with more than one Host header.' });
+  });
+
   it('a WebSocket upgrade without Host: refused the same way, never tunnelled', async () => {
     const answer = await exchange([`GET /v2/updates HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${auth()}\r\n`]);
     expect(answer.status).toBe(400);
