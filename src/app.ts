@@ -189,6 +189,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     isTrustedProxy,
     onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined),
   });
+  metrics.watchUpstream(forwarder.load);
 
   // Telemetry encloses every stage: the server span opens before the first stage runs (a refusal
   // there carries its trace id), and every request ends in one observation, one span, one log line.

@@ -51,6 +51,8 @@ export interface Forwarder {
   fetchWhole(request: FastifyRequest, maxBytes: number): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
   /** GET /v2/version with a short bound: does the participant answer at all? */
   probe(timeoutMs: number): Promise<boolean>;
+  /** Calls handed to the upstream pool (at most upstream.connections), and calls waiting for one of its connections. */
+  load(): { inFlight: number; queued: number };
   close(): Promise<void>;
 }
 
@@ -486,6 +488,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     forward,
     fetchWhole,
     probe,
+    load: () => ({ inFlight: dispatched, queued: queue.size }),
     // Called once the API listener is closed: what is still running upstream has nobody to answer
     // (a version refresh, a call whose client was cut at the end of the grace), so it is aborted,
     // not waited for; shutdown stays within shutdown.graceMs.

@@ -23,6 +23,8 @@ export const MetricNames = {
   protectionStoreUp: 'ledger_gateway_protection_store_up',
   tokenSignatureChecks: 'ledger_gateway_token_signature_checks_total',
   logLinesDropped: 'ledger_gateway_log_lines_dropped_total',
+  upstreamCallsInFlight: 'ledger_gateway_upstream_calls_in_flight',
+  upstreamCallsQueued: 'ledger_gateway_upstream_calls_queued',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -133,6 +135,8 @@ export interface GatewayMetrics {
   watchProtectionStore(ready: () => boolean): void;
   /** Where ledger_gateway_token_signature_checks_total reads the authenticator's count (read at scrape, no hot-path cost). */
   watchSignatureChecks(count: () => number): void;
+  /** Where the upstream pool gauges read the forwarder's counts (at scrape). */
+  watchUpstream(load: () => { inFlight: number; queued: number }): void;
 }
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
@@ -255,6 +259,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   countedElsewhere(MetricNames.logLinesDropped, 'Log lines dropped because stdout did not take them and 16 MiB of lines were already waiting for it.', droppedLogLines);
   let protectionStoreReady = () => true;
   new Gauge({ name: MetricNames.protectionStoreUp, help: '1 while the limit store answers (always, in memory); 0 while Redis is unreachable and protection.failMode applies.', registers: [registry], collect() { this.set(protectionStoreReady() ? 1 : 0); } });
+  let upstreamLoad = () => ({ inFlight: 0, queued: 0 });
+  new Gauge({ name: MetricNames.upstreamCallsInFlight, help: 'Calls handed to the participant\'s connection pool, at most upstream.connections (version fetches included).', registers: [registry], collect() { this.set(upstreamLoad().inFlight); } });
+  new Gauge({ name: MetricNames.upstreamCallsQueued, help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.', registers: [registry], collect() { this.set(upstreamLoad().queued); } });
   const refusalSeries = memo<CounterChild>((key) => {
     const space = key.indexOf(' ');
     return protectionRefusals.labels(key.slice(0, space), key.slice(space + 1));
@@ -301,6 +308,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     },
     watchSignatureChecks(count) {
       signatureChecks = count;
+    },
+    watchUpstream(load) {
+      upstreamLoad = load;
     },
   };
 }

@@ -71,3 +71,15 @@ export async function startGateway(
     close: () => gateway.close(),
   };
 }
+
+/**
+ * A gauge's value as the registry reports it at a scrape (its collect() runs). Throws when the
+ * gateway has no such metric, so that a renamed metric cannot read as 0; a labelled series not
+ * seen yet reads 0.
+ */
+export async function gauge(gateway: { registry: Registry }, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const metric = (await gateway.registry.getMetricsAsJSON()).find((m) => m.name === name);
+  if (metric === undefined) throw new Error(`no metric ${name}`);
+  const values = metric.values as Array<{ value: number; labels: Record<string, string | number> }>;
+  return values.find((v) => Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l))?.value ?? 0;
+}

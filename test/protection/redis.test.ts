@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { limitKeys } from '../../src/protection/redis-store.js';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { startRedisServer, type RedisServer } from './redis-server.js';
@@ -62,12 +62,6 @@ async function replicas(count: number, upstream: RecordingUpstream, protection: 
   }
   for (const replica of started) await waitForStore(replica, 1);
   return started;
-}
-
-async function gauge(gateway: RunningGateway, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const json = await gateway.registry.getMetricsAsJSON();
-  const values = (json.find((m) => m.name === name)?.values ?? []) as Array<{ value: number; labels: Record<string, string | number> }>;
-  return values.find((v) => Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l))?.value ?? 0;
 }
 
 const waitForStore = async (gateway: RunningGateway, up: 0 | 1) => {

@@ -3,16 +3,21 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { createTestIssuer, TEST_ISSUER, TEST_PARTICIPANT } from '../helpers/tokens.js';
+import { startJwksServer, type JwksServer } from '../auth/support/jwks-server.js';
 import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream, type UpstreamHandler } from '../helpers/recording-upstream.js';
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
+let jwks: JwksServer | undefined;
 const servers: net.Server[] = [];
 afterEach(async () => {
   await gw?.close();
   await upstream?.close();
+  await jwks?.close();
+  jwks = undefined;
   for (const server of servers.splice(0)) await new Promise((resolve) => server.close(resolve));
   gw = undefined;
   upstream = undefined;
@@ -276,14 +281,18 @@ describe('bounds on the client side of a call', () => {
       }
       response.end();
     });
-    gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 500 } });
+    // The stalled call's timeout is 500 ms; the next call's is longer, so that it waits in the queue
+    // for the connection the cut frees (with 500 ms it could reach its own deadline first: a 503).
+    gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 5_000, operationTimeoutsMs: { 'getV2StateLedger-end': 500 } } });
     const client = rawClient(Number(new URL(gw.url).port));
     client.socket.pause(); // never reads
     client.socket.write(`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${Object.entries(gw.auth()).map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n`);
     await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
     // The one upstream connection is free again: the next call is served.
+    const started = Date.now();
     const next = await fetch(`${gw.url}/v2/parties`, { headers: gw.auth(), signal: AbortSignal.timeout(5_000) });
     expect(next.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(2_500); // freed by the cut after 500 ms, not by the stalled call's 5 s
     await next.arrayBuffer();
     client.socket.destroy();
     const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
@@ -361,12 +370,54 @@ describe('bounds on the client side of a call', () => {
       return { status: response.status, text };
     });
     await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
-    const queued = await fetch(`${gw.url}/v2/parties`, { headers: gw.auth(), signal: AbortSignal.timeout(5_000) });
+    const waiting = fetch(`${gw.url}/v2/parties`, { headers: gw.auth(), signal: AbortSignal.timeout(5_000) });
+    // While it waits, the pool gauges say so.
+    await expect.poll(() => gauge(gw!, 'ledger_gateway_upstream_calls_queued'), { timeout: 400, interval: 20 }).toBe(1);
+    expect(await gauge(gw, 'ledger_gateway_upstream_calls_in_flight')).toBe(1);
+    const queued = await waiting;
     expect(firstDone).toBe(false); // answered while the only connection was still busy
+    expect(await gauge(gw, 'ledger_gateway_upstream_calls_queued')).toBe(0);
     expect(queued.status).toBe(503);
     expect(await queued.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE', retryInfo: '1 second' });
     expect(await first).toEqual({ status: 200, text: '.'.repeat(20) });
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(upstream.requests.map((request) => request.url)).toEqual(['/v2/state/ledger-end']);
+    expect(await gauge(gw, 'ledger_gateway_upstream_calls_in_flight')).toBe(0);
+  });
+
+  it('a call whose client left during an asynchronous stage (a key set refetch) is neither sent nor queued', async () => {
+    // The gateway knows key 1; a token signed with key 2 makes it refetch the key set, which
+    // answers after 600 ms. The client leaves at 200 ms, while every upstream connection is busy.
+    const first = await createTestIssuer(TEST_ISSUER, 'key-1');
+    const second = await createTestIssuer(TEST_ISSUER, 'key-2');
+    jwks = await startJwksServer(first.issuerConfig.jwks.keys);
+    upstream = await startRecordingUpstream(trickling('/v2/state/ledger-end', 20)); // busy for 2 s
+    gw = await startGateway(upstream.url, {
+      upstream: { connections: 1, timeoutMs: 5_000 },
+      auth: { issuers: [{ issuer: TEST_ISSUER, jwksUrl: jwks.jwksUrl }], participantId: TEST_PARTICIPANT, keySets: { unknownKeyCooldownMs: 100 } },
+    });
+    await expect.poll(async () => (await fetch(`${gw!.adminUrl}/readyz`)).status, { timeout: 5_000, interval: 50 }).toBe(200);
+    const holding = fetch(`${gw.url}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${await first.mint()}` } }).then((response) => response.text());
+    await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 150)); // past the refetch cooldown since the start's fetch
+    jwks.setKeys([...first.issuerConfig.jwks.keys, ...second.issuerConfig.jwks.keys]);
+    jwks.setBehaviour({ delayMs: 600 });
+    const fetchesBefore = jwks.requests;
+    const leaving = new AbortController();
+    const left = fetch(`${gw.url}/v2/parties`, { headers: { authorization: `Bearer ${await second.mint()}` }, signal: leaving.signal }).catch((error: Error) => error.name);
+    await expect.poll(() => jwks!.requests, { timeout: 1_000, interval: 10 }).toBe(fetchesBefore + 1); // the refetch is under way
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    leaving.abort();
+    expect(await left).toBe('AbortError');
+    // The refetch answers (600 ms), the token verifies, the call reaches the forwarder with its client gone.
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    expect(await gauge(gw, 'ledger_gateway_upstream_calls_queued')).toBe(0);
+    expect(await gauge(gw, 'ledger_gateway_upstream_calls_in_flight')).toBe(1); // the holding call only
+    expect(await holding).toBe('.'.repeat(20));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(upstream.requests.map((request) => request.url)).toEqual(['/v2/state/ledger-end']);
+    expect(await gauge(gw, 'ledger_gateway_upstream_calls_in_flight')).toBe(0);
+    const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    expect(metrics).toMatch(/operation="getV2Parties",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST"\} 1/);
   });
 });
