@@ -395,6 +395,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       clearInterval(sweep);
       if (outcome === 'timeout') {
         log.warn({ graceMs: config.shutdown.graceMs }, 'shutdown grace elapsed; closing remaining connections');
+        requestTelemetry.cutOff(); // counted as SHUTDOWN_GRACE_ELAPSED, not as clients that left
         api.server.closeAllConnections();
       }
       await close();

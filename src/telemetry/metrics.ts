@@ -42,6 +42,8 @@ export const ErrorCodeLabels = {
   upstreamAnswerBroken: 'UPSTREAM_ANSWER_BROKEN',
   /** The client stopped reading its answer for the call's timeout and the gateway ended it: the participant's status. */
   clientStalled: 'CLIENT_STALLED',
+  /** Still in flight when the shutdown grace ended, so the gateway closed its connection: the answer's status once its head was sent, else 503. */
+  shutdownGraceElapsed: 'SHUTDOWN_GRACE_ELAPSED',
 } as const;
 
 /** Status recorded for a request whose client went away before the answer was complete. */

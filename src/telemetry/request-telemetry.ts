@@ -51,6 +51,11 @@ export interface RequestTelemetry {
   enter(request: FastifyRequest): void;
   /** Why a stage refused the request: written on its log line. */
   noteRefusal(request: FastifyRequest, reason: string): void;
+  /**
+   * The shutdown grace has ended and the gateway is about to close every connection: calls that
+   * end from now on without a complete answer were cut by the gateway, not left by their clients.
+   */
+  cutOff(): void;
 }
 
 /** The error code of a finished request: none, or the gateway's or the participant's code. */
@@ -62,6 +67,7 @@ export function outcomeCode(status: number, errorCode: string | null): string {
 export function createRequestTelemetry(metrics: GatewayMetrics, options: RequestTelemetryOptions = {}): RequestTelemetry {
   const propagateTraceContext = options.propagateTraceContext ?? false;
   const writeLine = options.writeLine;
+  let cuttingOff = false;
 
   function finish(request: FastifyRequest, reply: FastifyReply, clientLeft: boolean): void {
     const state = (request as WithState)[kState];
@@ -75,8 +81,10 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     // An answer the participant broke off, or one the gateway ended because its client stopped
     // reading, ends the connection too, but it is not the client leaving.
     const cut = clientLeft && (request.errorCode === ErrorCodeLabels.upstreamAnswerBroken || request.errorCode === ErrorCodeLabels.clientStalled);
-    const status = clientLeft && !cut ? CLIENT_CLOSED_STATUS : reply.statusCode;
-    const code = cut ? request.errorCode! : clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
+    // Cut when the shutdown grace ended: the gateway's doing, so a 5xx unless an answer was under way.
+    const cutOff = clientLeft && !cut && cuttingOff;
+    const status = cutOff ? (reply.raw.headersSent ? reply.statusCode : 503) : clientLeft && !cut ? CLIENT_CLOSED_STATUS : reply.statusCode;
+    const code = cut ? request.errorCode! : cutOff ? ErrorCodeLabels.shutdownGraceElapsed : clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
     const seconds = (performance.now() - state.started) / 1000;
     metrics.observeRequest(operationName, request.method, status, code, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined);
 
@@ -126,6 +134,9 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     noteRefusal(request, reason) {
       const state = (request as WithState)[kState];
       if (state !== undefined) state.reason = scrubSecrets(String(reason)); // a non-string reason must not throw here
+    },
+    cutOff() {
+      cuttingOff = true;
     },
   };
 }

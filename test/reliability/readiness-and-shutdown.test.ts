@@ -39,6 +39,11 @@ describe('readiness and shutdown', () => {
     await gw.gateway.shutdown();
     expect(Date.now() - started).toBeLessThan(2_500); // the grace, then everything upstream is aborted
     expect(await pending).toBe('cut');
+    // Counted as the gateway's cut, a 5xx, not as a client that left (499); the cut connection's
+    // close is seen a moment after shutdown() returns.
+    const counted = () => gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    await expect.poll(counted, { timeout: 2_000 }).toMatch(/operation="getVersion",method="GET",status="503",error_code="SHUTDOWN_GRACE_ELAPSED"\} 1/);
+    expect(await counted()).not.toMatch(/CLIENT_CLOSED_REQUEST/);
     current.gw = undefined; // already closed
   });
 });
