@@ -22,7 +22,7 @@ import { createPolicyStage } from './policy/stage.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy, webSocketOperationOf } from './proxy/websocket.js';
 import { stageHook, type Stage } from './stage-runner.js';
-import { framingProblem, framingRefusal, resolveOperation, traceIdOf, type Principal } from './request-context.js';
+import { connectionOptionProblem, framingProblem, framingRefusal, resolveOperation, traceIdOf, type Principal } from './request-context.js';
 import { createLogger, requestLineWriter } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
@@ -209,13 +209,20 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   api.removeAllContentTypeParsers();
   api.addContentTypeParser('*', (_request, _payload, done) => done(null));
 
+  // Set once shutdown's drain delay is over and the listener closes: requests that still arrive on
+  // open connections are refused. During the delay (readiness already 503, while load balancers
+  // take the gateway out of rotation) they are served, each answer closing its connection.
+  let refusingRequests = false;
+
   // Stage 0: request context: the operation from the route catalogue and a clean target.
   const requestContext: Stage = (request, reply) => {
     const framing = framingProblem(request.raw);
     if (framing !== undefined) throw framingRefusal(framing);
+    const credential = connectionOptionProblem(request.headers.connection, false);
+    if (credential !== undefined) throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${credential}.` });
     request.operation = resolveOperation(request.method, request.url, config.routes);
     requestTelemetry.enter(request);
-    if (readiness.isShuttingDown) {
+    if (refusingRequests) {
       reply.header('connection', 'close');
       throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
     }
@@ -316,7 +323,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     config,
     isTrustedProxy,
     admit: async (request, operation) => {
-      if (readiness.isShuttingDown) throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
+      if (refusingRequests) throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
       const context: UpgradeContext = { request, operation, principal: null };
       for (const stage of upgradeStages) await stage(context);
     },
@@ -387,6 +394,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       readiness.beginShutdown();
       api.draining = true;
       if (config.shutdown.drainDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdown.drainDelayMs));
+      refusingRequests = true;
       const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), config.shutdown.graceMs).unref());
       // api.close() stops accepting, closes idle keep-alive connections and waits for in-flight calls;
       // a connection whose call finishes later is idle then, and closed on the next sweep.

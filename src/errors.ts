@@ -123,7 +123,7 @@ export const Errors = {
     'A body on a rule-checked route that the participant\'s JSON decoder refuses (not JSON, not an object, a wrong JSON type, a missing field of a strict type, an integer out of range, an unknown enum name or oneof variant, a malformed template id): answered as Canton answers it, 400 text/plain "Invalid value for: body (... at \'<path>\')", not a JsCantonError.',
     { plainText: true }),
   GATEWAY_MALFORMED_REQUEST: defineError('GATEWAY_MALFORMED_REQUEST', 8, GrpcCode.INVALID_ARGUMENT,
-    'A body on a rule-checked route could not be read whole (the client left, stopped sending or took longer than policy.bodyReadTimeoutMs) or is nested deeper than policy.maxBodyDepth; an HTTP/1.1 request without Host, a request with two Host lines or an HTTP/1.0 request with Transfer-Encoding (faulty framing: the connection is closed); or Fastify refused the request as malformed before any route.'),
+    'A body on a rule-checked route could not be read whole (the client left, stopped sending or took longer than policy.bodyReadTimeoutMs) or is nested deeper than policy.maxBodyDepth; an HTTP/1.1 request without Host, a request with two Host lines or an HTTP/1.0 request with Transfer-Encoding (faulty framing: the connection is closed); a Connection header naming the credential\'s field (Authorization, or Sec-WebSocket-Protocol on an upgrade); or Fastify refused the request as malformed before any route.'),
   GATEWAY_UNSUPPORTED_MEDIA_TYPE: defineError('GATEWAY_UNSUPPORTED_MEDIA_TYPE', 8, GrpcCode.INVALID_ARGUMENT,
     'A rule-checked route was sent a body in a charset the gateway cannot decode as the participant would (e.g. UTF-16). Any content type is accepted otherwise, as Canton accepts it.',
     { status: 415 }),

@@ -91,6 +91,25 @@ function hostLines(rawHeaders: readonly string[]): number {
   return count;
 }
 
+/**
+ * Why a request whose Connection header names the field that carries its credential is refused, or
+ * undefined. A proxy must remove the fields its Connection header names (RFC 9110 §7.6.1), so the
+ * participant would not get the token the gateway verified: on a WebSocket upgrade it would then read
+ * another one, from a `jwt.token.` subprotocol the gateway never checked (FACTS.md §4.1: the
+ * Authorization header wins only when present). Refused rather than forwarded with the field kept.
+ * The usual values (`keep-alive`, `close`, `Upgrade`) cost no parsing.
+ */
+export function connectionOptionProblem(connection: string | undefined, upgrade: boolean): string | undefined {
+  if (connection === undefined || connection.length < 13) return undefined; // shorter than "authorization"
+  for (const option of connection.split(',')) {
+    const name = option.trim().toLowerCase();
+    if (name === 'authorization' || (upgrade && name === 'sec-websocket-protocol')) {
+      return `the Connection header names ${name}, which carries the credential the gateway verifies for the participant`;
+    }
+  }
+  return undefined;
+}
+
 const kFaultyFraming = Symbol('ledger-gateway.faultyFraming');
 type FramedSocket = IncomingMessage['socket'] & { [kFaultyFraming]?: true };
 

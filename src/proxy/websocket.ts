@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError, renderCantonError } from '../errors.js';
 import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from '../operations.js';
-import { framingProblem, framingRefusal, requestTargetProblem } from '../request-context.js';
+import { connectionOptionProblem, framingProblem, framingRefusal, requestTargetProblem } from '../request-context.js';
 import { continueTrace, formatTraceparent, parseTraceparent, type TraceContext } from '../telemetry/trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { scrubSecrets } from '../telemetry/logging.js';
@@ -164,6 +164,11 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
     const framing = framingProblem(request);
     if (framing !== undefined) {
       refuse(framingRefusal(framing));
+      return;
+    }
+    const credential = connectionOptionProblem(request.headers.connection, true);
+    if (credential !== undefined) {
+      refuse(new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${credential}.` }));
       return;
     }
     const url = request.url ?? '/';

@@ -1,6 +1,7 @@
 // WebSocket upgrades: the token comes from the `jwt.token.` subprotocol (or Authorization); a good
 // one reaches the participant with every subprotocol offered, a bad one never reaches it.
 import http from 'node:http';
+import net from 'node:net';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
@@ -93,5 +94,37 @@ describe('WebSocket upgrades', () => {
     expect(outcome.headers['www-authenticate']).toBe(challenge);
     expect(JSON.parse(outcome.body)).toMatchObject({ code: 'NA', errorCategory: -1, grpcCodeValue: 16 });
     expect(upstream!.upgrades).toEqual([]);
+  });
+
+  it('refuses an upgrade whose Connection header names the credential\'s field: the participant would read another token', async () => {
+    // A proxy drops the fields Connection names (RFC 9110 §7.6.1): without the Authorization header
+    // the gateway verified, the participant would read the jwt.token. subprotocol, never checked.
+    const url = await setUp();
+    const verified = await sign(key, { iss: ISSUER });
+    const forged = tamperedPayload(verified, { sub: 'participant_admin' });
+    const port = Number(new URL(url).port);
+    const raw = (head: string) => new Promise<string>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => socket.write(head));
+      let text = '';
+      socket.on('data', (data: Buffer) => { text += data.toString('latin1'); });
+      socket.on('error', () => undefined);
+      socket.on('close', () => resolve(text));
+      setTimeout(() => socket.destroy(), 3_000);
+    });
+    const upgrade = (connection: string, extra: string) => `GET /v2/updates HTTP/1.1\r\nHost: gw\r\nUpgrade: websocket\r\nConnection: ${connection}\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`;
+    for (const [connection, extra] of [
+      ['Upgrade, Authorization', `Authorization: Bearer ${verified}\r\nSec-WebSocket-Protocol: jwt.token.${forged},daml.ws.auth\r\n`],
+      ['upgrade,AUTHORIZATION', `Authorization: Bearer ${verified}\r\nSec-WebSocket-Protocol: daml.ws.auth\r\n`],
+      ['Upgrade, Sec-WebSocket-Protocol', `Sec-WebSocket-Protocol: jwt.token.${verified},daml.ws.auth\r\n`],
+    ]) {
+      const answer = await raw(upgrade(connection!, extra!));
+      expect(answer, connection).toMatch(/^HTTP\/1\.1 400 /);
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), connection).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST', cause: expect.stringContaining('the Connection header names') });
+    }
+    expect(upstream!.upgrades).toHaveLength(0);
+    // The same Authorization with a plain Connection header is tunnelled, and reaches the participant.
+    const opened = await connect(url, [`jwt.token.${forged}`, 'daml.ws.auth'], { Authorization: `Bearer ${verified}` });
+    expect(opened).toMatchObject({ opened: true, protocol: 'daml.ws.auth' });
+    expect(upstream!.upgrades[0]!.authorization).toBe(`Bearer ${verified}`);
   });
 });

@@ -178,6 +178,21 @@ describe('faulty framing (RFC 9112)', () => {
     await stillServes();
   });
 
+  it('a Connection header naming Authorization: 400, not forwarded (the participant would not get the verified token)', async () => {
+    const before = running.upstream.requests.length;
+    for (const connection of ['Authorization, close', 'close, authorization', 'close,  AUTHORIZATION ']) { // close: the helper reads until the connection ends
+      const answer = await exchange([`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\nConnection: ${connection}\r\n${auth()}\r\n`]);
+      expect(answer.status, connection).toBe(400);
+      expect(JSON.parse(answer.body), connection).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST', cause: 'The request is malformed: the Connection header names authorization, which carries the credential the gateway verifies for the participant.' });
+    }
+    expect(running.upstream.requests.length).toBe(before);
+    // Other fields named there are dropped on the way, as a proxy must (RFC 9110 §7.6.1).
+    const served = await exchange([`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\n${auth()}\r\n`]);
+    expect(served.status).toBe(200);
+    expect(running.upstream.requests.at(-1)!.headers['x-hop']).toBeUndefined();
+    expect(running.upstream.requests.at(-1)!.headers.authorization).toMatch(/^Bearer /);
+  });
+
   it('a WebSocket upgrade with two Host lines: refused, never tunnelled', async () => {
     const answer = await exchange([`GET /v2/updates HTTP/1.1\r\nHost: gw\r\nHost: other.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${auth()}\r\n`]);
     expect(answer.status).toBe(400);

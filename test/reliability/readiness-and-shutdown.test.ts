@@ -46,4 +46,21 @@ describe('readiness and shutdown', () => {
     expect(await counted()).not.toMatch(/CLIENT_CLOSED_REQUEST/);
     current.gw = undefined; // already closed
   });
+
+  it('serves calls during shutdown.drainDelayMs (readiness 503, each answer closing its connection), refuses them after', async () => {
+    const upstream = current.upstream = await startRecordingUpstream();
+    const gw = current.gw = await startGateway(upstream.url, { shutdown: { graceMs: 2_000, drainDelayMs: 1_000 } });
+    expect((await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() })).status).toBe(200);
+    const shutdown = gw.gateway.shutdown();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect((await fetch(`${gw.adminUrl}/readyz`)).status).toBe(503);
+    // Still in the delay: a call on a new connection is served, and told to close its connection.
+    const during = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+    expect(during.status).toBe(200);
+    expect(during.headers.get('connection')).toBe('close');
+    expect(upstream.requests).toHaveLength(2);
+    await shutdown;
+    await expect(fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() })).rejects.toThrow(); // the listener is closed
+    current.gw = undefined; // already closed
+  });
 });
