@@ -86,8 +86,12 @@ function verificationKeys(document: unknown): JSONWebKeySet {
   return { keys };
 }
 
-function fingerprints(jwks: JSONWebKeySet): Map<string, string> {
-  return new Map(jwks.keys.map((key, index) => [key.kid ?? `#${index}`, JSON.stringify(key)]));
+/**
+ * Every key of a set, whole. Not keyed by kid: two keys may share one (RFC 7517 §4.5 allows it
+ * across key types), and a map by kid would hold only the last, so withdrawing the other went unseen.
+ */
+function fingerprints(jwks: JSONWebKeySet): Set<string> {
+  return new Set(jwks.keys.map((key) => JSON.stringify(key)));
 }
 
 export class RemoteKeySet implements KeySet {
@@ -97,7 +101,7 @@ export class RemoteKeySet implements KeySet {
   private readonly now: () => number;
   private readonly abort = new AbortController();
   private local: LocalKeySet | undefined;
-  private current = new Map<string, string>();
+  private current = new Set<string>();
   private lastAttemptAt = Number.NEGATIVE_INFINITY;
   private pending: Promise<boolean> | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -175,7 +179,8 @@ export class RemoteKeySet implements KeySet {
       const jwks = verificationKeys(JSON.parse(await readBounded(response, MAX_JWKS_BYTES)) as unknown);
       const local = createLocalJWKSet(jwks);
       const next = fingerprints(jwks);
-      const withdrawn = [...this.current].some(([kid, key]) => next.get(kid) !== key);
+      // A key dropped or changed (a changed key is a dropped one and a new one).
+      const withdrawn = [...this.current].some((key) => !next.has(key));
       const first = this.local === undefined;
       this.local = local;
       this.current = next;

@@ -135,4 +135,21 @@ describe('a key withdrawn while a token signed with it is being checked', () => 
     expect(await reasonOf(first)).toBe('bad_signature'); // checked with the key it had resolved
     await expect(auth.authenticate(token)).resolves.toMatchObject({ subject: 'alice' });
   });
+
+  it('notices a withdrawn key that shares its kid with a key that stays (RFC 7517 §4.5 allows it across key types)', async () => {
+    for (const order of ['rsa first', 'ec first'] as const) {
+      const rsa = await signingKey('RS256', 'shared');
+      const ec = await signingKey('ES256', 'shared');
+      const { auth, keySet, jwks } = await authenticatorOver(order === 'rsa first' ? [rsa, ec] : [ec, rsa]);
+      const token = await sign(rsa, { iss: ISSUER });
+      await expect(auth.authenticate(token), order).resolves.toMatchObject({ subject: 'alice' });
+      expect(auth.cache.size.verified, order).toBe(1);
+      await publish(auth, jwks, keySet, [ec]); // the RSA key is withdrawn: the cache is cleared
+      expect(auth.cache.size.verified, order).toBe(0);
+      expect(await reasonOf(auth.authenticate(token)), order).toBe('unknown_key');
+      auth.close();
+      await jwks.close();
+      opened = undefined;
+    }
+  });
 });
