@@ -16,7 +16,7 @@ import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import { ATTR_SERVICE_VERSION, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } from '@opentelemetry/semantic-conventions';
 import type { FastifyPluginCallback } from 'fastify';
 import { BUILD_VERSION, SERVICE_NAME } from './build-info.js';
 import { holdServerSpan } from './server-span.js';
@@ -37,6 +37,24 @@ export interface Tracing {
   /** Export the spans ended so far (tests, shutdown). */
   forceFlush(): Promise<void>;
   shutdown(): Promise<void>;
+}
+
+/** A query parameter name kept as is in span attributes; any other name is redacted too (a bare token, say). */
+const PLAIN_NAME = /^[\w.\-[\]%]{1,64}$/;
+
+/**
+ * A query string (without its "?") with every value replaced by REDACTED, for span attributes: a
+ * value may be a token (`?access_token=`) or a user id (OpenTelemetry's url.query convention says
+ * to scrub what may be sensitive). Names stay, unless they do not look like names.
+ */
+export function redactQuery(query: string): string {
+  if (query === '') return '';
+  return query.split('&').map((pair) => {
+    const equals = pair.indexOf('=');
+    const name = equals === -1 ? pair : pair.slice(0, equals);
+    const shownName = name === '' || PLAIN_NAME.test(name) ? name : 'REDACTED';
+    return equals === -1 ? shownName : `${shownName}=REDACTED`;
+  }).join('&');
 }
 
 let active: Tracing | undefined;
@@ -81,12 +99,25 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
     instrumentHandler: false,
     // Refusals are answers, not exceptions; their code is an attribute. No stack traces in spans.
     recordExceptions: false,
-    requestHook: (span, request) => holdServerSpan(request, span),
+    requestHook: (span, request) => {
+      // @fastify/otel puts the whole request target in url.path: a query may carry a token.
+      const target = request.url;
+      const question = target.indexOf('?');
+      if (question !== -1) span.setAttributes({ [ATTR_URL_PATH]: target.slice(0, question), [ATTR_URL_QUERY]: redactQuery(target.slice(question + 1)) });
+      holdServerSpan(request, span);
+    },
   });
   const undici = new UndiciInstrumentation({
     // Only calls made for a request (the forwarder, a key set fetch during one) get a client
     // span and a traceparent; the readiness probe and background refreshes do not.
     requireParentforSpans: true,
+    // The span's own url.full and url.query would carry the query's values, a token among them.
+    startSpanHook: (request) => {
+      const question = request.path.indexOf('?');
+      if (question === -1) return {};
+      const query = redactQuery(request.path.slice(question + 1));
+      return { [ATTR_URL_FULL]: `${request.origin}${request.path.slice(0, question)}?${query}`, [ATTR_URL_QUERY]: `?${query}` };
+    },
   });
 
   // Without exporterUrl the SDK builds the exporter the environment names.

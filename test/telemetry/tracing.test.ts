@@ -113,6 +113,28 @@ describe('tracing', () => {
     expect(receiver.bodies.join('\n')).not.toContain(BAD_TOKEN.split('.')[2]);
   });
 
+  it('exports no query values: a token in the query never reaches a span (server or client), the call is forwarded as sent', async () => {
+    upstream = await startRecordingUpstream(scriptedParticipant);
+    gw = await startGateway(upstream.url, {}, { tracingActive: true });
+    const query = `access_token=${BAD_TOKEN}&pageSize=5&${BAD_TOKEN}`;
+    const served = await fetch(`${gw.url}/v2/users?${query}`, { headers: gw.auth({ traceparent: CLIENT_TRACEPARENT }) });
+    expect(served.status).toBe(200);
+    await served.arrayBuffer();
+    expect(upstream.requests[0]!.url).toBe(`/v2/users?${query}`); // forwarded unchanged
+    const refused = await fetch(`${gw.url}/v2/users?${query}`);
+    expect(refused.status).toBe(401);
+    await refused.arrayBuffer();
+
+    const [, , serverSpanId] = TRACEPARENT.exec(served.headers.get('traceresponse') ?? '')!;
+    const [server] = await exportedSpans((s) => s.spanId === serverSpanId);
+    const [client] = await exportedSpans((s) => s.kind === SpanKind.client && s.parentSpanId === serverSpanId);
+    expect(server!.attributes).toMatchObject({ 'url.path': '/v2/users', 'url.query': 'access_token=REDACTED&pageSize=REDACTED&REDACTED' });
+    expect(client!.attributes).toMatchObject({ 'url.path': '/v2/users', 'url.query': '?access_token=REDACTED&pageSize=REDACTED&REDACTED', 'url.full': `${upstream.url}/v2/users?access_token=REDACTED&pageSize=REDACTED&REDACTED` });
+    await exportedSpans((s) => s.kind === SpanKind.server && s.attributes[SpanAttributes.status] === 401);
+    const exported = receiver.bodies.join('\n');
+    for (const part of BAD_TOKEN.split('.')) expect(exported).not.toContain(part);
+  });
+
   it('puts the participant\'s error code on the server span, read from the answer as it streams through', async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, {}, { tracingActive: true });
