@@ -7,7 +7,7 @@ import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication } from './
 import { ConfigError, loadConfig } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createLogger } from './telemetry/logging.js';
-import { activeTracing } from './telemetry/tracing.js';
+import { activeTracing, startTracing } from './telemetry/tracing.js';
 
 const USAGE = `Usage: ledger-gateway [--config <file>]
 
@@ -44,8 +44,11 @@ async function main(): Promise<void> {
   const { config, development } = await prepareAuthentication(loaded);
 
   const upstream = await resolveUpstream(config);
-  // Tracing runs when the process was started with --import ./dist/telemetry/register.js.
-  const tracing = activeTracing();
+  // Started here unless the process was started with --import ./dist/telemetry/register.js (the
+  // image and `npm start` do, as before): neither instrumentation patches modules at load (the
+  // undici one listens on diagnostics channels, @fastify/otel is a plugin), so loading them after
+  // Fastify and undici changes nothing. Undefined only with OTEL_SDK_DISABLED=true.
+  const tracing = activeTracing() ?? startTracing();
   const gateway = await buildGateway(config, { upstreamUrl: upstream.url, logger: createLogger(config.log.level), tracingActive: tracing !== undefined });
   const log = gateway.log;
   log.info({ tracing: tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting' }, 'tracing');

@@ -1,6 +1,6 @@
 // Loading: YAML file + environment overrides, validated once against the schema.
 // Bad config stops the process at boot with every bad key path named.
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
@@ -133,6 +133,20 @@ function valueProblems(config: GatewayConfig): string[] {
   if (url !== undefined) problems.push(`upstream.url: ${url}`);
   for (const name of Object.keys(config.upstream.operationTimeoutsMs)) {
     if (!OPERATIONS.has(name)) problems.push(`upstream.operationTimeoutsMs.${name}: unknown operation name (README "Routes and operations" lists them)`);
+  }
+  // Read at start by the forwarder: a missing file was an unnamed ENOENT and exit 1.
+  for (const key of ['caFile', 'certFile', 'keyFile'] as const) {
+    const file = config.upstream.tls[key];
+    if (file === undefined) continue;
+    try {
+      accessSync(file, constants.R_OK);
+    } catch (error) {
+      problems.push(`upstream.tls.${key}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+  }
+  // Both listeners on one port fail only at listen (EADDRINUSE, exit 1); port 0 picks a free one each.
+  if (config.admin.port !== 0 && config.admin.port === config.server.port) {
+    problems.push(`admin.port: ${config.admin.port} is server.port too: the admin listener needs a port of its own`);
   }
   return problems;
 }

@@ -103,7 +103,7 @@ export function parseSubmission(jsCommands: JsonObject, path: string, tokenUserI
     if (command.kind === 'exercise' && command.contractId === '') throw missingField('contract_id');
     if ((command.kind === 'exercise' || command.kind === 'createAndExercise') && command.choice === '') throw missingField('choice');
   }
-  if (actAs.length === 0) throw missingField('act_as');
+  if (actAs.length === 0) throw missingField('party or act_as');
   return submission;
 }
 

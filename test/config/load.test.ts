@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, validateGatewayConfig } from '../../src/config/load.js';
 
@@ -105,5 +108,22 @@ describe('config validation', () => {
     expect(problemsOf({ upstream: { operationTimeoutsMs: { submitAndWaitForTransactionn: 60_000, getVersion: 1_000 } } })).toEqual([
       'upstream.operationTimeoutsMs.submitAndWaitForTransactionn: unknown operation name (README "Routes and operations" lists them)',
     ]);
+  });
+
+  it('names an upstream TLS file it cannot read, and an admin port that is the API port (each failed later, unnamed, with exit 1)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gw-tls-'));
+    const ca = join(dir, 'ca.pem');
+    writeFileSync(ca, '-----BEGIN CERTIFICATE-----\n');
+    try {
+      expect(problemsOf({ upstream: { url: 'https://participant:7575', tls: { caFile: ca } } })).toEqual([]);
+      expect(problemsOf({ upstream: { url: 'https://participant:7575', tls: { caFile: join(dir, 'missing.pem'), keyFile: dir + '/nope.key' } } })).toEqual([
+        `upstream.tls.caFile: cannot read ${join(dir, 'missing.pem')} (ENOENT)`,
+        `upstream.tls.keyFile: cannot read ${dir}/nope.key (ENOENT)`,
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(problemsOf({ server: { port: 8080 }, admin: { port: 8080 } })).toEqual(['admin.port: 8080 is server.port too: the admin listener needs a port of its own']);
+    expect(problemsOf({ server: { port: 0 }, admin: { port: 0 } })).toEqual([]); // each picks a free port
   });
 });

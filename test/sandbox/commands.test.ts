@@ -124,7 +124,7 @@ describe('sandbox command submission', () => {
       const cases: Array<[object, string]> = [
         [jsCommands([createIou], { commandId: '' }), 'command_id'],
         [jsCommands([]), 'commands'],
-        [jsCommands([createIou], { actAs: [] }), 'act_as'],
+        [jsCommands([createIou], { actAs: [] }), 'party or act_as'],
         [jsCommands([createIou], { userId: '' }), 'user_id'],
         [jsCommands([{ ExerciseCommand: { templateId: IOU, contractId: '', choice: 'Archive', choiceArgument: {} } }]), 'contract_id'],
       ];

@@ -1,5 +1,5 @@
-// The bootstrap as operators run it: `node --import ./dist/telemetry/register.js dist/main.js`,
-// configured only by OTEL_* environment variables, exporting OTLP/HTTP to a receiver on 127.0.0.1.
+// The process as operators run it, `node --import ./dist/telemetry/register.js dist/main.js` (the
+// image) or `node dist/main.js` (the bin), configured only by OTEL_* environment variables, exporting OTLP/HTTP to a receiver on 127.0.0.1.
 // Compiled into its own directory so that it never races another test file's build of dist/.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
@@ -17,6 +17,7 @@ const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 
 let receiver: OtlpReceiver;
 let upstream: RecordingUpstream;
+const seen = new Set<string>();
 
 beforeAll(async () => {
   mkdirSync(OUT_DIR, { recursive: true });
@@ -32,11 +33,15 @@ afterAll(async () => {
   rmSync(OUT_DIR, { recursive: true, force: true });
 });
 
-describe('node --import ./dist/telemetry/register.js', () => {
-  it('traces with the OTEL_* environment: spans exported over OTLP/HTTP, one traceparent upstream, flushed on SIGTERM', async () => {
+describe('the process, started as the image starts it or with plain node', () => {
+  it.each([
+    ['node --import ./dist/telemetry/register.js dist/main.js', true],
+    ['node dist/main.js (the ledger-gateway bin)', false],
+  ])('%s traces with the OTEL_* environment: spans exported over OTLP/HTTP, one traceparent upstream, flushed on SIGTERM', async (_form, preloaded) => {
     const issuer = await createTestIssuer();
     const file = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT);
-    const gateway = await startProcess(['--import', join(OUT_DIR, 'telemetry/register.js'), join(OUT_DIR, 'main.js'), '--config', file], {
+    const entry = [join(OUT_DIR, 'main.js'), '--config', file];
+    const gateway = await startProcess(preloaded ? ['--import', join(OUT_DIR, 'telemetry/register.js'), ...entry] : entry, {
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
       OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
       OTEL_BSP_SCHEDULE_DELAY: '60000', // nothing leaves before the shutdown flush
@@ -59,8 +64,9 @@ describe('node --import ./dist/telemetry/register.js', () => {
     }
     expect(await gateway.exited).toBe(0);
 
-    const server = receiver.spans.find((span) => span.kind === SpanKind.server && span.traceId === CLIENT_TRACE_ID);
-    const client = receiver.spans.find((span) => span.kind === SpanKind.client && span.traceId === CLIENT_TRACE_ID);
+    const server = receiver.spans.find((span) => span.kind === SpanKind.server && span.traceId === CLIENT_TRACE_ID && !seen.has(span.spanId));
+    const client = receiver.spans.find((span) => span.kind === SpanKind.client && span.traceId === CLIENT_TRACE_ID && !seen.has(span.spanId));
+    for (const span of receiver.spans) seen.add(span.spanId); // the next form's spans are its own
     expect(server).toMatchObject({ serviceName: 'ledger-gateway', name: 'POST /v2/updates/update-by-offset' });
     expect(client?.parentSpanId).toBe(server?.spanId);
     expect(upstream.requests.at(-1)!.headers.traceparent).toBe(`00-${CLIENT_TRACE_ID}-${client!.spanId}-01`);

@@ -202,7 +202,7 @@ export const submitAndWaitForTransactionRule: RequestRule = (body, context): Vio
 
   // CommandsValidator, in its order.
   if (field(commands, 'commandId') === '') return missingField('command_id');
-  if ((field(commands, 'actAs') as unknown[]).length === 0) return missingField('act_as');
+  if ((field(commands, 'actAs') as unknown[]).length === 0) return missingField('party or act_as'); // Canton's CommandsValidator names it so
   const list = field(commands, 'commands') as unknown[];
   if (list.length === 0) return missingField('commands');
   for (const [index, command] of list.entries()) {

@@ -59,7 +59,7 @@ describe('submitAndWaitForTransaction rule', () => {
 
   it('validates as CommandsValidator does: command_id, act_as, then commands', () => {
     expect(check(request({ commandId: '' }))?.cause).toBe('The submitted command is missing a mandatory field: command_id');
-    expect(check(request({ actAs: [] }))?.cause).toBe('The submitted command is missing a mandatory field: act_as');
+    expect(check(request({ actAs: [] }))?.cause).toBe('The submitted command is missing a mandatory field: party or act_as');
     expect(check(request({ commands: [] }))?.cause).toBe('The submitted command is missing a mandatory field: commands');
     expect(codeOf(check(request({ commandId: '', actAs: [], commands: [] })))).toBe('MISSING_FIELD');
   });
