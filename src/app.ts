@@ -160,8 +160,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     },
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
-    // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER.
-    clientErrorHandler: createClientErrorHandler((definition) => metrics.observeRequest(UNKNOWN_OPERATION.name, '_OTHER', definition.status, definition.code, 0)),
+    // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER (the parser
+    // gave up before a method could be trusted), with a request id and a request line of its own.
+    clientErrorHandler: createClientErrorHandler(({ definition, requestId, reason }) => {
+      metrics.observeRequest(UNKNOWN_OPERATION.name, '_OTHER', definition.status, definition.code, 0);
+      log.info({ reqId: requestId, operation: UNKNOWN_OPERATION.name, method: '_OTHER', status: definition.status, errorCode: definition.code, durationMs: 0, traceId: null, spanId: null, reason }, 'request');
+    }, randomRequestId),
     // A request target Fastify cannot decode (`/v2/%zz`) fails before any hook: answered in Canton's
     // shape like every other refusal, and counted (no stage runs for it).
     frameworkErrors: (error, request, reply) => {

@@ -11,30 +11,44 @@ export function clientErrorDefinition(code: string | undefined): ErrorDefinition
   return Errors.GATEWAY_MALFORMED_REQUEST;
 }
 
-/** The whole HTTP answer for a parser refusal; never echoes the client's bytes. */
-export function clientErrorResponse(code: string | undefined): string {
+/**
+ * The whole HTTP answer for a parser refusal; never echoes the client's bytes. With a request id, it
+ * is the body's correlationId and the x-request-id header, as on every other answer.
+ */
+export function clientErrorResponse(code: string | undefined, requestId?: string): string {
   const definition = clientErrorDefinition(code);
   const cause = definition === Errors.GATEWAY_MALFORMED_REQUEST
     ? `The request is not valid HTTP/1.1 (${code ?? 'parse error'}).`
     : definition.description;
-  const body = JSON.stringify(renderCantonError(definition, { cause }));
-  return `HTTP/1.1 ${definition.status} ${http.STATUS_CODES[definition.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  const body = JSON.stringify(renderCantonError(definition, { cause, ...(requestId !== undefined && { correlationId: requestId }) }));
+  const id = requestId === undefined ? '' : `X-Request-Id: ${requestId}\r\n`;
+  return `HTTP/1.1 ${definition.status} ${http.STATUS_CODES[definition.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${id}Connection: close\r\n\r\n${body}`;
+}
+
+/** A parser refusal that had no request of its own: what its metric and log line need. */
+export interface ClientErrorRefusal {
+  readonly definition: ErrorDefinition;
+  readonly requestId: string;
+  /** Node's parser code (HPE_*, ERR_HTTP_REQUEST_TIMEOUT): the log line's reason. */
+  readonly reason: string;
 }
 
 /**
- * The server's clientError handler; `onAnswered` counts each refusal that has no request of its own
- * to label. One that strikes a request already under way (its client left mid-body, or its body took
- * longer than server.requestTimeoutMs) is counted once, as that request, when its response closes.
+ * The server's clientError handler; `onAnswered` counts and logs each refusal that has no request
+ * of its own to label (`newRequestId` gives it an id). One that strikes a request already under way
+ * (its client left mid-body, or its body took longer than server.requestTimeoutMs) is counted once,
+ * as that request, when its response closes.
  */
-export function createClientErrorHandler(onAnswered: (definition: ErrorDefinition) => void) {
+export function createClientErrorHandler(onAnswered: (refusal: ClientErrorRefusal) => void, newRequestId: () => string) {
   return (error: Error & { code?: string }, socket: Duplex): void => {
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     // Node's own link from a connection to the response it is serving (set while one is under way).
     const underWay = (socket as { _httpMessage?: { headersSent?: boolean } | null })._httpMessage ?? undefined;
     // Never a second answer after one whose head is already on the wire (as Node's default handler).
     if (socket.writable && underWay?.headersSent !== true) {
-      socket.end(clientErrorResponse(error.code));
-      if (underWay === undefined) onAnswered(clientErrorDefinition(error.code));
+      const requestId = underWay === undefined ? newRequestId() : undefined;
+      socket.end(clientErrorResponse(error.code, requestId));
+      if (requestId !== undefined) onAnswered({ definition: clientErrorDefinition(error.code), requestId, reason: error.code ?? 'parse error' });
     }
     socket.destroy();
   };

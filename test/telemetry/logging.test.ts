@@ -270,6 +270,30 @@ describe('the request log line without tracing', () => {
     expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
   });
 
+  it('gives a request Node\'s parser refuses a request id (header and correlationId) and a request line, without the token', async () => {
+    upstream = await startRecordingUpstream(scriptedParticipant);
+    const out = logCapture();
+    gw = await startGateway(upstream.url, { server: { maxHeaderBytes: 8_192 } }, { logger: out.logger });
+    const { port } = new URL(gw.url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = createConnection({ host: '127.0.0.1', port: Number(port) }, () => {
+        socket.write(`GET /v2/version HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${TOKEN}\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+      });
+      let text = '';
+      socket.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+      socket.setTimeout(3_000, () => socket.destroy());
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 431/);
+    const requestId = /\r\nx-request-id: ([0-9a-f-]{36})\r\n/i.exec(answer)?.[1];
+    expect(requestId).toBeDefined();
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ code: 'GATEWAY_HEADERS_TOO_LARGE', correlationId: requestId });
+    expect(await out.requestLine(requestId!)).toMatchObject({ operation: 'unknown', method: '_OTHER', status: 431, errorCode: 'GATEWAY_HEADERS_TOO_LARGE', reason: 'HPE_HEADER_OVERFLOW' });
+    expect(out.lines.join('')).not.toContain('c2lnbmF0dXJlLXNlY3JldA');
+    expect(upstream.requests).toHaveLength(0);
+  });
+
   it('counts a request whose client leaves before the answer as 499 CLIENT_CLOSED_REQUEST, logged once, no longer in flight', async () => {
     upstream = await startRecordingUpstream(() => {}); // the participant never answers
     const out = capture();
