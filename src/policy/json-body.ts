@@ -8,6 +8,7 @@
 // last value (`CirceSupportParser`: LinkedHashMap.put). JSON.parse does the same, so the rules judge
 // exactly the value the participant would decode. A media type is therefore never refused; only a
 // charset the gateway cannot read as the participant would is (415).
+import { TextDecoder } from 'node:util';
 import type { IncomingMessage } from 'node:http';
 import { closingConnection, Errors, GatewayError } from '../errors.js';
 import { tooLarge } from '../proxy/forward.js';
@@ -71,19 +72,36 @@ export function readRequestBody(raw: IncomingMessage, limits: BodyLimits): Promi
 
 const CHARSET = /;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]+))/i;
 const UTF8_LABELS = new Set(['utf-8', 'utf8']);
-const ASCII_COMPATIBLE = /^(?:us-ascii|ascii|iso-8859-\d+|iso8859-\d+|latin1|windows-125\d|cp125\d)$/;
+/** Java's ISO-8859-1 is Node's latin1, byte for byte (WHATWG's TextDecoder would read it as windows-1252). */
+const LATIN1_LABELS = new Set(['iso-8859-1', 'iso8859-1', 'iso_8859-1', 'latin1', 'l1']);
+const ASCII_COMPATIBLE = /^(?:us-ascii|ascii|iso-8859-\d+|iso8859-\d+|windows-125\d|cp125\d)$/;
+/** The other single-byte charsets Java and TextDecoder both know, under TextDecoder's label. */
+function singleByteDecoder(charset: string): TextDecoder | undefined {
+  const label = /^(?:iso-?8859-(\d+)|(?:windows-|cp)(125\d))$/.exec(charset);
+  if (label === null) return undefined;
+  try {
+    return new TextDecoder(label[1] !== undefined ? `iso-8859-${label[1]}` : `windows-${label[2]}`);
+  } catch {
+    return undefined; // a label TextDecoder does not know (iso-8859-12 does not exist)
+  }
+}
 
 /**
- * The body as text, read the way the participant reads it. No charset (or UTF-8): UTF-8, with
- * malformed sequences replaced as Java's decoder replaces them. Another ASCII-compatible charset
- * reads an all-ASCII body identically. Anything else (UTF-16, or non-ASCII bytes in another
- * charset) the gateway cannot judge byte for byte: 415.
+ * The body as text, read the way the participant reads it (pekko-http decodes the declared charset).
+ * No charset (or UTF-8): UTF-8, with malformed sequences replaced as Java's decoder replaces them.
+ * ISO-8859-1 exactly; the other ISO-8859 and windows-125x charsets through TextDecoder (the same
+ * tables for every character a rule reads); any ASCII-compatible charset reads an all-ASCII body
+ * identically. Anything else (UTF-16, whose byte order Java and TextDecoder guess differently, or a
+ * charset neither knows) the gateway cannot judge as the participant would: 415.
  */
 export function bodyText(bytes: Buffer, contentType: string | undefined): string {
   const match = contentType === undefined ? null : CHARSET.exec(contentType);
   const charset = (match?.[1] ?? match?.[2])?.toLowerCase();
   if (charset === undefined || UTF8_LABELS.has(charset)) return bytes.toString('utf8');
+  if (LATIN1_LABELS.has(charset)) return bytes.toString('latin1');
   if (ASCII_COMPATIBLE.test(charset) && bytes.every((byte) => byte < 0x80)) return bytes.toString('latin1');
+  const decoder = singleByteDecoder(charset);
+  if (decoder !== undefined) return decoder.decode(bytes);
   throw new GatewayError(Errors.GATEWAY_UNSUPPORTED_MEDIA_TYPE, {
     cause: `The request body is declared as charset ${charset}; this route's body must be UTF-8 JSON (or plain ASCII).`,
   });

@@ -173,10 +173,20 @@ describe('bodyText', () => {
     }
   });
 
-  it('reads an all-ASCII body in another ASCII-compatible charset, and refuses what it cannot read (415)', () => {
+  it('reads the single-byte charsets the participant decodes (ISO-8859-x, windows-125x) and refuses what it cannot read as the participant would (415)', () => {
     expect(bodyText(Buffer.from('{"a":1}'), 'application/json; charset=ISO-8859-1')).toBe('{"a":1}');
-    expect(refusal(() => bodyText(Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=ISO-8859-1')).definition.status).toBe(415);
-    expect(refusal(() => bodyText(Buffer.from('{}', 'utf16le'), 'application/json; charset=utf-16')).definition.code).toBe('GATEWAY_UNSUPPORTED_MEDIA_TYPE');
+    expect(bodyText(Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=ISO-8859-1')).toBe('{"a":"é"}');
+    expect(bodyText(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0x80, 0x9f, 0x22, 0x7d]), 'text/plain; charset=ISO-8859-1')).toBe('{"a":"\u0080\u009f"}'); // Java's ISO-8859-1: C1 controls, not windows-1252
+    expect(bodyText(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0x80, 0x22, 0x7d]), 'application/json; charset=windows-1252')).toBe('{"a":"€"}');
+    expect(bodyText(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xb1, 0x22, 0x7d]), 'application/json; charset="iso-8859-2"')).toBe('{"a":"ą"}');
+    expect(bodyText(Buffer.from('{"a":1}'), 'application/json; charset=us-ascii')).toBe('{"a":1}');
+    for (const [bytes, type] of [
+      [Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=us-ascii'],
+      [Buffer.from('{}', 'utf16le'), 'application/json; charset=utf-16'],
+      [Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=x-unknown'],
+    ] as const) {
+      expect(refusal(() => bodyText(bytes, type)).definition, type).toMatchObject({ code: 'GATEWAY_UNSUPPORTED_MEDIA_TYPE', status: 415 });
+    }
   });
 });
 
