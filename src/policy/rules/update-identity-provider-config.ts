@@ -70,17 +70,51 @@ export function updateMaskProblem(paths: readonly string[]): string | undefined 
 const ILLEGAL_URI_CHARACTER = /[\u0000-\u0020\u007f"<>\\^`{|}]/;
 const BAD_ESCAPE = /%(?![0-9a-fA-F]{2})/;
 
+/** Where java.net.URI's parser finds a URI's parts: the scheme (up to a ':' before any '/', '?' or '#'), the authority after '//'. */
+function uriLayout(url: string): { schemeEnd: number; opaque: boolean; authority: [number, number] | undefined; query: number; fragment: number } {
+  const first = url.search(/[:/?#]/);
+  const schemeEnd = first >= 0 && url[first] === ':' ? first : -1;
+  const at = schemeEnd + 1;
+  const fragment = url.indexOf('#', at);
+  if (schemeEnd >= 0 && url[at] !== '/') return { schemeEnd, opaque: true, authority: undefined, query: -1, fragment };
+  let pathStart = at;
+  let authority: [number, number] | undefined;
+  if (url.startsWith('//', at)) {
+    const end = url.slice(at + 2).search(/[/?#]/);
+    pathStart = end === -1 ? url.length : at + 2 + end;
+    authority = [at + 2, pathStart];
+  }
+  const query = url.indexOf('?', pathStart);
+  return { schemeEnd, opaque: false, authority, query: fragment !== -1 && query > fragment ? -1 : query, fragment };
+}
+
 /**
  * Canton's JwksUrl.fromString is `new URI(value).toURL` (java.net). Refused here only what that
  * certainly refuses: a relative reference (no scheme), a character RFC 2396 never allows, a broken
- * percent escape. An unknown scheme is left to the participant.
+ * percent escape, with java.net.URI's own message (checked against Java 17): the first problem in
+ * the order it parses, named by the part it is in; a character the authority may not hold is
+ * reported at the authority's start, as Java reports it. An unknown scheme is left to the participant.
  */
 export function jwksUrlProblem(url: string): string | undefined {
+  const layout = uriLayout(url);
+  if (layout.schemeEnd === 0) return `Expected scheme name at index 0: ${url}`;
+  if (layout.schemeEnd > 0) {
+    const bad = /^[A-Za-z]/.test(url) ? url.slice(0, layout.schemeEnd).search(/[^A-Za-z0-9+.-]/) : 0;
+    if (bad !== -1) return `Illegal character in scheme name at index ${bad}: ${url}`;
+  }
   const illegal = ILLEGAL_URI_CHARACTER.exec(url);
-  if (illegal !== null) return `Illegal character at index ${illegal.index}: ${url}`;
   const escape = BAD_ESCAPE.exec(url);
-  if (escape !== null) return `Malformed escape pair at index ${escape.index}: ${url}`;
-  if (!/^[A-Za-z][A-Za-z0-9+.-]*:/.test(url)) return 'URI is not absolute';
+  if (escape !== null && (illegal === null || escape.index < illegal.index)) return `Malformed escape pair at index ${escape.index}: ${url}`;
+  if (illegal !== null) {
+    const index = illegal.index;
+    const { opaque, authority, query, fragment } = layout;
+    const part = fragment !== -1 && index > fragment ? 'fragment'
+      : opaque ? 'opaque part'
+      : authority !== undefined && index < authority[1] ? 'authority'
+      : query !== -1 && index > query ? 'query' : 'path';
+    return `Illegal character in ${part} at index ${part === 'authority' ? authority![0] : index}: ${url}`;
+  }
+  if (layout.schemeEnd < 0) return 'URI is not absolute';
   return undefined;
 }
 
