@@ -47,8 +47,11 @@ export function failureOfJoseError(error: unknown): AuthFailure {
       if (claim === 'iss') return new AuthFailure('unknown_issuer', 'iss does not match');
       return new AuthFailure('malformed', `the ${typeof claim === 'string' ? claim.slice(0, 20) : ''} claim is invalid`);
     case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED': return new AuthFailure('bad_signature', 'the signature does not verify');
-    case 'ERR_JOSE_ALG_NOT_ALLOWED':
-    case 'ERR_JOSE_NOT_SUPPORTED': return new AuthFailure('algorithm', 'the algorithm is not allowed for this issuer or key');
+    case 'ERR_JOSE_NOT_SUPPORTED':
+      // jose's one other "not supported": a crit header naming an extension it does not know (RFC 7515 §4.1.11).
+      if (String((error as Error).message).startsWith('Extension Header Parameter')) return new AuthFailure('malformed', 'the crit header names an extension that is not supported');
+      return new AuthFailure('algorithm', 'the algorithm is not allowed for this issuer or key');
+    case 'ERR_JOSE_ALG_NOT_ALLOWED': return new AuthFailure('algorithm', 'the algorithm is not allowed for this issuer or key');
     case 'ERR_JWKS_NO_MATCHING_KEY': return new AuthFailure('unknown_key', 'no key of the issuer matches the token\'s kid and alg');
     case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS': return new AuthFailure('unknown_key', 'several keys of the issuer match the token\'s kid');
     case 'ERR_JWKS_TIMEOUT': return new AuthFailure('keys_unavailable', 'the key set fetch timed out');

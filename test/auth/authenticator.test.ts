@@ -28,6 +28,15 @@ describe('authenticator', () => {
     expect(Object.isFrozen(principal)).toBe(true);
   });
 
+  it('refuses a token whose crit header names an extension it does not know as malformed, not as a bad algorithm', async () => {
+    const key = await signingKey('ES256');
+    const auth = await authenticator(key);
+    const critical = new SignJWT({ sub: 'alice', aud: participantAudience('participant1'), iss: ISSUER, iat: nowSeconds(), exp: nowSeconds() + 60 })
+      .setProtectedHeader({ alg: 'ES256', kid: key.kid, crit: ['x-unknown'], 'x-unknown': 1 } as { alg: string });
+    const token = await critical.sign(key.privateKey, { crit: { 'x-unknown': true } });
+    expect(await reasonOf(auth.authenticate(token))).toBe('malformed');
+  });
+
   it('verifies a token once: later uses and concurrent first uses are cache hits', async () => {
     const key = await signingKey('RS256');
     const auth = await authenticator(key);
