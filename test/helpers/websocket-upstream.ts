@@ -1,6 +1,7 @@
 // A participant-like WebSocket endpoint on 127.0.0.1 port 0: answers Canton's way (daml.ws.auth),
 // echoes frames, and keeps the headers of every upgrade that reached it.
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 
@@ -11,10 +12,14 @@ export interface WebSocketUpstream {
   close(): Promise<void>;
 }
 
-/** A ws server on 127.0.0.1 port 0 that answers Canton's way (daml.ws.auth) and echoes frames. */
-export async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
+/**
+ * A ws server on 127.0.0.1 port 0 that answers Canton's way (daml.ws.auth) and echoes frames; over
+ * TLS (wss, an https base URL) when given a certificate and key.
+ */
+export async function startWebSocketUpstream(tls?: { cert: Buffer; key: Buffer }): Promise<WebSocketUpstream> {
   const upgrades: http.IncomingHttpHeaders[] = [];
-  const server = http.createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  const answer = (_request: http.IncomingMessage, response: http.ServerResponse) => response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+  const server = tls === undefined ? http.createServer(answer) : https.createServer(tls, answer);
   const wss = new WebSocketServer({ noServer: true, handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false) });
   wss.on('connection', (socket) => socket.on('message', (data) => socket.send(`echo:${data.toString()}`)));
   server.on('upgrade', (request, socket, head) => {
@@ -23,7 +28,7 @@ export async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${(server.address() as AddressInfo).port}`,
     upgrades,
     close: async () => {
       for (const client of wss.clients) client.terminate();
