@@ -171,6 +171,13 @@ export interface ErrorDetails {
   traceId?: string | null;
   context?: Record<string, string>;
   resources?: Array<[string, string]>;
+  /** For a retryable error: when to retry, as a Scala Duration text ("60 seconds"), instead of the default "1 second". */
+  retryInfo?: string;
+}
+
+/** Scala's FiniteDuration text for whole seconds, as Canton prints retryInfo: "1 second", "60 seconds". */
+export function secondsText(seconds: number): string {
+  return seconds === 1 ? '1 second' : `${seconds} seconds`;
 }
 
 /** Render a catalogue error as the body Canton would send. */
@@ -200,7 +207,7 @@ export function renderCantonError(def: ErrorDefinition, details: ErrorDetails = 
     resources: details.resources ?? [],
     errorCategory: def.category,
     grpcCodeValue: def.grpc,
-    retryInfo: def.retryInfo,
+    retryInfo: def.retryInfo === null ? null : details.retryInfo ?? def.retryInfo,
     definiteAnswer: fromGrpc ? null : false,
   };
 }

@@ -4,7 +4,7 @@
 // while younger than staleIfErrorSeconds (RFC 5861 stale-if-error), marked STALE.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
-import { GatewayError } from '../errors.js';
+import { Errors, GatewayError } from '../errors.js';
 import { gatewayHeaders, writeAnswerHead } from '../proxy/answer.js';
 import { upstreamErrorCode } from '../proxy/upstream-error-code.js';
 import type { VersionCacheResult } from '../telemetry/metrics.js';
@@ -57,6 +57,12 @@ function isJson(headers: Record<string, string | string[]>): boolean {
   return typeof type === 'string' && /\bjson\b/i.test(type);
 }
 
+/** Stored only in the identity encoding, which every caller can read (the fetch asks for it). */
+function isIdentity(headers: Record<string, string | string[]>): boolean {
+  const encoding = headers['content-encoding'];
+  return encoding === undefined || (typeof encoding === 'string' && /^\s*identity\s*$/i.test(encoding));
+}
+
 export function createVersionCache(options: VersionCacheOptions): VersionCache {
   const now = options.now ?? Date.now;
   const ttlMs = options.ttlSeconds * 1000;
@@ -71,9 +77,12 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
     noDeleteOnStaleGet: true, // the stale answer stays for stale-if-error
     allowStaleOnFetchRejection: false, // decided below, by error kind and age
     noDeleteOnFetchRejection: true,
+    // A purge (clear()) aborts a refresh in flight: its callers still get the answer it brings (they
+    // got a 500 from the abort), which is then not stored, as the purge asked.
+    ignoreFetchAbort: true,
     fetchMethod: async (_key, _stale, { context }) => {
       const answer = await options.fetchVersion(context);
-      if (answer.statusCode !== 200 || !isJson(answer.headers)) throw new UncacheableAnswer(answer);
+      if (answer.statusCode !== 200 || !isJson(answer.headers) || !isIdentity(answer.headers)) throw new UncacheableAnswer(answer);
       const headers: Record<string, string | string[]> = {};
       for (const [name, value] of Object.entries(answer.headers)) if (!NOT_REPLAYED.has(name)) headers[name] = value;
       return { headers, body: answer.body.toString('latin1'), bodyBytes: answer.body.length, storedAt: now() };
@@ -107,9 +116,16 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
       const joined = status.fetch === 'inflight';
       options.count(joined ? 'coalesced' : 'miss');
       if (error instanceof UncacheableAnswer) {
-        // Not cached, passed on whole: the participant's own error (or non-JSON) answer. One given to
-        // the caller whose refresh this one joined is that caller's (its token, its correlation and
-        // trace ids): a caller that only joined asks the participant itself.
+        // A participant failing (5xx) fails every caller alike: one that joined the refresh is told
+        // so by the gateway, rather than each asking again (50 callers were 50 more calls to a
+        // participant already failing) or being handed the first caller's body (its correlation and
+        // trace ids).
+        if (joined && error.answer.statusCode >= 500) {
+          throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: `The participant answered ${error.answer.statusCode} to the version fetch this call joined.` }, { reason: `version fetch answered ${error.answer.statusCode}` });
+        }
+        // Not cached, passed on whole: the participant's own error (or non-JSON) answer. A refusal
+        // given to the caller whose refresh this one joined is that caller's (its token: a 403 for a
+        // user the participant does not know): a caller that only joined asks the participant itself.
         const answer = joined ? await options.fetchVersion(request) : error.answer;
         if (answer.statusCode >= 400) {
           const type = answer.headers['content-type'];

@@ -2,7 +2,7 @@
 // operation's limits in the store; a refusal is a coded 429 with Retry-After. An admitted call gets
 // a release function, idempotent, that the stage calls when the exchange ends, however it ends.
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
-import { Errors, GatewayError } from '../errors.js';
+import { Errors, GatewayError, secondsText } from '../errors.js';
 import { isUnlimited, type ResolvedProtection } from './config.js';
 import { CONCURRENCY_RETRY_AFTER_MS, StoreUnavailableError, type LimitName, type LimitStore, type StoreVerdict } from './store.js';
 
@@ -44,7 +44,7 @@ export function retryAfterSeconds(retryAfterMs: number): number {
 export function resourceExhausted(operation: string, limit: LimitName, retryAfterMs: number): GatewayError {
   const seconds = retryAfterSeconds(retryAfterMs);
   return new GatewayError(Errors.GATEWAY_RESOURCE_EXHAUSTED,
-    { cause: `${CAUSES[limit](operation)} Retry after ${seconds} s.`, context: { operation, limit } },
+    { cause: `${CAUSES[limit](operation)} Retry after ${seconds} s.`, context: { operation, limit }, retryInfo: secondsText(seconds) },
     { headers: { 'retry-after': String(seconds) }, reason: `protection: ${limit}` });
 }
 

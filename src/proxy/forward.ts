@@ -128,8 +128,8 @@ function keep(capture: { chunks: Buffer[]; size: number; truncated: boolean }, c
 }
 
 /**
- * Not sent with a version fetch: a body (never replayed), and Accept-Encoding, so that the answer
- * cached for every caller is the identity encoding any caller can read.
+ * Not sent with a version fetch: a body (never replayed), and the caller's Accept-Encoding (the
+ * fetch asks for identity), so that the answer cached for every caller is one any caller can read.
  */
 const VERSION_FETCH_DROPPED: ReadonlySet<string> = new Set(['content-length', 'content-type', 'accept-encoding']);
 
@@ -262,7 +262,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       response = await requestOnce(true, {
         path: basePath + request.raw.url!,
         method: 'GET',
-        headers: headersFor(request, VERSION_FETCH_DROPPED),
+        // identity: without any Accept-Encoding a server may choose any encoding (RFC 9110 §12.5.3).
+        headers: [...headersFor(request, VERSION_FETCH_DROPPED), 'accept-encoding', 'identity'],
         headersTimeout: remaining(started, timeout), // a wait for a connection counts against it
         bodyTimeout: timeout,
       });

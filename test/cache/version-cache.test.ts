@@ -1,4 +1,5 @@
 // GET /v2/version from memory: single flight, TTL, stale-if-error, never an error cached.
+import { gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
@@ -148,11 +149,68 @@ describe('version cache', () => {
     expect(upstream.requests).toHaveLength(2);
   });
 
-  it('asks for the identity encoding, so that the one answer cached suits every caller', async () => {
-    upstream = await startRecordingUpstream(answerJson(200, VERSION));
+  it('asks for the identity encoding, so that the one answer cached suits every caller; an encoded answer is not stored', async () => {
+    // A participant that compresses whatever it may (no Accept-Encoding allows any encoding, RFC 9110 §12.5.3).
+    upstream = await startRecordingUpstream((request, response) => {
+      const accepts = request.headers['accept-encoding'];
+      const body = Buffer.from(JSON.stringify(VERSION));
+      if (accepts === 'identity') return void response.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length }).end(body);
+      const zipped = gzipSync(body);
+      response.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': zipped.length }).end(zipped);
+    });
     gw = await startGateway(upstream.url);
-    await (await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ 'accept-encoding': 'gzip, br' }) })).arrayBuffer();
-    expect(upstream.requests[0]!.headers['accept-encoding']).toBeUndefined();
+    const first = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ 'accept-encoding': 'gzip, br' }) });
+    expect(await first.json()).toEqual(VERSION);
+    const called = upstream.requests.filter((request) => request.headers.authorization !== undefined);
+    expect(called[0]!.headers['accept-encoding']).toBe('identity');
+    const plain = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ 'accept-encoding': 'identity' }) });
+    expect(plain.headers.get('x-cache')).toBe('HIT');
+    expect(plain.headers.get('content-encoding')).toBeNull();
+    expect(await plain.json()).toEqual(VERSION);
+  });
+
+  it('does not store an answer in another encoding, should the participant send one anyway', async () => {
+    upstream = await startRecordingUpstream((request, response) => {
+      const zipped = gzipSync(Buffer.from(JSON.stringify(VERSION)));
+      response.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': zipped.length }).end(zipped);
+    });
+    gw = await startGateway(upstream.url);
+    for (let i = 0; i < 2; i++) {
+      const answer = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+      expect(answer.headers.get('x-cache')).toBe('MISS'); // passed on as it came, never stored
+      expect(await answer.json()).toEqual(VERSION); // fetch decodes the gzip it was told about
+    }
+  });
+
+  it('answers callers waiting on a refresh that a purge cut short: with the answer it brings, which is not stored', async () => {
+    upstream = await startRecordingUpstream((request, response) => {
+      setTimeout(() => answerJson(200, VERSION)(request, response), request.headers.authorization === undefined ? 0 : 500);
+    });
+    gw = await startGateway(upstream.url);
+    const waiting = [1, 2, 3].map(() => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() }));
+    await sleep(100);
+    expect((await fetch(`${gw.adminUrl}/cache/version/purge`, { method: 'POST' })).status).toBe(204);
+    for (const answer of await Promise.all(waiting)) {
+      expect(answer.status).toBe(200);
+      expect(await answer.json()).toEqual(VERSION);
+    }
+    const after = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
+    expect(after.headers.get('x-cache')).toBe('MISS'); // the purge held: the answer of the cut refresh was not stored
+    const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    expect(metrics).not.toMatch(/status="500"/);
+  });
+
+  it('tells callers that joined a refresh the participant failed (5xx) so itself, without asking again for each', async () => {
+    upstream = await startRecordingUpstream((request, response) => {
+      if (request.headers.authorization === undefined) return answerJson(200, VERSION)(request, response); // the readiness probe
+      setTimeout(() => answerJson(503, { code: 'SERVICE_NOT_RUNNING', cause: 'down', grpcCodeValue: 14, errorCategory: 1 })(request, response), 300);
+    });
+    gw = await startGateway(upstream.url);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() })));
+    const bodies = await Promise.all(answers.map(async (answer) => ({ status: answer.status, code: (await answer.json() as { code: string }).code })));
+    expect(bodies.filter((body) => body.code === 'SERVICE_NOT_RUNNING')).toEqual([{ status: 503, code: 'SERVICE_NOT_RUNNING' }]); // the caller whose refresh it was
+    expect(bodies.filter((body) => body.code === 'GATEWAY_UPSTREAM_UNAVAILABLE')).toHaveLength(19);
+    expect(upstream.requests.filter((request) => request.headers.authorization !== undefined)).toHaveLength(1);
   });
 
   it('is emptied by POST /cache/version/purge on the admin listener', async () => {

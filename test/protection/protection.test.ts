@@ -31,7 +31,8 @@ function expectResourceExhausted(answer: Answer, limit: string, operation: strin
     code: 'GATEWAY_RESOURCE_EXHAUSTED',
     errorCategory: 2,
     grpcCodeValue: 8,
-    retryInfo: '1 second',
+    // The same wait as Retry-After, as Scala prints a Duration ("1 second", "30 seconds").
+    retryInfo: answer.headers['retry-after'] === '1' ? '1 second' : `${answer.headers['retry-after']} seconds`,
     definiteAnswer: false,
     correlationId: answer.headers['x-request-id'],
     context: { operation, limit },
