@@ -168,12 +168,17 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     }, randomRequestId),
     // A request target Fastify cannot decode (`/v2/%zz`) fails before any hook: answered in Canton's
     // shape like every other refusal, and counted (no stage runs for it).
+    // Faulty framing is judged first, as in the request context stage: its connection is closed and
+    // nothing pipelined behind it is served, whatever the target.
     frameworkErrors: (error, request, reply) => {
+      const framing = framingProblem(request.raw);
       const definition = error.code === 'FST_ERR_BAD_URL' ? Errors.GATEWAY_INVALID_PATH : Errors.GATEWAY_MALFORMED_REQUEST;
       const cause = definition === Errors.GATEWAY_INVALID_PATH ? 'Invalid request target: a percent-encoding that does not decode.' : `The request is malformed (${error.code}).`;
-      metrics.observeRequest(UNKNOWN_OPERATION.name, request.method, definition.status, definition.code, 0);
+      const refusal = framing !== undefined ? framingRefusal(framing) : new GatewayError(definition, { cause });
+      metrics.observeRequest(UNKNOWN_OPERATION.name, request.method, refusal.definition.status, refusal.definition.code, 0);
+      log.info({ reqId: request.id, operation: UNKNOWN_OPERATION.name, method: request.method, status: refusal.definition.status, errorCode: refusal.definition.code, durationMs: 0, traceId: null, spanId: null, reason: framing ?? error.code }, 'request');
       reply.header('x-request-id', request.id); // no onSend hook runs for it either
-      sendGatewayError(request, reply, new GatewayError(definition, { cause }));
+      sendGatewayError(request, reply, refusal);
     },
   });
 

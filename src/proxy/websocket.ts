@@ -15,6 +15,7 @@ import { connectionOptionProblem, framingProblem, framingRefusal, requestTargetP
 import { continueTrace, formatTraceparent, parseTraceparent, type TraceContext } from '../telemetry/trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { scrubSecrets } from '../telemetry/logging.js';
+import { ErrorCodeLabels } from '../telemetry/metrics.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamTlsOptions } from './forward.js';
@@ -122,6 +123,8 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
   const tls = base.protocol === 'https:' ? upstreamTlsOptions(options.config.upstream.tls) : {};
   const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
   const tunnels = new Set<Duplex>();
+  /** Set by closeAll(): upgrades still pending then are cut by the gateway. */
+  let cuttingOff = false;
   // Upgrades not yet tunnelled or refused (stages or the participant's answer pending), for shutdown.
   const upgrading = new Set<Duplex>();
 
@@ -155,7 +158,8 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         errorCode, durationMs: Math.round(durationSeconds * 1e6) / 1e3, ...(reason !== undefined && { reason: scrubSecrets(reason) }),
       }, 'request');
     };
-    socket.once('close', () => finish(499, 'CLIENT_CLOSED_REQUEST'));
+    // Closed by closeAll() (shutdown) before either: the gateway's cut, not the client leaving.
+    socket.once('close', () => (cuttingOff ? finish(503, ErrorCodeLabels.shutdownGraceElapsed) : finish(499, 'CLIENT_CLOSED_REQUEST')));
     const refuse = (error: GatewayError) => {
       writeRefusal(socket, error, correlationId, trace, traceparent);
       finish(error.definition.status, error.definition.code, error.reason);
@@ -277,6 +281,7 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
       return tunnels.size;
     },
     closeAll() {
+      cuttingOff = true;
       for (const socket of [...tunnels, ...upgrading]) socket.destroy();
       tunnels.clear();
       upgrading.clear();

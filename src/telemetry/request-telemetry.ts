@@ -80,9 +80,11 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
     // An answer the participant broke off, or one the gateway ended because its client stopped
     // reading, ends the connection too, but it is not the client leaving.
-    const cut = clientLeft && (request.errorCode === ErrorCodeLabels.upstreamAnswerBroken || request.errorCode === ErrorCodeLabels.clientStalled);
     // Cut when the shutdown grace ended: the gateway's doing, so a 5xx unless an answer was under way.
-    const cutOff = clientLeft && !cut && cuttingOff;
+    // It wins over UPSTREAM_ANSWER_BROKEN, which the upstream pool's destruction at close reports
+    // for an answer under way before the client's socket close is seen.
+    const cutOff = clientLeft && cuttingOff && request.errorCode !== ErrorCodeLabels.clientStalled;
+    const cut = !cutOff && clientLeft && (request.errorCode === ErrorCodeLabels.upstreamAnswerBroken || request.errorCode === ErrorCodeLabels.clientStalled);
     const status = cutOff ? (reply.raw.headersSent ? reply.statusCode : 503) : clientLeft && !cut ? CLIENT_CLOSED_STATUS : reply.statusCode;
     const code = cut ? request.errorCode! : cutOff ? ErrorCodeLabels.shutdownGraceElapsed : clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
     const seconds = (performance.now() - state.started) / 1000;

@@ -39,21 +39,22 @@ export interface Tracing {
   shutdown(): Promise<void>;
 }
 
-/** A query parameter name kept as is in span attributes; any other name is redacted too (a bare token, say). */
+/** A query parameter name kept as is in span attributes; any other name is redacted too. */
 const PLAIN_NAME = /^[\w.\-[\]%]{1,64}$/;
 
 /**
  * A query string (without its "?") with every value replaced by REDACTED, for span attributes: a
  * value may be a token (`?access_token=`) or a user id (OpenTelemetry's url.query convention says
- * to scrub what may be sensitive). Names stay, unless they do not look like names.
+ * to scrub what may be sensitive). Names stay, unless they do not look like names; an element
+ * without "=" is all value (a bare token, say) and is redacted whole.
  */
 export function redactQuery(query: string): string {
   if (query === '') return '';
   return query.split('&').map((pair) => {
     const equals = pair.indexOf('=');
-    const name = equals === -1 ? pair : pair.slice(0, equals);
-    const shownName = name === '' || PLAIN_NAME.test(name) ? name : 'REDACTED';
-    return equals === -1 ? shownName : `${shownName}=REDACTED`;
+    if (equals === -1) return pair === '' ? '' : 'REDACTED';
+    const name = pair.slice(0, equals);
+    return `${name === '' || PLAIN_NAME.test(name) ? name : 'REDACTED'}=REDACTED`;
   }).join('&');
 }
 
@@ -100,10 +101,15 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
     // Refusals are answers, not exceptions; their code is an attribute. No stack traces in spans.
     recordExceptions: false,
     requestHook: (span, request) => {
-      // @fastify/otel puts the whole request target in url.path: a query may carry a token.
+      // @fastify/otel puts the whole request target in url.path: a query (or a fragment, which the
+      // gateway refuses, but after the span has begun) may carry a token.
       const target = request.url;
-      const question = target.indexOf('?');
-      if (question !== -1) span.setAttributes({ [ATTR_URL_PATH]: target.slice(0, question), [ATTR_URL_QUERY]: redactQuery(target.slice(question + 1)) });
+      const end = target.search(/[?#]/);
+      if (end !== -1) {
+        const hash = target.indexOf('#', end);
+        const query = target[end] === '?' ? target.slice(end + 1, hash === -1 ? undefined : hash) : undefined;
+        span.setAttributes({ [ATTR_URL_PATH]: target.slice(0, end), ...(query !== undefined && { [ATTR_URL_QUERY]: redactQuery(query) }) });
+      }
       holdServerSpan(request, span);
     },
   });
@@ -116,7 +122,7 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
       const question = request.path.indexOf('?');
       if (question === -1) return {};
       const query = redactQuery(request.path.slice(question + 1));
-      return { [ATTR_URL_FULL]: `${request.origin}${request.path.slice(0, question)}?${query}`, [ATTR_URL_QUERY]: `?${query}` };
+      return { [ATTR_URL_FULL]: `${request.origin}${request.path.slice(0, question)}?${query}`, [ATTR_URL_QUERY]: query };
     },
   });
 

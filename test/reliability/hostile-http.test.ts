@@ -193,6 +193,21 @@ describe('faulty framing (RFC 9112)', () => {
     expect(running.upstream.requests.at(-1)!.headers.authorization).toMatch(/^Bearer /);
   });
 
+  it('faulty framing on a target that does not decode (/v2/%zz) is judged as framing: connection closed, nothing pipelined served', async () => {
+    const before = running.upstream.requests.length;
+    for (const head of [
+      `POST /v2/%zz HTTP/1.0\r\nHost: gw\r\n${auth()}Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
+      `GET /v2/%zz HTTP/1.1\r\nHost: gw\r\nHost: other.example\r\n${auth()}\r\n`,
+    ]) {
+      const answer = await exchange([head, `GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${auth()}\r\n`]);
+      expect(answer.status, head).toBe(400);
+      expect(answer.head, head).toMatch(/\r\nconnection: close/i);
+      expect(JSON.parse(answer.body), head).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST' });
+    }
+    expect(running.upstream.requests.length).toBe(before);
+    await stillServes();
+  });
+
   it('a WebSocket upgrade with two Host lines: refused, never tunnelled', async () => {
     const answer = await exchange([`GET /v2/updates HTTP/1.1\r\nHost: gw\r\nHost: other.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${auth()}\r\n`]);
     expect(answer.status).toBe(400);

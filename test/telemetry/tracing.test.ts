@@ -2,6 +2,7 @@
 // OTLP/HTTP JSON to a receiver on 127.0.0.1. The gateway continues the client's trace, gives the
 // participant exactly one traceparent (its client span's), returns the trace in `traceresponse`,
 // puts the trace id in its own errors and in the request's log line, and never exports a token.
+import { createConnection } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SpanAttributes } from '../../src/telemetry/request-telemetry.js';
 import { startTracing, type Tracing } from '../../src/telemetry/tracing.js';
@@ -116,7 +117,7 @@ describe('tracing', () => {
   it('exports no query values: a token in the query never reaches a span (server or client), the call is forwarded as sent', async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, {}, { tracingActive: true });
-    const query = `access_token=${BAD_TOKEN}&pageSize=5&${BAD_TOKEN}`;
+    const query = `access_token=${BAD_TOKEN}&pageSize=5&${BAD_TOKEN}&SECRETBARE0123456789`;
     const served = await fetch(`${gw.url}/v2/users?${query}`, { headers: gw.auth({ traceparent: CLIENT_TRACEPARENT }) });
     expect(served.status).toBe(200);
     await served.arrayBuffer();
@@ -128,11 +129,22 @@ describe('tracing', () => {
     const [, , serverSpanId] = TRACEPARENT.exec(served.headers.get('traceresponse') ?? '')!;
     const [server] = await exportedSpans((s) => s.spanId === serverSpanId);
     const [client] = await exportedSpans((s) => s.kind === SpanKind.client && s.parentSpanId === serverSpanId);
-    expect(server!.attributes).toMatchObject({ 'url.path': '/v2/users', 'url.query': 'access_token=REDACTED&pageSize=REDACTED&REDACTED' });
-    expect(client!.attributes).toMatchObject({ 'url.path': '/v2/users', 'url.query': '?access_token=REDACTED&pageSize=REDACTED&REDACTED', 'url.full': `${upstream.url}/v2/users?access_token=REDACTED&pageSize=REDACTED&REDACTED` });
+    const redacted = 'access_token=REDACTED&pageSize=REDACTED&REDACTED&REDACTED';
+    expect(server!.attributes).toMatchObject({ 'url.path': '/v2/users', 'url.query': redacted });
+    expect(client!.attributes).toMatchObject({ 'url.path': '/v2/users', 'url.query': redacted, 'url.full': `${upstream.url}/v2/users?${redacted}` });
     await exportedSpans((s) => s.kind === SpanKind.server && s.attributes[SpanAttributes.status] === 401);
+    // A fragment is refused (400), after its span has begun: the span has the path alone.
+    // (fetch drops a fragment itself: sent raw.)
+    const raw = await new Promise<string>((resolve) => {
+      const socket = createConnection(Number(new URL(gw.url).port), '127.0.0.1', () => socket.end(`GET /v2/users#access_token=SECRETFRAGMENT0123 HTTP/1.1\r\nHost: gw\r\nAuthorization: ${gw.auth().authorization}\r\nConnection: close\r\n\r\n`));
+      let text = '';
+      socket.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+      socket.on('close', () => resolve(text));
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400/);
+    await exportedSpans((s) => s.kind === SpanKind.server && s.attributes[SpanAttributes.status] === 400);
     const exported = receiver.bodies.join('\n');
-    for (const part of BAD_TOKEN.split('.')) expect(exported).not.toContain(part);
+    for (const part of [...BAD_TOKEN.split('.'), 'SECRETBARE0123456789', 'SECRETFRAGMENT0123']) expect(exported).not.toContain(part);
   });
 
   it('puts the participant\'s error code on the server span, read from the answer as it streams through', async () => {
