@@ -332,7 +332,9 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     config,
     isTrustedProxy,
     admit: async (request, operation) => {
-      if (refusingRequests) throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
+      // A stream opened once shutdown has begun would be cut when the grace ends (and hold the
+      // shutdown that long): refused from the signal on, so the client reconnects elsewhere.
+      if (readiness.isShuttingDown) throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' });
       const context: UpgradeContext = { request, operation, principal: null };
       for (const stage of upgradeStages) await stage(context);
     },

@@ -61,6 +61,16 @@ describe('readiness and shutdown', () => {
     expect(during.status).toBe(200);
     expect(during.headers.get('connection')).toBe('close');
     expect(upstream.requests).toHaveLength(2);
+    // A WebSocket stream is not begun, though: the grace's end would cut it.
+    const upgrade = await new Promise<string>((resolve) => {
+      const socket = createConnection(Number(new URL(gw.url).port), '127.0.0.1', () => socket.write(`GET /v2/updates HTTP/1.1\r\nHost: gw\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: daml.ws.auth\r\nAuthorization: ${gw.auth().authorization}\r\n\r\n`));
+      let text = '';
+      socket.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+      socket.on('close', () => resolve(text));
+      socket.on('error', () => undefined);
+    });
+    expect(upgrade).toMatch(/^HTTP\/1\.1 503 /);
+    expect(upgrade).toContain('The gateway is shutting down.');
     await shutdown;
     await expect(fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() })).rejects.toThrow(); // the listener is closed
     current.gw = undefined; // already closed
