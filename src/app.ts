@@ -3,6 +3,7 @@
 //   -> version cache -> forward -> metrics and the log line.
 import type { IncomingMessage } from 'node:http';
 import { BlockList, isIP } from 'node:net';
+import type { Server as TlsServer } from 'node:tls';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -10,8 +11,10 @@ import { createAuthenticator } from './auth/authenticator.js';
 import type { AuthFailureReason } from './auth/failure.js';
 import { authenticationStage, authenticationUpgradeStage } from './auth/hooks.js';
 import type { GatewayConfig } from './config/schema.js';
+import { readServerTls } from './config/load.js';
 import { Errors, GatewayError, renderCantonError, renderDecodeFailure } from './errors.js';
 import { createClientErrorHandler } from './client-errors.js';
+import { listenerSecureOptions, watchListenerTls } from './server-tls.js';
 import { Readiness } from './health.js';
 import { randomRequestId } from './request-id.js';
 import { createVersionCache } from './cache/version-cache.js';
@@ -127,6 +130,30 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const logger = options.logger ?? createLogger(config.log.level);
   const log = (logger === false ? pino({ level: 'silent' }) : logger) as FastifyBaseLogger;
 
+  // Node's own server options, for the HTTP listener or, with server.tls, the HTTPS one.
+  const serverOptions = {
+    maxHeaderSize: config.server.maxHeaderBytes,
+    headersTimeout: config.server.headersTimeoutMs,
+    // Node checks header and request timeouts every connectionsCheckingInterval (30 s by default):
+    // check every second so a slow-loris client is cut close to its bound.
+    connectionsCheckingInterval: 1_000,
+    // A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3): Node
+    // then hands it over already ended, with no 'data', 'end' or 'close' events to run (Node
+    // 24.12+; older versions ignore the option). 2-6% less CPU per proxied or cached GET, paired.
+    // Nothing here listens for a request's own events on such a call (a client that leaves is
+    // seen on the response's close), and such a request is bodiless to the gateway's own body
+    // tests too (forward.ts hasBody, json-body.ts readRequestBody).
+    optimizeEmptyRequests: true,
+    // A request without Host gets the gateway's coded 400 (request context stage), not Node's bare one.
+    requireHostHeader: false,
+    // Only a WebSocket stream becomes an upgrade (websocket.ts webSocketOperationOf); any other
+    // request with an Upgrade header is served as the plain call it is, with its route's stages,
+    // as the participant serves it (Node 24.9+; older versions refuse those in handleUpgrade).
+    shouldUpgradeCallback: (request: IncomingMessage) => webSocketOperationOf(request) !== undefined,
+  };
+  // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
+  const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
+
   const api = Fastify({
     // No Fastify logger on the API: with one, Fastify makes (and validates) a child logger and adds
     // two response listeners for every call (2.5% of a proxied call's CPU, measured). The gateway
@@ -138,26 +165,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     forceCloseConnections: 'idle',
     keepAliveTimeout: config.server.keepAliveTimeoutMs,
     requestTimeout: config.server.requestTimeoutMs,
-    http: {
-      maxHeaderSize: config.server.maxHeaderBytes,
-      headersTimeout: config.server.headersTimeoutMs,
-      // Node checks header and request timeouts every connectionsCheckingInterval (30 s by default):
-      // check every second so a slow-loris client is cut close to its bound.
-      connectionsCheckingInterval: 1_000,
-      // A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3): Node
-      // then hands it over already ended, with no 'data', 'end' or 'close' events to run (Node
-      // 24.12+; older versions ignore the option). 2-6% less CPU per proxied or cached GET, paired.
-      // Nothing here listens for a request's own events on such a call (a client that leaves is
-      // seen on the response's close), and such a request is bodiless to the gateway's own body
-      // tests too (forward.ts hasBody, json-body.ts readRequestBody).
-      optimizeEmptyRequests: true,
-      // A request without Host gets the gateway's coded 400 (request context stage), not Node's bare one.
-      requireHostHeader: false,
-      // Only a WebSocket stream becomes an upgrade (websocket.ts webSocketOperationOf); any other
-      // request with an Upgrade header is served as the plain call it is, with its route's stages,
-      // as the participant serves it (Node 24.9+; older versions refuse those in handleUpgrade).
-      shouldUpgradeCallback: (request: IncomingMessage) => webSocketOperationOf(request) !== undefined,
-    },
+    ...(listenerTls === undefined ? { http: serverOptions } : { https: { ...serverOptions, ...listenerSecureOptions(listenerTls) } }),
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
     // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER (the parser
@@ -343,6 +351,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     log,
   });
   api.server.on('upgrade', websockets.handleUpgrade);
+  const stopTlsReload = listenerTls === undefined ? undefined : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
 
   // Admin listener: probes and metrics, never on the API port.
   const admin = Fastify({ logger: false });
@@ -382,6 +391,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     if (closed) return;
     closed = true;
     clearInterval(probeTimer);
+    stopTlsReload?.();
     authenticator.close();
     websockets.closeAll();
     await Promise.allSettled([api.close(), admin.close()]);

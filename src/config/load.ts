@@ -2,6 +2,7 @@
 // Bad config stops the process at boot with every bad key path named.
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { createSecureContext } from 'node:tls';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { OPERATION_NAMES } from '../operations.js';
@@ -144,11 +145,48 @@ function valueProblems(config: GatewayConfig): string[] {
       problems.push(`upstream.tls.${key}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
     }
   }
+  const serverTls = config.server.tls;
+  if ((serverTls.certFile === undefined) !== (serverTls.keyFile === undefined)) {
+    problems.push('server.tls: certFile and keyFile go together (the listener\'s certificate and its key)');
+  } else if (serverTls.clientCaFile !== undefined && serverTls.certFile === undefined) {
+    problems.push('server.tls.clientCaFile: client certificates need TLS on the listener (certFile and keyFile)');
+  } else if (serverTls.certFile !== undefined) {
+    const problem = serverTlsProblem(serverTls);
+    if (problem !== undefined) problems.push(problem);
+  }
   // Both listeners on one port fail only at listen (EADDRINUSE, exit 1); port 0 picks a free one each.
   if (config.admin.port !== 0 && config.admin.port === config.server.port) {
     problems.push(`admin.port: ${config.admin.port} is server.port too: the admin listener needs a port of its own`);
   }
   return problems;
+}
+
+/** The listener's TLS files, read (throws naming the key of a file that cannot be read). */
+export function readServerTls(tls: GatewayConfig['server']['tls']): { cert: Buffer; key: Buffer; ca?: Buffer } {
+  const read = (key: 'certFile' | 'keyFile' | 'clientCaFile', file: string): Buffer => {
+    try {
+      return readFileSync(file);
+    } catch (error) {
+      throw new Error(`server.tls.${key}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+  };
+  return {
+    cert: read('certFile', tls.certFile!),
+    key: read('keyFile', tls.keyFile!),
+    ...(tls.clientCaFile !== undefined && { ca: read('clientCaFile', tls.clientCaFile) }),
+  };
+}
+
+/** Why the listener's TLS files cannot serve (unreadable, not PEM, a key that does not match), or undefined. */
+function serverTlsProblem(tls: GatewayConfig['server']['tls']): string | undefined {
+  try {
+    const files = readServerTls(tls);
+    createSecureContext(files);
+    return undefined;
+  } catch (error) {
+    const message = (error as Error).message;
+    return message.startsWith('server.tls.') ? message : `server.tls: the certificate, key or client CA cannot be used (${message})`;
+  }
 }
 
 /** Validate an already-parsed config object (file contents + overrides); fills defaults. */

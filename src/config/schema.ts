@@ -19,6 +19,12 @@ export const ServerSchema = Section({
   keepAliveTimeoutMs: Milliseconds(65_000, 'How long an idle client keep-alive connection stays open.'),
   maxHeaderBytes: Type.Integer({ minimum: 1024, maximum: 1_048_576, default: 16_384, description: 'Largest request head (request line + headers) accepted; larger gets 431.' }),
   trustedProxies: Type.Array(Type.String({ minLength: 1 }), { default: [], description: 'IP addresses or CIDRs (host names are not resolved) whose X-Forwarded-* headers are trusted (ingress controllers). Empty = trust none.' }),
+  tls: Section({
+    certFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM certificate (chain) the API listener presents: with keyFile, the listener speaks HTTPS (and WSS).' })),
+    keyFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM private key of certFile.' })),
+    clientCaFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM CA certificates: when set, every client must present a certificate one of them signs (mutual TLS).' })),
+    reloadIntervalMs: Milliseconds(60_000, 'How often the files are read again: a changed certificate, key or client CA serves new connections without a restart (cert-manager renewals); an unreadable or invalid one is logged and the last good one kept.', 1_000),
+  }, 'TLS on the API listener (off without certFile and keyFile: plain HTTP, e.g. behind an ingress controller or a mesh that terminates TLS).'),
 }, 'The API listener, where clients send /v2 calls.');
 
 export const AdminSchema = Section({

@@ -1,0 +1,58 @@
+// TLS on the API listener (server.tls): the options Node's HTTPS server takes, and the reload of
+// the files, so that a renewed certificate (cert-manager writes the Secret's files anew) serves new
+// connections without a restart. Connections already open keep the context they began with.
+import { createSecureContext, type Server as TlsServer } from 'node:tls';
+import type { GatewayConfig } from './config/schema.js';
+import { readServerTls } from './config/load.js';
+
+export interface ListenerTlsFiles {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly ca?: Buffer;
+}
+
+/** The secure context's options; with a client CA every client must present a certificate it signs. */
+export function listenerSecureOptions(files: ListenerTlsFiles) {
+  return { cert: files.cert, key: files.key, ...(files.ca !== undefined && { ca: files.ca, requestCert: true, rejectUnauthorized: true }) };
+}
+
+function same(a: ListenerTlsFiles, b: ListenerTlsFiles): boolean {
+  return a.cert.equals(b.cert) && a.key.equals(b.key) && (a.ca === undefined ? b.ca === undefined : b.ca !== undefined && a.ca.equals(b.ca));
+}
+
+interface Log {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+}
+
+/**
+ * Reads the files again every reloadIntervalMs; changed and usable, they become the listener's
+ * secure context; unreadable or unusable, the last good one stays (said once per problem). Returns
+ * the function that stops it.
+ */
+export function watchListenerTls(server: TlsServer, tls: GatewayConfig['server']['tls'], initial: ListenerTlsFiles, log: Log): () => void {
+  let current = initial;
+  let reported: string | undefined;
+  const timer = setInterval(() => {
+    let next: ListenerTlsFiles;
+    try {
+      next = readServerTls(tls);
+      if (same(next, current)) {
+        reported = undefined;
+        return;
+      }
+      createSecureContext(listenerSecureOptions(next)); // throws for a key that does not match, or not PEM
+    } catch (error) {
+      const problem = (error as Error).message;
+      if (problem !== reported) log.warn({ err: problem }, 'server TLS files cannot be used: the listener keeps its last good certificate');
+      reported = problem;
+      return;
+    }
+    server.setSecureContext(listenerSecureOptions(next));
+    current = next;
+    reported = undefined;
+    log.info({ certFile: tls.certFile }, 'server TLS certificate reloaded: new connections use it');
+  }, tls.reloadIntervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
