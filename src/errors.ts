@@ -125,7 +125,7 @@ export const Errors = {
   GATEWAY_MALFORMED_REQUEST: defineError('GATEWAY_MALFORMED_REQUEST', 8, GrpcCode.INVALID_ARGUMENT,
     'A body on a rule-checked route could not be read whole (the client left, stopped sending or took longer than policy.bodyReadTimeoutMs) or is nested deeper than policy.maxBodyDepth; an HTTP/1.1 request without Host, a request with two Host lines or an HTTP/1.0 request with Transfer-Encoding (faulty framing: the connection is closed); a Connection header naming the credential\'s field (Authorization, or Sec-WebSocket-Protocol on an upgrade); or Fastify refused the request as malformed before any route.'),
   GATEWAY_UNSUPPORTED_MEDIA_TYPE: defineError('GATEWAY_UNSUPPORTED_MEDIA_TYPE', 8, GrpcCode.INVALID_ARGUMENT,
-    'A rule-checked route was sent a body in a charset the gateway cannot decode as the participant would (UTF-16, or one neither Java nor Node knows; UTF-8, ISO-8859-x and windows-125x are read). Any content type is accepted otherwise, as Canton accepts it.',
+    'A rule-checked route was sent a body in a charset the gateway cannot decode as the participant would (UTF-16, a charset Java does not know, or one TextDecoder reads otherwise than Java; UTF-8, US-ASCII, ISO-8859-1 to 8, 13, 15 and 16 and windows-1250 to 1258 but 1255 are read as Java reads them, byte for byte). Any content type is accepted otherwise, as Canton accepts it.',
     { status: 415 }),
   GATEWAY_REQUEST_TOO_LARGE: defineError('GATEWAY_REQUEST_TOO_LARGE', 8, GrpcCode.INVALID_ARGUMENT,
     'The request body is larger than limits.bodyBytes.',

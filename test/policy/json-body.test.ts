@@ -180,10 +180,16 @@ describe('bodyText', () => {
     expect(bodyText(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0x80, 0x22, 0x7d]), 'application/json; charset=windows-1252')).toBe('{"a":"€"}');
     expect(bodyText(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xb1, 0x22, 0x7d]), 'application/json; charset="iso-8859-2"')).toBe('{"a":"ą"}');
     expect(bodyText(Buffer.from('{"a":1}'), 'application/json; charset=us-ascii')).toBe('{"a":1}');
+    // As Java reads them: a byte US-ASCII or a windows code page does not define is U+FFFD.
+    expect(bodyText(Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=us-ascii')).toBe('{"a":"\ufffd"}');
+    expect(bodyText(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0x81, 0x22, 0x7d]), 'application/json; charset=cp1252')).toBe('{"a":"\ufffd"}');
     for (const [bytes, type] of [
-      [Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=us-ascii'],
       [Buffer.from('{}', 'utf16le'), 'application/json; charset=utf-16'],
       [Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=x-unknown'],
+      // Read otherwise by TextDecoder than by Java (WHATWG reads ISO-8859-9 as windows-1254), or unknown to Java.
+      [Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=iso-8859-9'],
+      [Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=windows-1255'],
+      [Buffer.from('{"a":"é"}', 'latin1'), 'application/json; charset=iso-8859-14'],
     ] as const) {
       expect(refusal(() => bodyText(bytes, type)).definition, type).toMatchObject({ code: 'GATEWAY_UNSUPPORTED_MEDIA_TYPE', status: 415 });
     }

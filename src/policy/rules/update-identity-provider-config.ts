@@ -93,9 +93,15 @@ function uriLayout(url: string): { schemeEnd: number; opaque: boolean; authority
  * certainly refuses: a relative reference (no scheme), a character RFC 2396 never allows, a broken
  * percent escape, with java.net.URI's own message (checked against Java 17): the first problem in
  * the order it parses, named by the part it is in; a character the authority may not hold is
- * reported at the authority's start, as Java reports it. An unknown scheme is left to the participant.
+ * reported at the authority's start, as Java reports it. An unknown scheme, and the URLs this model
+ * does not cover (below), are left to the participant.
  */
 export function jwksUrlProblem(url: string): string | undefined {
+  // What this model of java.net.URI's parser does not cover is left to the participant, which
+  // answers it itself: characters outside ASCII (Java judges C1 controls and Unicode spaces by part),
+  // brackets (IPv6 literals, with zone ids and port rules of their own), a second '#', and a scheme
+  // with nothing after it ("Expected scheme-specific part").
+  if (/[^\u0000-\u007f]|[[\]]/.test(url) || url.indexOf('#') !== url.lastIndexOf('#') || /^[^:/?#]+:(?:#|$)/.test(url)) return undefined;
   const layout = uriLayout(url);
   if (layout.schemeEnd === 0) return `Expected scheme name at index 0: ${url}`;
   if (layout.schemeEnd > 0) {
