@@ -393,7 +393,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     clearInterval(probeTimer);
     stopTlsReload?.();
     authenticator.close();
-    websockets.closeAll();
+    websockets.closeAll(readiness.isShuttingDown);
     await Promise.allSettled([api.close(), admin.close()]);
     writeLine?.close(); // the last requests' lines
     await forwarder.close();

@@ -35,21 +35,24 @@ export interface ClientErrorRefusal {
 
 /**
  * The server's clientError handler; `onAnswered` counts and logs each refusal that has no request
- * of its own to label (`newRequestId` gives it an id). One that strikes a request already under way
- * (its client left mid-body, or its body took longer than server.requestTimeoutMs) is counted once,
- * as that request, when its response closes.
+ * of its own to label (`newRequestId` gives it an id), a request pipelined behind a call in flight
+ * included. One that strikes a request already under way (its client left mid-body, or its body
+ * took longer than server.requestTimeoutMs) is counted once, as that request, when its response closes.
  */
 export function createClientErrorHandler(onAnswered: (refusal: ClientErrorRefusal) => void, newRequestId: () => string) {
   return (error: Error & { code?: string }, socket: Duplex): void => {
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     // Node's own link from a connection to the response it is serving (set while one is under way).
-    const underWay = (socket as { _httpMessage?: { headersSent?: boolean } | null })._httpMessage ?? undefined;
+    const underWay = (socket as { _httpMessage?: { headersSent?: boolean; req?: { complete?: boolean } } | null })._httpMessage ?? undefined;
+    // A request pipelined behind one whose whole request was read is a later one: an answer now would
+    // be read as the answer to the earlier call (HTTP/1.1 answers in order), so the connection is
+    // closed without one, and the refusal is counted and logged as its own request.
+    const later = underWay?.req?.complete === true;
     // Never a second answer after one whose head is already on the wire (as Node's default handler).
-    if (socket.writable && underWay?.headersSent !== true) {
-      const requestId = underWay === undefined ? newRequestId() : undefined;
-      socket.end(clientErrorResponse(error.code, requestId));
-      if (requestId !== undefined) onAnswered({ definition: clientErrorDefinition(error.code), requestId, reason: error.code ?? 'parse error' });
-    }
+    const answer = socket.writable && underWay?.headersSent !== true && !later;
+    const requestId = underWay === undefined || later ? newRequestId() : undefined;
+    if (answer) socket.end(clientErrorResponse(error.code, requestId));
+    if (requestId !== undefined) onAnswered({ definition: clientErrorDefinition(error.code), requestId, reason: error.code ?? 'parse error' });
     socket.destroy();
   };
 }

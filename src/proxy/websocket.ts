@@ -44,8 +44,8 @@ export interface WebSocketProxy {
   handleUpgrade(request: http.IncomingMessage, socket: Duplex, head: Buffer): void;
   /** Open tunnels, for graceful shutdown. */
   readonly openTunnels: number;
-  /** End every open tunnel (after the drain grace). */
-  closeAll(): void;
+  /** Ends every tunnel and pending upgrade (after the drain grace); `shuttingDown`: pending ones are counted as the shutdown's cut. */
+  closeAll(shuttingDown: boolean): void;
 }
 
 function offersWebSocket(upgrade: string | undefined): boolean {
@@ -123,7 +123,7 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
   const tls = base.protocol === 'https:' ? upstreamTlsOptions(options.config.upstream.tls) : {};
   const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
   const tunnels = new Set<Duplex>();
-  /** Set by closeAll(): upgrades still pending then are cut by the gateway. */
+  /** Set by closeAll() at shutdown: upgrades still pending then are cut by the gateway. */
   let cuttingOff = false;
   // Upgrades not yet tunnelled or refused (stages or the participant's answer pending), for shutdown.
   const upgrading = new Set<Duplex>();
@@ -280,8 +280,8 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
     get openTunnels() {
       return tunnels.size;
     },
-    closeAll() {
-      cuttingOff = true;
+    closeAll(shuttingDown) {
+      cuttingOff = shuttingDown;
       for (const socket of [...tunnels, ...upgrading]) socket.destroy();
       tunnels.clear();
       upgrading.clear();

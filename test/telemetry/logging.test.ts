@@ -294,6 +294,33 @@ describe('the request log line without tracing', () => {
     expect(upstream.requests).toHaveLength(0);
   });
 
+  it('never answers a malformed request pipelined behind a call in flight as if it were that call\'s answer; counts and logs it as its own', async () => {
+    upstream = await startRecordingUpstream((request, response) => {
+      setTimeout(() => scriptedParticipant(request, response), request.url === '/v2/state/ledger-end' ? 500 : 0);
+    });
+    const out = logCapture();
+    gw = await startGateway(upstream.url, {}, { logger: out.logger });
+    const { port } = new URL(gw.url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = createConnection({ host: '127.0.0.1', port: Number(port) }, () => {
+        socket.write(`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\nAuthorization: ${gw!.auth().authorization}\r\n\r\nFOO@ / HTTP/1.1\r\nHost: gw\r\n\r\n`);
+      });
+      let text = '';
+      socket.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+      socket.setTimeout(3_000, () => socket.destroy());
+    });
+    // No 400 that the client would take for its GET's answer: the connection ends without one.
+    expect(answer).not.toMatch(/HTTP\/1\.1 400/);
+    await expect.poll(() => out.entries().filter((entry) => entry.msg === 'request' && entry.errorCode === 'GATEWAY_MALFORMED_REQUEST'), { timeout: 2_000 }).toHaveLength(1);
+    const refused = out.entries().find((entry) => entry.msg === 'request' && entry.errorCode === 'GATEWAY_MALFORMED_REQUEST')!;
+    expect(refused).toMatchObject({ operation: 'unknown', method: '_OTHER', status: 400 });
+    expect(refused.reqId).toMatch(/^[0-9a-f-]{36}$/);
+    const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    expect(metrics).toMatch(/operation="unknown",method="_OTHER",status="400",error_code="GATEWAY_MALFORMED_REQUEST"\} 1/);
+  });
+
   it('counts a request whose client leaves before the answer as 499 CLIENT_CLOSED_REQUEST, logged once, no longer in flight', async () => {
     upstream = await startRecordingUpstream(() => {}); // the participant never answers
     const out = capture();
