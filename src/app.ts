@@ -2,7 +2,7 @@
 //   request context (operation, target check) -> authentication -> policy (authorization, rules)
 //   -> version cache -> forward -> metrics and the log line.
 import type { IncomingMessage } from 'node:http';
-import { BlockList, isIP } from 'node:net';
+import { BlockList, isIP, type Socket } from 'node:net';
 import type { Server as TlsServer } from 'node:tls';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -115,7 +115,9 @@ async function runningTracing(): Promise<Tracing> {
 
 export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.errorCode = error.definition.code;
-  if (reply.server.draining) reply.header('connection', 'close');
+  // Refused before its body was read whole (a 401 for an upload, say): Node would read the rest as
+  // this connection's next bytes, and a body that then fails to parse drew a second, stray answer.
+  if (reply.server.draining || !request.raw.complete) reply.header('connection', 'close');
   if (error.definition.plainText) {
     return reply.code(error.definition.status).headers(error.headers).type('text/plain; charset=UTF-8').send(renderDecodeFailure(error.details));
   }
@@ -165,7 +167,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     forceCloseConnections: 'idle',
     keepAliveTimeout: config.server.keepAliveTimeoutMs,
     requestTimeout: config.server.requestTimeoutMs,
-    ...(listenerTls === undefined ? { http: serverOptions } : { https: { ...serverOptions, ...listenerSecureOptions(listenerTls) } }),
+    // A client that never finishes the TLS handshake is no HTTP connection yet: headersTimeoutMs bounds it too (Node's default: 120 s).
+    ...(listenerTls === undefined ? { http: serverOptions } : { https: { ...serverOptions, handshakeTimeout: config.server.headersTimeoutMs, ...listenerSecureOptions(listenerTls) } }),
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
     // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER (the parser
@@ -352,6 +355,16 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
   api.server.on('upgrade', websockets.handleUpgrade);
   const stopTlsReload = listenerTls === undefined ? undefined : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
+  // With TLS, a socket still in its handshake is not yet one of the HTTP server's connections, which
+  // closeAllConnections() ends when the grace is over: the raw sockets are tracked here too (per
+  // connection, not per call), and ended with them.
+  const rawSockets = new Set<Socket>();
+  if (listenerTls !== undefined) {
+    api.server.on('connection', (socket: Socket) => {
+      rawSockets.add(socket);
+      socket.once('close', () => rawSockets.delete(socket));
+    });
+  }
 
   // Admin listener: probes and metrics, never on the API port.
   const admin = Fastify({ logger: false });
@@ -426,6 +439,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
         log.warn({ graceMs: config.shutdown.graceMs }, 'shutdown grace elapsed; closing remaining connections');
         requestTelemetry.cutOff(); // counted as SHUTDOWN_GRACE_ELAPSED, not as clients that left
         api.server.closeAllConnections();
+        for (const socket of rawSockets) socket.destroy();
       }
       await close();
     },

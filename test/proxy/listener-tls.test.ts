@@ -3,6 +3,7 @@
 // files that cannot serve refused at start. Certificates: test/proxy/fixtures (a test CA).
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
@@ -105,6 +106,26 @@ describe('TLS on the API listener', () => {
     await new Promise((resolve) => setTimeout(resolve, 2_500));
     expect(await peer()).toBe('participant.test');
     expect(log.entries().filter((entry) => entry.level === 'warn' && String(entry.msg).startsWith('server TLS files cannot be used'))).toHaveLength(1);
+  });
+
+  it('bounds a client that never finishes its handshake: headersTimeoutMs, and shutdown ends within its grace', async () => {
+    upstream = await startRecordingUpstream();
+    gw = await startGateway(upstream.url, { server: { tls: listenerTls, headersTimeoutMs: 1_000 }, shutdown: { graceMs: 1_000 } });
+    const port = Number(new URL(gw.url).port);
+    const silent = () => {
+      const socket = createConnection(port, '127.0.0.1'); // plain TCP: no ClientHello ever
+      socket.on('error', () => undefined);
+      return { socket, closed: new Promise<number>((resolve) => { const started = Date.now(); socket.once('close', () => resolve(Date.now() - started)); }) };
+    };
+    const first = silent();
+    expect(await first.closed).toBeLessThan(3_000); // cut near headersTimeoutMs (Node's default: 120 s)
+    const second = silent();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const started = Date.now();
+    await gw.gateway.shutdown();
+    expect(Date.now() - started).toBeLessThan(2_500); // the grace, not the handshake timeout
+    await second.closed;
+    gw = undefined; // already closed
   });
 
   it('refuses to start with files that cannot serve, naming the key', () => {

@@ -105,6 +105,18 @@ describe('hostile HTTP', () => {
     await stillServes();
   });
 
+  it('a refusal before the body was read closes the connection: a body that then fails to parse draws no second answer', async () => {
+    const answer = await exchange([
+      'POST /v2/commands/async/submit HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n', // no token: 401
+      { waitMs: 500 },
+      'zz\r\n{}\r\n0\r\n\r\n', // not a chunk size
+    ]);
+    expect(answer.status).toBe(401);
+    expect(answer.head).toMatch(/\r\nconnection: close/i);
+    expect(answer.body.match(/HTTP\/1\.1 /g)).toBeNull(); // one answer only
+    await stillServes();
+  });
+
   it('absolute-form URL: refused, never forwarded to the named host', async () => {
     const before = running.upstream.requests.length;
     const answer = await exchange([`GET http://evil.example/v2/state/ledger-end HTTP/1.1\r\nHost: evil.example\r\n${auth()}Connection: close\r\n\r\n`]);
