@@ -354,6 +354,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     log,
   });
   api.server.on('upgrade', websockets.handleUpgrade);
+  metrics.watchWebSocketStreams(() => websockets.openTunnels);
   const stopTlsReload = listenerTls === undefined ? undefined : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
   // With TLS, a socket still in its handshake is not yet one of the HTTP server's connections, which
   // closeAllConnections() ends when the grace is over: the raw sockets are tracked here too (per

@@ -253,13 +253,25 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         socket.off('end', onGiveUp); // from here on, a half-close goes through the tunnel
         upgrading.delete(socket);
         tunnels.add(socket);
-        const close = () => {
+        const opened = performance.now();
+        let closed = false;
+        // The stream's own end, on a line of its own under the upgrade's id: how long it lasted and
+        // which side closed its connection first (after a WebSocket close handshake that is usually
+        // the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` at shutdown).
+        // The request line was written when the tunnel opened.
+        const close = (closedFirst: 'client' | 'participant') => {
+          if (!closed) {
+            closed = true;
+            options.log.info({ reqId: correlationId, operation: operation.name, durationMs: Math.round(performance.now() - opened), closedFirst: cuttingOff ? 'gateway' : closedFirst }, 'stream ended');
+          }
           tunnels.delete(socket);
           socket.destroy();
           upstreamSocket.destroy();
         };
-        upstreamSocket.on('error', close).on('close', close);
-        socket.on('close', close);
+        const byParticipant = () => close('participant');
+        const byClient = () => close('client');
+        upstreamSocket.on('error', byParticipant).on('close', byParticipant);
+        socket.on('close', byClient);
         upstreamSocket.pipe(socket);
         socket.pipe(upstreamSocket);
         finish(101, null);

@@ -25,6 +25,7 @@ export const MetricNames = {
   logLinesDropped: 'ledger_gateway_log_lines_dropped_total',
   upstreamCallsInFlight: 'ledger_gateway_upstream_calls_in_flight',
   upstreamCallsQueued: 'ledger_gateway_upstream_calls_queued',
+  webSocketStreamsOpen: 'ledger_gateway_websocket_streams_open',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -139,6 +140,8 @@ export interface GatewayMetrics {
   watchSignatureChecks(count: () => number): void;
   /** Where the upstream pool gauges read the forwarder's counts (at scrape). */
   watchUpstream(load: () => { inFlight: number; queued: number }): void;
+  /** Where ledger_gateway_websocket_streams_open reads the open tunnels (at scrape). */
+  watchWebSocketStreams(open: () => number): void;
 }
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
@@ -264,6 +267,8 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   let upstreamLoad = () => ({ inFlight: 0, queued: 0 });
   new Gauge({ name: MetricNames.upstreamCallsInFlight, help: 'Calls handed to the participant\'s connection pool, at most upstream.connections (version fetches included).', registers: [registry], collect() { this.set(upstreamLoad().inFlight); } });
   new Gauge({ name: MetricNames.upstreamCallsQueued, help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.', registers: [registry], collect() { this.set(upstreamLoad().queued); } });
+  let openStreams = () => 0;
+  new Gauge({ name: MetricNames.webSocketStreamsOpen, help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).', registers: [registry], collect() { this.set(openStreams()); } });
   const refusalSeries = memo<CounterChild>((key) => {
     const space = key.indexOf(' ');
     return protectionRefusals.labels(key.slice(0, space), key.slice(space + 1));
@@ -313,6 +318,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     },
     watchUpstream(load) {
       upstreamLoad = load;
+    },
+    watchWebSocketStreams(open) {
+      openStreams = open;
     },
   };
 }

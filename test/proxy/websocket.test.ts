@@ -3,7 +3,8 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { logCapture } from '../helpers/log-capture.js';
 
 let gw: RunningGateway | undefined;
 let upstream: { server: http.Server; wss: WebSocketServer; url: string; upgrades: http.IncomingHttpHeaders[]; paths: string[] } | undefined;
@@ -151,5 +152,31 @@ describe('websocket forwarding', () => {
     ws.close();
     const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
     expect(metrics).toMatch(/operation="onV2UpdatesFlats",method="GET",status="101",error_code="none"/);
+  });
+
+  it('gauges the open streams, and logs each stream\'s end with its duration and the side that closed first', async () => {
+    const participant = await startWebSocketUpstream();
+    const log = logCapture();
+    gw = await startGateway(participant.url, {}, { logger: log.logger });
+    const url = `${gw.url.replace('http', 'ws')}/v2/updates`;
+    const first = await open(url, ['daml.ws.auth'], gw.auth());
+    const second = await open(url, ['daml.ws.auth'], gw.auth());
+    expect(await gauge(gw, 'ledger_gateway_websocket_streams_open')).toBe(2);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    first.ws.terminate(); // the client drops this one's connection
+    await expect.poll(() => gauge(gw!, 'ledger_gateway_websocket_streams_open'), { timeout: 3_000 }).toBe(1);
+    await expect.poll(() => participant.wss.clients.size, { timeout: 3_000 }).toBe(1);
+    for (const client of participant.wss.clients) client.terminate(); // the participant ends the other
+    await expect.poll(() => gauge(gw!, 'ledger_gateway_websocket_streams_open'), { timeout: 3_000 }).toBe(0);
+    second.ws.terminate();
+    const ended = log.entries().filter((entry) => entry.msg === 'stream ended');
+    expect(ended).toHaveLength(2);
+    expect(ended.map((entry) => entry.closedFirst).sort()).toEqual(['client', 'participant']);
+    for (const entry of ended) {
+      expect(entry).toMatchObject({ operation: 'onV2Updates' });
+      expect(entry.durationMs as number).toBeGreaterThanOrEqual(250);
+      // The same id as the stream's request line.
+      expect(log.entries().some((line) => line.msg === 'request' && line.reqId === entry.reqId && line.status === 101)).toBe(true);
+    }
   });
 });
