@@ -3,7 +3,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { WebSocketServer } from 'ws';
+import WebSocket, { WebSocketServer, type ClientOptions } from 'ws';
 
 export interface WebSocketUpstream {
   readonly url: string;
@@ -39,3 +39,18 @@ export async function startWebSocketUpstream(tls?: { cert: Buffer; key: Buffer }
   };
 }
 
+/**
+ * Opens a stream through the gateway, sends one frame and resolves with the first frame back (the
+ * upstream above echoes it), then closes. Rejects when the upgrade is refused or fails.
+ */
+export function echoOnce(url: string, protocols: string[], options: ClientOptions = {}, frame = '{}'): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, protocols, options);
+    socket.once('open', () => socket.send(frame));
+    socket.once('message', (data) => {
+      resolve(data.toString());
+      socket.close();
+    });
+    socket.once('error', reject);
+  });
+}

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startWebSocketUpstream } from '../helpers/websocket-upstream.js';
+import { echoOnce, startWebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 const JS_CANTON_ERROR_KEYS = ['cause', 'code', 'context', 'correlationId', 'definiteAnswer', 'errorCategory', 'grpcCodeValue', 'resources', 'retryInfo', 'traceId'];
@@ -248,16 +248,7 @@ describe('authorization per operation', () => {
       });
       expect(refused).toBe(403);
       expect(wsUpstream.upgrades).toHaveLength(0);
-      const echoed = await new Promise<string>((resolve, reject) => {
-        const socket = new WebSocket(wsUrl, [`jwt.token.${alice}`, 'daml.ws.auth']);
-        socket.on('open', () => socket.send('{}'));
-        socket.on('message', (data) => {
-          resolve(data.toString());
-          socket.close();
-        });
-        socket.on('error', reject);
-      });
-      expect(echoed).toBe('echo:{}');
+      expect(await echoOnce(wsUrl, [`jwt.token.${alice}`, 'daml.ws.auth'])).toBe('echo:{}');
       expect(wsUpstream.upgrades).toHaveLength(1);
     } finally {
       await wsUpstream.close();

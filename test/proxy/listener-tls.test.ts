@@ -8,11 +8,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import { startGateway, testConfig, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
-import { startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
+import { echoOnce, startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { ConfigError } from '../../src/config/load.js';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).pathname;
@@ -63,16 +62,7 @@ describe('TLS on the API listener', () => {
   it('tunnels WebSocket streams over TLS (wss)', async () => {
     wsUpstream = await startWebSocketUpstream();
     gw = await startGateway(wsUpstream.url, { server: { tls: listenerTls } });
-    const echo = await new Promise<string>((resolve, reject) => {
-      const socket = new WebSocket(`${gw!.url.replace('https:', 'wss:')}/v2/updates`, ['daml.ws.auth'], { headers: gw!.auth(), ca: readFileSync(CA) });
-      socket.once('open', () => socket.send('{}'));
-      socket.once('message', (data) => {
-        resolve(data.toString());
-        socket.close();
-      });
-      socket.once('error', reject);
-    });
-    expect(echo).toBe('echo:{}');
+    expect(await echoOnce(`${gw.url.replace('https:', 'wss:')}/v2/updates`, ['daml.ws.auth'], { headers: gw.auth(), ca: readFileSync(CA) })).toBe('echo:{}');
   });
 
   it('requires a client certificate signed by server.tls.clientCaFile when one is set', async () => {

@@ -6,10 +6,11 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
+import { startGateway } from '../helpers/gateway.js';
+import { perTest } from '../helpers/per-test.js';
+import { startWebSocketUpstream } from '../helpers/websocket-upstream.js';
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).pathname;
 const read = (name: string) => readFileSync(fixture(name));
@@ -40,18 +41,11 @@ async function tlsParticipant(options: https.ServerOptions): Promise<TlsParticip
   };
 }
 
-let participant: TlsParticipant | undefined;
-let wsParticipant: WebSocketUpstream | undefined;
-let gw: RunningGateway | undefined;
-afterEach(async () => {
-  await gw?.close();
-  await participant?.close();
-  await wsParticipant?.close();
-  gw = participant = wsParticipant = undefined;
-});
+// The test's gateway and participant (an https one, or a wss one), closed after each test.
+const current = perTest();
 
-const get = (path: string) => fetch(`${gw!.url}${path}`, { headers: gw!.auth(), signal: AbortSignal.timeout(10_000) });
-const readyz = async () => (await fetch(`${gw!.adminUrl}/readyz`)).status;
+const get = (path: string) => fetch(`${current.gw!.url}${path}`, { headers: current.gw!.auth(), signal: AbortSignal.timeout(10_000) });
+const readyz = async () => (await fetch(`${current.gw!.adminUrl}/readyz`)).status;
 
 describe('an https participant', () => {
   it('is refused when its certificate is not trusted (no CA configured, or a self-signed one): 503, nothing reaches it', async () => {
@@ -59,23 +53,23 @@ describe('an https participant', () => {
       ['test-participant.pem', 'test-only-participant-key.pem', {}], // signed by a CA the system does not know
       ['test-stranger.pem', 'test-only-stranger-key.pem', { caFile: CA }], // self-signed, not by the configured CA
     ] as const) {
-      participant = await tlsParticipant({ cert: read(cert), key: read(key) });
-      gw = await startGateway(participant.url, { upstream: { tls, timeoutMs: 5_000 } });
+      const participant = current.upstream = await tlsParticipant({ cert: read(cert), key: read(key) });
+      current.gw = await startGateway(participant.url, { upstream: { tls, timeoutMs: 5_000 } });
       const answer = await get('/v2/state/ledger-end');
       expect(answer.status, cert).toBe(503);
       expect(await answer.json(), cert).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE' });
       expect((await get('/v2/version')).status, cert).toBe(503);
       expect(await readyz(), cert).toBe(503);
       expect(participant.calls, cert).toEqual([]);
-      await gw.close();
+      await current.gw.close();
       await participant.close();
-      gw = participant = undefined;
+      current.gw = current.upstream = undefined;
     }
   });
 
   it('is served once its CA is configured (upstream.tls.caFile): calls, the version cache and the readiness probe', async () => {
-    participant = await tlsParticipant({ cert: read('test-participant.pem'), key: read('test-only-participant-key.pem') });
-    gw = await startGateway(participant.url, { upstream: { tls: { caFile: CA } } });
+    const participant = current.upstream = await tlsParticipant({ cert: read('test-participant.pem'), key: read('test-only-participant-key.pem') });
+    current.gw = await startGateway(participant.url, { upstream: { tls: { caFile: CA } } });
     const answer = await get('/v2/state/ledger-end');
     expect(answer.status).toBe(200);
     expect(await answer.json()).toEqual({ offset: 42 });
@@ -85,21 +79,21 @@ describe('an https participant', () => {
   });
 
   it('verifies the name in upstream.tls.serverName when the URL names another host', async () => {
-    participant = await tlsParticipant({ cert: read('test-named-participant.pem'), key: read('test-only-named-key.pem') });
-    gw = await startGateway(participant.url, { upstream: { tls: { caFile: CA }, timeoutMs: 5_000 } });
+    const participant = current.upstream = await tlsParticipant({ cert: read('test-named-participant.pem'), key: read('test-only-named-key.pem') });
+    current.gw = await startGateway(participant.url, { upstream: { tls: { caFile: CA }, timeoutMs: 5_000 } });
     expect((await get('/v2/state/ledger-end')).status).toBe(503); // the certificate names participant.test, not 127.0.0.1
-    await gw.close();
-    gw = await startGateway(participant.url, { upstream: { tls: { caFile: CA, serverName: 'participant.test' } } });
+    await current.gw.close();
+    current.gw = await startGateway(participant.url, { upstream: { tls: { caFile: CA, serverName: 'participant.test' } } });
     expect((await get('/v2/state/ledger-end')).status).toBe(200);
     expect(participant.calls.filter((call) => call.path !== '/v2/version')).toHaveLength(1); // /v2/version: the readiness probe
   });
 
   it('presents the client certificate of upstream.tls.certFile/keyFile to a participant that requires one', async () => {
-    participant = await tlsParticipant({ cert: read('test-participant.pem'), key: read('test-only-participant-key.pem'), ca: read('test-ca.pem'), requestCert: true, rejectUnauthorized: true });
-    gw = await startGateway(participant.url, { upstream: { tls: { caFile: CA }, timeoutMs: 5_000 } });
+    const participant = current.upstream = await tlsParticipant({ cert: read('test-participant.pem'), key: read('test-only-participant-key.pem'), ca: read('test-ca.pem'), requestCert: true, rejectUnauthorized: true });
+    current.gw = await startGateway(participant.url, { upstream: { tls: { caFile: CA }, timeoutMs: 5_000 } });
     expect((await get('/v2/state/ledger-end')).status).toBe(503); // no client certificate: the handshake fails
-    await gw.close();
-    gw = await startGateway(participant.url, { upstream: { tls: { caFile: CA, certFile: fixture('test-client.pem'), keyFile: fixture('test-only-client-key.pem') } } });
+    await current.gw.close();
+    current.gw = await startGateway(participant.url, { upstream: { tls: { caFile: CA, certFile: fixture('test-client.pem'), keyFile: fixture('test-only-client-key.pem') } } });
     expect((await get('/v2/state/ledger-end')).status).toBe(200);
     expect(participant.calls.filter((call) => call.path !== '/v2/version')).toEqual([{ path: '/v2/state/ledger-end', client: 'ledger-gateway-client' }]);
     await expect.poll(readyz, { timeout: 5_000, interval: 100 }).toBe(200); // the probe's own connection presents it too
@@ -107,9 +101,9 @@ describe('an https participant', () => {
   });
 
   it('tunnels a WebSocket stream over TLS only to a participant whose certificate verifies', async () => {
-    wsParticipant = await startWebSocketUpstream({ cert: read('test-participant.pem'), key: read('test-only-participant-key.pem') });
+    const wsParticipant = current.upstream = await startWebSocketUpstream({ cert: read('test-participant.pem'), key: read('test-only-participant-key.pem') });
     const open = (url: string) => new Promise<{ opened: boolean; status?: number; echo?: string }>((resolve, reject) => {
-      const socket = new WebSocket(url, ['daml.ws.auth'], { headers: gw!.auth() });
+      const socket = new WebSocket(url, ['daml.ws.auth'], { headers: current.gw!.auth() });
       socket.once('open', () => {
         socket.once('message', (data) => {
           resolve({ opened: true, echo: data.toString() });
@@ -123,12 +117,12 @@ describe('an https participant', () => {
       });
       socket.once('error', reject);
     });
-    gw = await startGateway(wsParticipant.url, { upstream: { timeoutMs: 5_000 } });
-    expect(await open(`${gw.url.replace(/^http/, 'ws')}/v2/updates`)).toEqual({ opened: false, status: 503 });
+    current.gw = await startGateway(wsParticipant.url, { upstream: { timeoutMs: 5_000 } });
+    expect(await open(`${current.gw.url.replace(/^http/, 'ws')}/v2/updates`)).toEqual({ opened: false, status: 503 });
     expect(wsParticipant.upgrades).toHaveLength(0);
-    await gw.close();
-    gw = await startGateway(wsParticipant.url, { upstream: { tls: { caFile: CA } } });
-    expect(await open(`${gw.url.replace(/^http/, 'ws')}/v2/updates`)).toEqual({ opened: true, echo: 'echo:{}' });
+    await current.gw.close();
+    current.gw = await startGateway(wsParticipant.url, { upstream: { tls: { caFile: CA } } });
+    expect(await open(`${current.gw.url.replace(/^http/, 'ws')}/v2/updates`)).toEqual({ opened: true, echo: 'echo:{}' });
     expect(wsParticipant.upgrades).toHaveLength(1);
   });
 });
