@@ -1,9 +1,10 @@
 // Rendering the Kustomize overlays (deploy/kubernetes) with `kubectl kustomize` and reading what
 // the pods would see: the gateway container, its environment, the config in its ConfigMap.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { parse, parseAllDocuments } from 'yaml';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { isAbsolute, join, relative } from 'node:path';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 import { validateGatewayConfig } from '../../src/config/load.js';
 import type { GatewayConfig } from '../../src/config/schema.js';
 import { ROOT } from '../helpers/process.js';
@@ -15,6 +16,10 @@ export const KUSTOMIZE_DIRS = {
   sidecar: join(DEPLOY, 'kubernetes/overlays/sidecar'),
 } as const;
 export type KustomizeDir = keyof typeof KUSTOMIZE_DIRS;
+export const KUSTOMIZE_COMPONENTS = {
+  monitoring: join(DEPLOY, 'kubernetes/components/monitoring'),
+  backendTls: join(DEPLOY, 'kubernetes/components/backend-tls'),
+} as const;
 
 export const GATEWAY_CONTAINER = 'ledger-gateway';
 const RENDER_TIMEOUT_MS = 60_000;
@@ -81,16 +86,39 @@ function requireKubectl(): void {
   kubectlChecked = true;
 }
 
-/** `kubectl kustomize <dir>`, bounded; a missing or old kubectl fails loudly (never a skip). */
-export function renderKustomization(dir: KustomizeDir): KubernetesObject[] {
+function renderDirectory(directory: string, name: string): KubernetesObject[] {
   requireKubectl();
-  const stdout = runKubectl(['kustomize', KUSTOMIZE_DIRS[dir]]);
+  const stdout = runKubectl(['kustomize', directory]);
   const documents = parseAllDocuments(stdout);
-  if (!Array.isArray(documents)) throw new Error(`kubectl kustomize ${dir}: no documents`);
+  if (!Array.isArray(documents)) throw new Error(`kubectl kustomize ${name}: no documents`);
   return documents.map((document, index) => {
-    if (document.errors.length > 0) throw new Error(`kubectl kustomize ${dir}: document ${index}: ${document.errors[0]!.message}`);
+    if (document.errors.length > 0) throw new Error(`kubectl kustomize ${name}: document ${index}: ${document.errors[0]!.message}`);
     return document.toJS() as KubernetesObject;
   });
+}
+
+/** `kubectl kustomize <dir>`, bounded; a missing or old kubectl fails loudly (never a skip). */
+export function renderKustomization(dir: KustomizeDir): KubernetesObject[] {
+  return renderDirectory(KUSTOMIZE_DIRS[dir], dir);
+}
+
+/**
+ * An operator's own overlay, as deploy/README.md shows them: `kustomization` (its `resources` and
+ * `components` given as absolute paths) and the `files` beside it, written to a temporary
+ * directory and rendered. Kustomize wants relative paths to other directories, so they are made so.
+ */
+export function renderOwnOverlay(kustomization: Record<string, unknown>, files: Record<string, string> = {}): KubernetesObject[] {
+  const directory = mkdtempSync(join(tmpdir(), 'ledger-gateway-overlay-'));
+  try {
+    const relativeTo = (paths: unknown) => (paths as string[] | undefined)?.map((path) => (isAbsolute(path) ? relative(directory, path) : path));
+    const written = { ...kustomization, resources: relativeTo(kustomization.resources), components: relativeTo(kustomization.components) };
+    for (const key of ['resources', 'components'] as const) if (written[key] === undefined) delete written[key];
+    writeFileSync(join(directory, 'kustomization.yaml'), stringify(written));
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(directory, name), text);
+    return renderDirectory(directory, 'overlay');
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
 }
 
 export function findObject(objects: readonly KubernetesObject[], kind: string, name: string): KubernetesObject {
