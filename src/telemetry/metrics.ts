@@ -275,7 +275,8 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   let readinessChecks: () => Readonly<Record<string, 'ok' | 'failing'>> = () => ({});
   new Gauge({
     name: MetricNames.ready,
-    help: '1 while a readiness check passes, 0 while it fails, by check (shutdown, keys, upstream); /readyz answers 503 while any is 0.',
+    help: '1 while a readiness check passes, 0 while it fails, by check (shutdown, keys, upstream); '
+      + '/readyz answers 503 while any is 0.',
     labelNames: ['check'] as const,
     registers: [registry],
     collect() {

@@ -19,33 +19,55 @@ interface Panel {
   readonly targets?: Array<{ expr: string }>;
 }
 
-const dashboard = JSON.parse(readFileSync(path('grafana/ledger-gateway.json'), 'utf8')) as { uid: string; panels: Panel[]; templating: { list: Array<{ name: string }> } };
+const dashboard = JSON.parse(readFileSync(path('grafana/ledger-gateway.json'), 'utf8')) as {
+  uid: string;
+  panels: Panel[];
+  templating: { list: Array<{ name: string }> };
+};
 const rules = parse(readFileSync(path('prometheus/alerts.yaml'), 'utf8')) as {
   groups: Array<{ rules: Array<{ alert: string; expr: string; annotations?: Record<string, string> }> }>;
 };
 const alertsDoc = readFileSync(fileURLToPath(new URL('../../docs/alerts.md', import.meta.url)), 'utf8');
 
 /** The metrics the observability contract names (issue 5); the dashboard shows every one. */
-const CONTRACT = [MetricNames.requests, MetricNames.requestDuration, MetricNames.upstreamDuration, MetricNames.authFailures, MetricNames.versionCache, MetricNames.jwksRefreshes, MetricNames.inflight];
+const CONTRACT = [
+  MetricNames.requests,
+  MetricNames.requestDuration,
+  MetricNames.upstreamDuration,
+  MetricNames.authFailures,
+  MetricNames.versionCache,
+  MetricNames.jwksRefreshes,
+  MetricNames.inflight,
+];
 
 /** Histogram series names stand for their metric. */
 const EXPORTED = new Set<string>([
   ...Object.values(MetricNames),
-  ...[MetricNames.requestDuration, MetricNames.upstreamDuration].flatMap((name) => [`${name}_bucket`, `${name}_sum`, `${name}_count`]),
+  ...[MetricNames.requestDuration, MetricNames.upstreamDuration].flatMap((name) => [
+    `${name}_bucket`,
+    `${name}_sum`,
+    `${name}_count`,
+  ]),
   'process_cpu_seconds_total',
   'process_resident_memory_bytes',
   'nodejs_eventloop_lag_p99_seconds',
   'up',
 ]);
 
-/** The anchor GitHub (and GitLab, MkDocs) gives a Markdown heading: lower case, punctuation dropped, spaces to hyphens. */
+/** The anchor GitHub (and GitLab, MkDocs) gives a heading: lower case, punctuation dropped, spaces to hyphens. */
 function headingAnchor(heading: string): string {
-  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
 }
 
 function metricNames(expression: string): string[] {
   const withoutStrings = expression.replace(/"[^"]*"/g, '""');
-  return [...withoutStrings.matchAll(/\b([a-z_][a-z0-9_]*)\s*(?:\{|\[)/g)].map((match) => match[1]!).filter((name) => !['by', 'without', 'on', 'ignoring'].includes(name));
+  return [...withoutStrings.matchAll(/\b([a-z_][a-z0-9_]*)\s*(?:\{|\[)/g)]
+    .map((match) => match[1]!)
+    .filter((name) => !['by', 'without', 'on', 'ignoring'].includes(name));
 }
 
 describe('deploy/prometheus/alerts.yaml', () => {
@@ -63,10 +85,17 @@ describe('deploy/prometheus/alerts.yaml', () => {
 
   it('alerts on error ratio, latency, an unavailable participant and failing JWKS refreshes', () => {
     const alerts = rules.groups.flatMap((group) => group.rules).map((rule) => rule.alert);
-    expect(alerts).toEqual(expect.arrayContaining(['LedgerGatewayHighErrorRatio', 'LedgerGatewayHighLatency', 'LedgerGatewayUpstreamUnavailable', 'LedgerGatewayJwksRefreshFailing']));
+    expect(alerts).toEqual(
+      expect.arrayContaining([
+        'LedgerGatewayHighErrorRatio',
+        'LedgerGatewayHighLatency',
+        'LedgerGatewayUpstreamUnavailable',
+        'LedgerGatewayJwksRefreshFailing',
+      ]),
+    );
   });
 
-  it('alerts when the gateway\'s metrics are absent from Prometheus, for the job the shipped monitors set', () => {
+  it("alerts when the gateway's metrics are absent from Prometheus, for the job the shipped monitors set", () => {
     const absent = rules.groups.flatMap((group) => group.rules).filter((rule) => /^\s*absent\(/.test(rule.expr));
     expect(absent.map((rule) => rule.alert)).toEqual(['LedgerGatewayMetricsAbsent']);
     expect(absent[0]!.expr).toMatch(new RegExp(`absent\\(${MetricNames.buildInfo}\\{job="ledger-gateway"\\}\\)`));
@@ -90,13 +119,23 @@ describe('deploy/grafana/ledger-gateway.json', () => {
   const expressions = dashboard.panels.flatMap((panel) => panel.targets ?? []).map((target) => target.expr);
 
   it('queries only metrics the gateway exports', () => {
-    const used = new Set([...expressions, ...rules.groups.flatMap((g) => g.rules).map((r) => r.expr)].flatMap(metricNames));
+    const used = new Set(
+      [...expressions, ...rules.groups.flatMap((g) => g.rules).map((r) => r.expr)].flatMap(metricNames),
+    );
     expect([...used].filter((name) => !EXPORTED.has(name))).toEqual([]);
   });
 
   it('shows request rate, error ratio by operation and code, latency quantiles, upstream vs gateway time, auth failures, cache hit ratio', () => {
     const titles = dashboard.panels.map((panel) => panel.title);
-    for (const title of ['Request rate by operation', 'Error ratio by operation', 'Errors by operation and error code', 'p99 latency by operation', 'Upstream vs gateway time (mean per request)', 'Authentication failures by reason', 'GET /v2/version cache hit ratio']) {
+    for (const title of [
+      'Request rate by operation',
+      'Error ratio by operation',
+      'Errors by operation and error code',
+      'p99 latency by operation',
+      'Upstream vs gateway time (mean per request)',
+      'Authentication failures by reason',
+      'GET /v2/version cache hit ratio',
+    ]) {
       expect(titles).toContain(title);
     }
     const all = expressions.join('\n');
@@ -105,12 +144,17 @@ describe('deploy/grafana/ledger-gateway.json', () => {
     expect(dashboard.templating.list.map((variable) => variable.name)).toEqual(['datasource', 'job', 'operation']);
   });
 
-  it('shows readiness by check, open WebSocket streams, signature checks per second and dropped log lines, per pod', () => {
-    const panels = new Map(dashboard.panels.map((panel) => [panel.title, (panel.targets ?? []).map((target) => target.expr).join('\n')]));
+  it('shows readiness by check, open WebSocket streams, signature checks and dropped log lines per pod', () => {
+    const panels = new Map(
+      dashboard.panels.map((panel) => [panel.title, (panel.targets ?? []).map((target) => target.expr).join('\n')]),
+    );
     const expected: Array<[string, RegExp]> = [
       ['Readiness by check', new RegExp(`by \\(instance, check\\) \\(${MetricNames.ready}\\{`)],
       ['Open WebSocket streams', new RegExp(`by \\(instance\\) \\(${MetricNames.webSocketStreamsOpen}\\{`)],
-      ['Token signature checks per second', new RegExp(`by \\(instance\\) \\(rate\\(${MetricNames.tokenSignatureChecks}\\{`)],
+      [
+        'Token signature checks per second',
+        new RegExp(`by \\(instance\\) \\(rate\\(${MetricNames.tokenSignatureChecks}\\{`),
+      ],
       ['Dropped log lines per second', new RegExp(`by \\(instance\\) \\(rate\\(${MetricNames.logLinesDropped}\\{`)],
     ];
     for (const [title, query] of expected) expect(panels.get(title), title).toMatch(query);

@@ -12,7 +12,8 @@ const current = perTest();
 /** The ledger_gateway_ready series of an exposition, by check. */
 function readySeries(exposition: string): Record<string, number> {
   const series: Record<string, number> = {};
-  for (const match of exposition.matchAll(new RegExp(`^${MetricNames.ready}\\{check="([a-z]+)"\\} (\\d+)$`, 'gm'))) {
+  const line = new RegExp(`^${MetricNames.ready}\\{check="([a-z]+)"\\} (\\d+)$`, 'gm');
+  for (const match of exposition.matchAll(line)) {
     series[match[1]!] = Number(match[2]);
   }
   return series;
@@ -34,12 +35,13 @@ async function closedPort(): Promise<number> {
 }
 
 describe('ledger_gateway_ready', () => {
-  it('reports every readiness check 1 while /readyz answers 200, and the shutdown check 0 once shutdown begins', async () => {
-    const upstream = current.upstream = await startRecordingUpstream();
-    const gw = current.gw = await startGateway(upstream.url);
+  it('reports every check 1 while /readyz answers 200, and the shutdown check 0 once shutdown begins', async () => {
+    const upstream = (current.upstream = await startRecordingUpstream());
+    const gw = (current.gw = await startGateway(upstream.url));
     await expect.poll(async () => (await fetch(`${gw.adminUrl}/readyz`)).status, { timeout: 5_000 }).toBe(200);
-    const report = await (await fetch(`${gw.adminUrl}/readyz`)).json() as { checks: Record<string, string> };
-    expect(readySeries(await scrape(gw.adminUrl))).toEqual(Object.fromEntries(Object.keys(report.checks).map((check) => [check, 1])));
+    const report = (await (await fetch(`${gw.adminUrl}/readyz`)).json()) as { checks: Record<string, string> };
+    const allOk = Object.fromEntries(Object.keys(report.checks).map((check) => [check, 1]));
+    expect(readySeries(await scrape(gw.adminUrl))).toEqual(allOk);
     expect(Object.keys(report.checks).sort()).toEqual(['keys', 'shutdown', 'upstream']);
 
     gw.gateway.readiness.beginShutdown();
@@ -47,7 +49,7 @@ describe('ledger_gateway_ready', () => {
   });
 
   it('reports the upstream check 0 while the participant does not answer, the others 1', async () => {
-    const gw = current.gw = await startGateway(`http://127.0.0.1:${await closedPort()}`, { upstream: { readinessIntervalMs: 200 } });
+    const gw = (current.gw = await startGateway(`http://127.0.0.1:${await closedPort()}`));
     expect((await fetch(`${gw.adminUrl}/readyz`)).status).toBe(503);
     expect(readySeries(await scrape(gw.adminUrl))).toEqual({ shutdown: 1, keys: 1, upstream: 0 });
   });
