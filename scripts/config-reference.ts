@@ -2,7 +2,8 @@
 // descriptions, so that the documentation cannot drift from what the gateway accepts.
 import { ConfigSchema } from '../src/config/schema.js';
 
-export const BEGIN_MARKER = '<!-- config:begin (generated from src/config/schema.ts by `npm run docs:config`; do not edit) -->';
+export const BEGIN_MARKER =
+  '<!-- config:begin (generated from src/config/schema.ts by `npm run docs:config`; do not edit) -->';
 export const END_MARKER = '<!-- config:end -->';
 
 /** The part of a TypeBox (JSON Schema) node the reference reads. */
@@ -97,7 +98,7 @@ function cell(text: string): string {
 }
 
 /** The generated reference: one heading and one table per top-level section. */
-export function renderConfigReference(schema: SchemaNode = ConfigSchema as unknown as SchemaNode): string {
+export function renderConfigReference(schema: SchemaNode = ConfigSchema): string {
   const parts: string[] = [];
   for (const [section, node] of Object.entries(schema.properties ?? {})) {
     const rows: Row[] = [];
@@ -120,6 +121,7 @@ export function renderConfigReference(schema: SchemaNode = ConfigSchema as unkno
 export function withConfigReference(document: string, reference = renderConfigReference()): string {
   const begin = document.indexOf(BEGIN_MARKER);
   const end = document.indexOf(END_MARKER);
-  if (begin === -1 || end < begin) throw new Error(`docs/configuration.md lacks the ${BEGIN_MARKER} … ${END_MARKER} markers`);
+  if (begin === -1 || end < begin)
+    throw new Error(`docs/configuration.md lacks the ${BEGIN_MARKER} … ${END_MARKER} markers`);
   return `${document.slice(0, begin + BEGIN_MARKER.length)}\n\n${reference}\n${document.slice(end)}`;
 }

@@ -7,7 +7,12 @@ import { describe, expect, it } from 'vitest';
 import { renderConfigReference, withConfigReference } from '../scripts/config-reference.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const documents = ['README.md', ...readdirSync(join(root, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)];
+const documents = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => `docs/${name}`),
+];
 
 /** Markdown without fenced blocks and inline code, where a `[x](y)` is not a link. */
 function prose(markdown: string): string {
@@ -17,7 +22,10 @@ function prose(markdown: string): string {
 /** GitHub's anchor for a heading (github-slugger): lower case, punctuation dropped, spaces to '-'. */
 function slug(heading: string): string {
   const text = heading.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1');
-  return text.toLowerCase().replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '').replaceAll(' ', '-');
+  return text
+    .toLowerCase()
+    .replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '')
+    .replaceAll(' ', '-');
 }
 
 function anchorsOf(markdown: string): Set<string> {
@@ -44,7 +52,8 @@ function brokenLinks(document: string, markdown: string, readTarget: (path: stri
       problems.push(`${target}: ${file} does not exist`);
       continue;
     }
-    if (anchor !== undefined && !anchorsOf(text).has(anchor)) problems.push(`${target}: no heading #${anchor} in ${file}`);
+    if (anchor !== undefined && !anchorsOf(text).has(anchor))
+      problems.push(`${target}: no heading #${anchor} in ${file}`);
   }
   return problems;
 }
@@ -63,7 +72,12 @@ describe('docs/configuration.md', () => {
 
   it('has a row for every key of the schema, nested ones included', () => {
     const reference = renderConfigReference();
-    for (const key of ['server.tls.reloadIntervalMs', 'auth.issuers[].jwksUrl', 'protection.redis.leaseMs', 'policy.rules.<operation>[].subjects']) {
+    for (const key of [
+      'server.tls.reloadIntervalMs',
+      'auth.issuers[].jwksUrl',
+      'protection.redis.leaseMs',
+      'policy.rules.<operation>[].subjects',
+    ]) {
       expect(reference).toContain(`| \`${key}\` |`);
     }
   });

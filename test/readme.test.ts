@@ -23,7 +23,12 @@ function tableRows(document: string, marker: string): string[][] {
     .slice(start, end)
     .split('\n')
     .filter((line) => line.startsWith('| `'))
-    .map((line) => line.split('|').slice(1, -1).map((cell) => cell.trim()));
+    .map((line) =>
+      line
+        .split('|')
+        .slice(1, -1)
+        .map((cell) => cell.trim()),
+    );
 }
 
 describe('docs/errors-and-metrics.md', () => {
@@ -51,7 +56,12 @@ describe('docs/errors-and-metrics.md', () => {
     for (const name of Object.values(MetricNames)) {
       const metric = registry.getSingleMetric(name) as unknown as { labelNames: string[]; type?: string } | undefined;
       expect(metric, name).toBeDefined();
-      const labels = documented.get(name)![2]!.replaceAll('`', '').split(',').map((l) => l.trim()).filter(Boolean);
+      const labels = documented
+        .get(name)![2]!
+        .replaceAll('`', '')
+        .split(',')
+        .map((l) => l.trim())
+        .filter(Boolean);
       expect([...labels].sort(), name).toEqual([...metric!.labelNames].sort());
     }
   });
