@@ -104,7 +104,7 @@ export const AuthSchema = Section({
     maxEntries: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 10_000, description: 'Verified tokens remembered (by SHA-256 of the token), each until its exp at the latest; 0 disables the cache. A hit still checks expiry.' }),
     negativeTtlMs: Milliseconds(5_000, 'How long a refused token (bad signature, malformed, wrong audience, ...) is remembered so a flood of it costs one check; 0 disables. Time-dependent refusals (lifetime, not yet valid) and key set failures are never remembered.', 0),
   }, 'The verified-token cache.'),
-}, 'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded (FACTS.md §4).');
+}, 'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded, as the participant verifies it (docs/authentication.md).');
 
 export const TelemetrySchema = Section({
   metrics: Section({
@@ -158,7 +158,7 @@ export const PolicySchema = Section({
   requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction) at the edge, in its error shape. Only these routes have their bodies read.' }),
   maxBodyDepth: Type.Integer({ minimum: 8, maximum: 10_000, default: 512, description: 'Deepest JSON nesting accepted in a rule-checked body; deeper gets 400 GATEWAY_MALFORMED_REQUEST.' }),
   bodyReadTimeoutMs: Milliseconds(30_000, 'Bound on receiving a rule-checked body; slower gets 400 GATEWAY_MALFORMED_REQUEST and the connection is closed.'),
-}, 'Per-operation authorization and Canton\'s request rules at the edge (FACTS.md §1, §3, §5, §6).');
+}, 'Per-operation authorization and Canton\'s request rules at the edge (docs/request-policy.md).');
 
 export const CorsSchema = Section({
   enabled: Type.Boolean({ default: false, description: 'Answer CORS preflights and add CORS headers, for browser dApps calling the JSON API directly.' }),
