@@ -71,7 +71,7 @@ export interface ErrorDefinition {
   readonly redacted: boolean;
   /** Scala duration text for the retryable categories 1, 2, 3 and 12. */
   readonly retryInfo: string | null;
-  /** What the README's error table says about it. */
+  /** What the error table in docs/errors-and-metrics.md says about it. */
   readonly description: string;
   /**
    * Answered as Canton's JSON layer answers a body it cannot decode (tapir): 400 text/plain

@@ -111,7 +111,7 @@ export const TelemetrySchema = Section({
     exemplars: Type.Boolean({ default: false, description: 'Attach the trace id of a sampled request as an OpenMetrics exemplar to the two duration histograms. /metrics then answers in the OpenMetrics format (application/openmetrics-text); Prometheus keeps exemplars only with --enable-feature=exemplar-storage.' }),
     maxUpstreamErrorCodes: Type.Integer({ minimum: 0, maximum: 10_000, default: 100, description: 'Distinct participant error codes kept as error_code label values; a code first seen after this many is counted as OTHER (bounded cardinality). The gateway\'s own codes never count.' }),
   }, 'Prometheus metrics on the admin listener (GET /metrics).'),
-}, 'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (README "Traces and logs").');
+}, 'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (docs/errors-and-metrics.md).');
 
 export const RateLimitSchema = Type.Object({
   requests: Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Requests allowed per caller in each perSeconds period, spread evenly (GCRA: one every perSeconds/requests seconds).' }),
@@ -128,7 +128,7 @@ export const OperationLimitsSchema = Type.Object({
 export const ProtectionSchema = Section({
   maxInFlight: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 1024, description: 'Concurrent calls and open WebSocket streams in this gateway process, all operations and callers together (per replica, never shared, so it holds while Redis is down); over it: 429. 0: no cap.' }),
   default: Type.Object(OperationLimitsSchema.properties, { additionalProperties: false, default: {}, description: 'Limits for every operation without its own entry under `operations`; each operation is counted separately. Empty: no limits.' }),
-  operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, { default: {}, description: 'Per-operation limits by operation name (README "Routes and operations"); a key set here replaces the same key of `default`, the others are inherited.' }),
+  operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, { default: {}, description: 'Per-operation limits by operation name (docs/request-policy.md); a key set here replaces the same key of `default`, the others are inherited.' }),
   failMode: Type.Union([Type.Literal('open'), Type.Literal('closed')], { default: 'open', description: 'When Redis cannot answer: open admits the call (a warning at most every 30 s, metric ledger_gateway_protection_store_failures_total); closed refuses it with 503 GATEWAY_PROTECTION_UNAVAILABLE.' }),
   redis: Section({
     url: Type.Optional(Type.String({ pattern: '^rediss?://', description: 'redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process\'s memory.' })),
