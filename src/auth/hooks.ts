@@ -44,7 +44,7 @@ export function authenticationStage(authenticator: Authenticator, onFailure: OnA
   };
 }
 
-/** The same for an upgrade: token from Authorization or the `jwt.token.` subprotocol (FACTS.md §4.1). */
+/** The same for an upgrade: token from Authorization or the `jwt.token.` subprotocol (Canton `Endpoints.scala`). */
 export function authenticationUpgradeStage(authenticator: Authenticator, onFailure: OnAuthFailure): UpgradeStage {
   return async (context) => {
     if (!authenticator.requiresToken(context.operation)) return;

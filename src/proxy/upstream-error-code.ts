@@ -1,4 +1,4 @@
-// The error code of a participant's error answer, for the metrics label (FACTS.md §2, §9.1).
+// The error code of a participant's error answer, for the metrics label (Canton `JsSchema.scala` JsCantonError).
 
 /** Canton error codes: upper snake case ids (e.g. TOPOLOGY_SERIAL_MISMATCH); anything else is not trusted as a label. */
 export const CANTON_CODE = /^[A-Z][A-Z0-9_]{0,79}$/;
@@ -6,7 +6,7 @@ export const CANTON_CODE = /^[A-Z][A-Z0-9_]{0,79}$/;
 /** How many bytes of an error body are read to find its code; the body is passed on whole regardless. */
 export const ERROR_BODY_CAPTURE_BYTES = 16 * 1024;
 
-/** Canton redacts security errors to "NA"; its gRPC code tells them apart (FACTS.md §2.2). */
+/** Canton redacts security errors to "NA"; its gRPC code tells them apart (Canton `DecodedCantonError.scala`). */
 const REDACTED_BY_GRPC: Record<number, string> = {
   16: 'UNAUTHENTICATED',
   7: 'PERMISSION_DENIED',

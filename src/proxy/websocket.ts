@@ -3,7 +3,7 @@
 //
 // A tunnel rather than @fastify/http-proxy's WebSocket support, which terminates the socket and
 // opens a new one offering only the first subprotocol; Canton needs both `jwt.token.<JWT>` and
-// `daml.ws.auth` (FACTS.md §4.1). Forwarding the upgrade request itself keeps every offered
+// `daml.ws.auth` (Canton `Endpoints.scala`). Forwarding the upgrade request itself keeps every offered
 // subprotocol, extension and frame exactly as the client sent them.
 import http from 'node:http';
 import https from 'node:https';

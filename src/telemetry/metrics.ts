@@ -1,4 +1,4 @@
-// Metric names and labels: a contract documented in the README. One Registry per app.
+// Metric names and labels: a contract documented in docs/errors-and-metrics.md. One Registry per app.
 // Every label value comes from a bounded set: the route catalogue, the error catalogue, codes
 // that match Canton's code pattern (capped), a status number. Never a raw URL, a user or a token.
 import { Counter, Gauge, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
