@@ -23,14 +23,13 @@ import { UploadShares, uploadShareExhausted, uploadsPerCaller } from './upload-s
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamPoolOptions } from './upstream-pool.js';
+import { createUpstreamProbe } from './upstream-probe.js';
 import { UpstreamSlots, type SlotWaiter } from './upstream-slots.js';
 
 // Kept here for the modules that import them from the forwarder.
 export { tooLarge } from './upload-body.js';
 export { upstreamTlsOptions } from './upstream-pool.js';
-
-/** Marks the readiness probe's calls in the participant's logs. */
-export const READINESS_USER_AGENT = 'ledger-gateway-readiness';
+export { READINESS_USER_AGENT } from './upstream-probe.js';
 
 export interface ForwarderOptions {
   /** The resolved participant base URL (never "sandbox"). */
@@ -52,7 +51,7 @@ export interface ForwarderOptions {
 }
 
 export interface Forwarder {
-  /** Settles once the answer is under way; throws at once for a declared body over the limit. */
+  /** Settles once the answer is under way; throws at once for a declared body over the limit or a streamed upload over its caller's share. */
   forward(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** The same call as forward(), answered whole into memory (bounded): for the version cache. */
   fetchWhole(request: FastifyRequest, maxBytes: number): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
@@ -111,9 +110,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const basePath = base.pathname.replace(/\/+$/, '');
   const poolOptions = upstreamPoolOptions(config.upstream);
   const pool = new Pool(base.origin, poolOptions);
-  // The readiness probe's own connection: on the traffic pool it queued behind busy connections, and
-  // a saturated but healthy participant read as unready.
-  const probeClient = new Pool(base.origin, { ...poolOptions, connections: 1 });
+  const readiness = createUpstreamProbe(base.origin, basePath, poolOptions);
   const bodyLimit = config.limits.bodyBytes;
   const replyHeaders = options.replyHeaders ?? false;
   const timeouts = config.upstream.operationTimeoutsMs;
@@ -425,27 +422,10 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     });
   }
 
-  async function probe(timeoutMs: number): Promise<boolean> {
-    try {
-      const { statusCode, body } = await probeClient.request({
-        path: `${basePath}/v2/version`,
-        method: 'GET',
-        headers: { 'user-agent': READINESS_USER_AGENT },
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      await body.dump();
-      return statusCode < 500;
-    } catch {
-      return false;
-    }
-  }
-
   return {
     forward,
     fetchWhole,
-    probe,
+    probe: readiness.probe,
     load: () => ({ inFlight: slots.inFlight, queued: slots.queued }),
     // Called once the API listener is closed: what is still running upstream has nobody to answer
     // (a version refresh, a call whose client was cut at the end of the grace), so it is aborted,
@@ -453,7 +433,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     close: async () => {
       // Calls still waiting for a connection will not get one: answered now, not left pending.
       slots.close();
-      await Promise.all([pool.destroy(), probeClient.destroy()]);
+      await Promise.all([pool.destroy(), readiness.close()]);
     },
   };
 }

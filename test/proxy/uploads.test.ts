@@ -288,4 +288,41 @@ describe('uploads and the upstream pool', () => {
     expect(answer?.status).toBe(200);
     expect(participant.uploads()[0]!.body.equals(body)).toBe(true);
   });
+
+  it('answers a streamed chunked body that outgrows limits.bodyBytes while it waits for a connection: 413, never sent', async () => {
+    const participant = await startParticipant();
+    const gw = current.gw = await startGateway(participant.url, {
+      upstream: { connections: 1, bufferBodyBytes: 1024 },
+      limits: { bodyBytes: 32 * 1024 },
+    });
+    const token = await gw.issuer.mint();
+    // The only connection is busy with an upload the test finishes last.
+    const holding = openUpload(gw.url, token, 4096);
+    holding.send(randomBytes(2048));
+    await expect.poll(() => participant.uploads().length, { timeout: 3_000 }).toBe(1);
+    const chunked = openUpload(gw.url, await gw.issuer.mint({ sub: 'bob' }));
+    chunked.send(randomBytes(2048)); // past the buffer: streamed, and waits for the connection
+    await expect.poll(() => gauge(gw, 'ledger_gateway_upstream_calls_queued'), { timeout: 2_000 }).toBe(1);
+    chunked.send(randomBytes(64 * 1024)); // past the limit while it waits
+    const answer = await chunked.answer;
+    expect(answer?.status).toBe(413);
+    expect(JSON.parse(answer!.body)).toMatchObject({ code: 'GATEWAY_REQUEST_TOO_LARGE' });
+    expect(await gauge(gw, 'ledger_gateway_upstream_calls_queued')).toBe(0);
+    holding.send(randomBytes(2048));
+    expect((await holding.answer)?.status).toBe(200);
+    expect(participant.uploads()).toHaveLength(1); // the chunked one never
+  });
+
+  it('counts a client that leaves while its body is read whole as gone (499), sending nothing upstream', async () => {
+    const participant = await startParticipant();
+    const gw = current.gw = await startGateway(participant.url);
+    const leaving = openUpload(gw.url, await gw.issuer.mint(), 4096);
+    leaving.send(randomBytes(1000));
+    await sleep(200);
+    leaving.socket.destroy();
+    await expect.poll(async () => gw.registry.getSingleMetricAsString('ledger_gateway_requests_total'), { timeout: 2_000 })
+      .toMatch(/operation="postV2Dars",method="POST",status="499",error_code="CLIENT_CLOSED_REQUEST"\} 1/);
+    expect(participant.uploads()).toHaveLength(0);
+    expect(await gauge(gw, 'ledger_gateway_upstream_calls_in_flight')).toBe(0);
+  });
 });
