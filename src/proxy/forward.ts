@@ -51,7 +51,10 @@ export interface ForwarderOptions {
 }
 
 export interface Forwarder {
-  /** Settles once the answer is under way; throws at once for a declared body over the limit or a streamed upload over its caller's share. */
+  /**
+   * Settles once the answer is under way; throws at once for a declared body over the limit or a
+   * streamed upload over its caller's share.
+   */
   forward(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** The same call as forward(), answered whole into memory (bounded): for the version cache. */
   fetchWhole(request: FastifyRequest, maxBytes: number): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
@@ -166,7 +169,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const timeout = timeouts[request.operation.name] ?? defaultTimeout;
     const started = performance.now();
     if (!slots.tryTake()) {
-      await new Promise<void>((resolve, reject) => slots.wait({ deadline: started + timeout, start: resolve, expire: () => reject(queueTimeout(slots.size, timeout)) }));
+      await new Promise<void>((resolve, reject) => slots.wait({
+        deadline: started + timeout,
+        start: resolve,
+        expire: () => reject(queueTimeout(slots.size, timeout)),
+      }));
     }
     try {
       return await fetchOnce(request, maxBytes, timeout, started);
@@ -221,14 +228,17 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const declared = raw.headers['content-length'];
     if (declared !== undefined && Number(declared) > bodyLimit) throw tooLarge(bodyLimit);
     // A declared length is enforced by Node's parser; a chunked body is counted as it arrives.
-    if (declared !== undefined && Number(declared) > uploadLimits.bufferBytes) return send(request, reply, undefined, streamedUpload(request, []));
+    if (declared !== undefined && Number(declared) > uploadLimits.bufferBytes) {
+      return send(request, reply, undefined, streamedUpload(request, []));
+    }
     return readUpload(raw, uploadLimits).then((read) => {
       if (read === undefined) return undefined; // the client left while sending it: nobody to answer
-      return Buffer.isBuffer(read) ? send(request, reply, read, undefined) : send(request, reply, undefined, streamedUpload(request, read.prefix));
+      if (Buffer.isBuffer(read)) return send(request, reply, read, undefined);
+      return send(request, reply, undefined, streamedUpload(request, read.prefix));
     });
   }
 
-  /** The rest of a body larger than the buffer, streamed upstream as it arrives: counted against its caller's share while it lasts. */
+  /** A body larger than the buffer, streamed upstream as it arrives: on its caller's share while it lasts. */
   function streamedUpload(request: FastifyRequest, prefix: readonly Buffer[]): UploadStream {
     const caller = callerOf(request.principal, request.raw, options.isTrustedProxy);
     if (!uploadShares.tryHold(caller)) throw uploadShareExhausted(request.operation.name, uploadShares.perCaller);
@@ -246,7 +256,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
    * reply is hijacked then) or the client has left; rejects with the gateway's coded error when
    * there is no answer to give. `body` is read whole already; `upload` streams as it arrives.
    */
-  function send(request: FastifyRequest, reply: FastifyReply, body: Buffer | undefined, upload: UploadStream | undefined): Promise<void> {
+  function send(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    body: Buffer | undefined,
+    upload: UploadStream | undefined,
+  ): Promise<void> {
     const raw = request.raw;
     // The client's body streams upstream as it arrives.
     const streamed = upload !== undefined;

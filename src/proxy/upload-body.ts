@@ -18,14 +18,25 @@ export interface UploadLimits {
 }
 
 export function tooLarge(limit: number): GatewayError {
-  return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, { cause: `The request body is larger than ${limit} bytes.` });
+  return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, {
+    cause: `The request body is larger than ${limit} bytes.`,
+  });
 }
 
 function tooSlow(bytes: number, limits: UploadLimits): GatewayError {
-  const cause = bytes === 0
-    ? `No byte of the request body arrived for ${limits.windowMs} ms (upstream.bodyIdleTimeoutMs).`
-    : `The request body arrived slower than ${limits.minBytesPerSecond} bytes per second over ${limits.windowMs} ms (upstream.bodyMinBytesPerSecond).`;
-  return closingConnection(new GatewayError(Errors.GATEWAY_CLIENT_TIMEOUT, { cause }, { reason: `body too slow: ${bytes} bytes in ${limits.windowMs} ms` }));
+  const cause =
+    bytes === 0
+      ? `No byte of the request body arrived for ${limits.windowMs} ms (upstream.bodyIdleTimeoutMs).`
+      : `The request body arrived slower than ${limits.minBytesPerSecond} bytes per second ` +
+        `over ${limits.windowMs} ms ` +
+        '(upstream.bodyMinBytesPerSecond).';
+  return closingConnection(
+    new GatewayError(
+      Errors.GATEWAY_CLIENT_TIMEOUT,
+      { cause },
+      { reason: `body too slow: ${bytes} bytes in ${limits.windowMs} ms` },
+    ),
+  );
 }
 
 const nothingHeld = () => false;
@@ -40,7 +51,11 @@ class UploadPace {
   private timer: NodeJS.Timeout | undefined;
   private readonly least: number;
 
-  constructor(private readonly limits: UploadLimits, private readonly cut: (error: GatewayError) => void, private readonly held: () => boolean = nothingHeld) {
+  constructor(
+    private readonly limits: UploadLimits,
+    private readonly cut: (error: GatewayError) => void,
+    private readonly held: () => boolean = nothingHeld,
+  ) {
     this.least = Math.max(1, Math.ceil((limits.minBytesPerSecond * limits.windowMs) / 1000));
   }
 
@@ -134,10 +149,17 @@ export class UploadStream extends Transform {
   private seen = 0;
   private readonly pace: UploadPace;
 
-  constructor(private readonly limits: UploadLimits, prefix: readonly Buffer[]) {
+  constructor(
+    private readonly limits: UploadLimits,
+    prefix: readonly Buffer[],
+  ) {
     super();
     // Held back when what the client sent waits here for the participant to read it.
-    this.pace = new UploadPace(limits, (error) => this.destroy(error), () => this.readableLength > 0 || this.writableLength > 0);
+    this.pace = new UploadPace(
+      limits,
+      (error) => this.destroy(error),
+      () => this.readableLength > 0 || this.writableLength > 0,
+    );
     for (const chunk of prefix) this.write(chunk);
   }
 

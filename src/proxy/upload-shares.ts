@@ -34,7 +34,14 @@ export class UploadShares {
 }
 
 export function uploadShareExhausted(operation: string, perCaller: number): GatewayError {
-  return new GatewayError(Errors.GATEWAY_UPLOAD_SHARE_EXHAUSTED,
-    { cause: `This caller already has ${perCaller} uploads streaming to the participant, its share of the gateway's upstream connections. Retry after 1 s.`, context: { operation, limit: 'upstream.uploadShare' } },
-    { headers: { 'retry-after': '1' }, reason: `upload share: ${perCaller} streamed uploads under way` });
+  return new GatewayError(
+    Errors.GATEWAY_UPLOAD_SHARE_EXHAUSTED,
+    {
+      cause:
+        `This caller already has ${perCaller} uploads streaming to the participant, ` +
+        "its share of the gateway's upstream connections. Retry after 1 s.",
+      context: { operation, limit: 'upstream.uploadShare' },
+    },
+    { headers: { 'retry-after': '1' }, reason: `upload share: ${perCaller} streamed uploads under way` },
+  );
 }

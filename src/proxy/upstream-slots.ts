@@ -24,7 +24,10 @@ export class UpstreamSlots {
   private pumping = false;
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(readonly size: number, sweepMs = SWEEP_MS) {
+  constructor(
+    readonly size: number,
+    sweepMs = SWEEP_MS,
+  ) {
     this.sweeper = setInterval(this.sweep, sweepMs);
     this.sweeper.unref();
   }

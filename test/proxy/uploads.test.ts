@@ -27,7 +27,12 @@ interface Received {
 async function startParticipant(holdBodyMs = 0) {
   const received: Received[] = [];
   const server = http.createServer((request, response) => {
-    const entry: Received = { url: request.url ?? '', headers: request.headers, body: Buffer.alloc(0), outcome: undefined };
+    const entry: Received = {
+      url: request.url ?? '',
+      headers: request.headers,
+      body: Buffer.alloc(0),
+      outcome: undefined,
+    };
     if (request.headers['user-agent'] !== 'ledger-gateway-readiness') received.push(entry);
     const chunks: Buffer[] = [];
     request.pause();
@@ -50,16 +55,21 @@ async function startParticipant(holdBodyMs = 0) {
     url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
     received,
     uploads: () => received.filter((entry) => entry.url.startsWith('/v2/dars')),
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
   current.upstream = participant;
   return participant;
 }
 
-interface Answer { status: number; head: string; body: string }
+interface Answer {
+  status: number;
+  head: string;
+  body: string;
+}
 
 /**
  * An upload on a raw connection, so the test decides when each byte leaves: `declared` sends a
@@ -71,16 +81,21 @@ function openUpload(gatewayUrl: string, token: string, declared?: number) {
   const socket = net.connect(Number(port), '127.0.0.1');
   socket.on('error', () => undefined); // writes after the gateway closed the connection: expected
   const framing = declared === undefined ? 'Transfer-Encoding: chunked' : `Content-Length: ${declared}`;
-  socket.write(`POST /v2/dars HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/octet-stream\r\n${framing}\r\n\r\n`);
+  socket.write(
+    `POST /v2/dars HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${token}\r\n` +
+      `Content-Type: application/octet-stream\r\n${framing}\r\n\r\n`,
+  );
   let text = '';
   socket.on('data', (data: Buffer) => {
     text += data.toString('latin1');
   });
   let closedAt = 0;
-  const closed = new Promise<void>((resolve) => socket.once('close', () => {
-    closedAt = Date.now();
-    resolve();
-  }));
+  const closed = new Promise<void>((resolve) =>
+    socket.once('close', () => {
+      closedAt = Date.now();
+      resolve();
+    }),
+  );
   const parse = (): Answer | undefined => {
     const split = text.indexOf('\r\n\r\n');
     if (split === -1) return undefined;
@@ -93,7 +108,8 @@ function openUpload(gatewayUrl: string, token: string, declared?: number) {
   // Bounded: an answer that does not come within 10 s reads as none.
   const answer = (async (): Promise<Answer | undefined> => {
     const deadline = Date.now() + 10_000;
-    while (parse() === undefined && !socket.destroyed && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    while (parse() === undefined && !socket.destroyed && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 10));
     return parse();
   })();
   return {
@@ -104,7 +120,14 @@ function openUpload(gatewayUrl: string, token: string, declared?: number) {
     send(bytes: Buffer, end = false): void {
       if (socket.destroyed) return;
       if (declared !== undefined) socket.write(bytes);
-      else socket.write(Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, Buffer.from(`\r\n${end ? '0\r\n\r\n' : ''}`)]));
+      else
+        socket.write(
+          Buffer.concat([
+            Buffer.from(`${bytes.length.toString(16)}\r\n`),
+            bytes,
+            Buffer.from(`\r\n${end ? '0\r\n\r\n' : ''}`),
+          ]),
+        );
     },
   };
 }
@@ -122,32 +145,43 @@ function trickle(uploads: Upload[], everyMs: number) {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('uploads and the upstream pool', () => {
-  it('one caller\'s slow large uploads hold at most its share of the pool: the rest are refused 429 and other callers are served at once', async () => {
+  it("one caller's slow large uploads hold at most its share of the pool; the rest: 429", async () => {
     const participant = await startParticipant();
     // 8 connections, the default share (a quarter): 2 streamed uploads per caller.
-    const gw = current.gw = await startGateway(participant.url, { upstream: { connections: 8, timeoutMs: 3_000 } });
+    const gw = (current.gw = await startGateway(participant.url, { upstream: { connections: 8, timeoutMs: 3_000 } }));
     expect(uploadsPerCaller(8, gw.config.upstream.uploadShare)).toBe(2);
     const alice = await gw.issuer.mint({ sub: 'alice' });
     const bob = await gw.issuer.mint({ sub: 'bob' });
-    const uploads = Array.from({ length: 8 }, () => openUpload(gw.url, alice, 1024 * 1024)); // over the 64 KiB buffer: streamed
+    // Over the 64 KiB buffer: streamed.
+    const uploads = Array.from({ length: 8 }, () => openUpload(gw.url, alice, 1024 * 1024));
     const dripping = trickle(uploads, 200);
     try {
       await sleep(1_000); // every upload under way
       // Another caller, and alice's own calls that are not uploads, are served at once.
       for (const token of [bob, alice]) {
         const started = Date.now();
-        const served = await fetch(`${gw.url}/v2/parties`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(5_000) });
+        const served = await fetch(`${gw.url}/v2/parties`, {
+          headers: { authorization: `Bearer ${token}` },
+          signal: AbortSignal.timeout(5_000),
+        });
         expect(served.status).toBe(200);
         expect(Date.now() - started).toBeLessThan(1_000);
       }
       expect(participant.uploads()).toHaveLength(2);
-      const refused = (await Promise.all(uploads.map((upload) => Promise.race([upload.answer, sleep(0)])))).filter((answer) => answer !== undefined);
+      const refused = (await Promise.all(uploads.map((upload) => Promise.race([upload.answer, sleep(0)])))).filter(
+        (answer) => answer !== undefined,
+      );
       expect(refused).toHaveLength(6);
       for (const answer of refused as Answer[]) {
         expect(answer.status).toBe(429);
         expect(answer.head).toMatch(/\r\nretry-after: 1\r\n/i);
         expect(answer.head).toMatch(/\r\nconnection: close\r\n/i); // its body was never read
-        expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_UPLOAD_SHARE_EXHAUSTED', errorCategory: 2, grpcCodeValue: 8, retryInfo: '1 second' });
+        expect(JSON.parse(answer.body)).toMatchObject({
+          code: 'GATEWAY_UPLOAD_SHARE_EXHAUSTED',
+          errorCategory: 2,
+          grpcCodeValue: 8,
+          retryInfo: '1 second',
+        });
       }
       expect(await gauge(gw, 'ledger_gateway_upstream_calls_in_flight')).toBe(2);
       // Another caller's upload has a share of its own.
@@ -161,9 +195,9 @@ describe('uploads and the upstream pool', () => {
     }
   });
 
-  it('slow small uploads are read whole before they take an upstream connection: none holds one, other calls are served at once', async () => {
+  it('slow small uploads are read whole before they take an upstream connection; others are served', async () => {
     const participant = await startParticipant();
-    const gw = current.gw = await startGateway(participant.url, { upstream: { connections: 8, timeoutMs: 3_000 } });
+    const gw = (current.gw = await startGateway(participant.url, { upstream: { connections: 8, timeoutMs: 3_000 } }));
     const alice = await gw.issuer.mint({ sub: 'alice' });
     const bob = await gw.issuer.mint({ sub: 'bob' });
     const uploads = [
@@ -174,7 +208,10 @@ describe('uploads and the upstream pool', () => {
     try {
       await sleep(1_000);
       const started = Date.now();
-      const served = await fetch(`${gw.url}/v2/parties`, { headers: { authorization: `Bearer ${bob}` }, signal: AbortSignal.timeout(5_000) });
+      const served = await fetch(`${gw.url}/v2/parties`, {
+        headers: { authorization: `Bearer ${bob}` },
+        signal: AbortSignal.timeout(5_000),
+      });
       expect(served.status).toBe(200);
       expect(Date.now() - started).toBeLessThan(1_000);
       expect(participant.uploads()).toHaveLength(0);
@@ -187,14 +224,15 @@ describe('uploads and the upstream pool', () => {
 
   it('delivers a buffered body byte for byte, declared or chunked, once it is whole', async () => {
     const participant = await startParticipant();
-    const gw = current.gw = await startGateway(participant.url);
+    const gw = (current.gw = await startGateway(participant.url));
     const token = await gw.issuer.mint();
     const body = randomBytes(60 * 1024);
     for (const declared of [body.length, undefined]) {
       const upload = openUpload(gw.url, token, declared);
       upload.send(body.subarray(0, 30_000));
       await sleep(300);
-      expect(participant.uploads().filter((entry) => entry.outcome === undefined)).toHaveLength(0); // nothing sent upstream yet
+      // Nothing sent upstream yet.
+      expect(participant.uploads().filter((entry) => entry.outcome === undefined)).toHaveLength(0);
       upload.send(body.subarray(30_000), true);
       const answer = await upload.answer;
       expect(answer?.status).toBe(200);
@@ -209,14 +247,17 @@ describe('uploads and the upstream pool', () => {
 
   it('streams a large upload whole, declared or chunked (the chunked one once it outgrows the buffer)', async () => {
     const participant = await startParticipant();
-    const gw = current.gw = await startGateway(participant.url);
+    const gw = (current.gw = await startGateway(participant.url));
     const token = await gw.issuer.mint();
     const body = randomBytes(5 * 1024 * 1024);
     for (const declared of [body.length, undefined]) {
       const upload = openUpload(gw.url, token, declared);
       upload.send(body.subarray(0, 100 * 1024)); // past the 64 KiB buffer
-      await expect.poll(() => participant.uploads().filter((entry) => entry.outcome === undefined).length, { timeout: 3_000 }).toBe(1);
-      for (let at = 100 * 1024; at < body.length; at += 512 * 1024) upload.send(body.subarray(at, at + 512 * 1024), at + 512 * 1024 >= body.length);
+      await expect
+        .poll(() => participant.uploads().filter((entry) => entry.outcome === undefined).length, { timeout: 3_000 })
+        .toBe(1);
+      for (let at = 100 * 1024; at < body.length; at += 512 * 1024)
+        upload.send(body.subarray(at, at + 512 * 1024), at + 512 * 1024 >= body.length);
       const answer = await upload.answer;
       expect(answer?.status).toBe(200);
       expect(JSON.parse(answer!.body)).toEqual({ bytes: body.length });
@@ -224,10 +265,12 @@ describe('uploads and the upstream pool', () => {
     for (const received of participant.uploads()) expect(received.body.equals(body)).toBe(true);
   });
 
-  it('cuts a trickling upload with 408 GATEWAY_CLIENT_TIMEOUT, buffered or streamed, and frees the upstream connection and the caller\'s share', async () => {
+  it('cuts a trickling upload with 408, buffered or streamed, freeing its upstream connection and share', async () => {
     const participant = await startParticipant();
     // A 500 ms window at the default 1024 bytes per second: a window needs 512 bytes.
-    const gw = current.gw = await startGateway(participant.url, { upstream: { connections: 4, bodyIdleTimeoutMs: 500 } });
+    const gw = (current.gw = await startGateway(participant.url, {
+      upstream: { connections: 4, bodyIdleTimeoutMs: 500 },
+    }));
     const token = await gw.issuer.mint();
     const buffered = openUpload(gw.url, token, 1024);
     const streamed = openUpload(gw.url, token, 1024 * 1024);
@@ -237,7 +280,10 @@ describe('uploads and the upstream pool', () => {
       for (const upload of [buffered, streamed]) {
         const answer = await upload.answer;
         expect(answer?.status).toBe(408);
-        expect(JSON.parse(answer!.body)).toMatchObject({ code: 'GATEWAY_CLIENT_TIMEOUT', cause: expect.stringContaining('slower than 1024 bytes per second') });
+        expect(JSON.parse(answer!.body)).toMatchObject({
+          code: 'GATEWAY_CLIENT_TIMEOUT',
+          cause: expect.stringContaining('slower than 1024 bytes per second'),
+        });
         expect(answer!.head).toMatch(/\r\nconnection: close\r\n/i);
         await upload.closed;
       }
@@ -251,7 +297,9 @@ describe('uploads and the upstream pool', () => {
     await expect.poll(() => participant.uploads()[0]!.outcome, { timeout: 2_000 }).toBe('aborted');
     await expect.poll(() => gauge(gw, 'ledger_gateway_upstream_calls_in_flight'), { timeout: 2_000 }).toBe(0);
     const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
-    expect(metrics).toMatch(/operation="postV2Dars",method="POST",status="408",error_code="GATEWAY_CLIENT_TIMEOUT"\} 2/);
+    expect(metrics).toMatch(
+      /operation="postV2Dars",method="POST",status="408",error_code="GATEWAY_CLIENT_TIMEOUT"\} 2/,
+    );
     // Its share is free again: the caller's next large uploads stream.
     for (let i = 0; i < uploadsPerCaller(4, gw.config.upstream.uploadShare); i++) {
       const next = openUpload(gw.url, token, 100 * 1024);
@@ -260,9 +308,11 @@ describe('uploads and the upstream pool', () => {
     }
   });
 
-  it('cuts an upload that stops sending (no minimum pace: any byte will do) after a window without a byte', async () => {
+  it('cuts an upload that stops sending (no minimum pace) after a window without a byte', async () => {
     const participant = await startParticipant();
-    const gw = current.gw = await startGateway(participant.url, { upstream: { bodyIdleTimeoutMs: 400, bodyMinBytesPerSecond: 0 } });
+    const gw = (current.gw = await startGateway(participant.url, {
+      upstream: { bodyIdleTimeoutMs: 400, bodyMinBytesPerSecond: 0 },
+    }));
     const token = await gw.issuer.mint();
     const slow = openUpload(gw.url, token, 1024);
     const dripping = trickle([slow], 100); // slow, but a byte in every window: kept
@@ -273,13 +323,19 @@ describe('uploads and the upstream pool', () => {
     const answer = await slow.answer;
     slow.socket.destroy();
     expect(answer?.status).toBe(408);
-    expect(JSON.parse(answer!.body)).toMatchObject({ code: 'GATEWAY_CLIENT_TIMEOUT', cause: 'No byte of the request body arrived for 400 ms (upstream.bodyIdleTimeoutMs).' });
+    expect(JSON.parse(answer!.body)).toMatchObject({
+      code: 'GATEWAY_CLIENT_TIMEOUT',
+      cause: 'No byte of the request body arrived for 400 ms (upstream.bodyIdleTimeoutMs).',
+    });
     expect(Date.now() - stoppedAt).toBeLessThan(1_200); // within two windows of the last byte
   });
 
   it('does not count against an upload the time the participant holds its body back', async () => {
     const participant = await startParticipant(1_500); // reads nothing for 1.5 s
-    const gw = current.gw = await startGateway(participant.url, { upstream: { bodyIdleTimeoutMs: 300 }, limits: { bodyBytes: 64 * 1024 * 1024 } });
+    const gw = (current.gw = await startGateway(participant.url, {
+      upstream: { bodyIdleTimeoutMs: 300 },
+      limits: { bodyBytes: 64 * 1024 * 1024 },
+    }));
     const token = await gw.issuer.mint();
     const body = randomBytes(48 * 1024 * 1024); // more than the sockets between client and participant hold
     const upload = openUpload(gw.url, token, body.length);
@@ -289,12 +345,12 @@ describe('uploads and the upstream pool', () => {
     expect(participant.uploads()[0]!.body.equals(body)).toBe(true);
   });
 
-  it('answers a streamed chunked body that outgrows limits.bodyBytes while it waits for a connection: 413, never sent', async () => {
+  it('answers 413 to a streamed chunked body that outgrows the limit while it waits for a connection', async () => {
     const participant = await startParticipant();
-    const gw = current.gw = await startGateway(participant.url, {
+    const gw = (current.gw = await startGateway(participant.url, {
       upstream: { connections: 1, bufferBodyBytes: 1024 },
       limits: { bodyBytes: 32 * 1024 },
-    });
+    }));
     const token = await gw.issuer.mint();
     // The only connection is busy with an upload the test finishes last.
     const holding = openUpload(gw.url, token, 4096);
@@ -315,12 +371,13 @@ describe('uploads and the upstream pool', () => {
 
   it('counts a client that leaves while its body is read whole as gone (499), sending nothing upstream', async () => {
     const participant = await startParticipant();
-    const gw = current.gw = await startGateway(participant.url);
+    const gw = (current.gw = await startGateway(participant.url));
     const leaving = openUpload(gw.url, await gw.issuer.mint(), 4096);
     leaving.send(randomBytes(1000));
     await sleep(200);
     leaving.socket.destroy();
-    await expect.poll(async () => gw.registry.getSingleMetricAsString('ledger_gateway_requests_total'), { timeout: 2_000 })
+    await expect
+      .poll(async () => gw.registry.getSingleMetricAsString('ledger_gateway_requests_total'), { timeout: 2_000 })
       .toMatch(/operation="postV2Dars",method="POST",status="499",error_code="CLIENT_CLOSED_REQUEST"\} 1/);
     expect(participant.uploads()).toHaveLength(0);
     expect(await gauge(gw, 'ledger_gateway_upstream_calls_in_flight')).toBe(0);

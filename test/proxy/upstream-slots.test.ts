@@ -16,7 +16,11 @@ function slotsOf(size: number, sweepMs = 20): UpstreamSlots {
 
 /** A waiting call that records what happened to it, in `log`. */
 function waiter(name: string, log: string[], deadlineInMs = 10_000): SlotWaiter {
-  return { deadline: performance.now() + deadlineInMs, start: () => log.push(`${name} started`), expire: () => log.push(`${name} expired`) };
+  return {
+    deadline: performance.now() + deadlineInMs,
+    start: () => log.push(`${name} started`),
+    expire: () => log.push(`${name} expired`),
+  };
 }
 
 const microtasks = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -48,7 +52,7 @@ describe('upstream slots', () => {
     expect(log).toEqual(['a started', 'b started']);
   });
 
-  it('expires a waiting call past its deadline when a slot frees before the sweep, and gives the slot to the next', async () => {
+  it('expires a waiting call past its deadline when a slot frees before the sweep; the next gets it', async () => {
     const slots = slotsOf(1, 60_000); // no sweep during the test
     const log: string[] = [];
     slots.tryTake();
