@@ -46,6 +46,10 @@ export const UpstreamSchema = Section({
     serverName: Type.Optional(Type.String({ minLength: 1, description: 'SNI / name to verify, when it differs from the URL host.' })),
   }, 'TLS to an https upstream. Certificates are always verified; there is no switch to turn that off.'),
   readinessIntervalMs: Milliseconds(5_000, 'How often /readyz re-checks that the participant answers (GET /v2/version).'),
+  bufferBodyBytes: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 65_536, description: 'A request body up to this size (declared, or chunked and ending within it) is read whole before its call takes an upstream connection, so a slow client holds none; a larger one streams to the participant as it arrives, on its caller\'s share (uploadShare). 0: every body streams.' }),
+  uploadShare: Type.Number({ exclusiveMinimum: 0, maximum: 1, default: 0.25, description: 'Most of the upstream connections one caller\'s streamed uploads (bodies over bufferBodyBytes) may hold at once, as a share of `connections` (at least one); one more is refused with 429 GATEWAY_UPLOAD_SHARE_EXHAUSTED. The caller is the token\'s subject, or the client address for a call without a token.' }),
+  bodyIdleTimeoutMs: Milliseconds(10_000, 'The window over which a forwarded request body\'s pace is judged, while it is read whole or streamed: a window without a byte of it (or with fewer than bodyMinBytesPerSecond on average) cuts it with 408 GATEWAY_CLIENT_TIMEOUT, closes its connection and frees its upstream connection. Time the participant holds the body back is not counted.'),
+  bodyMinBytesPerSecond: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 1_024, description: 'The least average pace of a forwarded request body over each bodyIdleTimeoutMs window; 0: any byte in a window will do.' }),
 }, 'The participant\'s JSON Ledger API.');
 
 export const LimitsSchema = Section({
