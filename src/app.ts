@@ -23,6 +23,7 @@ import { createProtectionStage } from './protection/stage.js';
 import { corsOptions, registerCors } from './policy/cors.js';
 import { createPolicyStage } from './policy/stage.js';
 import { createForwarder } from './proxy/forward.js';
+import { UpstreamReplicas } from './proxy/upstream-replicas.js';
 import { createWebSocketProxy, webSocketOperationOf } from './proxy/websocket.js';
 import { stageHook, type Stage } from './stage-runner.js';
 import { connectionOptionProblem, framingProblem, framingRefusal, resolveOperation, traceIdOf, type Principal } from './request-context.js';
@@ -200,8 +201,11 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
 
   // With CORS configured, its plugin sets headers on the reply that every answer must carry.
   const corsConfigured = corsOptions(config.cors) !== undefined;
+  // The participant: its replicas (upstream.replicas) or the one upstream.url, each probed on its own.
+  const replicas = new UpstreamReplicas(config.upstream, options.upstreamUrl, log);
+  metrics.watchReplicas(replicas);
   const forwarder = createForwarder({
-    upstreamUrl: options.upstreamUrl,
+    replicas,
     config,
     replyHeaders: corsConfigured,
     replacesTraceContext: serverSpanPlugin !== undefined,
@@ -340,7 +344,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
 
   const websockets = createWebSocketProxy({
-    upstreamUrl: options.upstreamUrl,
+    replicas,
     config,
     isTrustedProxy,
     admit: async (request, operation) => {
@@ -370,17 +374,9 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
 
   // Admin listener: probes and metrics, never on the API port.
   const admin = Fastify({ logger: false });
-  let upstreamAnswers = false;
-  readiness.add({ name: 'upstream', ready: () => upstreamAnswers });
-  // One probe at a time: an interval tick or a /readyz while one runs waits for it.
-  let probing: Promise<void> | undefined;
-  const probeUpstream = () => probing ??= forwarder.probe(Math.min(2_000, config.upstream.readinessIntervalMs)).then((answers) => {
-    upstreamAnswers = answers;
-  }).finally(() => {
-    probing = undefined;
-  });
-  const probeTimer = setInterval(() => void probeUpstream(), config.upstream.readinessIntervalMs);
-  probeTimer.unref();
+  // Ready while a replica answers; each is probed every upstream.readinessIntervalMs (proxy/upstream-replicas.ts).
+  readiness.add({ name: 'upstream', ready: () => replicas.ready() });
+  const probeUpstream = () => replicas.probeNow();
 
   admin.get('/livez', async () => ({ status: 'ok' }));
   admin.get('/readyz', async (_request, reply) => {
@@ -405,13 +401,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   async function close(): Promise<void> {
     if (closed) return;
     closed = true;
-    clearInterval(probeTimer);
     stopTlsReload?.();
     authenticator.close();
     websockets.closeAll(readiness.isShuttingDown);
     await Promise.allSettled([api.close(), admin.close()]);
     writeLine?.close(); // the last requests' lines
     await forwarder.close();
+    await replicas.close();
   }
 
   return {

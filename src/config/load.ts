@@ -120,11 +120,26 @@ function upstreamUrlProblem(value: string): string | undefined {
   return undefined;
 }
 
+/** Why upstream.replicas cannot serve: each entry is checked like upstream.url, never "sandbox", names unique. */
+function replicaProblems(replicas: NonNullable<GatewayConfig['upstream']['replicas']>, urlGiven: boolean): string[] {
+  const problems = urlGiven ? ['upstream: set url or replicas, not both (replicas are the participant\'s replicas)'] : [];
+  const names = new Set<string>();
+  replicas.forEach((entry, index) => {
+    const { url, name } = typeof entry === 'string' ? { url: entry, name: undefined } : entry;
+    const problem = url === 'sandbox' ? 'must be a base URL: the sandbox has no replicas' : upstreamUrlProblem(url);
+    if (problem !== undefined) problems.push(`upstream.replicas[${index}]: ${problem}`);
+    const label = name ?? String(index);
+    if (names.has(label)) problems.push(`upstream.replicas[${index}].name: "${label}" names another replica too`);
+    names.add(label);
+  });
+  return problems;
+}
+
 /** Every operation name, `unknown` included (the label of /v2 routes outside the catalogue, which are forwarded). */
 const OPERATIONS: ReadonlySet<string> = new Set(OPERATION_NAMES);
 
 /** Values the schema's types cannot judge, named by key path like the schema's own problems. */
-function valueProblems(config: GatewayConfig): string[] {
+function valueProblems(config: GatewayConfig, urlGiven: boolean): string[] {
   const problems: string[] = [];
   config.server.trustedProxies.forEach((entry, index) => {
     const problem = addressOrCidrProblem(entry);
@@ -132,6 +147,7 @@ function valueProblems(config: GatewayConfig): string[] {
   });
   const url = upstreamUrlProblem(config.upstream.url);
   if (url !== undefined) problems.push(`upstream.url: ${url}`);
+  if (config.upstream.replicas !== undefined) problems.push(...replicaProblems(config.upstream.replicas, urlGiven));
   for (const name of Object.keys(config.upstream.operationTimeoutsMs)) {
     if (!OPERATIONS.has(name)) problems.push(`upstream.operationTimeoutsMs.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`);
   }
@@ -196,10 +212,16 @@ export function validateGatewayConfig(raw: unknown, source = 'config', env: Node
   if (typeof raw !== 'object' || Array.isArray(raw)) throw new ConfigError(source, ['(root): must be a mapping of sections']);
   const copy = structuredClone(raw) as Record<string, unknown>;
   applyEnvironment(copy, env, problems);
+  // Read before the schema fills in url's default ("sandbox"): replicas take url's place.
+  const urlGiven = (copy.upstream as { url?: unknown } | undefined)?.url !== undefined;
   if (!validateConfig(copy)) problems.push(...problemsOf(validateConfig.errors ?? []));
-  else problems.push(...valueProblems(copy as unknown as GatewayConfig));
+  else problems.push(...valueProblems(copy as unknown as GatewayConfig, urlGiven));
   if (problems.length > 0) throw new ConfigError(source, problems);
-  return copy as unknown as GatewayConfig;
+  const config = copy as unknown as GatewayConfig;
+  // With replicas, url holds the first replica's: code that asks "the sandbox or a participant?" stays right.
+  const first = config.upstream.replicas?.[0];
+  if (first !== undefined) config.upstream.url = typeof first === 'string' ? first : first.url;
+  return config;
 }
 
 /** Read, parse and validate a YAML config file, with environment overrides. */

@@ -33,7 +33,7 @@ export const AdminSchema = Section({
 }, 'The admin listener: health probes and metrics.');
 
 export const UpstreamSchema = Section({
-  url: Type.String({ minLength: 1, default: 'sandbox', description: '"sandbox" starts the embedded sandbox ledger (development only); otherwise the participant\'s JSON API base URL (http or https, no user information, query or fragment), e.g. http://127.0.0.1:7575.' }),
+  url: Type.String({ minLength: 1, default: 'sandbox', description: '"sandbox" starts the embedded sandbox ledger (development only); otherwise the participant\'s JSON API base URL (http or https, no user information, query or fragment), e.g. http://127.0.0.1:7575. Not set together with replicas.' }),
   timeoutMs: Milliseconds(30_000, 'Bound on one upstream call: until the answer\'s headers (the wait for a free connection included), between two chunks of its body, and on a client that stops reading the answer.'),
   operationTimeoutsMs: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1, maximum: 24 * 3600 * 1000 }), { default: {}, description: 'Per-operation overrides of timeoutMs, by operation name (checked at start), e.g. { submitAndWaitForTransaction: 60000 }; for a WebSocket channel, the bound on the participant\'s answer to the upgrade.' }),
   connectTimeoutMs: Milliseconds(5_000, 'Bound on opening a connection to the participant.'),
@@ -45,7 +45,14 @@ export const UpstreamSchema = Section({
     keyFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM private key for mutual TLS.' })),
     serverName: Type.Optional(Type.String({ minLength: 1, description: 'SNI / name to verify, when it differs from the URL host.' })),
   }, 'TLS to an https upstream. Certificates are always verified; there is no switch to turn that off.'),
-  readinessIntervalMs: Milliseconds(5_000, 'How often /readyz re-checks that the participant answers (GET /v2/version).'),
+  replicas: Type.Optional(Type.Array(Type.Union([
+    Type.String({ minLength: 1 }),
+    Type.Object({
+      url: Type.String({ minLength: 1, description: 'The replica\'s JSON API base URL, checked like upstream.url.' }),
+      name: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', description: 'The replica\'s name in the replica_up metric and the log (default: its index in the list).' })),
+    }, { additionalProperties: false }),
+  ]), { minItems: 1, maxItems: 16, description: 'Instead of url: the base URLs of a participant\'s replicas (Canton active-passive HA), each a URL or { url, name }. Each is probed every readinessIntervalMs; calls go to the active one, and a call refused before any byte was sent waits for the next one (docs/replicas.md). The tls settings apply to every replica.' })),
+  readinessIntervalMs: Milliseconds(5_000, 'How often /readyz re-checks that the participant answers (GET /v2/version); with replicas, how often each replica is probed.'),
   bufferBodyBytes: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 65_536, description: 'A request body up to this size (declared, or chunked and ending within it) is read whole before its call takes an upstream connection, so a slow client holds none; a larger one streams to the participant as it arrives, on its caller\'s share (uploadShare). 0: every body streams.' }),
   uploadShare: Type.Number({ exclusiveMinimum: 0, maximum: 1, default: 0.25, description: 'Most of the upstream connections one caller\'s streamed uploads (bodies over bufferBodyBytes) may hold at once, as a share of `connections` (at least one); one more is refused with 429 GATEWAY_UPLOAD_SHARE_EXHAUSTED. The caller is the token\'s subject, or the client address for a call without a token.' }),
   bodyIdleTimeoutMs: Milliseconds(10_000, 'The window over which a forwarded request body\'s pace is judged, while it is read whole or streamed: a window without a byte of it (or with fewer than bodyMinBytesPerSecond on average) cuts it with 408 GATEWAY_CLIENT_TIMEOUT, closes its connection and frees its upstream connection. Time the participant holds the body back is not counted.'),

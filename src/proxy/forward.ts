@@ -9,7 +9,7 @@
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
 import { propagation } from '@opentelemetry/api';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Pool, type Dispatcher } from 'undici';
+import type { Dispatcher, Pool } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
 import { closingConnection, Errors, GatewayError } from '../errors.js';
 import { callerOf } from '../protection/caller.js';
@@ -22,8 +22,7 @@ import { readUpload, tooLarge, UploadStream, type UploadLimits } from './upload-
 import { UploadShares, uploadShareExhausted, uploadsPerCaller } from './upload-shares.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
-import { upstreamPoolOptions } from './upstream-pool.js';
-import { createUpstreamProbe } from './upstream-probe.js';
+import { CONNECT_FAILURES, type Replica, type UpstreamReplicas } from './upstream-replicas.js';
 import { UpstreamSlots, type SlotWaiter } from './upstream-slots.js';
 
 // Kept here for the modules that import them from the forwarder.
@@ -32,8 +31,8 @@ export { upstreamTlsOptions } from './upstream-pool.js';
 export { READINESS_USER_AGENT } from './upstream-probe.js';
 
 export interface ForwarderOptions {
-  /** The resolved participant base URL (never "sandbox"). */
-  readonly upstreamUrl: string;
+  /** The participant (its replicas, or the one resolved upstream.url; never "sandbox"). */
+  readonly replicas: UpstreamReplicas;
   readonly config: GatewayConfig;
   /** True when the tracing instrumentation injects the gateway's own traceparent upstream. */
   readonly replacesTraceContext: boolean;
@@ -58,8 +57,6 @@ export interface Forwarder {
   forward(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** The same call as forward(), answered whole into memory (bounded): for the version cache. */
   fetchWhole(request: FastifyRequest, maxBytes: number): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
-  /** GET /v2/version with a short bound: does the participant answer at all? */
-  probe(timeoutMs: number): Promise<boolean>;
   /** Calls handed to the upstream pool (at most upstream.connections), and calls waiting for one of its connections. */
   load(): { inFlight: number; queued: number };
   close(): Promise<void>;
@@ -108,12 +105,7 @@ function hasBody(headers: FastifyRequest['headers']): boolean {
 }
 
 export function createForwarder(options: ForwarderOptions): Forwarder {
-  const { config, upstreamUrl } = options;
-  const base = new URL(upstreamUrl);
-  const basePath = base.pathname.replace(/\/+$/, '');
-  const poolOptions = upstreamPoolOptions(config.upstream);
-  const pool = new Pool(base.origin, poolOptions);
-  const readiness = createUpstreamProbe(base.origin, basePath, poolOptions);
+  const { config, replicas } = options;
   const bodyLimit = config.limits.bodyBytes;
   const replyHeaders = options.replyHeaders ?? false;
   const timeouts = config.upstream.operationTimeoutsMs;
@@ -145,7 +137,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
    * idempotent, and nothing was answered). Anything else is never retried: a submit that may have
    * reached the participant must not be sent twice.
    */
-  async function requestOnce(idempotent: boolean, dispatch: Parameters<Pool['request']>[0]): ReturnType<Pool['request']> {
+  async function requestOnce(pool: Pool, idempotent: boolean, dispatch: Parameters<Pool['request']>[0]): ReturnType<Pool['request']> {
     try {
       return await pool.request(dispatch);
     } catch (error) {
@@ -183,18 +175,30 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   }
 
   async function fetchOnce(request: FastifyRequest, maxBytes: number, timeout: number, started: number) {
+    // identity: without any Accept-Encoding a server may choose any encoding (RFC 9110 §12.5.3).
+    const headers = [...headersFor(request, VERSION_FETCH_DROPPED), 'accept-encoding', 'identity'];
+    const fetchFrom = (replica: Replica) => requestOnce(replica.pool, true, {
+      path: replica.basePath + request.raw.url!,
+      method: 'GET',
+      headers,
+      headersTimeout: remaining(started, timeout), // a wait for a connection counts against it
+      bodyTimeout: timeout,
+    });
     let response: Awaited<ReturnType<Pool['request']>>;
+    const replica = replicas.target;
     try {
-      response = await requestOnce(true, {
-        path: basePath + request.raw.url!,
-        method: 'GET',
-        // identity: without any Accept-Encoding a server may choose any encoding (RFC 9110 §12.5.3).
-        headers: [...headersFor(request, VERSION_FETCH_DROPPED), 'accept-encoding', 'identity'],
-        headersTimeout: remaining(started, timeout), // a wait for a connection counts against it
-        bodyTimeout: timeout,
-      });
+      response = await fetchFrom(replica);
     } catch (error) {
-      throw upstreamFailure(error);
+      const code = (error as { code?: string }).code ?? '';
+      if (!replicas.failover || !CONNECT_FAILURES.has(code)) throw upstreamFailure(error);
+      // A GET: sent again to the next replica that answers, whatever reached the one that failed.
+      const next = await replicas.failedToConnect(replica, code, started + timeout);
+      if (next === undefined) throw upstreamFailure(error);
+      try {
+        response = await fetchFrom(next);
+      } catch (again) {
+        throw upstreamFailure(again);
+      }
     }
     options.onUpstreamTiming?.(request, (performance.now() - started) / 1000);
     const chunks: Buffer[] = [];
@@ -266,8 +270,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     // The client's body streams upstream as it arrives.
     const streamed = upload !== undefined;
     const timeout = timeouts[request.operation.name] ?? defaultTimeout;
+    let replica = replicas.target;
     const dispatch: Dispatcher.DispatchOptions = {
-      path: basePath + raw.url!,
+      path: replica.basePath + raw.url!,
       method: raw.method as Dispatcher.HttpMethod,
       headers: headersFor(request),
       body: body ?? upload ?? null,
@@ -276,7 +281,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     };
     // A keep-alive connection the participant closed just as it was reused fails before any
     // answer: a bodiless GET or HEAD is then sent once more (see requestOnce).
-    let retries = dispatch.body === null && (raw.method === 'GET' || raw.method === 'HEAD') ? 1 : 0;
+    const retriesPerReplica = dispatch.body === null && (raw.method === 'GET' || raw.method === 'HEAD') ? 1 : 0;
+    let retries = retriesPerReplica;
+    let failedOver = false; // sent to a second replica once, never more
     const res = reply.raw;
     const started = performance.now();
 
@@ -286,6 +293,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       let answering = false;
       let queued: SlotWaiter | undefined;
       let ended = false; // handed to the pool and ended there: its connection is released
+      let awaitingReplica = false; // refused by its replica before it was written; waiting for the next
       let stalled = false;
       let stallTimer: NodeJS.Timeout | undefined;
       // The error body's first bytes, for the error code (4xx/5xx answers only).
@@ -297,6 +305,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         if (stallTimer !== undefined) clearTimeout(stallTimer);
         if (res.writableFinished) return;
         clientLeft = true;
+        if (awaitingReplica) { // between two replicas: in neither pool, nothing to cancel
+          awaitingReplica = false;
+          end();
+          resolve();
+          return;
+        }
         if (queued !== undefined) { // never handed to the pool: nothing to cancel there
           slots.cancel(queued);
           queued = undefined;
@@ -386,10 +400,32 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             res.destroy(); // the answer broke off: the client sees the connection end, not a complete answer
             return;
           }
-          if (!clientLeft && error !== ANSWER_REFUSED && retries > 0 && CONNECTION_LOST.has((error as { code?: string }).code ?? '')) {
+          const code = (error as { code?: string }).code ?? '';
+          // Refused (or cut) before it reached a socket, nothing of it written: with replicas, it waits
+          // for the next replica that answers, within its own timeout, and is sent there once.
+          if (replicas.failover && controller === undefined && !failedOver && !clientLeft && CONNECT_FAILURES.has(code)) {
+            failedOver = true;
+            awaitingReplica = true;
+            void replicas.failedToConnect(replica, code, started + timeout).then((next) => {
+              if (!awaitingReplica) return; // its client left meanwhile
+              awaitingReplica = false;
+              if (next === undefined) {
+                end();
+                fail(upstreamFailure(error));
+                return;
+              }
+              replica = next;
+              retries = retriesPerReplica;
+              dispatch.path = next.basePath + raw.url!;
+              dispatch.headersTimeout = remaining(started, timeout);
+              next.pool.dispatch(dispatch, handler); // on the same slot
+            });
+            return;
+          }
+          if (!clientLeft && error !== ANSWER_REFUSED && retries > 0 && CONNECTION_LOST.has(code)) {
             retries--;
             controller = undefined;
-            pool.dispatch(dispatch, handler); // on the same slot
+            replica.pool.dispatch(dispatch, handler); // on the same slot
             return;
           }
           end();
@@ -408,7 +444,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       }
       if (slots.tryTake()) {
         upload?.watchPace(); // from when the participant can read it
-        pool.dispatch(dispatch, handler);
+        replica.pool.dispatch(dispatch, handler);
         return;
       }
       // Every connection is busy: the call waits for one, at most until its deadline.
@@ -418,7 +454,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           queued = undefined;
           dispatch.headersTimeout = remaining(started, timeout); // the wait counts against it
           upload?.watchPace();
-          pool.dispatch(dispatch, handler);
+          replica.pool.dispatch(dispatch, handler);
         },
         expire: () => {
           queued = undefined;
@@ -440,15 +476,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   return {
     forward,
     fetchWhole,
-    probe: readiness.probe,
     load: () => ({ inFlight: slots.inFlight, queued: slots.queued }),
-    // Called once the API listener is closed: what is still running upstream has nobody to answer
-    // (a version refresh, a call whose client was cut at the end of the grace), so it is aborted,
-    // not waited for; shutdown stays within shutdown.graceMs.
+    // Called once the API listener is closed, before the replicas' pools are destroyed (which
+    // aborts what still runs upstream: nobody is left to answer it).
     close: async () => {
       // Calls still waiting for a connection will not get one: answered now, not left pending.
       slots.close();
-      await Promise.all([pool.destroy(), readiness.close()]);
     },
   };
 }

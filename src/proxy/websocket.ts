@@ -19,6 +19,8 @@ import { ErrorCodeLabels } from '../telemetry/metrics.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamTlsOptions } from './forward.js';
+import type { Replica, UpstreamReplicas } from './upstream-replicas.js';
+import { closeFrame, FrameBoundaries, SERVICE_RESTART } from './websocket-frames.js';
 
 export interface UpgradeOutcome {
   readonly operation: Operation;
@@ -29,7 +31,8 @@ export interface UpgradeOutcome {
 }
 
 export interface WebSocketProxyOptions {
-  readonly upstreamUrl: string;
+  /** A new stream opens on the active replica (its `target`). */
+  readonly replicas: UpstreamReplicas;
   readonly config: GatewayConfig;
   readonly isTrustedProxy: (address: string) => boolean;
   /** The gateway's stages for an upgrade: throws a GatewayError to refuse it. */
@@ -88,7 +91,7 @@ const REFUSAL_FLUSH_MS = 5_000;
  * left it open until the client closed its side: holding a protection slot (released on close)
  * and keeping shutdown waiting. Destroyed once the answer is flushed, or after REFUSAL_FLUSH_MS.
  */
-function endRefusal(socket: Duplex, answer?: string): void {
+function endRefusal(socket: Duplex, answer?: string | Buffer): void {
   const timer = setTimeout(() => socket.destroy(), REFUSAL_FLUSH_MS).unref();
   socket.once('close', () => clearTimeout(timer));
   if (answer === undefined) socket.end(() => socket.destroy());
@@ -117,12 +120,18 @@ function statusLine(response: http.IncomingMessage, refused: boolean, tracerespo
 const TRACEPARENT_ONLY: ReadonlySet<string> = new Set(['traceparent']);
 
 export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketProxy {
-  const base = new URL(options.upstreamUrl);
-  const basePath = base.pathname.replace(/\/+$/, '');
-  const transport = base.protocol === 'https:' ? https : http;
-  const tls = base.protocol === 'https:' ? upstreamTlsOptions(options.config.upstream.tls) : {};
+  const { replicas } = options;
+  const secure = replicas.all.some((replica) => replica.url.protocol === 'https:');
+  const tls = secure ? upstreamTlsOptions(options.config.upstream.tls) : {};
   const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
   const tunnels = new Set<Duplex>();
+  // With replicas: each stream's replica, and how to close it with a close frame telling its client to reconnect.
+  const onReplica = new Map<Duplex, { readonly replica: Replica; readonly reconnect: () => void }>();
+  // Streams closed that way whose client has yet to answer the close frame (bounded by REFUSAL_FLUSH_MS).
+  const farewells = new Set<Duplex>();
+  replicas.onLeave((replica) => {
+    for (const tunnel of [...onReplica.values()]) if (tunnel.replica === replica) tunnel.reconnect();
+  });
   /** Set by closeAll() at shutdown: upgrades still pending then are cut by the gateway. */
   let cuttingOff = false;
   // Upgrades not yet tunnelled or refused (stages or the participant's answer pending), for shutdown.
@@ -193,6 +202,9 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
 
     options.admit(request, operation).then(() => {
       if (socket.destroyed) return;
+      const replica = replicas.target;
+      const base = replica.url;
+      const transport = base.protocol === 'https:' ? https : http;
       // The client's traceparent is replaced; its tracestate goes on only with the trace it belongs to.
       const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), !continued, continued ? TRACEPARENT_ONLY : undefined);
       // An array of headers makes Node send them as given, without a Host of its own.
@@ -201,14 +213,14 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         protocol: base.protocol,
         hostname: base.hostname,
         port: base.port,
-        path: basePath + url,
+        path: replica.basePath + url,
         method: 'GET',
         headers,
         agent: false,
         // Bounds connecting and the participant's answer to the upgrade (idle time on the socket);
         // cleared once the tunnel is open, where a stream may be quiet for long.
         timeout: operationTimeoutsMs[operation.name] ?? timeoutMs,
-        ...tls,
+        ...(transport === https && tls),
       });
       const onClientGone = () => upstream.destroy();
       socket.once('close', onClientGone);
@@ -258,22 +270,53 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         // The stream's own end, on a line of its own under the upgrade's id: how long it lasted and
         // which side closed its connection first (after a WebSocket close handshake that is usually
         // the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` at shutdown).
-        // The request line was written when the tunnel opened.
-        const close = (closedFirst: 'client' | 'participant') => {
-          if (!closed) {
-            closed = true;
-            options.log.info({ reqId: correlationId, operation: operation.name, durationMs: Math.round(performance.now() - opened), closedFirst: cuttingOff ? 'gateway' : closedFirst }, 'stream ended');
-          }
+        // The request line was written when the tunnel opened. `farewell`: a close frame for the
+        // client instead of cutting its connection.
+        const close = (closedFirst: 'client' | 'participant' | 'gateway', farewell?: Buffer) => {
+          if (closed) return;
+          closed = true;
+          options.log.info({
+            reqId: correlationId, operation: operation.name, durationMs: Math.round(performance.now() - opened),
+            closedFirst: cuttingOff ? 'gateway' : closedFirst, ...(farewell !== undefined && { closeCode: SERVICE_RESTART }),
+          }, 'stream ended');
           tunnels.delete(socket);
-          socket.destroy();
+          onReplica.delete(socket);
           upstreamSocket.destroy();
+          if (farewell === undefined) {
+            socket.destroy();
+            return;
+          }
+          socket.unpipe(upstreamSocket);
+          socket.resume(); // the client's close frame in answer is read and dropped
+          farewells.add(socket);
+          socket.once('close', () => farewells.delete(socket));
+          endRefusal(socket, farewell);
         };
         const byParticipant = () => close('participant');
         const byClient = () => close('client');
-        upstreamSocket.on('error', byParticipant).on('close', byParticipant);
         socket.on('close', byClient);
-        upstreamSocket.pipe(socket);
         socket.pipe(upstreamSocket);
+        if (!replicas.failover) {
+          upstreamSocket.on('error', byParticipant).on('close', byParticipant);
+          upstreamSocket.pipe(socket);
+        } else {
+          // A replica that goes away (or stops being the active one) is told to the client with close
+          // code 1012, between two of the participant's frames, so that it reconnects and resumes from
+          // its last offset; one cut inside a frame can only be cut.
+          const frames = new FrameBoundaries();
+          frames.feed(upstreamHead);
+          const reconnect = (closedFirst: 'participant' | 'gateway') => {
+            upstreamSocket.unpipe(socket);
+            const clean = frames.atBoundary && !frames.sawClose && socket.writable;
+            close(closedFirst, clean ? closeFrame(SERVICE_RESTART, 'participant replica changed; reconnect') : undefined);
+          };
+          const lost = () => (frames.sawClose ? close('participant') : reconnect('participant'));
+          upstreamSocket.on('data', frames.feed).on('error', lost).on('close', lost);
+          upstreamSocket.once('end', () => (frames.sawClose ? socket.end() : reconnect('participant')));
+          upstreamSocket.pipe(socket, { end: false });
+          onReplica.set(socket, { replica, reconnect: () => reconnect('gateway') });
+          if (replicas.target !== replica) reconnect('gateway'); // calls moved on while it opened
+        }
         finish(101, null);
       });
       upstream.end();
@@ -294,9 +337,11 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
     },
     closeAll(shuttingDown) {
       cuttingOff = shuttingDown;
-      for (const socket of [...tunnels, ...upgrading]) socket.destroy();
+      for (const socket of [...tunnels, ...upgrading, ...farewells]) socket.destroy();
       tunnels.clear();
       upgrading.clear();
+      onReplica.clear();
+      farewells.clear();
     },
   };
 }

@@ -26,6 +26,8 @@ export const MetricNames = {
   upstreamCallsInFlight: 'ledger_gateway_upstream_calls_in_flight',
   upstreamCallsQueued: 'ledger_gateway_upstream_calls_queued',
   webSocketStreamsOpen: 'ledger_gateway_websocket_streams_open',
+  upstreamReplicaUp: 'ledger_gateway_upstream_replica_up',
+  upstreamFailovers: 'ledger_gateway_upstream_failovers_total',
   ready: 'ledger_gateway_ready',
 } as const;
 
@@ -145,6 +147,14 @@ export interface GatewayMetrics {
   watchWebSocketStreams(open: () => number): void;
   /** Where ledger_gateway_ready reads each readiness check, as /readyz reports them (at scrape). */
   watchReadiness(checks: () => Readonly<Record<string, 'ok' | 'failing'>>): void;
+  /** Where the replica gauge and the failover counter read the upstream replicas (at scrape). */
+  watchReplicas(replicas: ReplicaReport): void;
+}
+
+/** What the replica metrics read: each replica's label (a configured name or its index, never a URL). */
+export interface ReplicaReport {
+  states(): ReadonlyArray<{ readonly label: string; readonly up: boolean }>;
+  readonly failovers: number;
 }
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
@@ -272,6 +282,19 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   new Gauge({ name: MetricNames.upstreamCallsQueued, help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.', registers: [registry], collect() { this.set(upstreamLoad().queued); } });
   let openStreams = () => 0;
   new Gauge({ name: MetricNames.webSocketStreamsOpen, help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).', registers: [registry], collect() { this.set(openStreams()); } });
+  let replicas: ReplicaReport = { states: () => [], failovers: 0 };
+  new Gauge({
+    name: MetricNames.upstreamReplicaUp,
+    help: '1 while a participant replica answers the probe (GET /v2/version below 500), 0 while not, by replica '
+      + '(its configured name or its index; 0 for upstream.url).',
+    labelNames: ['replica'] as const,
+    registers: [registry],
+    collect() {
+      for (const { label, up } of replicas.states()) this.labels(label).set(up ? 1 : 0);
+    },
+  });
+  const failovers = () => replicas.failovers;
+  countedElsewhere(MetricNames.upstreamFailovers, 'Times calls moved from the active participant replica to another.', failovers);
   let readinessChecks: () => Readonly<Record<string, 'ok' | 'failing'>> = () => ({});
   new Gauge({
     name: MetricNames.ready,
@@ -339,6 +362,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     },
     watchReadiness(checks) {
       readinessChecks = checks;
+    },
+    watchReplicas(report) {
+      replicas = report;
     },
   };
 }
