@@ -57,6 +57,7 @@ interface ReplicaWaiter {
 
 export interface ReplicaLog {
   info(object: object, message: string): void;
+  warn(object: object, message: string): void;
 }
 
 export class UpstreamReplicas {
@@ -152,17 +153,21 @@ export class UpstreamReplicas {
     if (state.up) {
       state.up = false;
       state.generation++;
-      if (this.active === state) this.activate(this.newestAnswering(), `a call could not connect to replica ${state.label} (${code})`);
+      if (this.active === state)
+        this.activate(this.newestAnswering(), `a call could not connect to replica ${state.label} (${code})`);
       void this.probeNow();
     }
     if (this.active !== undefined || this.closed) return Promise.resolve(this.active);
     return new Promise((resolve) => {
       const waiter: ReplicaWaiter = {
         resolve,
-        timer: setTimeout(() => {
-          this.waiters.delete(waiter);
-          resolve(undefined);
-        }, Math.max(0, deadline - performance.now())),
+        timer: setTimeout(
+          () => {
+            this.waiters.delete(waiter);
+            resolve(undefined);
+          },
+          Math.max(0, deadline - performance.now()),
+        ),
       };
       this.waiters.add(waiter);
     });
@@ -210,7 +215,8 @@ export class UpstreamReplicas {
   /** Of the replicas that answer, the one that began to answer last: after a failover, the new active one. */
   private newestAnswering(): ReplicaState | undefined {
     let newest: ReplicaState | undefined;
-    for (const replica of this.replicas) if (replica.up && (newest === undefined || replica.upSince > newest.upSince)) newest = replica;
+    for (const replica of this.replicas)
+      if (replica.up && (newest === undefined || replica.upSince > newest.upSince)) newest = replica;
     return newest;
   }
 
@@ -220,7 +226,8 @@ export class UpstreamReplicas {
     this.active = next;
     if (this.failover) {
       const fields = { activeReplica: next?.label ?? null, previousReplica: previous?.label ?? null, cause };
-      this.log?.info(fields, next === undefined ? 'no upstream replica answers' : 'active upstream replica changed');
+      if (next === undefined) this.log?.warn(fields, 'no upstream replica answers');
+      else this.log?.info(fields, 'active upstream replica changed');
     }
     if (next === undefined) return;
     const left = this.target;

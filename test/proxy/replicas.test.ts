@@ -70,8 +70,11 @@ class TestReplica {
 
   async start(): Promise<void> {
     const server = http.createServer((request, response) => this.answer(request, response));
-    const wss = new WebSocketServer({ noServer: true, handleProtocols: (offered) => (offered.has('daml.ws.auth') ? 'daml.ws.auth' : false) });
-    wss.on('connection', (socket) => socket.on('message', (data) => socket.send(`echo:${data.toString()}`)));
+    const wss = new WebSocketServer({
+      noServer: true,
+      handleProtocols: (offered) => (offered.has('daml.ws.auth') ? 'daml.ws.auth' : false),
+    });
+    wss.on('connection', (socket) => socket.on('message', (data: Buffer) => socket.send(`echo:${data.toString()}`)));
     server.on('upgrade', (request, socket, head) => {
       this.upgrades.push(request.url ?? '');
       wss.handleUpgrade(request, socket, head, (client) => wss.emit('connection', client, request));
@@ -102,7 +105,9 @@ class TestReplica {
       if (request.headers['user-agent'] === READINESS_USER_AGENT) {
         this.probes++;
         const status = this.probeStatus();
-        response.writeHead(status, { 'content-type': 'application/json' }).end(status < 500 ? '{"version":"3.5.1"}' : '{}');
+        response
+          .writeHead(status, { 'content-type': 'application/json' })
+          .end(status < 500 ? '{"version":"3.5.1"}' : '{}');
         return;
       }
       const body = Buffer.concat(chunks).toString();
@@ -110,7 +115,10 @@ class TestReplica {
       this.received.push({ method: request.method ?? '', url: request.url ?? '', commandId, at: performance.now() });
       if (commandId !== undefined) this.commandIds.set(commandId, (this.commandIds.get(commandId) ?? 0) + 1);
       const send = () => {
-        if (!response.destroyed) response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ replica: this.port, commandId }));
+        if (!response.destroyed)
+          response
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ replica: this.port, commandId }));
       };
       if (this.holds(this.received.at(-1)!)) return;
       if (commandId === undefined) send();
@@ -146,14 +154,20 @@ async function reserveReplicas(count: number): Promise<{ replicas: TestReplica[]
   return { replicas, commandIds };
 }
 
-async function startReplicaGateway(entries: Array<string | { url: string; name: string }>, upstream: Record<string, unknown> = {}): Promise<ReplicaGateway> {
+async function startReplicaGateway(
+  entries: Array<string | { url: string; name: string }>,
+  upstream: Record<string, unknown> = {},
+): Promise<ReplicaGateway> {
   const issuer = await createTestIssuer();
-  const config = validateGatewayConfig({
-    server: { host: '127.0.0.1', port: 0 },
-    admin: { host: '127.0.0.1', port: 0 },
-    upstream: { replicas: entries, readinessIntervalMs: 1_000, ...upstream },
-    auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT },
-  }, 'test');
+  const config = validateGatewayConfig(
+    {
+      server: { host: '127.0.0.1', port: 0 },
+      admin: { host: '127.0.0.1', port: 0 },
+      upstream: { replicas: entries, readinessIntervalMs: 1_000, ...upstream },
+      auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT },
+    },
+    'test',
+  );
   const registry = new Registry();
   const log = logCapture();
   const gateway = await buildGateway(config, { upstreamUrl: config.upstream.url, registry, logger: log.logger });
@@ -163,7 +177,10 @@ async function startReplicaGateway(entries: Array<string | { url: string; name: 
 }
 
 let commandCounter = 0;
-async function submit(gateway: ReplicaGateway, commandId = `cmd-${++commandCounter}`): Promise<{ status: number; body: Record<string, unknown>; commandId: string }> {
+async function submit(
+  gateway: ReplicaGateway,
+  commandId = `cmd-${++commandCounter}`,
+): Promise<{ status: number; body: Record<string, unknown>; commandId: string }> {
   const response = await fetch(`${gateway.url}${SUBMIT}`, {
     method: 'POST',
     headers: { ...gateway.headers, 'content-type': 'application/json' },
@@ -177,9 +194,13 @@ async function ledgerEnd(gateway: ReplicaGateway): Promise<{ status: number; bod
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
-const replicaUp = (gateway: ReplicaGateway, replica: string) => gauge(gateway, 'ledger_gateway_upstream_replica_up', { replica });
+const replicaUp = (gateway: ReplicaGateway, replica: string) =>
+  gauge(gateway, 'ledger_gateway_upstream_replica_up', { replica });
 const failovers = (gateway: ReplicaGateway) => gauge(gateway, 'ledger_gateway_upstream_failovers_total');
-const changes = (gateway: ReplicaGateway) => gateway.log.entries().filter((entry) => entry.msg === 'active upstream replica changed' || entry.msg === 'no upstream replica answers');
+const changes = (gateway: ReplicaGateway) =>
+  gateway.log
+    .entries()
+    .filter((entry) => entry.msg === 'active upstream replica changed' || entry.msg === 'no upstream replica answers');
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('upstream.replicas: configuration', () => {
@@ -194,17 +215,29 @@ describe('upstream.replicas: configuration', () => {
         return (error as ConfigError).problems;
       }
     };
-    expect(problems({ url: 'http://a:7575', replicas: ['http://b:7575'] })).toEqual([expect.stringMatching(/^upstream: set url or replicas, not both/)]);
+    expect(problems({ url: 'http://a:7575', replicas: ['http://b:7575'] })).toEqual([
+      expect.stringMatching(/^upstream: set url or replicas, not both/),
+    ]);
     expect(problems({ replicas: ['http://a:7575', 'http://user:secret@b:7575', 'sandbox', 'ftp://c'] })).toEqual([
       'upstream.replicas[1]: must not carry user information: callers authenticate with their own bearer token',
       'upstream.replicas[2]: must be a base URL: the sandbox has no replicas',
       'upstream.replicas[3]: must be an http: or https: URL, not ftp:',
     ]);
-    expect(problems({ replicas: [{ url: 'http://a:7575', name: 'east' }, { url: 'http://b:7575', name: 'east' }] })).toEqual(['upstream.replicas[1].name: "east" names another replica too']);
+    expect(
+      problems({
+        replicas: [
+          { url: 'http://a:7575', name: 'east' },
+          { url: 'http://b:7575', name: 'east' },
+        ],
+      }),
+    ).toEqual(['upstream.replicas[1].name: "east" names another replica too']);
     expect(problems({ replicas: [] }).join()).toMatch(/upstream.replicas/);
     expect(problems({ replicas: [{ url: 'http://a:7575', name: 'has space' }] }).join()).toMatch(/upstream.replicas/);
     // Never the sandbox (nor its development issuer): url is the first replica's.
-    const config = validateGatewayConfig({ ...base, upstream: { replicas: [{ url: 'http://a:7575/base', name: 'east' }, 'http://b:7575'] } }, 'test');
+    const config = validateGatewayConfig(
+      { ...base, upstream: { replicas: [{ url: 'http://a:7575/base', name: 'east' }, 'http://b:7575'] } },
+      'test',
+    );
     expect(config.upstream.url).toBe('http://a:7575/base');
   });
 });
@@ -215,7 +248,10 @@ describe('upstream.replicas: the active replica', () => {
     failing.probeStatus = () => 503; // up, but its Ledger API answers 5xx
     await failing.start();
     await healthy.start();
-    gw = await startReplicaGateway([{ url: failing.url, name: 'east' }, { url: healthy.url, name: 'west' }]);
+    gw = await startReplicaGateway([
+      { url: failing.url, name: 'east' },
+      { url: healthy.url, name: 'west' },
+    ]);
     await expect.poll(async () => (await fetch(`${gw!.adminUrl}/readyz`)).status, { timeout: 5_000 }).toBe(200);
     for (let i = 0; i < 5; i++) expect((await submit(gw)).status).toBe(200);
     expect((await ledgerEnd(gw)).status).toBe(200);
@@ -264,7 +300,11 @@ describe('upstream.replicas: the active replica', () => {
     expect(await failovers(gw)).toBe(1);
     const [first, moved, ...rest] = changes(gw);
     expect(first).toMatchObject({ activeReplica: '0', previousReplica: null, cause: 'replica 0 answered the probe' });
-    expect(moved).toMatchObject({ activeReplica: '1', previousReplica: '0', cause: expect.stringMatching(/^replica 0 did not answer the probe/) });
+    expect(moved).toMatchObject({
+      activeReplica: '1',
+      previousReplica: '0',
+      cause: expect.stringMatching(/^replica 0 did not answer the probe/),
+    });
     expect(rest).toEqual([]);
   });
 
@@ -279,7 +319,11 @@ describe('upstream.replicas: the active replica', () => {
     await expect.poll(async () => (await fetch(`${gw!.adminUrl}/readyz`)).status, { timeout: 5_000 }).toBe(503);
     await first.start();
     await expect.poll(async () => (await fetch(`${gw!.adminUrl}/readyz`)).status, { timeout: 5_000 }).toBe(200);
-    expect(changes(gw).map((entry) => [entry.activeReplica, entry.previousReplica])).toEqual([['1', null], [null, '1'], ['0', null]]);
+    expect(changes(gw).map((entry) => [entry.activeReplica, entry.previousReplica])).toEqual([
+      ['1', null],
+      [null, '1'],
+      ['0', null],
+    ]);
     expect(await failovers(gw)).toBe(1);
     for (const entry of changes(gw)) expect(entry.cause).toEqual(expect.any(String));
   });
@@ -287,10 +331,13 @@ describe('upstream.replicas: the active replica', () => {
 
 describe('upstream.replicas: failover without losing calls', () => {
   it('sends a call refused before it was written to the next replica that answers, probing at once', async () => {
-    const { replicas: [dying, next], commandIds } = await reserveReplicas(2) as { replicas: [TestReplica, TestReplica]; commandIds: Map<string, number> };
+    const {
+      replicas: [dying, next],
+      commandIds,
+    } = (await reserveReplicas(2)) as { replicas: [TestReplica, TestReplica]; commandIds: Map<string, number> };
     await dying.start();
     // Probes at the interval would come far too late: the call's own failure must start them.
-    gw = await startReplicaGateway([dying.url, next.url], { readinessIntervalMs: 60_000 });
+    gw = await startReplicaGateway([dying.url, next.url], { readinessIntervalMs: 60_000, timeoutMs: 5_000 });
     await expect.poll(() => replicaUp(gw!, '0'), { timeout: 5_000 }).toBe(1);
     expect((await submit(gw)).status).toBe(200);
     await dying.kill();
@@ -303,7 +350,9 @@ describe('upstream.replicas: failover without losing calls', () => {
     expect(performance.now() - started).toBeLessThan(2_000);
     expect(commandIds.get(moved.commandId)).toBe(1);
     expect(await failovers(gw)).toBe(1);
-    expect(changes(gw).find((entry) => entry.previousReplica === '0')).toMatchObject({ cause: expect.stringMatching(/^a call could not connect to replica 0 \(ECONNREFUSED\)/) });
+    expect(changes(gw).find((entry) => entry.previousReplica === '0')).toMatchObject({
+      cause: expect.stringMatching(/^a call could not connect to replica 0 \(ECONNREFUSED\)/),
+    });
     // The version cache keeps serving (one key for the whole set).
     expect((await fetch(`${gw.url}/v2/version`, { headers: gw.headers })).status).toBe(200);
   });
@@ -311,12 +360,11 @@ describe('upstream.replicas: failover without losing calls', () => {
   it('holds refused calls until a replica answers, within their own timeout; then 503', async () => {
     const [first, second] = (await reserveReplicas(2)).replicas as [TestReplica, TestReplica];
     gw = await startReplicaGateway([first.url, second.url], { readinessIntervalMs: 200, timeoutMs: 800 });
-    let started = performance.now();
+    const started = performance.now();
     const refused = await submit(gw);
     expect(refused.status).toBe(503);
     expect(refused.body).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE' });
     expect(performance.now() - started).toBeGreaterThanOrEqual(700); // it waited its timeout for a replica
-    started = performance.now();
     const waiting = submit(gw);
     await sleep(200);
     await second.start();
@@ -328,7 +376,10 @@ describe('upstream.replicas: failover without losing calls', () => {
   });
 
   it('never sends a written call twice: a submission in flight on a dying replica gets 503, sent nowhere else', async () => {
-    const { replicas: [dying, next], commandIds } = await reserveReplicas(2) as { replicas: [TestReplica, TestReplica]; commandIds: Map<string, number> };
+    const {
+      replicas: [dying, next],
+      commandIds,
+    } = (await reserveReplicas(2)) as { replicas: [TestReplica, TestReplica]; commandIds: Map<string, number> };
     await dying.start();
     gw = await startReplicaGateway([dying.url, next.url], { readinessIntervalMs: 200 });
     await expect.poll(() => replicaUp(gw!, '0'), { timeout: 5_000 }).toBe(1);
@@ -370,7 +421,9 @@ describe('upstream.replicas: failover without losing calls', () => {
 /** A stream through the gateway (Canton's subprotocol), open and echoing. */
 function openStream(gateway: ReplicaGateway): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
-    const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/v2/updates`, ['daml.ws.auth'], { headers: gateway.headers });
+    const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/v2/updates`, ['daml.ws.auth'], {
+      headers: gateway.headers,
+    });
     socket.once('open', () => resolve(socket));
     socket.once('error', reject);
     socket.once('unexpected-response', (_request, response) => reject(new Error(`status ${response.statusCode}`)));
@@ -379,7 +432,7 @@ function openStream(gateway: ReplicaGateway): Promise<WebSocket> {
 
 function echo(socket: WebSocket, text: string): Promise<string> {
   return new Promise((resolve) => {
-    socket.once('message', (data) => resolve(data.toString()));
+    socket.once('message', (data: Buffer) => resolve(data.toString()));
     socket.send(text);
   });
 }
@@ -401,7 +454,9 @@ describe('upstream.replicas: WebSocket streams', () => {
     expect(await closed).toEqual({ code: 1012, reason: 'participant replica changed; reconnect' });
     await next.start();
     let reopened: WebSocket | undefined;
-    await expect.poll(async () => (reopened = await openStream(gw!).catch(() => undefined)) !== undefined, { timeout: 5_000 }).toBe(true);
+    await expect
+      .poll(async () => (reopened = await openStream(gw!).catch(() => undefined)) !== undefined, { timeout: 5_000 })
+      .toBe(true);
     expect(await echo(reopened!, 'again')).toBe('echo:again');
     reopened!.close();
     expect(dying.upgrades).toHaveLength(1);
@@ -422,7 +477,10 @@ describe('upstream.replicas: WebSocket streams', () => {
     const closed = closeOf(stream);
     leaving.probeStatus = () => 503; // still listening, its streams still open, but no longer serving
     expect(await closed).toMatchObject({ code: 1012 });
-    expect(gw.log.entries().find((entry) => entry.msg === 'stream ended')).toMatchObject({ closedFirst: 'gateway', closeCode: 1012 });
+    expect(gw.log.entries().find((entry) => entry.msg === 'stream ended')).toMatchObject({
+      closedFirst: 'gateway',
+      closeCode: 1012,
+    });
     const reopened = await openStream(gw);
     expect(await echo(reopened, 'again')).toBe('echo:again');
     reopened.close();
@@ -441,7 +499,13 @@ describe('upstream.replicas: failover under load', () => {
   }
 
   it('fails only calls written to a replica that died (503), sends none twice, and serves from the next within the interval + 1 s', async () => {
-    const { replicas: [first, second, third], commandIds } = await reserveReplicas(3) as { replicas: [TestReplica, TestReplica, TestReplica]; commandIds: Map<string, number> };
+    const {
+      replicas: [first, second, third],
+      commandIds,
+    } = (await reserveReplicas(3)) as {
+      replicas: [TestReplica, TestReplica, TestReplica];
+      commandIds: Map<string, number>;
+    };
     for (const replica of [first, second, third]) replica.submitDelayMs = 40; // submissions are in flight when one dies
     await first.start();
     const interval = 1_000;
@@ -454,15 +518,28 @@ describe('upstream.replicas: failover under load', () => {
       for (let call = 0; running; call++) {
         const kind = call % 2 === 0 ? 'submit' : 'get';
         const startedAt = performance.now();
-        const response = kind === 'submit'
-          ? await fetch(`${gw!.url}${SUBMIT}`, {
-            method: 'POST',
-            headers: { ...gw!.headers, 'content-type': 'application/json' },
-            body: JSON.stringify({ commands: [], commandId: `load-${++commandCounter}`, actAs: ['Alice::1220'], userId: 'alice' }),
-          })
-          : await fetch(`${gw!.url}${LEDGER_END}`, { headers: gw!.headers });
+        const response =
+          kind === 'submit'
+            ? await fetch(`${gw!.url}${SUBMIT}`, {
+                method: 'POST',
+                headers: { ...gw!.headers, 'content-type': 'application/json' },
+                body: JSON.stringify({
+                  commands: [],
+                  commandId: `load-${++commandCounter}`,
+                  actAs: ['Alice::1220'],
+                  userId: 'alice',
+                }),
+              })
+            : await fetch(`${gw!.url}${LEDGER_END}`, { headers: gw!.headers });
         const body = (await response.json()) as { code?: unknown };
-        outcomes.push({ kind, status: response.status, code: body.code, requestId: response.headers.get('x-request-id'), startedAt, endedAt: performance.now() });
+        outcomes.push({
+          kind,
+          status: response.status,
+          code: body.code,
+          requestId: response.headers.get('x-request-id'),
+          startedAt,
+          endedAt: performance.now(),
+        });
       }
     };
     const clients = Array.from({ length: 8 }, client);
@@ -491,14 +568,18 @@ describe('upstream.replicas: failover under load', () => {
 
     const failed = outcomes.filter((outcome) => outcome.status !== 200);
     const lines = gw.log.entries().filter((entry) => entry.msg === 'request');
-    console.log(`replica failover under load (8 clients, readinessIntervalMs ${interval}): ${gaps.map((gap, i) => `#${i + 1} served ${gap.afterListening.toFixed(0)} ms after the next replica listened (${gap.afterDeath.toFixed(0)} ms after the active one died)`).join('; ')}; ${outcomes.length} calls, ${failed.length} failed`);
+    console.log(
+      `replica failover under load (8 clients, readinessIntervalMs ${interval}): ${gaps.map((gap, i) => `#${i + 1} served ${gap.afterListening.toFixed(0)} ms after the next replica listened (${gap.afterDeath.toFixed(0)} ms after the active one died)`).join('; ')}; ${outcomes.length} calls, ${failed.length} failed`,
+    );
     for (const gap of gaps) expect(gap.afterListening).toBeLessThanOrEqual(interval + 1_000);
     for (const [commandId, times] of commandIds) expect(times, commandId).toBe(1);
     for (const outcome of failed) {
       expect(outcome.status).toBe(503);
       expect(outcome.code).toBe('GATEWAY_UPSTREAM_UNAVAILABLE');
       // Written before its replica died (its connection lost), never one refused before it was written.
-      const inFlightAtDeath = [firstDied, secondDied].some((died) => outcome.startedAt < died && outcome.endedAt >= died);
+      const inFlightAtDeath = [firstDied, secondDied].some(
+        (died) => outcome.startedAt < died && outcome.endedAt >= died,
+      );
       expect(inFlightAtDeath).toBe(true);
       const line = lines.find((entry) => entry.reqId === outcome.requestId);
       expect(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']).toContain(line?.reason);
