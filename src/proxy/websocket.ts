@@ -14,6 +14,7 @@ import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, typ
 import { connectionOptionProblem, framingProblem, framingRefusal, requestTargetProblem } from '../request-context.js';
 import { continueTrace, formatTraceparent, parseTraceparent, type TraceContext } from '../telemetry/trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
+import { subprotocolElements } from '../auth/extract.js';
 import { scrubSecrets } from '../telemetry/logging.js';
 import { ErrorCodeLabels } from '../telemetry/metrics.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
@@ -114,7 +115,26 @@ function statusLine(response: http.IncomingMessage, refused: boolean, tracerespo
   return `${head.join('\r\n')}\r\n\r\n`;
 }
 
-const TRACEPARENT_ONLY: ReadonlySet<string> = new Set(['traceparent']);
+/**
+ * The one Sec-WebSocket-Protocol line sent to the participant, or undefined when nothing was offered:
+ * every offered element (auth/extract.ts subprotocolElements), in the client's order of preference,
+ * joined by "," without spaces. A participant that splits the value on "," without trimming (Canton
+ * before digital-asset/canton#613) then reads the same first `jwt.token.` element as one that trims
+ * and as the gateway verified; a browser's `daml.ws.auth, jwt.token.X` would hide X from it, or show
+ * it a later, unverified token. Nothing is added, dropped or reordered, so whatever the participant
+ * answers from the list is one the client offered (RFC 6455 §4.1).
+ */
+export function forwardedSubprotocols(rawHeaders: readonly string[]): string | undefined {
+  const elements: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === 'sec-websocket-protocol') elements.push(...subprotocolElements(rawHeaders[i + 1] ?? ''));
+  }
+  return elements.length === 0 ? undefined : elements.join(',');
+}
+
+/** Client headers the upgrade does not forward as sent (the gateway sends its own line for each). */
+const REWRITTEN: ReadonlySet<string> = new Set(['sec-websocket-protocol']);
+const REWRITTEN_AND_TRACEPARENT: ReadonlySet<string> = new Set(['sec-websocket-protocol', 'traceparent']);
 
 export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketProxy {
   const base = new URL(options.upstreamUrl);
@@ -194,9 +214,11 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
     options.admit(request, operation).then(() => {
       if (socket.destroyed) return;
       // The client's traceparent is replaced; its tracestate goes on only with the trace it belongs to.
-      const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), !continued, continued ? TRACEPARENT_ONLY : undefined);
+      const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), !continued, continued ? REWRITTEN_AND_TRACEPARENT : REWRITTEN);
       // An array of headers makes Node send them as given, without a Host of its own.
       headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket', 'traceparent', traceparent);
+      const subprotocols = forwardedSubprotocols(request.rawHeaders);
+      if (subprotocols !== undefined) headers.push('Sec-WebSocket-Protocol', subprotocols);
       const upstream = transport.request({
         protocol: base.protocol,
         hostname: base.hostname,

@@ -1,8 +1,13 @@
 // WebSocket streams: the upgrade reaches the participant with every subprotocol, frames flow both ways.
 import http from 'node:http';
 import net from 'node:net';
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
+import { AuthFailure } from '../../src/auth/failure.js';
+import { subprotocolElements, webSocketToken } from '../../src/auth/extract.js';
+import { forwardedSubprotocols } from '../../src/proxy/websocket.js';
+import { cantonToken } from '../auth/support/canton-websocket.js';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 
@@ -71,6 +76,36 @@ function rawUpgrade(base: string, path: string, authorization: string, extra: st
     socket.on('error', reject);
   });
 }
+
+describe('forwardedSubprotocols', () => {
+  it('sends the offer as one line of the client\'s elements, in its order, without spaces', () => {
+    expect(forwardedSubprotocols(['Sec-WebSocket-Protocol', 'daml.ws.auth, jwt.token.a.b.c'])).toBe('daml.ws.auth,jwt.token.a.b.c');
+    expect(forwardedSubprotocols(['sec-websocket-protocol', ' b ,\ta', 'Host', 'x', 'Sec-WebSocket-Protocol', ', c,'])).toBe('b,a,c');
+    expect(forwardedSubprotocols(['Sec-WebSocket-Protocol', ' , '])).toBeUndefined();
+    expect(forwardedSubprotocols(['Host', 'x'])).toBeUndefined();
+  });
+
+  it('makes a participant that trims and one that does not read the token the gateway read, for any offer', () => {
+    const element = fc.constantFrom('daml.ws.auth', 'jwt.token.A', 'jwt.token.B', 'jwt.token.', 'x.jwt.token.C', '');
+    const space = fc.constantFrom('', ' ', '  ', '\t', ' \t');
+    const offer = fc.array(fc.tuple(space, element, space).map(([before, name, after]) => before + name + after), { minLength: 1, maxLength: 6 })
+      .map((elements) => elements.join(','));
+    fc.assert(fc.property(offer, (value) => {
+      const headers = ['Sec-WebSocket-Protocol', value];
+      let read: string | undefined;
+      try {
+        read = webSocketToken(headers).token;
+      } catch (error) {
+        if (!(error instanceof AuthFailure)) throw error;
+        read = error.reason === 'missing' ? undefined : ''; // malformed: the first jwt.token. element is empty
+      }
+      const forwarded = forwardedSubprotocols(headers);
+      expect(forwarded?.split(',') ?? []).toEqual(subprotocolElements(value));
+      expect(forwarded === undefined ? undefined : cantonToken(forwarded, 'split')).toBe(read);
+      expect(forwarded === undefined ? undefined : cantonToken(forwarded, 'trimmed')).toBe(read);
+    }), { numRuns: 500 });
+  });
+});
 
 describe('websocket forwarding', () => {
   it('keeps every offered subprotocol and passes frames both ways', async () => {
