@@ -7,6 +7,7 @@
 // subprotocol, extension and frame exactly as the client sent them.
 import http from 'node:http';
 import https from 'node:https';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError, renderCantonError } from '../errors.js';
@@ -29,6 +30,12 @@ export interface UpgradeOutcome {
   readonly durationSeconds: number;
 }
 
+/**
+ * Why a tunnel closed: a side closed its connection (`client`, `participant`), or the gateway cut it
+ * after websocket.idleTimeoutMs without a byte either way (`idle_timeout`) or at shutdown.
+ */
+export type StreamEnd = 'client' | 'participant' | 'idle_timeout' | 'shutdown';
+
 export interface WebSocketProxyOptions {
   readonly upstreamUrl: string;
   readonly config: GatewayConfig;
@@ -37,6 +44,8 @@ export interface WebSocketProxyOptions {
   readonly admit: (request: http.IncomingMessage, operation: Operation) => Promise<void>;
   readonly correlationId: () => string;
   readonly onOutcome?: (outcome: UpgradeOutcome) => void;
+  /** A tunnel closed, and why (ledger_gateway_websocket_streams_ended_total). */
+  readonly onStreamEnded?: (operation: Operation, endedBy: StreamEnd) => void;
   readonly log: { warn(object: object, message: string): void; info(object: object, message: string): void };
 }
 
@@ -142,6 +151,7 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
   const transport = base.protocol === 'https:' ? https : http;
   const tls = base.protocol === 'https:' ? upstreamTlsOptions(options.config.upstream.tls) : {};
   const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
+  const { idleTimeoutMs } = options.config.websocket;
   const tunnels = new Set<Duplex>();
   /** Set by closeAll() at shutdown: upgrades still pending then are cut by the gateway. */
   let cuttingOff = false;
@@ -277,23 +287,30 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         tunnels.add(socket);
         const opened = performance.now();
         let closed = false;
-        // The stream's own end, on a line of its own under the upgrade's id: how long it lasted and
-        // which side closed its connection first (after a WebSocket close handshake that is usually
-        // the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` at shutdown).
-        // The request line was written when the tunnel opened.
-        const close = (closedFirst: 'client' | 'participant') => {
+        // The stream's own end, on a line of its own under the upgrade's id: how long it lasted, why
+        // it ended, and which side closed its connection first (after a WebSocket close handshake
+        // usually the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` when the
+        // gateway cut it: idle or shutdown). The request line was written when the tunnel opened.
+        const end = (cause: StreamEnd) => {
           if (!closed) {
             closed = true;
-            options.log.info({ reqId: correlationId, operation: operation.name, durationMs: Math.round(performance.now() - opened), closedFirst: cuttingOff ? 'gateway' : closedFirst }, 'stream ended');
+            const endedBy = cuttingOff ? 'shutdown' : cause;
+            const closedFirst = endedBy === 'client' || endedBy === 'participant' ? endedBy : 'gateway';
+            options.log.info({ reqId: correlationId, operation: operation.name, durationMs: Math.round(performance.now() - opened), closedFirst, reason: endedBy }, 'stream ended');
+            options.onStreamEnded?.(operation, endedBy);
           }
           tunnels.delete(socket);
           socket.destroy();
           upstreamSocket.destroy();
         };
-        const byParticipant = () => close('participant');
-        const byClient = () => close('client');
+        const byParticipant = () => end('participant');
+        const byClient = () => end('client');
         upstreamSocket.on('error', byParticipant).on('close', byParticipant);
         socket.on('close', byClient);
+        // Every byte either way is read from or written to the client's socket, so its inactivity
+        // timer is the tunnel's. A byte tunnel knows no frame boundaries: it closes both connections
+        // (the client sees close code 1006) rather than write a close frame into a frame under way.
+        if (idleTimeoutMs > 0) (socket as Socket).setTimeout(idleTimeoutMs, () => end('idle_timeout'));
         upstreamSocket.pipe(socket);
         socket.pipe(upstreamSocket);
         finish(101, null);

@@ -207,11 +207,47 @@ describe('websocket forwarding', () => {
     const ended = log.entries().filter((entry) => entry.msg === 'stream ended');
     expect(ended).toHaveLength(2);
     expect(ended.map((entry) => entry.closedFirst).sort()).toEqual(['client', 'participant']);
+    expect(ended.map((entry) => entry.reason).sort()).toEqual(['client', 'participant']);
+    const counted = await gw.registry.getSingleMetricAsString('ledger_gateway_websocket_streams_ended_total');
+    expect(counted).toContain('{operation="onV2Updates",ended_by="client"} 1');
+    expect(counted).toContain('{operation="onV2Updates",ended_by="participant"} 1');
     for (const entry of ended) {
       expect(entry).toMatchObject({ operation: 'onV2Updates' });
       expect(entry.durationMs as number).toBeGreaterThanOrEqual(250);
       // The same id as the stream's request line.
       expect(log.entries().some((line) => line.msg === 'request' && line.reqId === entry.reqId && line.status === 101)).toBe(true);
     }
+  });
+
+  it('closes a tunnel that carries no byte either way for websocket.idleTimeoutMs, both connections, and logs and counts why', async () => {
+    const participant = await startWebSocketUpstream();
+    const log = logCapture();
+    gw = await startGateway(participant.url, { websocket: { idleTimeoutMs: 400 } }, { logger: log.logger });
+    const { ws } = await open(`${gw.url.replace('http', 'ws')}/v2/updates`, ['daml.ws.auth'], gw.auth());
+    const [served] = participant.wss.clients;
+    served!.removeAllListeners('message'); // from here on the participant answers nothing
+    const participantClosed = new Promise<void>((resolve) => served!.once('close', () => resolve()));
+    const clientClosed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+    // Frames one way only keep it open, either way: the participant's (an update stream), then the client's.
+    const sendFor = async (send: () => void, ms: number) => {
+      const timer = setInterval(send, 100);
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      clearInterval(timer);
+    };
+    await sendFor(() => served!.send('{"update":{}}'), 800);
+    await sendFor(() => ws.send('{}'), 800);
+    expect(ws.readyState).toBe(WebSocket.OPEN);
+    const quietSince = Date.now();
+    const stillOpen = new Promise<string>((resolve) => setTimeout(() => resolve('still open after 5 s'), 5_000).unref());
+    expect(await Promise.race([clientClosed, stillOpen])).toBe(1006); // closed without a close frame
+    await participantClosed;
+    expect(Date.now() - quietSince).toBeGreaterThanOrEqual(300);
+    expect(Date.now() - quietSince).toBeLessThan(3_000);
+    await expect.poll(() => gauge(gw!, 'ledger_gateway_websocket_streams_open'), { timeout: 3_000 }).toBe(0);
+    const ended = log.entries().filter((entry) => entry.msg === 'stream ended');
+    expect(ended).toEqual([expect.objectContaining({ operation: 'onV2Updates', reason: 'idle_timeout', closedFirst: 'gateway' })]);
+    expect(ended[0]!.durationMs as number).toBeGreaterThanOrEqual(1_600 + 300);
+    expect(await gw.registry.getSingleMetricAsString('ledger_gateway_websocket_streams_ended_total'))
+      .toContain('{operation="onV2Updates",ended_by="idle_timeout"} 1');
   });
 });
