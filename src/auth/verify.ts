@@ -102,7 +102,7 @@ export function createTokenVerifier(issuers: readonly VerifierIssuer[], policy: 
     };
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, (protectedHeader, input) => keySet.resolve(protectedHeader, input), options));
+      ({ payload } = await jwtVerify(token, (header, input) => keySet.resolve(header, input), options));
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'ERR_JWKS_MULTIPLE_MATCHING_KEYS') throw failureOfJoseError(error);
       payload = await verifyWithEachKey(token, error as unknown as AsyncIterable<VerificationKey>, options);
@@ -128,7 +128,11 @@ export function createTokenVerifier(issuers: readonly VerifierIssuer[], policy: 
    * Identity providers publish two keys under one kid while rotating. Tried in the key set's order,
    * one signature check each; a claim failure after a signature verified is that token's answer.
    */
-  async function verifyWithEachKey(token: string, keys: AsyncIterable<VerificationKey>, options: JWTVerifyOptions): Promise<JWTPayload> {
+  async function verifyWithEachKey(
+    token: string,
+    keys: AsyncIterable<VerificationKey>,
+    options: JWTVerifyOptions,
+  ): Promise<JWTPayload> {
     let tried = 0;
     let lastFailure: unknown;
     for await (const key of keys) {
@@ -140,7 +144,8 @@ export function createTokenVerifier(issuers: readonly VerifierIssuer[], policy: 
         lastFailure = error; // this key does not verify it (or cannot): the next one may
       }
     }
-    throw lastFailure === undefined ? new AuthFailure('bad_signature', 'no key under the token\'s kid could be used') : failureOfJoseError(lastFailure);
+    if (lastFailure !== undefined) throw failureOfJoseError(lastFailure);
+    throw new AuthFailure('bad_signature', 'no key under the token\'s kid could be used');
   }
 
   return {

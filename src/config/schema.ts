@@ -49,7 +49,10 @@ export const UpstreamSchema = Section({
 }, 'The participant\'s JSON Ledger API.');
 
 export const WebSocketSchema = Section({
-  idleTimeoutMs: Milliseconds(300_000, 'A stream tunnel that carries no byte in either direction for this long is closed, both connections (the client sees close code 1006; WebSocket pings count as traffic). A Canton stream can be silent while nothing new happens (offset checkpoints come only when there is a new one), so keep it well above your subscribers\' quiet spells. 0: never.', 0),
+  idleTimeoutMs: Milliseconds(300_000, 'A stream tunnel that carries no byte in either direction for this long is '
+    + 'closed, both connections (the client sees close code 1006; WebSocket pings count as traffic). A Canton stream '
+    + 'can be silent while nothing new happens (offset checkpoints come only when there is a new one), so keep it '
+    + 'well above your subscribers\' quiet spells. 0: never.', 0),
 }, 'WebSocket streams tunnelled to the participant.');
 
 export const LimitsSchema = Section({

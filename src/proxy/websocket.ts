@@ -136,7 +136,8 @@ function statusLine(response: http.IncomingMessage, refused: boolean, tracerespo
 export function forwardedSubprotocols(rawHeaders: readonly string[]): string | undefined {
   const elements: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() === 'sec-websocket-protocol') elements.push(...subprotocolElements(rawHeaders[i + 1] ?? ''));
+    if (rawHeaders[i]!.toLowerCase() !== 'sec-websocket-protocol') continue;
+    elements.push(...subprotocolElements(rawHeaders[i + 1] ?? ''));
   }
   return elements.length === 0 ? undefined : elements.join(',');
 }
@@ -224,7 +225,9 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
     options.admit(request, operation).then(() => {
       if (socket.destroyed) return;
       // The client's traceparent is replaced; its tracestate goes on only with the trace it belongs to.
-      const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), !continued, continued ? REWRITTEN_AND_TRACEPARENT : REWRITTEN);
+      const forwarded = forwardedFor(request, options.isTrustedProxy);
+      const rewritten = continued ? REWRITTEN_AND_TRACEPARENT : REWRITTEN;
+      const headers = upstreamRequestHeaders(request.rawHeaders, forwarded, !continued, rewritten);
       // An array of headers makes Node send them as given, without a Host of its own.
       headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket', 'traceparent', traceparent);
       const subprotocols = forwardedSubprotocols(request.rawHeaders);
@@ -296,7 +299,11 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
             closed = true;
             const endedBy = cuttingOff ? 'shutdown' : cause;
             const closedFirst = endedBy === 'client' || endedBy === 'participant' ? endedBy : 'gateway';
-            options.log.info({ reqId: correlationId, operation: operation.name, durationMs: Math.round(performance.now() - opened), closedFirst, reason: endedBy }, 'stream ended');
+            const durationMs = Math.round(performance.now() - opened);
+            options.log.info(
+              { reqId: correlationId, operation: operation.name, durationMs, closedFirst, reason: endedBy },
+              'stream ended',
+            );
             options.onStreamEnded?.(operation, endedBy);
           }
           tunnels.delete(socket);

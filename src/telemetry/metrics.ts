@@ -271,7 +271,13 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   new Gauge({ name: MetricNames.upstreamCallsInFlight, help: 'Calls handed to the participant\'s connection pool, at most upstream.connections (version fetches included).', registers: [registry], collect() { this.set(upstreamLoad().inFlight); } });
   new Gauge({ name: MetricNames.upstreamCallsQueued, help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.', registers: [registry], collect() { this.set(upstreamLoad().queued); } });
   let openStreams = () => 0;
-  const streamsEnded = new Counter({ name: counterName(MetricNames.webSocketStreamsEnded), help: 'WebSocket streams closed, by operation and by what ended them (client, participant, idle_timeout, shutdown).', labelNames: ['operation', 'ended_by'] as const, registers: [registry] });
+  const streamsEnded = new Counter({
+    name: counterName(MetricNames.webSocketStreamsEnded),
+    help: 'WebSocket streams closed, by operation and by what ended them '
+      + '(client, participant, idle_timeout, shutdown).',
+    labelNames: ['operation', 'ended_by'] as const,
+    registers: [registry],
+  });
   new Gauge({ name: MetricNames.webSocketStreamsOpen, help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).', registers: [registry], collect() { this.set(openStreams()); } });
   const refusalSeries = memo<CounterChild>((key) => {
     const space = key.indexOf(' ');

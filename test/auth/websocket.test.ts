@@ -7,7 +7,9 @@ import { WebSocket as BrowserWebSocket } from 'undici';
 import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
-import { startCantonWebSocketUpstream, type CantonReading, type CantonWebSocketUpstream } from './support/canton-websocket.js';
+import {
+  startCantonWebSocketUpstream, type CantonReading, type CantonWebSocketUpstream,
+} from './support/canton-websocket.js';
 import { sign, signingKey, tamperedPayload, type SigningKey } from './support/keys.js';
 
 const ISSUER = 'https://idp.example.com';
@@ -51,7 +53,8 @@ afterEach(async () => {
 });
 
 async function gatewayTo(upstreamUrl: string): Promise<string> {
-  gw = await startGateway(upstreamUrl, { auth: { issuers: [{ issuer: ISSUER, jwks: { keys: [key.publicJwk] } }], participantId: 'participant1' } });
+  const auth = { issuers: [{ issuer: ISSUER, jwks: { keys: [key.publicJwk] } }], participantId: 'participant1' };
+  gw = await startGateway(upstreamUrl, { auth });
   return `${gw.url.replace(/^http/, 'ws')}/v2/updates`;
 }
 
@@ -176,7 +179,7 @@ describe('WebSocket upgrades', () => {
   });
 
   it.each(['split', 'trimmed'] as CantonReading[])(
-    'lets a browser\'s `daml.ws.auth, jwt.token.<JWT>` offer through, and a participant that reads it the %s way finds the token',
+    'lets a browser\'s `daml.ws.auth, jwt.token.<JWT>` through; a participant reading it the %s way finds the token',
     async (reading) => {
       canton = await startCantonWebSocketUpstream(reading);
       const token = await sign(key, { iss: ISSUER });
@@ -195,23 +198,26 @@ describe('WebSocket upgrades', () => {
   it('is needed: sent straight to a participant that does not trim, the same offer loses its token', async () => {
     canton = await startCantonWebSocketUpstream('split');
     const token = await sign(key, { iss: ISSUER });
-    const { frame } = await browserOnce(`${canton.url.replace(/^http/, 'ws')}/v2/updates`, ['daml.ws.auth', `jwt.token.${token}`]);
+    const direct = `${canton.url.replace(/^http/, 'ws')}/v2/updates`;
+    const { frame } = await browserOnce(direct, ['daml.ws.auth', `jwt.token.${token}`]);
     expect(JSON.parse(frame)).toMatchObject({ code: 'NA', grpcCodeValue: 16 });
     expect(canton.upgrades).toEqual([{ lines: [`daml.ws.auth, jwt.token.${token}`], token: undefined }]);
   });
 
   it.each(['split', 'trimmed'] as CantonReading[])(
-    'forwards the offer so that a participant reading it the %s way reads the very token the gateway verified, never a later one',
+    'forwards the offer so that a participant reading it the %s way reads the token the gateway verified, no later one',
     async (reading) => {
       canton = await startCantonWebSocketUpstream(reading);
       const url = await gatewayTo(canton.url);
       const good = await sign(key, { iss: ISSUER });
       const forged = tamperedPayload(good, { sub: 'participant_admin' });
       // Read as sent, a participant that does not trim would take the forged token here.
-      expect(await rawUpgradeStatus(url, [`Sec-WebSocket-Protocol: daml.ws.auth, jwt.token.${good},jwt.token.${forged}`])).toBe(101);
+      const offer = (value: string) => rawUpgradeStatus(url, [`Sec-WebSocket-Protocol: ${value}`]);
+      expect(await offer(`daml.ws.auth, jwt.token.${good},jwt.token.${forged}`)).toBe(101);
       // Tabs and repeated separators; and an offer on two lines, forwarded as one.
-      expect(await rawUpgradeStatus(url, [`Sec-WebSocket-Protocol: daml.ws.auth ,\t jwt.token.${good} ,, jwt.token.${forged}`])).toBe(101);
-      expect(await rawUpgradeStatus(url, ['Sec-WebSocket-Protocol: daml.ws.auth', `Sec-WebSocket-Protocol: jwt.token.${good}`])).toBe(101);
+      expect(await offer(`daml.ws.auth ,\t jwt.token.${good} ,, jwt.token.${forged}`)).toBe(101);
+      const twoLines = ['Sec-WebSocket-Protocol: daml.ws.auth', `Sec-WebSocket-Protocol: jwt.token.${good}`];
+      expect(await rawUpgradeStatus(url, twoLines)).toBe(101);
       expect(canton.upgrades.map((upgrade) => upgrade.token)).toEqual([good, good, good]);
       expect(canton.upgrades.map((upgrade) => upgrade.lines)).toEqual([
         [`daml.ws.auth,jwt.token.${good},jwt.token.${forged}`],
@@ -219,7 +225,7 @@ describe('WebSocket upgrades', () => {
         [`daml.ws.auth,jwt.token.${good}`],
       ]);
       // The forged token first, after ", ": the gateway reads it, refuses it, and the participant never sees it.
-      expect(await rawUpgradeStatus(url, [`Sec-WebSocket-Protocol: daml.ws.auth, jwt.token.${forged},jwt.token.${good}`])).toBe(401);
+      expect(await offer(`daml.ws.auth, jwt.token.${forged},jwt.token.${good}`)).toBe(401);
       expect(canton.upgrades).toHaveLength(3);
     },
   );

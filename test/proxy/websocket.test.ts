@@ -79,8 +79,10 @@ function rawUpgrade(base: string, path: string, authorization: string, extra: st
 
 describe('forwardedSubprotocols', () => {
   it('sends the offer as one line of the client\'s elements, in its order, without spaces', () => {
-    expect(forwardedSubprotocols(['Sec-WebSocket-Protocol', 'daml.ws.auth, jwt.token.a.b.c'])).toBe('daml.ws.auth,jwt.token.a.b.c');
-    expect(forwardedSubprotocols(['sec-websocket-protocol', ' b ,\ta', 'Host', 'x', 'Sec-WebSocket-Protocol', ', c,'])).toBe('b,a,c');
+    expect(forwardedSubprotocols(['Sec-WebSocket-Protocol', 'daml.ws.auth, jwt.token.a.b.c']))
+      .toBe('daml.ws.auth,jwt.token.a.b.c');
+    const twoLines = ['sec-websocket-protocol', ' b ,\ta', 'Host', 'x', 'Sec-WebSocket-Protocol', ', c,'];
+    expect(forwardedSubprotocols(twoLines)).toBe('b,a,c');
     expect(forwardedSubprotocols(['Sec-WebSocket-Protocol', ' , '])).toBeUndefined();
     expect(forwardedSubprotocols(['Host', 'x'])).toBeUndefined();
   });
@@ -88,7 +90,8 @@ describe('forwardedSubprotocols', () => {
   it('makes a participant that trims and one that does not read the token the gateway read, for any offer', () => {
     const element = fc.constantFrom('daml.ws.auth', 'jwt.token.A', 'jwt.token.B', 'jwt.token.', 'x.jwt.token.C', '');
     const space = fc.constantFrom('', ' ', '  ', '\t', ' \t');
-    const offer = fc.array(fc.tuple(space, element, space).map(([before, name, after]) => before + name + after), { minLength: 1, maxLength: 6 })
+    const spaced = fc.tuple(space, element, space).map(([before, name, after]) => before + name + after);
+    const offer = fc.array(spaced, { minLength: 1, maxLength: 6 })
       .map((elements) => elements.join(','));
     fc.assert(fc.property(offer, (value) => {
       const headers = ['Sec-WebSocket-Protocol', value];
@@ -219,34 +222,41 @@ describe('websocket forwarding', () => {
     }
   });
 
-  it('closes a tunnel that carries no byte either way for websocket.idleTimeoutMs, both connections, and logs and counts why', async () => {
+  it('closes a tunnel with no byte either way for websocket.idleTimeoutMs, both sides; logs, counts why', async () => {
+    const idleTimeoutMs = 1_000;
     const participant = await startWebSocketUpstream();
     const log = logCapture();
-    gw = await startGateway(participant.url, { websocket: { idleTimeoutMs: 400 } }, { logger: log.logger });
+    gw = await startGateway(participant.url, { websocket: { idleTimeoutMs } }, { logger: log.logger });
     const { ws } = await open(`${gw.url.replace('http', 'ws')}/v2/updates`, ['daml.ws.auth'], gw.auth());
     const [served] = participant.wss.clients;
     served!.removeAllListeners('message'); // from here on the participant answers nothing
     const participantClosed = new Promise<void>((resolve) => served!.once('close', () => resolve()));
     const clientClosed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
     // Frames one way only keep it open, either way: the participant's (an update stream), then the client's.
+    let lastSent = 0;
     const sendFor = async (send: () => void, ms: number) => {
-      const timer = setInterval(send, 100);
+      const timer = setInterval(() => {
+        send();
+        lastSent = Date.now();
+      }, 100);
       await new Promise((resolve) => setTimeout(resolve, ms));
       clearInterval(timer);
     };
-    await sendFor(() => served!.send('{"update":{}}'), 800);
-    await sendFor(() => ws.send('{}'), 800);
+    await sendFor(() => served!.send('{"update":{}}'), 1_500);
+    await sendFor(() => ws.send('{}'), 1_500);
     expect(ws.readyState).toBe(WebSocket.OPEN);
-    const quietSince = Date.now();
-    const stillOpen = new Promise<string>((resolve) => setTimeout(() => resolve('still open after 5 s'), 5_000).unref());
+    const stillOpen = new Promise<string>((resolve) => setTimeout(resolve, 8_000, 'still open after 8 s').unref());
     expect(await Promise.race([clientClosed, stillOpen])).toBe(1006); // closed without a close frame
     await participantClosed;
-    expect(Date.now() - quietSince).toBeGreaterThanOrEqual(300);
-    expect(Date.now() - quietSince).toBeLessThan(3_000);
+    // Not before the timeout counted from the last frame (which the gateway moved after it was sent).
+    expect(Date.now() - lastSent).toBeGreaterThanOrEqual(idleTimeoutMs - 5);
+    expect(Date.now() - lastSent).toBeLessThan(idleTimeoutMs + 5_000);
     await expect.poll(() => gauge(gw!, 'ledger_gateway_websocket_streams_open'), { timeout: 3_000 }).toBe(0);
     const ended = log.entries().filter((entry) => entry.msg === 'stream ended');
-    expect(ended).toEqual([expect.objectContaining({ operation: 'onV2Updates', reason: 'idle_timeout', closedFirst: 'gateway' })]);
-    expect(ended[0]!.durationMs as number).toBeGreaterThanOrEqual(1_600 + 300);
+    expect(ended).toEqual([
+      expect.objectContaining({ operation: 'onV2Updates', reason: 'idle_timeout', closedFirst: 'gateway' }),
+    ]);
+    expect(ended[0]!.durationMs as number).toBeGreaterThanOrEqual(3_000 + idleTimeoutMs - 300);
     expect(await gw.registry.getSingleMetricAsString('ledger_gateway_websocket_streams_ended_total'))
       .toContain('{operation="onV2Updates",ended_by="idle_timeout"} 1');
   });

@@ -43,7 +43,15 @@ export async function startCantonWebSocketUpstream(reading: CantonReading): Prom
     wss.handleUpgrade(request, socket, head, (client) => {
       client.once('message', () => {
         if (token !== undefined) client.send(`token:${token}`);
-        else client.send(JSON.stringify({ code: 'NA', cause: 'A security-sensitive error has been received', errorCategory: -1, grpcCodeValue: 16 }));
+        else
+          client.send(
+            JSON.stringify({
+              code: 'NA',
+              cause: 'A security-sensitive error has been received',
+              errorCategory: -1,
+              grpcCodeValue: 16,
+            }),
+          );
       });
     });
   });
