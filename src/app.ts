@@ -352,6 +352,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     },
     correlationId: randomRequestId,
     onOutcome: (outcome) => metrics.observeRequest(outcome.operation.name, 'GET', outcome.status, outcome.errorCode, outcome.durationSeconds),
+    onStreamEnded: (operation, endedBy) => metrics.webSocketStreamEnded(operation.name, endedBy),
     log,
   });
   api.server.on('upgrade', websockets.handleUpgrade);

@@ -52,6 +52,13 @@ export const UpstreamSchema = Section({
   bodyMinBytesPerSecond: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 1_024, description: 'The least average pace of a forwarded request body over each bodyIdleTimeoutMs window; 0: any byte in a window will do.' }),
 }, 'The participant\'s JSON Ledger API.');
 
+export const WebSocketSchema = Section({
+  idleTimeoutMs: Milliseconds(300_000, 'A stream tunnel that carries no byte in either direction for this long is '
+    + 'closed, both connections (the client sees close code 1006; WebSocket pings count as traffic). A Canton stream '
+    + 'can be silent while nothing new happens (offset checkpoints come only when there is a new one), so keep it '
+    + 'well above your subscribers\' quiet spells. 0: never.', 0),
+}, 'WebSocket streams tunnelled to the participant.');
+
 export const LimitsSchema = Section({
   bodyBytes: Type.Integer({ minimum: 1, maximum: 1024 * 1024 * 1024, default: 10_485_760, description: 'Largest request body, streamed or not; larger gets 413 GATEWAY_REQUEST_TOO_LARGE.' }),
 }, 'Request limits.');
@@ -178,6 +185,7 @@ export const ConfigSchema = Type.Object({
   server: ServerSchema,
   admin: AdminSchema,
   upstream: UpstreamSchema,
+  websocket: WebSocketSchema,
   limits: LimitsSchema,
   routes: RoutesSchema,
   shutdown: ShutdownSchema,
