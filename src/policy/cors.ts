@@ -5,9 +5,12 @@ import fastifyCors, { type FastifyCorsOptions } from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
 import type { CorsConfig } from '../config/schema.js';
 
-/** The @fastify/cors options for the configured policy, or undefined when CORS is off. */
-export function corsOptions(cors: CorsConfig): FastifyCorsOptions | undefined {
-  if (!cors.enabled) return undefined;
+/**
+ * The @fastify/cors options for one request's Origin. An allowed origin is echoed with the grant;
+ * any other, or none, gets no Access-Control-Allow-Origin and no Allow-Credentials or Expose-Headers
+ * either (@fastify/cors would send those two whatever the origin).
+ */
+export function corsOptionsFor(cors: CorsConfig): (origin: string | undefined) => FastifyCorsOptions {
   const anyOrigin = cors.origins.includes('*');
   const listed = new Set(cors.origins);
   const common = {
@@ -17,17 +20,16 @@ export function corsOptions(cors: CorsConfig): FastifyCorsOptions | undefined {
     // Any OPTIONS is a preflight here: the participant serves no OPTIONS route of its own.
     strictPreflight: false,
   } satisfies FastifyCorsOptions;
-  // An allowed origin is echoed with the grant. Any other, or none, gets no Access-Control-Allow-Origin
-  // and no Allow-Credentials or Expose-Headers either: @fastify/cors would send those whatever the origin.
-  const grant: FastifyCorsOptions = { ...common, origin: anyOrigin ? '*' : true, credentials: cors.credentials, exposedHeaders: [...cors.exposedHeaders] };
+  const grant: FastifyCorsOptions = { ...common, origin: anyOrigin ? '*' : [...cors.origins], credentials: cors.credentials, exposedHeaders: [...cors.exposedHeaders] };
   const noGrant: FastifyCorsOptions = { ...common, origin: [], credentials: false };
-  return {
-    hook: 'onRequest',
-    delegator: (request, decide) => {
-      const origin = request.headers.origin;
-      decide(null, anyOrigin || (origin !== undefined && listed.has(origin)) ? grant : noGrant);
-    },
-  };
+  return (origin) => (anyOrigin || (origin !== undefined && listed.has(origin)) ? grant : noGrant);
+}
+
+/** The @fastify/cors plugin options for the configured policy, or undefined when CORS is off. */
+export function corsOptions(cors: CorsConfig): FastifyCorsOptions | undefined {
+  if (!cors.enabled) return undefined;
+  const forOrigin = corsOptionsFor(cors);
+  return { hook: 'onRequest', delegator: (request, decide) => decide(null, forOrigin(request.headers.origin)) };
 }
 
 /**
