@@ -11,7 +11,11 @@ describe('SIGHUP', () => {
   it('is logged and ignored: the process keeps serving, and every request line reaches stdout at shutdown', async () => {
     const upstream = await startRecordingUpstream(answerJson(200, { offset: 3 }));
     const issuer = await createTestIssuer();
-    const gateway = await startProcess(['dist/main.js', '--config', writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT)]);
+    const gateway = await startProcess([
+      'dist/main.js',
+      '--config',
+      writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT),
+    ]);
     try {
       const headers = { authorization: `Bearer ${await issuer.mint()}` };
       const call = async () => {
@@ -22,16 +26,23 @@ describe('SIGHUP', () => {
       // Request lines are written in batches (up to a second late): these are still buffered when SIGHUP comes.
       const before = await Promise.all(Array.from({ length: 20 }, call));
       gateway.child.kill('SIGHUP');
-      await expect.poll(() => gateway.output.some((line) => line.includes('SIGHUP received')), { timeout: 3_000, interval: 50 }).toBe(true);
+      await expect
+        .poll(() => gateway.output.some((line) => line.includes('SIGHUP received')), { timeout: 3_000, interval: 50 })
+        .toBe(true);
       expect(gateway.child.exitCode).toBeNull();
       const after = await call();
 
       gateway.child.kill('SIGTERM');
       expect(await gateway.exited).toBe(0);
-      const lines = gateway.output.filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+      const lines = gateway.output
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
       const logged = new Set(lines.filter((line) => line.msg === 'request').map((line) => line.reqId));
       expect([...before, after].filter((id) => !logged.has(id))).toEqual([]);
-      expect(lines.find((line) => String(line.msg).startsWith('SIGHUP received'))).toMatchObject({ level: 'warn', signal: 'SIGHUP' });
+      expect(lines.find((line) => String(line.msg).startsWith('SIGHUP received'))).toMatchObject({
+        level: 'warn',
+        signal: 'SIGHUP',
+      });
       expect(lines.at(-1)).toMatchObject({ msg: 'shutdown complete' });
     } finally {
       gateway.child.kill('SIGKILL');

@@ -20,7 +20,12 @@ export function corsOptionsFor(cors: CorsConfig): (origin: string | undefined) =
     // Any OPTIONS is a preflight here: the participant serves no OPTIONS route of its own.
     strictPreflight: false,
   } satisfies FastifyCorsOptions;
-  const grant: FastifyCorsOptions = { ...common, origin: anyOrigin ? '*' : [...cors.origins], credentials: cors.credentials, exposedHeaders: [...cors.exposedHeaders] };
+  const grant: FastifyCorsOptions = {
+    ...common,
+    origin: anyOrigin ? '*' : [...cors.origins],
+    credentials: cors.credentials,
+    exposedHeaders: [...cors.exposedHeaders],
+  };
   const noGrant: FastifyCorsOptions = { ...common, origin: [], credentials: false };
   return (origin) => (anyOrigin || (origin !== undefined && listed.has(origin)) ? grant : noGrant);
 }

@@ -114,9 +114,10 @@ export function upstreamRequestHeaders(
  * rewrites: a server that reads `_` as `-` would take it for the field the gateway vouches for. Of
  * Content-Length too: read as a second length, it would frame the body otherwise than the gateway did.
  */
-function isUnderscoreTwin(lower: string, named: ReadonlySet<string> | undefined, extraDrop: ReadonlySet<string> | undefined): boolean {
+function isUnderscoreTwin(lower: string, named?: ReadonlySet<string>, extraDrop?: ReadonlySet<string>): boolean {
   const dashed = lower.replaceAll('_', '-');
-  return HOP_BY_HOP.has(dashed) || GATEWAY_OWNED.has(dashed) || dashed === 'content-length' || named?.has(dashed) === true || extraDrop?.has(dashed) === true;
+  return HOP_BY_HOP.has(dashed) || GATEWAY_OWNED.has(dashed) || dashed === 'content-length'
+    || named?.has(dashed) === true || extraDrop?.has(dashed) === true;
 }
 
 /**

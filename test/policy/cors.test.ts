@@ -6,7 +6,18 @@ import { startGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { startRecordingUpstream } from '../helpers/recording-upstream.js';
 
-const JS_CANTON_ERROR_KEYS = ['cause', 'code', 'context', 'correlationId', 'definiteAnswer', 'errorCategory', 'grpcCodeValue', 'resources', 'retryInfo', 'traceId'];
+const JS_CANTON_ERROR_KEYS = [
+  'cause',
+  'code',
+  'context',
+  'correlationId',
+  'definiteAnswer',
+  'errorCategory',
+  'grpcCodeValue',
+  'resources',
+  'retryInfo',
+  'traceId',
+];
 const cors = { enabled: true, origins: ['https://app.example'], credentials: true };
 const current = perTest();
 
@@ -20,10 +31,15 @@ async function start() {
 function rawPreflight(url: string, path: string): Promise<{ status: number; head: string; body: string }> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(port), hostname, () => socket.write(
-      `OPTIONS ${path} HTTP/1.1\r\nHost: gw\r\nOrigin: https://app.example\r\nAccess-Control-Request-Method: GET\r\nConnection: close\r\n\r\n`));
+    const socket = net.connect(Number(port), hostname, () =>
+      socket.write(
+        `OPTIONS ${path} HTTP/1.1\r\nHost: gw\r\nOrigin: https://app.example\r\nAccess-Control-Request-Method: GET\r\nConnection: close\r\n\r\n`,
+      ),
+    );
     let data = '';
-    socket.on('data', (chunk) => { data += chunk; });
+    socket.on('data', (chunk) => {
+      data += chunk;
+    });
     socket.on('error', reject);
     socket.on('close', () => {
       const split = data.indexOf('\r\n\r\n');
@@ -32,12 +48,20 @@ function rawPreflight(url: string, path: string): Promise<{ status: number; head
   });
 }
 
-const preflight = { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization' };
+const preflight = {
+  origin: 'https://app.example',
+  'access-control-request-method': 'POST',
+  'access-control-request-headers': 'authorization',
+};
 
 describe('CORS: refusals before the preflight', () => {
-  it('answers a preflight to a path the gateway does not serve in Canton\'s shape, counted as a 4xx', async () => {
+  it("answers a preflight to a path the gateway does not serve in Canton's shape, counted as a 4xx", async () => {
     const { gw, upstream } = await start();
-    for (const [path, status, code] of [['/nope', 404, 'GATEWAY_ROUTE_NOT_EXPOSED'], ['/livez', 404, 'GATEWAY_ROUTE_NOT_EXPOSED'], ['/v2/../users', 400, 'GATEWAY_INVALID_PATH']] as const) {
+    for (const [path, status, code] of [
+      ['/nope', 404, 'GATEWAY_ROUTE_NOT_EXPOSED'],
+      ['/livez', 404, 'GATEWAY_ROUTE_NOT_EXPOSED'],
+      ['/v2/../users', 400, 'GATEWAY_INVALID_PATH'],
+    ] as const) {
       const answer = await rawPreflight(gw.url, path);
       expect(answer.status, path).toBe(status);
       const body = JSON.parse(answer.body) as Record<string, unknown>;
@@ -47,7 +71,9 @@ describe('CORS: refusals before the preflight', () => {
     }
     expect(upstream.requests).toHaveLength(0);
     const counted = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
-    expect(counted).toMatch(/operation="unknown",method="OPTIONS",status="404",error_code="GATEWAY_ROUTE_NOT_EXPOSED"\} 2/);
+    expect(counted).toMatch(
+      /operation="unknown",method="OPTIONS",status="404",error_code="GATEWAY_ROUTE_NOT_EXPOSED"\} 2/,
+    );
     expect(counted).toMatch(/operation="unknown",method="OPTIONS",status="400",error_code="GATEWAY_INVALID_PATH"\} 1/);
     expect(counted).not.toMatch(/status="5\d\d"/);
   });
@@ -62,7 +88,10 @@ describe('CORS: what an origin not listed gets', () => {
         await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth({ origin }) }),
         await fetch(`${gw.url}/v2/state/ledger-end`, { headers: { origin } }), // a refusal
       ];
-      expect(answers.map((answer) => answer.status), origin).toEqual([204, 200, 401]);
+      expect(
+        answers.map((answer) => answer.status),
+        origin,
+      ).toEqual([204, 200, 401]);
       for (const answer of answers) {
         expect(answer.headers.get('access-control-allow-origin'), origin).toBeNull();
         expect(answer.headers.get('access-control-allow-credentials'), origin).toBeNull();
@@ -94,8 +123,11 @@ describe('CORS: what an origin not listed gets', () => {
 
   it('"*" grants any origin, without credentials', async () => {
     current.upstream = await startRecordingUpstream();
-    const gw = current.gw = await startGateway(current.upstream.url, { cors: { enabled: true, origins: ['*'] } });
-    const answer = await fetch(`${gw.url}/v2/version`, { method: 'OPTIONS', headers: { ...preflight, origin: 'https://any.example' } });
+    const gw = (current.gw = await startGateway(current.upstream.url, { cors: { enabled: true, origins: ['*'] } }));
+    const answer = await fetch(`${gw.url}/v2/version`, {
+      method: 'OPTIONS',
+      headers: { ...preflight, origin: 'https://any.example' },
+    });
     expect(answer.headers.get('access-control-allow-origin')).toBe('*');
     expect(answer.headers.get('access-control-allow-credentials')).toBeNull();
   });

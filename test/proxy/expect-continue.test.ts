@@ -29,8 +29,13 @@ function exchange(gw: RunningGateway, head: string[], body: Buffer): Promise<Exc
     let continued = false;
     let bodySent = false;
     let answer: Omit<Exchange, 'closed'> | undefined;
-    const socket = net.connect(Number(port), hostname, () => socket.write(`${[head[0], 'Host: gw', ...head.slice(1)].join('\r\n')}\r\n\r\n`));
-    const timer = setTimeout(() => socket.destroy(new Error(`no complete answer within 5 s: ${JSON.stringify(text)}`)), 5_000);
+    const socket = net.connect(Number(port), hostname, () =>
+      socket.write(`${[head[0], 'Host: gw', ...head.slice(1)].join('\r\n')}\r\n\r\n`),
+    );
+    const timer = setTimeout(
+      () => socket.destroy(new Error(`no complete answer within 5 s: ${JSON.stringify(text)}`)),
+      5_000,
+    );
     const finish = (closed: boolean) => {
       clearTimeout(timer);
       resolve({ ...answer!, closed });
@@ -47,31 +52,42 @@ function exchange(gw: RunningGateway, head: string[], body: Buffer): Promise<Exc
       const split = text.indexOf('\r\n\r\n');
       if (answer !== undefined || split === -1) return;
       const [statusLine, ...lines] = text.slice(0, split).split('\r\n');
-      const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
+      const headers = Object.fromEntries(
+        lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]),
+      );
       const content = text.slice(split + 4);
       if (content.length < Number(headers['content-length'] ?? 0)) return;
       answer = { continued, bodySent, status: Number(statusLine!.split(' ')[1]), headers, body: content };
       // A kept connection stays open: the answer is complete.
       if (headers.connection !== 'close') finish(false);
     });
-    socket.on('close', () => (answer === undefined ? reject(new Error(`closed before an answer: ${JSON.stringify(text)}`)) : finish(true)));
+    socket.on('close', () =>
+      answer === undefined ? reject(new Error(`closed before an answer: ${JSON.stringify(text)}`)) : finish(true),
+    );
     socket.on('error', reject);
   });
 }
 
-const authLine = (gw: RunningGateway, token?: string) => `Authorization: ${token === undefined ? gw.auth().authorization : `Bearer ${token}`}`;
-const upload = (path: string, body: Buffer, ...extra: string[]) => [`POST ${path} HTTP/1.1`, 'Content-Type: application/octet-stream', `Content-Length: ${body.length}`, 'Expect: 100-continue', ...extra];
+const authLine = (gw: RunningGateway, token?: string) =>
+  `Authorization: ${token === undefined ? gw.auth().authorization : `Bearer ${token}`}`;
+const upload = (path: string, body: Buffer, ...extra: string[]) => [
+  `POST ${path} HTTP/1.1`,
+  'Content-Type: application/octet-stream',
+  `Content-Length: ${body.length}`,
+  'Expect: 100-continue',
+  ...extra,
+];
 const dar = Buffer.alloc(64 * 1024, 'x');
 const byOffset = Buffer.from('{"offset": 0, "updateFormat": {}}');
 
 describe('Expect: 100-continue', () => {
   it('a call refused before its body is read gets its final status, no 100 Continue, and its connection closed', async () => {
-    const upstream = current.upstream = await startRecordingUpstream();
-    const gw = current.gw = await startGateway(upstream.url, {
+    const upstream = (current.upstream = await startRecordingUpstream());
+    const gw = (current.gw = await startGateway(upstream.url, {
       limits: { bodyBytes: 32 * 1024 },
       policy: { rules: { postV2DarsValidate: [{ subjects: ['bob'] }] } },
       protection: { operations: { postV2Packages: { rate: { requests: 1, perSeconds: 60 } } } },
-    });
+    }));
     const small = Buffer.alloc(1024, 'x');
     const cases: Array<[string, string[], Buffer, number, string]> = [
       ['no token', upload('/v2/dars', small), small, 401, 'NA'],
@@ -79,8 +95,20 @@ describe('Expect: 100-continue', () => {
       ['a bad token', upload('/v2/dars', small, authLine(gw, 'not.a.jwt')), small, 401, 'NA'],
       ['a route not served', upload('/livez', small, authLine(gw)), small, 404, 'GATEWAY_ROUTE_NOT_EXPOSED'],
       ['authorization', upload('/v2/dars/validate', small, authLine(gw)), small, 403, 'NA'],
-      ['a declared length over limits.bodyBytes', upload('/v2/dars', dar, authLine(gw)), dar, 413, 'GATEWAY_REQUEST_TOO_LARGE'],
-      ['the same, rule-checked route', upload('/v2/updates/update-by-offset', dar, authLine(gw)), dar, 413, 'GATEWAY_REQUEST_TOO_LARGE'],
+      [
+        'a declared length over limits.bodyBytes',
+        upload('/v2/dars', dar, authLine(gw)),
+        dar,
+        413,
+        'GATEWAY_REQUEST_TOO_LARGE',
+      ],
+      [
+        'the same, rule-checked route',
+        upload('/v2/updates/update-by-offset', dar, authLine(gw)),
+        dar,
+        413,
+        'GATEWAY_REQUEST_TOO_LARGE',
+      ],
     ];
     for (const [name, head, body, status, code] of cases) {
       const answer = await exchange(gw, head, body);
@@ -89,14 +117,22 @@ describe('Expect: 100-continue', () => {
       expect((JSON.parse(answer.body) as { code: string }).code, name).toBe(code);
     }
     // Protection: the first call takes the caller's one call a minute, the second is refused before its body.
-    expect(await exchange(gw, upload('/v2/packages', small, authLine(gw)), small)).toMatchObject({ continued: true, status: 200 });
-    expect(await exchange(gw, upload('/v2/packages', small, authLine(gw)), small)).toMatchObject({ continued: false, bodySent: false, status: 429, closed: true });
+    expect(await exchange(gw, upload('/v2/packages', small, authLine(gw)), small)).toMatchObject({
+      continued: true,
+      status: 200,
+    });
+    expect(await exchange(gw, upload('/v2/packages', small, authLine(gw)), small)).toMatchObject({
+      continued: false,
+      bodySent: false,
+      status: 429,
+      closed: true,
+    });
     expect(upstream.requests.map((request) => request.url)).toEqual(['/v2/packages']);
   });
 
   it('an accepted call gets 100 Continue when its body is read, and the body arrives whole', async () => {
-    const upstream = current.upstream = await startRecordingUpstream();
-    const gw = current.gw = await startGateway(upstream.url);
+    const upstream = (current.upstream = await startRecordingUpstream());
+    const gw = (current.gw = await startGateway(upstream.url));
     const streamed = await exchange(gw, upload('/v2/dars', dar, authLine(gw)), dar);
     expect(streamed).toMatchObject({ continued: true, bodySent: true, status: 200, closed: false });
     expect(upstream.requests[0]!.body.equals(dar)).toBe(true);
@@ -106,15 +142,24 @@ describe('Expect: 100-continue', () => {
     const judged = await exchange(gw, upload('/v2/updates/update-by-offset', byOffset, authLine(gw)), byOffset);
     expect(judged).toMatchObject({ continued: true, status: 400 });
     expect((JSON.parse(judged.body) as { code: string }).code).toBe('NON_POSITIVE_OFFSET');
-    const good = Buffer.from('{"offset": 7, "updateFormat": {"includeTransactions": {"eventFormat": {"filtersForAnyParty": {}}, "transactionShape": "TRANSACTION_SHAPE_ACS_DELTA"}}}');
-    expect(await exchange(gw, upload('/v2/updates/update-by-offset', good, authLine(gw)), good)).toMatchObject({ continued: true, status: 200 });
+    const good = Buffer.from(
+      '{"offset": 7, "updateFormat": {"includeTransactions": {"eventFormat": {"filtersForAnyParty": {}}, "transactionShape": "TRANSACTION_SHAPE_ACS_DELTA"}}}',
+    );
+    expect(await exchange(gw, upload('/v2/updates/update-by-offset', good, authLine(gw)), good)).toMatchObject({
+      continued: true,
+      status: 200,
+    });
     expect(upstream.requests.map((request) => request.body.toString())).toEqual([dar.toString(), good.toString()]);
   });
 
   it('a request that frames no content gets 100 Continue at once and keeps its connection', async () => {
-    const upstream = current.upstream = await startRecordingUpstream();
-    const gw = current.gw = await startGateway(upstream.url);
-    const answer = await exchange(gw, ['POST /v2/packages HTTP/1.1', 'Content-Length: 0', 'Expect: 100-continue', authLine(gw)], Buffer.alloc(0));
+    const upstream = (current.upstream = await startRecordingUpstream());
+    const gw = (current.gw = await startGateway(upstream.url));
+    const answer = await exchange(
+      gw,
+      ['POST /v2/packages HTTP/1.1', 'Content-Length: 0', 'Expect: 100-continue', authLine(gw)],
+      Buffer.alloc(0),
+    );
     expect(answer).toMatchObject({ continued: true, status: 200, closed: false });
     expect(answer.headers.connection).toBe('keep-alive');
     expect(upstream.requests).toHaveLength(1);

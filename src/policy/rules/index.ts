@@ -19,8 +19,8 @@ export const REQUEST_RULES: ReadonlyMap<string, RequestRule> = new Map<string, R
   [SubmissionOperations.asyncSubmit, submittingUserRule()],
   [SubmissionOperations.submitAndWaitForReassignment, submittingUserRule('reassignmentCommands')],
   [SubmissionOperations.asyncSubmitReassignment, submittingUserRule('reassignmentCommands')],
-  [SubmissionOperations.prepareSubmission, submittingUserRule()],
-  [SubmissionOperations.executeSubmission, submittingUserRule()],
-  [SubmissionOperations.executeSubmissionAndWait, submittingUserRule()],
-  [SubmissionOperations.executeSubmissionAndWaitForTransaction, submittingUserRule()],
+  [SubmissionOperations.prepare, submittingUserRule()],
+  [SubmissionOperations.execute, submittingUserRule()],
+  [SubmissionOperations.executeAndWait, submittingUserRule()],
+  [SubmissionOperations.executeAndWaitForTransaction, submittingUserRule()],
 ]);

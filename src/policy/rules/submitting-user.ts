@@ -8,7 +8,8 @@ import { field, isObject, permissionDenied, type RequestRule, type RuleContext, 
 
 /** A redacted PERMISSION_DENIED when `userId` (at `path`) names another user than the token's. */
 export function otherUserViolation(userId: unknown, path: string, context: RuleContext): Violation | undefined {
-  if (context.principal === null || typeof userId !== 'string' || userId === '' || userId === context.principal.subject) return undefined;
+  const user = context.principal?.subject;
+  if (user === undefined || typeof userId !== 'string' || userId === '' || userId === user) return undefined;
   return permissionDenied(`${path} names another user than the token's subject`);
 }
 

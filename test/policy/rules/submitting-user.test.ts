@@ -6,7 +6,14 @@ import { describe, expect, it } from 'vitest';
 import { matchOperation } from '../../../src/operations.js';
 import { REQUEST_RULES } from '../../../src/policy/rules/index.js';
 import type { RequestRule } from '../../../src/policy/violation.js';
-import { SPEC_VERSIONS, loadSpec, requestSchemaName, schemaArbitrary, spacing, toJsonText } from '../support/openapi-arbitrary.js';
+import {
+  SPEC_VERSIONS,
+  loadSpec,
+  requestSchemaName,
+  schemaArbitrary,
+  spacing,
+  toJsonText,
+} from '../support/openapi-arbitrary.js';
 import { codeOf, judge, principal } from '../support/judge.js';
 import { submitRefinements } from '../support/refinements.js';
 
@@ -29,8 +36,12 @@ const SUBMISSIONS: ReadonlyArray<[path: string, holder: string]> = [
  * change, whom to give a new party (admin calls, the path's user).
  */
 const NOT_SUBMISSIONS = new Set([
-  'post /v2/commands/completions', 'post /v2/parties', 'post /v2/parties/external/allocate',
-  'post /v2/users/{user-id}/rights', 'patch /v2/users/{user-id}/rights', 'patch /v2/users/{user-id}/identity-provider-id',
+  'post /v2/commands/completions',
+  'post /v2/parties',
+  'post /v2/parties/external/allocate',
+  'post /v2/users/{user-id}/rights',
+  'patch /v2/users/{user-id}/rights',
+  'patch /v2/users/{user-id}/identity-provider-id',
 ]);
 
 function ruleOf(path: string): RequestRule {
@@ -57,8 +68,12 @@ describe('submitting user', () => {
         for (const method of Object.keys(methods)) {
           if (methods[method]?.requestBody?.content['application/json'] === undefined) continue;
           const schema = spec.schemas[requestSchemaName(spec, method, path)]!;
-          const holders = Object.entries(schema.properties ?? {}).filter(([name, property]) => name === 'userId'
-            || (property.$ref !== undefined && spec.schemas[property.$ref.split('/').pop()!]?.properties?.userId !== undefined));
+          const holders = Object.entries(schema.properties ?? {}).filter(
+            ([name, property]) =>
+              name === 'userId' ||
+              (property.$ref !== undefined &&
+                spec.schemas[property.$ref.split('/').pop()!]?.properties?.userId !== undefined),
+          );
           if (holders.length === 0 || NOT_SUBMISSIONS.has(`${method} ${path}`)) continue;
           const holder = holders[0]![0] === 'userId' ? '' : holders[0]![0];
           expect(SUBMISSIONS, `${version}: ${method} ${path}`).toContainEqual([path, holder]);
@@ -68,9 +83,18 @@ describe('submitting user', () => {
   });
 
   /** The smallest body each rule gets past its other checks with (only submitAndWaitForTransaction has any). */
-  const minimal = (holder: string): Body => (holder === 'commands'
-    ? { commands: { commands: [{ CreateCommand: { templateId: 'pkg:Mod:Ent', createArguments: {} } }], commandId: 'c1', actAs: ['Alice::1220'] } }
-    : holder === '' ? {} : { [holder]: {} });
+  const minimal = (holder: string): Body =>
+    holder === 'commands'
+      ? {
+          commands: {
+            commands: [{ CreateCommand: { templateId: 'pkg:Mod:Ent', createArguments: {} } }],
+            commandId: 'c1',
+            actAs: ['Alice::1220'],
+          },
+        }
+      : holder === ''
+        ? {}
+        : { [holder]: {} };
 
   for (const [path, holder] of SUBMISSIONS) {
     const base = minimal(holder);
@@ -82,18 +106,29 @@ describe('submitting user', () => {
       expect(violation?.cause).not.toContain('bob');
       expect(violation?.reason).not.toContain('bob');
       expect(check(withUserId(base, holder, 'Alice'))?.definition.code).toBe('PERMISSION_DENIED'); // user ids are case-sensitive
-      for (const own of ['alice', '', undefined]) expect(check(withUserId(base, holder, own)), String(own)).toBeUndefined();
+      for (const own of ['alice', '', undefined])
+        expect(check(withUserId(base, holder, own)), String(own)).toBeUndefined();
       expect(check(withUserId(base, holder, 'bob'), null)).toBeUndefined(); // no principal: the participant decides
     });
   }
 
-  it('leaves what is not a userId string to the participant\'s decoder', () => {
+  it("leaves what is not a userId string to the participant's decoder", () => {
     const rule = ruleOf('/v2/commands/async/submit');
-    for (const body of [{ userId: 7 }, { userId: null }, { userId: ['bob'] }, { userId: { id: 'bob' } }, { commands: { userId: 'bob' } }]) {
+    for (const body of [
+      { userId: 7 },
+      { userId: null },
+      { userId: ['bob'] },
+      { userId: { id: 'bob' } },
+      { commands: { userId: 'bob' } },
+    ]) {
       expect(judge(rule, body, { principal: principal('alice') }), JSON.stringify(body)).toBeUndefined();
     }
     const reassignment = ruleOf('/v2/commands/async/submit-reassignment');
-    for (const body of [{ userId: 'bob' }, { reassignmentCommands: 'bob' }, { reassignmentCommands: [{ userId: 'bob' }] }]) {
+    for (const body of [
+      { userId: 'bob' },
+      { reassignmentCommands: 'bob' },
+      { reassignmentCommands: [{ userId: 'bob' }] },
+    ]) {
       expect(judge(reassignment, body, { principal: principal('alice') }), JSON.stringify(body)).toBeUndefined();
     }
   });
@@ -103,16 +138,30 @@ describe('submitting user', () => {
       const spec = loadSpec(version);
       for (const [path, holder] of SUBMISSIONS) {
         it(`${version} POST ${path}: the token's own user passes, any other is refused`, () => {
-          const bodies = schemaArbitrary(spec, requestSchemaName(spec, 'post', path), submitRefinements) as fc.Arbitrary<Body>;
+          const bodies = schemaArbitrary(
+            spec,
+            requestSchemaName(spec, 'post', path),
+            submitRefinements,
+          ) as fc.Arbitrary<Body>;
           const rule = ruleOf(path);
           const userIds = fc.constantFrom('alice', '', undefined);
-          fc.assert(fc.property(bodies, userIds, spacing, (body, userId, space) => {
-            expect(judge(rule, toJsonText(withUserId(body, holder, userId), space), { principal: principal('alice') })).toBeUndefined();
-          }), { numRuns: 60 });
+          fc.assert(
+            fc.property(bodies, userIds, spacing, (body, userId, space) => {
+              expect(
+                judge(rule, toJsonText(withUserId(body, holder, userId), space), { principal: principal('alice') }),
+              ).toBeUndefined();
+            }),
+            { numRuns: 60 },
+          );
           const others = fc.string({ minLength: 1, maxLength: 12 }).filter((id) => id !== 'alice');
-          fc.assert(fc.property(bodies, others, (body, other) => {
-            expect(codeOf(judge(rule, toJsonText(withUserId(body, holder, other)), { principal: principal('alice') }))).toBe('PERMISSION_DENIED');
-          }), { numRuns: 60 });
+          fc.assert(
+            fc.property(bodies, others, (body, other) => {
+              expect(
+                codeOf(judge(rule, toJsonText(withUserId(body, holder, other)), { principal: principal('alice') })),
+              ).toBe('PERMISSION_DENIED');
+            }),
+            { numRuns: 60 },
+          );
         });
       }
     }
