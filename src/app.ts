@@ -14,6 +14,7 @@ import type { GatewayConfig } from './config/schema.js';
 import { readServerTls } from './config/load.js';
 import { Errors, GatewayError, renderCantonError, renderDecodeFailure } from './errors.js';
 import { createClientErrorHandler } from './client-errors.js';
+import { deferContinue } from './expect-continue.js';
 import { listenerSecureOptions, watchListenerTls } from './server-tls.js';
 import { Readiness } from './health.js';
 import { randomRequestId } from './request-id.js';
@@ -193,6 +194,9 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       sendGatewayError(request, reply, refusal);
     },
   });
+
+  // Expect: 100-continue is answered once a stage reads the body, not before the stages judged the call.
+  deferContinue(api.server);
 
   const tracing = options.tracingActive ? await runningTracing() : undefined;
   const serverSpanPlugin = tracing?.fastifyPlugin;

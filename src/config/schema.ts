@@ -166,7 +166,7 @@ export const AuthorizationRuleSchema = Type.Object({
 
 export const PolicySchema = Section({
   rules: Type.Record(Type.String({ minLength: 1 }), Type.Array(AuthorizationRuleSchema, { minItems: 1 }), { default: {}, description: 'Authorization per operation name: the first rule that matches the token decides; a call no rule allows is refused (403). An operation without rules is open to any authenticated caller. Unknown operation names and rules without a matcher stop the process at start.' }),
-  requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction) at the edge, in its error shape. Only these routes have their bodies read.' }),
+  requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction; on every other submission route, a userId other than the token\'s) at the edge, in its error shape. Only these routes have their bodies read.' }),
   maxBodyDepth: Type.Integer({ minimum: 8, maximum: 10_000, default: 512, description: 'Deepest JSON nesting accepted in a rule-checked body; deeper gets 400 GATEWAY_MALFORMED_REQUEST.' }),
   bodyReadTimeoutMs: Milliseconds(30_000, 'Bound on receiving a rule-checked body; slower gets 400 GATEWAY_MALFORMED_REQUEST and the connection is closed.'),
 }, 'Per-operation authorization and Canton\'s request rules at the edge (docs/request-policy.md).');
