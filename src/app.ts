@@ -14,6 +14,7 @@ import type { GatewayConfig } from './config/schema.js';
 import { readServerTls } from './config/load.js';
 import { Errors, GatewayError, renderCantonError, renderDecodeFailure } from './errors.js';
 import { createClientErrorHandler } from './client-errors.js';
+import { deferContinue } from './expect-continue.js';
 import { listenerSecureOptions, watchListenerTls } from './server-tls.js';
 import { Readiness } from './health.js';
 import { randomRequestId } from './request-id.js';
@@ -195,6 +196,9 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     },
   });
 
+  // Expect: 100-continue is answered once a stage reads the body, not before the stages judged the call.
+  deferContinue(api.server);
+
   const tracing = options.tracingActive ? await runningTracing() : undefined;
   const serverSpanPlugin = tracing?.fastifyPlugin;
   const propagateTraceContext = tracing !== undefined && serverSpanPlugin === undefined;
@@ -356,6 +360,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     },
     correlationId: randomRequestId,
     onOutcome: (outcome) => metrics.observeRequest(outcome.operation.name, 'GET', outcome.status, outcome.errorCode, outcome.durationSeconds),
+    onStreamEnded: (operation, endedBy) => metrics.webSocketStreamEnded(operation.name, endedBy),
     log,
   });
   api.server.on('upgrade', websockets.handleUpgrade);

@@ -59,6 +59,13 @@ export const UpstreamSchema = Section({
   bodyMinBytesPerSecond: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 1_024, description: 'The least average pace of a forwarded request body over each bodyIdleTimeoutMs window; 0: any byte in a window will do.' }),
 }, 'The participant\'s JSON Ledger API.');
 
+export const WebSocketSchema = Section({
+  idleTimeoutMs: Milliseconds(300_000, 'A stream tunnel that carries no byte in either direction for this long is '
+    + 'closed, both connections (the client sees close code 1006; WebSocket pings count as traffic). A Canton stream '
+    + 'can be silent while nothing new happens (offset checkpoints come only when there is a new one), so keep it '
+    + 'well above your subscribers\' quiet spells. 0: never.', 0),
+}, 'WebSocket streams tunnelled to the participant.');
+
 export const LimitsSchema = Section({
   bodyBytes: Type.Integer({ minimum: 1, maximum: 1024 * 1024 * 1024, default: 10_485_760, description: 'Largest request body, streamed or not; larger gets 413 GATEWAY_REQUEST_TOO_LARGE.' }),
 }, 'Request limits.');
@@ -166,7 +173,7 @@ export const AuthorizationRuleSchema = Type.Object({
 
 export const PolicySchema = Section({
   rules: Type.Record(Type.String({ minLength: 1 }), Type.Array(AuthorizationRuleSchema, { minItems: 1 }), { default: {}, description: 'Authorization per operation name: the first rule that matches the token decides; a call no rule allows is refused (403). An operation without rules is open to any authenticated caller. Unknown operation names and rules without a matcher stop the process at start.' }),
-  requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction) at the edge, in its error shape. Only these routes have their bodies read.' }),
+  requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction; on every other submission route, a userId other than the token\'s) at the edge, in its error shape. Only these routes have their bodies read.' }),
   maxBodyDepth: Type.Integer({ minimum: 8, maximum: 10_000, default: 512, description: 'Deepest JSON nesting accepted in a rule-checked body; deeper gets 400 GATEWAY_MALFORMED_REQUEST.' }),
   bodyReadTimeoutMs: Milliseconds(30_000, 'Bound on receiving a rule-checked body; slower gets 400 GATEWAY_MALFORMED_REQUEST and the connection is closed.'),
 }, 'Per-operation authorization and Canton\'s request rules at the edge (docs/request-policy.md).');
@@ -185,6 +192,7 @@ export const ConfigSchema = Type.Object({
   server: ServerSchema,
   admin: AdminSchema,
   upstream: UpstreamSchema,
+  websocket: WebSocketSchema,
   limits: LimitsSchema,
   routes: RoutesSchema,
   shutdown: ShutdownSchema,

@@ -7,6 +7,7 @@
 // subprotocol, extension and frame exactly as the client sent them.
 import http from 'node:http';
 import https from 'node:https';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError, renderCantonError } from '../errors.js';
@@ -14,6 +15,7 @@ import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, typ
 import { connectionOptionProblem, framingProblem, framingRefusal, requestTargetProblem } from '../request-context.js';
 import { continueTrace, formatTraceparent, parseTraceparent, type TraceContext } from '../telemetry/trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
+import { subprotocolElements } from '../auth/extract.js';
 import { scrubSecrets } from '../telemetry/logging.js';
 import { ErrorCodeLabels } from '../telemetry/metrics.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
@@ -30,6 +32,13 @@ export interface UpgradeOutcome {
   readonly durationSeconds: number;
 }
 
+/**
+ * Why a tunnel closed: a side closed its connection (`client`, `participant`), or the gateway cut it
+ * after websocket.idleTimeoutMs without a byte either way (`idle_timeout`), at shutdown, or because
+ * calls moved from its participant replica to another (`replica_changed`, upstream-replicas.ts).
+ */
+export type StreamEnd = 'client' | 'participant' | 'idle_timeout' | 'shutdown' | 'replica_changed';
+
 export interface WebSocketProxyOptions {
   /** A new stream opens on the active replica (its `target`). */
   readonly replicas: UpstreamReplicas;
@@ -39,6 +48,8 @@ export interface WebSocketProxyOptions {
   readonly admit: (request: http.IncomingMessage, operation: Operation) => Promise<void>;
   readonly correlationId: () => string;
   readonly onOutcome?: (outcome: UpgradeOutcome) => void;
+  /** A tunnel closed, and why (ledger_gateway_websocket_streams_ended_total). */
+  readonly onStreamEnded?: (operation: Operation, endedBy: StreamEnd) => void;
   readonly log: { warn(object: object, message: string): void; info(object: object, message: string): void };
 }
 
@@ -117,13 +128,34 @@ function statusLine(response: http.IncomingMessage, refused: boolean, tracerespo
   return `${head.join('\r\n')}\r\n\r\n`;
 }
 
-const TRACEPARENT_ONLY: ReadonlySet<string> = new Set(['traceparent']);
+/**
+ * The one Sec-WebSocket-Protocol line sent to the participant, or undefined when nothing was offered:
+ * every offered element (auth/extract.ts subprotocolElements), in the client's order of preference,
+ * joined by "," without spaces. A participant that splits the value on "," without trimming (Canton
+ * before digital-asset/canton#613) then reads the same first `jwt.token.` element as one that trims
+ * and as the gateway verified; a browser's `daml.ws.auth, jwt.token.X` would hide X from it, or show
+ * it a later, unverified token. Nothing is added, dropped or reordered, so whatever the participant
+ * answers from the list is one the client offered (RFC 6455 §4.1).
+ */
+export function forwardedSubprotocols(rawHeaders: readonly string[]): string | undefined {
+  const elements: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() !== 'sec-websocket-protocol') continue;
+    elements.push(...subprotocolElements(rawHeaders[i + 1] ?? ''));
+  }
+  return elements.length === 0 ? undefined : elements.join(',');
+}
+
+/** Client headers the upgrade does not forward as sent (the gateway sends its own line for each). */
+const REWRITTEN: ReadonlySet<string> = new Set(['sec-websocket-protocol']);
+const REWRITTEN_AND_TRACEPARENT: ReadonlySet<string> = new Set(['sec-websocket-protocol', 'traceparent']);
 
 export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketProxy {
   const { replicas } = options;
   const secure = replicas.all.some((replica) => replica.url.protocol === 'https:');
   const tls = secure ? upstreamTlsOptions(options.config.upstream.tls) : {};
   const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
+  const { idleTimeoutMs } = options.config.websocket;
   const tunnels = new Set<Duplex>();
   // With replicas: each stream's replica, and how to close it with a close frame telling its client to reconnect.
   const onReplica = new Map<Duplex, { readonly replica: Replica; readonly reconnect: () => void }>();
@@ -206,9 +238,13 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
       const base = replica.url;
       const transport = base.protocol === 'https:' ? https : http;
       // The client's traceparent is replaced; its tracestate goes on only with the trace it belongs to.
-      const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), !continued, continued ? TRACEPARENT_ONLY : undefined);
+      const forwarded = forwardedFor(request, options.isTrustedProxy);
+      const rewritten = continued ? REWRITTEN_AND_TRACEPARENT : REWRITTEN;
+      const headers = upstreamRequestHeaders(request.rawHeaders, forwarded, !continued, rewritten);
       // An array of headers makes Node send them as given, without a Host of its own.
       headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket', 'traceparent', traceparent);
+      const subprotocols = forwardedSubprotocols(request.rawHeaders);
+      if (subprotocols !== undefined) headers.push('Sec-WebSocket-Protocol', subprotocols);
       const upstream = transport.request({
         protocol: base.protocol,
         hostname: base.hostname,
@@ -267,18 +303,21 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
         tunnels.add(socket);
         const opened = performance.now();
         let closed = false;
-        // The stream's own end, on a line of its own under the upgrade's id: how long it lasted and
-        // which side closed its connection first (after a WebSocket close handshake that is usually
-        // the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` at shutdown).
-        // The request line was written when the tunnel opened. `farewell`: a close frame for the
-        // client instead of cutting its connection.
-        const close = (closedFirst: 'client' | 'participant' | 'gateway', farewell?: Buffer) => {
+        // The stream's own end, on a line of its own under the upgrade's id: how long it lasted, why
+        // it ended, and which side closed its connection first (after a WebSocket close handshake
+        // usually the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` when the
+        // gateway cut it: idle, shutdown or a replica change). The request line was written when the
+        // tunnel opened. `farewell`: a close frame for the client instead of cutting its connection.
+        const end = (cause: StreamEnd, farewell?: Buffer) => {
           if (closed) return;
           closed = true;
-          options.log.info({
-            reqId: correlationId, operation: operation.name, durationMs: Math.round(performance.now() - opened),
-            closedFirst: cuttingOff ? 'gateway' : closedFirst, ...(farewell !== undefined && { closeCode: SERVICE_RESTART }),
-          }, 'stream ended');
+          const endedBy = cuttingOff ? 'shutdown' : cause;
+          const closedFirst = endedBy === 'client' || endedBy === 'participant' ? endedBy : 'gateway';
+          const durationMs = Math.round(performance.now() - opened);
+          const closeCode = farewell === undefined ? undefined : SERVICE_RESTART;
+          const line = { reqId: correlationId, operation: operation.name, durationMs, closedFirst, reason: endedBy };
+          options.log.info(closeCode === undefined ? line : { ...line, closeCode }, 'stream ended');
+          options.onStreamEnded?.(operation, endedBy);
           tunnels.delete(socket);
           onReplica.delete(socket);
           upstreamSocket.destroy();
@@ -292,9 +331,13 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
           socket.once('close', () => farewells.delete(socket));
           endRefusal(socket, farewell);
         };
-        const byParticipant = () => close('participant');
-        const byClient = () => close('client');
+        const byParticipant = () => end('participant');
+        const byClient = () => end('client');
         socket.on('close', byClient);
+        // Every byte either way is read from or written to the client's socket, so its inactivity
+        // timer is the tunnel's. A byte tunnel knows no frame boundaries: it closes both connections
+        // (the client sees close code 1006) rather than write a close frame into a frame under way.
+        if (idleTimeoutMs > 0) (socket as Socket).setTimeout(idleTimeoutMs, () => end('idle_timeout'));
         socket.pipe(upstreamSocket);
         if (!replicas.failover) {
           upstreamSocket.on('error', byParticipant).on('close', byParticipant);
@@ -305,17 +348,17 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
           // its last offset; one cut inside a frame can only be cut.
           const frames = new FrameBoundaries();
           frames.feed(upstreamHead);
-          const reconnect = (closedFirst: 'participant' | 'gateway') => {
+          const reconnect = (cause: 'participant' | 'replica_changed') => {
             upstreamSocket.unpipe(socket);
             const clean = frames.atBoundary && !frames.sawClose && socket.writable;
-            close(closedFirst, clean ? closeFrame(SERVICE_RESTART, 'participant replica changed; reconnect') : undefined);
+            end(cause, clean ? closeFrame(SERVICE_RESTART, 'participant replica changed; reconnect') : undefined);
           };
-          const lost = () => (frames.sawClose ? close('participant') : reconnect('participant'));
+          const lost = () => (frames.sawClose ? end('participant') : reconnect('participant'));
           upstreamSocket.on('data', frames.feed).on('error', lost).on('close', lost);
           upstreamSocket.once('end', () => (frames.sawClose ? socket.end() : reconnect('participant')));
           upstreamSocket.pipe(socket, { end: false });
-          onReplica.set(socket, { replica, reconnect: () => reconnect('gateway') });
-          if (replicas.target !== replica) reconnect('gateway'); // calls moved on while it opened
+          onReplica.set(socket, { replica, reconnect: () => reconnect('replica_changed') });
+          if (replicas.target !== replica) reconnect('replica_changed'); // calls moved on while it opened
         }
         finish(101, null);
       });

@@ -29,6 +29,7 @@ export const MetricNames = {
   upstreamReplicaUp: 'ledger_gateway_upstream_replica_up',
   upstreamFailovers: 'ledger_gateway_upstream_failovers_total',
   ready: 'ledger_gateway_ready',
+  webSocketStreamsEnded: 'ledger_gateway_websocket_streams_ended_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -147,6 +148,8 @@ export interface GatewayMetrics {
   watchWebSocketStreams(open: () => number): void;
   /** Where ledger_gateway_ready reads each readiness check, as /readyz reports them (at scrape). */
   watchReadiness(checks: () => Readonly<Record<string, 'ok' | 'failing'>>): void;
+  /** A WebSocket tunnel closed; `endedBy`: client, participant, idle_timeout or shutdown. */
+  webSocketStreamEnded(operation: string, endedBy: string): void;
   /** Where the replica gauge and the failover counter read the upstream replicas (at scrape). */
   watchReplicas(replicas: ReplicaReport): void;
 }
@@ -281,6 +284,13 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   new Gauge({ name: MetricNames.upstreamCallsInFlight, help: 'Calls handed to the participant\'s connection pool, at most upstream.connections (version fetches included).', registers: [registry], collect() { this.set(upstreamLoad().inFlight); } });
   new Gauge({ name: MetricNames.upstreamCallsQueued, help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.', registers: [registry], collect() { this.set(upstreamLoad().queued); } });
   let openStreams = () => 0;
+  const streamsEnded = new Counter({
+    name: counterName(MetricNames.webSocketStreamsEnded),
+    help: 'WebSocket streams closed, by operation and by what ended them '
+      + '(client, participant, idle_timeout, shutdown, replica_changed).',
+    labelNames: ['operation', 'ended_by'] as const,
+    registers: [registry],
+  });
   new Gauge({ name: MetricNames.webSocketStreamsOpen, help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).', registers: [registry], collect() { this.set(openStreams()); } });
   let replicas: ReplicaReport = { states: () => [], failovers: 0 };
   new Gauge({
@@ -362,6 +372,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     },
     watchReadiness(checks) {
       readinessChecks = checks;
+    },
+    webSocketStreamEnded(operation, endedBy) {
+      streamsEnded.labels(operationLabel(operation), endedBy).inc();
     },
     watchReplicas(report) {
       replicas = report;

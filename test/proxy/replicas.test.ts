@@ -475,7 +475,7 @@ describe('upstream.replicas: WebSocket streams', () => {
     expect(dying.upgrades).toHaveLength(1);
     expect(next.upgrades).toEqual(['/v2/updates']);
     const ended = gw.log.entries().filter((entry) => entry.msg === 'stream ended');
-    expect(ended[0]).toMatchObject({ closedFirst: 'participant', closeCode: 1012 });
+    expect(ended[0]).toMatchObject({ closedFirst: 'participant', reason: 'participant', closeCode: 1012 });
   });
 
   it('closes the streams of a replica calls moved away from, though its connections still stand', async () => {
@@ -492,6 +492,7 @@ describe('upstream.replicas: WebSocket streams', () => {
     expect(await closed).toMatchObject({ code: 1012 });
     expect(gw.log.entries().find((entry) => entry.msg === 'stream ended')).toMatchObject({
       closedFirst: 'gateway',
+      reason: 'replica_changed',
       closeCode: 1012,
     });
     const reopened = await openStream(gw);
