@@ -370,6 +370,21 @@ describe('upstream.replicas: failover without losing calls', () => {
     expect((await fetch(`${gw.url}/v2/version`, { headers: gw.headers })).status).toBe(200);
   });
 
+  it('fetches the version (for the shared cache) from the next replica when the active one refuses', async () => {
+    const [dying, next] = (await reserveReplicas(2)).replicas as [TestReplica, TestReplica];
+    await dying.start();
+    gw = await startReplicaGateway([dying.url, next.url], { readinessIntervalMs: 60_000, timeoutMs: 5_000 });
+    await expect.poll(() => replicaUp(gw!, '0'), { timeout: 5_000 }).toBe(1);
+    await dying.kill();
+    await next.start();
+    const response = await fetch(`${gw.url}/v2/version`, { headers: gw.headers });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-cache')).toBe('MISS');
+    expect(next.calls.map((call) => call.url)).toEqual(['/v2/version']);
+    const cached = await fetch(`${gw.url}/v2/version`, { headers: gw.headers });
+    expect(cached.headers.get('x-cache')).toBe('HIT');
+  });
+
   it('holds refused calls until a replica answers, within their own timeout; then 503', async () => {
     const [first, second] = (await reserveReplicas(2)).replicas as [TestReplica, TestReplica];
     gw = await startReplicaGateway([first.url, second.url], { readinessIntervalMs: 200, timeoutMs: 800 });
