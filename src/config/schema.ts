@@ -2,6 +2,16 @@
 // config/default.yaml documents the same keys for operators; a test keeps the two in step.
 import { Type, type Static } from '@sinclair/typebox';
 
+/** A configuration the gateway cannot start with: every bad key path named (the process exits 2). */
+export class ConfigError extends Error {
+  readonly problems: readonly string[];
+  constructor(source: string, problems: readonly string[]) {
+    super(`invalid configuration (${source}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
 const Section = <T extends Parameters<typeof Type.Object>[0]>(properties: T, description: string) =>
   Type.Object(properties, { additionalProperties: false, default: {}, description });
 

@@ -1,7 +1,6 @@
 // What the schema cannot say about protection: operation names must exist in the route catalogue.
 // Resolved once at start into one table of limits per operation (the hot path does one Map lookup).
-import { ConfigError } from '../config/load.js';
-import type { GatewayConfig, OperationLimitsConfig } from '../config/schema.js';
+import { ConfigError, type GatewayConfig, type OperationLimitsConfig } from '../config/schema.js';
 import { OPERATION_NAMES } from '../operations.js';
 
 /** A GCRA rate: one request per `intervalMs`, `burst` at once for a rested caller. */

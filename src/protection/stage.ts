@@ -1,13 +1,11 @@
-// The protection stage: builds the store the config asks for and attaches admission to HTTP calls
-// (an onRequest hook) and to WebSocket upgrades (an upgrade stage). A slot is released when the
-// exchange's socket-level life ends: the response's 'close' (sent, refused later, upstream error,
-// timeout, client abort) or, for a stream, the client socket's 'close' (the tunnel's whole life).
-import type { UpgradeStage } from '../app.js';
+// The protection stage: builds the store the config asks for and admits calls and upgrades alike.
+// A slot is released when the exchange's lifeline closes: a call's response (sent, refused later,
+// upstream error, timeout, client abort) or an upgrade's client socket (the tunnel's whole life).
 import type { GatewayConfig } from '../config/schema.js';
-import type { Stage } from '../stage-runner.js';
+import type { Stage } from '../exchange.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { onResponseClose } from '../response-close.js';
-import { createProtection, type Protection, type Release } from './admission.js';
+import { createProtection, type Protection } from './admission.js';
 import { callerOf } from './caller.js';
 import { resolveProtectionConfig } from './config.js';
 import { createMemoryStore } from './memory-store.js';
@@ -16,9 +14,8 @@ import type { LimitStore } from './store.js';
 
 export interface ProtectionStage {
   readonly protection: Protection;
-  /** The request stage, after authentication; waits only on a shared (Redis) store. */
+  /** The stage, after authentication; waits only on a shared (Redis) store. */
   readonly stage: Stage;
-  readonly upgradeStage: UpgradeStage;
   close(): Promise<void>;
 }
 
@@ -26,12 +23,6 @@ export interface ProtectionStageOptions {
   readonly metrics: GatewayMetrics;
   readonly log: { warn(details: object, message: string): void; info(details: object, message: string): void };
   readonly isTrustedProxy: (address: string) => boolean;
-}
-
-/** Releases once the stream's socket closes; at once when it already has (aborted while waiting for admission). */
-function releaseOnClose(emitter: { destroyed: boolean; once(event: 'close', listener: () => void): unknown }, release: Release): void {
-  if (emitter.destroyed) release();
-  else emitter.once('close', release);
 }
 
 export function createProtectionStage(config: GatewayConfig, options: ProtectionStageOptions): ProtectionStage {
@@ -61,17 +52,14 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
 
   return {
     protection,
-    stage: (request, reply) => {
-      const release = protection.admit(request.operation.name, callerOf(request.principal, request.raw, options.isTrustedProxy));
+    stage: (exchange) => {
+      const release = protection.admit(exchange.operation.name, callerOf(exchange.principal, exchange.raw, options.isTrustedProxy));
       if (!(release instanceof Promise)) {
-        onResponseClose(reply.raw, release);
+        onResponseClose(exchange.lifeline, release);
         return undefined;
       }
-      return release.then((admitted) => onResponseClose(reply.raw, admitted));
-    },
-    upgradeStage: async (context) => {
-      const release = await protection.admit(context.operation.name, callerOf(context.principal, context.request, options.isTrustedProxy));
-      releaseOnClose(context.request.socket, release);
+      // Released at once when the lifeline closed while admission waited (onResponseClose).
+      return release.then((admitted) => onResponseClose(exchange.lifeline, admitted));
     },
     close: () => protection.close(),
   };

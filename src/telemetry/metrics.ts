@@ -2,9 +2,8 @@
 // Every label value comes from a bounded set: the route catalogue, the error catalogue, codes
 // that match Canton's code pattern (capped), a status number. Never a raw URL, a user or a token.
 import { Counter, Gauge, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
-import { Errors } from '../errors.js';
+import { errorCodeLabeler } from '../error-codes.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
-import { CANTON_CODE, REDACTED_CODES, UpstreamCodes } from '../proxy/upstream-error-code.js';
 import { BUILD_VERSION } from './build-info.js';
 import { droppedLogLines } from './logging.js';
 import { PlainCounter, PlainHistogram, registerPlainMetric, type CounterSeries, type HistogramSeries } from './plain-metrics.js';
@@ -31,56 +30,12 @@ export const MetricNames = {
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
 export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60];
 
-/** error_code values that are neither a catalogue code nor a participant's code. */
-export const ErrorCodeLabels = {
-  /** A finished request without an error. */
-  none: 'none',
-  /** A participant code first seen after maxUpstreamErrorCodes distinct ones, or not shaped like a Canton code. */
-  other: 'OTHER',
-  /** The client went away before its answer was complete (status 499, nginx's and Canton's CANCELLED status). */
-  clientClosedRequest: 'CLIENT_CLOSED_REQUEST',
-  /** The participant's answer broke off mid-body (the client saw its connection end): the participant's status. */
-  upstreamAnswerBroken: 'UPSTREAM_ANSWER_BROKEN',
-  /** The client stopped reading its answer for the call's timeout and the gateway ended it: the participant's status. */
-  clientStalled: 'CLIENT_STALLED',
-  /** Still in flight when the shutdown grace ended, so the gateway closed its connection: the answer's status once its head was sent, else 503. */
-  shutdownGraceElapsed: 'SHUTDOWN_GRACE_ELAPSED',
-} as const;
-
-/** Status recorded for a request whose client went away before the answer was complete. */
-export const CLIENT_CLOSED_STATUS = 499;
-
 /** Default process metrics that promtool rejects (gauges named *_total); the per-type gauges next to them hold the same numbers. */
 const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 const KNOWN_METHOD_LIST: readonly string[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT', 'TRACE'];
 const KNOWN_METHODS = new Set(KNOWN_METHOD_LIST);
 const OPERATIONS = new Set(OPERATION_NAMES);
-
-/** Codes that never count against the cap: the gateway's catalogue and the fixed upstream classifications. */
-const FIXED_CODES: ReadonlySet<string> = new Set<string>([
-  ...Object.values(Errors).map((definition) => definition.code),
-  ...Object.values(UpstreamCodes),
-  ...REDACTED_CODES,
-  'NA',
-  ...Object.values(ErrorCodeLabels),
-]);
-
-/**
- * The error_code label of a finished request: `none` for a success, the catalogue's or the
- * participant's code otherwise. Participant codes are kept while fewer than `maxUpstreamCodes`
- * distinct ones have been seen; later new ones, and anything not shaped like a Canton code, are OTHER.
- */
-export function errorCodeLabeler(maxUpstreamCodes: number): (code: string | null, status: number) => string {
-  const seen = new Set<string>();
-  return (code, status) => {
-    if (code === null) return status >= 400 ? UpstreamCodes.unrecognized : ErrorCodeLabels.none;
-    if (FIXED_CODES.has(code) || seen.has(code)) return code;
-    if (!CANTON_CODE.test(code) || seen.size >= maxUpstreamCodes) return ErrorCodeLabels.other;
-    seen.add(code);
-    return code;
-  };
-}
 
 /** A label fed by another stage (auth reasons, issuers): kept up to `cap` distinct values, then `other`. */
 function boundedLabel(cap: number): (value: string) => string {
