@@ -13,14 +13,14 @@ module.exports = {
     {
       name: 'telemetry-not-to-proxy',
       severity: 'error',
-      comment: 'telemetry/ and proxy/ never import each other: the vocabulary they share lives below both (error-codes.ts, trace-context.ts).',
+      comment: 'telemetry/ and proxy/ never import each other: what they share lives below both (error-codes.ts).',
       from: { path: '^src/telemetry/' },
       to: { path: '^src/proxy/' },
     },
     {
       name: 'proxy-not-to-telemetry',
       severity: 'error',
-      comment: 'telemetry/ and proxy/ never import each other: the vocabulary they share lives below both (error-codes.ts, trace-context.ts).',
+      comment: 'telemetry/ and proxy/ never import each other: what they share lives below both (trace-context.ts).',
       from: { path: '^src/proxy/' },
       to: { path: '^src/telemetry/' },
     },

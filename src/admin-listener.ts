@@ -35,11 +35,15 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
   readiness.add({ name: 'upstream', ready: () => upstreamAnswers });
   // One probe at a time: an interval tick or a /readyz while one runs waits for it.
   let probing: Promise<void> | undefined;
-  const probeUpstream = () => probing ??= options.probeUpstream(Math.min(PROBE_TIMEOUT_MS, interval)).then((answers) => {
-    upstreamAnswers = answers;
-  }).finally(() => {
-    probing = undefined;
-  });
+  const probeUpstream = () =>
+    (probing ??= options
+      .probeUpstream(Math.min(PROBE_TIMEOUT_MS, interval))
+      .then((answers) => {
+        upstreamAnswers = answers;
+      })
+      .finally(() => {
+        probing = undefined;
+      }));
   const probeTimer = setInterval(() => void probeUpstream(), interval);
   probeTimer.unref();
 

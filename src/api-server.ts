@@ -55,14 +55,29 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
     forceCloseConnections: 'idle',
     keepAliveTimeout: config.server.keepAliveTimeoutMs,
     requestTimeout: config.server.requestTimeoutMs,
-    // A client that never finishes the TLS handshake is no HTTP connection yet: headersTimeoutMs bounds it too (Node's default: 120 s).
-    ...(listenerTls === undefined ? { http: serverOptions } : { https: { ...serverOptions, handshakeTimeout: config.server.headersTimeoutMs, ...listenerSecureOptions(listenerTls) } }),
+    // A client that never finishes the TLS handshake is no HTTP connection yet: headersTimeoutMs bounds it
+    // too (Node's default: 120 s).
+    ...(listenerTls === undefined
+      ? { http: serverOptions }
+      : {
+          https: {
+            ...serverOptions,
+            handshakeTimeout: config.server.headersTimeoutMs,
+            ...listenerSecureOptions(listenerTls),
+          },
+        }),
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
     // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER (the parser
     // gave up before a method could be trusted), with a request id and a request line of its own.
     clientErrorHandler: createClientErrorHandler(({ definition, requestId, reason }) => {
-      telemetry.unroutedRefusal({ id: requestId, method: '_OTHER', status: definition.status, errorCode: definition.code, reason });
+      telemetry.unroutedRefusal({
+        id: requestId,
+        method: '_OTHER',
+        status: definition.status,
+        errorCode: definition.code,
+        reason,
+      });
     }, randomRequestId),
     // A request target Fastify cannot decode (`/v2/%zz`) fails before any hook: answered in Canton's
     // shape like every other refusal, and counted (no stage runs for it).
@@ -70,10 +85,20 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
     // nothing pipelined behind it is served, whatever the target.
     frameworkErrors: (error, request, reply) => {
       const framing = framingProblem(request.raw);
-      const definition = error.code === 'FST_ERR_BAD_URL' ? Errors.GATEWAY_INVALID_PATH : Errors.GATEWAY_MALFORMED_REQUEST;
-      const cause = definition === Errors.GATEWAY_INVALID_PATH ? 'Invalid request target: a percent-encoding that does not decode.' : `The request is malformed (${error.code}).`;
+      const definition =
+        error.code === 'FST_ERR_BAD_URL' ? Errors.GATEWAY_INVALID_PATH : Errors.GATEWAY_MALFORMED_REQUEST;
+      const cause =
+        definition === Errors.GATEWAY_INVALID_PATH
+          ? 'Invalid request target: a percent-encoding that does not decode.'
+          : `The request is malformed (${error.code}).`;
       const refusal = framing !== undefined ? framingRefusal(framing) : new GatewayError(definition, { cause });
-      telemetry.unroutedRefusal({ id: request.id, method: request.method, status: refusal.definition.status, errorCode: refusal.definition.code, reason: framing ?? error.code });
+      telemetry.unroutedRefusal({
+        id: request.id,
+        method: request.method,
+        status: refusal.definition.status,
+        errorCode: refusal.definition.code,
+        reason: framing ?? error.code,
+      });
       reply.header('x-request-id', request.id); // no onSend hook runs for it either
       sendGatewayError(request, reply, refusal);
     },

@@ -106,7 +106,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const serverSpanPlugin = tracing?.fastifyPlugin;
   const propagateTraceContext = tracing !== undefined && serverSpanPlugin === undefined;
   const writeLine = logger === false ? undefined : requestLineWriter(logger);
-  const requestTelemetry = createRequestTelemetry(metrics, { propagateTraceContext, ...(writeLine !== undefined && { writeLine }) });
+  const requestTelemetry = createRequestTelemetry(metrics, {
+    propagateTraceContext,
+    ...(writeLine !== undefined && { writeLine }),
+  });
 
   // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
   const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
@@ -141,7 +144,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     closing: () => closing,
   });
 
-  const authenticator = createAuthenticator(config, { onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result), log });
+  const authenticator = createAuthenticator(config, {
+    onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
+    log,
+  });
   for (const warning of authenticator.settings.warnings) log.warn(warning);
   readiness.add({ name: 'keys', ready: () => authenticator.ready() });
   metrics.watchSignatureChecks(() => authenticator.signatureChecks);
@@ -158,7 +164,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // precedes the policy's body read, so a refused call costs none; a WebSocket stream holds its
   // slot for the tunnel's life. Authorization ends the list: before the version cache, so an
   // unauthorized caller never sees a cached body.
-  const stages: readonly Stage[] = [requestTelemetry.begin, establishContext, authenticate, protection.stage, policy.authorize];
+  const stages: readonly Stage[] = [
+    requestTelemetry.begin,
+    establishContext,
+    authenticate,
+    protection.stage,
+    policy.authorize,
+  ];
 
   // Calls: the list runs as few hooks (stage-runner.ts), synchronously unless a stage has to wait.
   // CORS (policy/cors.ts, @fastify/cors's own hook, when configured) answers a call's preflight
@@ -221,7 +233,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
 
   // Upgrades: the same list, then the tunnel.
   const tunnels = createWebSocketTunnels({ upstreamUrl: options.upstreamUrl, config, isTrustedProxy, log });
-  const upgrades = createUpgradeHandler({ stages, tunnels, telemetry: requestTelemetry, correlationId: randomRequestId, log });
+  const upgrades = createUpgradeHandler({
+    stages,
+    tunnels,
+    telemetry: requestTelemetry,
+    correlationId: randomRequestId,
+    log,
+  });
   api.server.on('upgrade', upgrades.handleUpgrade);
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
 

@@ -4,7 +4,13 @@
 import type { GatewayConfig } from './config/schema.js';
 import { Errors, GatewayError } from './errors.js';
 import type { Exchange, Stage } from './exchange.js';
-import { connectionOptionProblem, framingProblem, framingRefusal, resolveOperation, resolveUpgradeOperation } from './request-context.js';
+import {
+  connectionOptionProblem,
+  framingProblem,
+  framingRefusal,
+  resolveOperation,
+  resolveUpgradeOperation,
+} from './request-context.js';
 
 export interface ContextStageOptions {
   readonly routes: GatewayConfig['routes'];
@@ -24,7 +30,8 @@ export function createContextStage(options: ContextStageOptions): Stage {
     if (framing !== undefined) throw framingRefusal(framing);
     const upgrade = exchange.kind === 'upgrade';
     const credential = connectionOptionProblem(raw.headers.connection, upgrade);
-    if (credential !== undefined) throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${credential}.` });
+    if (credential !== undefined)
+      throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${credential}.` });
     exchange.operation = upgrade ? resolveUpgradeOperation(raw) : resolveOperation(raw.method!, raw.url!, routes);
     enter(exchange);
     // A call is served through the drain delay, while load balancers take the gateway out of
@@ -32,7 +39,11 @@ export function createContextStage(options: ContextStageOptions): Stage {
     // opened after the signal would be cut when the grace ends and hold the shutdown that long: it
     // is refused from the signal on, so that its client reconnects elsewhere.
     if (upgrade ? shuttingDown() : closing()) {
-      throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'The gateway is shutting down.' }, { headers: { connection: 'close' } });
+      throw new GatewayError(
+        Errors.GATEWAY_UPSTREAM_UNAVAILABLE,
+        { cause: 'The gateway is shutting down.' },
+        { headers: { connection: 'close' } },
+      );
     }
   };
 }

@@ -3,7 +3,7 @@
 // any of them into a bounded metrics label. telemetry/ and proxy/ both read these; neither owns them.
 import { Errors } from './errors.js';
 
-/** Canton error codes: upper snake case ids (e.g. TOPOLOGY_SERIAL_MISMATCH); anything else is not trusted as a label. */
+/** Canton error codes: upper snake case ids (TOPOLOGY_SERIAL_MISMATCH); anything else is not trusted as a label. */
 export const CANTON_CODE = /^[A-Z][A-Z0-9_]{0,79}$/;
 
 /**
@@ -41,9 +41,12 @@ export const ErrorCodeLabels = {
   clientClosedRequest: 'CLIENT_CLOSED_REQUEST',
   /** The participant's answer broke off mid-body (the client saw its connection end): the participant's status. */
   upstreamAnswerBroken: 'UPSTREAM_ANSWER_BROKEN',
-  /** The client stopped reading its answer for the call's timeout and the gateway ended it: the participant's status. */
+  /** The client stopped reading its answer for the call's timeout, and the gateway ended it: its status. */
   clientStalled: 'CLIENT_STALLED',
-  /** Still in flight when the shutdown grace ended, so the gateway closed its connection: the answer's status once its head was sent, else 503. */
+  /**
+   * Still in flight when the shutdown grace ended, so the gateway closed its connection: the answer's status once
+   * its head was sent, else 503.
+   */
   shutdownGraceElapsed: 'SHUTDOWN_GRACE_ELAPSED',
 } as const;
 

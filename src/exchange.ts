@@ -33,7 +33,7 @@ export interface Exchange {
   principal: Principal | null;
   /** Error code of the answer for metrics and logs: the gateway's own or the participant's. */
   errorCode: string | null;
-  /** The trace context when it is propagated by hand (tracing on, nothing exported; every upgrade); set by the telemetry stage. */
+  /** The trace context when propagated by hand (tracing on, nothing exported; every upgrade): the telemetry stage's. */
   traceContext: TraceContext | undefined;
   /** The `traceresponse` header for the client, when tracing runs; set by the telemetry stage. */
   traceresponse: string | undefined;

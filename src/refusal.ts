@@ -12,12 +12,22 @@ import { traceIdOf } from './request-context.js';
 export function asGatewayError(error: FastifyError | Error, correlationId: string): GatewayError {
   if (error instanceof GatewayError) return error;
   const status = (error as FastifyError).statusCode;
-  if (status === 413) return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, { cause: 'The request body is too large.' });
-  if (status === 415) return new GatewayError(Errors.GATEWAY_UNSUPPORTED_MEDIA_TYPE, { cause: 'The request content type is not supported here.' });
+  if (status === 413)
+    return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, { cause: 'The request body is too large.' });
+  if (status === 415)
+    return new GatewayError(Errors.GATEWAY_UNSUPPORTED_MEDIA_TYPE, {
+      cause: 'The request content type is not supported here.',
+    });
   if (status !== undefined && status >= 400 && status < 500) {
-    return new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed (${(error as FastifyError).code ?? 'bad request'}).` });
+    return new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, {
+      cause: `The request is malformed (${(error as FastifyError).code ?? 'bad request'}).`,
+    });
   }
-  return new GatewayError(Errors.GATEWAY_INTERNAL_ERROR, { cause: `An internal error occurred; the gateway log has the details under correlation id ${correlationId}.` }, { cause: error });
+  return new GatewayError(
+    Errors.GATEWAY_INTERNAL_ERROR,
+    { cause: `An internal error occurred; the gateway log has the details under correlation id ${correlationId}.` },
+    { cause: error },
+  );
 }
 
 export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
@@ -26,16 +36,26 @@ export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, e
   // this connection's next bytes, and a body that then fails to parse drew a second, stray answer.
   if (reply.server.draining || !request.raw.complete) reply.header('connection', 'close');
   if (error.definition.plainText) {
-    return reply.code(error.definition.status).headers(error.headers).type('text/plain; charset=UTF-8').send(renderDecodeFailure(error.details));
+    return reply
+      .code(error.definition.status)
+      .headers(error.headers)
+      .type('text/plain; charset=UTF-8')
+      .send(renderDecodeFailure(error.details));
   }
-  const body = renderCantonError(error.definition, { ...error.details, correlationId: request.id, traceId: traceIdOf(request) });
+  const body = renderCantonError(error.definition, {
+    ...error.details,
+    correlationId: request.id,
+    traceId: traceIdOf(request),
+  });
   return reply.code(error.definition.status).headers(error.headers).type('application/json').send(JSON.stringify(body));
 }
 
 /** An upgrade's refusal, on its socket; the connection is always closed after it. */
 export function writeUpgradeRefusal(exchange: Exchange, socket: Duplex, error: GatewayError): void {
   exchange.errorCode = error.definition.code;
-  const body = JSON.stringify(renderCantonError(error.definition, { ...error.details, correlationId: exchange.id, traceId: traceIdOf(exchange) }));
+  const body = JSON.stringify(
+    renderCantonError(error.definition, { ...error.details, correlationId: exchange.id, traceId: traceIdOf(exchange) }),
+  );
   const headers = [
     `HTTP/1.1 ${error.definition.status} ${http.STATUS_CODES[error.definition.status] ?? 'Error'}`,
     'Content-Type: application/json',
@@ -43,7 +63,9 @@ export function writeUpgradeRefusal(exchange: Exchange, socket: Duplex, error: G
     'Connection: close',
     `x-request-id: ${exchange.id}`,
     ...(exchange.traceresponse === undefined ? [] : [`traceresponse: ${exchange.traceresponse}`]),
-    ...Object.entries(error.headers).filter(([name]) => name !== 'connection').map(([name, value]) => `${name}: ${value}`), // always closed
+    ...Object.entries(error.headers)
+      .filter(([name]) => name !== 'connection')
+      .map(([name, value]) => `${name}: ${value}`), // always closed
   ];
   endUpgradeAnswer(socket, `${headers.join('\r\n')}\r\n\r\n${body}`);
 }

@@ -121,12 +121,15 @@ export function webSocketOperationOf(request: IncomingMessage): Operation | unde
 export function resolveUpgradeOperation(request: IncomingMessage): Operation {
   const url = request.url ?? '/';
   const problem = requestTargetProblem(url);
-  if (problem !== undefined) throw new GatewayError(Errors.GATEWAY_INVALID_PATH, { cause: `Invalid request target: ${problem}.` });
+  if (problem !== undefined) {
+    throw new GatewayError(Errors.GATEWAY_INVALID_PATH, { cause: `Invalid request target: ${problem}.` });
+  }
   // Node versions without shouldUpgradeCallback (before 24.9) hand every Upgrade request here:
   // what is not a stream is refused, never tunnelled.
   const operation = webSocketOperationOf(request);
   if (operation === undefined) {
-    throw new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `${request.method ?? ''} ${pathOf(url).slice(0, 200)} is not a WebSocket stream the gateway serves.` });
+    const target = `${request.method ?? ''} ${pathOf(url).slice(0, 200)}`;
+    throw new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `${target} is not a WebSocket stream the gateway serves.` });
   }
   return operation;
 }

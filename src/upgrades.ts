@@ -21,7 +21,11 @@ class UpgradeExchange implements Exchange {
   errorCode: string | null = null;
   traceContext: TraceContext | undefined = undefined;
   traceresponse: string | undefined = undefined;
-  constructor(readonly id: string, readonly raw: IncomingMessage, readonly lifeline: Duplex) {}
+  constructor(
+    readonly id: string,
+    readonly raw: IncomingMessage,
+    readonly lifeline: Duplex,
+  ) {}
 }
 
 export interface UpgradeHandlerOptions {
@@ -60,26 +64,33 @@ export function createUpgradeHandler(options: UpgradeHandlerOptions): UpgradeHan
       if (error.reason !== undefined) telemetry.noteRefusal(exchange, error.reason);
       telemetry.upgradeAnswered(exchange, error.definition.status);
     };
-    admitUpgrade(stages, exchange).then(() => {
-      if (socket.destroyed) return;
-      tunnels.open(exchange, socket, head, {
-        answered(status) {
-          if (status === 101) {
-            socket.off('end', onGiveUp); // from here on, a half-close goes through the tunnel
-            pending.delete(socket);
-          }
-          telemetry.upgradeAnswered(exchange, status);
-        },
-        failed: refuse,
-      });
-    }, (error: unknown) => {
-      if (socket.destroyed) return;
-      if (error instanceof GatewayError) refuse(error);
-      else {
-        log.warn({ reqId: exchange.id, err: error }, 'websocket upgrade failed');
-        refuse(new GatewayError(Errors.GATEWAY_INTERNAL_ERROR, { cause: `An internal error occurred; the gateway log has the details under correlation id ${exchange.id}.` }));
-      }
-    });
+    admitUpgrade(stages, exchange).then(
+      () => {
+        if (socket.destroyed) return;
+        tunnels.open(exchange, socket, head, {
+          answered(status) {
+            if (status === 101) {
+              socket.off('end', onGiveUp); // from here on, a half-close goes through the tunnel
+              pending.delete(socket);
+            }
+            telemetry.upgradeAnswered(exchange, status);
+          },
+          failed: refuse,
+        });
+      },
+      (error: unknown) => {
+        if (socket.destroyed) return;
+        if (error instanceof GatewayError) refuse(error);
+        else {
+          log.warn({ reqId: exchange.id, err: error }, 'websocket upgrade failed');
+          refuse(
+            new GatewayError(Errors.GATEWAY_INTERNAL_ERROR, {
+              cause: `An internal error occurred; the gateway log has the details under correlation id ${exchange.id}.`,
+            }),
+          );
+        }
+      },
+    );
   }
 
   return {

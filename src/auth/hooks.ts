@@ -21,10 +21,11 @@ export function authenticationStage(authenticator: Authenticator, onFailure: OnA
     // The connection remembers the whole header value: the same value carries the same token, and
     // two flat strings compare faster than the token's substrings.
     const header = authorizationHeader(raw.rawHeaders);
-    return authenticator.rememberedOn(raw.socket, header) ?? authenticator.principalOf(bearerTokenOf(header), 'bearer token', raw.socket, header);
+    return authenticator.rememberedOn(raw.socket, header)
+      ?? authenticator.principalOf(bearerTokenOf(header), 'bearer token', raw.socket, header);
   }
 
-  /** An upgrade's token: Authorization, else the `jwt.token.` subprotocol, as Canton reads it (json/v2/Endpoints.scala). */
+  /** An upgrade's token: Authorization, else the `jwt.token.` subprotocol, as Canton's json/v2/Endpoints.scala reads it. */
   function upgradePrincipal(raw: IncomingMessage): Principal | Promise<Principal> {
     const { token, source } = webSocketToken(raw.rawHeaders);
     return authenticator.principalOf(token, source);

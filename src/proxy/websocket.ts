@@ -42,7 +42,7 @@ export interface WebSocketTunnels {
   open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: TunnelOutcome): void;
   /** Open tunnels, for graceful shutdown. */
   readonly openTunnels: number;
-  /** Ends every tunnel (after the drain grace); `shuttingDown`: their 'stream ended' lines say the gateway closed them. */
+  /** Ends every tunnel (after the drain grace); `shuttingDown`: their 'stream ended' lines name the gateway. */
   closeAll(shuttingDown: boolean): void;
 }
 

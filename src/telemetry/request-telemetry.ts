@@ -56,7 +56,7 @@ export interface UnroutedRefusal {
 }
 
 export interface RequestTelemetry {
-  /** The first stage (after the tracing plugin's hook, for a call): the clock, the trace context, and the watch on the exchange's end. */
+  /** The first stage (for a call, after the tracing plugin's hook): the clock, the trace context, the watch on its end. */
   readonly begin: Stage;
   /** Once the operation is known: the exchange counts as in flight. */
   enter(exchange: Exchange): void;
@@ -99,8 +99,13 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
 
   /** An upgrade whose socket closed before it was answered: its client left, or the gateway cut it at shutdown. */
   function finishUnanswered(exchange: Exchange): void {
-    if (cuttingOff) finish(exchange, 503, ErrorCodeLabels.shutdownGraceElapsed, ErrorCodeLabels.shutdownGraceElapsed);
-    else finish(exchange, CLIENT_CLOSED_STATUS, ErrorCodeLabels.clientClosedRequest, ErrorCodeLabels.clientClosedRequest);
+    if (cuttingOff) {
+      const code = ErrorCodeLabels.shutdownGraceElapsed;
+      finish(exchange, 503, code, code);
+    } else {
+      const code = ErrorCodeLabels.clientClosedRequest;
+      finish(exchange, CLIENT_CLOSED_STATUS, code, code);
+    }
   }
 
   /** The one observation and the one line; `lineCode` is `code` but for an open stream (upgradeAnswered). */
