@@ -7,7 +7,6 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { createClientErrorHandler } from './client-errors.js';
 import type { GatewayConfig } from './config/schema.js';
 import { Errors, GatewayError } from './errors.js';
-import { UNKNOWN_OPERATION } from './operations.js';
 import { sendGatewayError } from './refusal.js';
 import { framingProblem, framingRefusal, webSocketOperationOf } from './request-context.js';
 import { randomRequestId } from './request-id.js';

@@ -98,6 +98,7 @@ async function runningTracing(): Promise<Tracing> {
 export async function buildGateway(config: GatewayConfig, options: GatewayOptions): Promise<Gateway> {
   const metrics = createMetrics(options.registry, config.telemetry.metrics);
   const readiness = new Readiness();
+  metrics.watchReadiness(() => readiness.report().checks);
   const isTrustedProxy = trustedProxyMatcher(config.server.trustedProxies);
   const logger = options.logger ?? createLogger(config.log.level);
   const log = (logger === false ? pino({ level: 'silent' }) : logger) as FastifyBaseLogger;

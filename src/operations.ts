@@ -1,7 +1,7 @@
 // The route catalogue: method + path template -> operation name.
 // Every HTTP operation and WebSocket channel of Canton 3.4.12, 3.5.1 and 3.5.10
-// (shared/canton/routes.json, FACTS.md §7). The five operations the product names carry
-// their own names; every other route is named by Canton's operationId.
+// (Canton's OpenAPI and AsyncAPI documents, served at /docs/openapi and /docs/asyncapi). The five
+// operations the product names carry their own names; every other route is named by Canton's operationId.
 
 export type OperationKind = 'http' | 'websocket';
 
@@ -11,7 +11,7 @@ export interface Operation {
   readonly method: string;
   readonly template: string;
   readonly kind: OperationKind;
-  /** The participant's own /livez, /readyz and /docs: hidden unless configured (FACTS.md §8). */
+  /** The participant's own /livez, /readyz and /docs: hidden unless configured (Canton `JsHealthService.scala`). */
   readonly participantInternal: boolean;
 }
 
@@ -108,7 +108,7 @@ const PARTICIPANT_INTERNAL_ROUTES: readonly RouteEntry[] = [
   ['GET', '/docs/asyncapi', 'getDocsAsyncapi'],
 ];
 
-/** WebSocket channels: GET + Upgrade on the path of the POST list variant (FACTS.md §7). */
+/** WebSocket channels: GET + Upgrade on the path of the POST list variant (Canton's AsyncAPI). */
 const WEBSOCKET_ROUTES: readonly RouteEntry[] = [
   ['GET', '/v2/commands/completions', 'onV2CommandsCompletions'],
   ['GET', '/v2/commands/command-completions', 'onV2CommandsCommand-completions'],

@@ -62,8 +62,8 @@ function hostLines(rawHeaders: readonly string[]): number {
  * Why a request whose Connection header names the field that carries its credential is refused, or
  * undefined. A proxy must remove the fields its Connection header names (RFC 9110 §7.6.1), so the
  * participant would not get the token the gateway verified: on a WebSocket upgrade it would then read
- * another one, from a `jwt.token.` subprotocol the gateway never checked (FACTS.md §4.1: the
- * Authorization header wins only when present). Refused rather than forwarded with the field kept.
+ * another one, from a `jwt.token.` subprotocol the gateway never checked (Canton `Endpoints.scala`
+ * `baseEndpoint`: the Authorization header wins only when present). Refused rather than forwarded with the field kept.
  * The usual values (`keep-alive`, `close`, `Upgrade`) cost no parsing.
  */
 export function connectionOptionProblem(connection: string | undefined, upgrade: boolean): string | undefined {

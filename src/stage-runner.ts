@@ -34,10 +34,6 @@ export function stageHook(stages: readonly Stage[]) {
 }
 
 /** Runs `stages` over an upgrade: settles once all have admitted it, rejects with the first refusal. */
-export function admitUpgrade(stages: readonly Stage[], exchange: Exchange): Promise<void> {
-  try {
-    return runStages(stages, exchange) ?? Promise.resolve();
-  } catch (error) {
-    return Promise.reject(error as Error);
-  }
+export async function admitUpgrade(stages: readonly Stage[], exchange: Exchange): Promise<void> {
+  await runStages(stages, exchange);
 }

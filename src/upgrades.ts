@@ -39,7 +39,7 @@ export interface UpgradeHandlerOptions {
 
 export interface UpgradeHandler {
   /** The 'upgrade' listener for the API server. */
-  handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void;
+  readonly handleUpgrade: (request: IncomingMessage, socket: Duplex, head: Buffer) => void;
   /** Ends every upgrade not yet answered and every open tunnel (shutdown; `shuttingDown`: the gateway's cut). */
   closeAll(shuttingDown: boolean): void;
 }

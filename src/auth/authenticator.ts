@@ -24,7 +24,7 @@ export interface Authenticator {
   principalOf(token: string, source?: TokenSource, connection?: Connection, credential?: string): Principal | Promise<Principal>;
   /** The principal of the token this connection proved last, when `credential` is the one it came with (see principalOf); else undefined. */
   rememberedOn(connection: Connection, credential: string): Principal | undefined;
-  /** False for auth.publicOperations and the participant's own routes outside /v2 (FACTS.md §4.4, §8). */
+  /** False for auth.publicOperations and the participant's routes outside /v2 (Canton `ApiServices.scala`). */
   requiresToken(operation: Operation): boolean;
   /** Every issuer's keys are loaded (readiness check `keys`). */
   ready(): boolean;

@@ -8,7 +8,7 @@ import { createLocalJWKSet, type JSONWebKeySet, type JWK } from 'jose';
 import { ConfigError, type GatewayConfig, type IssuerConfig, type JwsAlgorithm } from '../config/schema.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 
-/** Canton's jwt-jwks accepts RSA -> RS256, P-256 -> ES256, P-521 -> ES512 (FACTS.md §4.2). */
+/** Canton's jwt-jwks accepts RSA -> RS256, P-256 -> ES256, P-521 -> ES512 (Canton `AuthServiceJWT.scala`, jwt.rst). */
 export const DEFAULT_ALGORITHMS: readonly JwsAlgorithm[] = ['RS256', 'ES256', 'ES512'];
 
 export type KeySource =

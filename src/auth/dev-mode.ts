@@ -104,7 +104,7 @@ export interface DevelopmentTokenOptions {
   readonly lifetimeSeconds: number;
 }
 
-/** A Canton audience-based token (FACTS.md §4.2) signed with the development key. */
+/** A Canton audience-based token (`AuthServiceJWTPayload.scala`) signed with the development key. */
 export async function mintDevelopmentToken(key: DevelopmentKey, options: DevelopmentTokenOptions): Promise<string> {
   const privateKey = await importJWK(key.privateJwk, 'ES256');
   const now = Math.floor(Date.now() / 1000);

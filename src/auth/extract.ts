@@ -1,4 +1,4 @@
-// Where the bearer token comes from (FACTS.md §4.1): the Authorization header, and for a
+// Where the bearer token comes from (Canton `Endpoints.scala` `baseEndpoint`): the Authorization header, and for a
 // WebSocket upgrade also the `jwt.token.<JWT>` element of Sec-WebSocket-Protocol. Pure functions
 // over the raw header list, so that a repeated header is seen rather than merged or dropped.
 // A token only in the query string is never looked at: it is missing.
@@ -70,7 +70,7 @@ export function bearerTokenFromHeaders(rawHeaders: readonly string[]): string {
 /**
  * The token of a WebSocket upgrade. The Authorization header wins when present (any Authorization
  * header: a malformed one is refused, never passed over for the subprotocol). Otherwise the token is
- * read from Sec-WebSocket-Protocol as Canton reads it (FACTS.md §4.1): the value split on "," without
+ * read from Sec-WebSocket-Protocol as Canton reads it (`baseEndpoint`): the value split on "," without
  * trimming, and the first element that starts with `jwt.token.` gives the token; later ones are
  * ignored. So `jwt.token.A, jwt.token.B` and `jwt.token.A,jwt.token.B` carry A, and
  * `daml.ws.auth, jwt.token.X` carries no token for Canton and none here either. Canton's rule is about

@@ -1,5 +1,5 @@
 // Signature and claims of one token: the issuer is picked by the unverified `iss` (as Canton's
-// IdentityProviderAwareAuthService does, FACTS.md §4.3), then jose verifies with that issuer's
+// IdentityProviderAwareAuthService.scala does), then jose verifies with that issuer's
 // pinned algorithms and keys, then the Canton claim checks run (claims.ts).
 import { decodeJwt, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
 import { JWS_ALGORITHMS } from '../config/schema.js';

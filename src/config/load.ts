@@ -127,7 +127,7 @@ function valueProblems(config: GatewayConfig): string[] {
   const url = upstreamUrlProblem(config.upstream.url);
   if (url !== undefined) problems.push(`upstream.url: ${url}`);
   for (const name of Object.keys(config.upstream.operationTimeoutsMs)) {
-    if (!OPERATIONS.has(name)) problems.push(`upstream.operationTimeoutsMs.${name}: unknown operation name (README "Routes and operations" lists them)`);
+    if (!OPERATIONS.has(name)) problems.push(`upstream.operationTimeoutsMs.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`);
   }
   // Read at start by the forwarder: a missing file was an unnamed ENOENT and exit 1.
   for (const key of ['caFile', 'certFile', 'keyFile'] as const) {

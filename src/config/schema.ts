@@ -114,14 +114,14 @@ export const AuthSchema = Section({
     maxEntries: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 10_000, description: 'Verified tokens remembered (by SHA-256 of the token), each until its exp at the latest; 0 disables the cache. A hit still checks expiry.' }),
     negativeTtlMs: Milliseconds(5_000, 'How long a refused token (bad signature, malformed, wrong audience, ...) is remembered so a flood of it costs one check; 0 disables. Time-dependent refusals (lifetime, not yet valid) and key set failures are never remembered.', 0),
   }, 'The verified-token cache.'),
-}, 'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded (FACTS.md §4).');
+}, 'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded, as the participant verifies it (docs/authentication.md).');
 
 export const TelemetrySchema = Section({
   metrics: Section({
     exemplars: Type.Boolean({ default: false, description: 'Attach the trace id of a sampled request as an OpenMetrics exemplar to the two duration histograms. /metrics then answers in the OpenMetrics format (application/openmetrics-text); Prometheus keeps exemplars only with --enable-feature=exemplar-storage.' }),
     maxUpstreamErrorCodes: Type.Integer({ minimum: 0, maximum: 10_000, default: 100, description: 'Distinct participant error codes kept as error_code label values; a code first seen after this many is counted as OTHER (bounded cardinality). The gateway\'s own codes never count.' }),
   }, 'Prometheus metrics on the admin listener (GET /metrics).'),
-}, 'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (README "Traces and logs").');
+}, 'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (docs/errors-and-metrics.md).');
 
 export const RateLimitSchema = Type.Object({
   requests: Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Requests allowed per caller in each perSeconds period, spread evenly (GCRA: one every perSeconds/requests seconds).' }),
@@ -138,7 +138,7 @@ export const OperationLimitsSchema = Type.Object({
 export const ProtectionSchema = Section({
   maxInFlight: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 1024, description: 'Concurrent calls and open WebSocket streams in this gateway process, all operations and callers together (per replica, never shared, so it holds while Redis is down); over it: 429. 0: no cap.' }),
   default: Type.Object(OperationLimitsSchema.properties, { additionalProperties: false, default: {}, description: 'Limits for every operation without its own entry under `operations`; each operation is counted separately. Empty: no limits.' }),
-  operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, { default: {}, description: 'Per-operation limits by operation name (README "Routes and operations"); a key set here replaces the same key of `default`, the others are inherited.' }),
+  operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, { default: {}, description: 'Per-operation limits by operation name (docs/request-policy.md); a key set here replaces the same key of `default`, the others are inherited.' }),
   failMode: Type.Union([Type.Literal('open'), Type.Literal('closed')], { default: 'open', description: 'When Redis cannot answer: open admits the call (a warning at most every 30 s, metric ledger_gateway_protection_store_failures_total); closed refuses it with 503 GATEWAY_PROTECTION_UNAVAILABLE.' }),
   redis: Section({
     url: Type.Optional(Type.String({ pattern: '^rediss?://', description: 'redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process\'s memory.' })),
@@ -168,7 +168,7 @@ export const PolicySchema = Section({
   requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction) at the edge, in its error shape. Only these routes have their bodies read.' }),
   maxBodyDepth: Type.Integer({ minimum: 8, maximum: 10_000, default: 512, description: 'Deepest JSON nesting accepted in a rule-checked body; deeper gets 400 GATEWAY_MALFORMED_REQUEST.' }),
   bodyReadTimeoutMs: Milliseconds(30_000, 'Bound on receiving a rule-checked body; slower gets 400 GATEWAY_MALFORMED_REQUEST and the connection is closed.'),
-}, 'Per-operation authorization and Canton\'s request rules at the edge (FACTS.md §1, §3, §5, §6).');
+}, 'Per-operation authorization and Canton\'s request rules at the edge (docs/request-policy.md).');
 
 export const CorsSchema = Section({
   enabled: Type.Boolean({ default: false, description: 'Answer CORS preflights and add CORS headers, for browser dApps calling the JSON API directly.' }),

@@ -13,7 +13,7 @@ export function policyConfigProblems(config: Pick<GatewayConfig, 'policy' | 'cor
   const problems: string[] = [];
   for (const [operation, rules] of Object.entries(config.policy.rules)) {
     if (!OPERATION_NAMES.includes(operation)) {
-      problems.push(`policy.rules.${operation}: unknown operation (see README "Routes and operations" for the names)`);
+      problems.push(`policy.rules.${operation}: unknown operation (see docs/request-policy.md "Routes and operations" for the names)`);
       continue;
     }
     rules.forEach((rule, index) => {

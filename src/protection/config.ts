@@ -65,7 +65,7 @@ export function resolveProtectionConfig(config: GatewayConfig): ResolvedProtecti
   const known = new Set(OPERATION_NAMES);
   const problems = Object.keys(section.operations)
     .filter((name) => !known.has(name))
-    .map((name) => `protection.operations.${name}: unknown operation name (README "Routes and operations" lists them)`);
+    .map((name) => `protection.operations.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`);
   if (problems.length > 0) throw new ConfigError('protection', problems);
 
   const fallback = resolveLimits(undefined, section.default);

@@ -1,8 +1,8 @@
 // Forwarding a plain HTTP call to the participant on a keep-alive undici pool.
 //
 // Written on undici directly rather than through @fastify/reply-from, because reply-from (checked
-// in its 12.x source): refuses to forward a GET body (Canton has GET-with-JSON-body routes, FACTS.md
-// §7), re-serializes parsed JSON bodies (we must send the client's bytes: an int64 above 2^53 must
+// in its 12.x source): refuses to forward a GET body (Canton has GET-with-JSON-body routes in
+// its OpenAPI), re-serializes parsed JSON bodies (we must send the client's bytes: an int64 above 2^53 must
 // arrive exactly), retries GETs answered 503, turns TLS verification off unless told, and maps a
 // refused connection to 500. Here: bytes in = bytes out, no retries of anything non-idempotent,
 // TLS always verified, every wait bounded.

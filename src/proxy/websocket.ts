@@ -3,9 +3,8 @@
 //
 // A tunnel rather than @fastify/http-proxy's WebSocket support, which terminates the socket and
 // opens a new one offering only the first subprotocol; Canton needs both `jwt.token.<JWT>` and
-// `daml.ws.auth` (its json/v2/Endpoints.scala reads the token from the first). Forwarding the
-// upgrade request itself keeps every offered subprotocol, extension and frame exactly as the client
-// sent them.
+// `daml.ws.auth` (Canton `Endpoints.scala` reads the token from the first). Forwarding the upgrade
+// request itself keeps every offered subprotocol, extension and frame exactly as the client sent them.
 import http from 'node:http';
 import https from 'node:https';
 import type { Duplex } from 'node:stream';

@@ -1,4 +1,4 @@
-// Metric names and labels: a contract documented in the README. One Registry per app.
+// Metric names and labels: a contract documented in docs/errors-and-metrics.md. One Registry per app.
 // Every label value comes from a bounded set: the route catalogue, the error catalogue, codes
 // that match Canton's code pattern (capped), a status number. Never a raw URL, a user or a token.
 import { Counter, Gauge, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
@@ -25,6 +25,7 @@ export const MetricNames = {
   upstreamCallsInFlight: 'ledger_gateway_upstream_calls_in_flight',
   upstreamCallsQueued: 'ledger_gateway_upstream_calls_queued',
   webSocketStreamsOpen: 'ledger_gateway_websocket_streams_open',
+  ready: 'ledger_gateway_ready',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -97,6 +98,8 @@ export interface GatewayMetrics {
   watchUpstream(load: () => { inFlight: number; queued: number }): void;
   /** Where ledger_gateway_websocket_streams_open reads the open tunnels (at scrape). */
   watchWebSocketStreams(open: () => number): void;
+  /** Where ledger_gateway_ready reads each readiness check, as /readyz reports them (at scrape). */
+  watchReadiness(checks: () => Readonly<Record<string, 'ok' | 'failing'>>): void;
 }
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
@@ -224,6 +227,18 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   new Gauge({ name: MetricNames.upstreamCallsQueued, help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.', registers: [registry], collect() { this.set(upstreamLoad().queued); } });
   let openStreams = () => 0;
   new Gauge({ name: MetricNames.webSocketStreamsOpen, help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).', registers: [registry], collect() { this.set(openStreams()); } });
+  let readinessChecks: () => Readonly<Record<string, 'ok' | 'failing'>> = () => ({});
+  new Gauge({
+    name: MetricNames.ready,
+    help: '1 while a readiness check passes, 0 while it fails, by check (shutdown, keys, upstream); '
+      + '/readyz answers 503 while any is 0.',
+    labelNames: ['check'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [check, state] of Object.entries(readinessChecks())) this.labels(check).set(state === 'ok' ? 1 : 0);
+    },
+  });
   const refusalSeries = memo<CounterChild>((key) => {
     const space = key.indexOf(' ');
     return protectionRefusals.labels(key.slice(0, space), key.slice(space + 1));
@@ -276,6 +291,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     },
     watchWebSocketStreams(open) {
       openStreams = open;
+    },
+    watchReadiness(checks) {
+      readinessChecks = checks;
     },
   };
 }

@@ -64,12 +64,12 @@ describe('bearerTokenFromHeaders', () => {
 });
 
 describe('webSocketToken', () => {
-  it('reads the jwt.token. subprotocol offered first, as Canton does (FACTS.md §4.1)', () => {
+  it('reads the jwt.token. subprotocol offered first, as Canton does (Endpoints.scala baseEndpoint)', () => {
     expect(webSocket(['Sec-WebSocket-Protocol', `jwt.token.${JWT},daml.ws.auth`])).toBe(JWT);
     expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth,jwt.token.${JWT}`])).toBe(JWT);
   });
 
-  it('takes the first element that starts with jwt.token. when several do, with or without a space, as Canton does (FACTS.md §4.1)', () => {
+  it('takes the first element that starts with jwt.token. when several do, with or without a space, as Canton does (Endpoints.scala baseEndpoint)', () => {
     const other = 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJib2IifQ.c2ln';
     expect(webSocket(['Sec-WebSocket-Protocol', `jwt.token.${JWT},jwt.token.${other}`])).toBe(JWT);
     expect(webSocket(['Sec-WebSocket-Protocol', `jwt.token.${JWT}, jwt.token.${other}`])).toBe(JWT);

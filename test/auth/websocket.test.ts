@@ -59,7 +59,7 @@ describe('WebSocket upgrades', () => {
     expect(upstream!.upgrades[0]!['sec-websocket-protocol']).toBe(`jwt.token.${token},daml.ws.auth`);
   });
 
-  it('uses the first of several jwt.token. subprotocols, the one the participant reads (FACTS.md §4.1)', async () => {
+  it('uses the first of several jwt.token. subprotocols, the one the participant reads (Canton Endpoints.scala)', async () => {
     const url = await setUp();
     const good = await sign(key, { iss: ISSUER });
     const forged = tamperedPayload(good, { sub: 'participant_admin' });

@@ -70,7 +70,7 @@ describe('policy configuration', () => {
   it('stops the start on an unknown operation name or a rule without a matcher, naming the key path', () => {
     const bad = config({ rules: { updateVetedPackages: [{ scope: 'x' }], getVersion: [{ effect: 'deny' }, { claims: {} }] } }, { enabled: true, origins: ['*'], credentials: true });
     expect(policyConfigProblems(bad)).toEqual([
-      'policy.rules.updateVetedPackages: unknown operation (see README "Routes and operations" for the names)',
+      'policy.rules.updateVetedPackages: unknown operation (see docs/request-policy.md "Routes and operations" for the names)',
       'policy.rules.getVersion[0]: the rule has no matcher (one of anyAuthenticated, subjects, issuers, scope, audience, claims)',
       'policy.rules.getVersion[1]: the rule has no matcher (one of anyAuthenticated, subjects, issuers, scope, audience, claims)',
       'cors.origins: "*" cannot be combined with cors.credentials: true (browsers refuse it); list the origins',

@@ -1,4 +1,4 @@
-// The metrics contract (README "Metrics"): names, types, labels, buckets; bounded label values;
+// The metrics contract (docs/errors-and-metrics.md "Metrics"): names, types, labels, buckets; bounded label values;
 // OpenMetrics exemplars when configured; an exposition promtool accepts (prometheus.test.ts).
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// POST /v2/commands/submit-and-wait-for-transaction (FACTS.md §1.2). JsCommands is a strict
+// POST /v2/commands/submit-and-wait-for-transaction (Canton `JsCommandService.scala`). JsCommands is a strict
 // hand-written mirror type: `commands`, `commandId`, `actAs` must be present; each command is one of
 // four variants (no "value" wrapper); a template id must split into package:module:entity as
 // Canton's IdentifierConverter splits it. Then, as the participant orders it: authorization (a
@@ -193,8 +193,8 @@ export const submitAndWaitForTransactionRule: RequestRule = (body, context): Vio
     if (problem !== undefined) return problem;
   }
 
-  // Authorization: a user's token may only submit as that user (FACTS.md §1.2, §4.4). Absent or
-  // empty, the participant takes the token's user.
+  // Authorization: a user's token may only submit as that user, as the participant refuses it (Canton
+  // `AuthorizationChecksErrors.scala` PermissionDenied). Absent or empty, the participant takes the token's user.
   const userId = field(commands, 'userId');
   if (context.principal !== null && typeof userId === 'string' && userId !== '' && userId !== context.principal.subject) {
     return permissionDenied('commands.userId names another user than the token\'s subject');
