@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { createClientErrorHandler } from './client-errors.js';
 import type { GatewayConfig } from './config/schema.js';
 import { Errors, GatewayError } from './errors.js';
+import { deferContinue } from './expect-continue.js';
 import { sendGatewayError } from './refusal.js';
 import { framingProblem, framingRefusal, webSocketOperationOf } from './request-context.js';
 import { randomRequestId } from './request-id.js';
@@ -102,6 +103,9 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
       sendGatewayError(request, reply, refusal);
     },
   });
+
+  // Expect: 100-continue is answered once a stage reads the body, not before the stages judged the call.
+  deferContinue(api.server);
 
   // A call's exchange is its request (exchange.ts): these decorators are its fields.
   api.decorateRequest('kind', 'call');

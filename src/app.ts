@@ -233,7 +233,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
 
   // Upgrades: the same list, then the tunnel.
-  const tunnels = createWebSocketTunnels({ upstreamUrl: options.upstreamUrl, config, isTrustedProxy, log });
+  const tunnels = createWebSocketTunnels({
+    upstreamUrl: options.upstreamUrl,
+    config,
+    isTrustedProxy,
+    onStreamEnded: (operation, endedBy) => metrics.webSocketStreamEnded(operation.name, endedBy),
+    log,
+  });
   const upgrades = createUpgradeHandler({
     stages,
     tunnels,

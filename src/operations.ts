@@ -26,13 +26,26 @@ export const NamedOperations = {
   updateIdentityProviderConfig: 'updateIdentityProviderConfig',
 } as const;
 
+/** The other routes that carry a submission's userId (their policy rule checks it), by Canton's operationId. */
+export const SubmissionOperations = {
+  submitAndWait: 'postV2CommandsSubmit-and-wait',
+  submitAndWaitForReassignment: 'postV2CommandsSubmit-and-wait-for-reassignment',
+  submitAndWaitForTransactionTree: 'postV2CommandsSubmit-and-wait-for-transaction-tree',
+  asyncSubmit: 'postV2CommandsAsyncSubmit',
+  asyncSubmitReassignment: 'postV2CommandsAsyncSubmit-reassignment',
+  prepare: 'postV2Interactive-submissionPrepare',
+  execute: 'postV2Interactive-submissionExecute',
+  executeAndWait: 'postV2Interactive-submissionExecuteandwait',
+  executeAndWaitForTransaction: 'postV2Interactive-submissionExecuteandwaitfortransaction',
+} as const;
+
 const HTTP_ROUTES: readonly RouteEntry[] = [
-  ['POST', '/v2/commands/submit-and-wait', 'postV2CommandsSubmit-and-wait'],
+  ['POST', '/v2/commands/submit-and-wait', SubmissionOperations.submitAndWait],
   ['POST', '/v2/commands/submit-and-wait-for-transaction', NamedOperations.submitAndWaitForTransaction],
-  ['POST', '/v2/commands/submit-and-wait-for-reassignment', 'postV2CommandsSubmit-and-wait-for-reassignment'],
-  ['POST', '/v2/commands/submit-and-wait-for-transaction-tree', 'postV2CommandsSubmit-and-wait-for-transaction-tree'],
-  ['POST', '/v2/commands/async/submit', 'postV2CommandsAsyncSubmit'],
-  ['POST', '/v2/commands/async/submit-reassignment', 'postV2CommandsAsyncSubmit-reassignment'],
+  ['POST', '/v2/commands/submit-and-wait-for-reassignment', SubmissionOperations.submitAndWaitForReassignment],
+  ['POST', '/v2/commands/submit-and-wait-for-transaction-tree', SubmissionOperations.submitAndWaitForTransactionTree],
+  ['POST', '/v2/commands/async/submit', SubmissionOperations.asyncSubmit],
+  ['POST', '/v2/commands/async/submit-reassignment', SubmissionOperations.asyncSubmitReassignment],
   ['POST', '/v2/commands/completions', 'postV2CommandsCompletions'],
   ['POST', '/v2/commands/command-completions', 'postV2CommandsCommand-completions'],
   ['POST', '/v2/events/events-by-contract-id', 'postV2EventsEvents-by-contract-id'],
@@ -85,10 +98,11 @@ const HTTP_ROUTES: readonly RouteEntry[] = [
   ['GET', '/v2/idps/{idp-id}', 'getV2IdpsIdp-id'],
   ['DELETE', '/v2/idps/{idp-id}', 'deleteV2IdpsIdp-id'],
   ['PATCH', '/v2/idps/{idp-id}', NamedOperations.updateIdentityProviderConfig],
-  ['POST', '/v2/interactive-submission/prepare', 'postV2Interactive-submissionPrepare'],
-  ['POST', '/v2/interactive-submission/execute', 'postV2Interactive-submissionExecute'],
-  ['POST', '/v2/interactive-submission/executeAndWait', 'postV2Interactive-submissionExecuteandwait'],
-  ['POST', '/v2/interactive-submission/executeAndWaitForTransaction', 'postV2Interactive-submissionExecuteandwaitfortransaction'],
+  ['POST', '/v2/interactive-submission/prepare', SubmissionOperations.prepare],
+  ['POST', '/v2/interactive-submission/execute', SubmissionOperations.execute],
+  ['POST', '/v2/interactive-submission/executeAndWait', SubmissionOperations.executeAndWait],
+  ['POST', '/v2/interactive-submission/executeAndWaitForTransaction',
+    SubmissionOperations.executeAndWaitForTransaction],
   ['GET', '/v2/interactive-submission/preferred-package-version', 'getV2Interactive-submissionPreferred-package-version'],
   ['POST', '/v2/interactive-submission/preferred-packages', 'postV2Interactive-submissionPreferred-packages'],
   ['POST', '/v2/contracts/contract-by-id', 'postV2ContractsContract-by-id'],

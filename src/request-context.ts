@@ -8,11 +8,29 @@ import type { Exchange } from './exchange.js';
 import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from './operations.js';
 
 const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
+const ENCODED_SLASH = /%2f/i;
+
+/**
+ * What a hop that decodes `%2F` before routing would see in a segment holding one: a dot segment
+ * (`..%2f..%2fdocs`) would climb out of the route matched here, an empty one (`a%2F`, merged by
+ * many) would reach another. An encoded slash inside an ordinary id (`a%20b%2Fc`) passes.
+ */
+function encodedSlashProblem(path: string): string | undefined {
+  for (const segment of path.split('/')) {
+    if (!ENCODED_SLASH.test(segment)) continue;
+    for (const part of segment.replace(/%2e/gi, '.').split(/%2f/i)) {
+      if (part === '.' || part === '..') return 'the path contains a dot segment between percent-encoded slashes';
+      if (part === '') return 'the path contains an empty segment between percent-encoded slashes';
+    }
+  }
+  return undefined;
+}
 
 /**
  * Why a request target is refused, or undefined when it is a plain origin-form path. Dot segments
- * (raw or percent-encoded), empty segments, backslashes and fragments are refused so that no path reaches another route
- * upstream than the one the catalogue matched here (RFC 3986 §5.2.4; issue: path tricks).
+ * and empty segments (raw, percent-encoded, or between encoded slashes), backslashes and fragments are
+ * refused so that no path reaches another route upstream than the one the catalogue matched here
+ * (RFC 3986 §5.2.4; issue: path tricks).
  */
 export function requestTargetProblem(url: string): string | undefined {
   if (url.charCodeAt(0) !== 47 /* / */) return 'the request target is not an origin-form path';
@@ -25,7 +43,7 @@ export function requestTargetProblem(url: string): string | undefined {
   if (path.includes('\\') || (encoded && /%5c/i.test(path))) return 'the path contains a backslash';
   if ((encoded || path.includes('.')) && DOT_SEGMENT.test(path)) return 'the path contains a dot segment';
   if (path.includes('//')) return 'the path contains an empty segment';
-  return undefined;
+  return encoded && ENCODED_SLASH.test(path) ? encodedSlashProblem(path) : undefined;
 }
 
 /**

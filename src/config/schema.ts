@@ -56,7 +56,18 @@ export const UpstreamSchema = Section({
     serverName: Type.Optional(Type.String({ minLength: 1, description: 'SNI / name to verify, when it differs from the URL host.' })),
   }, 'TLS to an https upstream. Certificates are always verified; there is no switch to turn that off.'),
   readinessIntervalMs: Milliseconds(5_000, 'How often /readyz re-checks that the participant answers (GET /v2/version).'),
+  bufferBodyBytes: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 65_536, description: 'A request body up to this size (declared, or chunked and ending within it) is read whole before its call takes an upstream connection, so a slow client holds none; a larger one streams to the participant as it arrives, on its caller\'s share (uploadShare). 0: every body streams.' }),
+  uploadShare: Type.Number({ exclusiveMinimum: 0, maximum: 1, default: 0.25, description: 'Most of the upstream connections one caller\'s streamed uploads (bodies over bufferBodyBytes) may hold at once, as a share of `connections` (at least one); one more is refused with 429 GATEWAY_UPLOAD_SHARE_EXHAUSTED. The caller is the token\'s subject, or the client address for a call without a token.' }),
+  bodyIdleTimeoutMs: Milliseconds(10_000, 'The window over which a forwarded request body\'s pace is judged, while it is read whole or streamed: a window without a byte of it (or with fewer than bodyMinBytesPerSecond on average) cuts it with 408 GATEWAY_CLIENT_TIMEOUT, closes its connection and frees its upstream connection. Time the participant holds the body back is not counted.'),
+  bodyMinBytesPerSecond: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 1_024, description: 'The least average pace of a forwarded request body over each bodyIdleTimeoutMs window; 0: any byte in a window will do.' }),
 }, 'The participant\'s JSON Ledger API.');
+
+export const WebSocketSchema = Section({
+  idleTimeoutMs: Milliseconds(300_000, 'A stream tunnel that carries no byte in either direction for this long is '
+    + 'closed, both connections (the client sees close code 1006; WebSocket pings count as traffic). A Canton stream '
+    + 'can be silent while nothing new happens (offset checkpoints come only when there is a new one), so keep it '
+    + 'well above your subscribers\' quiet spells. 0: never.', 0),
+}, 'WebSocket streams tunnelled to the participant.');
 
 export const LimitsSchema = Section({
   bodyBytes: Type.Integer({ minimum: 1, maximum: 1024 * 1024 * 1024, default: 10_485_760, description: 'Largest request body, streamed or not; larger gets 413 GATEWAY_REQUEST_TOO_LARGE.' }),
@@ -165,7 +176,7 @@ export const AuthorizationRuleSchema = Type.Object({
 
 export const PolicySchema = Section({
   rules: Type.Record(Type.String({ minLength: 1 }), Type.Array(AuthorizationRuleSchema, { minItems: 1 }), { default: {}, description: 'Authorization per operation name: the first rule that matches the token decides; a call no rule allows is refused (403). An operation without rules is open to any authenticated caller. Unknown operation names and rules without a matcher stop the process at start.' }),
-  requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction) at the edge, in its error shape. Only these routes have their bodies read.' }),
+  requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction; on every other submission route, a userId other than the token\'s) at the edge, in its error shape. Only these routes have their bodies read.' }),
   maxBodyDepth: Type.Integer({ minimum: 8, maximum: 10_000, default: 512, description: 'Deepest JSON nesting accepted in a rule-checked body; deeper gets 400 GATEWAY_MALFORMED_REQUEST.' }),
   bodyReadTimeoutMs: Milliseconds(30_000, 'Bound on receiving a rule-checked body; slower gets 400 GATEWAY_MALFORMED_REQUEST and the connection is closed.'),
 }, 'Per-operation authorization and Canton\'s request rules at the edge (docs/request-policy.md).');
@@ -184,6 +195,7 @@ export const ConfigSchema = Type.Object({
   server: ServerSchema,
   admin: AdminSchema,
   upstream: UpstreamSchema,
+  websocket: WebSocketSchema,
   limits: LimitsSchema,
   routes: RoutesSchema,
   shutdown: ShutdownSchema,

@@ -7,10 +7,13 @@
 // request itself keeps every offered subprotocol, extension and frame exactly as the client sent them.
 import http from 'node:http';
 import https from 'node:https';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { subprotocolElements } from '../auth/extract.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { GatewayError } from '../errors.js';
 import type { Exchange } from '../exchange.js';
+import type { Operation } from '../operations.js';
 import { endUpgradeAnswer } from '../refusal.js';
 import { parseTraceparent } from '../trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
@@ -29,10 +32,18 @@ export interface TunnelOutcome {
   failed(error: GatewayError): void;
 }
 
+/**
+ * Why a tunnel closed: a side closed its connection (`client`, `participant`), or the gateway cut it
+ * after websocket.idleTimeoutMs without a byte either way (`idle_timeout`) or at shutdown.
+ */
+export type StreamEnd = 'client' | 'participant' | 'idle_timeout' | 'shutdown';
+
 export interface WebSocketTunnelOptions {
   readonly upstreamUrl: string;
   readonly config: GatewayConfig;
   readonly isTrustedProxy: (address: string) => boolean;
+  /** A tunnel closed, and why (ledger_gateway_websocket_streams_ended_total). */
+  readonly onStreamEnded?: (operation: Operation, endedBy: StreamEnd) => void;
   readonly log: { info(object: object, message: string): void };
 }
 
@@ -64,7 +75,27 @@ function statusLine(response: http.IncomingMessage, refused: boolean, tracerespo
   return `${head.join('\r\n')}\r\n\r\n`;
 }
 
-const TRACEPARENT_ONLY: ReadonlySet<string> = new Set(['traceparent']);
+/**
+ * The one Sec-WebSocket-Protocol line sent to the participant, or undefined when nothing was offered:
+ * every offered element (auth/extract.ts subprotocolElements), in the client's order of preference,
+ * joined by "," without spaces. A participant that splits the value on "," without trimming (Canton
+ * before digital-asset/canton#613) then reads the same first `jwt.token.` element as one that trims
+ * and as the gateway verified; a browser's `daml.ws.auth, jwt.token.X` would hide X from it, or show
+ * it a later, unverified token. Nothing is added, dropped or reordered, so whatever the participant
+ * answers from the list is one the client offered (RFC 6455 §4.1).
+ */
+export function forwardedSubprotocols(rawHeaders: readonly string[]): string | undefined {
+  const elements: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() !== 'sec-websocket-protocol') continue;
+    elements.push(...subprotocolElements(rawHeaders[i + 1] ?? ''));
+  }
+  return elements.length === 0 ? undefined : elements.join(',');
+}
+
+/** Client headers the upgrade does not forward as sent (the gateway sends its own line for each). */
+const REWRITTEN: ReadonlySet<string> = new Set(['sec-websocket-protocol']);
+const REWRITTEN_AND_TRACEPARENT: ReadonlySet<string> = new Set(['sec-websocket-protocol', 'traceparent']);
 
 export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSocketTunnels {
   const base = new URL(options.upstreamUrl);
@@ -72,6 +103,7 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
   const transport = base.protocol === 'https:' ? https : http;
   const tls = base.protocol === 'https:' ? upstreamTlsOptions(options.config.upstream.tls) : {};
   const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
+  const { idleTimeoutMs } = options.config.websocket;
   const tunnels = new Set<Duplex>();
   /** Set by closeAll() at shutdown: the tunnels it ends were closed by the gateway. */
   let cuttingOff = false;
@@ -84,9 +116,14 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
     const traceparent = exchange.traceresponse!;
     const continued = parseTraceparent(request.headers.traceparent) !== undefined;
     // The client's traceparent is replaced; its tracestate goes on only with the trace it belongs to.
-    const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), !continued, continued ? TRACEPARENT_ONLY : undefined);
+    const forwarded = forwardedFor(request, options.isTrustedProxy);
+    const rewritten = continued ? REWRITTEN_AND_TRACEPARENT : REWRITTEN;
+    const headers = upstreamRequestHeaders(request.rawHeaders, forwarded, !continued, rewritten);
     // An array of headers makes Node send them as given, without a Host of its own.
-    headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket', 'traceparent', traceparent);
+    const upgrade = request.headers.upgrade ?? 'websocket';
+    headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', upgrade, 'traceparent', traceparent);
+    const subprotocols = forwardedSubprotocols(request.rawHeaders);
+    if (subprotocols !== undefined) headers.push('Sec-WebSocket-Protocol', subprotocols);
     const upstream = transport.request({
       protocol: base.protocol,
       hostname: base.hostname,
@@ -146,23 +183,34 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
       tunnels.add(socket);
       const opened = performance.now();
       let closed = false;
-      // The stream's own end, on a line of its own under the upgrade's id: how long it lasted and
-      // which side closed its connection first (after a WebSocket close handshake that is usually
-      // the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` at shutdown).
-      // The request line was written when the tunnel opened.
-      const close = (closedFirst: 'client' | 'participant') => {
+      // The stream's own end, on a line of its own under the upgrade's id: how long it lasted, why
+      // it ended, and which side closed its connection first (after a WebSocket close handshake
+      // usually the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` when the
+      // gateway cut it: idle or shutdown). The request line was written when the tunnel opened.
+      const end = (cause: StreamEnd) => {
         if (!closed) {
           closed = true;
-          options.log.info({ reqId: exchange.id, operation: operation.name, durationMs: Math.round(performance.now() - opened), closedFirst: cuttingOff ? 'gateway' : closedFirst }, 'stream ended');
+          const endedBy = cuttingOff ? 'shutdown' : cause;
+          const closedFirst = endedBy === 'client' || endedBy === 'participant' ? endedBy : 'gateway';
+          const durationMs = Math.round(performance.now() - opened);
+          options.log.info(
+            { reqId: exchange.id, operation: operation.name, durationMs, closedFirst, reason: endedBy },
+            'stream ended',
+          );
+          options.onStreamEnded?.(operation, endedBy);
         }
         tunnels.delete(socket);
         socket.destroy();
         upstreamSocket.destroy();
       };
-      const byParticipant = () => close('participant');
-      const byClient = () => close('client');
+      const byParticipant = () => end('participant');
+      const byClient = () => end('client');
       upstreamSocket.on('error', byParticipant).on('close', byParticipant);
       socket.on('close', byClient);
+      // Every byte either way is read from or written to the client's socket, so its inactivity
+      // timer is the tunnel's. A byte tunnel knows no frame boundaries: it closes both connections
+      // (the client sees close code 1006) rather than write a close frame into a frame under way.
+      if (idleTimeoutMs > 0) (socket as Socket).setTimeout(idleTimeoutMs, () => end('idle_timeout'));
       // From here on, a half-close goes through the tunnel (the caller stops treating it as giving up).
       outcome.answered(101);
       upstreamSocket.pipe(socket);

@@ -26,6 +26,7 @@ export const MetricNames = {
   upstreamCallsQueued: 'ledger_gateway_upstream_calls_queued',
   webSocketStreamsOpen: 'ledger_gateway_websocket_streams_open',
   ready: 'ledger_gateway_ready',
+  webSocketStreamsEnded: 'ledger_gateway_websocket_streams_ended_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -100,6 +101,8 @@ export interface GatewayMetrics {
   watchWebSocketStreams(open: () => number): void;
   /** Where ledger_gateway_ready reads each readiness check, as /readyz reports them (at scrape). */
   watchReadiness(checks: () => Readonly<Record<string, 'ok' | 'failing'>>): void;
+  /** A WebSocket tunnel closed; `endedBy`: client, participant, idle_timeout or shutdown. */
+  webSocketStreamEnded(operation: string, endedBy: string): void;
 }
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
@@ -226,6 +229,13 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   new Gauge({ name: MetricNames.upstreamCallsInFlight, help: 'Calls handed to the participant\'s connection pool, at most upstream.connections (version fetches included).', registers: [registry], collect() { this.set(upstreamLoad().inFlight); } });
   new Gauge({ name: MetricNames.upstreamCallsQueued, help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.', registers: [registry], collect() { this.set(upstreamLoad().queued); } });
   let openStreams = () => 0;
+  const streamsEnded = new Counter({
+    name: counterName(MetricNames.webSocketStreamsEnded),
+    help: 'WebSocket streams closed, by operation and by what ended them '
+      + '(client, participant, idle_timeout, shutdown).',
+    labelNames: ['operation', 'ended_by'] as const,
+    registers: [registry],
+  });
   new Gauge({ name: MetricNames.webSocketStreamsOpen, help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).', registers: [registry], collect() { this.set(openStreams()); } });
   let readinessChecks: () => Readonly<Record<string, 'ok' | 'failing'>> = () => ({});
   new Gauge({
@@ -294,6 +304,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     },
     watchReadiness(checks) {
       readinessChecks = checks;
+    },
+    webSocketStreamEnded(operation, endedBy) {
+      streamsEnded.labels(operationLabel(operation), endedBy).inc();
     },
   };
 }
