@@ -26,6 +26,8 @@ export const MetricNames = {
   upstreamCallsInFlight: 'ledger_gateway_upstream_calls_in_flight',
   upstreamCallsQueued: 'ledger_gateway_upstream_calls_queued',
   webSocketStreamsOpen: 'ledger_gateway_websocket_streams_open',
+  connectionsOpen: 'ledger_gateway_connections_open',
+  connectionsRefused: 'ledger_gateway_connections_refused_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -130,7 +132,7 @@ export interface GatewayMetrics {
   versionCache(result: VersionCacheResult): void;
   jwksRefresh(issuer: string, result: 'success' | 'failure'): void;
   inflight(operation: string, delta: 1 | -1): void;
-  /** A call refused by a protection limit (`limit`: rate, principalConcurrency, operationConcurrency, gatewayConcurrency). */
+  /** A call refused by a protection limit (`limit`: a LimitName of protection/store.ts). */
   protectionRefusal(operation: string, limit: string): void;
   /** The shared limit store (Redis) could not answer; `failMode` says what the call got. */
   protectionStoreFailure(failMode: 'open' | 'closed'): void;
@@ -142,6 +144,10 @@ export interface GatewayMetrics {
   watchUpstream(load: () => { inFlight: number; queued: number }): void;
   /** Where ledger_gateway_websocket_streams_open reads the open tunnels (at scrape). */
   watchWebSocketStreams(open: () => number): void;
+  /** A client connection closed as it was accepted, over protection.connections' `limit`. */
+  connectionRefused(limit: 'total' | 'perAddress'): void;
+  /** Where ledger_gateway_connections_open reads the API listener's open client connections (at scrape). */
+  watchConnections(open: () => number): void;
 }
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
@@ -243,7 +249,12 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     return series;
   }
   const upstreamSeries = memo((operation) => upstreamDuration.series(operation));
-  const protectionRefusals = new Counter({ name: counterName(MetricNames.protectionRefusals), help: 'Calls refused by a protection limit, by operation and limit (rate, principalConcurrency, operationConcurrency, gatewayConcurrency).', labelNames: ['operation', 'limit'] as const, registers: [registry] });
+  const protectionRefusals = new Counter({
+    name: counterName(MetricNames.protectionRefusals),
+    help: 'Calls refused by a protection limit, by operation and limit (a LimitName of protection/store.ts).',
+    labelNames: ['operation', 'limit'] as const,
+    registers: [registry],
+  });
   const protectionStoreFailures = new Counter({ name: counterName(MetricNames.protectionStoreFailures), help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).', labelNames: ['fail_mode'] as const, registers: [registry] });
   /** A counter that reports, at each scrape, how far a count kept elsewhere has grown. */
   const countedElsewhere = (name: string, help: string, read: () => number) => {
@@ -269,6 +280,19 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   new Gauge({ name: MetricNames.upstreamCallsQueued, help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.', registers: [registry], collect() { this.set(upstreamLoad().queued); } });
   let openStreams = () => 0;
   new Gauge({ name: MetricNames.webSocketStreamsOpen, help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).', registers: [registry], collect() { this.set(openStreams()); } });
+  let openConnections = () => 0;
+  new Gauge({
+    name: MetricNames.connectionsOpen,
+    help: 'Client connections open on the API listener (WebSocket streams included).',
+    registers: [registry],
+    collect() { this.set(openConnections()); },
+  });
+  const connectionsRefused = new Counter({
+    name: counterName(MetricNames.connectionsRefused),
+    help: 'Client connections closed as they were accepted, by the cap they were over (total, perAddress).',
+    labelNames: ['limit'] as const,
+    registers: [registry],
+  });
   const refusalSeries = memo<CounterChild>((key) => {
     const space = key.indexOf(' ');
     return protectionRefusals.labels(key.slice(0, space), key.slice(space + 1));
@@ -321,6 +345,12 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     },
     watchWebSocketStreams(open) {
       openStreams = open;
+    },
+    connectionRefused(limit) {
+      connectionsRefused.labels(limit).inc();
+    },
+    watchConnections(open) {
+      openConnections = open;
     },
   };
 }
