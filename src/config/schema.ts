@@ -139,7 +139,7 @@ export const ProtectionSchema = Section({
   }),
   unauthenticated: Section({
     rate: Type.Union([RateLimitSchema, Type.Null()], {
-      default: { requests: 50, perSeconds: 1, burst: 500 },
+      default: { requests: 20, perSeconds: 1, burst: 200 },
       description: 'Budget of calls without a token the gateway has already verified (no token, a refused one, or a '
         + 'new one whose signature it must check), per client address (as resolved through server.trustedProxies; an '
         + 'IPv6 address by its /64); spent before any signature check, so a flood of made-up tokens costs a burst of '

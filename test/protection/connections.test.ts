@@ -1,6 +1,8 @@
 // Caps on open client connections, in a real gateway: a connection over a cap is closed as it is
 // accepted, unanswered and counted; the others are served; trusted proxies count in the total only.
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
+import tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { answerJson, startRecordingUpstream } from '../helpers/recording-upstream.js';
@@ -112,5 +114,37 @@ describe('connection caps', () => {
     // Node answers a head that never came with 408 and closes: the places are free again.
     for (const client of idle) await expect(client.closed).resolves.toMatch(/^(HTTP\/1\.1 408 |$)/);
     expect(await (await connect(gateway)).get(gateway.auth().authorization!)).toBe('HTTP/1.1 200');
+  });
+
+  it('with server.tls, a connection over the cap is closed before its handshake; the others are served', async () => {
+    const fixture = (name: string) => new URL(`../proxy/fixtures/${name}`, import.meta.url).pathname;
+    const server = {
+      tls: { certFile: fixture('test-participant.pem'), keyFile: fixture('test-only-participant-key.pem') },
+    };
+    const gateway = await gatewayWith({ maxPerAddress: 1 }, { server });
+    const { port } = new URL(gateway.url);
+    const handshake = () =>
+      new Promise<tls.TLSSocket | Error>((resolve) => {
+        const socket = tls.connect({
+          host: '127.0.0.1',
+          port: Number(port),
+          ca: [readFileSync(fixture('test-ca.pem'))],
+        });
+        closers.push(async () => {
+          socket.destroy();
+        });
+        socket.once('secureConnect', () => resolve(socket));
+        socket.once('error', (error) => resolve(error));
+      });
+    const first = await handshake();
+    expect(first).toBeInstanceOf(tls.TLSSocket);
+    expect(await handshake()).toBeInstanceOf(Error); // closed unanswered: no handshake
+    expect(await gauge(gateway, 'ledger_gateway_connections_refused_total', { limit: 'perAddress' })).toBe(1);
+    const served = first as tls.TLSSocket;
+    const answer = new Promise<string>((resolve) =>
+      served.once('data', (data: Buffer) => resolve(data.toString('latin1'))),
+    );
+    served.write(`GET /v2/parties HTTP/1.1\r\nHost: gw\r\nAuthorization: ${gateway.auth().authorization}\r\n\r\n`);
+    expect(await answer).toMatch(/^HTTP\/1\.1 200 /);
   });
 });
