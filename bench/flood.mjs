@@ -3,12 +3,13 @@
 // how many signature checks each flood request costs. For each gateway configuration (the budget
 // of calls without a verified token off, then the defaults), a fresh gateway process:
 //   1. the legitimate client alone (GET /v2/state/ledger-end, one valid token, closed loop);
-//   2. the same client again while the flood runs (it starts --flood-lead seconds earlier, so that the
-//      measured window sees the flood's steady state, and ends a second later).
+//   2. the same client again while the flood runs. The flood starts first: the measured window opens
+//      once the flood has spent its address's burst (the first unauthenticatedRate refusal on
+//      /metrics), or after --flood-lead seconds without one, so that it sees the flood's steady state.
 // Prints req/s alone and under flood, their ratio, the flood's own rate and answers, and signature
 // checks per flood request (ledger_gateway_token_signature_checks_total on /metrics).
 //   npm run bench:flood -- [--seconds 8] [--connections 8] [--flood-connections 8]
-//                          [--flood-token rs256|large|unknown-kid] [--flood-lead 2] [--configs off,default]
+//                          [--flood-token rs256|large|unknown-kid] [--flood-lead 3] [--configs off,default]
 // Layout as bench/README.md: the gateway on core 0; clients and the fixed upstream on core 1.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -31,14 +32,14 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '8' },
     'flood-connections': { type: 'string', default: '8' },
     'flood-token': { type: 'string', default: 'rs256' },
-    'flood-lead': { type: 'string', default: '2' },
+    'flood-lead': { type: 'string', default: '3' },
     configs: { type: 'string', default: 'off,default' },
     help: { type: 'boolean', default: false },
   },
 });
 if (args.help) {
   console.log('npm run bench:flood -- [--seconds 8] [--connections 8] [--flood-connections 8] '
-    + '[--flood-token rs256|large|unknown-kid] [--flood-lead 2] [--configs off,default]');
+    + '[--flood-token rs256|large|unknown-kid] [--flood-lead 3] [--configs off,default]');
   process.exit(0);
 }
 const seconds = Number(args.seconds);
@@ -74,11 +75,18 @@ function runClient(options) {
   });
 }
 
-async function signatureChecks(metricsUrl) {
+/** The sum of a metric's series on /metrics whose labels contain `labels` (0 when there is none). */
+async function metricValue(metricsUrl, name, labels = '') {
   const text = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(5_000) })).text();
-  const match = /^ledger_gateway_token_signature_checks_total(?:\{[^}]*\})? ([0-9.e+]+)$/m.exec(text);
-  return match === null ? Number.NaN : Number(match[1]);
+  let sum = 0;
+  for (const [, seriesLabels = '', value] of text.matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? ([0-9.e+]+)$`, 'gm'))) {
+    if (seriesLabels.includes(labels)) sum += Number(value);
+  }
+  return sum;
 }
+
+const signatureChecks = (metricsUrl) => metricValue(metricsUrl, 'ledger_gateway_token_signature_checks_total');
+const budgetRefusals = (metricsUrl) => metricValue(metricsUrl, 'ledger_gateway_protection_refusals_total', 'limit="unauthenticatedRate"');
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const round = (value, digits = 0) => Number(value.toFixed(digits));
@@ -95,7 +103,8 @@ async function measure(name, protection, { dir, idp, upstreamUrl, template }) {
 
     const checksBefore = await signatureChecks(gateway.metricsUrl);
     const flooding = runClient({ origin, path: PATH, connections: floodConnections, seconds: seconds + floodLead + 1, flood: template });
-    await sleep(floodLead * 1_000);
+    const leadEnds = Date.now() + floodLead * 1_000;
+    while (Date.now() < leadEnds && await budgetRefusals(gateway.metricsUrl) === 0) await sleep(100);
     const checksAtWindow = await signatureChecks(gateway.metricsUrl);
     const flooded = await runClient({ ...legit, seconds });
     const checksInWindow = await signatureChecks(gateway.metricsUrl) - checksAtWindow;

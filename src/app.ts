@@ -262,7 +262,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // Traffic protection's limits are built first: a call without a verified token spends its address's
   // budget (protection.unauthenticated) before authentication checks any signature.
   const protectionStage = createProtectionStage(config, { metrics, log, isTrustedProxy });
-  upgradeStages.push(authenticationUpgradeStage(authenticator, onAuthFailure, protectionStage.spendUnauthenticated));
+  upgradeStages.push(authenticationUpgradeStage(authenticator, onAuthFailure, protectionStage.unauthenticatedBudget));
   readiness.add({ name: 'keys', ready: () => authenticator.ready() });
   metrics.watchSignatureChecks(() => authenticator.signatureChecks);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
@@ -282,7 +282,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // authentication: browsers send a preflight without any token.
   const contextStages: Stage[] = [requestTelemetry.begin, requestContext];
   const guardStages: Stage[] = [
-    authenticationStage(authenticator, onAuthFailure, protectionStage.spendUnauthenticated),
+    authenticationStage(authenticator, onAuthFailure, protectionStage.unauthenticatedBudget),
     protectionStage.stage,
     policy.authorize,
   ];

@@ -11,22 +11,29 @@ import { AuthFailure, unauthenticated, type AuthFailureReason } from './failure.
 export type OnAuthFailure = (reason: AuthFailureReason) => void;
 
 /**
- * A budget for calls that present no token the gateway has verified, kept by the protection stage
- * (a per-address limit); throws, or rejects, to refuse the call before any signature check.
+ * A budget for calls that present no token the gateway has verified, kept by the protection stage (a
+ * limit per client address): `spend` throws, or rejects, to refuse the call before any signature
+ * check; `refund` gives the unit back once the call's token proved valid, so that only refusals count.
  */
-export type SpendUnauthenticated = (request: IncomingMessage, operation: string) => void | Promise<void>;
+export interface UnverifiedBudget {
+  spend(request: IncomingMessage, operation: string): void | Promise<void>;
+  refund(request: IncomingMessage): void;
+}
 
 /**
- * The principal, at once when the token cache knows the token. The authenticator spends `spend` before
- * it does anything with a token its cache has not verified; a call refused before that (no token, a
- * malformed header) spends it here. An AuthFailure becomes the 401 (auth/failure.ts).
+ * The principal, at once when the token cache knows the token. Otherwise the authenticator spends a
+ * unit of `budget` before it does anything with the token, and a call refused before that (no token,
+ * a malformed header) spends it here; a token that proves valid gets its unit back. An AuthFailure
+ * becomes the 401 (auth/failure.ts).
  */
-function principalOf(authenticate: (spend: SpendUnverified | undefined) => Principal | Promise<Principal>,
-  spend: SpendUnverified | undefined, onFailure: OnAuthFailure): Principal | Promise<Principal> {
+type Authenticate = (spend: SpendUnverified | undefined) => Principal | Promise<Principal>;
+
+function principalOf(authenticate: Authenticate, request: IncomingMessage, operation: string,
+  budget: UnverifiedBudget | undefined, onFailure: OnAuthFailure): Principal | Promise<Principal> {
   let spent = false;
-  const spendOnce = spend === undefined ? undefined : () => {
+  const spend = budget === undefined ? undefined : () => {
     spent = true;
-    return spend();
+    return budget.spend(request, operation);
   };
   const refuse = (error: unknown): never | Promise<never> => {
     if (!(error instanceof AuthFailure)) throw error;
@@ -34,12 +41,16 @@ function principalOf(authenticate: (spend: SpendUnverified | undefined) => Princ
       onFailure(error.reason);
       throw unauthenticated(error);
     };
-    const pending = spent ? undefined : spendOnce?.(); // over budget: its 429 instead
+    const pending = spent ? undefined : spend?.(); // over budget: its 429 instead
     return pending === undefined ? fail() : pending.then(fail);
   };
   try {
-    const principal = authenticate(spendOnce);
-    return principal instanceof Promise ? principal.catch(refuse) : principal;
+    const principal = authenticate(spend);
+    if (!(principal instanceof Promise)) return principal;
+    return principal.then((verified) => {
+      if (spent) budget!.refund(request);
+      return verified;
+    }, refuse);
   } catch (error) {
     return refuse(error) as Promise<never>;
   }
@@ -47,7 +58,7 @@ function principalOf(authenticate: (spend: SpendUnverified | undefined) => Princ
 
 /** Sets request.principal or throws the 401 (the app's error handler renders it). */
 export function authenticationStage(authenticator: Authenticator, onFailure: OnAuthFailure,
-  spendUnauthenticated?: SpendUnauthenticated): Stage {
+  budget?: UnverifiedBudget): Stage {
   return function authenticateRequest(request) {
     if (!authenticator.requiresToken(request.operation)) return undefined;
     // A keep-alive client's next call with the same header answers here: nothing else is made for it.
@@ -65,13 +76,10 @@ export function authenticationStage(authenticator: Authenticator, onFailure: OnA
       request.principal = remembered;
       return undefined;
     }
-    const spend = spendUnauthenticated === undefined
-      ? undefined
-      : () => spendUnauthenticated(request.raw, request.operation.name);
-    const principal = principalOf((spendOnce) => {
+    const principal = principalOf((spend) => {
       const value = header ?? authorizationHeader(rawHeaders);
-      return authenticator.principalOf(bearerTokenOf(value), 'bearer token', socket, value, spendOnce);
-    }, spend, onFailure);
+      return authenticator.principalOf(bearerTokenOf(value), 'bearer token', socket, value, spend);
+    }, request.raw, request.operation.name, budget, onFailure);
     if (!(principal instanceof Promise)) {
       request.principal = principal;
       return undefined;
@@ -84,15 +92,12 @@ export function authenticationStage(authenticator: Authenticator, onFailure: OnA
 
 /** The same for an upgrade: token from Authorization or the `jwt.token.` subprotocol (FACTS.md §4.1). */
 export function authenticationUpgradeStage(authenticator: Authenticator, onFailure: OnAuthFailure,
-  spendUnauthenticated?: SpendUnauthenticated): UpgradeStage {
+  budget?: UnverifiedBudget): UpgradeStage {
   return async (context) => {
     if (!authenticator.requiresToken(context.operation)) return;
-    const spend = spendUnauthenticated === undefined
-      ? undefined
-      : () => spendUnauthenticated(context.request, context.operation.name);
-    context.principal = await principalOf((spendOnce) => {
+    context.principal = await principalOf((spend) => {
       const { token, source } = webSocketToken(context.request.rawHeaders);
-      return authenticator.principalOf(token, source, undefined, token, spendOnce);
-    }, spend, onFailure);
+      return authenticator.principalOf(token, source, undefined, token, spend);
+    }, context.request, context.operation.name, budget, onFailure);
   };
 }

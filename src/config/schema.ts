@@ -139,12 +139,22 @@ export const ProtectionSchema = Section({
   }),
   unauthenticated: Section({
     rate: Type.Union([RateLimitSchema, Type.Null()], {
-      default: { requests: 20, perSeconds: 1, burst: 200 },
+      default: { requests: 5, perSeconds: 1, burst: 100 },
       description: 'Budget of calls without a token the gateway has already verified (no token, a refused one, or a '
         + 'new one whose signature it must check), per client address (as resolved through server.trustedProxies; an '
-        + 'IPv6 address by its /64); spent before any signature check, so a flood of made-up tokens costs a burst of '
-        + 'checks, then 429 with limit unauthenticatedRate. A call with a verified token spends none. Shared through '
-        + 'redis.url when set. null: no budget.',
+        + 'IPv6 address by its /64). A unit is spent before any signature check and given back when the token proves '
+        + 'valid, so refusals are what count: a flood of made-up tokens costs a burst of checks, then 429 with limit '
+        + 'unauthenticatedRate. A call with a verified token spends none. Shared through redis.url when set. null: no '
+        + 'budget.',
+    }),
+    refusalDelayMs: Type.Integer({
+      minimum: 0,
+      maximum: 60_000,
+      default: 1_000,
+      description: 'How long a refusal over the budget is held before it is answered, as HAProxy\'s http-request '
+        + 'tarpit holds one: a client that sends its next call once the answer is in gets one refusal a second per '
+        + 'connection, not as many as the gateway can write. One held at a time per connection (the others are '
+        + 'answered at once, behind it). 0: answered at once.',
     }),
   }, 'Calls that present no verified token, counted by client address.'),
   connections: Section({

@@ -28,6 +28,8 @@ export interface ResolvedProtection {
   readonly maxInFlightPerCaller: number | undefined;
   /** The per-address budget of calls without a verified token; undefined = none. */
   readonly unauthenticatedRate: RateLimit | undefined;
+  /** How long a refusal over that budget is held before it is answered; 0: not held. */
+  readonly unauthenticatedRefusalDelayMs: number;
   /** Open client connections, in total and per peer address; undefined = no cap. */
   readonly connections: { readonly max: number | undefined; readonly maxPerAddress: number | undefined };
   readonly failMode: 'open' | 'closed';
@@ -89,6 +91,7 @@ export function resolveProtectionConfig(config: GatewayConfig): ResolvedProtecti
       ? undefined
       : Math.max(1, Math.floor(maxInFlight * section.principalShare)),
     unauthenticatedRate: resolveRate(section.unauthenticated.rate),
+    unauthenticatedRefusalDelayMs: section.unauthenticated.refusalDelayMs,
     connections: { max: cap(section.connections.max), maxPerAddress: cap(section.connections.maxPerAddress) },
     failMode: section.failMode,
     limitsOf: (operation) => table.get(operation) ?? fallback,

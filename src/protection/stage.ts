@@ -16,7 +16,7 @@ import { resolveProtectionConfig } from './config.js';
 import { createMemoryStore } from './memory-store.js';
 import { createRedisStore } from './redis-store.js';
 import type { LimitStore } from './store.js';
-import { createUnauthenticatedBudget, type SpendUnauthenticated } from './unauthenticated-budget.js';
+import { createUnauthenticatedBudget, type UnauthenticatedBudget } from './unauthenticated-budget.js';
 
 export interface ProtectionStage {
   readonly protection: Protection;
@@ -26,7 +26,7 @@ export interface ProtectionStage {
   /** protection.connections, for the API listener (connections.ts). */
   readonly connectionCaps: ConnectionCaps;
   /** The per-address budget of calls without a verified token, for the authentication stage; undefined when off. */
-  readonly spendUnauthenticated: SpendUnauthenticated | undefined;
+  readonly unauthenticatedBudget: UnauthenticatedBudget | undefined;
   close(): Promise<void>;
 }
 
@@ -68,8 +68,9 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
     warn: (details, message) => options.log.warn(details, message),
   });
 
-  const spendUnauthenticated = unauthenticatedRate === undefined ? undefined : createUnauthenticatedBudget({
+  const unauthenticatedBudget = unauthenticatedRate === undefined ? undefined : createUnauthenticatedBudget({
     rate: unauthenticatedRate,
+    refusalDelayMs: resolved.unauthenticatedRefusalDelayMs,
     isTrustedProxy: options.isTrustedProxy,
     shared: resolved.redis.url === undefined ? undefined : store,
     maxKeys: resolved.memory.maxKeys,
@@ -79,7 +80,7 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
   return {
     protection,
     connectionCaps: resolved.connections,
-    spendUnauthenticated,
+    unauthenticatedBudget,
     stage: (request, reply) => {
       const release = protection.admit(request.operation.name, callerOf(request.principal, request.raw, options.isTrustedProxy));
       if (!(release instanceof Promise)) {

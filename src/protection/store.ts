@@ -30,6 +30,8 @@ export type StoreVerdict =
 export interface LimitStore {
   /** Sync for memory; a rejected promise (StoreUnavailableError) when the shared store cannot answer. */
   admit(query: AdmissionQuery): StoreVerdict | Promise<StoreVerdict>;
+  /** Gives back one request of the caller's rate, admitted before and now not to be counted; best effort. */
+  refund?(query: AdmissionQuery): void;
   /** False while the shared store is unreachable. */
   ready(): boolean;
   close(): Promise<void>;

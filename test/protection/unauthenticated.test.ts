@@ -115,9 +115,9 @@ describe('the 401', () => {
 });
 
 describe('the per-address budget of calls without a verified token', () => {
-  const budget = (burst: number) => ({
+  const budget = (burst: number, refusalDelayMs = 0) => ({
     server: { trustedProxies: ['127.0.0.1'] }, // clients told apart by X-Forwarded-For
-    protection: { unauthenticated: { rate: { requests: 1, perSeconds: 60, burst } } },
+    protection: { unauthenticated: { rate: { requests: 1, perSeconds: 60, burst }, refusalDelayMs } },
   });
 
   it('made-up tokens cost a burst of checks, then 429 without any; verified tokens still pass', async () => {
@@ -160,6 +160,24 @@ describe('the per-address budget of calls without a verified token', () => {
         401,
       );
     expect(await checks(gateway)).toBe(12);
+  });
+
+  it('a new token that proves valid gives its unit back: only refusals count', async () => {
+    const upstream = await upstreamAnswering();
+    const gateway = await gatewayFor(upstream, budget(3));
+    const from = '203.0.113.8';
+    for (let i = 0; i < 10; i++) {
+      const token = await gateway.issuer.mint({ sub: `user-${i}` });
+      expect((await call(gateway.url, '/v2/parties', bearer(token, from)).answer).status).toBe(200);
+    }
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      statuses.push(
+        (await call(gateway.url, '/v2/parties', bearer(await madeUpToken(gateway.issuer), from)).answer).status,
+      );
+    }
+    expect(statuses).toEqual([401, 401, 401, 429, 429]);
+    expect(await checks(gateway)).toBe(13);
   });
 
   it('calls without any token spend it too: over budget they get 429 instead of 401', async () => {
@@ -213,13 +231,18 @@ describe('the per-address budget of calls without a verified token', () => {
     const [a, b] = [await gatewayFor(upstream, settings, issuer), await gatewayFor(upstream, settings, issuer)];
     for (const replica of [a, b])
       await expect.poll(() => gauge(replica, 'ledger_gateway_protection_store_up'), { timeout: 10_000 }).toBe(1);
+    // New valid tokens give their units back in Redis too: six of them leave the budget of four whole.
+    for (const replica of [a, b, a, b, a, b]) {
+      const token = await issuer.mint({ sub: `user-${Math.random()}` });
+      expect((await call(replica.url, '/v2/parties', bearer(token, '203.0.113.5')).answer).status).toBe(200);
+    }
     const statuses: number[] = [];
     for (const replica of [a, b, a, b, a, b])
       statuses.push(
         (await call(replica.url, '/v2/parties', bearer(await madeUpToken(issuer), '203.0.113.5')).answer).status,
       );
     expect(statuses).toEqual([401, 401, 401, 401, 429, 429]);
-    expect((await checks(a)) + (await checks(b))).toBe(4);
+    expect((await checks(a)) + (await checks(b))).toBe(6 + 4); // the valid tokens and four made-up ones
 
     await redis.stop();
     for (const replica of [a, b])
@@ -233,6 +256,44 @@ describe('the per-address budget of calls without a verified token', () => {
         );
       expect(local).toEqual([401, 401, 401, 401, 429, 429]);
     }
-    expect((await checks(a)) + (await checks(b))).toBe(12);
+    expect((await checks(a)) + (await checks(b))).toBe(6 + 4 + 8);
+  });
+
+  it('holds a refusal refusalDelayMs before answering it, one per connection at a time', async () => {
+    const upstream = await upstreamAnswering();
+    const gateway = await gatewayFor(upstream, budget(1, 1_500));
+    const from = '203.0.113.6';
+    expect((await call(gateway.url, '/v2/parties', { 'x-forwarded-for': from }).answer).status).toBe(401);
+
+    let started = Date.now();
+    expectBudgetRefusal(await call(gateway.url, '/v2/parties', bearer(await madeUpToken(gateway.issuer), from)).answer);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_450);
+
+    // Three calls pipelined on one connection: the first refusal is held, the two behind it are not.
+    const pipelined = `GET /v2/parties HTTP/1.1\r\nHost: gw\r\nX-Forwarded-For: ${from}\r\n\r\n`.repeat(3);
+    started = Date.now();
+    const { hostname, port } = new URL(gateway.url);
+    const socket = net.connect(Number(port), hostname);
+    closers.push(async () => {
+      socket.destroy();
+    });
+    let text = '';
+    socket.on('data', (data: Buffer) => {
+      text += data.toString('latin1');
+    });
+    socket.write(pipelined);
+    await expect.poll(() => text.match(/HTTP\/1\.1 429 /g)?.length ?? 0, { timeout: 10_000 }).toBe(3);
+    const elapsed = Date.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(1_450);
+    expect(elapsed).toBeLessThan(2 * 1_500); // not held one after the other
+
+    // A client that leaves while its refusal is held: nothing breaks, the next call is answered.
+    const leaving = call(gateway.url, '/v2/parties', { 'x-forwarded-for': from });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    leaving.abort();
+    await new Promise((resolve) => setTimeout(resolve, 1_600));
+    const aliceToken = gateway.auth().authorization!.slice('Bearer '.length);
+    expect((await call(gateway.url, '/v2/parties', bearer(aliceToken, '203.0.113.7')).answer).status).toBe(200);
+    expect(await budgetRefusals(gateway)).toBe(5);
   });
 });
