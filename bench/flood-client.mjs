@@ -2,10 +2,13 @@
 // connections (undici Pool), each sending its next GET when the previous answer is in, for
 // `seconds`. Legitimate: one valid token on every call. Flood: a new token on every call, made of a
 // template's header and claims and a random signature (distinct tokens: none is in the gateway's
-// cache). Prints one JSON line: requests, seconds, statuses, errors.
+// cache). With `controlled`, it reads `pause`, `resume` and `stop` lines on stdin (paused: no new
+// call is sent) and runs until `stop` or `seconds`. Prints one JSON line: requests, seconds, req/s,
+// statuses, errors.
 //   node bench/flood-client.mjs '<json options>'
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
 import { Pool } from 'undici';
 
 const options = JSON.parse(process.argv[2]);
@@ -17,10 +20,30 @@ function tokenSource() {
   const { header, claims, signatureBytes, randomKid } = options.flood;
   const encode = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
   const fixedHead = `${encode(header)}.${encode(claims)}`;
-  return () => {
-    const head = randomKid ? `${encode({ ...header, kid: randomBytes(8).toString('hex') })}.${encode(claims)}` : fixedHead;
-    return `${head}.${randomBytes(signatureBytes).toString('base64url')}`;
-  };
+  const headOf = () =>
+    randomKid ? `${encode({ ...header, kid: randomBytes(8).toString('hex') })}.${encode(claims)}` : fixedHead;
+  return () => `${headOf()}.${randomBytes(signatureBytes).toString('base64url')}`;
+}
+
+let stopped = false;
+let paused = false;
+let resumed = Promise.resolve();
+let resume = () => {};
+if (options.controlled) {
+  createInterface({ input: process.stdin }).on('line', (command) => {
+    if (command === 'pause' && !paused) {
+      paused = true;
+      resumed = new Promise((resolve) => {
+        resume = resolve;
+      });
+    } else if (command === 'resume' && paused) {
+      paused = false;
+      resume();
+    } else if (command === 'stop') {
+      stopped = true;
+      resume();
+    }
+  });
 }
 
 const nextToken = tokenSource();
@@ -32,9 +55,17 @@ const started = performance.now();
 const deadline = started + seconds * 1000;
 
 async function loop() {
-  while (performance.now() < deadline) {
+  while (!stopped && performance.now() < deadline) {
+    if (paused) {
+      await resumed;
+      continue;
+    }
     try {
-      const { statusCode, body } = await pool.request({ path, method: 'GET', headers: { authorization: `Bearer ${nextToken()}` } });
+      const { statusCode, body } = await pool.request({
+        path,
+        method: 'GET',
+        headers: { authorization: `Bearer ${nextToken()}` },
+      });
       await body.dump();
       statuses[statusCode] = (statuses[statusCode] ?? 0) + 1;
       requests += 1;
@@ -48,3 +79,4 @@ await Promise.all(Array.from({ length: connections }, loop));
 const elapsed = (performance.now() - started) / 1000;
 await pool.close();
 process.stdout.write(`${JSON.stringify({ requests, seconds: elapsed, rps: requests / elapsed, statuses, errors })}\n`);
+process.exit(0); // stdin stays open under control
