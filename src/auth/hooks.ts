@@ -20,14 +20,14 @@ export interface UnverifiedBudget {
   refund(request: IncomingMessage): void;
 }
 
+type Authenticate = (spend: SpendUnverified | undefined) => Principal | Promise<Principal>;
+
 /**
  * The principal, at once when the token cache knows the token. Otherwise the authenticator spends a
  * unit of `budget` before it does anything with the token, and a call refused before that (no token,
  * a malformed header) spends it here; a token that proves valid gets its unit back. An AuthFailure
  * becomes the 401 (auth/failure.ts).
  */
-type Authenticate = (spend: SpendUnverified | undefined) => Principal | Promise<Principal>;
-
 function principalOf(authenticate: Authenticate, request: IncomingMessage, operation: string,
   budget: UnverifiedBudget | undefined, onFailure: OnAuthFailure): Principal | Promise<Principal> {
   let spent = false;
