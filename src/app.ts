@@ -20,6 +20,7 @@ import { Readiness } from './health.js';
 import { randomRequestId } from './request-id.js';
 import { createVersionCache } from './cache/version-cache.js';
 import { NamedOperations, UNKNOWN_OPERATION, type Operation } from './operations.js';
+import { limitConnections } from './protection/connections.js';
 import { createProtectionStage } from './protection/stage.js';
 import { corsOptions, registerCors } from './policy/cors.js';
 import { createPolicyStage } from './policy/stage.js';
@@ -263,7 +264,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
   for (const warning of authenticator.settings.warnings) log.warn(warning);
   const onAuthFailure = (reason: AuthFailureReason) => metrics.authFailure(reason);
-  upgradeStages.push(authenticationUpgradeStage(authenticator, onAuthFailure));
+  // Traffic protection's limits are built first: a call without a verified token spends its address's
+  // budget (protection.unauthenticated) before authentication checks any signature.
+  const protectionStage = createProtectionStage(config, { metrics, log, isTrustedProxy });
+  upgradeStages.push(authenticationUpgradeStage(authenticator, onAuthFailure, protectionStage.unauthenticatedBudget));
   readiness.add({ name: 'keys', ready: () => authenticator.ready() });
   metrics.watchSignatureChecks(() => authenticator.signatureChecks);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
@@ -271,7 +275,6 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // Stage 1b: traffic protection (protection/) — after authentication, so limits count principals and
   // an unauthenticated flood never spends a caller's budget; before policy reads a body, so a refused
   // call costs no body read. A WebSocket stream holds its slot for the life of the tunnel.
-  const protectionStage = createProtectionStage(config, { metrics, log, isTrustedProxy });
   upgradeStages.push(protectionStage.upgradeStage);
   api.addHook('onClose', () => protectionStage.close());
 
@@ -283,7 +286,11 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // (policy/cors.ts, @fastify/cors's own hook, when configured) runs between the request context and
   // authentication: browsers send a preflight without any token.
   const contextStages: Stage[] = [requestTelemetry.begin, requestContext];
-  const guardStages: Stage[] = [authenticationStage(authenticator, onAuthFailure), protectionStage.stage, policy.authorize];
+  const guardStages: Stage[] = [
+    authenticationStage(authenticator, onAuthFailure, protectionStage.unauthenticatedBudget),
+    protectionStage.stage,
+    policy.authorize,
+  ];
   if (!corsConfigured) {
     api.addHook('onRequest', stageHook([...contextStages, ...guardStages]));
   } else {
@@ -360,6 +367,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     log,
   });
   api.server.on('upgrade', websockets.handleUpgrade);
+  // Open client connections are capped as they are accepted, before TLS or any request (protection.connections).
+  const connections = limitConnections(api.server, protectionStage.connectionCaps, {
+    isTrustedProxy,
+    onRefused: (limit) => metrics.connectionRefused(limit),
+  });
+  metrics.watchConnections(() => connections.open);
   metrics.watchWebSocketStreams(() => websockets.openTunnels);
   const stopTlsReload = listenerTls === undefined ? undefined : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
   // With TLS, a socket still in its handshake is not yet one of the HTTP server's connections, which

@@ -1,7 +1,9 @@
 // The protection stage: builds the store the config asks for and attaches admission to HTTP calls
-// (an onRequest hook) and to WebSocket upgrades (an upgrade stage). A slot is released when the
-// exchange's socket-level life ends: the response's 'close' (sent, refused later, upstream error,
-// timeout, client abort) or, for a stream, the client socket's 'close' (the tunnel's whole life).
+// (an onRequest hook) and to WebSocket upgrades (an upgrade stage); it also hands the authentication
+// stage the per-address budget of calls without a verified token (unauthenticated-budget.ts). A
+// slot is released when the exchange's socket-level life ends: the response's 'close' (sent, refused
+// later, upstream error, timeout, client abort) or, for a stream, the client socket's 'close' (the
+// tunnel's whole life).
 import type { UpgradeStage } from '../app.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Stage } from '../stage-runner.js';
@@ -9,16 +11,22 @@ import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { onResponseClose } from '../response-close.js';
 import { createProtection, type Protection, type Release } from './admission.js';
 import { callerOf } from './caller.js';
+import type { ConnectionCaps } from './connections.js';
 import { resolveProtectionConfig } from './config.js';
 import { createMemoryStore } from './memory-store.js';
 import { createRedisStore } from './redis-store.js';
 import type { LimitStore } from './store.js';
+import { createUnauthenticatedBudget, type UnauthenticatedBudget } from './unauthenticated-budget.js';
 
 export interface ProtectionStage {
   readonly protection: Protection;
   /** The request stage, after authentication; waits only on a shared (Redis) store. */
   readonly stage: Stage;
   readonly upgradeStage: UpgradeStage;
+  /** protection.connections, for the API listener (connections.ts). */
+  readonly connectionCaps: ConnectionCaps;
+  /** The per-address budget of calls without a verified token, for the authentication stage; undefined when off. */
+  readonly unauthenticatedBudget: UnauthenticatedBudget | undefined;
   close(): Promise<void>;
 }
 
@@ -36,8 +44,9 @@ function releaseOnClose(emitter: { destroyed: boolean; once(event: 'close', list
 
 export function createProtectionStage(config: GatewayConfig, options: ProtectionStageOptions): ProtectionStage {
   const resolved = resolveProtectionConfig(config);
+  const unauthenticatedRate = resolved.unauthenticatedRate;
   let store: LimitStore | undefined;
-  if (resolved.hasOperationLimits) {
+  if (resolved.hasOperationLimits || (unauthenticatedRate !== undefined && resolved.redis.url !== undefined)) {
     const redis = resolved.redis;
     store = redis.url === undefined
       ? createMemoryStore({ maxKeys: resolved.memory.maxKeys })
@@ -59,8 +68,19 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
     warn: (details, message) => options.log.warn(details, message),
   });
 
+  const unauthenticatedBudget = unauthenticatedRate === undefined ? undefined : createUnauthenticatedBudget({
+    rate: unauthenticatedRate,
+    refusalDelayMs: resolved.unauthenticatedRefusalDelayMs,
+    isTrustedProxy: options.isTrustedProxy,
+    shared: resolved.redis.url === undefined ? undefined : store,
+    maxKeys: resolved.memory.maxKeys,
+    onRefusal: (operation) => options.metrics.protectionRefusal(operation, 'unauthenticatedRate'),
+  });
+
   return {
     protection,
+    connectionCaps: resolved.connections,
+    unauthenticatedBudget,
     stage: (request, reply) => {
       const release = protection.admit(request.operation.name, callerOf(request.principal, request.raw, options.isTrustedProxy));
       if (!(release instanceof Promise)) {
