@@ -22,6 +22,7 @@ import { Readiness } from './health.js';
 import { NamedOperations } from './operations.js';
 import { corsOptions, registerCors } from './policy/cors.js';
 import { createPolicyStage } from './policy/stage.js';
+import { limitConnections } from './protection/connections.js';
 import { createProtectionStage } from './protection/stage.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketTunnels } from './proxy/websocket.js';
@@ -153,14 +154,17 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   readiness.add({ name: 'keys', ready: () => authenticator.ready() });
   metrics.watchSignatureChecks(() => authenticator.signatureChecks);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
-  const authenticate = authenticationStage(authenticator, (reason: AuthFailureReason) => metrics.authFailure(reason));
-
+  // Traffic protection's limits are built first: a call without a verified token spends its address's
+  // budget (protection.unauthenticated) before authentication checks any signature.
   const protection = createProtectionStage(config, { metrics, log, isTrustedProxy });
   api.addHook('onClose', () => protection.close());
+  const onAuthFailure = (reason: AuthFailureReason) => metrics.authFailure(reason);
+  const authenticate = authenticationStage(authenticator, onAuthFailure, protection.unauthenticatedBudget);
   const policy = createPolicyStage(config);
 
   // The one list. Authentication comes before any body is read and before the version cache, so an
-  // unauthenticated caller never costs a body read or sees a cached answer. Protection follows it, so
+  // unauthenticated caller never costs a body read or sees a cached answer; a token it has not verified
+  // yet first spends its address's budget (protection.unauthenticated). Protection follows it, so
   // that limits count principals and an unauthenticated flood never spends a caller's budget, and
   // precedes the policy's body read, so a refused call costs none; a WebSocket stream holds its
   // slot for the tunnel's life. Authorization ends the list: before the version cache, so an
@@ -248,6 +252,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     log,
   });
   api.server.on('upgrade', upgrades.handleUpgrade);
+  // Open client connections are capped as they are accepted, before TLS or any request (protection.connections).
+  const connections = limitConnections(api.server, protection.connectionCaps, {
+    isTrustedProxy,
+    onRefused: (limit) => metrics.connectionRefused(limit),
+  });
+  metrics.watchConnections(() => connections.open);
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
 
   const stopTlsReload = listenerTls === undefined ? undefined : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
