@@ -58,7 +58,7 @@ function principalOf(
       return verified;
     }, refuse);
   } catch (error) {
-    return refuse(error) as Promise<never>;
+    return refuse(error);
   }
 }
 
