@@ -5,8 +5,7 @@ import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createLocalJWKSet, type JSONWebKeySet, type JWK } from 'jose';
-import { ConfigError } from '../config/load.js';
-import type { GatewayConfig, IssuerConfig, JwsAlgorithm } from '../config/schema.js';
+import { ConfigError, type GatewayConfig, type IssuerConfig, type JwsAlgorithm } from '../config/schema.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 
 /** Canton's jwt-jwks accepts RSA -> RS256, P-256 -> ES256, P-521 -> ES512 (Canton `AuthServiceJWT.scala`, jwt.rst). */

@@ -6,16 +6,10 @@ import { createSecureContext } from 'node:tls';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { OPERATION_NAMES } from '../operations.js';
-import { ConfigSchema, type GatewayConfig } from './schema.js';
+import { ConfigError, ConfigSchema, type GatewayConfig } from './schema.js';
 
-export class ConfigError extends Error {
-  readonly problems: readonly string[];
-  constructor(source: string, problems: readonly string[]) {
-    super(`invalid configuration (${source}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
-    this.name = 'ConfigError';
-    this.problems = problems;
-  }
-}
+// What loadConfig() throws, for its callers (main.ts, the token tool).
+export { ConfigError };
 
 /** The few keys operators set per pod, by environment variable. */
 export const ENVIRONMENT_OVERRIDES: ReadonlyArray<{ variable: string; path: readonly string[]; type: 'string' | 'integer' }> = [

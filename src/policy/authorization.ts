@@ -1,11 +1,10 @@
 // Per-operation authorization by token claims: pure functions. The first rule of an operation that
 // matches decides; when an operation has rules and none matches, the call is refused (fail closed).
 // An operation without rules is open to any caller the authentication stage let through.
-import { ConfigError } from '../config/load.js';
-import type { AuthorizationRuleConfig, GatewayConfig } from '../config/schema.js';
+import { ConfigError, type AuthorizationRuleConfig, type GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { OPERATION_NAMES } from '../operations.js';
-import type { Principal } from '../request-context.js';
+import type { Principal } from '../exchange.js';
 
 const MATCHERS = ['anyAuthenticated', 'subjects', 'issuers', 'scope', 'audience', 'claims'] as const;
 

@@ -16,8 +16,8 @@ import { callerOf } from '../protection/caller.js';
 import { onResponseClose } from '../response-close.js';
 import { gatewayHeaders, writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
-import { ErrorCodeLabels } from '../telemetry/metrics.js';
-import { parseTraceparent } from '../telemetry/trace-context.js';
+import { ErrorCodeLabels } from '../error-codes.js';
+import { parseTraceparent } from '../trace-context.js';
 import { readUpload, tooLarge, UploadStream, type UploadLimits } from './upload-body.js';
 import { UploadShares, uploadShareExhausted, uploadsPerCaller } from './upload-shares.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
@@ -37,7 +37,7 @@ export interface ForwarderOptions {
   /** True when the tracing instrumentation injects the gateway's own traceparent upstream. */
   readonly replacesTraceContext: boolean;
   /**
-   * Set when trace context is propagated by hand (telemetry/trace-context.ts): the request's
+   * Set when trace context is propagated by hand (src/trace-context.ts): the request's
    * traceparent for the participant, sent instead of the client's; tracestate and baggage pass as sent.
    */
   readonly traceparentOf?: (request: FastifyRequest) => string | undefined;

@@ -1,35 +1,37 @@
-// WebSocket streams: the upgrade passes the same stages as any call (operation, authentication,
-// authorization), then the connection becomes a byte tunnel to the participant.
+// WebSocket streams: once the upgrade has passed the same stages as any call (upgrades.ts), the
+// connection becomes a byte tunnel to the participant.
 //
 // A tunnel rather than @fastify/http-proxy's WebSocket support, which terminates the socket and
 // opens a new one offering only the first subprotocol; Canton needs both `jwt.token.<JWT>` and
-// `daml.ws.auth` (Canton `Endpoints.scala`). Forwarding the upgrade request itself keeps every offered
-// subprotocol, extension and frame exactly as the client sent them.
+// `daml.ws.auth` (Canton `Endpoints.scala` reads the token from the first). Forwarding the upgrade
+// request itself keeps every offered subprotocol, extension and frame exactly as the client sent them.
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { GatewayConfig } from '../config/schema.js';
-import { Errors, GatewayError, renderCantonError } from '../errors.js';
-import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from '../operations.js';
-import { connectionOptionProblem, framingProblem, framingRefusal, requestTargetProblem } from '../request-context.js';
-import { continueTrace, formatTraceparent, parseTraceparent, type TraceContext } from '../telemetry/trace-context.js';
-import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { subprotocolElements } from '../auth/extract.js';
-import { scrubSecrets } from '../telemetry/logging.js';
-import { ErrorCodeLabels } from '../telemetry/metrics.js';
+import type { GatewayConfig } from '../config/schema.js';
+import type { GatewayError } from '../errors.js';
+import type { Exchange } from '../exchange.js';
+import type { Operation } from '../operations.js';
+import { endUpgradeAnswer } from '../refusal.js';
+import { parseTraceparent } from '../trace-context.js';
+import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamTlsOptions } from './forward.js';
 import type { Replica, UpstreamReplicas } from './upstream-replicas.js';
 import { closeFrame, FrameBoundaries, SERVICE_RESTART } from './websocket-frames.js';
 
-export interface UpgradeOutcome {
-  readonly operation: Operation;
-  /** 101 when tunnelled, else the status answered. */
-  readonly status: number;
-  readonly errorCode: string | null;
-  readonly durationSeconds: number;
+/** What became of an admitted upgrade at the participant. */
+export interface TunnelOutcome {
+  /**
+   * The participant answered: 101 once the tunnel is open, else its refusal, passed on whole (its
+   * error code set on exchange.errorCode).
+   */
+  answered(status: number): void;
+  /** The participant gave no answer (unreachable, timed out): the gateway's coded refusal is the client's. */
+  failed(error: GatewayError): void;
 }
 
 /**
@@ -39,74 +41,34 @@ export interface UpgradeOutcome {
  */
 export type StreamEnd = 'client' | 'participant' | 'idle_timeout' | 'shutdown' | 'replica_changed';
 
-export interface WebSocketProxyOptions {
+export interface WebSocketTunnelOptions {
   /** A new stream opens on the active replica (its `target`). */
   readonly replicas: UpstreamReplicas;
   readonly config: GatewayConfig;
   readonly isTrustedProxy: (address: string) => boolean;
-  /** The gateway's stages for an upgrade: throws a GatewayError to refuse it. */
-  readonly admit: (request: http.IncomingMessage, operation: Operation) => Promise<void>;
-  readonly correlationId: () => string;
-  readonly onOutcome?: (outcome: UpgradeOutcome) => void;
   /** A tunnel closed, and why (ledger_gateway_websocket_streams_ended_total). */
   readonly onStreamEnded?: (operation: Operation, endedBy: StreamEnd) => void;
-  readonly log: { warn(object: object, message: string): void; info(object: object, message: string): void };
+  readonly log: { info(object: object, message: string): void };
 }
 
-export interface WebSocketProxy {
-  /** The 'upgrade' listener for the API server. */
-  handleUpgrade(request: http.IncomingMessage, socket: Duplex, head: Buffer): void;
+export interface WebSocketTunnels {
+  /** Forwards an upgrade every stage admitted to the participant, and tunnels the stream once it agrees. */
+  open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: TunnelOutcome): void;
   /** Open tunnels, for graceful shutdown. */
   readonly openTunnels: number;
-  /** Ends every tunnel and pending upgrade (after the drain grace); `shuttingDown`: pending ones are counted as the shutdown's cut. */
+  /** Ends every tunnel (after the drain grace); `shuttingDown`: their 'stream ended' lines name the gateway. */
   closeAll(shuttingDown: boolean): void;
 }
 
-function offersWebSocket(upgrade: string | undefined): boolean {
-  return upgrade !== undefined && upgrade.split(',').some((token) => token.trim().toLowerCase() === 'websocket');
-}
+/** How long a stream closed with the gateway's close frame may take to hand it over before it is destroyed. */
+const FAREWELL_FLUSH_MS = 5_000;
 
-/**
- * The operation of a request the gateway tunnels as a WebSocket stream, or undefined for any other
- * request carrying an Upgrade header, which is a plain call (served by the API server's
- * shouldUpgradeCallback, as the participant serves it, with that route's own stages): a GET offering
- * `websocket`, to a catalogued channel or to a path under /v2 that no HTTP route claims (a newer
- * participant's stream, as `unknown`). Never a catalogued HTTP route: an Upgrade header must not
- * turn `GET /v2/users` into an `unknown` tunnel past that route's authorization rules.
- */
-export function webSocketOperationOf(request: http.IncomingMessage): Operation | undefined {
-  if (request.method !== 'GET' || !offersWebSocket(request.headers.upgrade)) return undefined;
-  const path = pathOf(request.url ?? '/');
-  return matchWebSocketOperation(path) ?? (matchOperation('GET', path) === UNKNOWN_OPERATION ? UNKNOWN_OPERATION : undefined);
-}
-
-function writeRefusal(socket: Duplex, error: GatewayError, correlationId: string, trace: TraceContext, traceresponse: string): void {
-  const body = JSON.stringify(renderCantonError(error.definition, { ...error.details, correlationId, traceId: trace.traceId }));
-  const headers = [
-    `HTTP/1.1 ${error.definition.status} ${http.STATUS_CODES[error.definition.status] ?? 'Error'}`,
-    'Content-Type: application/json',
-    `Content-Length: ${Buffer.byteLength(body)}`,
-    'Connection: close',
-    `x-request-id: ${correlationId}`,
-    `traceresponse: ${traceresponse}`,
-    ...Object.entries(error.headers).filter(([name]) => name !== 'connection').map(([name, value]) => `${name}: ${value}`), // always closed
-  ];
-  endRefusal(socket, `${headers.join('\r\n')}\r\n\r\n${body}`);
-}
-
-/** How long a refused upgrade's socket may take to hand over its answer before it is destroyed. */
-const REFUSAL_FLUSH_MS = 5_000;
-
-/**
- * Ends a refused upgrade's connection. The API server keeps sockets half-open, so `end()` alone
- * left it open until the client closed its side: holding a protection slot (released on close)
- * and keeping shutdown waiting. Destroyed once the answer is flushed, or after REFUSAL_FLUSH_MS.
- */
-function endRefusal(socket: Duplex, answer?: string | Buffer): void {
-  const timer = setTimeout(() => socket.destroy(), REFUSAL_FLUSH_MS).unref();
+/** Ends a stream with the gateway's close frame; the client's close frame in answer is read and dropped. */
+function sendFarewell(socket: Duplex, frame: Buffer): void {
+  socket.resume();
+  const timer = setTimeout(() => socket.destroy(), FAREWELL_FLUSH_MS).unref();
   socket.once('close', () => clearTimeout(timer));
-  if (answer === undefined) socket.end(() => socket.destroy());
-  else socket.end(answer, () => socket.destroy());
+  socket.end(frame, () => socket.destroy());
 }
 
 /** Headers the gateway frames itself when it passes the participant's answer to an upgrade on. */
@@ -150,7 +112,7 @@ export function forwardedSubprotocols(rawHeaders: readonly string[]): string | u
 const REWRITTEN: ReadonlySet<string> = new Set(['sec-websocket-protocol']);
 const REWRITTEN_AND_TRACEPARENT: ReadonlySet<string> = new Set(['sec-websocket-protocol', 'traceparent']);
 
-export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketProxy {
+export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSocketTunnels {
   const { replicas } = options;
   const secure = replicas.all.some((replica) => replica.url.protocol === 'https:');
   const tls = secure ? upstreamTlsOptions(options.config.upstream.tls) : {};
@@ -159,230 +121,162 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
   const tunnels = new Set<Duplex>();
   // With replicas: each stream's replica, and how to close it with a close frame telling its client to reconnect.
   const onReplica = new Map<Duplex, { readonly replica: Replica; readonly reconnect: () => void }>();
-  // Streams closed that way whose client has yet to answer the close frame (bounded by REFUSAL_FLUSH_MS).
+  // Streams closed that way whose client has yet to answer the close frame (bounded by FAREWELL_FLUSH_MS).
   const farewells = new Set<Duplex>();
   replicas.onLeave((replica) => {
     for (const tunnel of [...onReplica.values()]) if (tunnel.replica === replica) tunnel.reconnect();
   });
-  /** Set by closeAll() at shutdown: upgrades still pending then are cut by the gateway. */
+  /** Set by closeAll() at shutdown: the tunnels it ends were closed by the gateway. */
   let cuttingOff = false;
-  // Upgrades not yet tunnelled or refused (stages or the participant's answer pending), for shutdown.
-  const upgrading = new Set<Duplex>();
 
-  function handleUpgrade(request: http.IncomingMessage, socket: Duplex, head: Buffer): void {
-    const started = performance.now();
-    const correlationId = options.correlationId();
-    // Upgrades get no server span: the trace is continued (or started) by hand, and the participant
-    // gets exactly one traceparent naming the gateway's hop (telemetry/trace-context.ts).
+  function open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: TunnelOutcome): void {
+    const request = exchange.raw;
+    const operation = exchange.operation;
+    const replica = replicas.target;
+    const base = replica.url;
+    const transport = base.protocol === 'https:' ? https : http;
+    // Upgrades get no server span: the telemetry stage continued (or started) the trace by hand, and
+    // the participant gets exactly one traceparent naming the gateway's hop (src/trace-context.ts).
+    const traceparent = exchange.traceresponse!;
     const continued = parseTraceparent(request.headers.traceparent) !== undefined;
-    const trace = continueTrace(request.headers.traceparent);
-    const traceparent = formatTraceparent(trace);
-    let operation: Operation = UNKNOWN_OPERATION;
-    socket.on('error', () => socket.destroy());
-    upgrading.add(socket);
-    socket.once('close', () => upgrading.delete(socket));
-    // The API server keeps sockets half-open: a client that sends FIN before the tunnel opens has
-    // given up, and nothing would close its socket until the upstream timeout.
-    const onGiveUp = () => socket.destroy();
-    socket.once('end', onGiveUp);
-
-    // Each upgrade is counted and logged once, as a plain call is (one "request" line): tunnelled
-    // (101), refused here or by the participant, or left by its client before either (499).
-    let finished = false;
-    const finish = (status: number, errorCode: string | null, reason?: string) => {
-      if (finished) return;
-      finished = true;
-      const durationSeconds = (performance.now() - started) / 1000;
-      options.onOutcome?.({ operation, status, errorCode, durationSeconds });
-      options.log.info({
-        reqId: correlationId, traceId: trace.traceId, spanId: trace.spanId, operation: operation.name, method: 'GET', status,
-        errorCode, durationMs: Math.round(durationSeconds * 1e6) / 1e3, ...(reason !== undefined && { reason: scrubSecrets(reason) }),
-      }, 'request');
-    };
-    // Closed by closeAll() (shutdown) before either: the gateway's cut, not the client leaving.
-    socket.once('close', () => (cuttingOff ? finish(503, ErrorCodeLabels.shutdownGraceElapsed) : finish(499, 'CLIENT_CLOSED_REQUEST')));
-    const refuse = (error: GatewayError) => {
-      writeRefusal(socket, error, correlationId, trace, traceparent);
-      finish(error.definition.status, error.definition.code, error.reason);
-    };
-
-    const framing = framingProblem(request);
-    if (framing !== undefined) {
-      refuse(framingRefusal(framing));
-      return;
-    }
-    const credential = connectionOptionProblem(request.headers.connection, true);
-    if (credential !== undefined) {
-      refuse(new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${credential}.` }));
-      return;
-    }
-    const url = request.url ?? '/';
-    const problem = requestTargetProblem(url);
-    if (problem !== undefined) {
-      refuse(new GatewayError(Errors.GATEWAY_INVALID_PATH, { cause: `Invalid request target: ${problem}.` }));
-      return;
-    }
-    const path = pathOf(url);
-    // Node versions without shouldUpgradeCallback (before 24.9) hand every Upgrade request here:
-    // what is not a stream is refused, never tunnelled.
-    const matched = webSocketOperationOf(request);
-    if (matched === undefined) {
-      refuse(new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `${request.method ?? ''} ${path.slice(0, 200)} is not a WebSocket stream the gateway serves.` }));
-      return;
-    }
-    operation = matched;
-
-    options.admit(request, operation).then(() => {
-      if (socket.destroyed) return;
-      const replica = replicas.target;
-      const base = replica.url;
-      const transport = base.protocol === 'https:' ? https : http;
-      // The client's traceparent is replaced; its tracestate goes on only with the trace it belongs to.
-      const forwarded = forwardedFor(request, options.isTrustedProxy);
-      const rewritten = continued ? REWRITTEN_AND_TRACEPARENT : REWRITTEN;
-      const headers = upstreamRequestHeaders(request.rawHeaders, forwarded, !continued, rewritten);
-      // An array of headers makes Node send them as given, without a Host of its own.
-      headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket', 'traceparent', traceparent);
-      const subprotocols = forwardedSubprotocols(request.rawHeaders);
-      if (subprotocols !== undefined) headers.push('Sec-WebSocket-Protocol', subprotocols);
-      const upstream = transport.request({
-        protocol: base.protocol,
-        hostname: base.hostname,
-        port: base.port,
-        path: replica.basePath + url,
-        method: 'GET',
-        headers,
-        agent: false,
-        // Bounds connecting and the participant's answer to the upgrade (idle time on the socket);
-        // cleared once the tunnel is open, where a stream may be quiet for long.
-        timeout: operationTimeoutsMs[operation.name] ?? timeoutMs,
-        ...(transport === https && tls),
+    // The client's traceparent is replaced; its tracestate goes on only with the trace it belongs to.
+    const forwarded = forwardedFor(request, options.isTrustedProxy);
+    const rewritten = continued ? REWRITTEN_AND_TRACEPARENT : REWRITTEN;
+    const headers = upstreamRequestHeaders(request.rawHeaders, forwarded, !continued, rewritten);
+    // An array of headers makes Node send them as given, without a Host of its own.
+    const upgrade = request.headers.upgrade ?? 'websocket';
+    headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', upgrade, 'traceparent', traceparent);
+    const subprotocols = forwardedSubprotocols(request.rawHeaders);
+    if (subprotocols !== undefined) headers.push('Sec-WebSocket-Protocol', subprotocols);
+    const upstream = transport.request({
+      protocol: base.protocol,
+      hostname: base.hostname,
+      port: base.port,
+      path: replica.basePath + (request.url ?? '/'),
+      method: 'GET',
+      headers,
+      agent: false,
+      // Bounds connecting and the participant's answer to the upgrade (idle time on the socket);
+      // cleared once the tunnel is open, where a stream may be quiet for long.
+      timeout: operationTimeoutsMs[operation.name] ?? timeoutMs,
+      ...(transport === https && tls),
+    });
+    const onClientGone = () => upstream.destroy();
+    socket.once('close', onClientGone);
+    upstream.once('timeout', () => upstream.destroy(Object.assign(new Error('upgrade timed out'), { code: 'UND_ERR_HEADERS_TIMEOUT' })));
+    let answered = false;
+    upstream.on('error', (error) => {
+      socket.off('close', onClientGone);
+      // Once the participant's refusal is under way, a failure cuts it off: no second answer after it.
+      if (answered) socket.destroy();
+      else if (!socket.destroyed) outcome.failed(upstreamFailure(error));
+    });
+    upstream.once('response', (response) => {
+      // The participant refused the upgrade: its answer goes back whole, still bounded by the timeout.
+      answered = true;
+      socket.off('close', onClientGone);
+      socket.write(statusLine(response, true, traceparent));
+      // Its error code, read from the first bytes of its body as for a plain call (the body passes on whole).
+      const status = response.statusCode ?? 502;
+      const contentType = response.headers['content-type'];
+      const capture: Buffer[] = [];
+      let captured = 0;
+      response.on('data', (chunk: Buffer) => {
+        if (captured < ERROR_BODY_CAPTURE_BYTES) capture.push(chunk.subarray(0, ERROR_BODY_CAPTURE_BYTES - captured));
+        captured += chunk.length;
       });
-      const onClientGone = () => upstream.destroy();
-      socket.once('close', onClientGone);
-      upstream.once('timeout', () => upstream.destroy(Object.assign(new Error('upgrade timed out'), { code: 'UND_ERR_HEADERS_TIMEOUT' })));
-      let answered = false;
-      upstream.on('error', (error) => {
-        socket.off('close', onClientGone);
-        // Once the participant's refusal is under way, a failure cuts it off: no second answer after it.
-        if (answered) socket.destroy();
-        else if (!socket.destroyed) refuse(upstreamFailure(error));
+      response.once('close', () => {
+        exchange.errorCode = status >= 400 ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES) : null;
+        outcome.answered(status);
       });
-      upstream.once('response', (response) => {
-        // The participant refused the upgrade: its answer goes back whole, still bounded by the timeout.
-        answered = true;
-        socket.off('close', onClientGone);
-        socket.write(statusLine(response, true, traceparent));
-        // Its error code, read from the first bytes of its body as for a plain call (the body passes on whole).
-        const status = response.statusCode ?? 502;
-        const contentType = response.headers['content-type'];
-        const capture: Buffer[] = [];
-        let captured = 0;
-        response.on('data', (chunk: Buffer) => {
-          if (captured < ERROR_BODY_CAPTURE_BYTES) capture.push(chunk.subarray(0, ERROR_BODY_CAPTURE_BYTES - captured));
-          captured += chunk.length;
-        });
-        response.once('close', () => finish(status, status >= 400 ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES) : null));
-        response.on('error', () => socket.destroy());
-        response.pipe(socket, { end: false });
-        response.once('end', () => endRefusal(socket));
-      });
-      upstream.once('upgrade', (response, upstreamSocket, upstreamHead) => {
-        socket.off('close', onClientGone);
-        upstream.setTimeout(0);
-        upstreamSocket.setTimeout(0);
-        if (socket.destroyed) {
-          upstreamSocket.destroy();
+      response.on('error', () => socket.destroy());
+      response.pipe(socket, { end: false });
+      response.once('end', () => endUpgradeAnswer(socket));
+    });
+    upstream.once('upgrade', (response, upstreamSocket, upstreamHead) => {
+      socket.off('close', onClientGone);
+      upstream.setTimeout(0);
+      upstreamSocket.setTimeout(0);
+      if (socket.destroyed) {
+        upstreamSocket.destroy();
+        return;
+      }
+      socket.write(statusLine(response, false, traceparent));
+      if (upstreamHead.length > 0) socket.write(upstreamHead);
+      if (head.length > 0) upstreamSocket.write(head);
+      tunnels.add(socket);
+      const opened = performance.now();
+      let closed = false;
+      // The stream's own end, on a line of its own under the upgrade's id: how long it lasted, why
+      // it ended, and which side closed its connection first (after a WebSocket close handshake
+      // usually the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` when the
+      // gateway cut it: idle, shutdown or a replica change). The request line was written when the
+      // tunnel opened. `farewell`: a close frame for the client instead of cutting its connection.
+      const end = (cause: StreamEnd, farewell?: Buffer) => {
+        if (closed) return;
+        closed = true;
+        const endedBy = cuttingOff ? 'shutdown' : cause;
+        const closedFirst = endedBy === 'client' || endedBy === 'participant' ? endedBy : 'gateway';
+        const durationMs = Math.round(performance.now() - opened);
+        const line = { reqId: exchange.id, operation: operation.name, durationMs, closedFirst, reason: endedBy };
+        options.log.info(farewell === undefined ? line : { ...line, closeCode: SERVICE_RESTART }, 'stream ended');
+        options.onStreamEnded?.(operation, endedBy);
+        tunnels.delete(socket);
+        onReplica.delete(socket);
+        upstreamSocket.destroy();
+        if (farewell === undefined) {
+          socket.destroy();
           return;
         }
-        socket.write(statusLine(response, false, traceparent));
-        if (upstreamHead.length > 0) socket.write(upstreamHead);
-        if (head.length > 0) upstreamSocket.write(head);
-        socket.off('end', onGiveUp); // from here on, a half-close goes through the tunnel
-        upgrading.delete(socket);
-        tunnels.add(socket);
-        const opened = performance.now();
-        let closed = false;
-        // The stream's own end, on a line of its own under the upgrade's id: how long it lasted, why
-        // it ended, and which side closed its connection first (after a WebSocket close handshake
-        // usually the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` when the
-        // gateway cut it: idle, shutdown or a replica change). The request line was written when the
-        // tunnel opened. `farewell`: a close frame for the client instead of cutting its connection.
-        const end = (cause: StreamEnd, farewell?: Buffer) => {
-          if (closed) return;
-          closed = true;
-          const endedBy = cuttingOff ? 'shutdown' : cause;
-          const closedFirst = endedBy === 'client' || endedBy === 'participant' ? endedBy : 'gateway';
-          const durationMs = Math.round(performance.now() - opened);
-          const closeCode = farewell === undefined ? undefined : SERVICE_RESTART;
-          const line = { reqId: correlationId, operation: operation.name, durationMs, closedFirst, reason: endedBy };
-          options.log.info(closeCode === undefined ? line : { ...line, closeCode }, 'stream ended');
-          options.onStreamEnded?.(operation, endedBy);
-          tunnels.delete(socket);
-          onReplica.delete(socket);
-          upstreamSocket.destroy();
-          if (farewell === undefined) {
-            socket.destroy();
-            return;
-          }
-          socket.unpipe(upstreamSocket);
-          socket.resume(); // the client's close frame in answer is read and dropped
-          farewells.add(socket);
-          socket.once('close', () => farewells.delete(socket));
-          endRefusal(socket, farewell);
-        };
-        const byParticipant = () => end('participant');
-        const byClient = () => end('client');
-        socket.on('close', byClient);
-        // Every byte either way is read from or written to the client's socket, so its inactivity
-        // timer is the tunnel's. A byte tunnel knows no frame boundaries: it closes both connections
-        // (the client sees close code 1006) rather than write a close frame into a frame under way.
-        if (idleTimeoutMs > 0) (socket as Socket).setTimeout(idleTimeoutMs, () => end('idle_timeout'));
-        socket.pipe(upstreamSocket);
-        if (!replicas.failover) {
-          upstreamSocket.on('error', byParticipant).on('close', byParticipant);
-          upstreamSocket.pipe(socket);
-        } else {
-          // A replica that goes away (or stops being the active one) is told to the client with close
-          // code 1012, between two of the participant's frames, so that it reconnects and resumes from
-          // its last offset; one cut inside a frame can only be cut.
-          const frames = new FrameBoundaries();
-          frames.feed(upstreamHead);
-          const reconnect = (cause: 'participant' | 'replica_changed') => {
-            upstreamSocket.unpipe(socket);
-            const clean = frames.atBoundary && !frames.sawClose && socket.writable;
-            end(cause, clean ? closeFrame(SERVICE_RESTART, 'participant replica changed; reconnect') : undefined);
-          };
-          const lost = () => (frames.sawClose ? end('participant') : reconnect('participant'));
-          upstreamSocket.on('data', frames.feed).on('error', lost).on('close', lost);
-          upstreamSocket.once('end', () => (frames.sawClose ? socket.end() : reconnect('participant')));
-          upstreamSocket.pipe(socket, { end: false });
-          onReplica.set(socket, { replica, reconnect: () => reconnect('replica_changed') });
-          if (replicas.target !== replica) reconnect('replica_changed'); // calls moved on while it opened
-        }
-        finish(101, null);
-      });
-      upstream.end();
-    }, (error: unknown) => {
-      if (socket.destroyed) return;
-      if (error instanceof GatewayError) refuse(error);
-      else {
-        options.log.warn({ reqId: correlationId, err: error }, 'websocket upgrade failed');
-        refuse(new GatewayError(Errors.GATEWAY_INTERNAL_ERROR, { cause: `An internal error occurred; the gateway log has the details under correlation id ${correlationId}.` }));
+        socket.unpipe(upstreamSocket);
+        farewells.add(socket);
+        socket.once('close', () => farewells.delete(socket));
+        sendFarewell(socket, farewell);
+      };
+      const byParticipant = () => end('participant');
+      const byClient = () => end('client');
+      socket.on('close', byClient);
+      // Every byte either way is read from or written to the client's socket, so its inactivity
+      // timer is the tunnel's. A byte tunnel knows no frame boundaries: it closes both connections
+      // (the client sees close code 1006) rather than write a close frame into a frame under way.
+      if (idleTimeoutMs > 0) (socket as Socket).setTimeout(idleTimeoutMs, () => end('idle_timeout'));
+      // From here on, a half-close goes through the tunnel (the caller stops treating it as giving up).
+      outcome.answered(101);
+      socket.pipe(upstreamSocket);
+      if (!replicas.failover) {
+        upstreamSocket.on('error', byParticipant).on('close', byParticipant);
+        upstreamSocket.pipe(socket);
+        return;
       }
+      // A replica that goes away (or stops being the active one) is told to the client with close
+      // code 1012, between two of the participant's frames, so that it reconnects and resumes from
+      // its last offset; one cut inside a frame can only be cut.
+      const frames = new FrameBoundaries();
+      frames.feed(upstreamHead);
+      const reconnect = (cause: 'participant' | 'replica_changed') => {
+        upstreamSocket.unpipe(socket);
+        const clean = frames.atBoundary && !frames.sawClose && socket.writable;
+        end(cause, clean ? closeFrame(SERVICE_RESTART, 'participant replica changed; reconnect') : undefined);
+      };
+      const lost = () => (frames.sawClose ? end('participant') : reconnect('participant'));
+      upstreamSocket.on('data', frames.feed).on('error', lost).on('close', lost);
+      upstreamSocket.once('end', () => (frames.sawClose ? socket.end() : reconnect('participant')));
+      upstreamSocket.pipe(socket, { end: false });
+      onReplica.set(socket, { replica, reconnect: () => reconnect('replica_changed') });
+      if (replicas.target !== replica) reconnect('replica_changed'); // calls moved on while it opened
     });
+    upstream.end();
   }
 
   return {
-    handleUpgrade,
+    open,
     get openTunnels() {
       return tunnels.size;
     },
     closeAll(shuttingDown) {
       cuttingOff = shuttingDown;
-      for (const socket of [...tunnels, ...upgrading, ...farewells]) socket.destroy();
+      for (const socket of [...tunnels, ...farewells]) socket.destroy();
       tunnels.clear();
-      upgrading.clear();
       onReplica.clear();
       farewells.clear();
     },

@@ -3,7 +3,8 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { Errors } from '../../src/errors.js';
-import { DURATION_BUCKETS, ErrorCodeLabels, MetricNames, createMetrics, errorCodeLabeler, methodLabel, operationLabel } from '../../src/telemetry/metrics.js';
+import { ErrorCodeLabels, errorCodeLabeler } from '../../src/error-codes.js';
+import { DURATION_BUCKETS, MetricNames, createMetrics, methodLabel, operationLabel } from '../../src/telemetry/metrics.js';
 
 interface MetricJson {
   name: string;
