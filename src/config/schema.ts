@@ -82,7 +82,7 @@ export const IssuerSchema = Type.Object({
   jwks: Type.Optional(Type.Object({
     keys: Type.Array(Type.Object({ kty: Type.String({ minLength: 1 }) }, { additionalProperties: true }), { minItems: 1 }),
   }, { additionalProperties: true, description: 'Key source: an inline JWKS ({ keys: [...] }) of public keys, for air-gapped clusters. Tokens must carry a `kid`.' })),
-  unsafeHmacSecret: Type.Optional(Type.String({ minLength: 32, description: 'Key source, DEVELOPMENT ONLY: an HS256 shared secret (at least 32 characters), like Canton\'s unsafe-jwt-hmac-256. Refused with a real upstream unless auth.unsafeAllowHmacWithParticipant is true.' })),
+  unsafeHmacSecret: Type.Optional(Type.String({ minLength: 32, secret: true, description: 'Key source, DEVELOPMENT ONLY: an HS256 shared secret (at least 32 characters), like Canton\'s unsafe-jwt-hmac-256. Refused with a real upstream unless auth.unsafeAllowHmacWithParticipant is true.' })),
   audience: Type.Optional(Type.String({ minLength: 1, description: 'When set, `aud` must contain this value (Canton: target-audience / IDP audience). With neither audience nor scope, Canton\'s default parsing applies.' })),
   scope: Type.Optional(Type.String({ minLength: 1, pattern: '^\\S+$', description: 'When set, `scope` (space-separated) or `scp` must contain this value (Canton: target-scope). With both audience and scope set, both must match.' })),
   algorithms: Type.Optional(Type.Array(Type.Unsafe<JwsAlgorithm>({ type: 'string', enum: [...JWS_ALGORITHMS] }), { minItems: 1, uniqueItems: true, description: 'The pinned JWS algorithms. Default: [RS256, ES256, ES512] for jwksUrl and jwks; for publicKeyFile, [RS256] for an RSA key, else the ones the key fits; [HS256] for unsafeHmacSecret.' })),
@@ -131,7 +131,7 @@ export const ProtectionSchema = Section({
   operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, { default: {}, description: 'Per-operation limits by operation name (README "Routes and operations"); a key set here replaces the same key of `default`, the others are inherited.' }),
   failMode: Type.Union([Type.Literal('open'), Type.Literal('closed')], { default: 'open', description: 'When Redis cannot answer: open admits the call (a warning at most every 30 s, metric ledger_gateway_protection_store_failures_total); closed refuses it with 503 GATEWAY_PROTECTION_UNAVAILABLE.' }),
   redis: Section({
-    url: Type.Optional(Type.String({ pattern: '^rediss?://', description: 'redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process\'s memory.' })),
+    url: Type.Optional(Type.String({ pattern: '^rediss?://', secret: true, description: 'redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process\'s memory.' })),
     keyPrefix: Type.String({ minLength: 1, maxLength: 100, default: 'ledger-gateway:', description: 'Prefix of every key the gateway writes; replicas sharing a budget use the same prefix.' }),
     commandTimeoutMs: Milliseconds(250, 'Bound on one Redis command; a slower answer counts as a failure (failMode applies).'),
     connectTimeoutMs: Milliseconds(2_000, 'Bound on opening the Redis connection; reconnects back off up to 2 s while failMode applies.'),
