@@ -205,8 +205,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     config,
     replyHeaders: corsConfigured,
     replacesTraceContext: serverSpanPlugin !== undefined,
-    // Propagated by hand, the participant's traceparent is the client's traceresponse (trace-context.ts).
-    ...(propagateTraceContext && { traceparentOf: (request: FastifyRequest) => request.traceresponse }),
+    // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
+    ...(propagateTraceContext && { propagateTraceContext }),
     isTrustedProxy,
     onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined),
   });

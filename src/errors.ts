@@ -240,7 +240,14 @@ export class GatewayError extends Error {
     this.name = 'GatewayError';
     this.definition = definition;
     this.details = details;
-    this.headers = options.headers ?? {};
+    const headers = options.headers ?? {};
+    // A 503 tells when to retry in the header as its body's retryInfo does ("1 second" unless the
+    // raiser says otherwise), so that clients and proxies that read only HTTP (RFC 9110 §10.2.3)
+    // wait as long as Canton-aware ones.
+    const seconds = definition.status === 503 && definition.retryInfo !== null && headers['retry-after'] === undefined
+      ? /^(\d+) seconds?$/.exec(details.retryInfo ?? definition.retryInfo)?.[1]
+      : undefined;
+    this.headers = seconds === undefined ? headers : { ...headers, 'retry-after': seconds };
     this.reason = options.reason;
   }
 }

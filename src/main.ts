@@ -1,31 +1,15 @@
 #!/usr/bin/env node
 // The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT.
-import { parseArgs } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { buildGateway } from './app.js';
 import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication } from './auth/dev-mode.js';
-import { ConfigError, loadConfig } from './config/load.js';
+import { readArguments } from './cli/arguments.js';
+import { checkConfiguration } from './cli/check.js';
+import { listenFailure, ListenFailure } from './cli/listen-failure.js';
+import { ConfigError, loadConfiguration } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createLogger } from './telemetry/logging.js';
 import { activeTracing, startTracing } from './telemetry/tracing.js';
-
-const USAGE = `Usage: ledger-gateway [--config <file>]
-
-Policy gateway for a Canton participant's JSON Ledger API v2.
-  --config <file>   YAML configuration (also LEDGER_GATEWAY_CONFIG); defaults apply without one.
-  --help            Show this help.`;
-
-function readArguments(): string | undefined {
-  const { values } = parseArgs({
-    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
-    strict: true,
-  });
-  if (values.help) {
-    console.log(USAGE);
-    process.exit(0);
-  }
-  return values.config ?? process.env.LEDGER_GATEWAY_CONFIG;
-}
 
 /** "sandbox" = the embedded sandbox ledger on a loopback port: for development, never production. */
 async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sandbox?: FastifyInstance }> {
@@ -38,7 +22,16 @@ async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sa
 
 async function main(): Promise<void> {
   // A ConfigError from anywhere in start-up (file, auth section, policy rules) exits 2 (see below).
-  const loaded = loadConfig(readArguments());
+  const args = readArguments();
+  if (args.check) {
+    const { effective, notes } = checkConfiguration(args.config);
+    process.stdout.write(effective);
+    for (const note of notes) console.error(`ledger-gateway: note: ${note}`);
+    console.error(`ledger-gateway: the configuration is valid (${args.config ?? 'defaults + environment'})`);
+    return;
+  }
+  const loadedConfig = loadConfiguration(args.config);
+  const loaded = loadedConfig.config;
   // Authentication: with the sandbox and no issuer, the development issuer takes their place
   // (auth/dev-mode.ts); never with a real upstream.
   const { config, development } = await prepareAuthentication(loaded);
@@ -51,11 +44,14 @@ async function main(): Promise<void> {
   const tracing = activeTracing() ?? startTracing();
   const gateway = await buildGateway(config, { upstreamUrl: upstream.url, logger: createLogger(config.log.level), tracingActive: tracing !== undefined });
   const log = gateway.log;
-  log.info({ tracing: tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting' }, 'tracing');
+  log.info({ tracing: tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting', propagators: tracing?.propagators.names.join(',') }, 'tracing');
+  if (tracing !== undefined && tracing.propagators.unknown.length > 0) {
+    log.warn({ unknown: tracing.propagators.unknown, known: 'tracecontext, baggage, b3, b3multi, none' }, 'OTEL_PROPAGATORS names propagators that do not exist; they are ignored');
+  }
   if (upstream.sandbox !== undefined) {
     log.warn({ upstream: upstream.url }, 'DEVELOPMENT ONLY: forwarding to the embedded sandbox ledger, not a participant');
   }
-  const urls = await gateway.listen();
+  const urls = await gateway.listen().catch((error: unknown) => Promise.reject(listenFailure(error, loadedConfig)));
   log.info({ api: urls.api, admin: urls.admin, upstream: upstream.sandbox ? 'sandbox' : upstream.url }, 'ledger-gateway listening');
   if (development !== undefined) {
     log.warn({ issuer: DEVELOPMENT_ISSUER }, 'DEVELOPMENT ONLY: tokens signed by the development key are accepted');
@@ -101,7 +97,7 @@ process.on('unhandledRejection', (reason) => {
 });
 
 main().catch((error: unknown) => {
-  if (error instanceof ConfigError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+  if (error instanceof ConfigError || error instanceof ListenFailure || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
     console.error(`ledger-gateway: ${(error as Error).message}`);
     process.exit(2);
   }

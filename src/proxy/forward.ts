@@ -18,7 +18,7 @@ import { onResponseClose } from '../response-close.js';
 import { gatewayHeaders, writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ErrorCodeLabels } from '../telemetry/metrics.js';
-import { parseTraceparent } from '../telemetry/trace-context.js';
+import { injectTraceContext, traceContextFields } from '../telemetry/trace-context.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 
@@ -32,10 +32,10 @@ export interface ForwarderOptions {
   /** True when the tracing instrumentation injects the gateway's own traceparent upstream. */
   readonly replacesTraceContext: boolean;
   /**
-   * Set when trace context is propagated by hand (telemetry/trace-context.ts): the request's
-   * traceparent for the participant, sent instead of the client's; tracestate and baggage pass as sent.
+   * Set when trace context is propagated without spans (telemetry/trace-context.ts): the request's
+   * `traceContext` is injected in the OTEL_PROPAGATORS formats, instead of the client's headers of those formats.
    */
-  readonly traceparentOf?: (request: FastifyRequest) => string | undefined;
+  readonly propagateTraceContext?: boolean;
   /** Whether answers carry the headers set on the reply (CORS configured; see answer.ts gatewayHeaders). */
   readonly replyHeaders?: boolean;
   /** Whether a connection's peer is a configured trusted proxy (its X-Forwarded-* are kept). */
@@ -168,10 +168,10 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   // With tracing on, the undici instrumentation injects the propagator's headers (traceparent,
   // tracestate, baggage) for the gateway's client span: the client's copies are dropped, so the
   // participant receives exactly one of each.
-  // Propagated by hand, only the client's traceparent is replaced.
+  // Propagated without spans, the same: the propagators' headers are the gateway's.
   const traceHeaders = options.replacesTraceContext
     ? new Set(propagation.fields().map((name) => name.toLowerCase()))
-    : options.traceparentOf !== undefined ? new Set(['traceparent']) : undefined;
+    : options.propagateTraceContext ? traceContextFields() : undefined;
   // The pool is handed at most as many calls as it has connections; the others wait here, oldest
   // first, each until its deadline (upstream.timeoutMs, which also bounds the answer's head). In
   // undici's own queue no timeout runs (headersTimeout starts once a call is written) and a call
@@ -234,13 +234,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   }
 
   function headersFor(request: FastifyRequest, drop?: ReadonlySet<string>): string[] {
-    const traceparent = options.traceparentOf?.(request);
-    // A trace started here (the caller's traceparent missing or invalid) takes no tracestate with
-    // it: the caller's belongs to a trace the participant never hears of (W3C Trace Context §3.3).
-    const orphanedState = traceparent !== undefined && request.headers.tracestate !== undefined
-      && parseTraceparent(request.headers.traceparent)?.traceId !== request.traceContext?.traceId;
-    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwardedFor(request.raw, options.isTrustedProxy), options.replacesTraceContext || orphanedState, dropped(drop));
-    if (traceparent !== undefined) headers.push('traceparent', traceparent);
+    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwardedFor(request.raw, options.isTrustedProxy), options.replacesTraceContext, dropped(drop));
+    if (options.propagateTraceContext && request.traceContext !== undefined) injectTraceContext(request.traceContext, headers);
     return headers;
   }
 

@@ -12,7 +12,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError, renderCantonError } from '../errors.js';
 import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from '../operations.js';
 import { connectionOptionProblem, framingProblem, framingRefusal, requestTargetProblem } from '../request-context.js';
-import { continueTrace, formatTraceparent, parseTraceparent, type TraceContext } from '../telemetry/trace-context.js';
+import { continueTrace, formatTraceparent, injectTraceContext, traceContextFields, type TraceContext } from '../telemetry/trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { scrubSecrets } from '../telemetry/logging.js';
 import { ErrorCodeLabels } from '../telemetry/metrics.js';
@@ -114,8 +114,6 @@ function statusLine(response: http.IncomingMessage, refused: boolean, tracerespo
   return `${head.join('\r\n')}\r\n\r\n`;
 }
 
-const TRACEPARENT_ONLY: ReadonlySet<string> = new Set(['traceparent']);
-
 export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketProxy {
   const base = new URL(options.upstreamUrl);
   const basePath = base.pathname.replace(/\/+$/, '');
@@ -131,10 +129,9 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
   function handleUpgrade(request: http.IncomingMessage, socket: Duplex, head: Buffer): void {
     const started = performance.now();
     const correlationId = options.correlationId();
-    // Upgrades get no server span: the trace is continued (or started) by hand, and the participant
-    // gets exactly one traceparent naming the gateway's hop (telemetry/trace-context.ts).
-    const continued = parseTraceparent(request.headers.traceparent) !== undefined;
-    const trace = continueTrace(request.headers.traceparent);
+    // Upgrades get no server span: the trace is continued (or started) without one, and the
+    // participant is told the gateway's hop in the OTEL_PROPAGATORS formats (telemetry/trace-context.ts).
+    const trace = continueTrace(request.headers);
     const traceparent = formatTraceparent(trace);
     let operation: Operation = UNKNOWN_OPERATION;
     socket.on('error', () => socket.destroy());
@@ -154,7 +151,7 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
       const durationSeconds = (performance.now() - started) / 1000;
       options.onOutcome?.({ operation, status, errorCode, durationSeconds });
       options.log.info({
-        reqId: correlationId, traceId: trace.traceId, spanId: trace.spanId, operation: operation.name, method: 'GET', status,
+        reqId: correlationId, traceId: trace.traceId, spanId: trace.spanId, trace_id: trace.traceId, span_id: trace.spanId, operation: operation.name, method: 'GET', status,
         errorCode, durationMs: Math.round(durationSeconds * 1e6) / 1e3, ...(reason !== undefined && { reason: scrubSecrets(reason) }),
       }, 'request');
     };
@@ -193,10 +190,11 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
 
     options.admit(request, operation).then(() => {
       if (socket.destroyed) return;
-      // The client's traceparent is replaced; its tracestate goes on only with the trace it belongs to.
-      const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), !continued, continued ? TRACEPARENT_ONLY : undefined);
+      // The client's trace headers are replaced by the gateway's hop (its tracestate goes on only with the trace it belongs to).
+      const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), false, traceContextFields());
       // An array of headers makes Node send them as given, without a Host of its own.
-      headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket', 'traceparent', traceparent);
+      headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket');
+      injectTraceContext(trace, headers);
       const upstream = transport.request({
         protocol: base.protocol,
         hostname: base.hostname,

@@ -36,8 +36,8 @@ export const SpanAttributes = {
 
 export interface RequestTelemetryOptions {
   /**
-   * Tracing is on but nothing is exported (no SDK, no span): continue the caller's trace by hand on
-   * `request.traceContext`, which the forwarder sends upstream as the one traceparent.
+   * Tracing is on but nothing is exported (no SDK, no span): continue the caller's trace on
+   * `request.traceContext`, which the forwarder injects upstream (trace-context.ts).
    */
   readonly propagateTraceContext?: boolean;
   /** Writes the request's one log line (logging.ts requestLineWriter); none when logging is off. */
@@ -117,7 +117,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     begin(request, reply) {
       (request as WithState)[kState] = { started: performance.now(), inflightOperation: undefined, finished: false, reason: undefined };
       if (propagateTraceContext) {
-        const context = continueTrace(request.headers.traceparent);
+        const context = continueTrace(request.headers);
         request.traceContext = context;
         request.traceresponse = formatTraceparent(context);
       } else {
