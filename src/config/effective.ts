@@ -1,9 +1,9 @@
 // The effective configuration as `--check` prints it: every default filled in, each key set by an
 // environment variable marked with its name, and every secret redacted (the keys the schema marks
 // `secret`, and every value read from a file with ${file:...}).
-import { Document, isMap, isScalar, isSeq, type Node } from 'yaml';
+import { Document, isMap, isScalar } from 'yaml';
 import type { ConfigProvenance } from './provenance.js';
-import { pathText, schemaAt, type KeyPath } from './schema-paths.js';
+import { namedKeys, pathText, schemaAt, type KeyPath } from './schema-paths.js';
 import type { GatewayConfig } from './schema.js';
 
 export const REDACTED = 'REDACTED';
@@ -31,7 +31,11 @@ function redactInPlace(value: unknown, path: KeyPath, provenance: ConfigProvenan
   if (provenance.fromFiles.has(pathText(path)) || schemaAt(path)?.secret === true) return redactSecret(value);
   if (Array.isArray(value)) return value.map((item, index) => redactInPlace(item, [...path, index], provenance));
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([key, child]) => [key, redactInPlace(child, [...path, key], provenance)]));
+    // In the schema's order (the environment's settings were added last).
+    const order = namedKeys(schemaAt(path));
+    const rank = (key: string) => (order.includes(key) ? order.indexOf(key) : order.length);
+    const entries = Object.entries(value).sort(([a], [b]) => rank(a) - rank(b));
+    return Object.fromEntries(entries.map(([key, child]) => [key, redactInPlace(child, [...path, key], provenance)]));
   }
   return value;
 }
@@ -41,19 +45,24 @@ export function redactedConfig(config: GatewayConfig, provenance: ConfigProvenan
   return redactInPlace(config, [], provenance) as Record<string, unknown>;
 }
 
-function nodeAt(document: Document, path: KeyPath): Node | undefined {
-  const node = document.getIn(path, true);
-  return isScalar(node) || isMap(node) || isSeq(node) ? node : undefined;
+/** The key of the pair at `path` (where a comment on the whole entry goes), or the scalar value itself. */
+function commentTarget(document: Document, path: KeyPath): { commentBefore?: string | null; comment?: string | null } | undefined {
+  const value = document.getIn(path, true);
+  if (isScalar(value)) return value;
+  const parent = document.getIn(path.slice(0, -1), true);
+  if (!isMap(parent)) return undefined;
+  const pair = parent.items.find((item) => isScalar(item.key) && item.key.value === path.at(-1));
+  return pair !== undefined && isScalar(pair.key) ? pair.key : undefined;
 }
 
 /** The effective configuration as YAML, secrets redacted, keys set from the environment commented with the variable. */
 export function effectiveConfigYaml(config: GatewayConfig, provenance: ConfigProvenance): string {
   const document = new Document(redactedConfig(config, provenance));
   for (const { variable, path } of provenance.variables) {
-    const node = nodeAt(document, path);
-    if (node === undefined) continue;
-    if (isScalar(node)) node.comment = ` ${variable}`;
-    else node.commentBefore = ` ${variable}`;
+    const target = commentTarget(document, path);
+    if (target === undefined) continue;
+    if (isScalar(document.getIn(path, true))) target.comment = ` ${variable}`;
+    else target.commentBefore = ` ${variable}`;
   }
   return document.toString({ lineWidth: 0 });
 }

@@ -105,8 +105,8 @@ export function newSpanId(): string {
 }
 
 /** The gateway's hop in the caller's trace, or in a new sampled trace when the caller sent none the propagators read. */
-export function continueTrace(headers: IncomingHttpHeaders): TraceContext {
-  const extracted = configuredPropagation().propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+export function continueTrace(headers: IncomingHttpHeaders, propagator: TextMapPropagator = configuredPropagation().propagator): TraceContext {
+  const extracted = propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
   const parent = trace.getSpanContext(extracted);
   const continued = parent !== undefined && isSpanContextValid(parent);
   const traceId = continued ? parent.traceId : newTraceId();
@@ -126,8 +126,8 @@ const headerListSetter: TextMapSetter<string[]> = {
 };
 
 /** Appends the propagators' headers for the gateway's hop to a flat [name, value, ...] list of request headers. */
-export function injectTraceContext(context: TraceContext, headers: string[]): void {
-  configuredPropagation().propagator.inject(context.context, headers, headerListSetter);
+export function injectTraceContext(context: TraceContext, headers: string[], propagator: TextMapPropagator = configuredPropagation().propagator): void {
+  propagator.inject(context.context, headers, headerListSetter);
 }
 
 /** The traceresponse for the client: W3C traceparent syntax, whatever the propagators. */
