@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 // The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT.
 import type { FastifyInstance } from 'fastify';
-import { buildGateway } from './app.js';
 import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication } from './auth/dev-mode.js';
 import { readArguments } from './cli/arguments.js';
 import { checkConfiguration } from './cli/check.js';
@@ -9,7 +8,6 @@ import { listenFailure, ListenFailure } from './cli/listen-failure.js';
 import { ConfigError, loadConfiguration } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createLogger } from './telemetry/logging.js';
-import { activeTracing, startTracing } from './telemetry/tracing.js';
 
 /** "sandbox" = the embedded sandbox ledger on a loopback port: for development, never production. */
 async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sandbox?: FastifyInstance }> {
@@ -32,6 +30,9 @@ async function main(): Promise<void> {
   }
   const loadedConfig = loadConfiguration(args.config);
   const loaded = loadedConfig.config;
+  // Loaded once the config is valid: --help, --version, --check and a bad config answer without the
+  // server and the OpenTelemetry SDK (a second or more of start-up).
+  const [{ buildGateway }, { activeTracing, startTracing }] = await Promise.all([import('./app.js'), import('./telemetry/tracing.js')]);
   // Authentication: with the sandbox and no issuer, the development issuer takes their place
   // (auth/dev-mode.ts); never with a real upstream.
   const { config, development } = await prepareAuthentication(loaded);

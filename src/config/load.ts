@@ -8,7 +8,7 @@ import { createSecureContext } from 'node:tls';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { OPERATION_NAMES } from '../operations.js';
-import { applySetting, environmentSettings, nearest } from './environment.js';
+import { applySetting, ENVIRONMENT_ALIASES, environmentSettings, nearest } from './environment.js';
 import { resolveFileReferences, type ReferenceOutcome } from './file-references.js';
 import { variableOf, type ConfigProvenance } from './provenance.js';
 import { allowedValues, namedKeys, pathText, schemaAt, type KeyPath } from './schema-paths.js';
@@ -22,6 +22,9 @@ export class ConfigError extends Error {
     this.problems = problems;
   }
 }
+
+/** The short environment names of the per-pod keys (environment.ts has the convention for every key). */
+export const ENVIRONMENT_OVERRIDES = ENVIRONMENT_ALIASES;
 
 const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: false });
 const validateConfig = ajv.compile<GatewayConfig>(ConfigSchema);
