@@ -56,13 +56,15 @@ export function propagationFromEnvironment(env: NodeJS.ProcessEnv): ConfiguredPr
   };
 }
 
-let configured: (ConfiguredPropagation & { readonly fields: ReadonlySet<string> }) | undefined;
+type Configured = ConfiguredPropagation & { readonly fields: ReadonlySet<string>; readonly fieldList: readonly string[] };
+let configured: Configured | undefined;
 
 /** The process's propagation, from OTEL_PROPAGATORS when first asked for (tracing.ts gives the SDK the same one). */
-export function configuredPropagation(): ConfiguredPropagation & { readonly fields: ReadonlySet<string> } {
+export function configuredPropagation(): Configured {
   if (configured === undefined) {
     const propagation = propagationFromEnvironment(process.env);
-    configured = { ...propagation, fields: new Set(propagation.propagator.fields().map((name) => name.toLowerCase())) };
+    const fieldList = propagation.propagator.fields().map((name) => name.toLowerCase());
+    configured = { ...propagation, fields: new Set(fieldList), fieldList };
   }
   return configured;
 }
@@ -106,7 +108,10 @@ export function newSpanId(): string {
 
 /** The gateway's hop in the caller's trace, or in a new sampled trace when the caller sent none the propagators read. */
 export function continueTrace(headers: IncomingHttpHeaders, propagator: TextMapPropagator = configuredPropagation().propagator): TraceContext {
-  const extracted = propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+  // Most calls carry no trace header at all: then there is nothing to extract (a fifth of this function's cost).
+  const extracted = carriesAny(headers, propagator === configured?.propagator ? configured.fieldList : propagator.fields())
+    ? propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter)
+    : ROOT_CONTEXT;
   const parent = trace.getSpanContext(extracted);
   const continued = parent !== undefined && isSpanContextValid(parent);
   const traceId = continued ? parent.traceId : newTraceId();
@@ -116,6 +121,11 @@ export function continueTrace(headers: IncomingHttpHeaders, propagator: TextMapP
   // (W3C Trace Context §3.3). Baggage is not tied to a trace and goes on either way.
   const context = trace.setSpanContext(extracted, { traceId, spanId, traceFlags: flags, ...(continued && parent.traceState !== undefined && { traceState: parent.traceState }) });
   return { traceId, spanId, flags, continued, context };
+}
+
+function carriesAny(headers: IncomingHttpHeaders, fields: readonly string[]): boolean {
+  for (const field of fields) if (headers[field] !== undefined) return true;
+  return false;
 }
 
 /** Appends to a flat [name, value, ...] header list. */
