@@ -32,7 +32,10 @@ async function main(): Promise<void> {
   const loaded = loadedConfig.config;
   // Loaded once the config is valid: --help, --version, --check and a bad config answer without the
   // server and the OpenTelemetry SDK (a second or more of start-up).
-  const [{ buildGateway }, { activeTracing, startTracing }] = await Promise.all([import('./app.js'), import('./telemetry/tracing.js')]);
+  const [{ buildGateway }, { activeTracing, startTracing }] = await Promise.all([
+    import('./app.js'),
+    import('./telemetry/tracing.js'),
+  ]);
   // Authentication: with the sandbox and no issuer, the development issuer takes their place
   // (auth/dev-mode.ts); never with a real upstream.
   const { config, development } = await prepareAuthentication(loaded);
@@ -45,9 +48,11 @@ async function main(): Promise<void> {
   const tracing = activeTracing() ?? startTracing();
   const gateway = await buildGateway(config, { upstreamUrl: upstream.url, logger: createLogger(config.log.level), tracingActive: tracing !== undefined });
   const log = gateway.log;
-  log.info({ tracing: tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting', propagators: tracing?.propagators.names.join(',') }, 'tracing');
+  const tracingMode = tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting';
+  log.info({ tracing: tracingMode, propagators: tracing?.propagators.names.join(',') }, 'tracing');
   if (tracing !== undefined && tracing.propagators.unknown.length > 0) {
-    log.warn({ unknown: tracing.propagators.unknown, known: 'tracecontext, baggage, b3, b3multi, none' }, 'OTEL_PROPAGATORS names propagators that do not exist; they are ignored');
+    const known = 'tracecontext, baggage, b3, b3multi, none';
+    log.warn({ unknown: tracing.propagators.unknown, known }, 'OTEL_PROPAGATORS names unknown propagators; they are ignored');
   }
   if (upstream.sandbox !== undefined) {
     log.warn({ upstream: upstream.url }, 'DEVELOPMENT ONLY: forwarding to the embedded sandbox ledger, not a participant');
@@ -98,7 +103,8 @@ process.on('unhandledRejection', (reason) => {
 });
 
 main().catch((error: unknown) => {
-  if (error instanceof ConfigError || error instanceof ListenFailure || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+  const badArgument = (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+  if (error instanceof ConfigError || error instanceof ListenFailure || badArgument) {
     console.error(`ledger-gateway: ${(error as Error).message}`);
     process.exit(2);
   }

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildDist, ROOT } from './helpers/process.js';
 
-const scripts = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+const scripts = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> })
+  .scripts;
 
 beforeAll(() => buildDist(), 120_000);
 
@@ -24,7 +25,10 @@ describe('npm start', () => {
     const outputs = ['main.js', 'app.js', 'config/load.js', '.tsbuildinfo'].map((file) => join(ROOT, 'dist', file));
     const before = outputs.map((file) => statSync(file).mtimeMs);
     const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-    const output = execFileSync(process.execPath, [tsc, '--build', '--verbose', join(ROOT, 'tsconfig.json')], { cwd: ROOT, encoding: 'utf8' });
+    const output = execFileSync(process.execPath, [tsc, '--build', '--verbose', join(ROOT, 'tsconfig.json')], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
     expect(output).toMatch(/is up to date/);
     expect(outputs.map((file) => statSync(file).mtimeMs)).toEqual(before);
   }, 60_000);

@@ -38,7 +38,10 @@ function secretFile(name: string, text: string): string {
 async function heldPort(): Promise<{ port: number; release(): Promise<void> }> {
   const server: Server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as { port: number }).port, release: () => new Promise((resolve) => server.close(() => resolve())) };
+  return {
+    port: (server.address() as { port: number }).port,
+    release: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 describe('--version and --help', () => {
@@ -47,18 +50,24 @@ describe('--version and --help', () => {
     expect([code, stdout, stderr]).toEqual([0, `ledger-gateway ${VERSION}\n`, '']);
   });
 
-  it('--help lists every environment variable the gateway reads: each config key\'s, the short names, the process\'s and OTEL_*', async () => {
+  it("--help lists every environment variable read: each key's, the short names, the process's, OTEL_*", async () => {
     const { code, stdout } = await runToExit(['dist/main.js', '--help']);
     expect(code).toBe(0);
     const listed = new Set(stdout.match(/\b(?:LEDGER_GATEWAY|OTEL)_[A-Z\d_]+/g));
-    for (const { path } of settableKeys()) expect(listed, environmentVariable(path)).toContain(environmentVariable(path));
+    for (const { path } of settableKeys())
+      expect(listed, environmentVariable(path)).toContain(environmentVariable(path));
     for (const { variable } of ENVIRONMENT_ALIASES) expect(listed).toContain(variable);
     // Every variable the source reads by name (env.NAME, process.env.NAME) is listed.
-    const sources = (dir: string): string[] => readdirSync(dir).flatMap((name) => {
-      const path = join(dir, name);
-      return statSync(path).isDirectory() ? sources(path) : path.endsWith('.ts') ? [path] : [];
-    });
-    const read = new Set(sources(join(ROOT, 'src')).flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/\benv\.([A-Z][A-Z\d_]+)/g)].map((match) => match[1]!)));
+    const sources = (dir: string): string[] =>
+      readdirSync(dir).flatMap((name) => {
+        const path = join(dir, name);
+        return statSync(path).isDirectory() ? sources(path) : path.endsWith('.ts') ? [path] : [];
+      });
+    const read = new Set(
+      sources(join(ROOT, 'src')).flatMap((file) =>
+        [...readFileSync(file, 'utf8').matchAll(/\benv\.([A-Z][A-Z\d_]+)/g)].map((match) => match[1]!),
+      ),
+    );
     expect(read.size).toBeGreaterThan(5);
     for (const variable of read) expect(listed, variable).toContain(variable);
   });
@@ -66,29 +75,41 @@ describe('--version and --help', () => {
   it('refuses an unknown option with exit 2', async () => {
     const { code, stderr } = await runToExit(['dist/main.js', '--chek']);
     expect(code).toBe(2);
-    expect(stderr).toContain('ledger-gateway: Unknown option \'--chek\'');
+    expect(stderr).toContain("ledger-gateway: Unknown option '--chek'");
   });
 });
 
 describe('--check', () => {
-  it('prints the effective config, secrets redacted and the variables that set keys marked, exits 0 and starts nothing', async () => {
+  it('prints the effective config, secrets redacted, variables marked; exits 0 and starts nothing', async () => {
     const held = await heldPort(); // --check must not listen: a port in use changes nothing
     const password = secretFile('redis-password', `${PASSWORD}\n`);
     const hmac = secretFile('hmac-secret', HMAC_SECRET);
-    const file = writeConfig([
-      `upstream: { url: "${upstream.url}" }`,
-      'auth:',
-      '  unsafeAllowHmacWithParticipant: true',
-      `  issuers: [{ issuer: "https://idp.example", jwksUrl: "${upstream.url}/jwks" }, { issuer: "urn:dev", unsafeHmacSecret: "\${file:${hmac}}" }]`,
-      `protection: { redis: { url: "redis://:\${file:${password}}@redis.internal:6379" } }`,
-    ].join('\n'));
+    const file = writeConfig(
+      [
+        `upstream: { url: "${upstream.url}" }`,
+        'auth:',
+        '  unsafeAllowHmacWithParticipant: true',
+        '  issuers:',
+        `    - { issuer: "https://idp.example", jwksUrl: "${upstream.url}/jwks" }`,
+        `    - { issuer: "urn:dev", unsafeHmacSecret: "\${file:${hmac}}" }`,
+        `protection: { redis: { url: "redis://:\${file:${password}}@redis.internal:6379" } }`,
+      ].join('\n'),
+    );
     try {
       const before = upstream.requests.length;
-      const { code, stdout, stderr } = await runToExit(['dist/main.js', '--check', '--config', file], { LEDGER_GATEWAY_PORT: String(held.port), LEDGER_GATEWAY_LOG__LEVEL: 'warn' });
+      const { code, stdout, stderr } = await runToExit(['dist/main.js', '--check', '--config', file], {
+        LEDGER_GATEWAY_PORT: String(held.port),
+        LEDGER_GATEWAY_LOG__LEVEL: 'warn',
+      });
       expect(code, stderr).toBe(0);
       expect(stderr).toContain(`ledger-gateway: the configuration is valid (${file})`);
       expect(stderr).toContain('ledger-gateway: note: UNSAFE: auth.unsafeAllowHmacWithParticipant is on');
-      const effective = parseYaml(stdout) as { server: { port: number }; log: { level: string }; protection: { redis: { url: string } }; auth: { issuers: Array<Record<string, string>> } };
+      const effective = parseYaml(stdout) as {
+        server: { port: number };
+        log: { level: string };
+        protection: { redis: { url: string } };
+        auth: { issuers: Array<Record<string, string>> };
+      };
       expect(effective.server.port).toBe(held.port);
       expect(effective.log.level).toBe('warn');
       expect(effective.protection.redis.url).toBe('redis://REDACTED@redis.internal:6379');
@@ -102,58 +123,73 @@ describe('--check', () => {
     }
   });
 
-  it('names every problem of every section with exit 2: the file\'s keys, then the issuers\' key files and the policy', async () => {
-    const schema = writeConfig([
-      'server: { prot: 8080 }',
-      'log: { level: loud }',
-      'upstream: { url: "participant:7575" }',
-    ].join('\n'));
+  it("names every problem with exit 2: the file's keys, then the issuers' key files and the policy", async () => {
+    const schema = writeConfig(
+      ['server: { prot: 8080 }', 'log: { level: loud }', 'upstream: { url: "participant:7575" }'].join('\n'),
+    );
     const first = await runToExit(['dist/main.js', '--check', '--config', schema]);
     expect(first.code).toBe(2);
     expect(first.stdout).toBe('');
-    expect(first.stderr).toBe([
-      `ledger-gateway: invalid configuration (${schema}):`,
-      '  - server.prot: unknown key; did you mean `port`?',
-      '  - log.level: must be one of fatal, error, warn, info, debug, trace, silent',
-      '',
-    ].join('\n'));
+    expect(first.stderr).toBe(
+      [
+        `ledger-gateway: invalid configuration (${schema}):`,
+        '  - server.prot: unknown key; did you mean `port`?',
+        '  - log.level: must be one of fatal, error, warn, info, debug, trace, silent',
+        '',
+      ].join('\n'),
+    );
 
-    const sections = writeConfig([
-      `upstream: { url: "participant:7575" }`,
-      'auth: { issuers: [{ issuer: "https://idp.example", publicKeyFile: "/nonexistent/idp.pem" }] }',
-      'policy: { rules: { noSuchOperation: [{ anyAuthenticated: true }] } }',
-    ].join('\n'));
+    const sections = writeConfig(
+      [
+        `upstream: { url: "participant:7575" }`,
+        'auth: { issuers: [{ issuer: "https://idp.example", publicKeyFile: "/nonexistent/idp.pem" }] }',
+        'policy: { rules: { noSuchOperation: [{ anyAuthenticated: true }] } }',
+      ].join('\n'),
+    );
     const second = await runToExit(['dist/main.js', '--check', '--config', sections]);
     expect(second.code).toBe(2);
-    expect(second.stderr).toBe([
-      `ledger-gateway: invalid configuration (${sections}):`,
-      '  - upstream.url: participant:7575 has no scheme: add http:// or https://, e.g. http://participant:7575',
-      '',
-    ].join('\n'));
+    expect(second.stderr).toBe(
+      [
+        `ledger-gateway: invalid configuration (${sections}):`,
+        '  - upstream.url: participant:7575 has no scheme: add http:// or https://, e.g. http://participant:7575',
+        '',
+      ].join('\n'),
+    );
 
-    const later = writeConfig([
-      `upstream: { url: "${upstream.url}" }`,
-      'auth: { issuers: [{ issuer: "https://idp.example", publicKeyFile: "/nonexistent/idp.pem" }] }',
-      'policy: { rules: { noSuchOperation: [{ anyAuthenticated: true }] } }',
-    ].join('\n'));
+    const later = writeConfig(
+      [
+        `upstream: { url: "${upstream.url}" }`,
+        'auth: { issuers: [{ issuer: "https://idp.example", publicKeyFile: "/nonexistent/idp.pem" }] }',
+        'policy: { rules: { noSuchOperation: [{ anyAuthenticated: true }] } }',
+      ].join('\n'),
+    );
     const third = await runToExit(['dist/main.js', '--check', '--config', later]);
     expect(third.code).toBe(2);
-    expect(third.stderr).toMatch(new RegExp(`^ledger-gateway: invalid configuration \\(${later}\\):\\n  - auth\\.issuers\\[0\\]\\.publicKeyFile: .*/nonexistent/idp\\.pem.*\\n  - policy\\.rules\\.noSuchOperation: unknown operation`));
+    expect(third.stderr).toMatch(
+      new RegExp(
+        `^ledger-gateway: invalid configuration \\(${later}\\):\\n` +
+          '  - auth\\.issuers\\[0\\]\\.publicKeyFile: .*/nonexistent/idp\\.pem.*\\n' +
+          '  - policy\\.rules\\.noSuchOperation: unknown operation',
+      ),
+    );
     expect(third.stderr).not.toMatch(/\n\s+at /);
   });
 
-  it('judges the environment\'s settings as the file\'s, naming the variable', async () => {
+  it("judges the environment's settings as the file's, naming the variable", async () => {
     const { code, stderr } = await runToExit(['dist/main.js', '--check'], {
       LEDGER_GATEWAY_SERVER__PORT: 'eighty',
       LEDGER_GATEWAY_PROTECTON__REDIS__URL: 'redis://redis:6379',
     });
     expect(code).toBe(2);
-    expect(stderr).toBe([
-      'ledger-gateway: invalid configuration (defaults + environment):',
-      '  - LEDGER_GATEWAY_PROTECTON__REDIS__URL: no such key protecton; did you mean LEDGER_GATEWAY_PROTECTION__REDIS__URL?',
-      '  - LEDGER_GATEWAY_SERVER__PORT: must be an integer (sets server.port)',
-      '',
-    ].join('\n'));
+    expect(stderr).toBe(
+      [
+        'ledger-gateway: invalid configuration (defaults + environment):',
+        '  - LEDGER_GATEWAY_PROTECTON__REDIS__URL: no such key protecton; ' +
+          'did you mean LEDGER_GATEWAY_PROTECTION__REDIS__URL?',
+        '  - LEDGER_GATEWAY_SERVER__PORT: must be an integer (sets server.port)',
+        '',
+      ].join('\n'),
+    );
   });
 });
 
@@ -162,19 +198,30 @@ describe('a port that cannot be listened on', () => {
     const held = await heldPort();
     const issuer = await createTestIssuer();
     try {
-      const byVariable = await runToExit(['dist/main.js', '--config', writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT)], { LEDGER_GATEWAY_PORT: String(held.port) });
+      const byVariable = await runToExit(
+        ['dist/main.js', '--config', writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT)],
+        { LEDGER_GATEWAY_PORT: String(held.port) },
+      );
       expect(byVariable.code).toBe(2);
-      expect(byVariable.stderr).toBe(`ledger-gateway: server.port: the API listener cannot listen on 127.0.0.1:${held.port}: the port is already in use (set by LEDGER_GATEWAY_PORT)\n`);
+      expect(byVariable.stderr).toBe(
+        `ledger-gateway: server.port: the API listener cannot listen on 127.0.0.1:${held.port}: ` +
+          'the port is already in use (set by LEDGER_GATEWAY_PORT)\n',
+      );
 
-      const file = writeConfig([
-        `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
-        `upstream: { url: "${upstream.url}" }`,
-        'server: { host: 127.0.0.1, port: 0 }',
-        `admin: { host: 127.0.0.1, port: ${held.port} }`,
-      ].join('\n'));
+      const file = writeConfig(
+        [
+          `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
+          `upstream: { url: "${upstream.url}" }`,
+          'server: { host: 127.0.0.1, port: 0 }',
+          `admin: { host: 127.0.0.1, port: ${held.port} }`,
+        ].join('\n'),
+      );
       const byFile = await runToExit(['dist/main.js', '--config', file]);
       expect(byFile.code).toBe(2);
-      expect(byFile.stderr).toBe(`ledger-gateway: admin.port: the admin listener cannot listen on 127.0.0.1:${held.port}: the port is already in use (set in ${file})\n`);
+      expect(byFile.stderr).toBe(
+        `ledger-gateway: admin.port: the admin listener cannot listen on 127.0.0.1:${held.port}: ` +
+          `the port is already in use (set in ${file})\n`,
+      );
     } finally {
       await held.release();
     }
@@ -190,24 +237,37 @@ describe('secrets from files', () => {
     const issuer = await createTestIssuer();
     const file = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, [
       'protection:',
-      `  redis: { url: "redis://:\${file:${password}}@127.0.0.1:${closed.port}", connectTimeoutMs: 200, commandTimeoutMs: 100 }`,
+      `  redis: { url: "redis://:\${file:${password}}@127.0.0.1:${closed.port}",`,
+      '           connectTimeoutMs: 200, commandTimeoutMs: 100 }',
       '  default: { rate: { requests: 100, perSeconds: 1 } }',
     ]);
     const gateway = await startProcess(['dist/main.js', '--config', file], {
       // The HMAC issuer comes from the environment, its secret from a file.
-      LEDGER_GATEWAY_AUTH__ISSUERS: JSON.stringify([issuer.issuerConfig, { issuer: 'urn:dev-hmac', unsafeHmacSecret: `\${file:${hmac}}` }]),
+      LEDGER_GATEWAY_AUTH__ISSUERS: JSON.stringify([
+        issuer.issuerConfig,
+        { issuer: 'urn:dev-hmac', unsafeHmacSecret: `\${file:${hmac}}` },
+      ]),
       LEDGER_GATEWAY_AUTH__UNSAFE_ALLOW_HMAC_WITH_PARTICIPANT: 'true',
     });
     try {
       const now = Math.floor(Date.now() / 1000);
-      const token = await new SignJWT({ iss: 'urn:dev-hmac', sub: 'alice', aud: TEST_AUDIENCE, iat: now, exp: now + 120 })
-        .setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(HMAC_SECRET));
+      const token = await new SignJWT({
+        iss: 'urn:dev-hmac',
+        sub: 'alice',
+        aud: TEST_AUDIENCE,
+        iat: now,
+        exp: now + 120,
+      })
+        .setProtectedHeader({ alg: 'HS256' })
+        .sign(new TextEncoder().encode(HMAC_SECRET));
       const answer = await fetch(`${gateway.api}/v2/version`, { headers: { authorization: `Bearer ${token}` } });
       expect(answer.status).toBe(200); // the secret read from the file verifies the token
       await answer.arrayBuffer();
       const metrics = await (await fetch(`${gateway.admin}/metrics`)).text();
       expect(metrics).toContain('ledger_gateway_protection_store_failures_total');
-      await expect.poll(() => gateway.output.some((line) => line.includes('"msg":"request"')), { timeout: 5_000 }).toBe(true);
+      await expect
+        .poll(() => gateway.output.some((line) => line.includes('"msg":"request"')), { timeout: 5_000 })
+        .toBe(true);
       const everything = gateway.output.join('\n') + metrics;
       for (const secret of [PASSWORD, HMAC_SECRET]) expect(everything).not.toContain(secret);
     } finally {

@@ -11,7 +11,10 @@ export interface Arguments {
 }
 
 /** Throws Node's ERR_PARSE_ARGS_* errors for an unknown option or a missing value (exit 2 in main.ts). */
-export function readArguments(argv: readonly string[] = process.argv.slice(2), env: NodeJS.ProcessEnv = process.env): Arguments {
+export function readArguments(
+  argv: readonly string[] = process.argv.slice(2),
+  env: NodeJS.ProcessEnv = process.env,
+): Arguments {
   const { values } = parseArgs({
     args: [...argv],
     options: {

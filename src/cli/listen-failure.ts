@@ -17,7 +17,7 @@ const LISTENERS = [
   { section: 'admin', name: 'admin' },
 ] as const;
 
-/** The error to report for a failed listen: a ListenFailure when it is the configuration's doing, else the error itself. */
+/** The error to report for a failed listen: a ListenFailure when it is the configuration's doing, else the error. */
 export function listenFailure(error: unknown, { config, provenance }: LoadedConfig): unknown {
   const { code, port, address } = error as NodeJS.ErrnoException & { port?: number; address?: string };
   if ((error as NodeJS.ErrnoException).syscall !== 'listen' || port === undefined) return error;
@@ -26,11 +26,18 @@ export function listenFailure(error: unknown, { config, provenance }: LoadedConf
   const key = code === 'EADDRNOTAVAIL' ? [listener.section, 'host'] : [listener.section, 'port'];
   const origin = originOf(provenance, key);
   const source = origin === 'the default' ? `the default; set ${pathText(key)} or ${environmentVariable(key)}` : origin;
-  const where = `${pathText(key)}: the ${listener.name} listener cannot listen on ${address ?? config[listener.section].host}:${port}`;
+  const host = address ?? config[listener.section].host;
+  const where = `${pathText(key)}: the ${listener.name} listener cannot listen on ${host}:${port}`;
   switch (code) {
-    case 'EADDRINUSE': return new ListenFailure(`${where}: the port is already in use (${source})`, { cause: error });
-    case 'EACCES': return new ListenFailure(`${where}: permission denied, a port below 1024 needs privileges (${source})`, { cause: error });
-    case 'EADDRNOTAVAIL': return new ListenFailure(`${where}: the address is not one of this machine's (${source})`, { cause: error });
-    default: return error;
+    case 'EADDRINUSE':
+      return new ListenFailure(`${where}: the port is already in use (${source})`, { cause: error });
+    case 'EACCES':
+      return new ListenFailure(`${where}: permission denied, a port below 1024 needs privileges (${source})`, {
+        cause: error,
+      });
+    case 'EADDRNOTAVAIL':
+      return new ListenFailure(`${where}: the address is not one of this machine's (${source})`, { cause: error });
+    default:
+      return error;
   }
 }

@@ -8,7 +8,10 @@ import type { GatewayConfig } from './schema.js';
 
 export const REDACTED = 'REDACTED';
 
-/** A redacted secret: a URL keeps its scheme, host, port and path (the user information is the secret), anything else is REDACTED. */
+/**
+ * A redacted secret: a URL keeps its scheme, host, port and path (the user information is the
+ * secret), anything else is REDACTED.
+ */
 export function redactSecret(value: unknown): unknown {
   if (typeof value !== 'string') return REDACTED;
   if (/^[a-z][a-z\d+.-]*:\/\//i.test(value)) {
@@ -18,7 +21,8 @@ export function redactSecret(value: unknown): unknown {
         const credentials = url.username !== '' || url.password !== '';
         const path = url.pathname === '/' && !value.endsWith('/') ? '' : url.pathname;
         // A query may carry a password too (ioredis reads ?password=).
-        return `${url.protocol}//${credentials ? `${REDACTED}@` : ''}${url.host}${path}${url.search === '' ? '' : `?${REDACTED}`}`;
+        const query = url.search === '' ? '' : `?${REDACTED}`;
+        return `${url.protocol}//${credentials ? `${REDACTED}@` : ''}${url.host}${path}${query}`;
       }
     } catch {
       // not a URL after all: redacted whole
@@ -46,7 +50,10 @@ export function redactedConfig(config: GatewayConfig, provenance: ConfigProvenan
 }
 
 /** The key of the pair at `path` (where a comment on the whole entry goes), or the scalar value itself. */
-function commentTarget(document: Document, path: KeyPath): { commentBefore?: string | null; comment?: string | null } | undefined {
+function commentTarget(
+  document: Document,
+  path: KeyPath,
+): { commentBefore?: string | null; comment?: string | null } | undefined {
   const value = document.getIn(path, true);
   if (isScalar(value)) return value;
   const parent = document.getIn(path.slice(0, -1), true);

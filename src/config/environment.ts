@@ -4,7 +4,17 @@
 // The value is typed by the key's schema: integers, numbers, true/false, text, and JSON for lists,
 // records and objects; then validated with the file. The first six short names stay as aliases.
 import { closest, distance } from 'fastest-levenshtein';
-import { childSchema, hasFreeKeys, namedKeys, pathText, ROOT_SCHEMA, schemaAt, valueKind, type KeyPath, type SchemaNode } from './schema-paths.js';
+import {
+  childSchema,
+  hasFreeKeys,
+  namedKeys,
+  pathText,
+  ROOT_SCHEMA,
+  schemaAt,
+  valueKind,
+  type KeyPath,
+  type SchemaNode,
+} from './schema-paths.js';
 
 export const ENVIRONMENT_PREFIX = 'LEDGER_GATEWAY_';
 
@@ -21,7 +31,10 @@ export const ENVIRONMENT_ALIASES: ReadonlyArray<{ readonly variable: string; rea
 /** Variables with the prefix that the process reads but that set no key. */
 export const PROCESS_VARIABLES: ReadonlyArray<{ readonly variable: string; readonly description: string }> = [
   { variable: 'LEDGER_GATEWAY_CONFIG', description: 'The YAML configuration file, when --config is not given.' },
-  { variable: 'LEDGER_GATEWAY_DEV_DIR', description: 'Where the development signing key is kept (default .dev/ in the package).' },
+  {
+    variable: 'LEDGER_GATEWAY_DEV_DIR',
+    description: 'Where the development signing key is kept (default .dev/ in the package).',
+  },
 ];
 
 export interface EnvironmentSetting {
@@ -37,7 +50,10 @@ export function upperSnake(key: string): string {
 
 /** The convention's variable for a key path. */
 export function environmentVariable(path: KeyPath): string {
-  return ENVIRONMENT_PREFIX + path.map((segment) => (typeof segment === 'number' ? String(segment) : upperSnake(segment))).join('__');
+  return (
+    ENVIRONMENT_PREFIX +
+    path.map((segment) => (typeof segment === 'number' ? String(segment) : upperSnake(segment))).join('__')
+  );
 }
 
 /** The nearest of `candidates` to `name`, when it is near enough to be a typo of it. */
@@ -53,8 +69,10 @@ type Parsed = { readonly value: unknown } | { readonly problem: string };
 
 function parseValue(text: string, node: SchemaNode): Parsed {
   switch (valueKind(node)) {
-    case 'string': return { value: text };
-    case 'integer': return /^[+-]?\d+$/.test(text.trim()) ? { value: Number(text) } : { problem: 'must be an integer' };
+    case 'string':
+      return { value: text };
+    case 'integer':
+      return /^[+-]?\d+$/.test(text.trim()) ? { value: Number(text) } : { problem: 'must be an integer' };
     case 'number': {
       const value = Number(text);
       return text.trim() !== '' && Number.isFinite(value) ? { value } : { problem: 'must be a number' };
@@ -117,7 +135,8 @@ export function environmentSettings(env: NodeJS.ProcessEnv): { settings: Environ
   const notKeys = new Set(PROCESS_VARIABLES.map(({ variable }) => variable));
   for (const variable of Object.keys(env).sort()) {
     const text = env[variable];
-    if (!variable.startsWith(ENVIRONMENT_PREFIX) || text === undefined || text === '' || notKeys.has(variable)) continue;
+    if (!variable.startsWith(ENVIRONMENT_PREFIX) || text === undefined || text === '' || notKeys.has(variable))
+      continue;
     const alias = ENVIRONMENT_ALIASES.find((entry) => entry.variable === variable);
     const resolved = alias !== undefined ? { path: alias.path } : pathOf(variable);
     if (resolved === undefined) continue;
@@ -133,7 +152,9 @@ export function environmentSettings(env: NodeJS.ProcessEnv): { settings: Environ
   for (const [index, setting] of settings.entries()) {
     const other = settings.slice(index + 1).find((candidate) => pathText(candidate.path) === pathText(setting.path));
     if (other !== undefined && JSON.stringify(other.value) !== JSON.stringify(setting.value)) {
-      problems.push(`${setting.variable} and ${other.variable} both set ${pathText(setting.path)}, to different values: keep one`);
+      problems.push(
+        `${setting.variable} and ${other.variable} both set ${pathText(setting.path)}, to different values: keep one`,
+      );
     }
   }
   settings.sort((a, b) => a.path.length - b.path.length);
@@ -149,7 +170,8 @@ export function applySetting(raw: Record<string, unknown>, setting: EnvironmentS
   for (const [index, segment] of setting.path.entries()) {
     const last = index === setting.path.length - 1;
     if (Array.isArray(node) && typeof segment === 'number' && segment > node.length) {
-      return `${setting.variable}: ${pathText(setting.path.slice(0, index))} has ${node.length} entries; set index ${node.length} or below`;
+      const list = pathText(setting.path.slice(0, index));
+      return `${setting.variable}: ${list} has ${node.length} entries; set index ${node.length} or below`;
     }
     if (last) {
       node[segment] = setting.value;

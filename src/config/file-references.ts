@@ -26,7 +26,8 @@ function readReferencedFile(file: string): { text: string } | { problem: string 
       read = readSync(descriptor, buffer, length, buffer.length - length, null);
       length += read;
     }
-    if (length > MAX_REFERENCED_FILE_BYTES) return { problem: `${file} is larger than ${MAX_REFERENCED_FILE_BYTES / 1024} KiB` };
+    if (length > MAX_REFERENCED_FILE_BYTES)
+      return { problem: `${file} is larger than ${MAX_REFERENCED_FILE_BYTES / 1024} KiB` };
     return { text: buffer.toString('utf8', 0, length).replace(/[\r\n]+$/, '') };
   } catch (error) {
     return { problem: `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` };
@@ -47,7 +48,12 @@ export interface ReferenceOutcome {
  * Replaces every reference in the strings of `value` (walked in place where it is a list or an
  * object) and returns the new value. `label` names the key in problems (and the variable, if any).
  */
-export function resolveFileReferences(value: unknown, path: KeyPath, outcome: ReferenceOutcome, label = pathText): unknown {
+export function resolveFileReferences(
+  value: unknown,
+  path: KeyPath,
+  outcome: ReferenceOutcome,
+  label = pathText,
+): unknown {
   if (typeof value === 'string') {
     if (!value.includes('${file:')) return value;
     let failed = false;
@@ -74,7 +80,8 @@ export function resolveFileReferences(value: unknown, path: KeyPath, outcome: Re
     });
   } else if (value !== null && typeof value === 'object') {
     const object = value as Record<string, unknown>;
-    for (const key of Object.keys(object)) object[key] = resolveFileReferences(object[key], [...path, key], outcome, label);
+    for (const key of Object.keys(object))
+      object[key] = resolveFileReferences(object[key], [...path, key], outcome, label);
   }
   return value;
 }

@@ -37,21 +37,24 @@ function segmentsOf(instancePath: string, data: unknown): (string | number)[] {
     const key = part.replace(/~1/g, '/').replace(/~0/g, '~');
     const index = Array.isArray(node) && /^\d+$/.test(key) ? Number(key) : undefined;
     segments.push(index ?? key);
-    node = node !== null && typeof node === 'object' ? (node as Record<string | number, unknown>)[index ?? key] : undefined;
+    node =
+      node !== null && typeof node === 'object' ? (node as Record<string | number, unknown>)[index ?? key] : undefined;
   }
   return segments;
 }
 
 function valueAt(data: unknown, path: KeyPath): unknown {
   let node = data;
-  for (const segment of path) node = node !== null && typeof node === 'object' ? (node as Record<string | number, unknown>)[segment] : undefined;
+  for (const segment of path)
+    node = node !== null && typeof node === 'object' ? (node as Record<string | number, unknown>)[segment] : undefined;
   return node;
 }
 
 /** The key the error is about, with the key an unknown-key or missing-key error names. */
 function keyOf(error: ErrorObject, data: unknown): KeyPath {
   const base = segmentsOf(error.instancePath, data);
-  if (error.keyword === 'additionalProperties') return [...base, (error.params as { additionalProperty: string }).additionalProperty];
+  if (error.keyword === 'additionalProperties')
+    return [...base, (error.params as { additionalProperty: string }).additionalProperty];
   if (error.keyword === 'required') return [...base, (error.params as { missingProperty: string }).missingProperty];
   return base;
 }
@@ -83,7 +86,9 @@ function suggestionFor(parent: KeyPath, key: string): string {
   const lower = key.toLowerCase();
   const sameName = siblings.find((name) => name.toLowerCase() === lower);
   if (sameName !== undefined) return `; did you mean \`${sameName}\`?`;
-  const elsewhere = KNOWN_PATHS.filter((path) => path.at(-1)!.toLowerCase() === lower).map((path) => `\`${path.join('.')}\``);
+  const elsewhere = KNOWN_PATHS.filter((path) => path.at(-1)!.toLowerCase() === lower).map(
+    (path) => `\`${path.join('.')}\``,
+  );
   if (elsewhere.length > 0) return `; did you mean ${elsewhere.slice(0, 3).join(' or ')}?`;
   const near = nearest(key, siblings);
   return near === undefined ? '' : `; did you mean \`${near}\`?`;
@@ -91,7 +96,8 @@ function suggestionFor(parent: KeyPath, key: string): string {
 
 /** "must be one of a, b, c" */
 function oneOf(values: readonly unknown[]): string {
-  return `must be one of ${values.map((value) => (typeof value === 'string' ? value : JSON.stringify(value))).join(', ')}`;
+  const texts = values.map((value) => (typeof value === 'string' ? value : JSON.stringify(value)));
+  return `must be one of ${texts.join(', ')}`;
 }
 
 /**
@@ -101,7 +107,8 @@ function oneOf(values: readonly unknown[]): string {
 function missingSchemeProblem(value: unknown, schemes: readonly string[], secret: boolean): string | undefined {
   if (typeof value !== 'string' || /^[a-z][a-z\d+.-]*:\/\//i.test(value)) return undefined;
   const add = `add ${schemes.join(' or ')}`;
-  if (!secret && /^(?:[\w.-]+|\[[\da-f:.]+\])(?::\d{1,5})?(?:\/\S*)?$/i.test(value)) return `${value} has no scheme: ${add}, e.g. ${schemes[0]}${value}`;
+  if (!secret && /^(?:[\w.-]+|\[[\da-f:.]+\])(?::\d{1,5})?(?:\/\S*)?$/i.test(value))
+    return `${value} has no scheme: ${add}, e.g. ${schemes[0]}${value}`;
   return `has no scheme: ${add}`;
 }
 
@@ -116,8 +123,10 @@ function describe(error: ErrorObject, data: unknown): Problem {
   const schema = schemaAt(path);
   const problem = (text: string): Problem => ({ path, text: `${dotted(path)}: ${text}` });
   switch (error.keyword) {
-    case 'additionalProperties': return problem(`unknown key${suggestionFor(path.slice(0, -1), String(path.at(-1)))}`);
-    case 'required': return problem('required');
+    case 'additionalProperties':
+      return problem(`unknown key${suggestionFor(path.slice(0, -1), String(path.at(-1)))}`);
+    case 'required':
+      return problem('required');
     case 'enum':
     case 'const':
     case 'anyOf': {
@@ -130,11 +139,15 @@ function describe(error: ErrorObject, data: unknown): Problem {
       const schemes = /^\^([a-z]+)(s)\?:\/\/$/.exec(pattern);
       if (schemes !== null) {
         const list = [`${schemes[1]}://`, `${schemes[1]}${schemes[2]}://`];
-        return problem(missingSchemeProblem(valueAt(data, path), list, schema?.secret === true) ?? `must start with ${list.join(' or ')}`);
+        return problem(
+          missingSchemeProblem(valueAt(data, path), list, schema?.secret === true) ??
+            `must start with ${list.join(' or ')}`,
+        );
       }
       return problem(error.message ?? 'invalid');
     }
-    default: return problem(error.message ?? 'invalid');
+    default:
+      return problem(error.message ?? 'invalid');
   }
 }
 
@@ -143,7 +156,8 @@ function schemaProblems(errors: readonly ErrorObject[], data: unknown): Problem[
   const seen = new Set<string>();
   const problems: Problem[] = [];
   for (const error of errors) {
-    if (error.keyword === 'const' && errors.some((e) => e.keyword === 'anyOf' && e.instancePath === error.instancePath)) continue;
+    if (error.keyword === 'const' && errors.some((e) => e.keyword === 'anyOf' && e.instancePath === error.instancePath))
+      continue;
     const problem = describe(error, data);
     if (!seen.has(problem.text)) {
       seen.add(problem.text);
@@ -158,15 +172,20 @@ function addressOrCidrProblem(entry: string): string | undefined {
   const slash = entry.indexOf('/');
   const address = slash === -1 ? entry : entry.slice(0, slash);
   const version = isIP(address);
-  if (version === 0) return `"${entry}" is not an IP address or CIDR (e.g. 10.0.0.0/8, fd00::/8; host names are not resolved)`;
+  if (version === 0)
+    return `"${entry}" is not an IP address or CIDR (e.g. 10.0.0.0/8, fd00::/8; host names are not resolved)`;
   if (slash === -1) return undefined;
   const prefix = entry.slice(slash + 1);
   const most = version === 4 ? 32 : 128;
-  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > most) return `"${entry}": the prefix length must be a whole number from 0 to ${most}`;
+  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > most)
+    return `"${entry}": the prefix length must be a whole number from 0 to ${most}`;
   return undefined;
 }
 
-/** Why upstream.url is not "sandbox" or a base URL the gateway can forward to, or undefined. Echoed only when it is a bare host[:port]. */
+/**
+ * Why upstream.url is not "sandbox" or a base URL the gateway can forward to, or undefined. The value
+ * is echoed only when it is a bare host[:port]: it may hold credentials.
+ */
 function upstreamUrlProblem(value: string): string | undefined {
   if (value === 'sandbox') return undefined;
   const scheme = missingSchemeProblem(value, ['http://', 'https://'], false);
@@ -177,9 +196,12 @@ function upstreamUrlProblem(value: string): string | undefined {
   } catch {
     return 'not a URL: "sandbox" or the participant\'s base URL, e.g. http://127.0.0.1:7575';
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `must be an http: or https: URL, not ${url.protocol}`;
-  if (url.username !== '' || url.password !== '') return 'must not carry user information: callers authenticate with their own bearer token';
-  if (url.search !== '' || url.hash !== '') return 'must not carry a query or fragment: each call\'s own path and query are appended to it';
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return `must be an http: or https: URL, not ${url.protocol}`;
+  if (url.username !== '' || url.password !== '')
+    return 'must not carry user information: callers authenticate with their own bearer token';
+  if (url.search !== '' || url.hash !== '')
+    return "must not carry a query or fragment: each call's own path and query are appended to it";
   return undefined;
 }
 
@@ -220,7 +242,10 @@ function upstreamTlsProblems(tls: GatewayConfig['upstream']['tls'], say: (path: 
   const caProblem = ca === undefined ? undefined : caBundleProblem(ca.toString('utf8'));
   if (caProblem !== undefined) say(['upstream', 'tls', 'caFile'], `upstream.tls.caFile: ${tls.caFile} ${caProblem}`);
   if ((tls.certFile === undefined) !== (tls.keyFile === undefined)) {
-    say(['upstream', 'tls'], 'upstream.tls: certFile and keyFile go together (the client certificate for mutual TLS and its key)');
+    say(
+      ['upstream', 'tls'],
+      'upstream.tls: certFile and keyFile go together (the client certificate for mutual TLS and its key)',
+    );
     return;
   }
   const cert = files.get('certFile');
@@ -229,7 +254,10 @@ function upstreamTlsProblems(tls: GatewayConfig['upstream']['tls'], say: (path: 
   try {
     createSecureContext({ cert, key });
   } catch (error) {
-    say(['upstream', 'tls', 'certFile'], `upstream.tls: the client certificate or its key cannot be used (${(error as Error).message})`);
+    say(
+      ['upstream', 'tls', 'certFile'],
+      `upstream.tls: the client certificate or its key cannot be used (${(error as Error).message})`,
+    );
   }
 }
 
@@ -244,22 +272,32 @@ function valueProblems(config: GatewayConfig): Problem[] {
   const url = upstreamUrlProblem(config.upstream.url);
   if (url !== undefined) say(['upstream', 'url'], `upstream.url: ${url}`);
   for (const name of Object.keys(config.upstream.operationTimeoutsMs)) {
-    if (!OPERATIONS.has(name)) say(['upstream', 'operationTimeoutsMs', name], `upstream.operationTimeoutsMs.${name}: unknown operation name (README "Routes and operations" lists them)`);
+    if (!OPERATIONS.has(name))
+      say(
+        ['upstream', 'operationTimeoutsMs', name],
+        `upstream.operationTimeoutsMs.${name}: unknown operation name (README "Routes and operations" lists them)`,
+      );
   }
   // Read at start by the forwarder: a missing file was an unnamed ENOENT and exit 1.
   upstreamTlsProblems(config.upstream.tls, say);
   const serverTls = config.server.tls;
   if ((serverTls.certFile === undefined) !== (serverTls.keyFile === undefined)) {
-    say(['server', 'tls'], 'server.tls: certFile and keyFile go together (the listener\'s certificate and its key)');
+    say(['server', 'tls'], "server.tls: certFile and keyFile go together (the listener's certificate and its key)");
   } else if (serverTls.clientCaFile !== undefined && serverTls.certFile === undefined) {
-    say(['server', 'tls', 'clientCaFile'], 'server.tls.clientCaFile: client certificates need TLS on the listener (certFile and keyFile)');
+    say(
+      ['server', 'tls', 'clientCaFile'],
+      'server.tls.clientCaFile: client certificates need TLS on the listener (certFile and keyFile)',
+    );
   } else if (serverTls.certFile !== undefined) {
     const problem = serverTlsProblem(serverTls);
     if (problem !== undefined) say(['server', 'tls'], problem);
   }
   // Both listeners on one port fail only at listen (EADDRINUSE, exit 1); port 0 picks a free one each.
   if (config.admin.port !== 0 && config.admin.port === config.server.port) {
-    say(['admin', 'port'], `admin.port: ${config.admin.port} is server.port too: the admin listener needs a port of its own`);
+    say(
+      ['admin', 'port'],
+      `admin.port: ${config.admin.port} is server.port too: the admin listener needs a port of its own`,
+    );
   }
   return problems;
 }
@@ -270,7 +308,9 @@ export function readServerTls(tls: GatewayConfig['server']['tls']): { cert: Buff
     try {
       return readFileSync(file);
     } catch (error) {
-      throw new Error(`server.tls.${key}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+      throw new Error(
+        `server.tls.${key}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+      );
     }
   };
   return {
@@ -280,7 +320,10 @@ export function readServerTls(tls: GatewayConfig['server']['tls']): { cert: Buff
   };
 }
 
-/** Why the listener's TLS files cannot serve (unreadable, not PEM, a key that does not match, a CA file without a certificate), or undefined. */
+/**
+ * Why the listener's TLS files cannot serve (unreadable, not PEM, a key that does not match, a CA file
+ * without a certificate), or undefined.
+ */
 function serverTlsProblem(tls: GatewayConfig['server']['tls']): string | undefined {
   try {
     const files = readServerTls(tls);
@@ -289,7 +332,9 @@ function serverTlsProblem(tls: GatewayConfig['server']['tls']): string | undefin
     return caProblem === undefined ? undefined : `server.tls.clientCaFile: ${tls.clientCaFile} ${caProblem}`;
   } catch (error) {
     const message = (error as Error).message;
-    return message.startsWith('server.tls.') ? message : `server.tls: the certificate, key or client CA cannot be used (${message})`;
+    return message.startsWith('server.tls.')
+      ? message
+      : `server.tls: the certificate, key or client CA cannot be used (${message})`;
   }
 }
 
@@ -304,16 +349,27 @@ export interface LoadedConfig {
  * the ${file:...} references are applied; fills defaults. Precedence: default < file < environment.
  * Every problem is named at once, with the variable that set the key when one did.
  */
-export function validateConfiguration(raw: unknown, source = 'config', env: NodeJS.ProcessEnv = {}, file?: string): LoadedConfig {
+export function validateConfiguration(
+  raw: unknown,
+  source = 'config',
+  env: NodeJS.ProcessEnv = {},
+  file?: string,
+): LoadedConfig {
   if (raw === null || raw === undefined) raw = {};
-  if (typeof raw !== 'object' || Array.isArray(raw)) throw new ConfigError(source, ['(root): must be a mapping of sections']);
+  if (typeof raw !== 'object' || Array.isArray(raw))
+    throw new ConfigError(source, ['(root): must be a mapping of sections']);
   const fileValues = raw;
   const copy = structuredClone(raw) as Record<string, unknown>;
   const references: ReferenceOutcome = { resolved: [], failed: [], problems: [] };
   resolveFileReferences(copy, [], references);
   const { settings, problems } = environmentSettings(env);
   for (const setting of settings) {
-    const value = resolveFileReferences(setting.value, setting.path, references, (path) => `${setting.variable} (${pathText(path)})`);
+    const value = resolveFileReferences(
+      setting.value,
+      setting.path,
+      references,
+      (path) => `${setting.variable} (${pathText(path)})`,
+    );
     const problem = applySetting(copy, { ...setting, value });
     if (problem !== undefined) problems.push(problem);
   }
@@ -331,7 +387,12 @@ export function validateConfiguration(raw: unknown, source = 'config', env: Node
     const variable = variableOf(provenance, path);
     return variable === undefined ? text : `${text} (set by ${variable})`;
   };
-  if (!validateConfig(copy)) problems.push(...schemaProblems(validateConfig.errors ?? [], copy).filter((problem) => !unread(problem)).map(named));
+  if (!validateConfig(copy))
+    problems.push(
+      ...schemaProblems(validateConfig.errors ?? [], copy)
+        .filter((problem) => !unread(problem))
+        .map(named),
+    );
   else if (problems.length === 0) problems.push(...valueProblems(copy as unknown as GatewayConfig).map(named));
   if (problems.length > 0) throw new ConfigError(source, problems);
   return { config: copy as unknown as GatewayConfig, provenance };

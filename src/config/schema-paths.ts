@@ -25,19 +25,29 @@ export const ROOT_SCHEMA = ConfigSchema as unknown as SchemaNode;
 /** `auth.issuers[0].unsafeHmacSecret`: how problems and --check name a key. */
 export function pathText(path: KeyPath): string {
   let text = '';
-  for (const segment of path) text += typeof segment === 'number' ? `[${segment}]` : text === '' ? segment : `.${segment}`;
+  for (const segment of path)
+    text += typeof segment === 'number' ? `[${segment}]` : text === '' ? segment : `.${segment}`;
   return text || '(root)';
 }
 
 /** The branch of a union that has keys or items (`rate: { ... } | null`), else the node itself. */
 function structured(node: SchemaNode): SchemaNode {
-  return node.anyOf?.find((branch) => branch.properties !== undefined || branch.patternProperties !== undefined || branch.items !== undefined) ?? node;
+  return (
+    node.anyOf?.find(
+      (branch) =>
+        branch.properties !== undefined || branch.patternProperties !== undefined || branch.items !== undefined,
+    ) ?? node
+  );
 }
 
 /** Whether the node's keys are free (a record by operation name, an inline JWKS) rather than named by the schema. */
 export function hasFreeKeys(node: SchemaNode): boolean {
   const object = structured(node);
-  return object.patternProperties !== undefined || object.additionalProperties === true || typeof object.additionalProperties === 'object';
+  return (
+    object.patternProperties !== undefined ||
+    object.additionalProperties === true ||
+    typeof object.additionalProperties === 'object'
+  );
 }
 
 export function childSchema(node: SchemaNode, segment: string | number): SchemaNode | undefined {
@@ -75,8 +85,10 @@ export function valueKind(node: SchemaNode): ValueKind {
     case 'string':
     case 'integer':
     case 'number':
-    case 'boolean': return node.type;
-    default: return 'json';
+    case 'boolean':
+      return node.type;
+    default:
+      return 'json';
   }
 }
 
@@ -85,7 +97,8 @@ export function allowedValues(node: SchemaNode | undefined): unknown[] | undefin
   if (node === undefined) return undefined;
   if (node.enum !== undefined) return [...node.enum];
   if ('const' in node) return [node.const];
-  if (node.anyOf !== undefined && node.anyOf.every((branch) => 'const' in branch)) return node.anyOf.map((branch) => branch.const);
+  if (node.anyOf !== undefined && node.anyOf.every((branch) => 'const' in branch))
+    return node.anyOf.map((branch) => branch.const);
   return undefined;
 }
 

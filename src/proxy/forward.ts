@@ -234,8 +234,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   }
 
   function headersFor(request: FastifyRequest, drop?: ReadonlySet<string>): string[] {
-    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwardedFor(request.raw, options.isTrustedProxy), options.replacesTraceContext, dropped(drop));
-    if (options.propagateTraceContext && request.traceContext !== undefined) injectTraceContext(request.traceContext, headers);
+    const forwarded = forwardedFor(request.raw, options.isTrustedProxy);
+    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwarded, options.replacesTraceContext, dropped(drop));
+    if (options.propagateTraceContext && request.traceContext !== undefined) {
+      injectTraceContext(request.traceContext, headers);
+    }
     return headers;
   }
 

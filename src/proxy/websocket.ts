@@ -12,7 +12,8 @@ import type { GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError, renderCantonError } from '../errors.js';
 import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from '../operations.js';
 import { connectionOptionProblem, framingProblem, framingRefusal, requestTargetProblem } from '../request-context.js';
-import { continueTrace, formatTraceparent, injectTraceContext, traceContextFields, type TraceContext } from '../telemetry/trace-context.js';
+import { continueTrace, formatTraceparent, injectTraceContext, traceContextFields } from '../telemetry/trace-context.js';
+import type { TraceContext } from '../telemetry/trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { scrubSecrets } from '../telemetry/logging.js';
 import { ErrorCodeLabels } from '../telemetry/metrics.js';
@@ -151,7 +152,8 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
       const durationSeconds = (performance.now() - started) / 1000;
       options.onOutcome?.({ operation, status, errorCode, durationSeconds });
       options.log.info({
-        reqId: correlationId, traceId: trace.traceId, spanId: trace.spanId, trace_id: trace.traceId, span_id: trace.spanId, operation: operation.name, method: 'GET', status,
+        reqId: correlationId, traceId: trace.traceId, spanId: trace.spanId,
+        trace_id: trace.traceId, span_id: trace.spanId, operation: operation.name, method: 'GET', status,
         errorCode, durationMs: Math.round(durationSeconds * 1e6) / 1e3, ...(reason !== undefined && { reason: scrubSecrets(reason) }),
       }, 'request');
     };
@@ -190,8 +192,10 @@ export function createWebSocketProxy(options: WebSocketProxyOptions): WebSocketP
 
     options.admit(request, operation).then(() => {
       if (socket.destroyed) return;
-      // The client's trace headers are replaced by the gateway's hop (its tracestate goes on only with the trace it belongs to).
-      const headers = upstreamRequestHeaders(request.rawHeaders, forwardedFor(request, options.isTrustedProxy), false, traceContextFields());
+      // The client's trace headers are replaced by the gateway's hop (its tracestate goes on only
+      // with the trace it belongs to).
+      const forwarded = forwardedFor(request, options.isTrustedProxy);
+      const headers = upstreamRequestHeaders(request.rawHeaders, forwarded, false, traceContextFields());
       // An array of headers makes Node send them as given, without a Host of its own.
       headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', request.headers.upgrade ?? 'websocket');
       injectTraceContext(trace, headers);

@@ -326,7 +326,11 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
     const time = isoTime(Date.now());
     const traceId = quotedOrNull(line.traceId);
     const spanId = quotedOrNull(line.spanId);
-    pending += `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}","method":"${line.method}","status":${integerText(line.status)},"errorCode":${quotedCode(line.errorCode)},"durationMs":${millisText(line.durationMs)},"traceId":${traceId},"spanId":${spanId},"trace_id":${traceId},"span_id":${spanId}${line.reason === undefined ? '' : `,"reason":${json(line.reason)}`},"msg":"request"}\n`;
+    const reason = line.reason === undefined ? '' : `,"reason":${json(line.reason)}`;
+    pending += `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}"`
+      + `,"method":"${line.method}","status":${integerText(line.status)},"errorCode":${quotedCode(line.errorCode)}`
+      + `,"durationMs":${millisText(line.durationMs)},"traceId":${traceId},"spanId":${spanId}`
+      + `,"trace_id":${traceId},"span_id":${spanId}${reason},"msg":"request"}\n`;
     if (closed || pending.length >= WRITE_BATCH_BYTES) handOver();
     else timer ??= setTimeout(flush, WRITE_AT_LEAST_EVERY_MS).unref();
   };

@@ -7,7 +7,16 @@
 // https://opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/#general-sdk-configuration
 import { randomFillSync } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { ROOT_CONTEXT, TraceFlags, defaultTextMapGetter, isSpanContextValid, trace, type Context, type TextMapPropagator, type TextMapSetter } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  TraceFlags,
+  defaultTextMapGetter,
+  isSpanContextValid,
+  trace,
+  type Context,
+  type TextMapPropagator,
+  type TextMapSetter,
+} from '@opentelemetry/api';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { B3InjectEncoding, B3Propagator } from '@opentelemetry/propagator-b3';
 
@@ -19,7 +28,7 @@ export interface TraceContext {
   readonly spanId: string;
   /** W3C trace flags (bit 0: sampled). */
   readonly flags: number;
-  /** Whether the caller's trace was continued (false: it sent none the propagators could read, and one started here). */
+  /** Whether the caller's trace was continued (false: it sent none the propagators read; one started here). */
   readonly continued: boolean;
   /** What the propagators inject upstream: the gateway's hop, with the caller's tracestate and baggage. */
   readonly context: Context;
@@ -43,11 +52,19 @@ export interface ConfiguredPropagation {
   readonly unknown: readonly string[];
 }
 
-/** OTEL_PROPAGATORS read as the SDK reads it: unset or empty is tracecontext,baggage; `none` anywhere turns propagation off. */
+/** OTEL_PROPAGATORS read as the SDK reads it: unset or empty is tracecontext,baggage; `none` anywhere turns it off. */
 export function propagationFromEnvironment(env: NodeJS.ProcessEnv): ConfiguredPropagation {
-  const listed = (env.OTEL_PROPAGATORS ?? '').split(',').map((name) => name.trim().toLowerCase()).filter((name) => name !== '');
+  const listed = (env.OTEL_PROPAGATORS ?? '')
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== '');
   const requested = [...new Set(listed.length === 0 ? DEFAULT_PROPAGATORS : listed)];
-  if (requested.includes('none')) return { propagator: new CompositePropagator(), names: [], unknown: requested.filter((name) => name !== 'none' && PROPAGATORS[name] === undefined) };
+  if (requested.includes('none'))
+    return {
+      propagator: new CompositePropagator(),
+      names: [],
+      unknown: requested.filter((name) => name !== 'none' && PROPAGATORS[name] === undefined),
+    };
   const names = requested.filter((name) => PROPAGATORS[name] !== undefined);
   return {
     propagator: new CompositePropagator({ propagators: names.map((name) => PROPAGATORS[name]!()) }),
@@ -56,7 +73,10 @@ export function propagationFromEnvironment(env: NodeJS.ProcessEnv): ConfiguredPr
   };
 }
 
-type Configured = ConfiguredPropagation & { readonly fields: ReadonlySet<string>; readonly fieldList: readonly string[] };
+type Configured = ConfiguredPropagation & {
+  readonly fields: ReadonlySet<string>;
+  readonly fieldList: readonly string[];
+};
 let configured: Configured | undefined;
 
 /** The process's propagation, from OTEL_PROPAGATORS when first asked for (tracing.ts gives the SDK the same one). */
@@ -69,7 +89,7 @@ export function configuredPropagation(): Configured {
   return configured;
 }
 
-/** The header names the propagators own (lower case): the client's copies are replaced, never passed on beside the gateway's. */
+/** The header names the propagators own (lower case): the client's copies are replaced, never sent beside ours. */
 export function traceContextFields(): ReadonlySet<string> {
   return configuredPropagation().fields;
 }
@@ -106,10 +126,16 @@ export function newSpanId(): string {
   return id;
 }
 
-/** The gateway's hop in the caller's trace, or in a new sampled trace when the caller sent none the propagators read. */
-export function continueTrace(headers: IncomingHttpHeaders, propagator: TextMapPropagator = configuredPropagation().propagator): TraceContext {
+/** The gateway's hop in the caller's trace, or in a new sampled one when the caller sent none the propagators read. */
+export function continueTrace(
+  headers: IncomingHttpHeaders,
+  propagator: TextMapPropagator = configuredPropagation().propagator,
+): TraceContext {
   // Most calls carry no trace header at all: then there is nothing to extract (a fifth of this function's cost).
-  const extracted = carriesAny(headers, propagator === configured?.propagator ? configured.fieldList : propagator.fields())
+  const extracted = carriesAny(
+    headers,
+    propagator === configured?.propagator ? configured.fieldList : propagator.fields(),
+  )
     ? propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter)
     : ROOT_CONTEXT;
   const parent = trace.getSpanContext(extracted);
@@ -119,7 +145,12 @@ export function continueTrace(headers: IncomingHttpHeaders, propagator: TextMapP
   const flags = continued ? parent.traceFlags : TraceFlags.SAMPLED;
   // A new trace takes no tracestate: the caller's belongs to a trace the participant never hears of
   // (W3C Trace Context §3.3). Baggage is not tied to a trace and goes on either way.
-  const context = trace.setSpanContext(extracted, { traceId, spanId, traceFlags: flags, ...(continued && parent.traceState !== undefined && { traceState: parent.traceState }) });
+  const context = trace.setSpanContext(extracted, {
+    traceId,
+    spanId,
+    traceFlags: flags,
+    ...(continued && parent.traceState !== undefined && { traceState: parent.traceState }),
+  });
   return { traceId, spanId, flags, continued, context };
 }
 
@@ -136,7 +167,11 @@ const headerListSetter: TextMapSetter<string[]> = {
 };
 
 /** Appends the propagators' headers for the gateway's hop to a flat [name, value, ...] list of request headers. */
-export function injectTraceContext(context: TraceContext, headers: string[], propagator: TextMapPropagator = configuredPropagation().propagator): void {
+export function injectTraceContext(
+  context: TraceContext,
+  headers: string[],
+  propagator: TextMapPropagator = configuredPropagation().propagator,
+): void {
   propagator.inject(context.context, headers, headerListSetter);
 }
 

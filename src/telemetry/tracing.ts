@@ -96,7 +96,8 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
   const propagation = configuredPropagation();
   const propagators = { names: propagation.names, unknown: propagation.unknown };
   if (options.exporterUrl === undefined && !environmentExportsTraces(env)) {
-    active = { fastifyPlugin: undefined, exporting: false, propagators, forceFlush: async () => {}, shutdown: async () => {} };
+    const nothing = async () => {};
+    active = { fastifyPlugin: undefined, exporting: false, propagators, forceFlush: nothing, shutdown: nothing };
     return active;
   }
 
@@ -141,7 +142,7 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
     ...(namesService(env) ? {} : { serviceName: SERVICE_NAME }),
     resource: defaultResource().merge(resourceFromAttributes({ [ATTR_SERVICE_VERSION]: BUILD_VERSION })),
     instrumentations: [fastifyOtel, undici],
-    // The same propagators the spanless path uses (trace-context.ts), rather than the SDK's own reading of OTEL_PROPAGATORS.
+    // The propagators the spanless path uses (trace-context.ts), not the SDK's own reading of OTEL_PROPAGATORS.
     textMapPropagator: propagation.propagator,
     ...(spanProcessors !== undefined && { spanProcessors }),
     // Metrics are prom-client's (admin /metrics) and logs are pino's.

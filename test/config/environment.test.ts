@@ -27,7 +27,7 @@ describe('the environment convention', () => {
     expect(new Set(names).size).toBe(names.length);
   });
 
-  it('types each value by its key\'s schema: integers, true/false, text, JSON for lists and records', () => {
+  it("types each value by its key's schema: integers, true/false, text, JSON for lists and records", () => {
     const config = validateGatewayConfig({ upstream: { url: 'http://file:1' } }, 'test', {
       LEDGER_GATEWAY_SERVER__PORT: '9000',
       LEDGER_GATEWAY_CORS__ENABLED: 'TRUE',
@@ -49,7 +49,15 @@ describe('the environment convention', () => {
   });
 
   it('sets one entry of a list the file has, by index', () => {
-    const file = { upstream: { url: 'http://p:1' }, auth: { issuers: [{ issuer: 'https://a', jwksUrl: 'https://a/jwks' }, { issuer: 'https://b', jwksUrl: 'https://b/jwks' }] } };
+    const file = {
+      upstream: { url: 'http://p:1' },
+      auth: {
+        issuers: [
+          { issuer: 'https://a', jwksUrl: 'https://a/jwks' },
+          { issuer: 'https://b', jwksUrl: 'https://b/jwks' },
+        ],
+      },
+    };
     const config = validateGatewayConfig(file, 'test', { LEDGER_GATEWAY_AUTH__ISSUERS__1__AUDIENCE: 'gateway' });
     expect(config.auth.issuers.map((issuer) => issuer.audience)).toEqual([undefined, 'gateway']);
     expect(problemsOf(file, { LEDGER_GATEWAY_AUTH__ISSUERS__5__AUDIENCE: 'x' })).toEqual([
@@ -58,26 +66,38 @@ describe('the environment convention', () => {
   });
 
   it('applies a whole section first and a key inside it after, whatever their order in the environment', () => {
-    const config = validateGatewayConfig({}, 'test', { LEDGER_GATEWAY_SERVER__PORT: '9001', LEDGER_GATEWAY_SERVER: '{"port": 1, "host": "127.0.0.1"}' });
+    const config = validateGatewayConfig({}, 'test', {
+      LEDGER_GATEWAY_SERVER__PORT: '9001',
+      LEDGER_GATEWAY_SERVER: '{"port": 1, "host": "127.0.0.1"}',
+    });
     expect(config.server).toMatchObject({ port: 9001, host: '127.0.0.1' });
   });
 
   it('keeps the six short names, and refuses a short and a long name that disagree', () => {
-    const config = validateGatewayConfig({}, 'test', { LEDGER_GATEWAY_PORT: '9000', LEDGER_GATEWAY_SERVER__PORT: '9000', LEDGER_GATEWAY_ADMIN_PORT: '9001' });
+    const config = validateGatewayConfig({}, 'test', {
+      LEDGER_GATEWAY_PORT: '9000',
+      LEDGER_GATEWAY_SERVER__PORT: '9000',
+      LEDGER_GATEWAY_ADMIN_PORT: '9001',
+    });
     expect([config.server.port, config.admin.port]).toEqual([9000, 9001]);
     expect(problemsOf({}, { LEDGER_GATEWAY_PORT: '9000', LEDGER_GATEWAY_SERVER__PORT: '9002' })).toEqual([
       'LEDGER_GATEWAY_PORT and LEDGER_GATEWAY_SERVER__PORT both set server.port, to different values: keep one',
     ]);
   });
 
-  it('judges an environment value as the file\'s, naming the variable', () => {
-    expect(problemsOf({}, {
-      LEDGER_GATEWAY_SERVER__PORT: 'eighty',
-      LEDGER_GATEWAY_ADMIN__PORT: '70000',
-      LEDGER_GATEWAY_CORS__ENABLED: 'yes',
-      LEDGER_GATEWAY_CORS__ORIGINS: 'https://app.example',
-      LEDGER_GATEWAY_LOG__LEVEL: 'loud',
-    })).toEqual([
+  it("judges an environment value as the file's, naming the variable", () => {
+    expect(
+      problemsOf(
+        {},
+        {
+          LEDGER_GATEWAY_SERVER__PORT: 'eighty',
+          LEDGER_GATEWAY_ADMIN__PORT: '70000',
+          LEDGER_GATEWAY_CORS__ENABLED: 'yes',
+          LEDGER_GATEWAY_CORS__ORIGINS: 'https://app.example',
+          LEDGER_GATEWAY_LOG__LEVEL: 'loud',
+        },
+      ),
+    ).toEqual([
       'LEDGER_GATEWAY_CORS__ENABLED: must be true or false (sets cors.enabled)',
       'LEDGER_GATEWAY_CORS__ORIGINS: must be JSON (a list, e.g. ["a","b"]) (sets cors.origins)',
       'LEDGER_GATEWAY_SERVER__PORT: must be an integer (sets server.port)',
@@ -87,36 +107,56 @@ describe('the environment convention', () => {
   });
 
   it('refuses a variable that names no key, with the variable meant', () => {
-    expect(problemsOf({}, {
-      LEDGER_GATEWAY_SERVER__PROT: '8080',
-      LEDGER_GATEWAY_PROTECTON__REDIS__URL: 'redis://redis:6379',
-      LEDGER_GATEWAY_SERVER__NOTHING_LIKE_IT: '1',
-      LEDGER_GATEWAY_UPSTREAM__OPERATION_TIMEOUTS_MS__GET_VERSION: '100',
-    })).toEqual([
-      'LEDGER_GATEWAY_PROTECTON__REDIS__URL: no such key protecton; did you mean LEDGER_GATEWAY_PROTECTION__REDIS__URL?',
+    expect(
+      problemsOf(
+        {},
+        {
+          LEDGER_GATEWAY_SERVER__PROT: '8080',
+          LEDGER_GATEWAY_PROTECTON__REDIS__URL: 'redis://redis:6379',
+          LEDGER_GATEWAY_SERVER__NOTHING_LIKE_IT: '1',
+          LEDGER_GATEWAY_UPSTREAM__OPERATION_TIMEOUTS_MS__GET_VERSION: '100',
+        },
+      ),
+    ).toEqual([
+      'LEDGER_GATEWAY_PROTECTON__REDIS__URL: no such key protecton; ' +
+        'did you mean LEDGER_GATEWAY_PROTECTION__REDIS__URL?',
       'LEDGER_GATEWAY_SERVER__NOTHING_LIKE_IT: no such key server.nothing_like_it',
       'LEDGER_GATEWAY_SERVER__PROT: no such key server.prot; did you mean LEDGER_GATEWAY_SERVER__PORT?',
-      'LEDGER_GATEWAY_UPSTREAM__OPERATION_TIMEOUTS_MS__GET_VERSION: upstream.operationTimeoutsMs is set as a whole, in JSON: LEDGER_GATEWAY_UPSTREAM__OPERATION_TIMEOUTS_MS',
+      'LEDGER_GATEWAY_UPSTREAM__OPERATION_TIMEOUTS_MS__GET_VERSION: upstream.operationTimeoutsMs is set as a whole, ' +
+        'in JSON: LEDGER_GATEWAY_UPSTREAM__OPERATION_TIMEOUTS_MS',
     ]);
   });
 
-  it('leaves alone the variables that are not its own: Kubernetes service links, the process\'s, empty ones', () => {
-    expect(problemsOf({}, {
-      LEDGER_GATEWAY_SERVICE_HOST: '10.96.0.10',
-      LEDGER_GATEWAY_SERVICE_PORT_HTTP: '8080',
-      LEDGER_GATEWAY_PORT_8080_TCP_ADDR: '10.96.0.10',
-      LEDGER_GATEWAY_CONFIG: '/etc/ledger-gateway/config.yaml',
-      LEDGER_GATEWAY_DEV_DIR: '/tmp/dev',
-      LEDGER_GATEWAY_SERVER__PORT: '',
-    })).toEqual([]);
+  it("leaves alone the variables that are not its own: Kubernetes service links, the process's, empty ones", () => {
+    expect(
+      problemsOf(
+        {},
+        {
+          LEDGER_GATEWAY_SERVICE_HOST: '10.96.0.10',
+          LEDGER_GATEWAY_SERVICE_PORT_HTTP: '8080',
+          LEDGER_GATEWAY_PORT_8080_TCP_ADDR: '10.96.0.10',
+          LEDGER_GATEWAY_CONFIG: '/etc/ledger-gateway/config.yaml',
+          LEDGER_GATEWAY_DEV_DIR: '/tmp/dev',
+          LEDGER_GATEWAY_SERVER__PORT: '',
+        },
+      ),
+    ).toEqual([]);
   });
 
-  it('says where a key\'s value came from: a variable, the file, or the default', () => {
-    const { provenance } = validateConfiguration({ server: { host: '127.0.0.1' } }, 'gateway.yaml', { LEDGER_GATEWAY_PORT: '9000', LEDGER_GATEWAY_CORS: '{"enabled": true}' }, 'gateway.yaml');
+  it("says where a key's value came from: a variable, the file, or the default", () => {
+    const { provenance } = validateConfiguration(
+      { server: { host: '127.0.0.1' } },
+      'gateway.yaml',
+      { LEDGER_GATEWAY_PORT: '9000', LEDGER_GATEWAY_CORS: '{"enabled": true}' },
+      'gateway.yaml',
+    );
     expect(originOf(provenance, ['server', 'port'])).toBe('set by LEDGER_GATEWAY_PORT');
     expect(originOf(provenance, ['server', 'host'])).toBe('set in gateway.yaml');
     expect(originOf(provenance, ['admin', 'port'])).toBe('the default');
     expect(originOf(provenance, ['cors', 'enabled'])).toBe('set by LEDGER_GATEWAY_CORS');
-    expect(provenance.variables.map(({ variable, path }) => `${variable}=${pathText(path)}`)).toEqual(['LEDGER_GATEWAY_CORS=cors', 'LEDGER_GATEWAY_PORT=server.port']);
+    expect(provenance.variables.map(({ variable, path }) => `${variable}=${pathText(path)}`)).toEqual([
+      'LEDGER_GATEWAY_CORS=cors',
+      'LEDGER_GATEWAY_PORT=server.port',
+    ]);
   });
 });

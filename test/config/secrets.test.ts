@@ -39,14 +39,18 @@ const problemsOf = (raw: unknown, env: NodeJS.ProcessEnv = {}): readonly string[
 };
 
 describe('${file:...} references', () => {
-  it('take a file\'s contents, without the trailing line break, in the file or the environment, whole or inside a value', () => {
+  it("take a file's contents without the trailing line break, in the file or the environment, in a value", () => {
     const password = file('redis-password', `${PASSWORD}\n`);
     const secret = file('hmac', `${HMAC_SECRET}\r\n`);
-    const { config, provenance } = validateConfiguration({
-      protection: { redis: { url: `rediss://:\${file:${password}}@redis.internal:6380/0` } },
-    }, 'test', {
-      LEDGER_GATEWAY_AUTH__ISSUERS: JSON.stringify([{ issuer: 'urn:dev', unsafeHmacSecret: `\${file:${secret}}` }]),
-    });
+    const { config, provenance } = validateConfiguration(
+      {
+        protection: { redis: { url: `rediss://:\${file:${password}}@redis.internal:6380/0` } },
+      },
+      'test',
+      {
+        LEDGER_GATEWAY_AUTH__ISSUERS: JSON.stringify([{ issuer: 'urn:dev', unsafeHmacSecret: `\${file:${secret}}` }]),
+      },
+    );
     expect(config.protection.redis.url).toBe(`rediss://:${PASSWORD}@redis.internal:6380/0`);
     expect(config.auth.issuers[0]!.unsafeHmacSecret).toBe(HMAC_SECRET);
     expect([...provenance.fromFiles].sort()).toEqual(['auth.issuers[0].unsafeHmacSecret', 'protection.redis.url']);
@@ -57,10 +61,18 @@ describe('${file:...} references', () => {
     execFileSync('mkfifo', [fifo]);
     const large = file('large', 'x'.repeat(64 * 1024 + 1));
     const missing = join(dir, 'missing');
-    expect(problemsOf({ protection: { redis: { url: `\${file:${missing}}` } } })).toEqual([`protection.redis.url: cannot read ${missing} (ENOENT)`]);
-    expect(problemsOf({ auth: { participantId: `\${file:${fifo}}` } })).toEqual([`auth.participantId: ${fifo} is not a regular file`]);
-    expect(problemsOf({ auth: { participantId: `\${file:${dir}}` } })).toEqual([`auth.participantId: ${dir} is not a regular file`]);
-    expect(problemsOf({ auth: { participantId: `\${file:${large}}` } })).toEqual([`auth.participantId: ${large} is larger than 64 KiB`]);
+    expect(problemsOf({ protection: { redis: { url: `\${file:${missing}}` } } })).toEqual([
+      `protection.redis.url: cannot read ${missing} (ENOENT)`,
+    ]);
+    expect(problemsOf({ auth: { participantId: `\${file:${fifo}}` } })).toEqual([
+      `auth.participantId: ${fifo} is not a regular file`,
+    ]);
+    expect(problemsOf({ auth: { participantId: `\${file:${dir}}` } })).toEqual([
+      `auth.participantId: ${dir} is not a regular file`,
+    ]);
+    expect(problemsOf({ auth: { participantId: `\${file:${large}}` } })).toEqual([
+      `auth.participantId: ${large} is larger than 64 KiB`,
+    ]);
     expect(problemsOf({}, { LEDGER_GATEWAY_PROTECTION__REDIS__URL: `\${file:${missing}}` })).toEqual([
       `LEDGER_GATEWAY_PROTECTION__REDIS__URL (protection.redis.url): cannot read ${missing} (ENOENT)`,
     ]);
@@ -82,34 +94,54 @@ describe('${file:...} references', () => {
 
 describe('redaction', () => {
   it('redacts every key the schema marks secret, and a secret URL down to its user information and query', () => {
-    expect(settableKeys().filter((key) => key.secret).map((key) => key.path.join('.'))).toEqual(['protection.redis.url']);
+    expect(
+      settableKeys()
+        .filter((key) => key.secret)
+        .map((key) => key.path.join('.')),
+    ).toEqual(['protection.redis.url']);
     expect(redactSecret(`redis://:${PASSWORD}@redis:6379`)).toBe('redis://REDACTED@redis:6379');
-    expect(redactSecret(`rediss://default:${PASSWORD}@redis.internal:6380/2?password=${PASSWORD}`)).toBe('rediss://REDACTED@redis.internal:6380/2?REDACTED');
+    expect(redactSecret(`rediss://default:${PASSWORD}@redis.internal:6380/2?password=${PASSWORD}`)).toBe(
+      'rediss://REDACTED@redis.internal:6380/2?REDACTED',
+    );
     expect(redactSecret('redis://redis:6379')).toBe('redis://redis:6379');
     expect(redactSecret(HMAC_SECRET)).toBe('REDACTED');
-    const { config, provenance } = validateConfiguration({
-      protection: { redis: { url: `redis://:${PASSWORD}@redis:6379` } },
-      auth: { issuers: [{ issuer: 'urn:dev', unsafeHmacSecret: HMAC_SECRET }] },
-    }, 'test');
+    const { config, provenance } = validateConfiguration(
+      {
+        protection: { redis: { url: `redis://:${PASSWORD}@redis:6379` } },
+        auth: { issuers: [{ issuer: 'urn:dev', unsafeHmacSecret: HMAC_SECRET }] },
+      },
+      'test',
+    );
     const printed = JSON.stringify(redactedConfig(config, provenance));
     expect(printed).not.toContain(PASSWORD);
     expect(printed).not.toContain(HMAC_SECRET);
-    expect(redactedConfig(config, provenance)).toMatchObject({ auth: { issuers: [{ unsafeHmacSecret: 'REDACTED' }] }, protection: { redis: { url: 'redis://REDACTED@redis:6379' } } });
+    expect(redactedConfig(config, provenance)).toMatchObject({
+      auth: { issuers: [{ unsafeHmacSecret: 'REDACTED' }] },
+      protection: { redis: { url: 'redis://REDACTED@redis:6379' } },
+    });
   });
 
   it('redacts any value read from a file, whatever its key', () => {
     const participant = file('participant', 'participant::secret-looking-id');
-    const { config, provenance } = validateConfiguration({ auth: { participantId: `\${file:${participant}}` } }, 'test');
+    const { config, provenance } = validateConfiguration(
+      { auth: { participantId: `\${file:${participant}}` } },
+      'test',
+    );
     const yaml = effectiveConfigYaml(config, provenance);
     expect(yaml).toContain('participantId: REDACTED');
     expect(yaml).not.toContain('secret-looking-id');
   });
 
   it('marks each key an environment variable set in the effective configuration', () => {
-    const { config, provenance } = validateConfiguration({}, 'test', { LEDGER_GATEWAY_PORT: '9000', LEDGER_GATEWAY_CORS__ORIGINS: '["https://a"]' });
+    const { config, provenance } = validateConfiguration({}, 'test', {
+      LEDGER_GATEWAY_PORT: '9000',
+      LEDGER_GATEWAY_CORS__ORIGINS: '["https://a"]',
+    });
     const yaml = effectiveConfigYaml(config, provenance);
     expect(yaml).toContain('  port: 9000 # LEDGER_GATEWAY_PORT\n');
-    expect(yaml).toMatch(/\ncors:\n  enabled: false\n  # LEDGER_GATEWAY_CORS__ORIGINS\n  origins:\n    - https:\/\/a\n/);
+    expect(yaml).toMatch(
+      /\ncors:\n  enabled: false\n  # LEDGER_GATEWAY_CORS__ORIGINS\n  origins:\n    - https:\/\/a\n/,
+    );
     expect(yaml.indexOf('server:')).toBe(0); // the schema's order
   });
 });

@@ -25,7 +25,7 @@ async function refusingUrl(): Promise<string> {
 }
 
 describe('Retry-After on 503', () => {
-  it('comes with GATEWAY_UPSTREAM_UNAVAILABLE on a call, as many seconds as the body\'s retryInfo', async () => {
+  it("comes with GATEWAY_UPSTREAM_UNAVAILABLE on a call, as many seconds as the body's retryInfo", async () => {
     gw = await startGateway(await refusingUrl(), { versionCache: { ttlSeconds: 0 } });
     const answer = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
     expect(answer.status).toBe(503);
@@ -37,11 +37,25 @@ describe('Retry-After on 503', () => {
     gw = await startGateway(await refusingUrl());
     const { port } = new URL(gw.url);
     const answer = await new Promise<string>((resolve, reject) => {
-      const socket = net.connect(Number(port), '127.0.0.1', () => socket.write([
-        'GET /v2/updates HTTP/1.1', 'Host: gw', 'Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Version: 13',
-        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', `Authorization: ${gw!.auth().authorization!}`, '', ''].join('\r\n')));
+      const socket = net.connect(Number(port), '127.0.0.1', () =>
+        socket.write(
+          [
+            'GET /v2/updates HTTP/1.1',
+            'Host: gw',
+            'Connection: Upgrade',
+            'Upgrade: websocket',
+            'Sec-WebSocket-Version: 13',
+            'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
+            `Authorization: ${gw!.auth().authorization!}`,
+            '',
+            '',
+          ].join('\r\n'),
+        ),
+      );
       let text = '';
-      socket.on('data', (data) => { text += data.toString('latin1'); });
+      socket.on('data', (data) => {
+        text += data.toString('latin1');
+      });
       socket.on('close', () => resolve(text));
       socket.on('error', reject);
       setTimeout(() => socket.destroy(), 5_000);
@@ -52,8 +66,12 @@ describe('Retry-After on 503', () => {
   });
 
   it('follows a retryInfo the raiser sets, keeps a Retry-After it sets, and is not added to other statuses', () => {
-    expect(new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { retryInfo: '5 seconds' }).headers).toEqual({ 'retry-after': '5' });
-    expect(new GatewayError(Errors.GATEWAY_PROTECTION_UNAVAILABLE, {}, { headers: { 'retry-after': '2' } }).headers).toEqual({ 'retry-after': '2' });
+    expect(new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { retryInfo: '5 seconds' }).headers).toEqual({
+      'retry-after': '5',
+    });
+    expect(
+      new GatewayError(Errors.GATEWAY_PROTECTION_UNAVAILABLE, {}, { headers: { 'retry-after': '2' } }).headers,
+    ).toEqual({ 'retry-after': '2' });
     expect(new GatewayError(Errors.GATEWAY_UPSTREAM_TIMEOUT).headers).toEqual({});
     expect(new GatewayError(Errors.GATEWAY_RESOURCE_EXHAUSTED).headers).toEqual({});
   });

@@ -34,11 +34,13 @@ afterEach(async () => {
 });
 
 describe('OTEL_PROPAGATORS=b3multi,tracecontext with an exporter', () => {
-  it('hands a B3 caller\'s trace id to the participant in both formats, once each, from the gateway\'s client span', async () => {
+  it("hands a B3 caller's trace id on in both formats, once each, from the gateway's client span", async () => {
     expect(tracing).toMatchObject({ exporting: true, propagators: { names: ['b3multi', 'tracecontext'] } });
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, {}, { tracingActive: true });
-    const response = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ 'x-b3-traceid': CLIENT_TRACE_ID, 'x-b3-spanid': CLIENT_SPAN_ID, 'x-b3-sampled': '1' }) });
+    const response = await fetch(`${gw.url}/v2/version`, {
+      headers: gw.auth({ 'x-b3-traceid': CLIENT_TRACE_ID, 'x-b3-spanid': CLIENT_SPAN_ID, 'x-b3-sampled': '1' }),
+    });
     expect(response.status).toBe(200);
     await response.arrayBuffer();
     const received = upstream.requests[0]!;

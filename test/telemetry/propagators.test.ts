@@ -22,7 +22,13 @@ let participant: http.Server | undefined;
 let gw: RunningGateway | undefined;
 
 beforeAll(() => {
-  for (const name of ['OTEL_SDK_DISABLED', 'OTEL_TRACES_EXPORTER', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']) delete process.env[name];
+  for (const name of [
+    'OTEL_SDK_DISABLED',
+    'OTEL_TRACES_EXPORTER',
+    'OTEL_EXPORTER_OTLP_ENDPOINT',
+    'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  ])
+    delete process.env[name];
   process.env.OTEL_PROPAGATORS = 'b3';
   tracing = startTracing()!;
 });
@@ -45,11 +51,13 @@ describe('OTEL_PROPAGATORS=b3 without an exporter', () => {
     expect(tracing.propagators).toEqual({ names: ['b3'], unknown: [] });
   });
 
-  it('continues a B3 caller\'s trace: the participant gets one b3 header with its trace id and the gateway\'s hop', async () => {
+  it("continues a B3 caller's trace: the participant gets one b3 header, its trace id, the gateway's hop", async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     const log = logCapture();
     gw = await startGateway(upstream.url, {}, { tracingActive: true, logger: log.logger });
-    const response = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ b3: `${CLIENT_TRACE_ID}-${CLIENT_SPAN_ID}-1`, traceparent: OTHER_TRACEPARENT }) });
+    const response = await fetch(`${gw.url}/v2/version`, {
+      headers: gw.auth({ b3: `${CLIENT_TRACE_ID}-${CLIENT_SPAN_ID}-1`, traceparent: OTHER_TRACEPARENT }),
+    });
     expect(response.status).toBe(200);
     await response.arrayBuffer();
     const received = upstream.requests[0]!;
@@ -65,16 +73,18 @@ describe('OTEL_PROPAGATORS=b3 without an exporter', () => {
     expect(line).toMatchObject({ trace_id: CLIENT_TRACE_ID, span_id: spanId, traceId: CLIENT_TRACE_ID, spanId });
   });
 
-  it('reads B3 multi headers too (the B3 propagator extracts both encodings) and sends its configured one', async () => {
+  it('reads B3 multi headers too (the B3 propagator reads both encodings), sends its configured one', async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 0 } }, { tracingActive: true });
-    const response = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ 'x-b3-traceid': CLIENT_TRACE_ID, 'x-b3-spanid': CLIENT_SPAN_ID, 'x-b3-sampled': '0' }) });
+    const response = await fetch(`${gw.url}/v2/version`, {
+      headers: gw.auth({ 'x-b3-traceid': CLIENT_TRACE_ID, 'x-b3-spanid': CLIENT_SPAN_ID, 'x-b3-sampled': '0' }),
+    });
     await response.arrayBuffer();
     const [, traceId, , sampled] = B3.exec(headerValues(upstream.requests[0]!, 'b3')[0]!)!;
     expect([traceId, sampled]).toEqual([CLIENT_TRACE_ID, '0']);
   });
 
-  it('continues a B3 caller\'s trace into a WebSocket upgrade', async () => {
+  it("continues a B3 caller's trace into a WebSocket upgrade", async () => {
     const upgrades: http.IncomingMessage[] = [];
     participant = http.createServer((_request, response) => response.end('{}'));
     participant.on('upgrade', (request: http.IncomingMessage, socket: net.Socket) => {
@@ -85,9 +95,22 @@ describe('OTEL_PROPAGATORS=b3 without an exporter', () => {
     gw = await startGateway(`http://127.0.0.1:${(participant.address() as net.AddressInfo).port}`);
     const { port } = new URL(gw.url);
     await new Promise<void>((resolve, reject) => {
-      const socket = net.connect(Number(port), '127.0.0.1', () => socket.write([
-        'GET /v2/updates HTTP/1.1', 'Host: gw', 'Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Version: 13',
-        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', `Authorization: ${gw!.auth().authorization!}`, `b3: ${CLIENT_TRACE_ID}-${CLIENT_SPAN_ID}-1`, '', ''].join('\r\n')));
+      const socket = net.connect(Number(port), '127.0.0.1', () =>
+        socket.write(
+          [
+            'GET /v2/updates HTTP/1.1',
+            'Host: gw',
+            'Connection: Upgrade',
+            'Upgrade: websocket',
+            'Sec-WebSocket-Version: 13',
+            'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
+            `Authorization: ${gw!.auth().authorization!}`,
+            `b3: ${CLIENT_TRACE_ID}-${CLIENT_SPAN_ID}-1`,
+            '',
+            '',
+          ].join('\r\n'),
+        ),
+      );
       socket.once('data', () => {
         socket.destroy();
         resolve();

@@ -3,7 +3,15 @@
 // gateway's own, the hop handed on in every configured format, and ids random and never zero.
 import type { IncomingHttpHeaders } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { continueTrace, formatTraceparent, injectTraceContext, isSampled, newSpanId, newTraceId, propagationFromEnvironment } from '../../src/telemetry/trace-context.js';
+import {
+  continueTrace,
+  formatTraceparent,
+  injectTraceContext,
+  isSampled,
+  newSpanId,
+  newTraceId,
+  propagationFromEnvironment,
+} from '../../src/telemetry/trace-context.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';
@@ -12,7 +20,10 @@ const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
 const propagatorOf = (names: string) => propagationFromEnvironment({ OTEL_PROPAGATORS: names }).propagator;
 
 /** The headers the participant would be sent, as a name -> values map. */
-function injected(headers: IncomingHttpHeaders, names: string): { context: ReturnType<typeof continueTrace>; sent: Map<string, string[]> } {
+function injected(
+  headers: IncomingHttpHeaders,
+  names: string,
+): { context: ReturnType<typeof continueTrace>; sent: Map<string, string[]> } {
   const propagator = propagatorOf(names);
   const context = continueTrace(headers, propagator);
   const list: string[] = [];
@@ -26,23 +37,36 @@ describe('OTEL_PROPAGATORS', () => {
   it('is read as the OpenTelemetry SDK reads it', () => {
     expect(propagationFromEnvironment({}).names).toEqual(['tracecontext', 'baggage']);
     expect(propagationFromEnvironment({ OTEL_PROPAGATORS: ' ' }).names).toEqual(['tracecontext', 'baggage']);
-    expect(propagationFromEnvironment({ OTEL_PROPAGATORS: 'b3, tracecontext,b3' }).names).toEqual(['b3', 'tracecontext']);
+    expect(propagationFromEnvironment({ OTEL_PROPAGATORS: 'b3, tracecontext,b3' }).names).toEqual([
+      'b3',
+      'tracecontext',
+    ]);
     expect(propagationFromEnvironment({ OTEL_PROPAGATORS: 'B3MULTI' }).names).toEqual(['b3multi']);
     expect(propagationFromEnvironment({ OTEL_PROPAGATORS: 'tracecontext,none' }).names).toEqual([]);
-    expect(propagationFromEnvironment({ OTEL_PROPAGATORS: 'tracecontext,jaeger,xray' })).toMatchObject({ names: ['tracecontext'], unknown: ['jaeger', 'xray'] });
+    expect(propagationFromEnvironment({ OTEL_PROPAGATORS: 'tracecontext,jaeger,xray' })).toMatchObject({
+      names: ['tracecontext'],
+      unknown: ['jaeger', 'xray'],
+    });
   });
 
-  it('owns the header fields of the formats it names, which the client\'s copies of are replaced', () => {
-    expect(new Set(propagatorOf('tracecontext,baggage').fields())).toEqual(new Set(['traceparent', 'tracestate', 'baggage']));
+  it("owns the header fields of the formats it names, which the client's copies of are replaced", () => {
+    expect(new Set(propagatorOf('tracecontext,baggage').fields())).toEqual(
+      new Set(['traceparent', 'tracestate', 'baggage']),
+    );
     expect(propagatorOf('b3').fields()).toContain('b3');
-    expect(propagatorOf('b3multi').fields()).toEqual(expect.arrayContaining(['x-b3-traceid', 'x-b3-spanid', 'x-b3-sampled']));
+    expect(propagatorOf('b3multi').fields()).toEqual(
+      expect.arrayContaining(['x-b3-traceid', 'x-b3-spanid', 'x-b3-sampled']),
+    );
     expect(propagatorOf('none').fields()).toEqual([]);
   });
 });
 
 describe('continueTrace (W3C tracecontext, the default)', () => {
-  it('continues the caller\'s trace with a new span id of the gateway\'s, keeping the flags and the tracestate', () => {
-    const { context, sent } = injected({ traceparent: `00-${TRACE_ID}-${PARENT_ID}-00`, tracestate: 'vendor=opaque', baggage: 'tenant=acme' }, 'tracecontext,baggage');
+  it("continues the caller's trace with a new span id of the gateway's, keeping the flags and the tracestate", () => {
+    const { context, sent } = injected(
+      { traceparent: `00-${TRACE_ID}-${PARENT_ID}-00`, tracestate: 'vendor=opaque', baggage: 'tenant=acme' },
+      'tracecontext,baggage',
+    );
     expect(context).toMatchObject({ traceId: TRACE_ID, flags: 0, continued: true });
     expect(context.spanId).toMatch(/^[\da-f]{16}$/);
     expect(context.spanId).not.toBe(PARENT_ID);
@@ -52,9 +76,17 @@ describe('continueTrace (W3C tracecontext, the default)', () => {
     expect(sent.get('baggage')).toEqual(['tenant=acme']);
   });
 
-  it('starts a new sampled trace when the caller sent none or an invalid one, without the caller\'s tracestate', () => {
-    for (const traceparent of [undefined, 'garbage', `00-${'0'.repeat(32)}-${PARENT_ID}-01`, `00-${TRACE_ID}-${PARENT_ID}-01, 00-${TRACE_ID}-${PARENT_ID}-01`]) {
-      const { context, sent } = injected({ ...(traceparent !== undefined && { traceparent }), tracestate: 'vendor=opaque', baggage: 'tenant=acme' }, 'tracecontext,baggage');
+  it("starts a new sampled trace when the caller sent none or an invalid one, without the caller's tracestate", () => {
+    for (const traceparent of [
+      undefined,
+      'garbage',
+      `00-${'0'.repeat(32)}-${PARENT_ID}-01`,
+      `00-${TRACE_ID}-${PARENT_ID}-01, 00-${TRACE_ID}-${PARENT_ID}-01`,
+    ]) {
+      const { context, sent } = injected(
+        { ...(traceparent !== undefined && { traceparent }), tracestate: 'vendor=opaque', baggage: 'tenant=acme' },
+        'tracecontext,baggage',
+      );
       expect(context.continued, traceparent).toBe(false);
       expect(context.traceId).toMatch(/^[\da-f]{32}$/);
       expect(context.traceId).not.toBe(TRACE_ID);
@@ -65,7 +97,7 @@ describe('continueTrace (W3C tracecontext, the default)', () => {
     }
   });
 
-  it('formats the gateway\'s hop as a valid traceparent (the traceresponse)', () => {
+  it("formats the gateway's hop as a valid traceparent (the traceresponse)", () => {
     const context = continueTrace({ traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` }, propagatorOf('tracecontext'));
     expect(formatTraceparent(context)).toMatch(TRACEPARENT);
     expect(formatTraceparent(context)).toBe(`00-${TRACE_ID}-${context.spanId}-01`);
@@ -85,7 +117,10 @@ describe('continueTrace with B3', () => {
   });
 
   it('reads B3 multi headers, an unsampled decision and a 64-bit trace id', () => {
-    const { context, sent } = injected({ 'x-b3-traceid': PARENT_ID, 'x-b3-spanid': PARENT_ID, 'x-b3-sampled': '0' }, 'b3multi');
+    const { context, sent } = injected(
+      { 'x-b3-traceid': PARENT_ID, 'x-b3-spanid': PARENT_ID, 'x-b3-sampled': '0' },
+      'b3multi',
+    );
     expect(context).toMatchObject({ traceId: `${'0'.repeat(16)}${PARENT_ID}`, flags: 0, continued: true });
     expect(sent.get('x-b3-sampled')).toEqual(['0']);
   });
@@ -98,7 +133,10 @@ describe('continueTrace with B3', () => {
   });
 
   it('hands nothing on with none', () => {
-    const { sent } = injected({ b3: `${TRACE_ID}-${PARENT_ID}-1`, traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` }, 'none');
+    const { sent } = injected(
+      { b3: `${TRACE_ID}-${PARENT_ID}-1`, traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` },
+      'none',
+    );
     expect(sent.size).toBe(0);
   });
 });
