@@ -9,7 +9,6 @@
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
-import { propagation } from '@opentelemetry/api';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
@@ -165,13 +164,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const timeouts = config.upstream.operationTimeoutsMs;
   const defaultTimeout = config.upstream.timeoutMs;
 
-  // With tracing on, the undici instrumentation injects the propagator's headers (traceparent,
-  // tracestate, baggage) for the gateway's client span: the client's copies are dropped, so the
-  // participant receives exactly one of each.
-  // Propagated without spans, the same: the propagators' headers are the gateway's.
-  const traceHeaders = options.replacesTraceContext
-    ? new Set(propagation.fields().map((name) => name.toLowerCase()))
-    : options.propagateTraceContext ? traceContextFields() : undefined;
+  // With tracing on, the undici instrumentation injects the propagators' headers (traceparent,
+  // tracestate, baggage by default) for the gateway's client span; propagated without spans, the
+  // forwarder does. Either way the client's copies are dropped, so the participant receives exactly
+  // one of each.
+  const traceHeaders = options.replacesTraceContext || options.propagateTraceContext ? traceContextFields() : undefined;
   // The pool is handed at most as many calls as it has connections; the others wait here, oldest
   // first, each until its deadline (upstream.timeoutMs, which also bounds the answer's head). In
   // undici's own queue no timeout runs (headersTimeout starts once a call is written) and a call

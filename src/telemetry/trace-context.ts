@@ -44,12 +44,21 @@ const PROPAGATORS: Readonly<Record<string, () => TextMapPropagator>> = {
 
 const DEFAULT_PROPAGATORS = ['tracecontext', 'baggage'];
 
+/** The headers a propagator reads (lower case): the B3 propagator reads both encodings, whichever it writes. */
+function fieldsRead(name: string): string[] {
+  const names = name === 'b3' || name === 'b3multi' ? ['b3', 'b3multi'] : [name];
+  return names.flatMap((one) => PROPAGATORS[one]!().fields()).map((field) => field.toLowerCase());
+}
+
 export interface ConfiguredPropagation {
   readonly propagator: TextMapPropagator;
   /** The names in use, in order; empty for `none`. */
   readonly names: readonly string[];
   /** Names given that no propagator answers to (ignored, as the SDK ignores them). */
   readonly unknown: readonly string[];
+  /** Every header the propagators read (lower case): a client's copies are replaced, never sent beside the gateway's. */
+  readonly fields: ReadonlySet<string>;
+  readonly fieldList: readonly string[];
 }
 
 /** OTEL_PROPAGATORS read as the SDK reads it: unset or empty is tracecontext,baggage; `none` anywhere turns it off. */
@@ -59,37 +68,27 @@ export function propagationFromEnvironment(env: NodeJS.ProcessEnv): ConfiguredPr
     .map((name) => name.trim().toLowerCase())
     .filter((name) => name !== '');
   const requested = [...new Set(listed.length === 0 ? DEFAULT_PROPAGATORS : listed)];
-  if (requested.includes('none'))
-    return {
-      propagator: new CompositePropagator(),
-      names: [],
-      unknown: requested.filter((name) => name !== 'none' && PROPAGATORS[name] === undefined),
-    };
-  const names = requested.filter((name) => PROPAGATORS[name] !== undefined);
+  const unknown = requested.filter((name) => name !== 'none' && PROPAGATORS[name] === undefined);
+  const names = requested.includes('none') ? [] : requested.filter((name) => PROPAGATORS[name] !== undefined);
+  const fieldList = [...new Set(names.flatMap(fieldsRead))];
   return {
     propagator: new CompositePropagator({ propagators: names.map((name) => PROPAGATORS[name]!()) }),
     names,
-    unknown: requested.filter((name) => PROPAGATORS[name] === undefined),
+    unknown,
+    fields: new Set(fieldList),
+    fieldList,
   };
 }
 
-type Configured = ConfiguredPropagation & {
-  readonly fields: ReadonlySet<string>;
-  readonly fieldList: readonly string[];
-};
-let configured: Configured | undefined;
+let configured: ConfiguredPropagation | undefined;
 
 /** The process's propagation, from OTEL_PROPAGATORS when first asked for (tracing.ts gives the SDK the same one). */
-export function configuredPropagation(): Configured {
-  if (configured === undefined) {
-    const propagation = propagationFromEnvironment(process.env);
-    const fieldList = propagation.propagator.fields().map((name) => name.toLowerCase());
-    configured = { ...propagation, fields: new Set(fieldList), fieldList };
-  }
+export function configuredPropagation(): ConfiguredPropagation {
+  configured ??= propagationFromEnvironment(process.env);
   return configured;
 }
 
-/** The header names the propagators own (lower case): the client's copies are replaced, never sent beside ours. */
+/** The header names the propagators read (lower case): the client's copies are replaced, never sent beside ours. */
 export function traceContextFields(): ReadonlySet<string> {
   return configuredPropagation().fields;
 }
@@ -129,14 +128,11 @@ export function newSpanId(): string {
 /** The gateway's hop in the caller's trace, or in a new sampled one when the caller sent none the propagators read. */
 export function continueTrace(
   headers: IncomingHttpHeaders,
-  propagator: TextMapPropagator = configuredPropagation().propagator,
+  propagation: ConfiguredPropagation = configuredPropagation(),
 ): TraceContext {
   // Most calls carry no trace header at all: then there is nothing to extract (a fifth of this function's cost).
-  const extracted = carriesAny(
-    headers,
-    propagator === configured?.propagator ? configured.fieldList : propagator.fields(),
-  )
-    ? propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter)
+  const extracted = carriesAny(headers, propagation.fieldList)
+    ? propagation.propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter)
     : ROOT_CONTEXT;
   const parent = trace.getSpanContext(extracted);
   const continued = parent !== undefined && isSpanContextValid(parent);
@@ -170,9 +166,9 @@ const headerListSetter: TextMapSetter<string[]> = {
 export function injectTraceContext(
   context: TraceContext,
   headers: string[],
-  propagator: TextMapPropagator = configuredPropagation().propagator,
+  propagation: ConfiguredPropagation = configuredPropagation(),
 ): void {
-  propagator.inject(context.context, headers, headerListSetter);
+  propagation.propagator.inject(context.context, headers, headerListSetter);
 }
 
 /** The traceresponse for the client: W3C traceparent syntax, whatever the propagators. */

@@ -82,6 +82,8 @@ describe('OTEL_PROPAGATORS=b3 without an exporter', () => {
     await response.arrayBuffer();
     const [, traceId, , sampled] = B3.exec(headerValues(upstream.requests[0]!, 'b3')[0]!)!;
     expect([traceId, sampled]).toEqual([CLIENT_TRACE_ID, '0']);
+    // The caller's B3 headers were read, so they are replaced, not passed on beside the gateway's.
+    expect(headerValues(upstream.requests[0]!, 'x-b3-traceid')).toEqual([]);
   });
 
   it("continues a B3 caller's trace into a WebSocket upgrade", async () => {

@@ -17,17 +17,18 @@ const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';
 const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
 
-const propagatorOf = (names: string) => propagationFromEnvironment({ OTEL_PROPAGATORS: names }).propagator;
+const propagationOf = (names: string) => propagationFromEnvironment({ OTEL_PROPAGATORS: names });
+const propagatorOf = (names: string) => propagationOf(names).propagator;
 
 /** The headers the participant would be sent, as a name -> values map. */
 function injected(
   headers: IncomingHttpHeaders,
   names: string,
 ): { context: ReturnType<typeof continueTrace>; sent: Map<string, string[]> } {
-  const propagator = propagatorOf(names);
-  const context = continueTrace(headers, propagator);
+  const propagation = propagationOf(names);
+  const context = continueTrace(headers, propagation);
   const list: string[] = [];
-  injectTraceContext(context, list, propagator);
+  injectTraceContext(context, list, propagation);
   const sent = new Map<string, string[]>();
   for (let i = 0; i < list.length; i += 2) sent.set(list[i]!, [...(sent.get(list[i]!) ?? []), list[i + 1]!]);
   return { context, sent };
@@ -49,15 +50,13 @@ describe('OTEL_PROPAGATORS', () => {
     });
   });
 
-  it("owns the header fields of the formats it names, which the client's copies of are replaced", () => {
-    expect(new Set(propagatorOf('tracecontext,baggage').fields())).toEqual(
-      new Set(['traceparent', 'tracestate', 'baggage']),
-    );
-    expect(propagatorOf('b3').fields()).toContain('b3');
-    expect(propagatorOf('b3multi').fields()).toEqual(
-      expect.arrayContaining(['x-b3-traceid', 'x-b3-spanid', 'x-b3-sampled']),
-    );
-    expect(propagatorOf('none').fields()).toEqual([]);
+  it("owns every header its formats read (the client's copies are replaced): B3 in both encodings", () => {
+    expect(propagationOf('tracecontext,baggage').fields).toEqual(new Set(['traceparent', 'tracestate', 'baggage']));
+    const b3 = ['b3', 'x-b3-traceid', 'x-b3-spanid', 'x-b3-sampled', 'x-b3-flags', 'x-b3-parentspanid'];
+    expect(propagationOf('b3').fields).toEqual(new Set(b3));
+    expect(propagationOf('b3multi').fields).toEqual(new Set(b3));
+    expect(propagatorOf('b3').fields()).toEqual(['b3']); // what it writes
+    expect(propagationOf('none').fields).toEqual(new Set());
   });
 });
 
@@ -98,7 +97,7 @@ describe('continueTrace (W3C tracecontext, the default)', () => {
   });
 
   it("formats the gateway's hop as a valid traceparent (the traceresponse)", () => {
-    const context = continueTrace({ traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` }, propagatorOf('tracecontext'));
+    const context = continueTrace({ traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` }, propagationOf('tracecontext'));
     expect(formatTraceparent(context)).toMatch(TRACEPARENT);
     expect(formatTraceparent(context)).toBe(`00-${TRACE_ID}-${context.spanId}-01`);
   });
@@ -114,6 +113,13 @@ describe('continueTrace with B3', () => {
     expect(sent.get('x-b3-spanid')).toEqual([context.spanId]);
     expect(sent.get('x-b3-sampled')).toEqual(['1']);
     expect(sent.get('traceparent')).toEqual([`00-${TRACE_ID}-${context.spanId}-01`]);
+  });
+
+  it('reads B3 multi headers when it writes the single header (the gateway never skips what it can read)', () => {
+    const multi = { 'x-b3-traceid': TRACE_ID, 'x-b3-spanid': PARENT_ID, 'x-b3-sampled': '1' };
+    const { context, sent } = injected(multi, 'b3');
+    expect(context).toMatchObject({ traceId: TRACE_ID, continued: true });
+    expect([...sent.keys()]).toEqual(['b3']);
   });
 
   it('reads B3 multi headers, an unsampled decision and a 64-bit trace id', () => {
