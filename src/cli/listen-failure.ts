@@ -18,9 +18,10 @@ const LISTENERS = [
 ] as const;
 
 /** The error to report for a failed listen: a ListenFailure when it is the configuration's doing, else the error. */
-export function listenFailure(error: unknown, { config, provenance }: LoadedConfig): unknown {
-  const { code, port, address } = error as NodeJS.ErrnoException & { port?: number; address?: string };
-  if ((error as NodeJS.ErrnoException).syscall !== 'listen' || port === undefined) return error;
+export function listenFailure(failure: unknown, { config, provenance }: LoadedConfig): Error {
+  const error = failure instanceof Error ? failure : new Error(String(failure));
+  const { code, port, address, syscall } = error as NodeJS.ErrnoException & { port?: number; address?: string };
+  if (syscall !== 'listen' || port === undefined) return error;
   const listener = LISTENERS.find(({ section }) => config[section].port === port);
   if (listener === undefined) return error;
   const key = code === 'EADDRNOTAVAIL' ? [listener.section, 'host'] : [listener.section, 'port'];

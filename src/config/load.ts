@@ -310,6 +310,7 @@ export function readServerTls(tls: GatewayConfig['server']['tls']): { cert: Buff
     } catch (error) {
       throw new Error(
         `server.tls.${key}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+        { cause: error },
       );
     }
   };
@@ -393,7 +394,7 @@ export function validateConfiguration(
         .filter((problem) => !unread(problem))
         .map(named),
     );
-  else if (problems.length === 0) problems.push(...valueProblems(copy as unknown as GatewayConfig).map(named));
+  else if (problems.length === 0) problems.push(...valueProblems(copy).map(named));
   if (problems.length > 0) throw new ConfigError(source, problems);
   return { config: copy as unknown as GatewayConfig, provenance };
 }

@@ -176,7 +176,9 @@ export function formatTraceparent(context: TraceContext): string {
   return `00-${context.traceId}-${context.spanId}-${context.flags < 16 ? '0' : ''}${context.flags.toString(16)}`;
 }
 
+const SAMPLED_BIT: number = TraceFlags.SAMPLED;
+
 /** Whether the trace is sampled (the flags' low bit): only those are worth an exemplar. */
 export function isSampled(context: TraceContext): boolean {
-  return (context.flags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED;
+  return (context.flags & SAMPLED_BIT) !== 0;
 }

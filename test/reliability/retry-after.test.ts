@@ -4,15 +4,11 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Errors, GatewayError } from '../../src/errors.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 let gw: RunningGateway | undefined;
-let upstream: RecordingUpstream | undefined;
 afterEach(async () => {
   await gw?.close();
-  await upstream?.close();
   gw = undefined;
-  upstream = undefined;
 });
 
 /** A URL on 127.0.0.1 where nothing listens (connection refused). */
