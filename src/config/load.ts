@@ -12,16 +12,10 @@ import { applySetting, ENVIRONMENT_ALIASES, environmentSettings, nearest } from 
 import { resolveFileReferences, type ReferenceOutcome } from './file-references.js';
 import { variableOf, type ConfigProvenance } from './provenance.js';
 import { allowedValues, namedKeys, pathText, schemaAt, type KeyPath } from './schema-paths.js';
-import { ConfigSchema, type GatewayConfig } from './schema.js';
+import { ConfigError, ConfigSchema, type GatewayConfig } from './schema.js';
 
-export class ConfigError extends Error {
-  readonly problems: readonly string[];
-  constructor(source: string, problems: readonly string[]) {
-    super(`invalid configuration (${source}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
-    this.name = 'ConfigError';
-    this.problems = problems;
-  }
-}
+// What loadConfig() throws, for its callers (main.ts, the token tool).
+export { ConfigError };
 
 /** The short environment names of the per-pod keys (environment.ts has the convention for every key). */
 export const ENVIRONMENT_OVERRIDES = ENVIRONMENT_ALIASES;
@@ -275,7 +269,7 @@ function valueProblems(config: GatewayConfig): Problem[] {
     if (!OPERATIONS.has(name))
       say(
         ['upstream', 'operationTimeoutsMs', name],
-        `upstream.operationTimeoutsMs.${name}: unknown operation name (README "Routes and operations" lists them)`,
+        `upstream.operationTimeoutsMs.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`,
       );
   }
   // Read at start by the forwarder: a missing file was an unnamed ENOENT and exit 1.

@@ -1,7 +1,7 @@
 // Reading and parsing the body of a rule-checked route: bounded in size, time and nesting, the
 // bytes kept for the forwarder (never a re-serialization), numbers kept with their exact digits.
 //
-// How the participant reads the same bytes (FACTS.md §1.0, §2.3): tapir's plain `jsonBody` input
+// How the participant reads the same bytes (Canton `V2Routes.scala`): tapir's plain `jsonBody` input
 // accepts any Content-Type, or none (tapir `DecodeBasicInputs.addBodyInput` wraps it as
 // `oneOfBody(ContentTypeRange.AnyRange -> body)`), pekko decodes the bytes with the declared charset
 // (UTF-8 when none), and circe/jawn parses strict RFC 8259 JSON in which a repeated key keeps its

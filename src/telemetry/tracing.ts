@@ -8,7 +8,7 @@
 // (no OTEL_TRACES_EXPORTER, no OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) nothing is exported, instead
 // of sending to localhost:4318, and the SDK is not started at all: spans nobody receives cost a
 // fifth or more of a proxied call's CPU. Trace context is then propagated without a span
-// (trace-context.ts): continued, given to the participant and returned in `traceresponse`. Either
+// (src/trace-context.ts): continued, given to the participant and returned in `traceresponse`. Either
 // way the propagators are the ones OTEL_PROPAGATORS names (trace-context.ts builds them once).
 import { FastifyOtelInstrumentation } from '@fastify/otel';
 import { ProxyTracerProvider, trace } from '@opentelemetry/api';
@@ -21,7 +21,7 @@ import { ATTR_SERVICE_VERSION, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } fr
 import type { FastifyPluginCallback } from 'fastify';
 import { BUILD_VERSION, SERVICE_NAME } from './build-info.js';
 import { holdServerSpan } from './server-span.js';
-import { configuredPropagation } from './trace-context.js';
+import { configuredPropagation } from '../trace-context.js';
 
 export interface TracingOptions {
   /** Export spans as OTLP/HTTP JSON to this URL (tests), whatever the environment says. */

@@ -5,6 +5,7 @@
 //  - unknown fields: the JSON Schema accepts them (the API server rejects them under kubectl's
 //    strict field validation), so each object is also type-checked as an object literal against the
 //    model's TypeScript interface, whose excess-property check names any misspelt field.
+// Neither sees a CRD's CEL rules (x-kubernetes-validations); manifests.test.ts asserts those it needs.
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { Deployment } from 'kubernetes-models/apps/v1';
@@ -12,7 +13,7 @@ import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Pod, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
-import { Gateway, HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1';
+import { BackendTLSPolicy, Gateway, HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1';
 import {
   PodMonitor,
   PrometheusRule,
@@ -63,6 +64,11 @@ const MODELS: Record<string, Model> = {
     module: '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute',
     typeName: 'IHTTPRoute',
   },
+  'gateway.networking.k8s.io/v1/BackendTLSPolicy': {
+    model: BackendTLSPolicy,
+    module: '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/BackendTLSPolicy',
+    typeName: 'IBackendTLSPolicy',
+  },
   'monitoring.coreos.com/v1/ServiceMonitor': {
     model: ServiceMonitor,
     module: '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor',
@@ -80,54 +86,6 @@ const MODELS: Record<string, Model> = {
   },
 };
 
-/**
- * BackendTLSPolicy v1 (Gateway API 1.4) is not in @kubernetes-models/gateway-api 0.5 (it has the
- * v1alpha2 of Gateway API 1.0, a different shape); 2.x has it. Until then its fields are checked
- * here, as the v1 CRD defines them: known fields only, the required ones present.
- */
-function backendTlsPolicyProblems(object: KubernetesObject): string[] {
-  const problems: string[] = [];
-  const spec = object.spec ?? {};
-  const known = (value: Record<string, unknown>, where: string, allowed: string[]) => {
-    for (const key of Object.keys(value))
-      if (!allowed.includes(key)) problems.push(`${where}.${key} is not a known field`);
-  };
-  known(object, '', ['apiVersion', 'kind', 'metadata', 'spec']);
-  known(spec, 'spec', ['targetRefs', 'validation', 'options']);
-  const isName = (value: unknown) =>
-    typeof value === 'string' && /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(value) && value.length <= 253;
-  const references = (list: unknown, where: string, allowed: string[]) => {
-    if (!Array.isArray(list) || list.length === 0) {
-      problems.push(`${where} must be a non-empty list`);
-      return;
-    }
-    list.forEach((ref: Record<string, unknown>, index) => {
-      known(ref, `${where}[${index}]`, allowed);
-      if (typeof ref.group !== 'string') problems.push(`${where}[${index}].group is required ("" for the core group)`);
-      if (typeof ref.kind !== 'string' || ref.kind === '') problems.push(`${where}[${index}].kind is required`);
-      if (!isName(ref.name)) problems.push(`${where}[${index}].name must be an object name`);
-    });
-  };
-  references(spec.targetRefs, 'spec.targetRefs', ['group', 'kind', 'name', 'sectionName']);
-  const validation = spec.validation ?? {};
-  known(validation, 'spec.validation', ['caCertificateRefs', 'wellKnownCACertificates', 'hostname', 'subjectAltNames']);
-  if (!isName(validation.hostname) || validation.hostname.includes('..'))
-    problems.push('spec.validation.hostname must be a DNS name');
-  const byCa = validation.caCertificateRefs !== undefined;
-  if (byCa === (validation.wellKnownCACertificates !== undefined))
-    problems.push('spec.validation needs exactly one of caCertificateRefs and wellKnownCACertificates');
-  if (byCa) references(validation.caCertificateRefs, 'spec.validation.caCertificateRefs', ['group', 'kind', 'name']);
-  else if (validation.wellKnownCACertificates !== 'System')
-    problems.push('spec.validation.wellKnownCACertificates must be "System"');
-  return problems;
-}
-
-const CHECKED_HERE: Record<string, (object: KubernetesObject) => string[]> = {
-  'gateway.networking.k8s.io/v1/BackendTLSPolicy': backendTlsPolicyProblems,
-};
-
-const checkedHere = (object: KubernetesObject) => CHECKED_HERE[`${object.apiVersion}/${object.kind}`];
-
 function modelOf(object: KubernetesObject): Model {
   const model = MODELS[`${object.apiVersion}/${object.kind}`];
   if (model === undefined)
@@ -143,11 +101,6 @@ const label = (object: KubernetesObject) => `${object.kind}/${object.metadata?.n
 export function schemaProblems(objects: readonly KubernetesObject[]): string[] {
   const problems: string[] = [];
   for (const object of objects) {
-    const check = checkedHere(object);
-    if (check !== undefined) {
-      problems.push(...check(object).map((problem) => `${label(object)}: ${problem}`));
-      continue;
-    }
     try {
       const { model: Model } = modelOf(object);
       new Model(object as never).validate();
@@ -159,9 +112,7 @@ export function schemaProblems(objects: readonly KubernetesObject[]): string[] {
 }
 
 /** Fields the models do not know (misspelt or from a newer API), named by object. */
-export function unknownFieldProblems(all: readonly KubernetesObject[]): string[] {
-  // schemaProblems names the unknown fields of the kinds checked here.
-  const objects = all.filter((object) => checkedHere(object) === undefined);
+export function unknownFieldProblems(objects: readonly KubernetesObject[]): string[] {
   // The virtual file sits in test/deploy so that module resolution finds node_modules.
   const file = fileURLToPath(new URL('__rendered-manifests__.ts', import.meta.url));
   const models = objects.map(modelOf);

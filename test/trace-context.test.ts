@@ -11,7 +11,7 @@ import {
   newSpanId,
   newTraceId,
   propagationFromEnvironment,
-} from '../../src/telemetry/trace-context.js';
+} from '../src/trace-context.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';
