@@ -19,6 +19,7 @@ import { Errors, GatewayError } from './errors.js';
 import type { Stage } from './exchange.js';
 import { Readiness } from './health.js';
 import { createLiveConfig } from './live-config.js';
+import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './auth/participant-idps.js';
 import { NamedOperations } from './operations.js';
 import { corsOptions, registerCors } from './policy/cors.js';
 import { createForwarder } from './proxy/forward.js';
@@ -173,6 +174,9 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const authenticate = live.authenticate;
   api.addHook('onClose', () => live.close());
   const reloads = createReloadMetrics(metrics.registry, live.current.fingerprint);
+  const participantIdps = config.auth.participantIdentityProviders.enabled
+    ? trustParticipantIdentityProviders(live, { upstreamUrl: options.upstreamUrl, registry: metrics.registry, log, readiness, running: (fingerprint) => reloads.running(fingerprint) })
+    : undefined;
 
   // The one list. Authentication comes before any body is read and before the version cache, so an
   // unauthenticated caller never costs a body read or sees a cached answer. Protection follows it, so
@@ -229,6 +233,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     method: [...API_METHODS],
     url: '/*',
     handler: (request, reply) => {
+      if (participantIdps !== undefined && IDENTITY_PROVIDER_CHANGES.has(request.operation.name)) {
+        const ended = participantIdps.beginChange();
+        reply.raw.once('close', () => ended(reply.raw.headersSent ? reply.raw.statusCode : 0));
+      }
       const judged = request.generation.enforceRequestRules(request);
       return judged === undefined ? answer(request, reply) : judged.then(() => answer(request, reply));
     },
@@ -291,6 +299,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     if (closed) return;
     closed = true;
     stopTlsReload?.();
+    participantIdps?.close();
     // During a shutdown, what is still open now is the gateway's cut (SHUTDOWN_GRACE_ELAPSED), not
     // clients that left; gateway.close() alone (tests) keeps them as clients that left.
     if (readiness.isShuttingDown) requestTelemetry.cutOff();

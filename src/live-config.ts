@@ -7,7 +7,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { createAuthenticator, type Authenticator } from './auth/authenticator.js';
 import type { AuthFailureReason } from './auth/failure.js';
 import { authenticationStage } from './auth/hooks.js';
-import type { GatewayConfig } from './config/schema.js';
+import type { GatewayConfig, IssuerConfig } from './config/schema.js';
 import type { Generation, Stage } from './exchange.js';
 import { createPolicyStage } from './policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from './protection/stage.js';
@@ -15,7 +15,7 @@ import { createProtectionStage, type ProtectionStage, type ProtectionStageOption
 /** The sections a reload applies; every other key keeps its running value until a restart. */
 const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'log'] as const;
 /** Inside a live section, what still needs a restart: the Redis connection is opened once. */
-const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [['protection', 'redis']];
+const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [['protection', 'redis'], ['auth', 'participantIdentityProviders']];
 
 export interface LiveGeneration extends Generation {
   readonly config: GatewayConfig;
@@ -38,6 +38,11 @@ export interface LiveConfig {
   readonly pin: Stage;
   /** The list's stages that read the pinned generation. */
   readonly authenticate: Stage;
+  /**
+   * While `gate` answers a promise (a change of the participant's identity providers is under way),
+   * authentication waits for it, then runs under the generation current by then.
+   */
+  holdAuthenticationWhile(gate: () => Promise<void> | undefined): void;
   readonly protect: Stage;
   readonly authorize: Stage;
   /**
@@ -48,6 +53,11 @@ export interface LiveConfig {
   apply(next: GatewayConfig): Promise<LiveGeneration>;
   /** The key paths of `next` that differ from the running config and need a restart. */
   restartOnlyChanges(next: GatewayConfig): string[];
+  /**
+   * Trusts these issuers (the participant's identity providers) besides the configured ones, which
+   * win on a conflict. Those whose keys cannot be fetched are left out (logged); the rest swap in.
+   */
+  setParticipantIssuers(issuers: readonly IssuerConfig[]): Promise<LiveGeneration>;
   close(): Promise<void>;
 }
 
@@ -67,6 +77,8 @@ export function effectiveConfig(running: GatewayConfig, next: GatewayConfig): Ga
   for (const section of LIVE_SECTIONS) merged[section] = structuredClone(next[section]);
   const protection = merged.protection as Record<string, unknown>;
   protection.redis = structuredClone(running.protection.redis);
+  const auth = merged.auth as Record<string, unknown>;
+  auth.participantIdentityProviders = structuredClone(running.auth.participantIdentityProviders);
   return merged as unknown as GatewayConfig;
 }
 
@@ -130,9 +142,54 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     };
   }
 
+  // The config from the file (its live sections as last applied), and the participant's issuers.
+  let base = initial;
+  let participantIssuers: readonly IssuerConfig[] = [];
   let current = build(initial, undefined);
+  let gate: (() => Promise<void> | undefined) | undefined;
   let retiredSignatureChecks = 0;
   const retiring = new Map<NodeJS.Timeout, () => Promise<void>>();
+
+  // A reload and a change of the participant's issuers each build on the current generation: one at a time.
+  let queue: Promise<unknown> = Promise.resolve();
+  function serialized<T>(work: () => Promise<T>): Promise<T> {
+    const run = queue.then(work, work);
+    queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** `config` with the participant's issuers added after its own; a configured issuer wins a conflict. */
+  function composed(config: GatewayConfig, extra: readonly IssuerConfig[]): GatewayConfig {
+    if (extra.length === 0) return config;
+    const configured = new Set(config.auth.issuers.map((issuer) => issuer.issuer));
+    const added = extra.filter((issuer) => {
+      if (!configured.has(issuer.issuer)) return true;
+      options.log.warn({ issuer: issuer.issuer }, 'a participant identity provider has the issuer of a configured one: the configured one is used');
+      return false;
+    });
+    return { ...config, auth: { ...config.auth, issuers: [...config.auth.issuers, ...added] } };
+  }
+
+  /** The issuers of `candidate` whose keys could not be loaded in time (none when it keeps the current authenticator). */
+  async function missingKeys(candidate: LiveGeneration): Promise<string[]> {
+    if (candidate.authenticator === current.authenticator) return [];
+    candidate.authenticator.start();
+    if (await keysLoaded(candidate.authenticator, keyWaitMs(candidate.config))) return [];
+    return candidate.authenticator.keySets.filter((keySet) => !keySet.ready()).map((keySet) => keySet.issuer);
+  }
+
+  async function discard(candidate: LiveGeneration): Promise<void> {
+    if (candidate.authenticator !== current.authenticator) candidate.authenticator.close();
+    if (candidate.protection !== current.protection) await candidate.protection.close();
+  }
+
+  function swap(candidate: LiveGeneration): LiveGeneration {
+    const old = current;
+    if (old.authenticator !== candidate.authenticator) retiredSignatureChecks += old.authenticator.signatureChecks;
+    current = candidate;
+    retire(old, candidate);
+    return candidate;
+  }
 
   /** Closes what `old` holds and `next` does not, once no call can still be running under `old`. */
   function retire(old: LiveGeneration, next: LiveGeneration): void {
@@ -158,27 +215,47 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     pin(exchange) {
       exchange.generation = current;
     },
-    authenticate: (exchange) => exchange.generation.authenticate(exchange),
+    authenticate(exchange) {
+      const held = gate?.();
+      if (held === undefined) return exchange.generation.authenticate(exchange);
+      return held.then(() => {
+        exchange.generation = current;
+        return current.authenticate(exchange);
+      });
+    },
+    holdAuthenticationWhile(next) {
+      gate = next;
+    },
     protect: (exchange) => exchange.generation.protect(exchange),
     authorize: (exchange) => exchange.generation.authorize(exchange),
-    async apply(next) {
-      const config = effectiveConfig(current.config, next);
-      const candidate = build(config, current);
-      if (candidate.authenticator !== current.authenticator) {
-        candidate.authenticator.start();
-        if (!(await keysLoaded(candidate.authenticator, keyWaitMs(config)))) {
-          const missing = candidate.authenticator.keySets.filter((keySet) => !keySet.ready()).map((keySet) => keySet.issuer);
-          candidate.authenticator.close();
-          if (candidate.protection !== current.protection) await candidate.protection.close();
-          throw new Error(`the keys of ${missing.join(', ')} could not be fetched; the reload is refused`);
+    apply: (next) => serialized(async () => {
+      const nextBase = effectiveConfig(base, next);
+      const candidate = build(composed(nextBase, participantIssuers), current);
+      const missing = await missingKeys(candidate);
+      if (missing.length > 0) {
+        await discard(candidate);
+        throw new Error(`the keys of ${missing.join(', ')} could not be fetched; the reload is refused`);
+      }
+      base = nextBase;
+      return swap(candidate);
+    }),
+    setParticipantIssuers: (issuers) => serialized(async () => {
+      let wanted = issuers;
+      let candidate = build(composed(base, wanted), current);
+      const missing = await missingKeys(candidate);
+      if (missing.length > 0) {
+        options.log.warn({ issuers: missing }, 'participant identity providers left out: their keys could not be fetched');
+        await discard(candidate);
+        wanted = wanted.filter((issuer) => !missing.includes(issuer.issuer));
+        candidate = build(composed(base, wanted), current);
+        if ((await missingKeys(candidate)).length > 0) {
+          await discard(candidate);
+          throw new Error('the configured issuers\' keys could not be fetched');
         }
       }
-      const old = current;
-      if (old.authenticator !== candidate.authenticator) retiredSignatureChecks += old.authenticator.signatureChecks;
-      current = candidate;
-      retire(old, candidate);
-      return candidate;
-    },
+      participantIssuers = wanted;
+      return swap(candidate);
+    }),
     restartOnlyChanges(next) {
       const changed: string[] = [];
       const running = current.config as unknown as Record<string, unknown>;
