@@ -1,5 +1,6 @@
 // Signals other than SIGTERM/SIGINT: SIGHUP (a configuration reload, by convention) reloads the
 // config file, and neither ends the gateway process nor loses a log line.
+import { appendFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildDist, startProcess, writeGatewayConfig } from './helpers/process.js';
 import { answerJson, startRecordingUpstream } from './helpers/recording-upstream.js';
@@ -11,11 +12,8 @@ describe('SIGHUP', () => {
   it('reloads the config file: the process keeps serving, and every request line reaches stdout at shutdown', async () => {
     const upstream = await startRecordingUpstream(answerJson(200, { offset: 3 }));
     const issuer = await createTestIssuer();
-    const gateway = await startProcess([
-      'dist/main.js',
-      '--config',
-      writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT),
-    ]);
+    const configFile = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT);
+    const gateway = await startProcess(['dist/main.js', '--config', configFile]);
     try {
       const headers = { authorization: `Bearer ${await issuer.mint()}` };
       const call = async () => {
@@ -31,6 +29,12 @@ describe('SIGHUP', () => {
         .toBe(true);
       expect(gateway.child.exitCode).toBeNull();
       const after = await call();
+      // The file is watched too: an invalid edit is logged, with every bad key path, and changes nothing.
+      appendFileSync(configFile, '\npolicy: { rules: { getVersion: [{ role: admin }] } }\n');
+      await expect
+        .poll(() => gateway.output.some((line) => line.includes('invalid configuration')), { timeout: 5_000, interval: 50 })
+        .toBe(true);
+      const last = await call();
 
       gateway.child.kill('SIGTERM');
       expect(await gateway.exited).toBe(0);
@@ -38,7 +42,12 @@ describe('SIGHUP', () => {
         .filter((line) => line.startsWith('{'))
         .map((line) => JSON.parse(line) as Record<string, unknown>);
       const logged = new Set(lines.filter((line) => line.msg === 'request').map((line) => line.reqId));
-      expect([...before, after].filter((id) => !logged.has(id))).toEqual([]);
+      expect([...before, after, last].filter((id) => !logged.has(id))).toEqual([]);
+      expect(lines.find((line) => String(line.msg).includes('invalid configuration'))).toMatchObject({
+        level: 'error',
+        trigger: 'file',
+        problems: ['policy.rules.getVersion.0.role: unknown key'],
+      });
       expect(lines.find((line) => line.msg === 'configuration reloaded')).toMatchObject({
         level: 'info',
         trigger: 'SIGHUP',

@@ -51,7 +51,7 @@ async function started(refreshIntervalSeconds: number) {
     await answer.arrayBuffer();
     return answer.status;
   };
-  return { gateway, idp, call, change, tokenFile };
+  return { gateway, idp, call, change, tokenFile, mint: newcomer.mint };
 }
 
 describe('identity providers from the participant', () => {
@@ -75,9 +75,12 @@ describe('identity providers from the participant', () => {
   });
 
   it('applies the audience an IdP config sets', async () => {
-    const { idp, call, change } = await started(3600);
+    const { gateway, idp, call, change, mint } = await started(3600);
     expect(await change('POST', '/v2/idps', { identityProviderConfig: { ...idp, audience: 'https://other.audience' } })).toBe(200);
     expect(await call()).toBe(401); // the token's aud is the participant's, not this IdP's
+    const forAudience = await mint({ sub: 'carol', aud: 'https://other.audience' });
+    const answer = await fetch(`${gateway.url}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${forAudience}` } });
+    expect(answer.status).toBe(200);
   });
 
   it('keeps the last known set while the participant cannot be listed, and stays ready', async () => {
