@@ -51,7 +51,7 @@ async function started(refreshIntervalSeconds: number) {
     await answer.arrayBuffer();
     return answer.status;
   };
-  return { gateway, idp, call, change, tokenFile, mint: newcomer.mint };
+  return { gateway, idp, call, change, tokenFile, mint: (claims: Record<string, unknown>) => newcomer.mint(claims) };
 }
 
 describe('identity providers from the participant', () => {
