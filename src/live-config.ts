@@ -15,7 +15,10 @@ import { createProtectionStage, type ProtectionStage, type ProtectionStageOption
 /** The sections a reload applies; every other key keeps its running value until a restart. */
 const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'log'] as const;
 /** Inside a live section, what still needs a restart: the Redis connection is opened once. */
-const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [['protection', 'redis'], ['auth', 'participantIdentityProviders']];
+const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [
+  ['protection', 'redis'],
+  ['auth', 'participantIdentityProviders'],
+];
 
 export interface LiveGeneration extends Generation {
   readonly config: GatewayConfig;
@@ -66,9 +69,16 @@ export function configFingerprint(config: GatewayConfig): string {
   const canonical = (value: unknown): unknown => {
     if (Array.isArray(value)) return value.map(canonical);
     if (value === null || typeof value !== 'object') return value;
-    return Object.fromEntries(Object.keys(value).sort().map((key) => [key, canonical((value as Record<string, unknown>)[key])]));
+    return Object.fromEntries(
+      Object.keys(value)
+        .sort()
+        .map((key) => [key, canonical((value as Record<string, unknown>)[key])]),
+    );
   };
-  return createHash('sha256').update(JSON.stringify(canonical(config))).digest('hex').slice(0, 16);
+  return createHash('sha256')
+    .update(JSON.stringify(canonical(config)))
+    .digest('hex')
+    .slice(0, 16);
 }
 
 /** The config a reload runs under: `next`'s live sections, the running values of everything else. */
@@ -113,7 +123,9 @@ async function keysLoaded(authenticator: Authenticator, withinMs: number): Promi
 export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
   function build(config: GatewayConfig, previous: LiveGeneration | undefined): LiveGeneration {
     const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
-    const authenticator = sameAuth ? previous.authenticator : createAuthenticator(config, { onKeySetFetch: options.onKeySetFetch, log: options.log });
+    const authenticator = sameAuth
+      ? previous.authenticator
+      : createAuthenticator(config, { onKeySetFetch: options.onKeySetFetch, log: options.log });
     const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
     let protection: ProtectionStage;
     try {
@@ -164,7 +176,10 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     const configured = new Set(config.auth.issuers.map((issuer) => issuer.issuer));
     const added = extra.filter((issuer) => {
       if (!configured.has(issuer.issuer)) return true;
-      options.log.warn({ issuer: issuer.issuer }, 'a participant identity provider has the issuer of a configured one: the configured one is used');
+      options.log.warn(
+        { issuer: issuer.issuer },
+        'a participant identity provider has the issuer of a configured one: the configured one is used',
+      );
       return false;
     });
     return { ...config, auth: { ...config.auth, issuers: [...config.auth.issuers, ...added] } };
@@ -228,34 +243,39 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     },
     protect: (exchange) => exchange.generation.protect(exchange),
     authorize: (exchange) => exchange.generation.authorize(exchange),
-    apply: (next) => serialized(async () => {
-      const nextBase = effectiveConfig(base, next);
-      const candidate = build(composed(nextBase, participantIssuers), current);
-      const missing = await missingKeys(candidate);
-      if (missing.length > 0) {
-        await discard(candidate);
-        throw new Error(`the keys of ${missing.join(', ')} could not be fetched; the reload is refused`);
-      }
-      base = nextBase;
-      return swap(candidate);
-    }),
-    setParticipantIssuers: (issuers) => serialized(async () => {
-      let wanted = issuers;
-      let candidate = build(composed(base, wanted), current);
-      const missing = await missingKeys(candidate);
-      if (missing.length > 0) {
-        options.log.warn({ issuers: missing }, 'participant identity providers left out: their keys could not be fetched');
-        await discard(candidate);
-        wanted = wanted.filter((issuer) => !missing.includes(issuer.issuer));
-        candidate = build(composed(base, wanted), current);
-        if ((await missingKeys(candidate)).length > 0) {
+    apply: (next) =>
+      serialized(async () => {
+        const nextBase = effectiveConfig(base, next);
+        const candidate = build(composed(nextBase, participantIssuers), current);
+        const missing = await missingKeys(candidate);
+        if (missing.length > 0) {
           await discard(candidate);
-          throw new Error('the configured issuers\' keys could not be fetched');
+          throw new Error(`the keys of ${missing.join(', ')} could not be fetched; the reload is refused`);
         }
-      }
-      participantIssuers = wanted;
-      return swap(candidate);
-    }),
+        base = nextBase;
+        return swap(candidate);
+      }),
+    setParticipantIssuers: (issuers) =>
+      serialized(async () => {
+        let wanted = issuers;
+        let candidate = build(composed(base, wanted), current);
+        const missing = await missingKeys(candidate);
+        if (missing.length > 0) {
+          options.log.warn(
+            { issuers: missing },
+            'participant identity providers left out: their keys could not be fetched',
+          );
+          await discard(candidate);
+          wanted = wanted.filter((issuer) => !missing.includes(issuer.issuer));
+          candidate = build(composed(base, wanted), current);
+          if ((await missingKeys(candidate)).length > 0) {
+            await discard(candidate);
+            throw new Error("the configured issuers' keys could not be fetched");
+          }
+        }
+        participantIssuers = wanted;
+        return swap(candidate);
+      }),
     restartOnlyChanges(next) {
       const changed: string[] = [];
       const running = current.config as unknown as Record<string, unknown>;
@@ -265,7 +285,8 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         differingPaths(running[key], wanted[key], [key], changed);
       }
       for (const path of RESTART_ONLY_IN_LIVE) {
-        const pick = (config: Record<string, unknown>) => path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], config);
+        const pick = (config: Record<string, unknown>) =>
+          path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], config);
         differingPaths(pick(running), pick(wanted), [...path], changed);
       }
       return changed;
@@ -275,10 +296,12 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       await current.protection.close();
       const pending = [...retiring];
       retiring.clear();
-      await Promise.allSettled(pending.map(([timer, closeOld]) => {
-        clearTimeout(timer);
-        return closeOld();
-      }));
+      await Promise.allSettled(
+        pending.map(([timer, closeOld]) => {
+          clearTimeout(timer);
+          return closeOld();
+        }),
+      );
     },
   };
 }

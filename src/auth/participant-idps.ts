@@ -52,17 +52,25 @@ export interface ParticipantIdentityProvidersOptions {
 
 function isListedIdentityProvider(value: unknown): value is ListedIdentityProvider {
   const idp = value as Record<string, unknown> | null;
-  return typeof idp === 'object' && idp !== null && typeof idp.identityProviderId === 'string'
-    && typeof idp.issuer === 'string' && typeof idp.jwksUrl === 'string';
+  return (
+    typeof idp === 'object' &&
+    idp !== null &&
+    typeof idp.identityProviderId === 'string' &&
+    typeof idp.issuer === 'string' &&
+    typeof idp.jwksUrl === 'string'
+  );
 }
 
 /** The issuers the participant trusts through its IdP configs: the active ones, as issuer entries. */
 export function issuersOfIdentityProviders(listed: readonly unknown[]): IssuerConfig[] {
-  return listed.filter(isListedIdentityProvider).filter((idp) => idp.isDeactivated !== true).map((idp) => ({
-    issuer: idp.issuer,
-    jwksUrl: idp.jwksUrl,
-    ...(typeof idp.audience === 'string' && idp.audience !== '' && { audience: idp.audience }),
-  }));
+  return listed
+    .filter(isListedIdentityProvider)
+    .filter((idp) => idp.isDeactivated !== true)
+    .map((idp) => ({
+      issuer: idp.issuer,
+      jwksUrl: idp.jwksUrl,
+      ...(typeof idp.audience === 'string' && idp.audience !== '' && { audience: idp.audience }),
+    }));
 }
 
 /** Checks an IdP's issuer entry with the configured issuers' rules (auth/config.ts), alone. */
@@ -75,11 +83,13 @@ export function identityProviderProblem(config: GatewayConfig, issuer: IssuerCon
   }
 }
 
-export function createParticipantIdentityProviders(options: ParticipantIdentityProvidersOptions): ParticipantIdentityProviders {
+export function createParticipantIdentityProviders(
+  options: ParticipantIdentityProvidersOptions,
+): ParticipantIdentityProviders {
   const { config, log } = options;
   const refreshes = new Counter({
     name: 'ledger_gateway_participant_idp_refreshes_total',
-    help: 'Fetches of the participant\'s identity provider configs (GET /v2/idps) by result; on failure the last known set stays.',
+    help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
     labelNames: ['result'] as const,
     registers: [options.registry],
   });
@@ -98,14 +108,16 @@ export function createParticipantIdentityProviders(options: ParticipantIdentityP
   async function list(): Promise<unknown[]> {
     const headers: Record<string, string> = { accept: 'application/json' };
     // Read at each use: a mounted secret is rotated in place.
-    if (config.tokenFile !== undefined) headers.authorization = `Bearer ${readFileSync(config.tokenFile, 'utf8').trim()}`;
+    if (config.tokenFile !== undefined)
+      headers.authorization = `Bearer ${readFileSync(config.tokenFile, 'utf8').trim()}`;
     const answer = await fetch(listUrl, { headers, signal: AbortSignal.timeout(options.fetchTimeoutMs) });
     if (!answer.ok) {
       await answer.body?.cancel();
       throw new Error(`GET /v2/idps answered ${answer.status}`);
     }
-    const body = await answer.json() as { identityProviderConfigs?: unknown };
-    if (!Array.isArray(body.identityProviderConfigs)) throw new Error('GET /v2/idps answered without identityProviderConfigs');
+    const body = (await answer.json()) as { identityProviderConfigs?: unknown };
+    if (!Array.isArray(body.identityProviderConfigs))
+      throw new Error('GET /v2/idps answered without identityProviderConfigs');
     return body.identityProviderConfigs as unknown[];
   }
 
@@ -113,7 +125,8 @@ export function createParticipantIdentityProviders(options: ParticipantIdentityP
     try {
       const issuers = issuersOfIdentityProviders(await list()).filter((issuer) => {
         const problem = options.issuerProblem(issuer);
-        if (problem !== undefined) log.warn({ issuer: issuer.issuer, problem }, 'participant identity provider not trusted at the edge');
+        if (problem !== undefined)
+          log.warn({ issuer: issuer.issuer, problem }, 'participant identity provider not trusted at the edge');
         return problem === undefined;
       });
       const fingerprint = JSON.stringify(issuers);
@@ -125,7 +138,10 @@ export function createParticipantIdentityProviders(options: ParticipantIdentityP
       refreshes.inc({ result: 'success' });
     } catch (error) {
       refreshes.inc({ result: 'failure' });
-      log.warn({ reason, err: (error as Error).message }, 'participant identity providers: cannot refresh; the last known set stays');
+      log.warn(
+        { reason, err: (error as Error).message },
+        'participant identity providers: cannot refresh; the last known set stays',
+      );
     }
   }
 
@@ -189,7 +205,11 @@ export function createParticipantIdentityProviders(options: ParticipantIdentityP
 }
 
 /** The operations that change the participant's identity provider configs. */
-export const IDENTITY_PROVIDER_CHANGES: ReadonlySet<string> = new Set(['postV2Idps', 'deleteV2IdpsIdp-id', NamedOperations.updateIdentityProviderConfig]);
+export const IDENTITY_PROVIDER_CHANGES: ReadonlySet<string> = new Set([
+  'postV2Idps',
+  'deleteV2IdpsIdp-id',
+  NamedOperations.updateIdentityProviderConfig,
+]);
 
 export interface ParticipantTrustOptions {
   readonly upstreamUrl: string;
@@ -201,7 +221,10 @@ export interface ParticipantTrustOptions {
 }
 
 /** Keeps `live`'s participant issuers in step with the participant's IdP configs, from start on. */
-export function trustParticipantIdentityProviders(live: LiveConfig, options: ParticipantTrustOptions): ParticipantIdentityProviders {
+export function trustParticipantIdentityProviders(
+  live: LiveConfig,
+  options: ParticipantTrustOptions,
+): ParticipantIdentityProviders {
   const config = live.current.config;
   const fetchTimeoutMs = config.auth.keySets.fetchTimeoutMs;
   const idps = createParticipantIdentityProviders({
@@ -209,7 +232,8 @@ export function trustParticipantIdentityProviders(live: LiveConfig, options: Par
     config: config.auth.participantIdentityProviders,
     fetchTimeoutMs,
     // The participant's answer, one list fetch, its key sets: each bounded.
-    changeBoundMs: Math.max(config.upstream.timeoutMs, ...Object.values(config.upstream.operationTimeoutsMs)) + 3 * fetchTimeoutMs,
+    changeBoundMs:
+      Math.max(config.upstream.timeoutMs, ...Object.values(config.upstream.operationTimeoutsMs)) + 3 * fetchTimeoutMs,
     issuerProblem: (issuer) => identityProviderProblem(live.current.config, issuer),
     apply: async (issuers) => options.running((await live.setParticipantIssuers(issuers)).fingerprint),
     registry: options.registry,

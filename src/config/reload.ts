@@ -28,7 +28,7 @@ export interface ReloadMetrics {
 export function createReloadMetrics(registry: Registry, fingerprint: string): ReloadMetrics {
   const reloads = new Counter({
     name: 'ledger_gateway_config_reloads_total',
-    help: 'Configuration reloads by result: success, invalid (the file did not validate), refused (valid, but could not serve, e.g. an issuer\'s keys could not be fetched).',
+    help: "Configuration reloads by result: success, invalid (the file did not validate), refused (valid, but could not serve, e.g. an issuer's keys could not be fetched).",
     labelNames: ['result'] as const,
     registers: [registry],
   });
@@ -59,10 +59,19 @@ export interface ReloadLog {
 export async function reloadGateway(
   live: LiveConfig,
   load: () => Promise<GatewayConfig> | GatewayConfig,
-  dependencies: { readonly log: ReloadLog; readonly metrics: ReloadMetrics; readonly setLogLevel: (level: string) => void; readonly trigger: string },
+  dependencies: {
+    readonly log: ReloadLog;
+    readonly metrics: ReloadMetrics;
+    readonly setLogLevel: (level: string) => void;
+    readonly trigger: string;
+  },
 ): Promise<ReloadOutcome> {
   const { log, metrics, trigger } = dependencies;
-  const unchanged = (result: ReloadResult, problems: readonly string[], restartRequired: readonly string[] = []): ReloadOutcome => {
+  const unchanged = (
+    result: ReloadResult,
+    problems: readonly string[],
+    restartRequired: readonly string[] = [],
+  ): ReloadOutcome => {
     metrics.count(result);
     return { result, fingerprint: live.current.fingerprint, restartRequired, problems };
   };
@@ -71,12 +80,18 @@ export async function reloadGateway(
     next = await load();
   } catch (error) {
     const problems = error instanceof ConfigError ? error.problems : [(error as Error).message];
-    log.error({ trigger, problems, fingerprint: live.current.fingerprint }, 'configuration reload: invalid configuration, keeping the running one');
+    log.error(
+      { trigger, problems, fingerprint: live.current.fingerprint },
+      'configuration reload: invalid configuration, keeping the running one',
+    );
     return unchanged('invalid', problems);
   }
   const restartRequired = live.restartOnlyChanges(next);
   if (restartRequired.length > 0) {
-    log.warn({ trigger, keys: restartRequired }, 'configuration reload: these keys change only on a restart and keep their running values');
+    log.warn(
+      { trigger, keys: restartRequired },
+      'configuration reload: these keys change only on a restart and keep their running values',
+    );
   }
   let applied;
   try {
@@ -84,7 +99,10 @@ export async function reloadGateway(
   } catch (error) {
     const problems = error instanceof ConfigError ? error.problems : [(error as Error).message];
     const result = error instanceof ConfigError ? 'invalid' : 'refused';
-    log.error({ trigger, problems, fingerprint: live.current.fingerprint }, 'configuration reload refused, keeping the running configuration');
+    log.error(
+      { trigger, problems, fingerprint: live.current.fingerprint },
+      'configuration reload refused, keeping the running configuration',
+    );
     return unchanged(result, problems, restartRequired);
   }
   dependencies.setLogLevel(applied.config.log.level);
@@ -103,7 +121,11 @@ export interface ConfigFileWatch {
  * directory changes: the directory is watched, so that a Kubernetes ConfigMap volume's update (the
  * kubelet swaps a `..data` symlink, the file itself is never written) is seen as well as an edit.
  */
-export function watchConfigFile(file: string, changed: () => void, options: { debounceMs?: number; onError?: (error: Error) => void } = {}): ConfigFileWatch {
+export function watchConfigFile(
+  file: string,
+  changed: () => void,
+  options: { debounceMs?: number; onError?: (error: Error) => void } = {},
+): ConfigFileWatch {
   const debounceMs = options.debounceMs ?? 250;
   const name = basename(file);
   let timer: NodeJS.Timeout | undefined;

@@ -41,13 +41,29 @@ async function started(refreshIntervalSeconds: number) {
   });
   const gateway = running;
   // The first list (the sandbox's seeded IdP, whose keys cannot be fetched, is left out).
-  await expect.poll(() => gateway.gateway.readiness.report().checks.participantIdps, { timeout: 5_000, interval: 20 }).toBe('ok');
-  const adminHeaders = { authorization: `Bearer ${await admin.mint({ sub: 'participant_admin' })}`, 'content-type': 'application/json' };
-  const idp = { identityProviderId: 'newcomer', isDeactivated: false, issuer: NEWCOMER, jwksUrl: jwks.jwksUrl, audience: '' };
+  await expect
+    .poll(() => gateway.gateway.readiness.report().checks.participantIdps, { timeout: 5_000, interval: 20 })
+    .toBe('ok');
+  const adminHeaders = {
+    authorization: `Bearer ${await admin.mint({ sub: 'participant_admin' })}`,
+    'content-type': 'application/json',
+  };
+  const idp = {
+    identityProviderId: 'newcomer',
+    isDeactivated: false,
+    issuer: NEWCOMER,
+    jwksUrl: jwks.jwksUrl,
+    audience: '',
+  };
   const token = await newcomer.mint({ sub: 'carol' });
-  const call = async () => (await fetch(`${gateway.url}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${token}` } })).status;
+  const call = async () =>
+    (await fetch(`${gateway.url}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${token}` } })).status;
   const change = async (method: string, path: string, body?: unknown) => {
-    const answer = await fetch(`${gateway.url}${path}`, { method, headers: adminHeaders, ...(body !== undefined && { body: JSON.stringify(body) }) });
+    const answer = await fetch(`${gateway.url}${path}`, {
+      method,
+      headers: adminHeaders,
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+    });
     await answer.arrayBuffer();
     return answer.status;
   };
@@ -62,7 +78,10 @@ describe('identity providers from the participant', () => {
     expect(await change('POST', '/v2/idps', { identityProviderConfig: idp })).toBe(200);
     expect(await call()).toBe(200); // no restart, no wait
 
-    const deactivate = { identityProviderConfig: { ...idp, isDeactivated: true }, updateMask: { paths: ['is_deactivated'] } };
+    const deactivate = {
+      identityProviderConfig: { ...idp, isDeactivated: true },
+      updateMask: { paths: ['is_deactivated'] },
+    };
     expect(await change('PATCH', '/v2/idps/newcomer', deactivate)).toBe(200);
     expect(await call()).toBe(401);
 
@@ -71,15 +90,21 @@ describe('identity providers from the participant', () => {
     expect(await call()).toBe(200);
     expect(await change('DELETE', '/v2/idps/newcomer')).toBe(200);
     expect(await call()).toBe(401);
-    expect(await gauge(gateway, 'ledger_gateway_participant_idp_refreshes_total', { result: 'success' })).toBeGreaterThanOrEqual(5);
+    expect(
+      await gauge(gateway, 'ledger_gateway_participant_idp_refreshes_total', { result: 'success' }),
+    ).toBeGreaterThanOrEqual(5);
   });
 
   it('applies the audience an IdP config sets', async () => {
     const { gateway, idp, call, change, mint } = await started(3600);
-    expect(await change('POST', '/v2/idps', { identityProviderConfig: { ...idp, audience: 'https://other.audience' } })).toBe(200);
+    expect(
+      await change('POST', '/v2/idps', { identityProviderConfig: { ...idp, audience: 'https://other.audience' } }),
+    ).toBe(200);
     expect(await call()).toBe(401); // the token's aud is the participant's, not this IdP's
     const forAudience = await mint({ sub: 'carol', aud: 'https://other.audience' });
-    const answer = await fetch(`${gateway.url}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${forAudience}` } });
+    const answer = await fetch(`${gateway.url}/v2/state/ledger-end`, {
+      headers: { authorization: `Bearer ${forAudience}` },
+    });
     expect(answer.status).toBe(200);
   });
 
@@ -89,14 +114,22 @@ describe('identity providers from the participant', () => {
     expect(await call()).toBe(200);
 
     rmSync(tokenFile); // no admin token: the list cannot be fetched
-    await expect.poll(() => gauge(gateway, 'ledger_gateway_participant_idp_refreshes_total', { result: 'failure' }), { timeout: 5_000, interval: 100 })
+    await expect
+      .poll(() => gauge(gateway, 'ledger_gateway_participant_idp_refreshes_total', { result: 'failure' }), {
+        timeout: 5_000,
+        interval: 100,
+      })
       .toBeGreaterThanOrEqual(1);
     expect(await call()).toBe(200);
 
     await sandbox!.close(); // the participant is down: calls fail upstream, but the token still authenticates
     sandbox = undefined;
     const failures = await gauge(gateway, 'ledger_gateway_participant_idp_refreshes_total', { result: 'failure' });
-    await expect.poll(() => gauge(gateway, 'ledger_gateway_participant_idp_refreshes_total', { result: 'failure' }), { timeout: 5_000, interval: 100 })
+    await expect
+      .poll(() => gauge(gateway, 'ledger_gateway_participant_idp_refreshes_total', { result: 'failure' }), {
+        timeout: 5_000,
+        interval: 100,
+      })
       .toBeGreaterThan(failures);
     expect(await call()).not.toBe(401);
     expect(gateway.gateway.readiness.report().checks.participantIdps).toBe('ok');

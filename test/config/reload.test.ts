@@ -28,15 +28,18 @@ afterEach(async () => {
 /** A YAML file the gateway could start from, with these policy rules (and more sections). */
 function configFile(directory: string, url: string, issuer: TestIssuer, rules: object, extra: string[] = []): string {
   const file = join(directory, 'gateway.yaml');
-  writeFileSync(file, [
-    `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
-    `upstream: { url: "${url}" }`,
-    'server: { host: 127.0.0.1, port: 0 }',
-    'admin: { host: 127.0.0.1, port: 0 }',
-    'log: { level: info }',
-    `policy: { rules: ${JSON.stringify(rules)} }`,
-    ...extra,
-  ].join('\n'));
+  writeFileSync(
+    file,
+    [
+      `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
+      `upstream: { url: "${url}" }`,
+      'server: { host: 127.0.0.1, port: 0 }',
+      'admin: { host: 127.0.0.1, port: 0 }',
+      'log: { level: info }',
+      `policy: { rules: ${JSON.stringify(rules)} }`,
+      ...extra,
+    ].join('\n'),
+  );
   return file;
 }
 
@@ -44,10 +47,14 @@ async function started(rules: object) {
   upstream = await startRecordingUpstream(answerJson(200, { offset: 7 }));
   const log = logCapture('info');
   const issuer = await createTestIssuer();
-  running = await startGateway(upstream.url, {
-    auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT },
-    policy: { rules },
-  }, { logger: log.logger });
+  running = await startGateway(
+    upstream.url,
+    {
+      auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT },
+      policy: { rules },
+    },
+    { logger: log.logger },
+  );
   const token = await issuer.mint({ sub: 'alice' });
   const call = () => fetch(`${running!.url}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${token}` } });
   return { gateway: running, upstream, log, issuer, call, directory: mkdtempSync(join(tmpdir(), 'gateway-reload-')) };
@@ -97,7 +104,9 @@ describe('configuration reload', () => {
   it('keeps the running configuration when the file is invalid, naming every bad key path', async () => {
     const { gateway, upstream: participant, issuer, call, log, directory } = await started(ALLOW_ALICE);
     const before = gateway.gateway.fingerprint;
-    const file = configFile(directory, participant.url, issuer, { [OPERATION]: [{ role: 'admin' }] }, ['protection: { maxInFlight: -1 }']);
+    const file = configFile(directory, participant.url, issuer, { [OPERATION]: [{ role: 'admin' }] }, [
+      'protection: { maxInFlight: -1 }',
+    ]);
     const outcome = await gateway.gateway.reload(() => loadConfig(file), 'test');
 
     expect(outcome.result).toBe('invalid');
@@ -133,8 +142,11 @@ describe('configuration reload', () => {
   it('names the keys that need a restart in one log line, and leaves them as they run', async () => {
     const { gateway, upstream: participant, issuer, log, directory, call } = await started(ALLOW_ALICE);
     const file = configFile(directory, participant.url, issuer, DENY_ALICE);
-    writeFileSync(file, readWith(file, 'server: { host: 127.0.0.1, port: 0 }', 'server: { host: 127.0.0.1, port: 1 }')
-      + '\nprotection: { redis: { url: "redis://127.0.0.1:1" } }');
+    writeFileSync(
+      file,
+      readWith(file, 'server: { host: 127.0.0.1, port: 0 }', 'server: { host: 127.0.0.1, port: 1 }') +
+        '\nprotection: { redis: { url: "redis://127.0.0.1:1" } }',
+    );
     const outcome = await gateway.gateway.reload(() => loadConfig(file), 'test');
 
     expect(outcome.result).toBe('success');
@@ -146,17 +158,20 @@ describe('configuration reload', () => {
     expect((await call()).status).toBe(403);
   });
 
-  it('refuses a reload whose new issuer\'s keys cannot be fetched, and keeps serving with the old issuers', async () => {
+  it("refuses a reload whose new issuer's keys cannot be fetched, and keeps serving with the old issuers", async () => {
     const { gateway, upstream: participant, issuer, call, directory } = await started(ALLOW_ALICE);
     const before = gateway.gateway.fingerprint;
     const file = join(directory, 'gateway.yaml');
     const unreachable = { issuer: 'https://gone.test', jwksUrl: 'http://127.0.0.1:1/jwks' };
-    writeFileSync(file, [
-      `auth: { participantId: ${TEST_PARTICIPANT}, keySets: { fetchTimeoutMs: 300 }, issuers: [${JSON.stringify(issuer.issuerConfig)}, ${JSON.stringify(unreachable)}] }`,
-      `upstream: { url: "${participant.url}" }`,
-      'server: { host: 127.0.0.1, port: 0 }',
-      'admin: { host: 127.0.0.1, port: 0 }',
-    ].join('\n'));
+    writeFileSync(
+      file,
+      [
+        `auth: { participantId: ${TEST_PARTICIPANT}, keySets: { fetchTimeoutMs: 300 }, issuers: [${JSON.stringify(issuer.issuerConfig)}, ${JSON.stringify(unreachable)}] }`,
+        `upstream: { url: "${participant.url}" }`,
+        'server: { host: 127.0.0.1, port: 0 }',
+        'admin: { host: 127.0.0.1, port: 0 }',
+      ].join('\n'),
+    );
     const outcome = await gateway.gateway.reload(() => loadConfig(file), 'test');
 
     expect(outcome.result).toBe('refused');
@@ -166,19 +181,22 @@ describe('configuration reload', () => {
     expect(await gauge(gateway, 'ledger_gateway_config_reloads_total', { result: 'refused' })).toBe(1);
   });
 
-  it('accepts a new issuer\'s tokens after a reload, without a restart', async () => {
+  it("accepts a new issuer's tokens after a reload, without a restart", async () => {
     const { gateway, upstream: participant, issuer, directory } = await started({});
     const newcomer = await createTestIssuer('https://newcomer.test', 'new-key');
     const token = await newcomer.mint({ sub: 'carol' });
     const call = () => fetch(`${gateway.url}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${token}` } });
     expect((await call()).status).toBe(401);
     const file = join(directory, 'gateway.yaml');
-    writeFileSync(file, [
-      `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}, ${JSON.stringify(newcomer.issuerConfig)}] }`,
-      `upstream: { url: "${participant.url}" }`,
-      'server: { host: 127.0.0.1, port: 0 }',
-      'admin: { host: 127.0.0.1, port: 0 }',
-    ].join('\n'));
+    writeFileSync(
+      file,
+      [
+        `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}, ${JSON.stringify(newcomer.issuerConfig)}] }`,
+        `upstream: { url: "${participant.url}" }`,
+        'server: { host: 127.0.0.1, port: 0 }',
+        'admin: { host: 127.0.0.1, port: 0 }',
+      ].join('\n'),
+    );
     expect((await gateway.gateway.reload(() => loadConfig(file), 'test')).result).toBe('success');
     expect((await call()).status).toBe(200);
   });
