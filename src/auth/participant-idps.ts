@@ -24,6 +24,8 @@ export interface ParticipantIdentityProviders {
   refresh(reason: string): Promise<void>;
   /** The first list was fetched and applied (readiness check `participantIdps`). */
   hasList(): boolean;
+  /** Why the last refresh failed, until one succeeds (readiness details). */
+  lastFailure(): string | undefined;
   /**
    * A change (POST, PATCH or DELETE /v2/idps...) goes to the participant: until its answer is sent and,
    * when that answer is a success, the list refreshed, pendingChange() holds authentication, so the
@@ -104,6 +106,7 @@ export function createParticipantIdentityProviders(
   let running: Promise<void> | undefined;
   let queued: Promise<void> | undefined;
   let closed = false;
+  let failure: string | undefined;
 
   async function list(): Promise<unknown[]> {
     const headers: Record<string, string> = { accept: 'application/json' };
@@ -136,8 +139,10 @@ export function createParticipantIdentityProviders(
         log.info({ reason, issuers: issuers.map((issuer) => issuer.issuer) }, 'participant identity providers applied');
       }
       refreshes.inc({ result: 'success' });
+      failure = undefined;
     } catch (error) {
       refreshes.inc({ result: 'failure' });
+      failure = `the last refresh (${reason}) failed: ${(error as Error).message}; the last known set stays`;
       log.warn(
         { reason, err: (error as Error).message },
         'participant identity providers: cannot refresh; the last known set stays',
@@ -195,6 +200,7 @@ export function createParticipantIdentityProviders(
   return {
     refresh,
     hasList: () => applied !== undefined,
+    lastFailure: () => failure,
     beginChange,
     pendingChange: () => changeSettled,
     close() {
@@ -241,7 +247,7 @@ export function trustParticipantIdentityProviders(
   });
   live.holdAuthenticationWhile(() => idps.pendingChange());
   // Unready until one list was applied; a failed refresh after that keeps the last set (and readiness).
-  options.readiness.add({ name: 'participantIdps', ready: () => idps.hasList() });
+  options.readiness.add({ name: 'participantIdps', ready: () => idps.hasList(), detail: () => idps.lastFailure() });
   void idps.refresh('start');
   return idps;
 }
