@@ -22,6 +22,7 @@ import { createLiveConfig } from './live-config.js';
 import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './auth/participant-idps.js';
 import { NamedOperations } from './operations.js';
 import { corsOptions, registerCors } from './policy/cors.js';
+import { limitConnections } from './protection/connections.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketTunnels } from './proxy/websocket.js';
 import { asGatewayError, sendGatewayError } from './refusal.js';
@@ -179,7 +180,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     : undefined;
 
   // The one list. Authentication comes before any body is read and before the version cache, so an
-  // unauthenticated caller never costs a body read or sees a cached answer. Protection follows it, so
+  // unauthenticated caller never costs a body read or sees a cached answer; a token it has not verified
+  // yet first spends its address's budget (protection.unauthenticated). Protection follows it, so
   // that limits count principals and an unauthenticated flood never spends a caller's budget, and
   // precedes the policy's body read, so a refused call costs none; a WebSocket stream holds its
   // slot for the tunnel's life. Authorization ends the list: before the version cache, so an
@@ -272,6 +274,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     log,
   });
   api.server.on('upgrade', upgrades.handleUpgrade);
+  // Open client connections are capped as they are accepted, before TLS or any request (protection.connections,
+  // restart-only: the listener keeps the caps it started with).
+  const connections = limitConnections(api.server, live.current.protection.connectionCaps, {
+    isTrustedProxy,
+    onRefused: (limit) => metrics.connectionRefused(limit),
+  });
+  metrics.watchConnections(() => connections.open);
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
 
   const stopTlsReload = listenerTls === undefined ? undefined : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);

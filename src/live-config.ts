@@ -14,9 +14,13 @@ import { createProtectionStage, type ProtectionStage, type ProtectionStageOption
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
 const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'log'] as const;
-/** Inside a live section, what still needs a restart: the Redis connection is opened once. */
+/**
+ * Inside a live section, what still needs a restart: the Redis connection is opened once, and the
+ * connection caps are set on the API listener as it starts (protection/connections.ts).
+ */
 const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [
   ['protection', 'redis'],
+  ['protection', 'connections'],
   ['auth', 'participantIdentityProviders'],
 ];
 
@@ -87,6 +91,7 @@ export function effectiveConfig(running: GatewayConfig, next: GatewayConfig): Ga
   for (const section of LIVE_SECTIONS) merged[section] = structuredClone(next[section]);
   const protection = merged.protection as Record<string, unknown>;
   protection.redis = structuredClone(running.protection.redis);
+  protection.connections = structuredClone(running.protection.connections);
   const auth = merged.auth as Record<string, unknown>;
   auth.participantIdentityProviders = structuredClone(running.auth.participantIdentityProviders);
   return merged as unknown as GatewayConfig;
@@ -147,7 +152,11 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       fingerprint: configFingerprint(config),
       authenticator,
       protection,
-      authenticate: sameAuth ? previous.authenticate : authenticationStage(authenticator, options.onAuthFailure),
+      // The unauthenticated budget is the protection section's: a new one (or new keys) makes a new stage.
+      authenticate:
+        sameAuth && sameProtection
+          ? previous.authenticate
+          : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
       protect: protection.stage,
       authorize: policy.authorize,
       enforceRequestRules: (request) => policy.enforceRequestRules(request),

@@ -36,12 +36,14 @@ export class AuthFailure extends Error {
 
 /**
  * The 401 in Canton's redacted form (`DecodedCantonError.scala`). RFC 6750 §3: a request without credentials
- * gets a bare `Bearer` challenge; a bad token gets `error="invalid_token"`.
+ * gets a bare `Bearer` challenge; a bad token gets `error="invalid_token"`. It closes the connection,
+ * whether the refusal was known at once or after a signature check: a client whose credential was
+ * refused sends no next call on it without connecting again.
  */
 export function unauthenticated(failure: AuthFailure): GatewayError {
   const challenge = failure.reason === 'missing' ? 'Bearer' : 'Bearer error="invalid_token"';
   return new GatewayError(Errors.UNAUTHENTICATED, {}, {
-    headers: { 'WWW-Authenticate': challenge },
+    headers: { 'WWW-Authenticate': challenge, connection: 'close' },
     reason: failure.message,
   });
 }

@@ -155,6 +155,50 @@ export const ProtectionSchema = Section({
   maxInFlight: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 1024, description: 'Concurrent calls and open WebSocket streams in this gateway process, all operations and callers together (per replica, never shared, so it holds while Redis is down); over it: 429. 0: no cap.' }),
   default: Type.Object(OperationLimitsSchema.properties, { additionalProperties: false, default: {}, description: 'Limits for every operation without its own entry under `operations`; each operation is counted separately. Empty: no limits.' }),
   operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, { default: {}, description: 'Per-operation limits by operation name (docs/request-policy.md); a key set here replaces the same key of `default`, the others are inherited.' }),
+  principalShare: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 1,
+    default: 0.25,
+    description: 'The largest share of maxInFlight one caller (its principal; its client address for a call without '
+      + 'one) may hold in this process, calls and WebSocket streams together (at least 1 slot); over it: 429 with '
+      + 'limit gatewayPrincipalConcurrency. 1: no share, one caller may take every slot.',
+  }),
+  unauthenticated: Section({
+    rate: Type.Union([RateLimitSchema, Type.Null()], {
+      default: { requests: 5, perSeconds: 1, burst: 100 },
+      description: 'Budget of calls without a token the gateway has already verified (no token, a refused one, or a '
+        + 'new one whose signature it must check), per client address (as resolved through server.trustedProxies; an '
+        + 'IPv6 address by its /64). A unit is spent before any signature check and given back when the token proves '
+        + 'valid, so refusals are what count: a flood of made-up tokens costs a burst of checks, then 429 with limit '
+        + 'unauthenticatedRate. A call with a verified token spends none. Shared through redis.url when set. null: no '
+        + 'budget.',
+    }),
+    refusalDelayMs: Type.Integer({
+      minimum: 0,
+      maximum: 60_000,
+      default: 1_000,
+      description: 'How long a refusal over the budget is held before it is answered, as HAProxy\'s http-request '
+        + 'tarpit holds one: a client that sends its next call once the answer is in gets one refusal a second per '
+        + 'connection, not as many as the gateway can write. One held at a time per connection (the others are '
+        + 'answered at once, behind it). 0: answered at once.',
+    }),
+  }, 'Calls that present no verified token, counted by client address.'),
+  connections: Section({
+    max: Type.Integer({
+      minimum: 0,
+      maximum: 1_000_000,
+      default: 10_000,
+      description: 'Open client connections on the API listener in this process; a connection over it is closed at '
+        + 'once, unanswered (ledger_gateway_connections_refused_total{limit="total"}). 0: no cap.',
+    }),
+    maxPerAddress: Type.Integer({
+      minimum: 0,
+      maximum: 1_000_000,
+      default: 1_000,
+      description: 'Open client connections from one peer address (an IPv6 one by its /64; server.trustedProxies are '
+        + 'exempt, as they carry many clients); over it: closed at once, unanswered (limit="perAddress"). 0: no cap.',
+    }),
+  }, 'Caps on open client connections, checked when a connection is accepted (before TLS and any request).'),
   failMode: Type.Union([Type.Literal('open'), Type.Literal('closed')], { default: 'open', description: 'When Redis cannot answer: open admits the call (a warning at most every 30 s, metric ledger_gateway_protection_store_failures_total); closed refuses it with 503 GATEWAY_PROTECTION_UNAVAILABLE.' }),
   redis: Section({
     url: Type.Optional(Type.String({ pattern: '^rediss?://', description: 'redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process\'s memory.' })),
@@ -219,6 +263,7 @@ export type AuthConfig = Static<typeof AuthSchema>;
 export type IssuerConfig = Static<typeof IssuerSchema>;
 export type ProtectionConfig = Static<typeof ProtectionSchema>;
 export type OperationLimitsConfig = Static<typeof OperationLimitsSchema>;
+export type RateLimitConfig = Static<typeof RateLimitSchema>;
 export type PolicyConfig = Static<typeof PolicySchema>;
 export type AuthorizationRuleConfig = Static<typeof AuthorizationRuleSchema>;
 export type CorsConfig = Static<typeof CorsSchema>;

@@ -27,6 +27,8 @@ export const MetricNames = {
   webSocketStreamsOpen: 'ledger_gateway_websocket_streams_open',
   ready: 'ledger_gateway_ready',
   webSocketStreamsEnded: 'ledger_gateway_websocket_streams_ended_total',
+  connectionsOpen: 'ledger_gateway_connections_open',
+  connectionsRefused: 'ledger_gateway_connections_refused_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -87,7 +89,7 @@ export interface GatewayMetrics {
   versionCache(result: VersionCacheResult): void;
   jwksRefresh(issuer: string, result: 'success' | 'failure'): void;
   inflight(operation: string, delta: 1 | -1): void;
-  /** A call refused by a protection limit (`limit`: rate, principalConcurrency, operationConcurrency, gatewayConcurrency). */
+  /** A call refused by a protection limit (`limit`: a LimitName of protection/store.ts). */
   protectionRefusal(operation: string, limit: string): void;
   /** The shared limit store (Redis) could not answer; `failMode` says what the call got. */
   protectionStoreFailure(failMode: 'open' | 'closed'): void;
@@ -103,6 +105,10 @@ export interface GatewayMetrics {
   watchReadiness(checks: () => Readonly<Record<string, 'ok' | 'failing'>>): void;
   /** A WebSocket tunnel closed; `endedBy`: client, participant, idle_timeout or shutdown. */
   webSocketStreamEnded(operation: string, endedBy: string): void;
+  /** A client connection closed as it was accepted, over protection.connections' `limit`. */
+  connectionRefused(limit: 'total' | 'perAddress'): void;
+  /** Where ledger_gateway_connections_open reads the API listener's open client connections (at scrape). */
+  watchConnections(open: () => number): void;
 }
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
@@ -204,7 +210,12 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     return series;
   }
   const upstreamSeries = memo((operation) => upstreamDuration.series(operation));
-  const protectionRefusals = new Counter({ name: counterName(MetricNames.protectionRefusals), help: 'Calls refused by a protection limit, by operation and limit (rate, principalConcurrency, operationConcurrency, gatewayConcurrency).', labelNames: ['operation', 'limit'] as const, registers: [registry] });
+  const protectionRefusals = new Counter({
+    name: counterName(MetricNames.protectionRefusals),
+    help: 'Calls refused by a protection limit, by operation and limit (a LimitName of protection/store.ts).',
+    labelNames: ['operation', 'limit'] as const,
+    registers: [registry],
+  });
   const protectionStoreFailures = new Counter({ name: counterName(MetricNames.protectionStoreFailures), help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).', labelNames: ['fail_mode'] as const, registers: [registry] });
   /** A counter that reports, at each scrape, how far a count kept elsewhere has grown. */
   const countedElsewhere = (name: string, help: string, read: () => number) => {
@@ -248,6 +259,19 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
       this.reset();
       for (const [check, state] of Object.entries(readinessChecks())) this.labels(check).set(state === 'ok' ? 1 : 0);
     },
+  });
+  let openConnections = () => 0;
+  new Gauge({
+    name: MetricNames.connectionsOpen,
+    help: 'Client connections open on the API listener (WebSocket streams included).',
+    registers: [registry],
+    collect() { this.set(openConnections()); },
+  });
+  const connectionsRefused = new Counter({
+    name: counterName(MetricNames.connectionsRefused),
+    help: 'Client connections closed as they were accepted, by the cap they were over (total, perAddress).',
+    labelNames: ['limit'] as const,
+    registers: [registry],
   });
   const refusalSeries = memo<CounterChild>((key) => {
     const space = key.indexOf(' ');
@@ -307,6 +331,12 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     },
     webSocketStreamEnded(operation, endedBy) {
       streamsEnded.labels(operationLabel(operation), endedBy).inc();
+    },
+    connectionRefused(limit) {
+      connectionsRefused.labels(limit).inc();
+    },
+    watchConnections(open) {
+      openConnections = open;
     },
   };
 }
