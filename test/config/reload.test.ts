@@ -158,6 +158,35 @@ describe('configuration reload', () => {
     expect((await call()).status).toBe(403);
   });
 
+  it('applies a new unauthenticated budget to the next calls; the connection caps need a restart', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, { offset: 7 }));
+    const issuer = await createTestIssuer();
+    running = await startGateway(upstream.url, {
+      auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT },
+      protection: { unauthenticated: { rate: null } },
+    });
+    const bad = `${(await issuer.mint({ sub: 'mallory' })).slice(0, -4)}AAAA`;
+    const call = async () => {
+      const answer = await fetch(`${running!.url}/v2/state/ledger-end`, {
+        headers: { authorization: `Bearer ${bad}` },
+      });
+      await answer.arrayBuffer();
+      return answer.status;
+    };
+    expect([await call(), await call(), await call()]).toEqual([401, 401, 401]);
+
+    const directory = mkdtempSync(join(tmpdir(), 'gateway-reload-'));
+    const file = configFile(directory, upstream.url, issuer, {}, [
+      'protection: { unauthenticated: { rate: { requests: 1, perSeconds: 60, burst: 2 }, refusalDelayMs: 0 },' +
+        ' connections: { maxPerAddress: 5 } }',
+    ]);
+    const outcome = await running.gateway.reload(() => loadConfig(file), 'test');
+
+    expect(outcome.result).toBe('success');
+    expect(outcome.restartRequired).toEqual(['protection.connections.maxPerAddress']);
+    expect([await call(), await call(), await call()]).toEqual([401, 401, 429]);
+  });
+
   it("refuses a reload whose new issuer's keys cannot be fetched, and keeps serving with the old issuers", async () => {
     const { gateway, upstream: participant, issuer, call, directory } = await started(ALLOW_ALICE);
     const before = gateway.gateway.fingerprint;
