@@ -110,6 +110,7 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
   // A call's exchange is its request (exchange.ts): these decorators are its fields.
   api.decorateRequest('kind', 'call');
   api.decorateRequest('lifeline', null as never); // set by the stage hook
+  api.decorateRequest('generation', null as never); // pinned by the first stage (live-config.ts)
   api.decorateRequest('operation', null as never); // set by the request context stage
   api.decorateRequest('principal', null);
   api.decorateRequest('errorCode', null);

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT; SIGHUP: onReload.
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { Gateway } from './app.js';
 import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication } from './auth/dev-mode.js';
 import { readArguments } from './cli/arguments.js';
 import { checkConfiguration } from './cli/check.js';
 import { listenFailure, ListenFailure } from './cli/listen-failure.js';
-import { ConfigError, loadConfiguration } from './config/load.js';
+import { ConfigError, loadConfig, loadConfiguration } from './config/load.js';
+import { serializeReloads, watchConfigFile } from './config/reload.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createLogger } from './telemetry/logging.js';
 
@@ -19,18 +21,28 @@ async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sa
 }
 
 /**
- * What SIGHUP asks of a running gateway: by the daemons' convention, to re-read its configuration.
- * Live reconfiguration is not built yet: the signal is logged and ignored, and serving goes on.
+ * What SIGHUP asks of a running gateway: by the daemons' convention, to re-read its configuration;
+ * a change of the config file asks the same (config/reload.ts). Without a file there is nothing to re-read.
  */
-function onReload(log: FastifyBaseLogger): void {
-  log.warn({ signal: 'SIGHUP' }, 'SIGHUP received: configuration reload is not supported yet; ignored');
+function configReloader(gateway: Gateway, file: string | undefined): { reload: (trigger: string) => void; close: () => void } {
+  if (file === undefined) {
+    return {
+      reload: (trigger) => gateway.log.warn({ trigger }, 'configuration reload: no config file (--config) to re-read; ignored'),
+      close: () => undefined,
+    };
+  }
+  const run = serializeReloads((trigger) => gateway.reload(async () => (await prepareAuthentication(loadConfig(file))).config, trigger));
+  const watcher = watchConfigFile(file, () => void run('file'), {
+    onError: (error) => gateway.log.warn({ err: error.message }, 'configuration reload: cannot watch the config file; SIGHUP still reloads'),
+  });
+  return { reload: (trigger) => void run(trigger), close: () => watcher.close() };
 }
 
 async function main(): Promise<void> {
   // Node's default action for SIGHUP ends the process at once, losing the log lines still buffered:
   // handled from the start, and ignored until the gateway runs.
-  let reload: (() => void) | undefined;
-  process.on('SIGHUP', () => reload?.());
+  const onSighup: { reload?: () => void } = {};
+  process.on('SIGHUP', () => onSighup.reload?.());
   // A ConfigError from anywhere in start-up (file, auth section, policy rules) exits 2 (see below).
   const args = readArguments();
   if (args.check) {
@@ -48,6 +60,7 @@ async function main(): Promise<void> {
     import('./app.js'),
     import('./telemetry/tracing.js'),
   ]);
+  const configFile = args.config;
   // Authentication: with the sandbox and no issuer, the development issuer takes their place
   // (auth/dev-mode.ts); never with a real upstream.
   const { config, development } = await prepareAuthentication(loaded);
@@ -76,6 +89,7 @@ async function main(): Promise<void> {
     console.log(developmentBanner(urls.api, development));
   }
 
+  const reloader = configReloader(gateway, configFile);
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -83,6 +97,7 @@ async function main(): Promise<void> {
       process.exit(1);
     }
     stopping = true;
+    reloader.close();
     log.info({ signal, graceMs: config.shutdown.graceMs }, 'shutting down: readiness off, draining in-flight requests');
     gateway.shutdown()
       .then(() => upstream.sandbox?.close())
@@ -97,7 +112,7 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
-  reload = () => onReload(log);
+  onSighup.reload = () => reloader.reload('SIGHUP');
 }
 
 /** engines: >=22.12. Older runtimes lack what the gateway relies on (JSON.parse source text for exact int64 digits). */

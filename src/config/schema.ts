@@ -125,6 +125,11 @@ export const AuthSchema = Section({
     maxEntries: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 10_000, description: 'Verified tokens remembered (by SHA-256 of the token), each until its exp at the latest; 0 disables the cache. A hit still checks expiry.' }),
     negativeTtlMs: Milliseconds(5_000, 'How long a refused token (bad signature, malformed, wrong audience, ...) is remembered so a flood of it costs one check; 0 disables. Time-dependent refusals (lifetime, not yet valid) and key set failures are never remembered.', 0),
   }, 'The verified-token cache.'),
+  participantIdentityProviders: Section({
+    enabled: Type.Boolean({ default: false, description: 'Also trust the identity providers configured on the participant (GET /v2/idps), as the participant does: each active one by its issuer, jwksUrl and audience; deactivated ones are dropped. Configured issuers win on a conflict. Changed only on a restart (docs/live-configuration.md).' }),
+    refreshIntervalSeconds: Type.Integer({ minimum: 1, maximum: 86_400, default: 60, description: 'How often the list is fetched; a POST, PATCH or DELETE of /v2/idps answered with success through the gateway refreshes it at once.' }),
+    tokenFile: Type.Optional(Type.String({ minLength: 1, description: 'File holding a participant-admin bearer token for GET /v2/idps, read at each use (a mounted secret can rotate). Unset: the list is fetched without a token.' })),
+  }, 'The participant\'s identity provider configs, trusted as the participant trusts them.'),
 }, 'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded, as the participant verifies it (docs/authentication.md).');
 
 export const TelemetrySchema = Section({
