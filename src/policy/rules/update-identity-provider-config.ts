@@ -13,9 +13,9 @@ import {
   missingField,
   optionalOfType,
   optionalStringArray,
+  requestRule,
   wrongType,
   type JsonObject,
-  type RequestRule,
   type Violation,
 } from '../violation.js';
 
@@ -134,7 +134,7 @@ function renderConfig(config: JsonObject | undefined): string {
   return `Some(IdentityProviderConfig(${text('identityProviderId')},${field(config, 'isDeactivated') === true},${text('issuer')},${text('jwksUrl')},${text('audience')}))`;
 }
 
-export const updateIdentityProviderConfigRule: RequestRule = (body, context): Violation | undefined => {
+export const updateIdentityProviderConfigRule = requestRule([], (body, context): Violation | undefined => {
   if (!isObject(body)) return wrongType('', 'an object', body);
 
   // What the JSON decoder refuses.
@@ -178,4 +178,4 @@ export const updateIdentityProviderConfigRule: RequestRule = (body, context): Vi
     resources: [['ErrorResource(IDENTITY_PROVIDER_CONFIG)', idpId]],
     origin: 'grpc', // a ContextualizedDamlError: no definite answer
   };
-};
+});
