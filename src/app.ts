@@ -14,6 +14,7 @@ import type { GatewayConfig } from './config/schema.js';
 import { readServerTls } from './config/load.js';
 import { Errors, GatewayError, renderCantonError, renderDecodeFailure } from './errors.js';
 import { createClientErrorHandler } from './client-errors.js';
+import { parseContentType } from './body/content-type.js';
 import { listenerSecureOptions, watchListenerTls } from './server-tls.js';
 import { Readiness } from './health.js';
 import { randomRequestId } from './request-id.js';
@@ -25,7 +26,7 @@ import { createPolicyStage } from './policy/stage.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketProxy, webSocketOperationOf } from './proxy/websocket.js';
 import { stageHook, type Stage } from './stage-runner.js';
-import { connectionOptionProblem, framingProblem, framingRefusal, resolveOperation, traceIdOf, type Principal } from './request-context.js';
+import { connectionOptionProblem, contentTypeProblem, framingProblem, framingRefusal, resolveOperation, traceIdOf, type Principal } from './request-context.js';
 import { createLogger, requestLineWriter } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
@@ -238,8 +239,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const requestContext: Stage = (request, reply) => {
     const framing = framingProblem(request.raw);
     if (framing !== undefined) throw framingRefusal(framing);
-    const credential = connectionOptionProblem(request.headers.connection, false);
-    if (credential !== undefined) throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${credential}.` });
+    const headProblem = connectionOptionProblem(request.headers.connection, false) ?? contentTypeProblem(request.raw.rawHeaders);
+    if (headProblem !== undefined) throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${headProblem}.` });
+    // Fastify answers 415 to a Content-Type it cannot parse, before any handler; pekko-http keeps such a
+    // line as a raw header and reads the body as untyped. Fastify is shown the type pekko then assumes;
+    // the line itself is forwarded as sent (the forwarder sends the raw header lines).
+    const contentType = request.headers['content-type'];
+    if (contentType !== undefined && parseContentType(contentType) === undefined) request.headers = { 'content-type': 'application/octet-stream' };
     request.operation = resolveOperation(request.method, request.url, config.routes);
     requestTelemetry.enter(request);
     if (refusingRequests) {

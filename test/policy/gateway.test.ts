@@ -1,10 +1,11 @@
 // The policy stage through the running gateway against a recording upstream: a refused request never
 // reaches the participant and gets a complete JsCantonError; an accepted one arrives byte for byte.
+import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { echoOnce, startWebSocketUpstream } from '../helpers/websocket-upstream.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 const JS_CANTON_ERROR_KEYS = ['cause', 'code', 'context', 'correlationId', 'definiteAnswer', 'errorCategory', 'grpcCodeValue', 'resources', 'retryInfo', 'traceId'];
 const PKG = '3f1c0000000000000000000000000000000000000000000000000000000000e9';
@@ -160,6 +161,50 @@ describe('request rules through the gateway', () => {
     await expectRefusal(chunked, 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
     // Another route streams a body of the same size through, unread.
     await expectForwardedVerbatim(await send('POST', '/v2/updates/update-by-id', over), over);
+  });
+
+  it('refuses Content-Type lines that declare different types on every route, as pekko-http does; lines alike pass', async () => {
+    await start();
+    const body = '{"offset": 7, "updateFormat": {}}';
+    const twoTypes = (path: string, second: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const request = http.request(`${gw!.url}${path}`, { method: 'POST', headers: ['Host', new URL(gw!.url).host, ...Object.entries(gw!.auth()).flat(), 'Content-Type', 'application/json', 'Content-Type', second, 'Content-Length', String(body.length)] }, (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+        response.on('end', () => resolve({ status: response.statusCode!, body: text }));
+      });
+      request.on('error', reject);
+      request.end(body);
+    });
+    for (const path of ['/v2/updates/update-by-offset', '/v2/updates/update-by-id']) {
+      const refused = await twoTypes(path, 'application/json; charset=utf-16');
+      expect(refused.status, path).toBe(400);
+      expect(JSON.parse(refused.body)).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST', cause: 'The request is malformed: the request has Content-Type lines that declare different types.' });
+      expect(upstream!.requests).toHaveLength(0);
+    }
+    expect((await twoTypes('/v2/updates/update-by-offset', 'Application/JSON')).status).toBe(200);
+    expect(headerValues(upstream!.requests[0]!, 'content-type')).toEqual(['application/json', 'Application/JSON']);
+  });
+
+  it('accepts an empty or unparseable Content-Type as the participant does (the body read as UTF-8) and forwards it as sent', async () => {
+    await start();
+    const body = '{"offset": 7, "updateFormat": {}, "note": "é"}';
+    for (const [path, contentType] of [
+      ['/v2/updates/update-by-offset', ''],
+      ['/v2/updates/update-by-offset', 'json'],
+      ['/v2/updates/update-by-offset', 'application/json; charset'],
+      ['/v2/updates/update-by-offset', 'application/json; note="a; charset=utf-16"'], // no charset: a quoted parameter
+      ['/v2/updates/update-by-id', ''],
+      ['/v2/updates/update-by-id', 'not a type'],
+    ] as const) {
+      upstream!.requests.length = 0;
+      const answer = await send('POST', path, body, { 'content-type': contentType });
+      expect(answer.status, `${path} ${contentType}`).toBe(200);
+      expect(headerValues(upstream!.requests[0]!, 'content-type'), contentType).toEqual([contentType]);
+      expect(upstream!.requests[0]!.body.toString()).toBe(body);
+    }
+    // Judged as UTF-8 JSON all the same: the rules still refuse.
+    upstream!.requests.length = 0;
+    await expectRefusal(await send('POST', '/v2/updates/update-by-offset', '{"offset": 0}', { 'content-type': 'nonsense' }), 400, 'NON_POSITIVE_OFFSET', 8, 3);
   });
 
   it('reads the body whatever the media type, as the participant does, and forwards a chunked body intact', async () => {
