@@ -48,7 +48,10 @@ function startProbe(baseUrl, headers, gapMs = 5) {
     while (running) {
       const started = performance.now();
       try {
-        const response = await fetch(`${baseUrl}/v2/state/ledger-end`, { headers, signal: AbortSignal.timeout(30_000) });
+        const response = await fetch(`${baseUrl}/v2/state/ledger-end`, {
+          headers,
+          signal: AbortSignal.timeout(30_000),
+        });
         await response.arrayBuffer();
       } catch {
         waits.push(Infinity); // no answer: the gateway is gone
@@ -58,7 +61,13 @@ function startProbe(baseUrl, headers, gapMs = 5) {
       await sleep(gapMs);
     }
   })();
-  return { waits, stop: async () => { running = false; await done; } };
+  return {
+    waits,
+    stop: async () => {
+      running = false;
+      await done;
+    },
+  };
 }
 
 /** Samples the process's resident memory every few milliseconds until stopped; keeps the highest. */
@@ -67,9 +76,16 @@ function startMemoryWatch(pid) {
   const timer = setInterval(() => {
     try {
       highest = Math.max(highest, memory(pid).rss);
-    } catch { /* exited */ }
+    } catch {
+      /* exited */
+    }
   }, 5);
-  return { stop: () => { clearInterval(timer); return highest; } };
+  return {
+    stop: () => {
+      clearInterval(timer);
+      return highest;
+    },
+  };
 }
 
 const percentile = (values, p) => {
@@ -87,22 +103,32 @@ const mib = (bytes) => `${(bytes / MiB).toFixed(0)} MiB`;
 function send(baseUrl, headers, body, earlyAnswerMs = 0) {
   const started = performance.now();
   return new Promise((resolve) => {
-    const request = http.request(`${baseUrl}${UPDATE_BY_OFFSET_PATH}`, {
-      method: 'POST',
-      headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      timeout: 60_000,
-    }, (response) => {
-      const chunks = [];
-      response.on('data', (chunk) => chunks.push(chunk));
-      response.on('end', () => {
-        const text = Buffer.concat(chunks).toString();
-        const code = response.statusCode < 300 ? '' : response.headers['content-type']?.startsWith('application/json') ? JSON.parse(text).code : 'text/plain';
-        resolve({ answer: `${response.statusCode} ${code}`.trim(), ms: performance.now() - started });
-        request.destroy();
-      });
-    });
+    const request = http.request(
+      `${baseUrl}${UPDATE_BY_OFFSET_PATH}`,
+      {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        timeout: 60_000,
+      },
+      (response) => {
+        const chunks = [];
+        response.on('data', (chunk) => chunks.push(chunk));
+        response.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          const code =
+            response.statusCode < 300
+              ? ''
+              : response.headers['content-type']?.startsWith('application/json')
+                ? JSON.parse(text).code
+                : 'text/plain';
+          resolve({ answer: `${response.statusCode} ${code}`.trim(), ms: performance.now() - started });
+          request.destroy();
+        });
+      },
+    );
     request.on('error', (error) => {
-      if (request.res === null || request.res === undefined) resolve({ answer: `no answer (${error.code ?? error.message})`, ms: performance.now() - started });
+      if (request.res === null || request.res === undefined)
+        resolve({ answer: `no answer (${error.code ?? error.message})`, ms: performance.now() - started });
     });
     request.on('timeout', () => request.destroy(new Error('timeout')));
     if (earlyAnswerMs === 0) {
@@ -141,7 +167,13 @@ async function measure(gateway, headers, body, repeat, earlyAnswerMs = 0) {
   }
   await sleep(50);
   await probe.stop();
-  return { sends, cpus, waits: probe.waits, peakRss: watch.stop(), loopDelay: await eventLoopDelayMs(gateway.metricsUrl) };
+  return {
+    sends,
+    cpus,
+    waits: probe.waits,
+    peakRss: watch.stop(),
+    loopDelay: await eventLoopDelayMs(gateway.metricsUrl),
+  };
 }
 
 async function main() {
@@ -158,38 +190,62 @@ async function main() {
   const nodeOptions = shippedNodeOptions(root);
   const { ConfigSchema } = await import(join(root, 'dist/config/schema.js'));
   const ruleLimit = ConfigSchema.properties.policy.properties.maxBodyBytes?.default;
-  const size = values.size === undefined ? ruleLimit ?? 10 * MiB : Number(values.size);
+  const size = values.size === undefined ? (ruleLimit ?? 10 * MiB) : Number(values.size);
 
   const dir = mkdtempSync(join(tmpdir(), 'ledger-gateway-bodies-'));
   stopChildrenOnExit(() => rmSync(dir, { recursive: true, force: true }));
   try {
     const idp = await startIdentityProvider(dir);
     const upstreamPort = await freePort();
-    const upstream = startProcess('upstream', process.execPath, [join(HERE, 'bench/fixed-upstream.mjs')], { env: { ...process.env, PORT: String(upstreamPort) } });
+    const upstream = startProcess('upstream', process.execPath, [join(HERE, 'bench/fixed-upstream.mjs')], {
+      env: { ...process.env, PORT: String(upstreamPort) },
+    });
     await waitUntil(upstream, 'listening', () => portAccepts(upstreamPort));
-    const settings = await gatewaySettings(root, { apiPort: await freePort(), adminPort: await freePort(), upstreamUrl: `http://127.0.0.1:${upstreamPort}`, idp });
+    const settings = await gatewaySettings(root, {
+      apiPort: await freePort(),
+      adminPort: await freePort(),
+      upstreamUrl: `http://127.0.0.1:${upstreamPort}`,
+      idp,
+    });
     if (ruleLimit !== undefined && size > ruleLimit) settings.config.policy.maxBodyBytes = size;
-    const gateway = await startGateway(root, dir, 'gateway', settings, { nodeArgs: nodeOptions.split(/\s+/), logFile: '/dev/null' });
+    const gateway = await startGateway(root, dir, 'gateway', settings, {
+      nodeArgs: nodeOptions.split(/\s+/),
+      logFile: '/dev/null',
+    });
     const headers = { authorization: `Bearer ${await idp.mint()}` };
 
-    log(`Gateway: ${root === HERE ? 'this checkout' : root}, node ${nodeOptions}, policy.maxBodyBytes ${ruleLimit ?? '(none)'}, limits.bodyBytes ${settings.config.limits?.bodyBytes ?? 'default'}`);
-    log(`Idle: the other caller waits ${ms(percentile((await measure(gateway, headers, '{"offset":1}', 1)).waits, 0.5))} (median), resident ${mib(memory(gateway.pid).rss)}`);
+    log(
+      `Gateway: ${root === HERE ? 'this checkout' : root}, node ${nodeOptions}, policy.maxBodyBytes ${ruleLimit ?? '(none)'}, limits.bodyBytes ${settings.config.limits?.bodyBytes ?? 'default'}`,
+    );
+    log(
+      `Idle: the other caller waits ${ms(percentile((await measure(gateway, headers, '{"offset":1}', 1)).waits, 0.5))} (median), resident ${mib(memory(gateway.pid).rss)}`,
+    );
     log(`Each shape ${size} bytes, sent ${repeat} times, one after another:`);
     log('');
-    log('| shape | answer | gateway CPU per body (median) | gateway event-loop delay (max) | other caller\'s worst wait | time to answer (worst / median) | peak resident |');
+    log(
+      "| shape | answer | gateway CPU per body (median) | gateway event-loop delay (max) | other caller's worst wait | time to answer (worst / median) | peak resident |",
+    );
     log('|---|---|---|---|---|---|---|');
     for (const { name, body } of hostileBodies(size)) {
       const { sends, cpus, waits, peakRss, loopDelay } = await measure(gateway, headers, body, repeat);
       const answers = [...new Set(sends.map((s) => s.answer))].join(', ');
       const times = sends.map((s) => s.ms);
-      log(`| ${name} | ${answers} | ${ms(percentile(cpus, 0.5))} | ${ms(loopDelay)} | ${ms(Math.max(...waits))} | ${ms(Math.max(...times))} / ${ms(percentile(times, 0.5))} | ${mib(peakRss)} |`);
+      log(
+        `| ${name} | ${answers} | ${ms(percentile(cpus, 0.5))} | ${ms(loopDelay)} | ${ms(Math.max(...waits))} | ${ms(Math.max(...times))} / ${ms(percentile(times, 0.5))} | ${mib(peakRss)} |`,
+      );
     }
     const floats = hostileBodies(10 * MiB)[0].body;
     const issue = await measure(gateway, headers, floats, 1, 2_000);
-    log(`| issue 24: 10 MiB of floats | ${issue.sends[0].answer} | ${ms(issue.cpus[0])} | ${ms(issue.loopDelay)} | ${ms(Math.max(...issue.waits))} | ${ms(issue.sends[0].ms)} | ${mib(issue.peakRss)} |`);
+    log(
+      `| issue 24: 10 MiB of floats | ${issue.sends[0].answer} | ${ms(issue.cpus[0])} | ${ms(issue.loopDelay)} | ${ms(Math.max(...issue.waits))} | ${ms(issue.sends[0].ms)} | ${mib(issue.peakRss)} |`,
+    );
     const alive = gateway.child.exitCode === null && gateway.child.signalCode === null;
     log('');
-    log(alive ? `Gateway still running; peak resident over the run ${mib(memory(gateway.pid).peak)}.` : `Gateway EXITED (${gateway.child.exitCode ?? gateway.child.signalCode}).`);
+    log(
+      alive
+        ? `Gateway still running; peak resident over the run ${mib(memory(gateway.pid).peak)}.`
+        : `Gateway EXITED (${gateway.child.exitCode ?? gateway.child.signalCode}).`,
+    );
     await idp.close();
   } finally {
     await stopAll();

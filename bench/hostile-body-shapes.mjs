@@ -4,7 +4,8 @@
 
 export const UPDATE_BY_OFFSET_PATH = '/v2/updates/update-by-offset';
 
-const FORMAT = '"updateFormat":{"includeTransactions":{"eventFormat":{"filtersByParty":{"Alice::1220ab":{"cumulative":[]}}},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}';
+const FORMAT =
+  '"updateFormat":{"includeTransactions":{"eventFormat":{"filtersByParty":{"Alice::1220ab":{"cumulative":[]}}},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}';
 
 /** `{"offset":N,<format>,"x":<open><unit><sep><unit>...<close>}`, as many units as fit in `size` bytes. */
 function filled(size, { offset = 5, open, unit, separator = ',', close }) {
@@ -34,15 +35,43 @@ const nested = (depth) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
  */
 export function hostileBodies(size, maxDepth = 512) {
   return [
-    { name: 'floats', what: 'one array of 1.5 (the crash of issue 24: every number non-plain)', body: filled(size, { open: '[', unit: '1.5', close: ']' }) },
-    { name: 'floats, offset 0', what: 'the same, with an offset the gateway refuses itself', body: filled(size, { offset: 0, open: '[', unit: '1.5', close: ']' }) },
+    {
+      name: 'floats',
+      what: 'one array of 1.5 (the crash of issue 24: every number non-plain)',
+      body: filled(size, { open: '[', unit: '1.5', close: ']' }),
+    },
+    {
+      name: 'floats, offset 0',
+      what: 'the same, with an offset the gateway refuses itself',
+      body: filled(size, { offset: 0, open: '[', unit: '1.5', close: ']' }),
+    },
     { name: 'integers', what: 'one array of 1', body: filled(size, { open: '[', unit: '1', close: ']' }) },
-    { name: 'int64s', what: 'one array of 20-digit integers (no double holds them)', body: filled(size, { open: '[', unit: '12345678901234567890', close: ']' }) },
+    {
+      name: 'int64s',
+      what: 'one array of 20-digit integers (no double holds them)',
+      body: filled(size, { open: '[', unit: '12345678901234567890', close: ']' }),
+    },
     { name: 'short strings', what: 'one array of "a"', body: filled(size, { open: '[', unit: '"a"', close: ']' }) },
-    { name: 'escaped string', what: 'one string of \\u0041 escapes', body: filled(size, { open: '"', unit: '\\u0041', separator: '', close: '"' }) },
-    { name: 'keys', what: 'one object with distinct keys', body: filled(size, { open: '{', unit: (i) => `"k${i}":0`, close: '}' }) },
+    {
+      name: 'escaped string',
+      what: 'one string of \\u0041 escapes',
+      body: filled(size, { open: '"', unit: '\\u0041', separator: '', close: '"' }),
+    },
+    {
+      name: 'keys',
+      what: 'one object with distinct keys',
+      body: filled(size, { open: '{', unit: (i) => `"k${i}":0`, close: '}' }),
+    },
     { name: 'empty objects', what: 'one array of {}', body: filled(size, { open: '[', unit: '{}', close: ']' }) },
-    { name: 'depth', what: `arrays nested ${maxDepth} deep in all (the most allowed), side by side`, body: filled(size, { open: '[', unit: nested(maxDepth - 2), close: ']' }) },
-    { name: 'too deep', what: 'one array nesting far past policy.maxBodyDepth (refused)', body: filled(size, { open: '', unit: nested(Math.floor((size - 400) / 2)), close: '' }) },
+    {
+      name: 'depth',
+      what: `arrays nested ${maxDepth} deep in all (the most allowed), side by side`,
+      body: filled(size, { open: '[', unit: nested(maxDepth - 2), close: ']' }),
+    },
+    {
+      name: 'too deep',
+      what: 'one array nesting far past policy.maxBodyDepth (refused)',
+      body: filled(size, { open: '', unit: nested(Math.floor((size - 400) / 2)), close: '' }),
+    },
   ];
 }

@@ -239,13 +239,18 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const requestContext: Stage = (request, reply) => {
     const framing = framingProblem(request.raw);
     if (framing !== undefined) throw framingRefusal(framing);
-    const headProblem = connectionOptionProblem(request.headers.connection, false) ?? contentTypeProblem(request.raw.rawHeaders);
-    if (headProblem !== undefined) throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${headProblem}.` });
+    const headProblem = connectionOptionProblem(request.headers.connection, false)
+      ?? contentTypeProblem(request.raw.rawHeaders);
+    if (headProblem !== undefined) {
+      throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${headProblem}.` });
+    }
     // Fastify answers 415 to a Content-Type it cannot parse, before any handler; pekko-http keeps such a
     // line as a raw header and reads the body as untyped. Fastify is shown the type pekko then assumes;
     // the line itself is forwarded as sent (the forwarder sends the raw header lines).
     const contentType = request.headers['content-type'];
-    if (contentType !== undefined && parseContentType(contentType) === undefined) request.headers = { 'content-type': 'application/octet-stream' };
+    if (contentType !== undefined && parseContentType(contentType) === undefined) {
+      request.headers = { 'content-type': 'application/octet-stream' };
+    }
     request.operation = resolveOperation(request.method, request.url, config.routes);
     requestTelemetry.enter(request);
     if (refusingRequests) {

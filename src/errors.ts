@@ -247,7 +247,8 @@ export class GatewayError extends Error {
 
 /** A request body over its limit; `limitKey` names the setting that sets it. */
 export function requestTooLarge(limit: number, limitKey: string): GatewayError {
-  return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, { cause: `The request body is larger than ${limit} bytes (${limitKey}).` });
+  const cause = `The request body is larger than ${limit} bytes (${limitKey}).`;
+  return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, { cause });
 }
 
 /** The same refusal, sent before the client's body was fully read: the connection cannot be reused (RFC 9112 §9.3). */

@@ -100,7 +100,8 @@ function hostLines(rawHeaders: readonly string[]): number {
  * that does not parse (pekko keeps it as a raw header), are let through as pekko lets them through.
  */
 export function contentTypeProblem(rawHeaders: readonly string[]): string | undefined {
-  return contentTypesConflict(rawHeaders) ? 'the request has Content-Type lines that declare different types' : undefined;
+  if (!contentTypesConflict(rawHeaders)) return undefined;
+  return 'the request has Content-Type lines that declare different types';
 }
 
 /**

@@ -16,10 +16,22 @@ const ASCII_COMPATIBLE = /^(?:us-ascii|ascii|iso-8859-\d+|iso8859-\d+|windows-12
  * undefined bytes TextDecoder reads as C1 controls where Java reads U+FFFD (mapped below).
  */
 const SINGLE_BYTE: ReadonlyMap<string, string> = new Map([
-  ...[2, 3, 4, 5, 6, 7, 8, 13, 15].flatMap((part) => [[`iso-8859-${part}`, `iso-8859-${part}`], [`iso8859-${part}`, `iso-8859-${part}`]] as const),
+  ...[2, 3, 4, 5, 6, 7, 8, 13, 15].flatMap(
+    (part) =>
+      [
+        [`iso-8859-${part}`, `iso-8859-${part}`],
+        [`iso8859-${part}`, `iso-8859-${part}`],
+      ] as const,
+  ),
   ['iso-8859-16', 'iso-8859-16'],
   // Not 1255: TextDecoder reads its byte 0xCA as U+05BA, Java as undefined.
-  ...[0, 1, 2, 3, 4, 6, 7, 8].flatMap((page) => [[`windows-125${page}`, `windows-125${page}`], [`cp125${page}`, `windows-125${page}`]] as const),
+  ...[0, 1, 2, 3, 4, 6, 7, 8].flatMap(
+    (page) =>
+      [
+        [`windows-125${page}`, `windows-125${page}`],
+        [`cp125${page}`, `windows-125${page}`],
+      ] as const,
+  ),
 ]);
 const decoders = new Map<string, TextDecoder>();
 

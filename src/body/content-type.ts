@@ -35,9 +35,11 @@ function contentTypeValues(rawHeaders: readonly string[]): string[] {
 function sameType(a: ContentType, b: ContentType): boolean {
   const names = Object.keys(a.parameters);
   if (a.mediaType !== b.mediaType || names.length !== Object.keys(b.parameters).length) return false;
-  return names.every((name) => name === 'charset'
-    ? a.parameters[name]!.toLowerCase() === b.parameters[name]?.toLowerCase()
-    : a.parameters[name] === b.parameters[name]);
+  return names.every((name) =>
+    name === 'charset'
+      ? a.parameters[name]!.toLowerCase() === b.parameters[name]?.toLowerCase()
+      : a.parameters[name] === b.parameters[name],
+  );
 }
 
 /** The type a request's Content-Type lines declare: the first that parses; undefined when none does. */

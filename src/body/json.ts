@@ -109,7 +109,13 @@ function scan(text: string, maxDepth: number, declared: PathNode): Scan {
       const top = stack[stack.length - 1];
       const isObject = c === 0x7b;
       const keys = !isObject ? undefined : top === undefined ? declared : top.isObject ? top.key : undefined;
-      stack.push(keys !== undefined && keys.children.size > 0 ? { isObject, keys, key: undefined } : isObject ? OFF_PATH_OBJECT : OFF_PATH_ARRAY);
+      stack.push(
+        keys !== undefined && keys.children.size > 0
+          ? { isObject, keys, key: undefined }
+          : isObject
+            ? OFF_PATH_OBJECT
+            : OFF_PATH_ARRAY,
+      );
       expectKey = isObject;
       i++;
     } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {

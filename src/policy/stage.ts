@@ -62,7 +62,8 @@ export function createPolicyStage(config: GatewayConfig): PolicyStage {
     request.rawBody = bytes;
     const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
     const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });
-    const violation = rule(body.value, { path: pathOf(request.url), principal: request.principal, numberText: body.numberText });
+    const context = { path: pathOf(request.url), principal: request.principal, numberText: body.numberText };
+    const violation = rule(body.value, context);
     if (violation !== undefined) throw toGatewayError(violation);
   }
 }

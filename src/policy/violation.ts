@@ -35,7 +35,10 @@ export interface RequestRule {
   readonly exactNumbers: readonly string[];
 }
 
-export function requestRule(exactNumbers: readonly string[], check: (body: unknown, context: RuleContext) => Violation | undefined): RequestRule {
+export function requestRule(
+  exactNumbers: readonly string[],
+  check: (body: unknown, context: RuleContext) => Violation | undefined,
+): RequestRule {
   return Object.assign(check, { exactNumbers });
 }
 

@@ -15,13 +15,16 @@ describe('readRequestBody', () => {
     const limits: BodyReadLimits = { maxBytes, maxBytesKey: 'test.maxBytes', timeoutMs, timeoutKey: 'test.timeoutMs' };
     const outcomes: Array<Buffer | GatewayError> = [];
     server = http.createServer((request, response) => {
-      readRequestBody(request, limits).then((body) => {
-        outcomes.push(body);
-        response.end('ok');
-      }, (error: GatewayError) => {
-        outcomes.push(error);
-        response.writeHead(error.definition.status, error.headers).end('refused');
-      });
+      readRequestBody(request, limits).then(
+        (body) => {
+          outcomes.push(body);
+          response.end('ok');
+        },
+        (error: GatewayError) => {
+          outcomes.push(error);
+          response.writeHead(error.definition.status, error.headers).end('refused');
+        },
+      );
     });
     await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
     return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, outcomes };
@@ -39,7 +42,11 @@ describe('readRequestBody', () => {
     const declared = await fetch(url, { method: 'POST', body: 'x'.repeat(11) });
     expect(declared.status).toBe(413);
     expect(declared.headers.get('connection')).toBe('close');
-    const chunked = await fetch(url, { method: 'POST', body: new Blob(['x'.repeat(8), 'x'.repeat(8)]).stream(), duplex: 'half' } as RequestInit);
+    const chunked = await fetch(url, {
+      method: 'POST',
+      body: new Blob(['x'.repeat(8), 'x'.repeat(8)]).stream(),
+      duplex: 'half',
+    } as RequestInit);
     expect(chunked.status).toBe(413);
     expect(outcomes).toHaveLength(2);
     for (const outcome of outcomes) {
@@ -54,15 +61,20 @@ describe('readRequestBody', () => {
     const { port, hostname } = new URL(url);
     const started = Date.now();
     const answer = await new Promise<string>((resolve, reject) => {
-      const request = http.request({ host: hostname, port, method: 'POST', headers: { 'content-length': '50' } }, (response) => {
-        resolve(String(response.statusCode));
-        response.resume();
-      });
+      const request = http.request(
+        { host: hostname, port, method: 'POST', headers: { 'content-length': '50' } },
+        (response) => {
+          resolve(String(response.statusCode));
+          response.resume();
+        },
+      );
       request.on('error', reject);
       request.write('{"a":'); // and never the rest
     });
     expect(answer).toBe('400');
     expect(Date.now() - started).toBeLessThan(3_000);
-    expect((outcomes[0] as GatewayError).details.cause).toBe('The request body was not received within 200 ms (test.timeoutMs).');
+    expect((outcomes[0] as GatewayError).details.cause).toBe(
+      'The request body was not received within 200 ms (test.timeoutMs).',
+    );
   });
 });

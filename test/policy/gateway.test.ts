@@ -156,8 +156,10 @@ describe('request rules through the gateway', () => {
     const over = `{"offset": 7, "pad": "${'x'.repeat(3000)}`;
     const declared = await send('POST', path, over);
     expect(declared.headers.get('connection')).toBe('close');
-    expect((await expectRefusal(declared, 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3)).cause).toBe('The request body is larger than 2048 bytes (policy.maxBodyBytes).');
-    const chunked = await fetch(`${gw!.url}${path}`, { method: 'POST', body: new Blob([over.slice(0, 1500), over.slice(1500)]).stream(), duplex: 'half', headers: gw!.auth() } as RequestInit);
+    const refusal = await expectRefusal(declared, 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
+    expect(refusal.cause).toBe('The request body is larger than 2048 bytes (policy.maxBodyBytes).');
+    const stream = new Blob([over.slice(0, 1500), over.slice(1500)]).stream();
+    const chunked = await fetch(`${gw!.url}${path}`, { method: 'POST', body: stream, duplex: 'half', headers: gw!.auth() } as RequestInit);
     await expectRefusal(chunked, 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
     // Another route streams a body of the same size through, unread.
     await expectForwardedVerbatim(await send('POST', '/v2/updates/update-by-id', over), over);
@@ -167,7 +169,11 @@ describe('request rules through the gateway', () => {
     await start();
     const body = '{"offset": 7, "updateFormat": {}}';
     const twoTypes = (path: string, second: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const request = http.request(`${gw!.url}${path}`, { method: 'POST', headers: ['Host', new URL(gw!.url).host, ...Object.entries(gw!.auth()).flat(), 'Content-Type', 'application/json', 'Content-Type', second, 'Content-Length', String(body.length)] }, (response) => {
+      const headers = [
+        'Host', new URL(gw!.url).host, ...Object.entries(gw!.auth()).flat(),
+        'Content-Type', 'application/json', 'Content-Type', second, 'Content-Length', String(body.length),
+      ];
+      const request = http.request(`${gw!.url}${path}`, { method: 'POST', headers }, (response) => {
         let text = '';
         response.on('data', (chunk: Buffer) => { text += chunk.toString(); });
         response.on('end', () => resolve({ status: response.statusCode!, body: text }));
@@ -178,7 +184,10 @@ describe('request rules through the gateway', () => {
     for (const path of ['/v2/updates/update-by-offset', '/v2/updates/update-by-id']) {
       const refused = await twoTypes(path, 'application/json; charset=utf-16');
       expect(refused.status, path).toBe(400);
-      expect(JSON.parse(refused.body)).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST', cause: 'The request is malformed: the request has Content-Type lines that declare different types.' });
+      expect(JSON.parse(refused.body)).toMatchObject({
+        code: 'GATEWAY_MALFORMED_REQUEST',
+        cause: 'The request is malformed: the request has Content-Type lines that declare different types.',
+      });
       expect(upstream!.requests).toHaveLength(0);
     }
     expect((await twoTypes('/v2/updates/update-by-offset', 'Application/JSON')).status).toBe(200);
@@ -204,7 +213,8 @@ describe('request rules through the gateway', () => {
     }
     // Judged as UTF-8 JSON all the same: the rules still refuse.
     upstream!.requests.length = 0;
-    await expectRefusal(await send('POST', '/v2/updates/update-by-offset', '{"offset": 0}', { 'content-type': 'nonsense' }), 400, 'NON_POSITIVE_OFFSET', 8, 3);
+    const zero = await send('POST', '/v2/updates/update-by-offset', '{"offset": 0}', { 'content-type': 'nonsense' });
+    await expectRefusal(zero, 400, 'NON_POSITIVE_OFFSET', 8, 3);
   });
 
   it('reads the body whatever the media type, as the participant does, and forwards a chunked body intact', async () => {

@@ -8,7 +8,7 @@ import { updateVettedPackagesRule } from '../../src/policy/rules/update-vetted-p
 import type { RequestRule } from '../../src/policy/violation.js';
 import { codeOf, judge } from './support/judge.js';
 
-describe('readInteger (circe\'s Long and Int)', () => {
+describe("readInteger (circe's Long and Int)", () => {
   it('reads whole numbers in any notation and numeric strings, exactly', () => {
     const cases: Array<[unknown, string | undefined, bigint | undefined]> = [
       [1, '9223372036854775807', INT64_MAX],
@@ -38,28 +38,70 @@ describe('readInteger (circe\'s Long and Int)', () => {
   });
 
   it('property: agrees with BigInt on every int64 written plainly', () => {
-    fc.assert(fc.property(fc.bigInt(-(2n ** 63n), INT64_MAX), (n) => {
-      const reading = readInteger(Number(n), n.toString(), -(2n ** 63n), INT64_MAX);
-      expect(reading).toEqual({ ok: true, value: n });
-    }));
+    fc.assert(
+      fc.property(fc.bigInt(-(2n ** 63n), INT64_MAX), (n) => {
+        const reading = readInteger(Number(n), n.toString(), -(2n ** 63n), INT64_MAX);
+        expect(reading).toEqual({ ok: true, value: n });
+      }),
+    );
   });
 });
 
 describe('the integers a rule judges on their exact digits', () => {
-  const format = { includeTransactions: { eventFormat: { filtersByParty: { Alice: {} } }, transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA' } };
+  const format = {
+    includeTransactions: {
+      eventFormat: { filtersByParty: { Alice: {} } },
+      transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA',
+    },
+  };
   const command = { CreateCommand: { templateId: 'p:M:E', createArguments: {} } };
-  const commands = (extra: object) => ({ commands: { commands: [command], commandId: 'c', actAs: ['Alice'], ...extra } });
+  const commands = (extra: object) => ({
+    commands: { commands: [command], commandId: 'c', actAs: ['Alice'], ...extra },
+  });
   const N = '__number__';
   // For each rule, a valid body per declared path with the number at that path, and the path's range.
   const bodies: Array<[string, RequestRule, object, bigint]> = [
     ['offset', getUpdateByOffsetRule, { offset: N, updateFormat: format }, INT64_MAX],
     ['commands.tapsMaxPasses', submitAndWaitForTransactionRule, commands({ tapsMaxPasses: N }), INT32_MAX],
-    ['commands.minLedgerTimeRel.seconds', submitAndWaitForTransactionRule, commands({ minLedgerTimeRel: { seconds: N } }), INT64_MAX],
-    ['commands.minLedgerTimeRel.nanos', submitAndWaitForTransactionRule, commands({ minLedgerTimeRel: { nanos: N } }), INT32_MAX],
-    ['commands.deduplicationPeriod.DeduplicationDuration.value.seconds', submitAndWaitForTransactionRule, commands({ deduplicationPeriod: { DeduplicationDuration: { value: { seconds: N } } } }), INT64_MAX],
-    ['commands.deduplicationPeriod.DeduplicationDuration.value.nanos', submitAndWaitForTransactionRule, commands({ deduplicationPeriod: { DeduplicationDuration: { value: { nanos: N } } } }), INT32_MAX],
-    ['commands.deduplicationPeriod.DeduplicationOffset.value', submitAndWaitForTransactionRule, commands({ deduplicationPeriod: { DeduplicationOffset: { value: N } } }), INT64_MAX],
-    ['expectedTopologySerial.serial.Prior.value', updateVettedPackagesRule, { changes: [{ operation: { Vet: { value: { packages: [{ packageId: 'p' }] } } } }], expectedTopologySerial: { serial: { Prior: { value: N } } } }, INT32_MAX],
+    [
+      'commands.minLedgerTimeRel.seconds',
+      submitAndWaitForTransactionRule,
+      commands({ minLedgerTimeRel: { seconds: N } }),
+      INT64_MAX,
+    ],
+    [
+      'commands.minLedgerTimeRel.nanos',
+      submitAndWaitForTransactionRule,
+      commands({ minLedgerTimeRel: { nanos: N } }),
+      INT32_MAX,
+    ],
+    [
+      'commands.deduplicationPeriod.DeduplicationDuration.value.seconds',
+      submitAndWaitForTransactionRule,
+      commands({ deduplicationPeriod: { DeduplicationDuration: { value: { seconds: N } } } }),
+      INT64_MAX,
+    ],
+    [
+      'commands.deduplicationPeriod.DeduplicationDuration.value.nanos',
+      submitAndWaitForTransactionRule,
+      commands({ deduplicationPeriod: { DeduplicationDuration: { value: { nanos: N } } } }),
+      INT32_MAX,
+    ],
+    [
+      'commands.deduplicationPeriod.DeduplicationOffset.value',
+      submitAndWaitForTransactionRule,
+      commands({ deduplicationPeriod: { DeduplicationOffset: { value: N } } }),
+      INT64_MAX,
+    ],
+    [
+      'expectedTopologySerial.serial.Prior.value',
+      updateVettedPackagesRule,
+      {
+        changes: [{ operation: { Vet: { value: { packages: [{ packageId: 'p' }] } } } }],
+        expectedTopologySerial: { serial: { Prior: { value: N } } },
+      },
+      INT32_MAX,
+    ],
   ];
 
   it('covers every path a rule declares', () => {

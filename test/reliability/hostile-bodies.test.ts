@@ -68,7 +68,8 @@ describe('hostile bodies on rule-checked routes', () => {
     expect(answer.status).toBe(413); // 9 MB over the 1 MiB limit of rule-checked bodies
     expect(answer.json).toMatchObject({ code: 'GATEWAY_REQUEST_TOO_LARGE' });
     // 0.9 MiB: under policy.maxBodyBytes (1 MiB), the rule-checked routes' own limit.
-    const fits = `{"commands":{"commands":[${Array.from({ length: 15_000 }, () => '{"CreateCommand":{"templateId":"p:M:E","createArguments":{}}}').join(',')}],"commandId":"c","actAs":["Alice"]}}`;
+    const command = '{"CreateCommand":{"templateId":"p:M:E","createArguments":{}}}';
+    const fits = `{"commands":{"commands":[${Array(15_000).fill(command).join(',')}],"commandId":"c","actAs":["Alice"]}}`;
     const accepted = await post('/v2/commands/submit-and-wait-for-transaction', fits);
     expect(accepted.status).toBe(200);
     expect(running.upstream.requests.at(-1)!.body.toString()).toBe(fits);
@@ -107,8 +108,9 @@ function shippedNodeOptions(): string {
  * connection (a body still arriving then would reset it, and the answer could be lost).
  */
 function postEarlyAnswer(url: string, headers: Record<string, string>, body: string, earlyAnswerMs = 0): Promise<number> {
+  const head = { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) };
   return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: 'POST', headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } }, (response) => {
+    const request = http.request(url, { method: 'POST', headers: head }, (response) => {
       response.resume();
       response.on('end', () => {
         resolve(response.statusCode!);
@@ -125,7 +127,7 @@ function postEarlyAnswer(url: string, headers: Record<string, string>, body: str
   });
 }
 
-/** The gateway's longest event-loop delay since the previous scrape (prom-client's monitorEventLoopDelay gauge, reset by each scrape), in ms. */
+/** The gateway's longest event-loop delay since the previous scrape, in ms (prom-client's monitorEventLoopDelay gauge, reset by each scrape). */
 async function eventLoopDelayMs(adminUrl: string): Promise<number> {
   const text = await (await fetch(`${adminUrl}/metrics`)).text();
   return Number(/^nodejs_eventloop_lag_max_seconds(?:\{[^}]*\})? (\S+)/m.exec(text)![1]) * 1000;
@@ -145,7 +147,8 @@ describe('the worst bodies at the largest size allowed, in a gateway process und
     const issuer = await createTestIssuer();
     const nodeOptions = shippedNodeOptions();
     expect(nodeOptions).toMatch(/--max-old-space-size=\d+/);
-    const gateway = await startProcess(['dist/main.js', '--config', writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT)], { NODE_OPTIONS: nodeOptions }, 60_000);
+    const config = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT);
+    const gateway = await startProcess(['dist/main.js', '--config', config], { NODE_OPTIONS: nodeOptions }, 60_000);
     try {
       const headers = { authorization: `Bearer ${await issuer.mint()}` };
       const limit = ConfigSchema.properties.policy.properties.maxBodyBytes.default as number;
@@ -156,7 +159,8 @@ describe('the worst bodies at the largest size allowed, in a gateway process und
       const otherCalls: number[] = [];
       const otherCaller = (async () => {
         while (calling) {
-          const response = await fetch(`${gateway.api}/v2/state/ledger-end`, { headers, signal: AbortSignal.timeout(30_000) });
+          const signal = AbortSignal.timeout(30_000);
+          const response = await fetch(`${gateway.api}/v2/state/ledger-end`, { headers, signal });
           await response.arrayBuffer();
           otherCalls.push(response.status);
           await new Promise((resolve) => setTimeout(resolve, 20));

@@ -181,7 +181,10 @@ function decodeCommands(commands: JsonObject, context: RuleContext): Violation |
 /** The integers judged on their exact digits: durations, the deduplication offset, tapsMaxPasses. */
 const EXACT_NUMBERS = [
   'commands.tapsMaxPasses',
-  ...['commands.minLedgerTimeRel', 'commands.deduplicationPeriod.DeduplicationDuration.value'].flatMap((duration) => [`${duration}.seconds`, `${duration}.nanos`]),
+  'commands.minLedgerTimeRel.seconds',
+  'commands.minLedgerTimeRel.nanos',
+  'commands.deduplicationPeriod.DeduplicationDuration.value.seconds',
+  'commands.deduplicationPeriod.DeduplicationDuration.value.nanos',
   'commands.deduplicationPeriod.DeduplicationOffset.value',
 ];
 

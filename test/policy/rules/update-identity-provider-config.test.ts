@@ -77,10 +77,12 @@ describe('updateIdentityProviderConfig rule', () => {
   });
 
   it('leaves a malformed jwksUrl to the participant, which answers it itself (INVALID_FIELD jwks_url)', () => {
-    const withUrl = (jwksUrl: string) => check({ identityProviderConfig: config({ jwksUrl }), updateMask: { paths: ['jwks_url'] } });
-    for (const url of ['https://idp.example/jwks', '', 'not a url', 'idp.example/jwks', 'http://x/%zz', ':foo']) expect(withUrl(url), url).toBeUndefined();
+    const withUrl = (jwksUrl: string, paths = ['jwks_url']) => check({ identityProviderConfig: config({ jwksUrl }), updateMask: { paths } });
+    for (const url of ['https://idp.example/jwks', '', 'not a url', 'idp.example/jwks', 'http://x/%zz', ':foo']) {
+      expect(withUrl(url), url).toBeUndefined();
+    }
     // The mask is still judged, whatever the URL.
-    expect(codeOf(check({ identityProviderConfig: config({ jwksUrl: 'not a url' }), updateMask: { paths: ['jwksUrl'] } }))).toBe('INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST');
+    expect(codeOf(withUrl('not a url', ['jwksUrl']))).toBe('INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST');
   });
 
   it('refuses wrong JSON types with the field path', () => {
