@@ -1,5 +1,5 @@
-// What each scenario sends: the same bytes to every path. Bodies are valid per FACTS.md §1.2 and
-// §1.4 (the bench checks them against the sandbox before measuring), with the sandbox's seeded
+// What each scenario sends: the same bytes to every path. Bodies are valid per Canton's OpenAPI
+// (the bench checks them against the sandbox before measuring), with the sandbox's seeded
 // party, template and transaction so that the sandbox accepts them too.
 import { SANDBOX_SEED } from '../dist/sandbox/seed.js';
 

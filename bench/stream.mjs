@@ -1,4 +1,4 @@
-// One WebSocket update stream (FACTS.md §4.1): the token both as the `jwt.token.` subprotocol (what
+// One WebSocket update stream (Canton `Endpoints.scala`): the token both as the `jwt.token.` subprotocol (what
 // Canton clients send) and as an Authorization header (what HAProxy's jwt_verify reads), one request
 // frame asking the sandbox for N synthetic transactions, then count frames until the server closes.
 import WebSocket from 'ws';

@@ -1,6 +1,6 @@
 // The identity provider of the bench: one RS256 key, its JWKS served over HTTP on loopback (the
 // gateway's auth.issuers[0].jwksUrl), its public key as PEM (HAProxy's jwt_verify), and tokens as
-// Canton accepts them (FACTS.md §4.2): audience-based, with sub and an exp within the 300 s limit.
+// Canton accepts them (`AuthServiceJWTPayload.scala`): audience-based, with sub and an exp within the 300 s limit.
 import { createServer } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

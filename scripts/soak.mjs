@@ -75,7 +75,7 @@ function sockets(pid, apiPort) {
   }
   const counts = { listening: 0, inbound: 0, outbound: 0, other: 0 };
   for (const table of ['tcp', 'tcp6']) {
-    let text = '';
+    let text;
     try { text = readFileSync(`/proc/${pid}/net/${table}`, 'utf8'); } catch { continue; }
     for (const line of text.trim().split('\n').slice(1)) {
       const fields = line.trim().split(/\s+/);

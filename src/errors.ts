@@ -1,5 +1,6 @@
 // The one catalogue of errors the gateway raises itself, rendered in Canton's JsCantonError shape.
-// FACTS.md §2.1 (body), §2.2 (gRPC code -> HTTP status), §3 (codes, categories).
+// Canton: `JsSchema.scala` (body), `GrpcHttpErrorCodes.scala` (gRPC code -> HTTP status), `ErrorCategory.scala` and
+// `RequestValidationErrors.scala` (codes, categories).
 
 /** gRPC status codes (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
 export const GrpcCode = {
@@ -23,7 +24,7 @@ export const GrpcCode = {
 } as const;
 export type GrpcCodeValue = (typeof GrpcCode)[keyof typeof GrpcCode];
 
-/** HTTP status for a gRPC code, exactly as Canton's GrpcHttpErrorCodes.asPekkoHttp (FACTS.md §2.2). */
+/** HTTP status for a gRPC code, exactly as Canton's GrpcHttpErrorCodes.asPekkoHttp. */
 export function httpStatusForGrpcCode(grpc: number | null | undefined): number {
   switch (grpc) {
     case GrpcCode.OK: return 200;
@@ -44,7 +45,7 @@ export function httpStatusForGrpcCode(grpc: number | null | undefined): number {
   }
 }
 
-/** Canton's JsCantonError: all ten keys, null where absent (FACTS.md §2.1). */
+/** Canton's JsCantonError: all ten keys, null where absent (`JsSchema.scala`). */
 export interface JsCantonError {
   code: string;
   cause: string;
@@ -66,15 +67,15 @@ export interface ErrorDefinition {
   readonly grpc: GrpcCodeValue;
   /** HTTP status: derived from `grpc`, except where Canton itself overrides it (its 413 list limit). */
   readonly status: number;
-  /** Canton redacts security errors to code "NA", category -1 (FACTS.md §2.2 "Redacted errors"). */
+  /** Canton redacts security errors to code "NA", category -1 (`DecodedCantonError.scala` redactedError). */
   readonly redacted: boolean;
   /** Scala duration text for the retryable categories 1, 2, 3 and 12. */
   readonly retryInfo: string | null;
-  /** What the README's error table says about it. */
+  /** What the error table in docs/errors-and-metrics.md says about it. */
   readonly description: string;
   /**
    * Answered as Canton's JSON layer answers a body it cannot decode (tapir): 400 text/plain
-   * "Invalid value for: body (<cause>)", not a JsCantonError (FACTS.md §2.3).
+   * "Invalid value for: body (<cause>)", not a JsCantonError (Canton `V2Routes.scala`).
    */
   readonly plainText: boolean;
 }
@@ -134,7 +135,7 @@ export const Errors = {
     'The request line and headers are larger than server.maxHeaderBytes.',
     { status: 431 }),
   GATEWAY_CLIENT_TIMEOUT: defineError('GATEWAY_CLIENT_TIMEOUT', 8, GrpcCode.INVALID_ARGUMENT,
-    'The client did not send its request headers within server.headersTimeoutMs, or the whole request within server.requestTimeoutMs.',
+    'The client did not send its request headers within server.headersTimeoutMs, or the whole request within server.requestTimeoutMs, or a forwarded body did not keep its pace (no bytes, or fewer than upstream.bodyMinBytesPerSecond, in a window of upstream.bodyIdleTimeoutMs): the connection is closed.',
     { status: 408 }),
   GATEWAY_ROUTE_NOT_EXPOSED: defineError('GATEWAY_ROUTE_NOT_EXPOSED', 11, GrpcCode.NOT_FOUND,
     'The path is outside /v2 and not exposed by the gateway (the participant\'s /livez, /readyz and /docs are hidden unless configured).'),
@@ -142,6 +143,8 @@ export const Errors = {
     'The request target is not a plain origin-form path (dot segments, encoded dot segments, backslashes, empty segments, a fragment, or absolute-form).'),
   GATEWAY_RESOURCE_EXHAUSTED: defineError('GATEWAY_RESOURCE_EXHAUSTED', 2, GrpcCode.RESOURCE_EXHAUSTED,
     'A rate limit or concurrency cap (protection.*) for this caller, this operation or the whole gateway is reached; context.limit names it, Retry-After says when to retry.'),
+  GATEWAY_UPLOAD_SHARE_EXHAUSTED: defineError('GATEWAY_UPLOAD_SHARE_EXHAUSTED', 2, GrpcCode.RESOURCE_EXHAUSTED,
+    'This caller already has its share of the upstream connections (upstream.uploadShare) held by uploads streaming to the participant (bodies over upstream.bufferBodyBytes); Retry-After: 1.'),
   GATEWAY_PROTECTION_UNAVAILABLE: defineError('GATEWAY_PROTECTION_UNAVAILABLE', 1, GrpcCode.UNAVAILABLE,
     'The shared limit store (protection.redis) cannot answer and protection.failMode is closed; the caller is not over a limit. Retry-After: 1.'),
   GATEWAY_UPSTREAM_UNAVAILABLE: defineError('GATEWAY_UPSTREAM_UNAVAILABLE', 1, GrpcCode.UNAVAILABLE,
@@ -157,7 +160,7 @@ export type ErrorCode = keyof typeof Errors;
 const REDACTED_CAUSE = 'A security-sensitive error has been received';
 
 /**
- * Where Canton raises the error it mirrors, which decides two fields (FACTS.md §2.1, §2.4): the
+ * Where Canton raises the error it mirrors, which decides two fields (Canton `JsSchema.scala`): the
  * gRPC Ledger API (`definiteAnswer` null; the context adds `category` and `tid`, and `definite_answer`
  * for Ledger API errors with a definite answer: RequestValidationErrors) or, when unset, the JSON
  * layer itself or the gateway (`definiteAnswer` false, the context as given).
@@ -221,7 +224,7 @@ function grpcContext(def: ErrorDefinition, details: ErrorDetails, traceId: strin
   return context;
 }
 
-/** Canton's answer to a body its JSON decoder refuses (tapir's decode failure, FACTS.md §2.3). */
+/** Canton's answer to a body its JSON decoder refuses (tapir's decode failure, Canton `V2Routes.scala`). */
 export function renderDecodeFailure(details: ErrorDetails): string {
   return `Invalid value for: body (${details.cause ?? 'the body could not be decoded'})`;
 }

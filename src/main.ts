@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT.
+// The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT; SIGHUP: onReload.
 import { parseArgs } from 'node:util';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildGateway } from './app.js';
 import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication } from './auth/dev-mode.js';
 import { ConfigError, loadConfig } from './config/load.js';
@@ -36,7 +36,19 @@ async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sa
   return { url, sandbox };
 }
 
+/**
+ * What SIGHUP asks of a running gateway: by the daemons' convention, to re-read its configuration.
+ * Live reconfiguration is not built yet: the signal is logged and ignored, and serving goes on.
+ */
+function onReload(log: FastifyBaseLogger): void {
+  log.warn({ signal: 'SIGHUP' }, 'SIGHUP received: configuration reload is not supported yet; ignored');
+}
+
 async function main(): Promise<void> {
+  // Node's default action for SIGHUP ends the process at once, losing the log lines still buffered:
+  // handled from the start, and ignored until the gateway runs.
+  let reload: (() => void) | undefined;
+  process.on('SIGHUP', () => reload?.());
   // A ConfigError from anywhere in start-up (file, auth section, policy rules) exits 2 (see below).
   const loaded = loadConfig(readArguments());
   // Authentication: with the sandbox and no issuer, the development issuer takes their place
@@ -83,6 +95,7 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  reload = () => onReload(log);
 }
 
 /** engines: >=22.12. Older runtimes lack what the gateway relies on (JSON.parse source text for exact int64 digits). */

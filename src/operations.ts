@@ -1,7 +1,7 @@
 // The route catalogue: method + path template -> operation name.
 // Every HTTP operation and WebSocket channel of Canton 3.4.12, 3.5.1 and 3.5.10
-// (shared/canton/routes.json, FACTS.md §7). The five operations the product names carry
-// their own names; every other route is named by Canton's operationId.
+// (Canton's OpenAPI and AsyncAPI documents, served at /docs/openapi and /docs/asyncapi). The five
+// operations the product names carry their own names; every other route is named by Canton's operationId.
 
 export type OperationKind = 'http' | 'websocket';
 
@@ -11,7 +11,7 @@ export interface Operation {
   readonly method: string;
   readonly template: string;
   readonly kind: OperationKind;
-  /** The participant's own /livez, /readyz and /docs: hidden unless configured (FACTS.md §8). */
+  /** The participant's own /livez, /readyz and /docs: hidden unless configured (Canton `JsHealthService.scala`). */
   readonly participantInternal: boolean;
 }
 
@@ -26,13 +26,26 @@ export const NamedOperations = {
   updateIdentityProviderConfig: 'updateIdentityProviderConfig',
 } as const;
 
+/** The other routes that carry a submission's userId (their policy rule checks it), by Canton's operationId. */
+export const SubmissionOperations = {
+  submitAndWait: 'postV2CommandsSubmit-and-wait',
+  submitAndWaitForReassignment: 'postV2CommandsSubmit-and-wait-for-reassignment',
+  submitAndWaitForTransactionTree: 'postV2CommandsSubmit-and-wait-for-transaction-tree',
+  asyncSubmit: 'postV2CommandsAsyncSubmit',
+  asyncSubmitReassignment: 'postV2CommandsAsyncSubmit-reassignment',
+  prepare: 'postV2Interactive-submissionPrepare',
+  execute: 'postV2Interactive-submissionExecute',
+  executeAndWait: 'postV2Interactive-submissionExecuteandwait',
+  executeAndWaitForTransaction: 'postV2Interactive-submissionExecuteandwaitfortransaction',
+} as const;
+
 const HTTP_ROUTES: readonly RouteEntry[] = [
-  ['POST', '/v2/commands/submit-and-wait', 'postV2CommandsSubmit-and-wait'],
+  ['POST', '/v2/commands/submit-and-wait', SubmissionOperations.submitAndWait],
   ['POST', '/v2/commands/submit-and-wait-for-transaction', NamedOperations.submitAndWaitForTransaction],
-  ['POST', '/v2/commands/submit-and-wait-for-reassignment', 'postV2CommandsSubmit-and-wait-for-reassignment'],
-  ['POST', '/v2/commands/submit-and-wait-for-transaction-tree', 'postV2CommandsSubmit-and-wait-for-transaction-tree'],
-  ['POST', '/v2/commands/async/submit', 'postV2CommandsAsyncSubmit'],
-  ['POST', '/v2/commands/async/submit-reassignment', 'postV2CommandsAsyncSubmit-reassignment'],
+  ['POST', '/v2/commands/submit-and-wait-for-reassignment', SubmissionOperations.submitAndWaitForReassignment],
+  ['POST', '/v2/commands/submit-and-wait-for-transaction-tree', SubmissionOperations.submitAndWaitForTransactionTree],
+  ['POST', '/v2/commands/async/submit', SubmissionOperations.asyncSubmit],
+  ['POST', '/v2/commands/async/submit-reassignment', SubmissionOperations.asyncSubmitReassignment],
   ['POST', '/v2/commands/completions', 'postV2CommandsCompletions'],
   ['POST', '/v2/commands/command-completions', 'postV2CommandsCommand-completions'],
   ['POST', '/v2/events/events-by-contract-id', 'postV2EventsEvents-by-contract-id'],
@@ -85,10 +98,11 @@ const HTTP_ROUTES: readonly RouteEntry[] = [
   ['GET', '/v2/idps/{idp-id}', 'getV2IdpsIdp-id'],
   ['DELETE', '/v2/idps/{idp-id}', 'deleteV2IdpsIdp-id'],
   ['PATCH', '/v2/idps/{idp-id}', NamedOperations.updateIdentityProviderConfig],
-  ['POST', '/v2/interactive-submission/prepare', 'postV2Interactive-submissionPrepare'],
-  ['POST', '/v2/interactive-submission/execute', 'postV2Interactive-submissionExecute'],
-  ['POST', '/v2/interactive-submission/executeAndWait', 'postV2Interactive-submissionExecuteandwait'],
-  ['POST', '/v2/interactive-submission/executeAndWaitForTransaction', 'postV2Interactive-submissionExecuteandwaitfortransaction'],
+  ['POST', '/v2/interactive-submission/prepare', SubmissionOperations.prepare],
+  ['POST', '/v2/interactive-submission/execute', SubmissionOperations.execute],
+  ['POST', '/v2/interactive-submission/executeAndWait', SubmissionOperations.executeAndWait],
+  ['POST', '/v2/interactive-submission/executeAndWaitForTransaction',
+    SubmissionOperations.executeAndWaitForTransaction],
   ['GET', '/v2/interactive-submission/preferred-package-version', 'getV2Interactive-submissionPreferred-package-version'],
   ['POST', '/v2/interactive-submission/preferred-packages', 'postV2Interactive-submissionPreferred-packages'],
   ['POST', '/v2/contracts/contract-by-id', 'postV2ContractsContract-by-id'],
@@ -108,7 +122,7 @@ const PARTICIPANT_INTERNAL_ROUTES: readonly RouteEntry[] = [
   ['GET', '/docs/asyncapi', 'getDocsAsyncapi'],
 ];
 
-/** WebSocket channels: GET + Upgrade on the path of the POST list variant (FACTS.md §7). */
+/** WebSocket channels: GET + Upgrade on the path of the POST list variant (Canton's AsyncAPI). */
 const WEBSOCKET_ROUTES: readonly RouteEntry[] = [
   ['GET', '/v2/commands/completions', 'onV2CommandsCompletions'],
   ['GET', '/v2/commands/command-completions', 'onV2CommandsCommand-completions'],

@@ -1,52 +1,37 @@
-// What every request carries through the corridor, and the first stage that sets it:
-// the operation from the route catalogue, a clean request target, and the trace id for errors.
+// The request context checks, for a call and an upgrade alike (context-stage.ts runs them): sound
+// framing, a clean request target, the operation from the route catalogue; and the trace id for errors.
 import type { IncomingMessage } from 'node:http';
 import { trace, isSpanContextValid } from '@opentelemetry/api';
-import type { FastifyRequest } from 'fastify';
 import type { GatewayConfig } from './config/schema.js';
 import { contentTypesConflict } from './body/content-type.js';
 import { Errors, GatewayError } from './errors.js';
-import { matchOperation, pathOf, type Operation } from './operations.js';
-import type { TraceContext } from './telemetry/trace-context.js';
-
-/** Who called: set by the authentication stage from verified claims, never from a header. */
-export interface Principal {
-  /** The token's `sub`: the Ledger API user id. */
-  readonly subject: string;
-  readonly issuer: string | undefined;
-  /** The verified claims, for per-operation authorization rules. */
-  readonly claims: Readonly<Record<string, unknown>>;
-}
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    operation: Operation;
-    principal: Principal | null;
-    /** Error code of the answer for metrics and logs: the gateway's own or the participant's. */
-    errorCode: string | null;
-    /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */
-    rawBody: Buffer | undefined;
-    /** The request's trace context when it is propagated by hand (tracing on, nothing exported); set by the telemetry stage. */
-    traceContext: TraceContext | undefined;
-    /** The `traceresponse` header for the client, when tracing runs; set by the telemetry stage. */
-    traceresponse: string | undefined;
-  }
-  interface FastifyInstance {
-    /**
-     * True once shutdown has begun: every answer finished from then on, including those of calls
-     * that were already in flight, says `Connection: close`, so no client sends another request on
-     * a connection of a gateway that is about to exit.
-     */
-    draining: boolean;
-  }
-}
+import type { Exchange } from './exchange.js';
+import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from './operations.js';
 
 const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
+const ENCODED_SLASH = /%2f/i;
+
+/**
+ * What a hop that decodes `%2F` before routing would see in a segment holding one: a dot segment
+ * (`..%2f..%2fdocs`) would climb out of the route matched here, an empty one (`a%2F`, merged by
+ * many) would reach another. An encoded slash inside an ordinary id (`a%20b%2Fc`) passes.
+ */
+function encodedSlashProblem(path: string): string | undefined {
+  for (const segment of path.split('/')) {
+    if (!ENCODED_SLASH.test(segment)) continue;
+    for (const part of segment.replace(/%2e/gi, '.').split(/%2f/i)) {
+      if (part === '.' || part === '..') return 'the path contains a dot segment between percent-encoded slashes';
+      if (part === '') return 'the path contains an empty segment between percent-encoded slashes';
+    }
+  }
+  return undefined;
+}
 
 /**
  * Why a request target is refused, or undefined when it is a plain origin-form path. Dot segments
- * (raw or percent-encoded), empty segments, backslashes and fragments are refused so that no path reaches another route
- * upstream than the one the catalogue matched here (RFC 3986 §5.2.4; issue: path tricks).
+ * and empty segments (raw, percent-encoded, or between encoded slashes), backslashes and fragments are
+ * refused so that no path reaches another route upstream than the one the catalogue matched here
+ * (RFC 3986 §5.2.4; issue: path tricks).
  */
 export function requestTargetProblem(url: string): string | undefined {
   if (url.charCodeAt(0) !== 47 /* / */) return 'the request target is not an origin-form path';
@@ -59,7 +44,7 @@ export function requestTargetProblem(url: string): string | undefined {
   if (path.includes('\\') || (encoded && /%5c/i.test(path))) return 'the path contains a backslash';
   if ((encoded || path.includes('.')) && DOT_SEGMENT.test(path)) return 'the path contains a dot segment';
   if (path.includes('//')) return 'the path contains an empty segment';
-  return undefined;
+  return encoded && ENCODED_SLASH.test(path) ? encodedSlashProblem(path) : undefined;
 }
 
 /**
@@ -108,8 +93,8 @@ export function contentTypeProblem(rawHeaders: readonly string[]): string | unde
  * Why a request whose Connection header names the field that carries its credential is refused, or
  * undefined. A proxy must remove the fields its Connection header names (RFC 9110 §7.6.1), so the
  * participant would not get the token the gateway verified: on a WebSocket upgrade it would then read
- * another one, from a `jwt.token.` subprotocol the gateway never checked (FACTS.md §4.1: the
- * Authorization header wins only when present). Refused rather than forwarded with the field kept.
+ * another one, from a `jwt.token.` subprotocol the gateway never checked (Canton `Endpoints.scala`
+ * `baseEndpoint`: the Authorization header wins only when present). Refused rather than forwarded with the field kept.
  * The usual values (`keep-alive`, `close`, `Upgrade`) cost no parsing.
  */
 export function connectionOptionProblem(connection: string | undefined, upgrade: boolean): string | undefined {
@@ -145,6 +130,41 @@ export function resolveOperation(method: string, url: string, routes: GatewayCon
   return operation;
 }
 
+function offersWebSocket(upgrade: string | undefined): boolean {
+  return upgrade !== undefined && upgrade.split(',').some((token) => token.trim().toLowerCase() === 'websocket');
+}
+
+/**
+ * The operation of a request the gateway tunnels as a WebSocket stream, or undefined for any other
+ * request carrying an Upgrade header, which is a plain call (served by the API server's
+ * shouldUpgradeCallback, as the participant serves it, with that route's own stages): a GET offering
+ * `websocket`, to a catalogued channel or to a path under /v2 that no HTTP route claims (a newer
+ * participant's stream, as `unknown`). Never a catalogued HTTP route: an Upgrade header must not
+ * turn `GET /v2/users` into an `unknown` tunnel past that route's authorization rules.
+ */
+export function webSocketOperationOf(request: IncomingMessage): Operation | undefined {
+  if (request.method !== 'GET' || !offersWebSocket(request.headers.upgrade)) return undefined;
+  const path = pathOf(request.url ?? '/');
+  return matchWebSocketOperation(path) ?? (matchOperation('GET', path) === UNKNOWN_OPERATION ? UNKNOWN_OPERATION : undefined);
+}
+
+/** The operation of a WebSocket upgrade, or the coded refusal for a target or a stream the gateway does not serve. */
+export function resolveUpgradeOperation(request: IncomingMessage): Operation {
+  const url = request.url ?? '/';
+  const problem = requestTargetProblem(url);
+  if (problem !== undefined) {
+    throw new GatewayError(Errors.GATEWAY_INVALID_PATH, { cause: `Invalid request target: ${problem}.` });
+  }
+  // Node versions without shouldUpgradeCallback (before 24.9) hand every Upgrade request here:
+  // what is not a stream is refused, never tunnelled.
+  const operation = webSocketOperationOf(request);
+  if (operation === undefined) {
+    const target = `${request.method ?? ''} ${pathOf(url).slice(0, 200)}`;
+    throw new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `${target} is not a WebSocket stream the gateway serves.` });
+  }
+  return operation;
+}
+
 function isExposed(operation: Operation, routes: GatewayConfig['routes']): boolean {
   return operation.template.startsWith('/docs/') ? routes.exposeParticipantDocs : routes.exposeParticipantHealth;
 }
@@ -158,9 +178,9 @@ export function traceIdFromHeader(header: string | string[] | undefined): string
 }
 
 /** The W3C trace id of this request: the hand-propagated context's, the active span's, else the caller's traceparent's. */
-export function traceIdOf(request: FastifyRequest): string | null {
-  if (request.traceContext !== undefined) return request.traceContext.traceId;
+export function traceIdOf(exchange: Pick<Exchange, 'traceContext' | 'raw'>): string | null {
+  if (exchange.traceContext !== undefined) return exchange.traceContext.traceId;
   const spanContext = trace.getActiveSpan()?.spanContext();
   if (spanContext !== undefined && isSpanContextValid(spanContext)) return spanContext.traceId;
-  return traceIdFromHeader(request.headers.traceparent);
+  return traceIdFromHeader(exchange.raw.headers.traceparent);
 }

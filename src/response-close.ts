@@ -1,12 +1,13 @@
-// What a request's stages do when its response closes (sent, or its client gone): the telemetry
-// stage counts a client that left, protection releases its slot, the forwarder cancels the
-// upstream call. One 'close' listener per response runs them in the order they were added: three
-// once() listeners each cost a wrapper and an array of listeners (1% of a proxied call's CPU).
-import type { ServerResponse } from 'node:http';
+// What an exchange's stages do when its lifeline closes (a call's response: sent, or its client
+// gone; an upgrade's socket): the telemetry stage counts a client that left, protection releases its
+// slot, the forwarder cancels the upstream call. One 'close' listener per lifeline runs them in the
+// order they were added: three once() listeners each cost a wrapper and an array of listeners (1% of
+// a proxied call's CPU).
+import type { Lifeline } from './exchange.js';
 
 const kCloseListeners = Symbol('ledger-gateway.closeListeners');
 
-type WithCloseListeners = ServerResponse & { [kCloseListeners]?: (() => void)[] };
+type WithCloseListeners = Lifeline & { [kCloseListeners]?: (() => void)[] };
 
 function runCloseListeners(this: WithCloseListeners): void {
   const listeners = this[kCloseListeners];
@@ -15,8 +16,8 @@ function runCloseListeners(this: WithCloseListeners): void {
   for (const listener of listeners) listener();
 }
 
-/** Runs `listener` once the response closes; at once when it already has (Node marks it destroyed then). */
-export function onResponseClose(response: ServerResponse, listener: () => void): void {
+/** Runs `listener` once the response (or socket) closes; at once when it already has (Node marks it destroyed then). */
+export function onResponseClose(response: Lifeline, listener: () => void): void {
   const target = response as WithCloseListeners;
   if (target.destroyed) {
     listener();

@@ -1,26 +1,39 @@
-// The README is the front door: its error and metric tables must say what the code does.
+// The documentation's tables must say what the code does: errors and metrics, environment
+// overrides, config sections; and the README's quick start and minimal config must work as written.
 import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { AUTH_FAILURE_REASONS } from '../src/auth/failure.js';
-import { ENVIRONMENT_OVERRIDES } from '../src/config/load.js';
+import { resolveAuthConfig } from '../src/auth/config.js';
+import { ENVIRONMENT_OVERRIDES, validateGatewayConfig } from '../src/config/load.js';
 import { ConfigSchema } from '../src/config/schema.js';
 import { Errors } from '../src/errors.js';
 import { MetricNames } from '../src/telemetry/metrics.js';
 
-const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+const read = (path: string): string => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
+const readme = read('README.md');
+const errorsAndMetrics = read('docs/errors-and-metrics.md');
+const configuration = read('docs/configuration.md');
 
-function tableRows(marker: string): string[][] {
-  const start = readme.indexOf(`<!-- ${marker}:begin`);
-  const end = readme.indexOf(`<!-- ${marker}:end -->`);
-  expect(start, `README has a ${marker} table`).toBeGreaterThan(-1);
-  return readme.slice(start, end).split('\n')
+function tableRows(document: string, marker: string): string[][] {
+  const start = document.indexOf(`<!-- ${marker}:begin`);
+  const end = document.indexOf(`<!-- ${marker}:end -->`);
+  expect(start, `the document has a ${marker} table`).toBeGreaterThan(-1);
+  return document
+    .slice(start, end)
+    .split('\n')
     .filter((line) => line.startsWith('| `'))
-    .map((line) => line.split('|').slice(1, -1).map((cell) => cell.trim()));
+    .map((line) =>
+      line
+        .split('|')
+        .slice(1, -1)
+        .map((cell) => cell.trim()),
+    );
 }
 
-describe('README', () => {
+describe('docs/errors-and-metrics.md', () => {
   it('lists every gateway error with its status, category and gRPC code, and no other', () => {
-    const rows = tableRows('errors');
+    const rows = tableRows(errorsAndMetrics, 'errors');
     const documented = new Map(rows.map((cells) => [cells[0]!.replaceAll('`', ''), cells]));
     expect([...documented.keys()].sort()).toEqual(Object.keys(Errors).sort());
     for (const [code, definition] of Object.entries(Errors)) {
@@ -33,7 +46,7 @@ describe('README', () => {
   });
 
   it('lists every metric with its labels, and no other', async () => {
-    const rows = tableRows('metrics');
+    const rows = tableRows(errorsAndMetrics, 'metrics');
     const documented = new Map(rows.map((cells) => [cells[0]!.replaceAll('`', ''), cells]));
     expect([...documented.keys()].sort()).toEqual(Object.values(MetricNames).sort());
     const { Registry } = await import('prom-client');
@@ -43,30 +56,54 @@ describe('README', () => {
     for (const name of Object.values(MetricNames)) {
       const metric = registry.getSingleMetric(name) as unknown as { labelNames: string[]; type?: string } | undefined;
       expect(metric, name).toBeDefined();
-      const labels = documented.get(name)![2]!.replaceAll('`', '').split(',').map((l) => l.trim()).filter(Boolean);
+      const labels = documented
+        .get(name)![2]!
+        .replaceAll('`', '')
+        .split(',')
+        .map((l) => l.trim())
+        .filter(Boolean);
       expect([...labels].sort(), name).toEqual([...metric!.labelNames].sort());
     }
   });
 
-  it('documents every environment override', () => {
-    for (const { variable, path } of ENVIRONMENT_OVERRIDES) {
-      expect(readme).toContain(`| \`${variable}\` | \`${path.join('.')}\` |`);
-    }
-  });
-
   it('names every authentication failure reason the metric can carry', () => {
-    const row = readme.split('\n').find((line) => line.startsWith('| `ledger_gateway_auth_failures_total`'))!;
+    const row = errorsAndMetrics.split('\n').find((line) => line.startsWith('| `ledger_gateway_auth_failures_total`'))!;
     for (const reason of AUTH_FAILURE_REASONS) expect(row, reason).toContain(`\`${reason}\``);
   });
+});
 
-  it('has every config section in the configuration table', () => {
-    for (const section of Object.keys(ConfigSchema.properties)) {
-      expect(readme, section).toMatch(new RegExp(`^\\| \`${section}\` \\|`, 'm'));
+describe('docs/configuration.md', () => {
+  it('documents every environment override', () => {
+    for (const { variable, path } of ENVIRONMENT_OVERRIDES) {
+      expect(configuration).toContain(`| \`${variable}\` | \`${path.join('.')}\` |`);
     }
   });
 
-  it('gives the two quick-start commands', () => {
+  it('has a heading for every config section in the key reference', () => {
+    for (const section of Object.keys(ConfigSchema.properties)) {
+      expect(configuration, section).toMatch(new RegExp(`^### \`${section}\`$`, 'm'));
+    }
+  });
+});
+
+describe('README', () => {
+  it('gives the two quick-start commands and a curl line against npm start', () => {
     expect(readme).toContain('npm ci && npm start');
     expect(readme).toContain('npm test');
+    expect(readme).toMatch(/^curl -H "Authorization: Bearer \$\(npm run -s token\)" http:\/\/127\.0\.0\.1:8080\/v2\//m);
+  });
+
+  it('gives a minimal participant config that passes validation, with a real key set', () => {
+    const start = readme.indexOf('## Running against a participant');
+    const block = /```yaml\n([\s\S]*?)```/.exec(readme.slice(start));
+    expect(block, 'a yaml block under "Running against a participant"').not.toBeNull();
+    const config = validateGatewayConfig(parseYaml(block![1]!), 'README');
+    expect(config.upstream.url).not.toBe('sandbox');
+    const auth = resolveAuthConfig(config);
+    expect(auth.issuers.map((issuer) => issuer.source.kind)).toEqual(['jwksUrl']);
+  });
+
+  it('stays a front door: about 150 lines at most', () => {
+    expect(readme.split('\n').length).toBeLessThanOrEqual(160);
   });
 });

@@ -13,7 +13,7 @@ const TARGET = new URL('base/prometheus-rule.yaml', import.meta.url);
 
 const HEADER = `# GENERATED from deploy/prometheus/alerts.yaml by deploy/kubernetes/generate-prometheus-rule.mjs.
 # Do not edit: change alerts.yaml and run the script. The \`release\` label must match your
-# Prometheus' ruleSelector (kube-prometheus-stack: the Helm release name).
+# Prometheus' ruleSelector (kube-prometheus-stack: the Helm release name): components/monitoring sets it.
 `;
 
 /** The PrometheusRule manifest for the text of a Prometheus rules file. */

@@ -2,7 +2,7 @@
 // verifier and the issuers' key sets. No Fastify here (hooks.ts attaches it).
 import type { GatewayConfig } from '../config/schema.js';
 import type { Operation } from '../operations.js';
-import type { Principal } from '../request-context.js';
+import type { Principal } from '../exchange.js';
 import { resolveAuthConfig, type ResolvedAuth } from './config.js';
 import { checkTokenShape, type TokenSource } from './extract.js';
 import { AuthFailure } from './failure.js';
@@ -20,11 +20,14 @@ export interface Authenticator {
    * (the client's socket), the token that connection proved last answers without the keyed lookup.
    * The connection remembers `credential` and compares it whole: the token by default, or the
    * Authorization header value that carried it (one value always carries the same token).
+   * `spendUnverified` runs first for a token the cache has not verified (before its refusal or its
+   * signature check): it throws, or rejects, to refuse the call instead.
    */
-  principalOf(token: string, source?: TokenSource, connection?: Connection, credential?: string): Principal | Promise<Principal>;
+  principalOf(token: string, source?: TokenSource, connection?: Connection, credential?: string,
+    spendUnverified?: SpendUnverified): Principal | Promise<Principal>;
   /** The principal of the token this connection proved last, when `credential` is the one it came with (see principalOf); else undefined. */
   rememberedOn(connection: Connection, credential: string): Principal | undefined;
-  /** False for auth.publicOperations and the participant's own routes outside /v2 (FACTS.md §4.4, §8). */
+  /** False for auth.publicOperations and the participant's routes outside /v2 (Canton `ApiServices.scala`). */
   requiresToken(operation: Operation): boolean;
   /** Every issuer's keys are loaded (readiness check `keys`). */
   ready(): boolean;
@@ -43,6 +46,9 @@ export interface AuthenticatorOptions {
   readonly log?: RemoteKeySetOptions['log'];
   readonly now?: () => number;
 }
+
+/** Runs before any work on a token the cache has not verified; throws (or rejects) to refuse the call. */
+export type SpendUnverified = () => void | Promise<void>;
 
 /** A signature check in flight, and the token cache's generation when it started. */
 interface PendingVerification {
@@ -99,18 +105,32 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
     return pending;
   }
 
-  function principalOf(token: string, source: TokenSource = 'bearer token', connection?: Connection, credential = token): Principal | Promise<Principal> {
+  function principalOf(token: string, source: TokenSource = 'bearer token', connection?: Connection, credential = token,
+    spendUnverified?: SpendUnverified): Principal | Promise<Principal> {
     if (connection !== undefined) {
       const last = cache.lastVerifiedOn(connection, credential);
       if (last !== undefined) return last.principal;
     }
     const key = tokenCacheKey(token);
     const remembered = cache.lookup(key);
-    if (remembered instanceof AuthFailure) throw remembered;
-    if (remembered !== undefined) {
+    if (remembered !== undefined && !(remembered instanceof AuthFailure)) {
       if (connection !== undefined) cache.rememberOn(connection, credential, remembered, cache.generation);
       return remembered.principal;
     }
+    const spent = spendUnverified?.();
+    if (spent === undefined) return unverifiedPrincipalOf(token, key, remembered, source, connection, credential);
+    // The cache may have learned the token while the budget was asked (a shared store answers later).
+    return spent.then(() => {
+      const learned = cache.lookup(key);
+      if (learned !== undefined && !(learned instanceof AuthFailure)) return learned.principal;
+      return unverifiedPrincipalOf(token, key, learned, source, connection, credential);
+    });
+  }
+
+  /** A token the cache has not verified: its remembered refusal, or its shape and signature checked. */
+  function unverifiedPrincipalOf(token: string, key: string, refused: AuthFailure | undefined, source: TokenSource,
+    connection: Connection | undefined, credential: string): Principal | Promise<Principal> {
+    if (refused !== undefined) throw refused;
     checkTokenShape(token, source);
     let pending = inflight.get(key);
     if (pending === undefined || pending.generation !== cache.generation) pending = startVerification(token, key);

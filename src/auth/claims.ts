@@ -1,5 +1,5 @@
 // Claim checks on a token whose signature is already verified: pure functions mirroring Canton's
-// own parsing (FACTS.md §4.2, §4.3; Canton `AuthServiceJWTPayload.scala`, `AuthServiceJWT.scala`,
+// own parsing (Canton `AuthServiceJWTPayload.scala`, `AuthServiceJWT.scala`, `IdentityProviderAwareAuthService.scala`,
 // `JwtVerifier.scala` checkTokenLifeTime).
 import { AuthFailure } from './failure.js';
 
@@ -98,7 +98,7 @@ export function isExpired(expiresAt: number, nowSeconds: number, clockToleranceS
 
 /**
  * Canton's checkTokenLifeTime: the remaining lifetime exp - now, not exp - iat, may not exceed the
- * maximum (FACTS.md §4.2). The clock tolerance applies here too, so an identity provider whose clock
+ * maximum (Canton `JwtVerifier.scala`). The clock tolerance applies here too, so an identity provider whose clock
  * runs a little ahead does not get its maximum-lifetime tokens refused.
  */
 export function checkLifetime(expiresAt: number, nowSeconds: number, rules: ClaimRules): void {

@@ -5,11 +5,10 @@ import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createLocalJWKSet, type JSONWebKeySet, type JWK } from 'jose';
-import { ConfigError } from '../config/load.js';
-import type { GatewayConfig, IssuerConfig, JwsAlgorithm } from '../config/schema.js';
+import { ConfigError, type GatewayConfig, type IssuerConfig, type JwsAlgorithm } from '../config/schema.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 
-/** Canton's jwt-jwks accepts RSA -> RS256, P-256 -> ES256, P-521 -> ES512 (FACTS.md §4.2). */
+/** Canton's jwt-jwks accepts RSA -> RS256, P-256 -> ES256, P-521 -> ES512 (Canton `AuthServiceJWT.scala`, jwt.rst). */
 export const DEFAULT_ALGORITHMS: readonly JwsAlgorithm[] = ['RS256', 'ES256', 'ES512'];
 
 export type KeySource =

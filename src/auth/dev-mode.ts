@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
 import type { GatewayConfig } from '../config/schema.js';
-import { SANDBOX_SEED } from '../sandbox/seed.js';
+import { DEVELOPMENT_PARTICIPANT_ID, DEVELOPMENT_USER_ID } from '../development-identity.js';
 import { CANTON_AUDIENCE_PREFIX } from './claims.js';
 import { resolveAuthConfig } from './config.js';
 
@@ -36,7 +36,7 @@ export function isDevelopmentMode(config: GatewayConfig): boolean {
 }
 
 export function developmentParticipantId(config: GatewayConfig): string {
-  return config.auth.participantId ?? SANDBOX_SEED.participantId;
+  return config.auth.participantId ?? DEVELOPMENT_PARTICIPANT_ID;
 }
 
 /** Development tokens live as long as the gateway accepts (an hour when there is no limit). */
@@ -104,7 +104,7 @@ export interface DevelopmentTokenOptions {
   readonly lifetimeSeconds: number;
 }
 
-/** A Canton audience-based token (FACTS.md §4.2) signed with the development key. */
+/** A Canton audience-based token (`AuthServiceJWTPayload.scala`) signed with the development key. */
 export async function mintDevelopmentToken(key: DevelopmentKey, options: DevelopmentTokenOptions): Promise<string> {
   const privateKey = await importJWK(key.privateJwk, 'ES256');
   const now = Math.floor(Date.now() / 1000);
@@ -136,7 +136,7 @@ export async function prepareAuthentication(config: GatewayConfig, directory: st
   const key = await loadOrCreateDevelopmentKey(directory);
   const developmentConfig = withDevelopmentIssuer(config, key);
   resolveAuthConfig(developmentConfig);
-  const subject = SANDBOX_SEED.users.alice.id;
+  const subject = DEVELOPMENT_USER_ID;
   const lifetimeSeconds = developmentLifetimeSeconds(config);
   const token = await mintDevelopmentToken(key, { subject, participantId: developmentParticipantId(config), lifetimeSeconds });
   return { config: developmentConfig, development: { token, subject, lifetimeSeconds, keyFile: join(directory, KEY_FILE) } };

@@ -1,4 +1,4 @@
-// Where the bearer token comes from (FACTS.md §4.1): the Authorization header, and for a
+// Where the bearer token comes from (Canton `Endpoints.scala` `baseEndpoint`): the Authorization header, and for a
 // WebSocket upgrade also the `jwt.token.<JWT>` element of Sec-WebSocket-Protocol. Pure functions
 // over the raw header list, so that a repeated header is seen rather than merged or dropped.
 // A token only in the query string is never looked at: it is missing.
@@ -67,34 +67,43 @@ export function bearerTokenFromHeaders(rawHeaders: readonly string[]): string {
   return bearerTokenOf(authorizationHeader(rawHeaders));
 }
 
+/** Optional whitespace around a list element (RFC 9110 §5.6.1): spaces and horizontal tabs only. */
+const LIST_OWS = /^[ \t]+|[ \t]+$/g;
+
+/**
+ * The elements of one Sec-WebSocket-Protocol value, a comma-separated list (RFC 6455 §11.3.4) that
+ * browsers send as `a, b`: each trimmed of the list's optional whitespace, empty ones dropped
+ * (RFC 9110 §5.6.1). The forwarded header is these elements joined by "," (proxy/websocket.ts).
+ */
+export function subprotocolElements(value: string): string[] {
+  const elements: string[] = [];
+  for (const element of value.split(',')) {
+    const trimmed = element.replace(LIST_OWS, '');
+    if (trimmed !== '') elements.push(trimmed);
+  }
+  return elements;
+}
+
 /**
  * The token of a WebSocket upgrade. The Authorization header wins when present (any Authorization
- * header: a malformed one is refused, never passed over for the subprotocol). Otherwise the token is
- * read from Sec-WebSocket-Protocol as Canton reads it (FACTS.md §4.1): the value split on "," without
- * trimming, and the first element that starts with `jwt.token.` gives the token; later ones are
- * ignored. So `jwt.token.A, jwt.token.B` and `jwt.token.A,jwt.token.B` carry A, and
- * `daml.ws.auth, jwt.token.X` carries no token for Canton and none here either. Canton's rule is about
- * one header value: tokens in two Sec-WebSocket-Protocol header lines are refused, as it is unclear
- * which one the participant would read.
+ * header: a malformed one is refused, never passed over for the subprotocol), as in Canton.
+ * Otherwise the first Sec-WebSocket-Protocol element that starts with `jwt.token.` gives the token,
+ * elements trimmed: a browser's `daml.ws.auth, jwt.token.X` carries X. Canton trims them since
+ * digital-asset/canton#613 (`extractWsJwtToken` in ledger-json-api's json/v2/Endpoints.scala); an
+ * older participant does not, and reads the same element only because the gateway forwards the list
+ * without spaces. Tokens in two Sec-WebSocket-Protocol header lines are refused: a WebSocket client
+ * sends its offer as one list, and a participant might read either line (the forwarded header is one).
  */
 export function webSocketToken(rawHeaders: readonly string[]): { token: string; source: TokenSource } {
   if (headerValues(rawHeaders, 'authorization').length > 0) return { token: bearerTokenFromHeaders(rawHeaders), source: 'bearer token' };
   let offered: string | undefined;
-  let afterSpace = false;
   for (const value of headerValues(rawHeaders, 'sec-websocket-protocol')) {
-    const elements = value.split(',');
-    const first = elements.find((element) => element.startsWith(WEBSOCKET_TOKEN_PREFIX));
-    if (first === undefined) {
-      afterSpace ||= elements.some((element) => element.trimStart().startsWith(WEBSOCKET_TOKEN_PREFIX));
-      continue;
-    }
+    const first = subprotocolElements(value).find((element) => element.startsWith(WEBSOCKET_TOKEN_PREFIX));
+    if (first === undefined) continue;
     if (offered !== undefined) throw new AuthFailure('malformed', 'a jwt.token. subprotocol in more than one Sec-WebSocket-Protocol header');
     offered = first;
   }
-  if (offered === undefined) {
-    if (afterSpace) throw new AuthFailure('malformed', 'the jwt.token. subprotocol follows ", ": Canton reads it only when listed first or without a space');
-    throw new AuthFailure('missing', 'no Authorization header and no jwt.token. subprotocol');
-  }
+  if (offered === undefined) throw new AuthFailure('missing', 'no Authorization header and no jwt.token. subprotocol');
   // The first element decides even when it is empty, as in Canton: a later one is not tried.
   const token = offered.slice(WEBSOCKET_TOKEN_PREFIX.length);
   if (token === '') throw new AuthFailure('malformed', 'empty jwt.token. subprotocol');

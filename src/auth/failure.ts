@@ -12,8 +12,8 @@ export const AUTH_FAILURE_REASONS = [
   'keys_unavailable', // the issuer's key set was never fetched (or not within the bound)
   'expired',
   'not_yet_valid',
-  'no_expiry', // exp is required (FACTS.md §4.2 max-token-lifetime)
-  'lifetime', // exp - now above auth.maxTokenLifetimeSeconds (FACTS.md §4.2)
+  'no_expiry', // exp is required (Canton `JwtVerifier.scala` checkTokenLifeTime)
+  'lifetime', // exp - now above auth.maxTokenLifetimeSeconds (checkTokenLifeTime)
   'audience',
   'scope',
   'subject', // no sub: no Ledger API user id
@@ -35,13 +35,15 @@ export class AuthFailure extends Error {
 }
 
 /**
- * The 401 in Canton's redacted form (FACTS.md §4.4). RFC 6750 §3: a request without credentials
- * gets a bare `Bearer` challenge; a bad token gets `error="invalid_token"`.
+ * The 401 in Canton's redacted form (`DecodedCantonError.scala`). RFC 6750 §3: a request without credentials
+ * gets a bare `Bearer` challenge; a bad token gets `error="invalid_token"`. It closes the connection,
+ * whether the refusal was known at once or after a signature check: a client whose credential was
+ * refused sends no next call on it without connecting again.
  */
 export function unauthenticated(failure: AuthFailure): GatewayError {
   const challenge = failure.reason === 'missing' ? 'Bearer' : 'Bearer error="invalid_token"';
   return new GatewayError(Errors.UNAUTHENTICATED, {}, {
-    headers: { 'WWW-Authenticate': challenge },
+    headers: { 'WWW-Authenticate': challenge, connection: 'close' },
     reason: failure.message,
   });
 }

@@ -16,7 +16,11 @@ export interface KeySet {
   readonly issuer: string;
   /** JWKS sources pick the key by `kid`, so a token must carry one (Canton's jwt-jwks does the same). */
   readonly requiresKid: boolean;
-  /** The key for a token; throws AuthFailure('keys_unavailable') or jose's JWKSNoMatchingKey. */
+  /**
+   * The key for a token; throws AuthFailure('keys_unavailable'), jose's JWKSNoMatchingKey, or jose's
+   * JWKSMultipleMatchingKeys when several keys fit its kid and alg (two keys under one kid during a
+   * rotation): that error iterates over them, and verify.ts tries each.
+   */
   resolve(header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<VerificationKey>;
   ready(): boolean;
   start(): void;

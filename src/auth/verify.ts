@@ -1,13 +1,13 @@
 // Signature and claims of one token: the issuer is picked by the unverified `iss` (as Canton's
-// IdentityProviderAwareAuthService does, FACTS.md §4.3), then jose verifies with that issuer's
+// IdentityProviderAwareAuthService.scala does), then jose verifies with that issuer's
 // pinned algorithms and keys, then the Canton claim checks run (claims.ts).
-import { decodeJwt, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
+import { decodeJwt, decodeProtectedHeader, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose';
 import { JWS_ALGORITHMS } from '../config/schema.js';
-import type { Principal } from '../request-context.js';
+import type { Principal } from '../exchange.js';
 import { checkClaims, type ClaimRules } from './claims.js';
 import type { ResolvedIssuer } from './config.js';
 import { AuthFailure } from './failure.js';
-import type { KeySet } from './key-set.js';
+import type { KeySet, VerificationKey } from './key-set.js';
 
 export interface VerifiedToken {
   readonly principal: Principal;
@@ -93,17 +93,19 @@ export function createTokenVerifier(issuers: readonly VerifierIssuer[], policy: 
 
     signatureChecks += 1;
     const at = now();
+    const options: JWTVerifyOptions = {
+      algorithms: [...config.algorithms],
+      issuer: config.issuer,
+      clockTolerance: policy.clockToleranceSeconds,
+      requiredClaims: ['exp'],
+      currentDate: new Date(at),
+    };
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, (protectedHeader, input) => keySet.resolve(protectedHeader, input), {
-        algorithms: [...config.algorithms],
-        issuer: config.issuer,
-        clockTolerance: policy.clockToleranceSeconds,
-        requiredClaims: ['exp'],
-        currentDate: new Date(at),
-      }));
+      ({ payload } = await jwtVerify(token, (header, input) => keySet.resolve(header, input), options));
     } catch (error) {
-      throw failureOfJoseError(error);
+      if ((error as { code?: unknown }).code !== 'ERR_JWKS_MULTIPLE_MATCHING_KEYS') throw failureOfJoseError(error);
+      payload = await verifyWithEachKey(token, error as unknown as AsyncIterable<VerificationKey>, options);
     }
 
     const rules: ClaimRules = {
@@ -118,6 +120,32 @@ export function createTokenVerifier(issuers: readonly VerifierIssuer[], policy: 
       principal: Object.freeze({ subject, issuer: config.issuer, claims: Object.freeze({ ...payload }) }),
       expiresAt,
     };
+  }
+
+  /**
+   * jose does not choose among several keys that fit a token's kid and alg: it throws
+   * JWKSMultipleMatchingKeys, which iterates over them (jose's documented way is to try each).
+   * Identity providers publish two keys under one kid while rotating. Tried in the key set's order,
+   * one signature check each; a claim failure after a signature verified is that token's answer.
+   */
+  async function verifyWithEachKey(
+    token: string,
+    keys: AsyncIterable<VerificationKey>,
+    options: JWTVerifyOptions,
+  ): Promise<JWTPayload> {
+    let tried = 0;
+    let lastFailure: unknown;
+    for await (const key of keys) {
+      if (tried++ > 0) signatureChecks += 1; // the first was counted before the key set was asked
+      try {
+        return (await jwtVerify(token, key, options)).payload;
+      } catch (error) {
+        if (String((error as { code?: unknown }).code).startsWith('ERR_JWT_')) throw failureOfJoseError(error);
+        lastFailure = error; // this key does not verify it (or cannot): the next one may
+      }
+    }
+    if (lastFailure !== undefined) throw failureOfJoseError(lastFailure);
+    throw new AuthFailure('bad_signature', 'no key under the token\'s kid could be used');
   }
 
   return {

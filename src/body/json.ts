@@ -10,7 +10,7 @@ export interface JsonBody {
   /** The body: always a JSON object. */
   readonly value: Record<string, unknown>;
   /** The text as sent of the number at one of the declared key paths; undefined when that value is no number. */
-  numberText(path: string): string | undefined;
+  readonly numberText: (path: string) => string | undefined;
 }
 
 export interface JsonReading {

@@ -6,16 +6,10 @@ import { createSecureContext } from 'node:tls';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { OPERATION_NAMES } from '../operations.js';
-import { ConfigSchema, type GatewayConfig } from './schema.js';
+import { ConfigError, ConfigSchema, type GatewayConfig } from './schema.js';
 
-export class ConfigError extends Error {
-  readonly problems: readonly string[];
-  constructor(source: string, problems: readonly string[]) {
-    super(`invalid configuration (${source}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
-    this.name = 'ConfigError';
-    this.problems = problems;
-  }
-}
+// What loadConfig() throws, for its callers (main.ts, the token tool).
+export { ConfigError };
 
 /** The few keys operators set per pod, by environment variable. */
 export const ENVIRONMENT_OVERRIDES: ReadonlyArray<{ variable: string; path: readonly string[]; type: 'string' | 'integer' }> = [
@@ -133,7 +127,7 @@ function valueProblems(config: GatewayConfig): string[] {
   const url = upstreamUrlProblem(config.upstream.url);
   if (url !== undefined) problems.push(`upstream.url: ${url}`);
   for (const name of Object.keys(config.upstream.operationTimeoutsMs)) {
-    if (!OPERATIONS.has(name)) problems.push(`upstream.operationTimeoutsMs.${name}: unknown operation name (README "Routes and operations" lists them)`);
+    if (!OPERATIONS.has(name)) problems.push(`upstream.operationTimeoutsMs.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`);
   }
   // Read at start by the forwarder: a missing file was an unnamed ENOENT and exit 1.
   for (const key of ['caFile', 'certFile', 'keyFile'] as const) {

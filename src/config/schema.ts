@@ -2,6 +2,16 @@
 // config/default.yaml documents the same keys for operators; a test keeps the two in step.
 import { Type, type Static } from '@sinclair/typebox';
 
+/** A configuration the gateway cannot start with: every bad key path named (the process exits 2). */
+export class ConfigError extends Error {
+  readonly problems: readonly string[];
+  constructor(source: string, problems: readonly string[]) {
+    super(`invalid configuration (${source}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
 const Section = <T extends Parameters<typeof Type.Object>[0]>(properties: T, description: string) =>
   Type.Object(properties, { additionalProperties: false, default: {}, description });
 
@@ -46,7 +56,18 @@ export const UpstreamSchema = Section({
     serverName: Type.Optional(Type.String({ minLength: 1, description: 'SNI / name to verify, when it differs from the URL host.' })),
   }, 'TLS to an https upstream. Certificates are always verified; there is no switch to turn that off.'),
   readinessIntervalMs: Milliseconds(5_000, 'How often /readyz re-checks that the participant answers (GET /v2/version).'),
+  bufferBodyBytes: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 65_536, description: 'A request body up to this size (declared, or chunked and ending within it) is read whole before its call takes an upstream connection, so a slow client holds none; a larger one streams to the participant as it arrives, on its caller\'s share (uploadShare). 0: every body streams.' }),
+  uploadShare: Type.Number({ exclusiveMinimum: 0, maximum: 1, default: 0.25, description: 'Most of the upstream connections one caller\'s streamed uploads (bodies over bufferBodyBytes) may hold at once, as a share of `connections` (at least one); one more is refused with 429 GATEWAY_UPLOAD_SHARE_EXHAUSTED. The caller is the token\'s subject, or the client address for a call without a token.' }),
+  bodyIdleTimeoutMs: Milliseconds(10_000, 'The window over which a forwarded request body\'s pace is judged, while it is read whole or streamed: a window without a byte of it (or with fewer than bodyMinBytesPerSecond on average) cuts it with 408 GATEWAY_CLIENT_TIMEOUT, closes its connection and frees its upstream connection. Time the participant holds the body back is not counted.'),
+  bodyMinBytesPerSecond: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 1_024, description: 'The least average pace of a forwarded request body over each bodyIdleTimeoutMs window; 0: any byte in a window will do.' }),
 }, 'The participant\'s JSON Ledger API.');
+
+export const WebSocketSchema = Section({
+  idleTimeoutMs: Milliseconds(300_000, 'A stream tunnel that carries no byte in either direction for this long is '
+    + 'closed, both connections (the client sees close code 1006; WebSocket pings count as traffic). A Canton stream '
+    + 'can be silent while nothing new happens (offset checkpoints come only when there is a new one), so keep it '
+    + 'well above your subscribers\' quiet spells. 0: never.', 0),
+}, 'WebSocket streams tunnelled to the participant.');
 
 export const LimitsSchema = Section({
   bodyBytes: Type.Integer({ minimum: 1, maximum: 1024 * 1024 * 1024, default: 10_485_760, description: 'Largest request body, streamed or not; larger gets 413 GATEWAY_REQUEST_TOO_LARGE.' }),
@@ -104,14 +125,14 @@ export const AuthSchema = Section({
     maxEntries: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 10_000, description: 'Verified tokens remembered (by SHA-256 of the token), each until its exp at the latest; 0 disables the cache. A hit still checks expiry.' }),
     negativeTtlMs: Milliseconds(5_000, 'How long a refused token (bad signature, malformed, wrong audience, ...) is remembered so a flood of it costs one check; 0 disables. Time-dependent refusals (lifetime, not yet valid) and key set failures are never remembered.', 0),
   }, 'The verified-token cache.'),
-}, 'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded (FACTS.md §4).');
+}, 'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded, as the participant verifies it (docs/authentication.md).');
 
 export const TelemetrySchema = Section({
   metrics: Section({
     exemplars: Type.Boolean({ default: false, description: 'Attach the trace id of a sampled request as an OpenMetrics exemplar to the two duration histograms. /metrics then answers in the OpenMetrics format (application/openmetrics-text); Prometheus keeps exemplars only with --enable-feature=exemplar-storage.' }),
     maxUpstreamErrorCodes: Type.Integer({ minimum: 0, maximum: 10_000, default: 100, description: 'Distinct participant error codes kept as error_code label values; a code first seen after this many is counted as OTHER (bounded cardinality). The gateway\'s own codes never count.' }),
   }, 'Prometheus metrics on the admin listener (GET /metrics).'),
-}, 'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (README "Traces and logs").');
+}, 'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (docs/errors-and-metrics.md).');
 
 export const RateLimitSchema = Type.Object({
   requests: Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Requests allowed per caller in each perSeconds period, spread evenly (GCRA: one every perSeconds/requests seconds).' }),
@@ -128,7 +149,51 @@ export const OperationLimitsSchema = Type.Object({
 export const ProtectionSchema = Section({
   maxInFlight: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 1024, description: 'Concurrent calls and open WebSocket streams in this gateway process, all operations and callers together (per replica, never shared, so it holds while Redis is down); over it: 429. 0: no cap.' }),
   default: Type.Object(OperationLimitsSchema.properties, { additionalProperties: false, default: {}, description: 'Limits for every operation without its own entry under `operations`; each operation is counted separately. Empty: no limits.' }),
-  operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, { default: {}, description: 'Per-operation limits by operation name (README "Routes and operations"); a key set here replaces the same key of `default`, the others are inherited.' }),
+  operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, { default: {}, description: 'Per-operation limits by operation name (docs/request-policy.md); a key set here replaces the same key of `default`, the others are inherited.' }),
+  principalShare: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 1,
+    default: 0.25,
+    description: 'The largest share of maxInFlight one caller (its principal; its client address for a call without '
+      + 'one) may hold in this process, calls and WebSocket streams together (at least 1 slot); over it: 429 with '
+      + 'limit gatewayPrincipalConcurrency. 1: no share, one caller may take every slot.',
+  }),
+  unauthenticated: Section({
+    rate: Type.Union([RateLimitSchema, Type.Null()], {
+      default: { requests: 5, perSeconds: 1, burst: 100 },
+      description: 'Budget of calls without a token the gateway has already verified (no token, a refused one, or a '
+        + 'new one whose signature it must check), per client address (as resolved through server.trustedProxies; an '
+        + 'IPv6 address by its /64). A unit is spent before any signature check and given back when the token proves '
+        + 'valid, so refusals are what count: a flood of made-up tokens costs a burst of checks, then 429 with limit '
+        + 'unauthenticatedRate. A call with a verified token spends none. Shared through redis.url when set. null: no '
+        + 'budget.',
+    }),
+    refusalDelayMs: Type.Integer({
+      minimum: 0,
+      maximum: 60_000,
+      default: 1_000,
+      description: 'How long a refusal over the budget is held before it is answered, as HAProxy\'s http-request '
+        + 'tarpit holds one: a client that sends its next call once the answer is in gets one refusal a second per '
+        + 'connection, not as many as the gateway can write. One held at a time per connection (the others are '
+        + 'answered at once, behind it). 0: answered at once.',
+    }),
+  }, 'Calls that present no verified token, counted by client address.'),
+  connections: Section({
+    max: Type.Integer({
+      minimum: 0,
+      maximum: 1_000_000,
+      default: 10_000,
+      description: 'Open client connections on the API listener in this process; a connection over it is closed at '
+        + 'once, unanswered (ledger_gateway_connections_refused_total{limit="total"}). 0: no cap.',
+    }),
+    maxPerAddress: Type.Integer({
+      minimum: 0,
+      maximum: 1_000_000,
+      default: 1_000,
+      description: 'Open client connections from one peer address (an IPv6 one by its /64; server.trustedProxies are '
+        + 'exempt, as they carry many clients); over it: closed at once, unanswered (limit="perAddress"). 0: no cap.',
+    }),
+  }, 'Caps on open client connections, checked when a connection is accepted (before TLS and any request).'),
   failMode: Type.Union([Type.Literal('open'), Type.Literal('closed')], { default: 'open', description: 'When Redis cannot answer: open admits the call (a warning at most every 30 s, metric ledger_gateway_protection_store_failures_total); closed refuses it with 503 GATEWAY_PROTECTION_UNAVAILABLE.' }),
   redis: Section({
     url: Type.Optional(Type.String({ pattern: '^rediss?://', description: 'redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process\'s memory.' })),
@@ -155,11 +220,11 @@ export const AuthorizationRuleSchema = Type.Object({
 
 export const PolicySchema = Section({
   rules: Type.Record(Type.String({ minLength: 1 }), Type.Array(AuthorizationRuleSchema, { minItems: 1 }), { default: {}, description: 'Authorization per operation name: the first rule that matches the token decides; a call no rule allows is refused (403). An operation without rules is open to any authenticated caller. Unknown operation names and rules without a matcher stop the process at start.' }),
-  requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction) at the edge, in its error shape. Only these routes have their bodies read.' }),
+  requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction; on every other submission route, a userId other than the token\'s) at the edge, in its error shape. Only these routes have their bodies read.' }),
   maxBodyBytes: Type.Integer({ minimum: 1024, maximum: 8 * 1024 * 1024, default: 1_048_576, description: 'Largest body of a rule-checked route (read whole and parsed, unlike the other routes\' bodies, which stream under limits.bodyBytes); larger gets 413 GATEWAY_REQUEST_TOO_LARGE before anything is parsed. The lower of this and limits.bodyBytes applies. At most 8 MiB, the participant\'s own default (pekko-http max-content-length).' }),
   maxBodyDepth: Type.Integer({ minimum: 8, maximum: 10_000, default: 512, description: 'Deepest JSON nesting accepted in a rule-checked body; deeper gets 400 GATEWAY_MALFORMED_REQUEST.' }),
   bodyReadTimeoutMs: Milliseconds(30_000, 'Bound on receiving a rule-checked body; slower gets 400 GATEWAY_MALFORMED_REQUEST and the connection is closed.'),
-}, 'Per-operation authorization and Canton\'s request rules at the edge (FACTS.md §1, §3, §5, §6).');
+}, 'Per-operation authorization and Canton\'s request rules at the edge (docs/request-policy.md).');
 
 export const CorsSchema = Section({
   enabled: Type.Boolean({ default: false, description: 'Answer CORS preflights and add CORS headers, for browser dApps calling the JSON API directly.' }),
@@ -175,6 +240,7 @@ export const ConfigSchema = Type.Object({
   server: ServerSchema,
   admin: AdminSchema,
   upstream: UpstreamSchema,
+  websocket: WebSocketSchema,
   limits: LimitsSchema,
   routes: RoutesSchema,
   shutdown: ShutdownSchema,
@@ -193,6 +259,7 @@ export type AuthConfig = Static<typeof AuthSchema>;
 export type IssuerConfig = Static<typeof IssuerSchema>;
 export type ProtectionConfig = Static<typeof ProtectionSchema>;
 export type OperationLimitsConfig = Static<typeof OperationLimitsSchema>;
+export type RateLimitConfig = Static<typeof RateLimitSchema>;
 export type PolicyConfig = Static<typeof PolicySchema>;
 export type AuthorizationRuleConfig = Static<typeof AuthorizationRuleSchema>;
 export type CorsConfig = Static<typeof CorsSchema>;

@@ -1,11 +1,10 @@
 // Per-operation authorization by token claims: pure functions. The first rule of an operation that
 // matches decides; when an operation has rules and none matches, the call is refused (fail closed).
 // An operation without rules is open to any caller the authentication stage let through.
-import { ConfigError } from '../config/load.js';
-import type { AuthorizationRuleConfig, GatewayConfig } from '../config/schema.js';
+import { ConfigError, type AuthorizationRuleConfig, type GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { OPERATION_NAMES } from '../operations.js';
-import type { Principal } from '../request-context.js';
+import type { Principal } from '../exchange.js';
 
 const MATCHERS = ['anyAuthenticated', 'subjects', 'issuers', 'scope', 'audience', 'claims'] as const;
 
@@ -14,7 +13,7 @@ export function policyConfigProblems(config: Pick<GatewayConfig, 'policy' | 'cor
   const problems: string[] = [];
   for (const [operation, rules] of Object.entries(config.policy.rules)) {
     if (!OPERATION_NAMES.includes(operation)) {
-      problems.push(`policy.rules.${operation}: unknown operation (see README "Routes and operations" for the names)`);
+      problems.push(`policy.rules.${operation}: unknown operation (see docs/request-policy.md "Routes and operations" for the names)`);
       continue;
     }
     rules.forEach((rule, index) => {

@@ -5,20 +5,36 @@ import fastifyCors, { type FastifyCorsOptions } from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
 import type { CorsConfig } from '../config/schema.js';
 
-/** The @fastify/cors options for the configured policy, or undefined when CORS is off. */
-export function corsOptions(cors: CorsConfig): FastifyCorsOptions | undefined {
-  if (!cors.enabled) return undefined;
-  return {
-    origin: cors.origins.includes('*') ? '*' : [...cors.origins],
+/**
+ * The @fastify/cors options for one request's Origin. An allowed origin is echoed with the grant;
+ * any other, or none, gets no Access-Control-Allow-Origin and no Allow-Credentials or Expose-Headers
+ * either (@fastify/cors would send those two whatever the origin).
+ */
+export function corsOptionsFor(cors: CorsConfig): (origin: string | undefined) => FastifyCorsOptions {
+  const anyOrigin = cors.origins.includes('*');
+  const listed = new Set(cors.origins);
+  const common = {
     methods: [...cors.methods],
     allowedHeaders: [...cors.allowedHeaders],
-    exposedHeaders: [...cors.exposedHeaders],
     maxAge: cors.maxAgeSeconds,
-    credentials: cors.credentials,
     // Any OPTIONS is a preflight here: the participant serves no OPTIONS route of its own.
     strictPreflight: false,
-    hook: 'onRequest',
+  } satisfies FastifyCorsOptions;
+  const grant: FastifyCorsOptions = {
+    ...common,
+    origin: anyOrigin ? '*' : [...cors.origins],
+    credentials: cors.credentials,
+    exposedHeaders: [...cors.exposedHeaders],
   };
+  const noGrant: FastifyCorsOptions = { ...common, origin: [], credentials: false };
+  return (origin) => (anyOrigin || (origin !== undefined && listed.has(origin)) ? grant : noGrant);
+}
+
+/** The @fastify/cors plugin options for the configured policy, or undefined when CORS is off. */
+export function corsOptions(cors: CorsConfig): FastifyCorsOptions | undefined {
+  if (!cors.enabled) return undefined;
+  const forOrigin = corsOptionsFor(cors);
+  return { hook: 'onRequest', delegator: (request, decide) => decide(null, forOrigin(request.headers.origin)) };
 }
 
 /**
@@ -31,6 +47,10 @@ export async function registerCors(api: FastifyInstance, cors: CorsConfig): Prom
   api.addHook('onRoute', (route) => {
     if (route.url === '/*' && Array.isArray(route.method) && route.method.includes('OPTIONS')) {
       route.method = route.method.filter((method) => method !== 'OPTIONS');
+    } else if (route.url === '*' && route.method === 'OPTIONS') {
+      // The preflight route is built before app.ts sets the gateway's error handler, and would keep
+      // Fastify's default: a refusal before the preflight (a path not served) answered a bare 500.
+      route.errorHandler = (error, request, reply) => api.errorHandler(error, request, reply);
     }
   });
   await api.register(fastifyCors, options);

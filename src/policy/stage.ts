@@ -1,16 +1,16 @@
-// The policy stage: thin hooks over the pure authorization and request rules.
-// Authorization runs in onRequest, right after authentication and before the version cache (an
-// unauthorized caller never sees a cached body); the request rules run in the route handler and only on
-// the rule-checked routes, whose bodies alone are read (and then forwarded as those exact bytes).
+// The policy stage: thin wrappers over the pure authorization and request rules.
+// Authorization is a stage of the list, for calls and upgrades alike, right after authentication and
+// before the version cache (an unauthorized caller never sees a cached body); the request rules run
+// in a call's route handler and only on the rule-checked routes, whose bodies alone are read (and
+// then forwarded as those exact bytes).
+import type { FastifyRequest } from 'fastify';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
 import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { GatewayConfig } from '../config/schema.js';
-import type { Operation } from '../operations.js';
+import type { Principal, Stage } from '../exchange.js';
 import { pathOf } from '../operations.js';
-import type { Principal } from '../request-context.js';
-import type { Stage } from '../stage-runner.js';
 import { assertPolicyConfig, createAuthorizer, permissionDeniedError } from './authorization.js';
 import { REQUEST_RULES } from './rules/index.js';
 import { toGatewayError, type RequestRule } from './violation.js';
@@ -18,10 +18,8 @@ import { toGatewayError, type RequestRule } from './violation.js';
 export interface PolicyStage {
   /** Per-operation authorization (synchronous). */
   readonly authorize: Stage;
-  /** Read, parse and judge the body of a rule-checked route (a promise only on those routes). */
-  readonly enforceRequestRules: Stage;
-  /** The same authorization for a WebSocket upgrade. */
-  authorizeUpgrade(context: { readonly operation: Operation; readonly principal: Principal | null }): Promise<void>;
+  /** Read, parse and judge the body of a rule-checked call (a promise only on those routes). */
+  enforceRequestRules(request: FastifyRequest): Promise<void> | undefined;
 }
 
 /** Builds the stage; a policy the schema could not check fully stops the process here (ConfigError). */
@@ -44,20 +42,17 @@ export function createPolicyStage(config: GatewayConfig): PolicyStage {
   };
 
   return {
-    authorize(request) {
-      check(request.operation.name, request.principal);
+    authorize(exchange) {
+      check(exchange.operation.name, exchange.principal);
     },
     enforceRequestRules(request) {
       const rule = requestRules ? REQUEST_RULES.get(request.operation.name) : undefined;
       if (rule === undefined) return undefined;
       return judge(request, rule);
     },
-    async authorizeUpgrade(context) {
-      check(context.operation.name, context.principal);
-    },
   };
 
-  async function judge(request: Parameters<Stage>[0], rule: RequestRule): Promise<void> {
+  async function judge(request: FastifyRequest, rule: RequestRule): Promise<void> {
     const bytes = await readRequestBody(request.raw, limits);
     request.rawBody = bytes;
     const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);

@@ -1,7 +1,7 @@
 // What a request rule answers: a catalogue error with the cause, context and resources Canton
 // would put in its own answer (causes: Canton's RequestValidationErrors, ProtoDeserializationError,
-// IdentityProviderConfigServiceErrors; FACTS.md §3, §5, §6).
-import type { Principal } from '../request-context.js';
+// IdentityProviderConfigServiceErrors).
+import type { Principal } from '../exchange.js';
 import { Errors, GatewayError, type ErrorDefinition, type ErrorOrigin } from '../errors.js';
 
 export interface Violation {
@@ -54,7 +54,7 @@ export function toGatewayError(violation: Violation): GatewayError {
 
 /**
  * The JSON decoder refuses the body (tapir + circe): 400 text/plain "Invalid value for: body
- * (<detail> at '<path>')" (FACTS.md §2.3), in the sandbox's wording (src/sandbox/decode.ts).
+ * (<detail> at '<path>')" (Canton `V2Routes.scala`), in the sandbox's wording (src/sandbox/decode.ts).
  */
 export function decodeFailure(detail: string, path: string): Violation {
   return { definition: Errors.DECODE_FAILURE, cause: `${detail} at '${path}'` };
@@ -88,7 +88,7 @@ export function invalidArgument(reason: string): Violation {
   return { definition: Errors.INVALID_ARGUMENT, cause: `The submitted request has invalid arguments: ${reason}`, origin: 'grpc-definite-answer' };
 }
 
-/** The same code raised by the JSON layer itself (e.g. a path/body mismatch): FACTS.md §2.4 (a). */
+/** The same code raised by the JSON layer itself (a path/body mismatch: Canton `JsIdentityProviderService.scala`). */
 export function jsonLayerInvalidArgument(reason: string): Violation {
   return { definition: Errors.INVALID_ARGUMENT, cause: `The submitted request has invalid arguments: ${reason}` };
 }

@@ -1,9 +1,11 @@
-// Admission: may this call start now? The process-wide cap first (a local counter), then the
-// operation's limits in the store; a refusal is a coded 429 with Retry-After. An admitted call gets
-// a release function, idempotent, that the stage calls when the exchange ends, however it ends.
+// Admission: may this call start now? The process-wide cap first (a local counter) and the caller's
+// share of it, then the operation's limits in the store; a refusal is a coded 429 with Retry-After.
+// An admitted call gets a release function, idempotent, that the stage calls when the exchange ends,
+// however it ends.
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
 import { Errors, GatewayError, secondsText } from '../errors.js';
 import { isUnlimited, type ResolvedProtection } from './config.js';
+import { SlotCounts } from './slot-counts.js';
 import { CONCURRENCY_RETRY_AFTER_MS, StoreUnavailableError, type LimitName, type LimitStore, type StoreVerdict } from './store.js';
 
 export type Release = () => void;
@@ -34,6 +36,8 @@ const CAUSES: Record<LimitName, (operation: string) => string> = {
   principalConcurrency: (operation) => `This caller already has the most ${operation} calls allowed in flight.`,
   operationConcurrency: (operation) => `The most ${operation} calls allowed are in flight.`,
   gatewayConcurrency: () => 'The gateway has the most calls allowed in flight.',
+  gatewayPrincipalConcurrency: () => 'This caller already holds its share of the gateway\'s calls in flight.',
+  unauthenticatedRate: () => 'Too many calls without a verified token came from this client address.',
 };
 
 /** Retry-After in whole seconds, at least 1 (RFC 9110 §10.2.3). */
@@ -56,6 +60,9 @@ function protectionUnavailable(operation: string): GatewayError {
 
 export function createProtection(resolved: ResolvedProtection, store: LimitStore | undefined, options: ProtectionOptions = {}): Protection {
   const maxInFlight = resolved.maxInFlight;
+  const maxPerCaller = resolved.maxInFlightPerCaller;
+  // One caller's slots of the process-wide cap: local like the cap itself, so it holds without Redis.
+  const callerSlots = maxPerCaller === undefined ? undefined : new SlotCounts();
   const failMode = resolved.failMode;
   const now = options.now ?? (() => performance.now());
   const warnIntervalMs = options.warnIntervalMs ?? 30_000;
@@ -79,12 +86,18 @@ export function createProtection(resolved: ResolvedProtection, store: LimitStore
       options.onRefusal?.(operation, 'gatewayConcurrency');
       throw resourceExhausted(operation, 'gatewayConcurrency', CONCURRENCY_RETRY_AFTER_MS);
     }
+    if (callerSlots !== undefined && callerSlots.count(caller) >= maxPerCaller!) {
+      options.onRefusal?.(operation, 'gatewayPrincipalConcurrency');
+      throw resourceExhausted(operation, 'gatewayPrincipalConcurrency', CONCURRENCY_RETRY_AFTER_MS);
+    }
     inFlight += 1;
+    callerSlots?.take(caller);
     let counted = true;
     const releaseProcessSlot: Release = () => {
       if (!counted) return;
       counted = false;
       inFlight -= 1;
+      callerSlots?.give(caller);
     };
     const limits = resolved.limitsOf(operation);
     if (store === undefined || isUnlimited(limits)) return releaseProcessSlot;

@@ -1,7 +1,6 @@
 // What the schema cannot say about protection: operation names must exist in the route catalogue.
 // Resolved once at start into one table of limits per operation (the hot path does one Map lookup).
-import { ConfigError } from '../config/load.js';
-import type { GatewayConfig, OperationLimitsConfig } from '../config/schema.js';
+import { ConfigError, type GatewayConfig, type OperationLimitsConfig, type RateLimitConfig } from '../config/schema.js';
 import { OPERATION_NAMES } from '../operations.js';
 
 /** A GCRA rate: one request per `intervalMs`, `burst` at once for a rested caller. */
@@ -24,6 +23,14 @@ export interface OperationLimits {
 export interface ResolvedProtection {
   /** Process-wide cap; undefined = none. */
   readonly maxInFlight: number | undefined;
+  /** One caller's share of the process-wide cap, in slots; undefined = none. */
+  readonly maxInFlightPerCaller: number | undefined;
+  /** The per-address budget of calls without a verified token; undefined = none. */
+  readonly unauthenticatedRate: RateLimit | undefined;
+  /** How long a refusal over that budget is held before it is answered; 0: not held. */
+  readonly unauthenticatedRefusalDelayMs: number;
+  /** Open client connections, in total and per peer address; undefined = no cap. */
+  readonly connections: { readonly max: number | undefined; readonly maxPerAddress: number | undefined };
   readonly failMode: 'open' | 'closed';
   /** Limits of an operation by name (the default for any name without its own entry). */
   limitsOf(operation: string): OperationLimits;
@@ -39,17 +46,19 @@ function cap(value: number | undefined): number | undefined {
   return value === undefined || value === 0 ? undefined : value;
 }
 
+function resolveRate(rate: RateLimitConfig | null | undefined): RateLimit | undefined {
+  if (rate === undefined || rate === null) return undefined;
+  return Object.freeze({
+    requests: rate.requests,
+    perSeconds: rate.perSeconds,
+    burst: rate.burst ?? rate.requests,
+    intervalMs: (rate.perSeconds * 1000) / rate.requests,
+  });
+}
+
 function resolveLimits(own: OperationLimitsConfig | undefined, fallback: OperationLimitsConfig): OperationLimits {
-  const rate = own !== undefined && 'rate' in own ? own.rate : fallback.rate;
   const limits: OperationLimits = {
-    rate: rate === undefined || rate === null
-      ? undefined
-      : Object.freeze({
-        requests: rate.requests,
-        perSeconds: rate.perSeconds,
-        burst: rate.burst ?? rate.requests,
-        intervalMs: (rate.perSeconds * 1000) / rate.requests,
-      }),
+    rate: resolveRate(own !== undefined && 'rate' in own ? own.rate : fallback.rate),
     maxInFlightPerPrincipal: cap(own?.maxInFlightPerPrincipal ?? fallback.maxInFlightPerPrincipal),
     maxInFlight: cap(own?.maxInFlight ?? fallback.maxInFlight),
   };
@@ -66,7 +75,7 @@ export function resolveProtectionConfig(config: GatewayConfig): ResolvedProtecti
   const known = new Set(OPERATION_NAMES);
   const problems = Object.keys(section.operations)
     .filter((name) => !known.has(name))
-    .map((name) => `protection.operations.${name}: unknown operation name (README "Routes and operations" lists them)`);
+    .map((name) => `protection.operations.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`);
   if (problems.length > 0) throw new ConfigError('protection', problems);
 
   const fallback = resolveLimits(undefined, section.default);
@@ -74,8 +83,15 @@ export function resolveProtectionConfig(config: GatewayConfig): ResolvedProtecti
   for (const [name, own] of Object.entries(section.operations)) table.set(name, resolveLimits(own, section.default));
   const hasOperationLimits = !isUnlimited(fallback) || [...table.values()].some((limits) => !isUnlimited(limits));
 
+  const maxInFlight = cap(section.maxInFlight);
   return {
-    maxInFlight: cap(section.maxInFlight),
+    maxInFlight,
+    maxInFlightPerCaller: maxInFlight === undefined || section.principalShare >= 1
+      ? undefined
+      : Math.max(1, Math.floor(maxInFlight * section.principalShare)),
+    unauthenticatedRate: resolveRate(section.unauthenticated.rate),
+    unauthenticatedRefusalDelayMs: section.unauthenticated.refusalDelayMs,
+    connections: { max: cap(section.connections.max), maxPerAddress: cap(section.connections.maxPerAddress) },
     failMode: section.failMode,
     limitsOf: (operation) => table.get(operation) ?? fallback,
     hasOperationLimits,

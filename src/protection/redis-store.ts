@@ -72,6 +72,22 @@ end
 return #KEYS
 `;
 
+// KEYS: rate key; ARGV: emission interval ms. Moves the caller's TAT back by one interval (a call
+// admitted and then not to be counted); a TAT that falls behind now is the same as a rested caller.
+const REFUND = `
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+local tat = tonumber(redis.call('GET', KEYS[1]))
+if tat == nil then return 0 end
+local back = tat - tonumber(ARGV[1])
+if back <= now then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], string.format('%.3f', back), 'PX', math.ceil(back - now) + 1)
+end
+return 1
+`;
+
 // KEYS: slot sets; ARGV[1]: the lease member.
 const RELEASE = `
 for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
@@ -81,6 +97,7 @@ return #KEYS
 type ScriptCall = (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>;
 interface ScriptClient {
   ledgerGatewayAdmit: ScriptCall;
+  ledgerGatewayRefund: ScriptCall;
   ledgerGatewayRenew: ScriptCall;
   ledgerGatewayRelease: ScriptCall;
 }
@@ -127,6 +144,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   client.defineCommand('ledgerGatewayAdmit', { lua: ADMIT });
   client.defineCommand('ledgerGatewayRenew', { lua: RENEW });
   client.defineCommand('ledgerGatewayRelease', { lua: RELEASE });
+  client.defineCommand('ledgerGatewayRefund', { lua: REFUND });
   const scripts = client as unknown as ScriptClient;
 
   const prefix = options.keyPrefix;
@@ -260,6 +278,11 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
           },
         },
       };
+    },
+    refund({ operation, caller, limits }: AdmissionQuery): void {
+      if (limits.rate === undefined || !answering()) return;
+      const { rate: rateKey } = limitKeys(prefix, operation, caller);
+      scripts.ledgerGatewayRefund(1, rateKey, String(limits.rate.intervalMs)).catch(stall);
     },
     ready: answering, // 0 on ledger_gateway_protection_store_up while stalled too
     async close() {

@@ -1,24 +1,29 @@
-// The protection stage: builds the store the config asks for and attaches admission to HTTP calls
-// (an onRequest hook) and to WebSocket upgrades (an upgrade stage). A slot is released when the
-// exchange's socket-level life ends: the response's 'close' (sent, refused later, upstream error,
-// timeout, client abort) or, for a stream, the client socket's 'close' (the tunnel's whole life).
-import type { UpgradeStage } from '../app.js';
+// The protection stage: builds the store the config asks for and admits calls and upgrades alike;
+// it also hands the authentication stage the per-address budget of calls without a verified token
+// (unauthenticated-budget.ts). A slot is released when the exchange's lifeline closes: a call's
+// response (sent, refused later, upstream error, timeout, client abort) or an upgrade's client socket
+// (the tunnel's whole life).
 import type { GatewayConfig } from '../config/schema.js';
-import type { Stage } from '../stage-runner.js';
+import type { Stage } from '../exchange.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { onResponseClose } from '../response-close.js';
-import { createProtection, type Protection, type Release } from './admission.js';
+import { createProtection, type Protection } from './admission.js';
 import { callerOf } from './caller.js';
+import type { ConnectionCaps } from './connections.js';
 import { resolveProtectionConfig } from './config.js';
 import { createMemoryStore } from './memory-store.js';
 import { createRedisStore } from './redis-store.js';
 import type { LimitStore } from './store.js';
+import { createUnauthenticatedBudget, type UnauthenticatedBudget } from './unauthenticated-budget.js';
 
 export interface ProtectionStage {
   readonly protection: Protection;
-  /** The request stage, after authentication; waits only on a shared (Redis) store. */
+  /** The stage, after authentication; waits only on a shared (Redis) store. */
   readonly stage: Stage;
-  readonly upgradeStage: UpgradeStage;
+  /** protection.connections, for the API listener (connections.ts). */
+  readonly connectionCaps: ConnectionCaps;
+  /** The per-address budget of calls without a verified token, for the authentication stage; undefined when off. */
+  readonly unauthenticatedBudget: UnauthenticatedBudget | undefined;
   close(): Promise<void>;
 }
 
@@ -28,16 +33,11 @@ export interface ProtectionStageOptions {
   readonly isTrustedProxy: (address: string) => boolean;
 }
 
-/** Releases once the stream's socket closes; at once when it already has (aborted while waiting for admission). */
-function releaseOnClose(emitter: { destroyed: boolean; once(event: 'close', listener: () => void): unknown }, release: Release): void {
-  if (emitter.destroyed) release();
-  else emitter.once('close', release);
-}
-
 export function createProtectionStage(config: GatewayConfig, options: ProtectionStageOptions): ProtectionStage {
   const resolved = resolveProtectionConfig(config);
+  const unauthenticatedRate = resolved.unauthenticatedRate;
   let store: LimitStore | undefined;
-  if (resolved.hasOperationLimits) {
+  if (resolved.hasOperationLimits || (unauthenticatedRate !== undefined && resolved.redis.url !== undefined)) {
     const redis = resolved.redis;
     store = redis.url === undefined
       ? createMemoryStore({ maxKeys: resolved.memory.maxKeys })
@@ -59,19 +59,27 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
     warn: (details, message) => options.log.warn(details, message),
   });
 
+  const unauthenticatedBudget = unauthenticatedRate === undefined ? undefined : createUnauthenticatedBudget({
+    rate: unauthenticatedRate,
+    refusalDelayMs: resolved.unauthenticatedRefusalDelayMs,
+    isTrustedProxy: options.isTrustedProxy,
+    shared: resolved.redis.url === undefined ? undefined : store,
+    maxKeys: resolved.memory.maxKeys,
+    onRefusal: (operation) => options.metrics.protectionRefusal(operation, 'unauthenticatedRate'),
+  });
+
   return {
     protection,
-    stage: (request, reply) => {
-      const release = protection.admit(request.operation.name, callerOf(request.principal, request.raw, options.isTrustedProxy));
+    connectionCaps: resolved.connections,
+    unauthenticatedBudget,
+    stage: (exchange) => {
+      const release = protection.admit(exchange.operation.name, callerOf(exchange.principal, exchange.raw, options.isTrustedProxy));
       if (!(release instanceof Promise)) {
-        onResponseClose(reply.raw, release);
+        onResponseClose(exchange.lifeline, release);
         return undefined;
       }
-      return release.then((admitted) => onResponseClose(reply.raw, admitted));
-    },
-    upgradeStage: async (context) => {
-      const release = await protection.admit(context.operation.name, callerOf(context.principal, context.request, options.isTrustedProxy));
-      releaseOnClose(context.request.socket, release);
+      // Released at once when the lifeline closed while admission waited (onResponseClose).
+      return release.then((admitted) => onResponseClose(exchange.lifeline, admitted));
     },
     close: () => protection.close(),
   };

@@ -3,7 +3,8 @@
 import type { OperationLimits } from './config.js';
 
 /** Which limit refused a call; the `limit` context key of the 429 and the metric label. */
-export type LimitName = 'rate' | 'principalConcurrency' | 'operationConcurrency' | 'gatewayConcurrency';
+export type LimitName = 'rate' | 'principalConcurrency' | 'operationConcurrency' | 'gatewayConcurrency'
+  | 'gatewayPrincipalConcurrency' | 'unauthenticatedRate';
 
 /** A concurrency refusal cannot know when a slot frees: retry after a second (Canton's retryInfo). */
 export const CONCURRENCY_RETRY_AFTER_MS = 1000;
@@ -29,6 +30,8 @@ export type StoreVerdict =
 export interface LimitStore {
   /** Sync for memory; a rejected promise (StoreUnavailableError) when the shared store cannot answer. */
   admit(query: AdmissionQuery): StoreVerdict | Promise<StoreVerdict>;
+  /** Gives back one request of the caller's rate, admitted before and now not to be counted; best effort. */
+  refund?(query: AdmissionQuery): void;
   /** False while the shared store is unreachable. */
   ready(): boolean;
   close(): Promise<void>;

@@ -1,29 +1,35 @@
 // Forwarding a plain HTTP call to the participant on a keep-alive undici pool.
 //
 // Written on undici directly rather than through @fastify/reply-from, because reply-from (checked
-// in its 12.x source): refuses to forward a GET body (Canton has GET-with-JSON-body routes, FACTS.md
-// §7), re-serializes parsed JSON bodies (we must send the client's bytes: an int64 above 2^53 must
+// in its 12.x source): refuses to forward a GET body (Canton has GET-with-JSON-body routes in
+// its OpenAPI), re-serializes parsed JSON bodies (we must send the client's bytes: an int64 above 2^53 must
 // arrive exactly), retries GETs answered 503, turns TLS verification off unless told, and maps a
 // refused connection to 500. Here: bytes in = bytes out, no retries of anything non-idempotent,
 // TLS always verified, every wait bounded.
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
-import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import { propagation } from '@opentelemetry/api';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
 import { closingConnection, Errors, GatewayError } from '../errors.js';
+import { callerOf } from '../protection/caller.js';
 import { onResponseClose } from '../response-close.js';
 import { gatewayHeaders, writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
-import { ErrorCodeLabels } from '../telemetry/metrics.js';
-import { parseTraceparent } from '../telemetry/trace-context.js';
+import { ErrorCodeLabels } from '../error-codes.js';
+import { parseTraceparent } from '../trace-context.js';
+import { readUpload, tooLarge, UploadStream, type UploadLimits } from './upload-body.js';
+import { UploadShares, uploadShareExhausted, uploadsPerCaller } from './upload-shares.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
+import { upstreamPoolOptions } from './upstream-pool.js';
+import { createUpstreamProbe } from './upstream-probe.js';
+import { UpstreamSlots, type SlotWaiter } from './upstream-slots.js';
 
-/** Marks the readiness probe's calls in the participant's logs. */
-export const READINESS_USER_AGENT = 'ledger-gateway-readiness';
+// Kept here for the modules that import them from the forwarder.
+export { tooLarge } from './upload-body.js';
+export { upstreamTlsOptions } from './upstream-pool.js';
+export { READINESS_USER_AGENT } from './upstream-probe.js';
 
 export interface ForwarderOptions {
   /** The resolved participant base URL (never "sandbox"). */
@@ -32,7 +38,7 @@ export interface ForwarderOptions {
   /** True when the tracing instrumentation injects the gateway's own traceparent upstream. */
   readonly replacesTraceContext: boolean;
   /**
-   * Set when trace context is propagated by hand (telemetry/trace-context.ts): the request's
+   * Set when trace context is propagated by hand (src/trace-context.ts): the request's
    * traceparent for the participant, sent instead of the client's; tracestate and baggage pass as sent.
    */
   readonly traceparentOf?: (request: FastifyRequest) => string | undefined;
@@ -45,7 +51,10 @@ export interface ForwarderOptions {
 }
 
 export interface Forwarder {
-  /** Settles once the answer is under way; throws at once for a declared body over the limit. */
+  /**
+   * Settles once the answer is under way; throws at once for a declared body over the limit or a
+   * streamed upload over its caller's share.
+   */
   forward(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** The same call as forward(), answered whole into memory (bounded): for the version cache. */
   fetchWhole(request: FastifyRequest, maxBytes: number): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
@@ -54,33 +63,6 @@ export interface Forwarder {
   /** Calls handed to the upstream pool (at most upstream.connections), and calls waiting for one of its connections. */
   load(): { inFlight: number; queued: number };
   close(): Promise<void>;
-}
-
-export function upstreamTlsOptions(config: GatewayConfig['upstream']['tls']) {
-  return {
-    rejectUnauthorized: true,
-    ...(config.caFile !== undefined && { ca: readFileSync(config.caFile) }),
-    ...(config.certFile !== undefined && { cert: readFileSync(config.certFile) }),
-    ...(config.keyFile !== undefined && { key: readFileSync(config.keyFile) }),
-    ...(config.serverName !== undefined && { servername: config.serverName }),
-  };
-}
-
-/** Counts streamed body bytes and fails the stream once they exceed the limit. */
-class BodyLimit extends Transform {
-  private seen = 0;
-  constructor(private readonly limit: number) {
-    super();
-  }
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    this.seen += chunk.length;
-    if (this.seen > this.limit) callback(tooLarge(this.limit));
-    else callback(null, chunk);
-  }
-}
-
-export function tooLarge(limit: number): GatewayError {
-  return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, { cause: `The request body is larger than ${limit} bytes.` });
 }
 
 /** A connection that was lost before the participant answered anything. */
@@ -93,18 +75,6 @@ const ANSWER_REFUSED = Object.assign(new Error('the answer cannot be passed on')
 /** The reason a call is aborted when its client stopped reading the answer for the call's timeout. */
 const CLIENT_STALLED = Object.assign(new Error('the client stopped reading'), { code: 'CLIENT_STALLED' });
 
-/** How often calls waiting for a free upstream connection are checked against their deadline. */
-const QUEUE_SWEEP_MS = 100;
-
-/** A call waiting for one of the pool's connections (every one busy). */
-interface QueuedCall {
-  readonly deadline: number;
-  /** A connection is free: hand the call to the pool. */
-  start(): void;
-  /** Its deadline passed first: answer 503. */
-  expire(): void;
-}
-
 /** What is left of a call's timeout (at least 1 ms). */
 function remaining(started: number, timeout: number): number {
   return Math.max(1, Math.ceil(started + timeout - performance.now()));
@@ -113,7 +83,6 @@ function remaining(started: number, timeout: number): number {
 function queueTimeout(connections: number, timeout: number): GatewayError {
   return new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'No connection to the participant became free in time.' }, { reason: `QUEUE_TIMEOUT: every one of the ${connections} upstream connections stayed busy for ${timeout} ms` });
 }
-
 
 /** Keeps an error body's first bytes (the answer itself passes on unchanged). */
 function keep(capture: { chunks: Buffer[]; size: number; truncated: boolean }, chunk: Buffer): void {
@@ -142,28 +111,20 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const { config, upstreamUrl } = options;
   const base = new URL(upstreamUrl);
   const basePath = base.pathname.replace(/\/+$/, '');
-  const pool = new Pool(base.origin, {
-    connections: config.upstream.connections,
-    pipelining: 1,
-    keepAliveTimeout: config.upstream.keepAliveTimeoutMs,
-    keepAliveMaxTimeout: config.upstream.keepAliveTimeoutMs,
-    headersTimeout: config.upstream.timeoutMs,
-    bodyTimeout: config.upstream.timeoutMs,
-    connect: { timeout: config.upstream.connectTimeoutMs, ...upstreamTlsOptions(config.upstream.tls) },
-  });
-  // The readiness probe's own connection: on the traffic pool it queued behind busy connections, and
-  // a saturated but healthy participant read as unready.
-  const probeClient = new Pool(base.origin, {
-    connections: 1,
-    pipelining: 1,
-    keepAliveTimeout: config.upstream.keepAliveTimeoutMs,
-    keepAliveMaxTimeout: config.upstream.keepAliveTimeoutMs,
-    connect: { timeout: config.upstream.connectTimeoutMs, ...upstreamTlsOptions(config.upstream.tls) },
-  });
+  const poolOptions = upstreamPoolOptions(config.upstream);
+  const pool = new Pool(base.origin, poolOptions);
+  const readiness = createUpstreamProbe(base.origin, basePath, poolOptions);
   const bodyLimit = config.limits.bodyBytes;
   const replyHeaders = options.replyHeaders ?? false;
   const timeouts = config.upstream.operationTimeoutsMs;
   const defaultTimeout = config.upstream.timeoutMs;
+  const uploadLimits: UploadLimits = {
+    maxBytes: bodyLimit,
+    bufferBytes: config.upstream.bufferBodyBytes,
+    windowMs: config.upstream.bodyIdleTimeoutMs,
+    minBytesPerSecond: config.upstream.bodyMinBytesPerSecond,
+  };
+  const uploadShares = new UploadShares(uploadsPerCaller(config.upstream.connections, config.upstream.uploadShare));
 
   // With tracing on, the undici instrumentation injects the propagator's headers (traceparent,
   // tracestate, baggage) for the gateway's client span: the client's copies are dropped, so the
@@ -172,49 +133,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const traceHeaders = options.replacesTraceContext
     ? new Set(propagation.fields().map((name) => name.toLowerCase()))
     : options.traceparentOf !== undefined ? new Set(['traceparent']) : undefined;
-  // The pool is handed at most as many calls as it has connections; the others wait here, oldest
-  // first, each until its deadline (upstream.timeoutMs, which also bounds the answer's head). In
-  // undici's own queue no timeout runs (headersTimeout starts once a call is written) and a call
-  // cannot be taken back before it starts: one answered 503 there kept its request and reply
-  // (about 10 KB) until a connection freed.
-  let dispatched = 0;
-  const connections = config.upstream.connections;
-  const queue = new Set<QueuedCall>(); // insertion order: a FIFO that can drop any entry
-  /** A call handed to the pool has ended: the oldest waiting calls take the free connections. */
-  let pumping = false;
-  const pump = () => {
-    pumping = false;
-    const now = performance.now();
-    for (const call of queue) {
-      if (dispatched >= connections) return;
-      queue.delete(call);
-      // Past its deadline but not yet swept: answered 503 as promised, never sent.
-      if (call.deadline <= now) {
-        call.expire();
-        continue;
-      }
-      dispatched++;
-      call.start();
-    }
-  };
-  const release = () => {
-    dispatched--;
-    // After undici's callback has returned (no dispatch from inside it), and only when calls wait.
-    if (queue.size !== 0 && !pumping) {
-      pumping = true;
-      queueMicrotask(pump);
-    }
-  };
-  const sweeper = setInterval(() => {
-    if (queue.size === 0) return;
-    const now = performance.now();
-    for (const call of queue) {
-      if (call.deadline > now) continue;
-      queue.delete(call);
-      call.expire();
-    }
-  }, QUEUE_SWEEP_MS);
-  sweeper.unref();
+  // Every call waits for a slot (upstream-slots.ts) at most until its deadline: upstream.timeoutMs
+  // (or its operation's), which also bounds the answer's head.
+  const slots = new UpstreamSlots(config.upstream.connections);
 
   const dropped = (drop: ReadonlySet<string> | undefined) => (traceHeaders === undefined ? drop : drop === undefined ? traceHeaders : new Set([...drop, ...traceHeaders]));
 
@@ -247,12 +168,17 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   async function fetchWhole(request: FastifyRequest, maxBytes: number) {
     const timeout = timeouts[request.operation.name] ?? defaultTimeout;
     const started = performance.now();
-    if (dispatched < connections) dispatched++;
-    else await new Promise<void>((resolve, reject) => queue.add({ deadline: started + timeout, start: resolve, expire: () => reject(queueTimeout(connections, timeout)) }));
+    if (!slots.tryTake()) {
+      await new Promise<void>((resolve, reject) => slots.wait({
+        deadline: started + timeout,
+        start: resolve,
+        expire: () => reject(queueTimeout(slots.size, timeout)),
+      }));
+    }
     try {
       return await fetchOnce(request, maxBytes, timeout, started);
     } finally {
-      release();
+      slots.release();
     }
   }
 
@@ -289,38 +215,68 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   }
 
   /**
-   * Forwards one call and answers it from the participant's answer. Dispatched with an undici
-   * handler rather than pool.request(): the answer's chunks go to the client's socket as they
-   * arrive, with no Readable stream and pipe between the two (13% less CPU per proxied call,
-   * measured). Resolves (with nothing: resolving with the reply, a thenable, costs Fastify another
-   * turn) once the answer head is written (the reply is hijacked then) or the client has left;
-   * rejects with the gateway's coded error when there is no answer to give. A body over the limit
-   * throws at once (Fastify's handler turns either into the error answer). Not an async function:
-   * one returning this promise would make a second promise that adopts it, two more microtasks a call.
+   * Forwards one call and answers it from the participant's answer. A body that fits
+   * upstream.bufferBodyBytes is read whole first, so that a call holds no upstream connection while
+   * its client is still sending; a larger one streams, on its caller's share of the pool. A declared
+   * body over the limit, or a streamed upload over the caller's share, throws at once (Fastify's
+   * handler turns either into the error answer). Not an async function: one returning the promise
+   * would make a second promise that adopts it, two more microtasks a call.
    */
   function forward(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const raw = request.raw;
-    let body: Buffer | Readable | undefined = request.rawBody;
-    if (body === undefined && hasBody(raw.headers)) {
-      const declared = raw.headers['content-length'];
-      if (declared !== undefined && Number(declared) > bodyLimit) throw tooLarge(bodyLimit);
-      // A declared length is enforced by Node's parser; a chunked body is counted as it streams.
-      body = declared !== undefined ? raw : raw.pipe(new BodyLimit(bodyLimit));
+    if (request.rawBody !== undefined || !hasBody(raw.headers)) return send(request, reply, request.rawBody, undefined);
+    const declared = raw.headers['content-length'];
+    if (declared !== undefined && Number(declared) > bodyLimit) throw tooLarge(bodyLimit);
+    // A declared length is enforced by Node's parser; a chunked body is counted as it arrives.
+    if (declared !== undefined && Number(declared) > uploadLimits.bufferBytes) {
+      return send(request, reply, undefined, streamedUpload(request, []));
     }
-    // The client's body streams upstream as it arrives (not read whole by a rule-checked route).
-    const streamed = body !== undefined && body !== request.rawBody;
+    return readUpload(raw, uploadLimits).then((read) => {
+      if (read === undefined) return undefined; // the client left while sending it: nobody to answer
+      if (Buffer.isBuffer(read)) return send(request, reply, read, undefined);
+      return send(request, reply, undefined, streamedUpload(request, read.prefix));
+    });
+  }
+
+  /** A body larger than the buffer, streamed upstream as it arrives: on its caller's share while it lasts. */
+  function streamedUpload(request: FastifyRequest, prefix: readonly Buffer[]): UploadStream {
+    const caller = callerOf(request.principal, request.raw, options.isTrustedProxy);
+    if (!uploadShares.tryHold(caller)) throw uploadShareExhausted(request.operation.name, uploadShares.perCaller);
+    const upload = new UploadStream(uploadLimits, prefix);
+    upload.once('close', () => uploadShares.release(caller)); // sent whole, failed, or dropped (see send)
+    request.raw.pipe(upload);
+    return upload;
+  }
+
+  /**
+   * Sends one call and answers it. Dispatched with an undici handler rather than pool.request():
+   * the answer's chunks go to the client's socket as they arrive, with no Readable stream and pipe
+   * between the two (13% less CPU per proxied call, measured). Resolves (with nothing: resolving
+   * with the reply, a thenable, costs Fastify another turn) once the answer head is written (the
+   * reply is hijacked then) or the client has left; rejects with the gateway's coded error when
+   * there is no answer to give. `body` is read whole already; `upload` streams as it arrives.
+   */
+  function send(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    body: Buffer | undefined,
+    upload: UploadStream | undefined,
+  ): Promise<void> {
+    const raw = request.raw;
+    // The client's body streams upstream as it arrives.
+    const streamed = upload !== undefined;
     const timeout = timeouts[request.operation.name] ?? defaultTimeout;
     const dispatch: Dispatcher.DispatchOptions = {
       path: basePath + raw.url!,
       method: raw.method as Dispatcher.HttpMethod,
       headers: headersFor(request),
-      body: body ?? null,
+      body: body ?? upload ?? null,
       headersTimeout: timeout,
       bodyTimeout: timeout,
     };
     // A keep-alive connection the participant closed just as it was reused fails before any
     // answer: a bodiless GET or HEAD is then sent once more (see requestOnce).
-    let retries = body === undefined && (raw.method === 'GET' || raw.method === 'HEAD') ? 1 : 0;
+    let retries = dispatch.body === null && (raw.method === 'GET' || raw.method === 'HEAD') ? 1 : 0;
     const res = reply.raw;
     const started = performance.now();
 
@@ -328,7 +284,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       let controller: Dispatcher.DispatchController | undefined;
       let clientLeft = false;
       let answering = false;
-      let queued: QueuedCall | undefined;
+      let queued: SlotWaiter | undefined;
       let ended = false; // handed to the pool and ended there: its connection is released
       let stalled = false;
       let stallTimer: NodeJS.Timeout | undefined;
@@ -342,8 +298,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         if (res.writableFinished) return;
         clientLeft = true;
         if (queued !== undefined) { // never handed to the pool: nothing to cancel there
-          queue.delete(queued);
+          slots.cancel(queued);
           queued = undefined;
+          upload?.destroy();
           resolve();
           return;
         }
@@ -361,7 +318,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       const end = () => {
         if (ended) return;
         ended = true;
-        release();
+        upload?.destroy(); // what the participant did not read of it is not sent: the answer closes the connection
+        slots.release();
       };
 
       const handler: Dispatcher.DispatchHandler = {
@@ -444,61 +402,53 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         },
       };
       if (clientLeft) { // gone already (during an asynchronous stage): nothing to send or queue
+        upload?.destroy();
         resolve();
         return;
       }
-      if (dispatched < connections) {
-        dispatched++;
+      if (slots.tryTake()) {
+        upload?.watchPace(); // from when the participant can read it
         pool.dispatch(dispatch, handler);
         return;
       }
       // Every connection is busy: the call waits for one, at most until its deadline.
-      queue.add(queued = {
+      slots.wait(queued = {
         deadline: started + timeout,
         start: () => {
           queued = undefined;
           dispatch.headersTimeout = remaining(started, timeout); // the wait counts against it
+          upload?.watchPace();
           pool.dispatch(dispatch, handler);
         },
         expire: () => {
           queued = undefined;
-          fail(queueTimeout(connections, timeout));
+          upload?.destroy();
+          fail(queueTimeout(slots.size, timeout));
         },
       });
-    });
-  }
-
-  async function probe(timeoutMs: number): Promise<boolean> {
-    try {
-      const { statusCode, body } = await probeClient.request({
-        path: `${basePath}/v2/version`,
-        method: 'GET',
-        headers: { 'user-agent': READINESS_USER_AGENT },
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-        signal: AbortSignal.timeout(timeoutMs),
+      // A streamed body that fails while it waits (over the limit) is answered at once; once the
+      // call is in the pool, undici reads its failure and aborts the call.
+      upload?.once('error', (error) => {
+        if (queued === undefined) return;
+        slots.cancel(queued);
+        queued = undefined;
+        fail(upstreamFailure(error));
       });
-      await body.dump();
-      return statusCode < 500;
-    } catch {
-      return false;
-    }
+    });
   }
 
   return {
     forward,
     fetchWhole,
-    probe,
-    load: () => ({ inFlight: dispatched, queued: queue.size }),
+    probe: readiness.probe,
+    load: () => ({ inFlight: slots.inFlight, queued: slots.queued }),
     // Called once the API listener is closed: what is still running upstream has nobody to answer
     // (a version refresh, a call whose client was cut at the end of the grace), so it is aborted,
     // not waited for; shutdown stays within shutdown.graceMs.
     close: async () => {
-      clearInterval(sweeper);
       // Calls still waiting for a connection will not get one: answered now, not left pending.
-      for (const call of queue) call.expire();
-      queue.clear();
-      await Promise.all([pool.destroy(), probeClient.destroy()]);
+      slots.close();
+      await Promise.all([pool.destroy(), readiness.close()]);
     },
   };
 }

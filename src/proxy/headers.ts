@@ -67,8 +67,9 @@ function connectionTokens(rawHeaders: readonly string[]): Set<string> | undefine
 /**
  * The request headers to send upstream, as a flat [name, value, ...] list that keeps the client's
  * order, case and repeated fields. Drops hop-by-hop headers and those the Connection header names,
- * the client's Host and X-Forwarded-* (unless from a trusted proxy), and, when `dropTraceContext`
- * is set, traceparent/tracestate (the tracing instrumentation then injects the gateway's own).
+ * the client's Host and X-Forwarded-* (unless from a trusted proxy), the underscore twins of all
+ * these (X_Forwarded_For), and, when `dropTraceContext` is set, traceparent/tracestate (the tracing
+ * instrumentation then injects the gateway's own).
  */
 export function upstreamRequestHeaders(
   rawHeaders: readonly string[],
@@ -85,6 +86,7 @@ export function upstreamRequestHeaders(
     const name = rawHeaders[i]!;
     const value = rawHeaders[i + 1]!;
     const lower = name.toLowerCase();
+    if (lower.includes('_') && isUnderscoreTwin(lower, named, extraDrop)) continue;
     // Expect: 100-continue is answered by the gateway's own server; undici refuses to send it on.
     if (HOP_BY_HOP.has(lower) || named?.has(lower) || lower === 'expect') continue;
     if (GATEWAY_OWNED.has(lower)) {
@@ -105,6 +107,17 @@ export function upstreamRequestHeaders(
   const host = priorHost ?? forwarded.host;
   if (host !== undefined) out.push('x-forwarded-host', host);
   return out;
+}
+
+/**
+ * Whether an underscored header name (`x_forwarded_for`) is the twin of one the gateway drops or
+ * rewrites: a server that reads `_` as `-` would take it for the field the gateway vouches for. Of
+ * Content-Length too: read as a second length, it would frame the body otherwise than the gateway did.
+ */
+function isUnderscoreTwin(lower: string, named?: ReadonlySet<string>, extraDrop?: ReadonlySet<string>): boolean {
+  const dashed = lower.replaceAll('_', '-');
+  return HOP_BY_HOP.has(dashed) || GATEWAY_OWNED.has(dashed) || dashed === 'content-length'
+    || named?.has(dashed) === true || extraDrop?.has(dashed) === true;
 }
 
 /**

@@ -1,31 +1,9 @@
-// The error code of a participant's error answer, for the metrics label (FACTS.md §2, §9.1).
-
-/** Canton error codes: upper snake case ids (e.g. TOPOLOGY_SERIAL_MISMATCH); anything else is not trusted as a label. */
-export const CANTON_CODE = /^[A-Z][A-Z0-9_]{0,79}$/;
+// The error code of a participant's error answer (Canton `JsSchema.scala` JsCantonError), for the metrics
+// label and the request line.
+import { CANTON_CODE, REDACTED_BY_GRPC, UpstreamCodes } from '../error-codes.js';
 
 /** How many bytes of an error body are read to find its code; the body is passed on whole regardless. */
 export const ERROR_BODY_CAPTURE_BYTES = 16 * 1024;
-
-/** Canton redacts security errors to "NA"; its gRPC code tells them apart (FACTS.md §2.2). */
-const REDACTED_BY_GRPC: Record<number, string> = {
-  16: 'UNAUTHENTICATED',
-  7: 'PERMISSION_DENIED',
-  13: 'INTERNAL',
-  12: 'UNIMPLEMENTED',
-  3: 'INVALID_ARGUMENT',
-};
-
-/** The codes a redacted ("NA") answer is refined to; a fixed set for the metrics label. */
-export const REDACTED_CODES: readonly string[] = Object.values(REDACTED_BY_GRPC);
-
-export const UpstreamCodes = {
-  /** text/plain (tapir decode failures) or any other non-JSON error body. */
-  decodeFailure: 'DECODE_FAILURE',
-  /** Canton's legacy v1 shape for an unknown route: {"errors":[...],"status":404}. */
-  routeNotFound: 'ROUTE_NOT_FOUND',
-  /** JSON without a usable code, or an empty body. */
-  unrecognized: 'UNRECOGNIZED_ERROR',
-} as const;
 
 export function upstreamErrorCode(contentType: string | undefined, body: Buffer, truncated: boolean): string {
   // No body at all (a HEAD's answer, an empty error) carries no code: not a decode failure either.

@@ -1,5 +1,5 @@
 // Command submission: POST /v2/commands/submit-and-wait-for-transaction and /v2/commands/submit-and-wait
-// (FACTS.md §1.2). JsCommands decodes strictly (missing commands/commandId/actAs -> 400 text/plain),
+// (Canton `JsCommandService.scala`). JsCommands decodes strictly (missing commands/commandId/actAs -> 400 text/plain),
 // then Canton's CommandsValidator checks run (MISSING_FIELD ...), then the commands are "interpreted".
 //
 // Sandbox simplifications: createArguments are not type-checked against Daml packages, a template id
@@ -207,7 +207,7 @@ export function executeSubmission(state: SandboxState, submission: Submission, t
     synchronizerId: submission.synchronizerId || SANDBOX_SEED.synchronizers.global.synchronizerId,
     effectiveAt: now,
     recordTime: now,
-    // Canton propagates the caller's W3C trace into the transaction (FACTS.md §1.2).
+    // Canton propagates the caller's W3C trace into the transaction (Canton `JsonV2Tests`).
     traceContext: {
       traceparent: trace.traceparent ?? `00-${trace.traceId}-${freshSpanId()}-01`,
       tracestate: trace.tracestate ?? null,

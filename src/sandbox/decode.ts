@@ -1,4 +1,4 @@
-// Reading request bodies the way Canton's JSON API decodes them (FACTS.md §1.0, §2.3):
+// Reading request bodies the way Canton's JSON API decodes them (Canton `CirceRelaxedCodec.scala`, `V2Routes.scala`):
 // protobuf-generated types decode *relaxed* (a missing field is its default), hand-written Js* types
 // (JsCommands) are strict, and any type mismatch is a tapir decode failure: 400 text/plain
 // "Invalid value for: body (...)".
@@ -85,7 +85,7 @@ export function relaxedObjectArray(object: JsonObject, key: string, parent: stri
 
 /**
  * An int64 field, exact beyond 2^53. circe's Long decoder also takes a numeric string
- * (FACTS.md §6 marks this unconfirmed for Canton; the sandbox accepts it).
+ * (not confirmed for Canton; the sandbox accepts it).
  */
 export function relaxedInt64(object: JsonObject, key: string, parent: string): bigint {
   const value = object[key];
@@ -113,7 +113,7 @@ export interface OneofValue {
 }
 
 /**
- * A protobuf oneof: `{"Variant": {...}}` (FACTS.md §1.0). Missing, `{}` and `{"Empty":{}}` are the
+ * A protobuf oneof: `{"Variant": {...}}` (Canton's OpenAPI oneof encoding). Missing, `{}` and `{"Empty":{}}` are the
  * unset oneof and return undefined.
  */
 export function relaxedOneof(object: JsonObject, key: string, parent: string): OneofValue | undefined {

@@ -1,10 +1,12 @@
 // Canton's own errors, as the participant renders them (not the gateway's catalogue).
-// Body shape: FACTS.md §2.1; category -> gRPC code -> HTTP status: §2.2; codes: §3; examples: §2.4.
+// Canton sources: body shape `JsSchema.scala`; category -> gRPC code `ErrorCategory.scala`; gRPC code ->
+// HTTP status `GrpcHttpErrorCodes.scala`; codes `RequestValidationErrors.scala`; examples: the JSON API
+// docs (`docs-open/src/sphinx/sdk/explanations/json-api/index.rst`).
 
 import { randomBytes } from 'node:crypto';
 import { httpStatusForGrpcCode, type JsCantonError } from '../errors.js';
 
-/** Error category -> gRPC status code (ErrorCategory.scala, FACTS.md §2.2). */
+/** Error category -> gRPC status code (Canton `ErrorCategory.scala`). */
 const GRPC_CODE_BY_CATEGORY: Readonly<Record<number, number>> = {
   1: 14, 2: 10, 3: 4, 4: 13, 5: 3, 6: 16, 7: 7, 8: 3, 9: 9, 10: 6, 11: 5, 12: 11, 14: 12,
 };
@@ -50,7 +52,7 @@ export type ErrorOrigin =
   | 'grpc'
   /** Created by the JSON layer itself (JsCantonError.fromErrorCode), e.g. path/body mismatch: `definiteAnswer: false`, empty context. */
   | 'json-layer'
-  /** A security-sensitive error, redacted to code NA / category -1 (FACTS.md §2.2). */
+  /** A security-sensitive error, redacted to code NA / category -1 (Canton `DecodedCantonError.scala`). */
   | 'redacted';
 
 export interface SandboxErrorDetails {
@@ -96,7 +98,7 @@ export function renderSandboxError(error: SandboxError, traceId: string): JsCant
   }
   const retryInfo = RETRYABLE_CATEGORIES.has(error.category) ? '1 second' : null;
   if (error.origin === 'json-layer') {
-    // Verbatim shape of FACTS.md §2.4 (a): no trace id, empty context.
+    // Verbatim shape of the example in Canton's `ledger-json-api/README.md`: no trace id, empty context.
     return {
       code: error.code, cause: error.causeText, correlationId: null, traceId: null, context: {},
       resources: (error.details.resources ?? []).map(([type, value]): [string, string] => [type, value]),
@@ -147,12 +149,12 @@ export function protoDeserializationFailure(reason: string): SandboxError {
     { context: { reason } });
 }
 
-/** The redacted 401 Canton answers when a call needs claims and none came (FACTS.md §2.4 (d)). */
+/** The redacted 401 Canton answers when a call needs claims and none came (Canton `JsonApiAuthIT`). */
 export function unauthenticated(): SandboxError {
   return new SandboxError('NA', 'The command is missing a (valid) JWT token', {}, 16);
 }
 
-// --- W3C trace context (FACTS.md §8: Canton reads traceparent; the error traceId/tid is its trace id). ---
+// --- W3C trace context (Canton `V2Routes.scala` reads traceparent; the error traceId/tid is its trace id). ---
 
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-([\da-f]{16})-[\da-f]{2}$/;
 const ALL_ZERO = /^0+$/;

@@ -1,4 +1,4 @@
-// GET /livez and GET /readyz as Canton's JSON API serves them (FACTS.md §8). No token needed.
+// GET /livez and GET /readyz as Canton's JSON API serves them (`JsHealthService.scala`). No token needed.
 
 import type { FastifyInstance } from 'fastify';
 

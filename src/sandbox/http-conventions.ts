@@ -1,5 +1,6 @@
 // How Canton's JSON API (tapir on pekko-http) treats any request, independent of the operation:
-// bodies, GET with a body, decode failures, error bodies, unknown routes, trace ids (FACTS.md §2, §7, §8).
+// bodies, GET with a body, decode failures, error bodies, unknown routes, trace ids
+// (Canton `V2Routes.scala`, `HttpService.scala`, `Endpoints.scala`).
 
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -64,7 +65,7 @@ export function sendSandboxError(reply: FastifyReply, request: FastifyRequest, e
  * (bounded) so proxy tests can assert what the upstream got.
  */
 export function registerHttpConventions(app: FastifyInstance, received: ReceivedRequest[]): void {
-  // Canton serves GET routes with a JSON body (GET /v2/package-vetting, FACTS.md §7).
+  // Canton serves GET routes with a JSON body (GET /v2/package-vetting in Canton's OpenAPI).
   app.addHttpMethod('GET', { hasBody: true, overrideExisting: true });
 
   // Every body is read as text whatever its Content-Type (or none): tapir decodes the JSON body
@@ -88,7 +89,7 @@ export function registerHttpConventions(app: FastifyInstance, received: Received
     return sendSandboxError(reply, request, new SandboxError('LEDGER_API_INTERNAL_ERROR', 'An internal error occurred in the sandbox'));
   });
 
-  // Unknown routes answer with the legacy v1 error shape (FACTS.md §2.3).
+  // Unknown routes answer with the legacy v1 error shape (`HttpService.scala`, `EndpointsCompanion.notFound`).
   app.setNotFoundHandler((request, reply) => {
     const host = request.headers.host ?? 'localhost';
     return reply.code(404).type('application/json').send({ errors: [`${request.method}, uri: http://${host}${request.url}`], status: 404 });

@@ -1,5 +1,6 @@
 // Identity provider configs: POST/GET /v2/idps, GET/DELETE/PATCH /v2/idps/{idp-id}.
-// Validation order and texts of ApiIdentityProviderConfigService and its update mapper (FACTS.md §5);
+// Validation order and texts of ApiIdentityProviderConfigService and its update mapper (Canton
+// `ApiIdentityProviderConfigService.scala`, `IdentityProviderConfigUpdateMapper.scala`);
 // the PATCH path/body equality check belongs to the JSON layer (JsIdentityProviderService.updateIdp).
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -12,7 +13,10 @@ import type { IdentityProviderConfig, SandboxState } from './state.js';
 const RESOURCE = 'IDENTITY_PROVIDER_CONFIG';
 const LEDGER_STRING_CHAR = /[A-Za-z0-9#:\-_ ]/;
 const LEDGER_STRING_MAX = 255;
-/** Proto field names an update mask may name (FACTS.md §5); `identity_provider_id` is accepted but changes nothing. */
+/**
+ * Proto field names an update mask may name (Canton `UpdateRequestsPaths.scala`); `identity_provider_id` is
+ * accepted but changes nothing.
+ */
 const UPDATABLE_PATHS = new Set(['identity_provider_id', 'is_deactivated', 'issuer', 'jwks_url', 'audience']);
 const JAVA_URL_PROTOCOLS = new Set(['http', 'https', 'file', 'ftp', 'jar']);
 
@@ -124,7 +128,7 @@ export function updateIdentityProvider(state: SandboxState, pathId: string, body
   const existing = state.identityProviders.get(id);
   if (existing === undefined) throw notFound(operation, id);
   const updated: IdentityProviderConfig = { ...existing };
-  // Empty issuer/jwks_url in the mask mean "no change"; an empty audience clears it (FACTS.md §5).
+  // Empty issuer/jwks_url in the mask mean "no change"; an empty audience clears it (the mapper).
   if (paths.includes('is_deactivated')) updated.isDeactivated = requested.isDeactivated;
   if (paths.includes('issuer') && requested.issuer !== '') updated.issuer = requested.issuer;
   if (paths.includes('jwks_url') && requested.jwksUrl !== '') updated.jwksUrl = requested.jwksUrl;

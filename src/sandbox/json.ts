@@ -1,4 +1,4 @@
-// JSON parsing that keeps int64 precision: Canton offsets are int64 (FACTS.md §1.4), and a JS number
+// JSON parsing that keeps int64 precision: Canton offsets are int64 (its OpenAPI), and a JS number
 // silently rounds integers beyond 2^53. Integers that are not safe integers come back as bigint.
 
 export type Json = null | boolean | number | bigint | string | Json[] | JsonObject;

@@ -3,6 +3,7 @@
 // 64-hex package ids, synchronizer `alias::1220<hex>`).
 
 import { createHash } from 'node:crypto';
+import { DEVELOPMENT_PARTICIPANT_ID, DEVELOPMENT_USER_ID } from '../development-identity.js';
 
 export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
@@ -52,11 +53,11 @@ const bob = `Bob::${fingerprint('sandbox-party:Bob')}`;
 const operator = `Operator::${fingerprint('sandbox-party:Operator')}`;
 
 export const SANDBOX_SEED = {
-  participantId: `PAR::sandbox::${fingerprint('sandbox-participant')}`,
+  participantId: DEVELOPMENT_PARTICIPANT_ID,
   parties: { alice, bob, operator },
   users: {
     admin: { id: 'participant_admin', primaryParty: '' },
-    alice: { id: 'alice', primaryParty: alice },
+    alice: { id: DEVELOPMENT_USER_ID, primaryParty: alice },
     bob: { id: 'bob', primaryParty: bob },
   },
   synchronizers: {

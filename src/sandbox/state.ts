@@ -9,7 +9,7 @@ export interface VettedPackageEntry {
   readonly validUntilExclusive: string | null;
 }
 
-/** One participant's VettedPackages topology mapping on one synchronizer (FACTS.md §1.1). */
+/** One participant's VettedPackages topology mapping on one synchronizer (Canton's OpenAPI `VettedPackages`). */
 export interface VettingState {
   readonly topologySerial: number;
   readonly packages: readonly VettedPackageEntry[];

@@ -1,4 +1,4 @@
-// WebSocket GET /v2/updates (FACTS.md §4.1, §7): the client offers `jwt.token.<JWT>` and `daml.ws.auth`,
+// WebSocket GET /v2/updates (Canton `Endpoints.scala`): the client offers `jwt.token.<JWT>` and `daml.ws.auth`,
 // the server answers `daml.ws.auth`, the client sends one GetUpdatesRequest frame, and the server sends
 // JsGetUpdatesResponse frames `{"update":{"Transaction":{"value":…}}}`. With `endInclusive` the stream
 // closes (1000) once it is reached; without it the stream stays open and carries new transactions.
@@ -199,7 +199,7 @@ export interface UpdateStreamServer {
 
 /** The WebSocket side of the sandbox; `onUpgrade` sees every upgrade request's URL and headers first. */
 export function createUpdateStreamServer(state: SandboxState, onUpgrade: (record: UpgradeRecord) => void): UpdateStreamServer {
-  // Canton always answers daml.ws.auth and does not check what was offered (FACTS.md §4.1).
+  // Canton always answers daml.ws.auth and does not check what was offered (`Endpoints.scala`).
   const server = new WebSocketServer({ noServer: true, handleProtocols: () => WEBSOCKET_AUTH_PROTOCOL });
   return {
     handleUpgrade(request, socket, head) {

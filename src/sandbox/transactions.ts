@@ -1,4 +1,4 @@
-// TransactionFormat / EventFormat validation and JsTransaction rendering (FACTS.md §1.2, §1.4, §6).
+// TransactionFormat / EventFormat validation and JsTransaction rendering (Canton `FormatValidator.scala`).
 // A stored transaction keeps its full ledger-effects tree; each read renders the shape and the
 // party/template filter it asked for.
 
@@ -26,7 +26,10 @@ export interface TransactionFormat {
 
 const WILDCARD: TemplateMatcher = { wildcard: true, templateIds: [] };
 
-/** `<package>:<module>:<entity>`, the package possibly `#<package-name>`; anything else fails JSON decoding (FACTS.md §2.3). */
+/**
+ * `<package>:<module>:<entity>`, the package possibly `#<package-name>`; anything else fails JSON decoding
+ * (Canton `JsonV2Tests`).
+ */
 export function requireIdentifier(value: string, path: string): string {
   const parts = value.split(':');
   if (parts.length !== 3 || parts.some((part) => part === '')) {
@@ -55,7 +58,7 @@ function parseFilters(filters: JsonObject, path: string): TemplateMatcher {
   return { wildcard, templateIds };
 }
 
-/** EventFormat -> filter; both filter maps empty is INVALID_ARGUMENT (FACTS.md §1.2). */
+/** EventFormat -> filter; both filter maps empty is INVALID_ARGUMENT (Canton `FormatValidator.scala`). */
 export function parseEventFormat(eventFormat: JsonObject, path: string): EventFilter {
   const byPartyJson = optionalObject(eventFormat, 'filtersByParty', path) ?? {};
   const byParty = new Map<string, TemplateMatcher>();

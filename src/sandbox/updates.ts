@@ -1,5 +1,5 @@
-// POST /v2/updates/update-by-offset (FACTS.md §1.4, §6). The offset is read int64-exact, so an unknown
-// offset beyond 2^53 is named digit for digit in UPDATE_NOT_FOUND.
+// POST /v2/updates/update-by-offset (Canton `UpdateServiceRequestValidator.scala`, `ApiUpdateService.scala`).
+// The offset is read int64-exact, so an unknown offset beyond 2^53 is named digit for digit in UPDATE_NOT_FOUND.
 
 import type { FastifyInstance } from 'fastify';
 import { bodyObject, fieldPath, optionalObject, relaxedInt64 } from './decode.js';

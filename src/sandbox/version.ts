@@ -1,4 +1,4 @@
-// GET /v2/version: the participant's release and feature descriptor (FACTS.md §1.3). Public, no body.
+// GET /v2/version: the participant's release and feature descriptor (`ApiVersionService.scala`). Public, no body.
 
 import type { FastifyInstance } from 'fastify';
 

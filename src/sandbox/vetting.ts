@@ -1,5 +1,5 @@
 // Package vetting: POST /v2/package-vetting/update (+ deprecated POST /v2/package-vetting) and
-// POST /v2/package-vetting/list (+ deprecated GET /v2/package-vetting with a JSON body). FACTS.md §1.1.
+// POST /v2/package-vetting/list (+ deprecated GET /v2/package-vetting with a JSON body). Canton `PackageOps.scala`.
 // Order of checks as in Canton: request parsing (PROTO_DESERIALIZATION_FAILURE), synchronizer choice,
 // reference resolution, topology serial, dependency check (PackageService / PackageOpsImpl).
 
@@ -194,7 +194,7 @@ function describeSerial(serial: number | null | undefined): string {
   return serial === null || serial === undefined ? 'None' : `Some(${serial})`;
 }
 
-/** PackageOpsImpl.checkCurrentSerial (FACTS.md §1.1). */
+/** PackageOpsImpl.checkCurrentSerial (Canton `PackageOps.scala`). */
 function checkSerial(current: VettingState | undefined, expected: ExpectedSerial): void {
   if (expected === undefined) return;
   const actual = current?.topologySerial;

@@ -184,7 +184,7 @@ export function createLogger(level: string, destination: DestinationStream = log
 }
 
 /**
- * The fields of the one line every request ends with (request-telemetry.ts). reqId, operation,
+ * The fields of the one line every request ends with (request-telemetry.ts writes it). reqId, operation,
  * method, traceId and spanId are the gateway's own values, which never hold a character JSON
  * escapes (a UUID, a catalogue name, an HTTP method token that Node's parser accepted, hex ids):
  * they are written between quotes as they are (JSON.stringify cost 0.9 µs a line). errorCode and
@@ -195,7 +195,8 @@ export interface RequestLine {
   readonly operation: string;
   readonly method: string;
   readonly status: number;
-  readonly errorCode: string;
+  /** Null only for an upgrade whose stream opened: it has no outcome yet. */
+  readonly errorCode: string | null;
   readonly durationMs: number;
   readonly traceId: string | null;
   readonly spanId: string | null;
@@ -251,7 +252,8 @@ const json = (value: string | null) => (value === null ? 'null' : JSON.stringify
 /** Error codes, escaped once each: in practice a small set (the gateway's catalogue, the participant's codes). */
 const quotedCodes = new Map<string, string>();
 const QUOTED_CODES_MAX = 1024;
-function quotedCode(code: string): string {
+function quotedCode(code: string | null): string {
+  if (code === null) return 'null';
   let quoted = quotedCodes.get(code);
   if (quoted === undefined) {
     quoted = JSON.stringify(code);

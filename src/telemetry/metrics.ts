@@ -1,10 +1,9 @@
-// Metric names and labels: a contract documented in the README. One Registry per app.
+// Metric names and labels: a contract documented in docs/errors-and-metrics.md. One Registry per app.
 // Every label value comes from a bounded set: the route catalogue, the error catalogue, codes
 // that match Canton's code pattern (capped), a status number. Never a raw URL, a user or a token.
 import { Counter, Gauge, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
-import { Errors } from '../errors.js';
+import { errorCodeLabeler } from '../error-codes.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
-import { CANTON_CODE, REDACTED_CODES, UpstreamCodes } from '../proxy/upstream-error-code.js';
 import { BUILD_VERSION } from './build-info.js';
 import { droppedLogLines } from './logging.js';
 import { PlainCounter, PlainHistogram, registerPlainMetric, type CounterSeries, type HistogramSeries } from './plain-metrics.js';
@@ -26,29 +25,14 @@ export const MetricNames = {
   upstreamCallsInFlight: 'ledger_gateway_upstream_calls_in_flight',
   upstreamCallsQueued: 'ledger_gateway_upstream_calls_queued',
   webSocketStreamsOpen: 'ledger_gateway_websocket_streams_open',
+  ready: 'ledger_gateway_ready',
+  webSocketStreamsEnded: 'ledger_gateway_websocket_streams_ended_total',
+  connectionsOpen: 'ledger_gateway_connections_open',
+  connectionsRefused: 'ledger_gateway_connections_refused_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
 export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60];
-
-/** error_code values that are neither a catalogue code nor a participant's code. */
-export const ErrorCodeLabels = {
-  /** A finished request without an error. */
-  none: 'none',
-  /** A participant code first seen after maxUpstreamErrorCodes distinct ones, or not shaped like a Canton code. */
-  other: 'OTHER',
-  /** The client went away before its answer was complete (status 499, nginx's and Canton's CANCELLED status). */
-  clientClosedRequest: 'CLIENT_CLOSED_REQUEST',
-  /** The participant's answer broke off mid-body (the client saw its connection end): the participant's status. */
-  upstreamAnswerBroken: 'UPSTREAM_ANSWER_BROKEN',
-  /** The client stopped reading its answer for the call's timeout and the gateway ended it: the participant's status. */
-  clientStalled: 'CLIENT_STALLED',
-  /** Still in flight when the shutdown grace ended, so the gateway closed its connection: the answer's status once its head was sent, else 503. */
-  shutdownGraceElapsed: 'SHUTDOWN_GRACE_ELAPSED',
-} as const;
-
-/** Status recorded for a request whose client went away before the answer was complete. */
-export const CLIENT_CLOSED_STATUS = 499;
 
 /** Default process metrics that promtool rejects (gauges named *_total); the per-type gauges next to them hold the same numbers. */
 const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
@@ -56,31 +40,6 @@ const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_act
 const KNOWN_METHOD_LIST: readonly string[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT', 'TRACE'];
 const KNOWN_METHODS = new Set(KNOWN_METHOD_LIST);
 const OPERATIONS = new Set(OPERATION_NAMES);
-
-/** Codes that never count against the cap: the gateway's catalogue and the fixed upstream classifications. */
-const FIXED_CODES: ReadonlySet<string> = new Set<string>([
-  ...Object.values(Errors).map((definition) => definition.code),
-  ...Object.values(UpstreamCodes),
-  ...REDACTED_CODES,
-  'NA',
-  ...Object.values(ErrorCodeLabels),
-]);
-
-/**
- * The error_code label of a finished request: `none` for a success, the catalogue's or the
- * participant's code otherwise. Participant codes are kept while fewer than `maxUpstreamCodes`
- * distinct ones have been seen; later new ones, and anything not shaped like a Canton code, are OTHER.
- */
-export function errorCodeLabeler(maxUpstreamCodes: number): (code: string | null, status: number) => string {
-  const seen = new Set<string>();
-  return (code, status) => {
-    if (code === null) return status >= 400 ? UpstreamCodes.unrecognized : ErrorCodeLabels.none;
-    if (FIXED_CODES.has(code) || seen.has(code)) return code;
-    if (!CANTON_CODE.test(code) || seen.size >= maxUpstreamCodes) return ErrorCodeLabels.other;
-    seen.add(code);
-    return code;
-  };
-}
 
 /** A label fed by another stage (auth reasons, issuers): kept up to `cap` distinct values, then `other`. */
 function boundedLabel(cap: number): (value: string) => string {
@@ -130,7 +89,7 @@ export interface GatewayMetrics {
   versionCache(result: VersionCacheResult): void;
   jwksRefresh(issuer: string, result: 'success' | 'failure'): void;
   inflight(operation: string, delta: 1 | -1): void;
-  /** A call refused by a protection limit (`limit`: rate, principalConcurrency, operationConcurrency, gatewayConcurrency). */
+  /** A call refused by a protection limit (`limit`: a LimitName of protection/store.ts). */
   protectionRefusal(operation: string, limit: string): void;
   /** The shared limit store (Redis) could not answer; `failMode` says what the call got. */
   protectionStoreFailure(failMode: 'open' | 'closed'): void;
@@ -142,6 +101,14 @@ export interface GatewayMetrics {
   watchUpstream(load: () => { inFlight: number; queued: number }): void;
   /** Where ledger_gateway_websocket_streams_open reads the open tunnels (at scrape). */
   watchWebSocketStreams(open: () => number): void;
+  /** Where ledger_gateway_ready reads each readiness check, as /readyz reports them (at scrape). */
+  watchReadiness(checks: () => Readonly<Record<string, 'ok' | 'failing'>>): void;
+  /** A WebSocket tunnel closed; `endedBy`: client, participant, idle_timeout or shutdown. */
+  webSocketStreamEnded(operation: string, endedBy: string): void;
+  /** A client connection closed as it was accepted, over protection.connections' `limit`. */
+  connectionRefused(limit: 'total' | 'perAddress'): void;
+  /** Where ledger_gateway_connections_open reads the API listener's open client connections (at scrape). */
+  watchConnections(open: () => number): void;
 }
 
 type CounterChild = ReturnType<Counter<string>['labels']>;
@@ -243,7 +210,12 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     return series;
   }
   const upstreamSeries = memo((operation) => upstreamDuration.series(operation));
-  const protectionRefusals = new Counter({ name: counterName(MetricNames.protectionRefusals), help: 'Calls refused by a protection limit, by operation and limit (rate, principalConcurrency, operationConcurrency, gatewayConcurrency).', labelNames: ['operation', 'limit'] as const, registers: [registry] });
+  const protectionRefusals = new Counter({
+    name: counterName(MetricNames.protectionRefusals),
+    help: 'Calls refused by a protection limit, by operation and limit (a LimitName of protection/store.ts).',
+    labelNames: ['operation', 'limit'] as const,
+    registers: [registry],
+  });
   const protectionStoreFailures = new Counter({ name: counterName(MetricNames.protectionStoreFailures), help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).', labelNames: ['fail_mode'] as const, registers: [registry] });
   /** A counter that reports, at each scrape, how far a count kept elsewhere has grown. */
   const countedElsewhere = (name: string, help: string, read: () => number) => {
@@ -268,7 +240,39 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   new Gauge({ name: MetricNames.upstreamCallsInFlight, help: 'Calls handed to the participant\'s connection pool, at most upstream.connections (version fetches included).', registers: [registry], collect() { this.set(upstreamLoad().inFlight); } });
   new Gauge({ name: MetricNames.upstreamCallsQueued, help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.', registers: [registry], collect() { this.set(upstreamLoad().queued); } });
   let openStreams = () => 0;
+  const streamsEnded = new Counter({
+    name: counterName(MetricNames.webSocketStreamsEnded),
+    help: 'WebSocket streams closed, by operation and by what ended them '
+      + '(client, participant, idle_timeout, shutdown).',
+    labelNames: ['operation', 'ended_by'] as const,
+    registers: [registry],
+  });
   new Gauge({ name: MetricNames.webSocketStreamsOpen, help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).', registers: [registry], collect() { this.set(openStreams()); } });
+  let readinessChecks: () => Readonly<Record<string, 'ok' | 'failing'>> = () => ({});
+  new Gauge({
+    name: MetricNames.ready,
+    help: '1 while a readiness check passes, 0 while it fails, by check (shutdown, keys, upstream); '
+      + '/readyz answers 503 while any is 0.',
+    labelNames: ['check'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [check, state] of Object.entries(readinessChecks())) this.labels(check).set(state === 'ok' ? 1 : 0);
+    },
+  });
+  let openConnections = () => 0;
+  new Gauge({
+    name: MetricNames.connectionsOpen,
+    help: 'Client connections open on the API listener (WebSocket streams included).',
+    registers: [registry],
+    collect() { this.set(openConnections()); },
+  });
+  const connectionsRefused = new Counter({
+    name: counterName(MetricNames.connectionsRefused),
+    help: 'Client connections closed as they were accepted, by the cap they were over (total, perAddress).',
+    labelNames: ['limit'] as const,
+    registers: [registry],
+  });
   const refusalSeries = memo<CounterChild>((key) => {
     const space = key.indexOf(' ');
     return protectionRefusals.labels(key.slice(0, space), key.slice(space + 1));
@@ -321,6 +325,18 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     },
     watchWebSocketStreams(open) {
       openStreams = open;
+    },
+    watchReadiness(checks) {
+      readinessChecks = checks;
+    },
+    webSocketStreamEnded(operation, endedBy) {
+      streamsEnded.labels(operationLabel(operation), endedBy).inc();
+    },
+    connectionRefused(limit) {
+      connectionsRefused.labels(limit).inc();
+    },
+    watchConnections(open) {
+      openConnections = open;
     },
   };
 }

@@ -1,16 +1,17 @@
-// The telemetry stage: every HTTP request, refused or forwarded, answered or abandoned by its
-// client, ends in exactly one metrics observation, one ended server span and one log line.
+// The telemetry stage: every exchange, a call or an upgrade, refused or forwarded, answered or
+// abandoned by its client, ends in exactly one metrics observation, one log line (written here
+// only) and, for a call, one ended server span.
+import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Stage } from '../stage-runner.js';
-import { UNKNOWN_OPERATION } from '../operations.js';
-import { UpstreamCodes } from '../proxy/upstream-error-code.js';
+import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../error-codes.js';
+import type { Exchange, Stage } from '../exchange.js';
+import { UNKNOWN_OPERATION, type Operation } from '../operations.js';
 import { traceIdOf } from '../request-context.js';
 import { onResponseClose } from '../response-close.js';
+import { continueTrace, formatTraceparent } from '../trace-context.js';
 import { scrubSecrets, type RequestLine } from './logging.js';
-import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, type GatewayMetrics } from './metrics.js';
+import type { GatewayMetrics } from './metrics.js';
 import { endServerSpan, sampledTraceIdOf, serverSpanContextOf, serverSpanOf, traceresponse } from './server-span.js';
-import { continueTrace, formatTraceparent } from './trace-context.js';
 
 const kState = Symbol('ledger-gateway.requestTelemetry');
 
@@ -44,24 +45,36 @@ export interface RequestTelemetryOptions {
   readonly writeLine?: (line: RequestLine) => void;
 }
 
-export interface RequestTelemetry {
-  /** The first stage (after the tracing plugin's hook): trace context, the traceresponse for the answer, watch for a client that leaves. */
-  readonly begin: Stage;
-  /** Once the operation is known: the request counts as in flight. */
-  enter(request: FastifyRequest): void;
-  /** Why a stage refused the request: written on its log line. */
-  noteRefusal(request: FastifyRequest, reason: string): void;
-  /**
-   * The shutdown grace has ended and the gateway is about to close every connection: calls that
-   * end from now on without a complete answer were cut by the gateway, not left by their clients.
-   */
-  cutOff(): void;
+/** A refusal given before any exchange began (Node's parser, a target Fastify cannot decode). */
+export interface UnroutedRefusal {
+  readonly id: string;
+  /** The request's method, or `_OTHER` when the parser gave up before one could be trusted. */
+  readonly method: string;
+  readonly status: number;
+  readonly errorCode: string;
+  readonly reason: string;
 }
 
-/** The error code of a finished request: none, or the gateway's or the participant's code. */
-export function outcomeCode(status: number, errorCode: string | null): string {
-  if (errorCode !== null) return errorCode;
-  return status >= 400 ? UpstreamCodes.unrecognized : ErrorCodeLabels.none;
+export interface RequestTelemetry {
+  /** The first stage (for a call, after the tracing plugin's hook): the clock, the trace context, the watch on its end. */
+  readonly begin: Stage;
+  /** Once the operation is known: the exchange counts as in flight. */
+  enter(exchange: Exchange): void;
+  /** Why a stage refused the exchange: written on its log line. */
+  noteRefusal(exchange: Exchange, reason: string): void;
+  /**
+   * An upgrade has its answer: 101 (its tunnel is open) or a refusal, the gateway's or the
+   * participant's, whose code is on exchange.errorCode. A call's answer is seen on its response.
+   */
+  upgradeAnswered(exchange: Exchange, status: number): void;
+  /** Counts and logs a refusal that had no exchange, as operation unknown. */
+  unroutedRefusal(refusal: UnroutedRefusal): void;
+  /**
+   * The gateway is about to close every connection (the shutdown grace has ended, or a shutdown's
+   * close): exchanges that end from now on without a complete answer were cut by the gateway, not
+   * left by their clients.
+   */
+  cutOff(): void;
 }
 
 export function createRequestTelemetry(metrics: GatewayMetrics, options: RequestTelemetryOptions = {}): RequestTelemetry {
@@ -69,31 +82,50 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
   const writeLine = options.writeLine;
   let cuttingOff = false;
 
-  function finish(request: FastifyRequest, reply: FastifyReply, clientLeft: boolean): void {
-    const state = (request as WithState)[kState];
-    if (state === undefined || state.finished) return;
-    state.finished = true;
-    if (state.inflightOperation !== undefined) metrics.inflight(state.inflightOperation, -1);
-
-    // request.operation is still unset when the first stage refused the target (not exposed, bad path).
-    const operation = (request.operation as typeof request.operation | null) ?? undefined;
-    const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
+  /** A call's outcome, read from its response once it closed (answered, or its client gone). */
+  function finishCall(exchange: Exchange, response: ServerResponse): void {
+    const clientLeft = !response.writableFinished;
     // An answer the participant broke off, or one the gateway ended because its client stopped
     // reading, ends the connection too, but it is not the client leaving.
     // Cut when the shutdown grace ended: the gateway's doing, so a 5xx unless an answer was under way.
     // It wins over UPSTREAM_ANSWER_BROKEN, which the upstream pool's destruction at close reports
     // for an answer under way before the client's socket close is seen.
-    const cutOff = clientLeft && cuttingOff && request.errorCode !== ErrorCodeLabels.clientStalled;
-    const cut = !cutOff && clientLeft && (request.errorCode === ErrorCodeLabels.upstreamAnswerBroken || request.errorCode === ErrorCodeLabels.clientStalled);
-    const status = cutOff ? (reply.raw.headersSent ? reply.statusCode : 503) : clientLeft && !cut ? CLIENT_CLOSED_STATUS : reply.statusCode;
-    const code = cut ? request.errorCode! : cutOff ? ErrorCodeLabels.shutdownGraceElapsed : clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, request.errorCode);
-    const seconds = (performance.now() - state.started) / 1000;
-    metrics.observeRequest(operationName, request.method, status, code, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined);
+    const cutOff = clientLeft && cuttingOff && exchange.errorCode !== ErrorCodeLabels.clientStalled;
+    const cut = !cutOff && clientLeft && (exchange.errorCode === ErrorCodeLabels.upstreamAnswerBroken || exchange.errorCode === ErrorCodeLabels.clientStalled);
+    const status = cutOff ? (response.headersSent ? response.statusCode : 503) : clientLeft && !cut ? CLIENT_CLOSED_STATUS : response.statusCode;
+    const code = cut ? exchange.errorCode! : cutOff ? ErrorCodeLabels.shutdownGraceElapsed : clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, exchange.errorCode);
+    finish(exchange, status, code, code);
+  }
 
-    const propagated = request.traceContext;
-    const spanContext = propagated === undefined ? serverSpanContextOf(request) : undefined;
-    // The attributes are built only for a span that exists (none with tracing off, OTEL_SDK_DISABLED).
-    if (propagated === undefined && serverSpanOf(request) !== undefined) endServerSpan(request, operation === undefined ? request.method : `${request.method} ${operation.template}`, {
+  /** An upgrade whose socket closed before it was answered: its client left, or the gateway cut it at shutdown. */
+  function finishUnanswered(exchange: Exchange): void {
+    if (cuttingOff) {
+      const code = ErrorCodeLabels.shutdownGraceElapsed;
+      finish(exchange, 503, code, code);
+    } else {
+      const code = ErrorCodeLabels.clientClosedRequest;
+      finish(exchange, CLIENT_CLOSED_STATUS, code, code);
+    }
+  }
+
+  /** The one observation and the one line; `lineCode` is `code` but for an open stream (upgradeAnswered). */
+  function finish(exchange: Exchange, status: number, code: string, lineCode: string | null): void {
+    const state = (exchange as WithState)[kState];
+    if (state === undefined || state.finished) return;
+    state.finished = true;
+    if (state.inflightOperation !== undefined) metrics.inflight(state.inflightOperation, -1);
+
+    // exchange.operation is still unset when the first stage refused the target (not exposed, bad path).
+    const operation = (exchange.operation as Operation | null) ?? undefined;
+    const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
+    const method = exchange.raw.method!;
+    const seconds = (performance.now() - state.started) / 1000;
+    metrics.observeRequest(operationName, method, status, code, seconds, metrics.exemplars ? sampledTraceIdOf(exchange) : undefined);
+
+    const propagated = exchange.traceContext;
+    const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
+    // The attributes are built only for a span that exists (a call's, with tracing exporting).
+    if (propagated === undefined && serverSpanOf(exchange) !== undefined) endServerSpan(exchange, operation === undefined ? method : `${method} ${operation.template}`, {
       [SpanAttributes.operation]: operationName,
       [SpanAttributes.errorCode]: code,
       [SpanAttributes.status]: status,
@@ -101,41 +133,64 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     });
     // Fixed fields only; the reason was scrubbed when noted.
     writeLine?.({
-      reqId: request.id,
+      reqId: exchange.id,
       operation: operationName,
-      method: request.method,
+      method,
       status,
-      errorCode: code,
+      errorCode: lineCode,
       durationMs: Math.round(seconds * 1e6) / 1e3,
-      traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(request),
+      traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
       spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
       ...(state.reason !== undefined && { reason: state.reason }),
     });
   }
 
   return {
-    begin(request, reply) {
-      (request as WithState)[kState] = { started: performance.now(), inflightOperation: undefined, finished: false, reason: undefined };
-      if (propagateTraceContext) {
-        const context = continueTrace(request.headers.traceparent);
-        request.traceContext = context;
-        request.traceresponse = formatTraceparent(context);
+    begin(exchange) {
+      (exchange as WithState)[kState] = { started: performance.now(), inflightOperation: undefined, finished: false, reason: undefined };
+      // An upgrade has no server span (Fastify's hooks never see it): its trace is continued by hand.
+      if (propagateTraceContext || exchange.kind === 'upgrade') {
+        const context = continueTrace(exchange.raw.headers.traceparent);
+        exchange.traceContext = context;
+        exchange.traceresponse = formatTraceparent(context);
       } else {
-        const spanContext = serverSpanContextOf(request);
-        if (spanContext !== undefined) request.traceresponse = traceresponse(spanContext);
+        const spanContext = serverSpanContextOf(exchange);
+        if (spanContext !== undefined) exchange.traceresponse = traceresponse(spanContext);
       }
-      // The response closes once its answer is complete, or when its client left before that.
-      onResponseClose(reply.raw, () => finish(request, reply, !reply.raw.writableFinished));
+      // A call's response closes once its answer is complete, or when its client left before that;
+      // an upgrade is answered before its socket closes (upgradeAnswered), unless its client leaves.
+      const lifeline = exchange.lifeline;
+      if (exchange.kind === 'call') onResponseClose(lifeline, () => finishCall(exchange, lifeline as ServerResponse));
+      else onResponseClose(lifeline, () => finishUnanswered(exchange));
     },
-    enter(request) {
-      const state = (request as WithState)[kState];
+    enter(exchange) {
+      const state = (exchange as WithState)[kState];
       if (state === undefined || state.inflightOperation !== undefined) return;
-      state.inflightOperation = request.operation.name;
+      state.inflightOperation = exchange.operation.name;
       metrics.inflight(state.inflightOperation, 1);
     },
-    noteRefusal(request, reason) {
-      const state = (request as WithState)[kState];
+    noteRefusal(exchange, reason) {
+      const state = (exchange as WithState)[kState];
       if (state !== undefined) state.reason = scrubSecrets(String(reason)); // a non-string reason must not throw here
+    },
+    upgradeAnswered(exchange, status) {
+      const code = outcomeCode(status, exchange.errorCode);
+      // Written when the stream opens, before it has an outcome: no error code yet ('stream ended' follows).
+      finish(exchange, status, code, status === 101 ? null : code);
+    },
+    unroutedRefusal(refusal) {
+      metrics.observeRequest(UNKNOWN_OPERATION.name, refusal.method, refusal.status, refusal.errorCode, 0);
+      writeLine?.({
+        reqId: refusal.id,
+        operation: UNKNOWN_OPERATION.name,
+        method: refusal.method,
+        status: refusal.status,
+        errorCode: refusal.errorCode,
+        durationMs: 0,
+        traceId: null,
+        spanId: null,
+        reason: scrubSecrets(refusal.reason),
+      });
     },
     cutOff() {
       cuttingOff = true;

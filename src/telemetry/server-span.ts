@@ -2,7 +2,7 @@
 // the gateway once the answer is complete (or the client went away), with the operation, the
 // status and the error code on it.
 import { TraceFlags, isSpanContextValid, type Attributes, type Span, type SpanContext } from '@opentelemetry/api';
-import { isSampled, type TraceContext } from './trace-context.js';
+import { isSampled, type TraceContext } from '../trace-context.js';
 
 const kServerSpan = Symbol('ledger-gateway.serverSpan');
 

@@ -8,7 +8,7 @@
 // (no OTEL_TRACES_EXPORTER, no OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) nothing is exported, instead
 // of sending to localhost:4318, and the SDK is not started at all: spans nobody receives cost a
 // fifth or more of a proxied call's CPU. Trace context is then propagated by hand
-// (trace-context.ts): continued, given to the participant and returned in `traceresponse`.
+// (src/trace-context.ts): continued, given to the participant and returned in `traceresponse`.
 import { FastifyOtelInstrumentation } from '@fastify/otel';
 import { ProxyTracerProvider, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { bearerTokenFromHeaders, checkTokenShape, webSocketToken } from '../../src/auth/extract.js';
+import {
+  bearerTokenFromHeaders, checkTokenShape, subprotocolElements, webSocketToken,
+} from '../../src/auth/extract.js';
 import { AuthFailure } from '../../src/auth/failure.js';
 
 const JWT = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl';
@@ -64,21 +66,40 @@ describe('bearerTokenFromHeaders', () => {
 });
 
 describe('webSocketToken', () => {
-  it('reads the jwt.token. subprotocol offered first, as Canton does (FACTS.md §4.1)', () => {
+  it('reads the jwt.token. subprotocol offered first, as Canton does (Endpoints.scala baseEndpoint)', () => {
     expect(webSocket(['Sec-WebSocket-Protocol', `jwt.token.${JWT},daml.ws.auth`])).toBe(JWT);
     expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth,jwt.token.${JWT}`])).toBe(JWT);
   });
 
-  it('takes the first element that starts with jwt.token. when several do, with or without a space, as Canton does (FACTS.md §4.1)', () => {
+  // Canton trims them since digital-asset/canton#613.
+  it('reads a browser\'s offer: elements separated by ", " (RFC 6455 §11.3.4), trimmed', () => {
+    // new WebSocket(url, ['daml.ws.auth', `jwt.token.${JWT}`]) in a browser
+    expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth, jwt.token.${JWT}`])).toBe(JWT);
+    expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth ,\t jwt.token.${JWT}  `])).toBe(JWT);
+    expect(webSocket(['Sec-WebSocket-Protocol', `, ,daml.ws.auth,, jwt.token.${JWT},`])).toBe(JWT);
+  });
+
+  it('takes the first element that starts with jwt.token. when several do, with or without a space', () => {
     const other = 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJib2IifQ.c2ln';
     expect(webSocket(['Sec-WebSocket-Protocol', `jwt.token.${JWT},jwt.token.${other}`])).toBe(JWT);
     expect(webSocket(['Sec-WebSocket-Protocol', `jwt.token.${JWT}, jwt.token.${other}`])).toBe(JWT);
     expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth,jwt.token.${JWT},jwt.token.${other},daml.ws.auth`])).toBe(JWT);
-    // No trimming: an element after ", " does not start with jwt.token., so the next one is the first.
-    expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth, jwt.token.${other},jwt.token.${JWT}`])).toBe(JWT);
+    // Trimmed, the element after ", " is the first (a participant that does not trim reads it too:
+    // the gateway forwards the list without spaces, test/proxy/websocket.test.ts).
+    expect(webSocket(['Sec-WebSocket-Protocol', `daml.ws.auth, jwt.token.${other},jwt.token.${JWT}`])).toBe(other);
     // The first one decides even when it is bad: a later good one is not tried (Canton would not either).
     expect(reasonOf(() => webSocket(['Sec-WebSocket-Protocol', `jwt.token.,jwt.token.${JWT}`]))).toBe('malformed');
     expect(reasonOf(() => webSocket(['Sec-WebSocket-Protocol', `jwt.token.garbage,jwt.token.${JWT}`]))).toBe('malformed');
+    const emptyFirst = ['Sec-WebSocket-Protocol', `daml.ws.auth, jwt.token., jwt.token.${JWT}`];
+    expect(reasonOf(() => webSocket(emptyFirst))).toBe('malformed');
+  });
+
+  it('trims only the list\'s optional whitespace (spaces, tabs): after another character it is no token', () => {
+    expect(subprotocolElements(' a ,\tb\t, ,,c')).toEqual(['a', 'b', 'c']);
+    expect(subprotocolElements('')).toEqual([]);
+    // A no-break space is no list whitespace (RFC 9110 §5.6.1) nor trimmed by Canton (Scala's trim stops at U+0020).
+    const afterNoBreakSpace = ['Sec-WebSocket-Protocol', `daml.ws.auth,\u00a0jwt.token.${JWT}`];
+    expect(reasonOf(() => webSocket(afterNoBreakSpace))).toBe('missing');
   });
 
   it('prefers the Authorization header when both are present', () => {
@@ -92,8 +113,11 @@ describe('webSocketToken', () => {
 
   it.each([
     ['no token anywhere', ['Sec-WebSocket-Protocol', 'daml.ws.auth'], 'missing'],
-    ['a token after ", " that Canton would not see', ['Sec-WebSocket-Protocol', `daml.ws.auth, jwt.token.${JWT}`], 'malformed'],
     ['two tokens in two header lines', ['Sec-WebSocket-Protocol', `jwt.token.${JWT}`, 'Sec-WebSocket-Protocol', `jwt.token.${JWT}`], 'malformed'],
+    ['two tokens in two header lines, one after ", "',
+      ['Sec-WebSocket-Protocol', `daml.ws.auth, jwt.token.${JWT}`, 'Sec-WebSocket-Protocol', `jwt.token.${JWT}`],
+      'malformed'],
+    ['a header with only separators', ['Sec-WebSocket-Protocol', ' , ,'], 'missing'],
     ['an empty token', ['Sec-WebSocket-Protocol', 'jwt.token.,daml.ws.auth'], 'malformed'],
     ['garbage', ['Sec-WebSocket-Protocol', 'jwt.token.garbage,daml.ws.auth'], 'malformed'],
   ])('refuses %s', (_name, rawHeaders, reason) => {

@@ -106,7 +106,7 @@ describe('config validation', () => {
   it('refuses a per-operation timeout for an operation that does not exist (it would silently never apply)', () => {
     expect(problemsOf({ upstream: { operationTimeoutsMs: { submitAndWaitForTransaction: 60_000, unknown: 5_000 } } })).toEqual([]);
     expect(problemsOf({ upstream: { operationTimeoutsMs: { submitAndWaitForTransactionn: 60_000, getVersion: 1_000 } } })).toEqual([
-      'upstream.operationTimeoutsMs.submitAndWaitForTransactionn: unknown operation name (README "Routes and operations" lists them)',
+      'upstream.operationTimeoutsMs.submitAndWaitForTransactionn: unknown operation name (docs/request-policy.md "Routes and operations" lists them)',
     ]);
   });
 

@@ -1,17 +1,37 @@
-// The Kubernetes manifests (deploy/kubernetes): both overlays rendered with `kubectl kustomize`,
-// every object validated against the Kubernetes and Prometheus Operator schemas, then what no
-// schema catches: ports and paths against the config the pods mount, what the Ingress and Services
-// expose, NetworkPolicy selectors, the shutdown arithmetic, the native sidecar.
-import { readFileSync } from 'node:fs';
+// The Kubernetes manifests (deploy/kubernetes): both overlays, and overlays of an operator's own
+// with the components, rendered with `kubectl kustomize`, every object validated against the
+// Kubernetes, Gateway API and Prometheus Operator schemas, then what no schema catches: ports and
+// paths against the config the pods mount, what the Gateway API routes and the Services expose,
+// NetworkPolicy selectors, the shutdown arithmetic, the native sidecar, the monitoring settings.
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
 import type { GatewayConfig } from '../../src/config/schema.js';
 import {
-  DEPLOY, DOWNWARD_API_TEST_VALUES, GATEWAY_CONTAINER, configPathOf, containerEnvironment, effectiveConfig, findObject,
-  gatewayWorkload, mountedConfigMapFile, objectsOfKind, readDockerfile, renderKustomization, resolveContainerPort,
-  selectorMatches, type Container, type GatewayWorkload, type KubernetesObject,
+  DEPLOY,
+  DOWNWARD_API_TEST_VALUES,
+  GATEWAY_CONTAINER,
+  KUSTOMIZE_COMPONENTS,
+  KUSTOMIZE_DIRS,
+  configPathOf,
+  containerEnvironment,
+  effectiveConfig,
+  findObject,
+  gatewayWorkload,
+  mountedConfigMapFile,
+  objectsOfKind,
+  readDockerfile,
+  renderKustomization,
+  renderOwnOverlay,
+  resolveContainerPort,
+  selectorMatches,
+  type Container,
+  type GatewayWorkload,
+  type KubernetesObject,
 } from './manifests.js';
+import { ROOT } from '../helpers/process.js';
 import { schemaProblems, unknownFieldProblems } from './schemas.js';
 
 const OVERLAYS = ['ingress', 'sidecar'] as const;
@@ -26,17 +46,161 @@ interface Rendered {
 
 const renderedOverlays = new Map<string, Rendered>();
 
+/**
+ * The gateway's workload, environment and config among rendered objects. A config that names
+ * listener TLS files is validated with `secretFiles` (file name in the Secret -> a test file) in
+ * place of the Secret's mount, as the gateway reads them at start; paths are reported as mounted.
+ */
+function readRendered(objects: KubernetesObject[], secretFiles: Record<string, string> = {}): Rendered {
+  const gateway = gatewayWorkload(objects);
+  const env = containerEnvironment(gateway.container, DOWNWARD_API_TEST_VALUES);
+  const text = mountedConfigMapFile(objects, gateway, configPathOf(readDockerfile().argv));
+  if (Object.keys(secretFiles).length === 0) return { objects, gateway, env, config: effectiveConfig(text, env) };
+  const volumes = gateway.podSpec.volumes as Array<{ name: string; secret?: unknown }>;
+  const mount = gateway.container.volumeMounts!.find(
+    (m) => volumes.find((v) => v.name === m.name)?.secret !== undefined,
+  )!.mountPath;
+  const directory = mkdtempSync(join(tmpdir(), 'ledger-gateway-secrets-'));
+  try {
+    for (const [name, source] of Object.entries(secretFiles)) copyFileSync(source, join(directory, name));
+    const config = effectiveConfig(text.replaceAll(`${mount}/`, `${directory}/`), env);
+    return {
+      objects,
+      gateway,
+      env,
+      config: JSON.parse(JSON.stringify(config).replaceAll(`${directory}/`, `${mount}/`)) as GatewayConfig,
+    };
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
+}
+
 /** Rendered once per file; called inside each test so that a failure (no kubectl) fails every test. */
 function renderOverlay(overlay: (typeof OVERLAYS)[number]): Rendered {
   const cached = renderedOverlays.get(overlay);
   if (cached !== undefined) return cached;
-  const objects = renderKustomization(overlay);
-  const gateway = gatewayWorkload(objects);
-  const env = containerEnvironment(gateway.container, DOWNWARD_API_TEST_VALUES);
-  const config = effectiveConfig(mountedConfigMapFile(objects, gateway, configPathOf(readDockerfile().argv)), env);
-  const rendered = { objects, gateway, env, config };
+  const rendered = readRendered(renderKustomization(overlay));
   renderedOverlays.set(overlay, rendered);
   return rendered;
+}
+
+/** Files the config names: issuers' public keys, upstream and listener TLS files. */
+function configFiles(config: GatewayConfig): string[] {
+  return [
+    ...config.auth.issuers.flatMap((issuer) => (issuer.publicKeyFile === undefined ? [] : [issuer.publicKeyFile])),
+    ...[config.upstream.tls.caFile, config.upstream.tls.certFile, config.upstream.tls.keyFile],
+    ...[config.server.tls.certFile, config.server.tls.keyFile, config.server.tls.clientCaFile],
+  ].filter((file): file is string => file !== undefined);
+}
+
+function expectConfigFilesFromSecrets(rendered: Rendered): void {
+  const container = rendered.gateway.container;
+  const volumes = rendered.gateway.podSpec.volumes as Array<{
+    name: string;
+    secret?: { secretName: string; defaultMode?: number };
+  }>;
+  const secretMounts = (container.volumeMounts ?? []).filter(
+    (mount) => volumes.find((v) => v.name === mount.name)?.secret !== undefined,
+  );
+  for (const file of configFiles(rendered.config)) {
+    expect(
+      secretMounts.some((mount) => file.startsWith(`${mount.mountPath}/`)),
+      `${file} lies under a Secret mount`,
+    ).toBe(true);
+  }
+  for (const mount of secretMounts) {
+    expect(mount.readOnly).toBe(true);
+    // Files without the "others" read bit are readable through the pod's fsGroup only.
+    const mode = volumes.find((v) => v.name === mount.name)!.secret!.defaultMode ?? 0o644;
+    if ((mode & 0o004) === 0)
+      expect(
+        rendered.gateway.podSpec.securityContext?.fsGroup,
+        'fsGroup for group-readable secret files',
+      ).toBeGreaterThan(0);
+  }
+}
+
+/**
+ * The hop from the Gateway's proxies to the gateway: TLS exactly when the config gives the API
+ * listener a certificate (server.tls), and then a BackendTLSPolicy on the port every route uses.
+ */
+function expectBackendTlsMatchesListener(rendered: Rendered): void {
+  const { config, gateway, objects } = rendered;
+  const listenerTls = config.server.tls.certFile !== undefined;
+  const policies = objectsOfKind(objects, 'BackendTLSPolicy');
+  const backends = (objectsOfKind(objects, 'HTTPRoute') as unknown as HttpRoute[]).flatMap((route) =>
+    route.spec.rules.flatMap((rule) => rule.backendRefs ?? []),
+  );
+  expect(backends.length).toBeGreaterThan(0);
+  for (const backend of backends) {
+    const service = findObject(objects, 'Service', backend.name);
+    const port = (
+      service.spec.ports as Array<{ name?: string; port: number; targetPort: number | string; appProtocol?: string }>
+    ).find((p) => p.port === backend.port)!;
+    expect(resolveContainerPort(gateway.container, port.targetPort)).toBe(config.server.port);
+    const targeting = policies.filter((policy) =>
+      (policy.spec.targetRefs as Array<{ group: string; kind: string; name: string; sectionName?: string }>).some(
+        (ref) =>
+          ref.group === '' &&
+          ref.kind === 'Service' &&
+          ref.name === service.metadata.name &&
+          (ref.sectionName === undefined || ref.sectionName === port.name),
+      ),
+    );
+    expect(targeting.length, `BackendTLSPolicies for ${service.metadata.name} port ${port.name}`).toBe(
+      listenerTls ? 1 : 0,
+    );
+    expect(port.appProtocol).toBe(listenerTls ? 'https' : 'http');
+    if (listenerTls) {
+      const validation = targeting[0]!.spec.validation as {
+        hostname: string;
+        caCertificateRefs?: Array<{ kind: string; name: string }>;
+        wellKnownCACertificates?: string;
+      };
+      expect(validation.hostname).toMatch(/^[a-z0-9]/);
+      expect(validation.caCertificateRefs?.map((ref) => ref.kind)).toEqual(['ConfigMap']);
+      // One CA source only: a CEL rule of the CRD, which the models' JSON Schema does not carry.
+      expect(validation.wellKnownCACertificates).toBeUndefined();
+    }
+  }
+}
+
+/** Milliseconds of a Gateway API duration (GEP-2257: 1h, 30s, 1m30s, 500ms); 0 disables a timeout. */
+function gatewayApiDurationMs(duration: string): number {
+  if (!/^([0-9]{1,5}(h|m|s|ms)){1,4}$/.test(duration)) throw new Error(`not a Gateway API duration: ${duration}`);
+  const unit = { h: 3_600_000, m: 60_000, s: 1_000, ms: 1 };
+  return [...duration.matchAll(/([0-9]+)(ms|h|m|s)/g)].reduce(
+    (sum, [, value, u]) => sum + Number(value) * unit[u as keyof typeof unit],
+    0,
+  );
+}
+
+type HttpRoute = {
+  metadata: { name: string };
+  spec: {
+    parentRefs: Array<{ kind?: string; name: string; sectionName?: string }>;
+    hostnames?: string[];
+    rules: Array<{
+      backendRefs?: Array<{ kind?: string; name: string; port: number }>;
+      timeouts?: { request?: string; backendRequest?: string };
+    }>;
+  };
+};
+
+/** The Gateways an HTTPRoute attaches to, each with the listener it names. */
+function parentGateways(
+  objects: readonly KubernetesObject[],
+  route: HttpRoute,
+): Array<{ gateway: KubernetesObject; listener: any }> {
+  return route.spec.parentRefs.map((parent) => {
+    expect(parent.kind ?? 'Gateway').toBe('Gateway');
+    const gateway = findObject(objects, 'Gateway', parent.name);
+    const listener = (gateway.spec.listeners as Array<{ name: string }>).find(
+      (l) => parent.sectionName === undefined || l.name === parent.sectionName,
+    );
+    expect(listener, `${parent.name} has a listener ${parent.sectionName}`).toBeDefined();
+    return { gateway, listener };
+  });
 }
 
 /** Bytes of a Kubernetes quantity such as 512Mi or 1Gi. */
@@ -49,22 +213,33 @@ function bytesOf(quantity: string): number {
 
 /** Services selecting the gateway's pod (the API Service, and in the ingress overlay the admin one). */
 function podServices(rendered: Rendered): KubernetesObject[] {
-  return objectsOfKind(rendered.objects, 'Service').filter((service) => selectorMatches(service.spec.selector, rendered.gateway.podLabels));
+  return objectsOfKind(rendered.objects, 'Service').filter((service) =>
+    selectorMatches(service.spec.selector, rendered.gateway.podLabels),
+  );
 }
 
 function servicePortTargets(service: KubernetesObject, container: Container): number[] {
-  return (service.spec.ports as Array<{ port: number; targetPort?: number | string }>).map((port) => resolveContainerPort(container, port.targetPort ?? port.port));
+  return (service.spec.ports as Array<{ port: number; targetPort?: number | string }>).map((port) =>
+    resolveContainerPort(container, port.targetPort ?? port.port),
+  );
 }
 
 describe('schemas', () => {
-  it('every rendered object, and the Splice values\' sidecar, validates and has no unknown field', () => {
+  it("every rendered object, and the Splice values' sidecar, validates and has no unknown field", () => {
     const objects = [...renderKustomization('base'), ...OVERLAYS.flatMap((overlay) => renderKustomization(overlay))];
     expect(schemaProblems(objects)).toEqual([]);
 
-    const values = parse(readFileSync(SPLICE_VALUES, 'utf8'), { version: '1.1' }) as { extraInitContainers: Container[] };
+    const values = parse(readFileSync(SPLICE_VALUES, 'utf8'), { version: '1.1' }) as {
+      extraInitContainers: Container[];
+    };
     const splicePod: KubernetesObject = {
-      apiVersion: 'v1', kind: 'Pod', metadata: { name: 'splice-participant-values' },
-      spec: { initContainers: values.extraInitContainers, containers: [{ name: 'participant', image: 'canton-participant' }] },
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'splice-participant-values' },
+      spec: {
+        initContainers: values.extraInitContainers,
+        containers: [{ name: 'participant', image: 'canton-participant' }],
+      },
     };
     expect(schemaProblems([splicePod])).toEqual([]);
     expect(unknownFieldProblems([...objects, splicePod])).toEqual([]);
@@ -77,11 +252,41 @@ describe('schemas', () => {
     expect(unknownFieldProblems([broken]).join('\n')).toContain('readOnlyRootFilesytem');
     broken.spec.template.spec.containers[0].ports[0].containerPort = '8080';
     expect(schemaProblems([broken]).join('\n')).toContain('containerPort must be integer');
+
+    const [route] = renderKustomization('ingress').filter((o) => o.kind === 'HTTPRoute');
+    const brokenRoute = structuredClone(route!);
+    brokenRoute.spec.rules[0].timeouts.request = 'forever';
+    expect(schemaProblems([brokenRoute]).join('\n')).toContain('timeouts/request must match pattern');
+    brokenRoute.spec.rules[0].timeout = '0s';
+    expect(unknownFieldProblems([brokenRoute]).join('\n')).toContain('\'"timeout"\' does not exist');
+
+    // v1alpha2's singular targetRef, a hostname that is no DNS name, a CA set by the wrong case.
+    const policy: KubernetesObject = {
+      apiVersion: 'gateway.networking.k8s.io/v1',
+      kind: 'BackendTLSPolicy',
+      metadata: { name: 'p' },
+      spec: {
+        targetRef: { group: '', kind: 'Service', name: 's' },
+        validation: { hostname: 'Not A Name', wellKnownCACertificates: 'system' },
+      },
+    };
+    const policyProblems = schemaProblems([policy]).join('\n');
+    expect(policyProblems).toContain('BackendTLSPolicy/p: data/spec must have required property targetRefs');
+    expect(policyProblems).toContain('data/spec/validation/hostname must match pattern');
+    expect(policyProblems).toContain('data/spec/validation/wellKnownCACertificates must match pattern');
+    expect(unknownFieldProblems([policy]).join('\n')).toMatch(/^BackendTLSPolicy\/p: .*'"targetRef"' does not exist/m);
+    const mended = structuredClone(policy);
+    mended.spec = {
+      targetRefs: [mended.spec.targetRef],
+      validation: { hostname: 'ledger-gateway', wellKnownCACertificates: 'System' },
+    };
+    expect(schemaProblems([mended])).toEqual([]);
+    expect(unknownFieldProblems([mended])).toEqual([]);
   }, 60_000);
 });
 
 describe.each(OVERLAYS)('overlay %s', (overlay) => {
-  it('mounts a valid gateway config where the image\'s entry command reads it, for a real participant', () => {
+  it("mounts a valid gateway config where the image's entry command reads it, for a real participant", () => {
     const rendered = renderOverlay(overlay);
     const container = rendered.gateway.container;
     // renderOverlay validated the file (with the container's env overrides) against the schema.
@@ -93,24 +298,7 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
   });
 
   it('mounts every file the config names from a Secret', () => {
-    const rendered = renderOverlay(overlay);
-    const container = rendered.gateway.container;
-    const config = rendered.config;
-    const files = [
-      ...config.auth.issuers.flatMap((issuer) => (issuer.publicKeyFile === undefined ? [] : [issuer.publicKeyFile])),
-      ...[config.upstream.tls.caFile, config.upstream.tls.certFile, config.upstream.tls.keyFile].filter((file): file is string => file !== undefined),
-    ];
-    const volumes = rendered.gateway.podSpec.volumes as Array<{ name: string; secret?: { secretName: string; defaultMode?: number } }>;
-    const secretMounts = (container.volumeMounts ?? []).filter((mount) => volumes.find((v) => v.name === mount.name)?.secret !== undefined);
-    for (const file of files) {
-      expect(secretMounts.some((mount) => file.startsWith(`${mount.mountPath}/`)), `${file} lies under a Secret mount`).toBe(true);
-    }
-    for (const mount of secretMounts) {
-      expect(mount.readOnly).toBe(true);
-      // Files without the "others" read bit are readable through the pod's fsGroup only.
-      const mode = volumes.find((v) => v.name === mount.name)!.secret!.defaultMode ?? 0o644;
-      if ((mode & 0o004) === 0) expect(rendered.gateway.podSpec.securityContext?.fsGroup, 'fsGroup for group-readable secret files').toBeGreaterThan(0);
-    }
+    expectConfigFilesFromSecrets(renderOverlay(overlay));
   });
 
   it('probes /livez and /readyz on the admin port of the config', () => {
@@ -124,7 +312,9 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
       expect(resolveContainerPort(container, probe!.httpGet!.port)).toBe(config.admin.port);
     }
     // /readyz re-probes a failing participant for up to min(2 s, readinessIntervalMs) before answering.
-    expect(container.readinessProbe!.timeoutSeconds! * 1000).toBeGreaterThan(Math.min(2_000, config.upstream.readinessIntervalMs));
+    expect(container.readinessProbe!.timeoutSeconds! * 1000).toBeGreaterThan(
+      Math.min(2_000, config.upstream.readinessIntervalMs),
+    );
     const ports = (container.ports ?? []).map((port) => port.containerPort);
     expect(ports).toContain(config.server.port);
     expect(ports).toContain(config.admin.port);
@@ -190,7 +380,9 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
     const alerts = parse(readFileSync(join(DEPLOY, 'prometheus/alerts.yaml'), 'utf8')) as { groups: unknown[] };
     const [rule, ...others] = objectsOfKind(rendered.objects, 'PrometheusRule');
     expect(others).toEqual([]);
-    expect(rule!.spec.groups, 'regenerate with: node deploy/kubernetes/generate-prometheus-rule.mjs').toEqual(alerts.groups);
+    expect(rule!.spec.groups, 'regenerate with: node deploy/kubernetes/generate-prometheus-rule.mjs').toEqual(
+      alerts.groups,
+    );
   });
 
   it('exposes only the API port through the Services that select the gateway pod (admin only to the ServiceMonitor)', () => {
@@ -202,7 +394,7 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
     for (const service of services) {
       const targets = servicePortTargets(service, container);
       if (targets.includes(config.admin.port)) {
-        // The admin Service: admin port only, and no Ingress routes to it (checked in the ingress overlay).
+        // The admin Service: admin port only, and no HTTPRoute routes to it (checked in the ingress overlay).
         expect(targets, `${service.metadata.name}`).toEqual([config.admin.port]);
       } else {
         expect(targets, `${service.metadata.name}`).toEqual([config.server.port]);
@@ -219,7 +411,6 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
 });
 
 describe('overlay ingress', () => {
-
   it('runs two or more replicas, autoscaled, spread across nodes, with a disruption budget', () => {
     const rendered = renderOverlay('ingress');
     const { workload, podLabels, podSpec } = rendered.gateway;
@@ -229,14 +420,21 @@ describe('overlay ingress', () => {
     expect(autoscaler!.spec.scaleTargetRef).toMatchObject({ kind: 'Deployment', name: workload.metadata.name });
     expect(autoscaler!.spec.minReplicas).toBeGreaterThanOrEqual(2);
     expect(autoscaler!.spec.maxReplicas).toBeGreaterThan(autoscaler!.spec.minReplicas);
-    const spread = (podSpec.topologySpreadConstraints as Array<{ topologyKey: string; whenUnsatisfiable: string; labelSelector: { matchLabels: Record<string, string> } }>)
-      .find((constraint) => constraint.topologyKey === 'kubernetes.io/hostname');
+    const spread = (
+      podSpec.topologySpreadConstraints as Array<{
+        topologyKey: string;
+        whenUnsatisfiable: string;
+        labelSelector: { matchLabels: Record<string, string> };
+      }>
+    ).find((constraint) => constraint.topologyKey === 'kubernetes.io/hostname');
     expect(spread?.whenUnsatisfiable).toBe('DoNotSchedule');
     expect(selectorMatches(spread?.labelSelector.matchLabels, podLabels)).toBe(true);
     const [budget] = objectsOfKind(rendered.objects, 'PodDisruptionBudget');
     expect(selectorMatches(budget!.spec.selector.matchLabels, podLabels)).toBe(true);
     expect(budget!.spec.maxUnavailable ?? 0).toBeGreaterThanOrEqual(1); // a drain can proceed
-    expect(workload.spec.selector.matchLabels).toEqual(Object.fromEntries(Object.entries(podLabels).filter(([key]) => key in workload.spec.selector.matchLabels)));
+    expect(workload.spec.selector.matchLabels).toEqual(
+      Object.fromEntries(Object.entries(podLabels).filter(([key]) => key in workload.spec.selector.matchLabels)),
+    );
   });
 
   it('lets the drain grace cover a call that started just before SIGTERM', () => {
@@ -244,44 +442,95 @@ describe('overlay ingress', () => {
     expect(rendered.config.shutdown.graceMs).toBeGreaterThanOrEqual(rendered.config.upstream.timeoutMs);
   });
 
-  it('routes the Ingress to the API port only, never to the admin port', () => {
+  it('routes a Gateway API HTTPRoute to the API port only, never to the admin port', () => {
     const rendered = renderOverlay('ingress');
     const { config, gateway } = rendered;
-    const ingresses = objectsOfKind(rendered.objects, 'Ingress');
-    expect(ingresses.length).toBeGreaterThan(0);
-    for (const ingress of ingresses) {
-      const backends = [
-        ...(ingress.spec.defaultBackend ? [ingress.spec.defaultBackend] : []),
-        ...(ingress.spec.rules ?? []).flatMap((rule: { http?: { paths: Array<{ backend: unknown }> } }) => rule.http?.paths.map((path) => path.backend) ?? []),
-      ] as Array<{ service: { name: string; port: { name?: string; number?: number } } }>;
+    const routes = objectsOfKind(rendered.objects, 'HTTPRoute') as unknown as HttpRoute[];
+    expect(routes.length).toBeGreaterThan(0);
+    for (const route of routes) {
+      const backends = route.spec.rules.flatMap((rule) => rule.backendRefs ?? []);
       expect(backends.length).toBeGreaterThan(0);
       for (const backend of backends) {
-        const service = findObject(rendered.objects, 'Service', backend.service.name);
+        expect(backend.kind ?? 'Service').toBe('Service');
+        const service = findObject(rendered.objects, 'Service', backend.name);
         expect(selectorMatches(service.spec.selector, gateway.podLabels)).toBe(true);
-        // Every port of a Service an Ingress points at targets the API listener.
+        // Every port of a Service a route points at targets the API listener.
         expect(servicePortTargets(service, gateway.container).every((port) => port === config.server.port)).toBe(true);
-        const port = (service.spec.ports as Array<{ name?: string; port: number; targetPort: number | string }>)
-          .find((p) => (backend.service.port.name !== undefined ? p.name === backend.service.port.name : p.port === backend.service.port.number));
-        expect(port, `${service.metadata.name} port ${JSON.stringify(backend.service.port)}`).toBeDefined();
+        const port = (service.spec.ports as Array<{ port: number; targetPort: number | string }>).find(
+          (p) => p.port === backend.port,
+        );
+        expect(port, `${service.metadata.name} port ${backend.port}`).toBeDefined();
         expect(resolveContainerPort(gateway.container, port!.targetPort)).toBe(config.server.port);
       }
     }
+  });
+
+  it("speaks plain HTTP from the Gateway's proxies to the gateway: no BackendTLSPolicy (components/backend-tls)", () => {
+    const rendered = renderOverlay('ingress');
+    expect(rendered.config.server.tls.certFile).toBeUndefined();
+    expectBackendTlsMatchesListener(rendered);
+  });
+
+  it("attaches the HTTPRoute to a Gateway listener that terminates TLS for the route's host", () => {
+    const rendered = renderOverlay('ingress');
+    for (const route of objectsOfKind(rendered.objects, 'HTTPRoute') as unknown as HttpRoute[]) {
+      for (const { listener } of parentGateways(rendered.objects, route)) {
+        expect(listener.protocol).toBe('HTTPS');
+        expect(listener.tls?.mode ?? 'Terminate').toBe('Terminate');
+        expect(listener.tls?.certificateRefs?.length).toBeGreaterThan(0);
+        expect(listener.allowedRoutes?.namespaces?.from ?? 'Same').toBe('Same');
+        for (const host of route.spec.hostnames ?? [])
+          expect(listener.hostname === undefined || listener.hostname === host, host).toBe(true);
+      }
+    }
+  });
+
+  it('sets no proxy timeout that could end a call the gateway still bounds itself, or a WebSocket stream', () => {
+    const rendered = renderOverlay('ingress');
+    const { config } = rendered;
+    // The longest bound the gateway applies itself, so that its answer (Canton's error shape) comes first.
+    const gatewayBoundMs = Math.max(
+      config.server.requestTimeoutMs,
+      config.upstream.timeoutMs,
+      ...Object.values(config.upstream.operationTimeoutsMs),
+    );
+    for (const route of objectsOfKind(rendered.objects, 'HTTPRoute') as unknown as HttpRoute[]) {
+      for (const rule of route.spec.rules) {
+        // Unset, an implementation's default applies (Envoy's route timeout: 15 s).
+        expect(rule.timeouts?.request, `${route.metadata.name}: timeouts.request`).toBeDefined();
+        for (const timeout of [rule.timeouts!.request!, rule.timeouts!.backendRequest].filter(
+          (t): t is string => t !== undefined,
+        )) {
+          const ms = gatewayApiDurationMs(timeout);
+          expect(ms === 0 || ms > gatewayBoundMs, `${timeout}: 0 (none) or above ${gatewayBoundMs} ms`).toBe(true);
+        }
+      }
+    }
+    expect(gatewayApiDurationMs('1m30s')).toBe(90_000);
   });
 
   it('scrapes the admin port with a ServiceMonitor', () => {
     const rendered = renderOverlay('ingress');
     const { config, gateway } = rendered;
     const [monitor] = objectsOfKind(rendered.objects, 'ServiceMonitor');
-    const services = objectsOfKind(rendered.objects, 'Service').filter((service) => selectorMatches(monitor!.spec.selector.matchLabels, service.metadata.labels ?? {}));
+    const services = objectsOfKind(rendered.objects, 'Service').filter((service) =>
+      selectorMatches(monitor!.spec.selector.matchLabels, service.metadata.labels ?? {}),
+    );
     expect(services.map((s) => s.metadata.name)).toEqual(['ledger-gateway-admin']);
     const endpoint = monitor!.spec.endpoints[0] as { port: string; path: string };
     expect(endpoint.path).toBe('/metrics');
-    const port = (services[0]!.spec.ports as Array<{ name: string; targetPort: number | string }>).find((p) => p.name === endpoint.port);
+    const port = (services[0]!.spec.ports as Array<{ name: string; targetPort: number | string }>).find(
+      (p) => p.name === endpoint.port,
+    );
     expect(resolveContainerPort(gateway.container, port!.targetPort)).toBe(config.admin.port);
   });
 
   describe('NetworkPolicies', () => {
-    type Peer = { podSelector?: { matchLabels?: Record<string, string> }; namespaceSelector?: { matchLabels?: Record<string, string> }; ipBlock?: unknown };
+    type Peer = {
+      podSelector?: { matchLabels?: Record<string, string> };
+      namespaceSelector?: { matchLabels?: Record<string, string> };
+      ipBlock?: unknown;
+    };
     type Rule = { from?: Peer[]; ports?: Array<{ port: number | string }> };
 
     it('use explicit, non-empty pod selectors everywhere', () => {
@@ -289,16 +538,22 @@ describe('overlay ingress', () => {
       const policies = objectsOfKind(rendered.objects, 'NetworkPolicy');
       expect(policies.length).toBeGreaterThanOrEqual(2);
       for (const policy of policies) {
-        expect(Object.keys(policy.spec.podSelector?.matchLabels ?? {}).length, `${policy.metadata.name} spec.podSelector`).toBeGreaterThan(0);
+        expect(
+          Object.keys(policy.spec.podSelector?.matchLabels ?? {}).length,
+          `${policy.metadata.name} spec.podSelector`,
+        ).toBeGreaterThan(0);
         for (const rule of (policy.spec.ingress ?? []) as Rule[]) {
           for (const peer of rule.from ?? []) {
-            expect(Object.keys(peer.podSelector?.matchLabels ?? {}).length, `${policy.metadata.name}: a peer selects pods explicitly`).toBeGreaterThan(0);
+            expect(
+              Object.keys(peer.podSelector?.matchLabels ?? {}).length,
+              `${policy.metadata.name}: a peer selects pods explicitly`,
+            ).toBeGreaterThan(0);
           }
         }
       }
     });
 
-    it('let only the ingress controller reach the API port and only Prometheus the admin port', () => {
+    it("let only the proxies of the HTTPRoute's Gateway reach the API port and only Prometheus the admin port", () => {
       const rendered = renderOverlay('ingress');
       const { config, gateway } = rendered;
       const policies = objectsOfKind(rendered.objects, 'NetworkPolicy');
@@ -309,24 +564,37 @@ describe('overlay ingress', () => {
         expect(rule.ports, 'every rule names its ports').toBeDefined();
         expect(rule.from, 'every rule names its sources').toBeDefined();
       }
-      const sourcesOf = (port: number) => rules.filter((rule) => rule.ports!.some((p) => resolveContainerPort(gateway.container, p.port) === port)).flatMap((rule) => rule.from!);
+      const sourcesOf = (port: number) =>
+        rules
+          .filter((rule) => rule.ports!.some((p) => resolveContainerPort(gateway.container, p.port) === port))
+          .flatMap((rule) => rule.from!);
       const admin = sourcesOf(config.admin.port);
       expect(admin.length).toBeGreaterThan(0);
       for (const peer of admin) expect(peer.podSelector?.matchLabels?.['app.kubernetes.io/name']).toBe('prometheus');
       const api = sourcesOf(config.server.port);
       expect(api.length).toBeGreaterThan(0);
-      for (const peer of api) expect(peer.podSelector?.matchLabels?.['app.kubernetes.io/name']).toBe('ingress-nginx');
+      // Envoy Gateway labels each Gateway's proxy pods with the Gateway's name.
+      const gateways = (objectsOfKind(rendered.objects, 'HTTPRoute') as unknown as HttpRoute[]).flatMap((route) =>
+        parentGateways(rendered.objects, route).map(({ gateway: parent }) => parent.metadata.name),
+      );
+      expect(gateways.length).toBeGreaterThan(0);
+      for (const peer of api)
+        expect(gateways).toContain(peer.podSelector?.matchLabels?.['gateway.envoyproxy.io/owning-gateway-name']);
     });
 
-    it('let only gateway pods reach the participant\'s JSON API port', () => {
+    it("let only gateway pods reach the participant's JSON API port", () => {
       const rendered = renderOverlay('ingress');
       const { config, gateway } = rendered;
       const upstreamPort = Number(new URL(config.upstream.url).port);
       const policies = objectsOfKind(rendered.objects, 'NetworkPolicy');
-      const participant = policies.filter((policy) => !selectorMatches(policy.spec.podSelector.matchLabels, gateway.podLabels));
+      const participant = policies.filter(
+        (policy) => !selectorMatches(policy.spec.podSelector.matchLabels, gateway.podLabels),
+      );
       expect(participant.length).toBe(1);
       const rules = participant[0]!.spec.ingress as Rule[];
-      const opening = rules.filter((rule) => rule.ports === undefined || rule.ports.some((p) => Number(p.port) === upstreamPort));
+      const opening = rules.filter(
+        (rule) => rule.ports === undefined || rule.ports.some((p) => Number(p.port) === upstreamPort),
+      );
       expect(opening.length).toBe(1);
       expect(opening[0]!.from?.length).toBeGreaterThan(0);
       for (const peer of opening[0]!.from!) {
@@ -338,8 +606,7 @@ describe('overlay ingress', () => {
 });
 
 describe('overlay sidecar', () => {
-
-  it('runs the gateway as a native sidecar in the participant\'s pod, the base\'s container unchanged', () => {
+  it("runs the gateway as a native sidecar in the participant's pod, the base's container unchanged", () => {
     const rendered = renderOverlay('sidecar');
     const { gateway, objects } = rendered;
     expect(gateway.list).toBe('initContainers');
@@ -383,10 +650,137 @@ describe('overlay sidecar', () => {
       extraVolumes: Array<{ name: string; secret?: { secretName: string } }>;
     };
     expect(values.extraInitContainers).toEqual([rendered.gateway.container]);
-    expect(values.additionalEnvVars.map((v) => v.value).join('\n')).toMatch(/http-ledger-api\.address\s*=\s*"?127\.0\.0\.1"?/);
+    expect(values.additionalEnvVars.map((v) => v.value).join('\n')).toMatch(
+      /http-ledger-api\.address\s*=\s*"?127\.0\.0\.1"?/,
+    );
     // The chart renders extraVolumes of kind secret (or PVC) only; every mount has its volume.
     for (const mount of rendered.gateway.container.volumeMounts ?? []) {
-      expect(values.extraVolumes.find((volume) => volume.name === mount.name)?.secret?.secretName, mount.name).toBeDefined();
+      expect(
+        values.extraVolumes.find((volume) => volume.name === mount.name)?.secret?.secretName,
+        mount.name,
+      ).toBeDefined();
     }
   });
+});
+
+describe('components', () => {
+  /** What the Splice charts' Prometheus wants (their ServiceMonitors carry this release label). */
+  const SPLICE_MONITORING = {
+    release: 'prometheus-grafana-monitoring',
+    prometheusNamespace: 'observability',
+    runbookBaseUrl: 'https://git.example.com/ops/ledger-gateway/blob/main/docs/alerts.md',
+  };
+  /** The settings ConfigMap as deploy/README.md shows it: never applied (local-config). */
+  const monitoringSettings = (values: Record<string, string>) => ({
+    name: 'ledger-gateway-monitoring',
+    options: { disableNameSuffixHash: true, annotations: { 'config.kubernetes.io/local-config': 'true' } },
+    literals: Object.entries(values).map(([key, value]) => `${key}=${value}`),
+  });
+  const MONITORING_KINDS = ['ServiceMonitor', 'PodMonitor', 'PrometheusRule'];
+
+  /** NetworkPolicy peers that may reach the gateway's admin port. */
+  function adminPeers(rendered: Rendered): Array<{ namespaceSelector?: { matchLabels?: Record<string, string> } }> {
+    return objectsOfKind(rendered.objects, 'NetworkPolicy')
+      .filter((policy) => selectorMatches(policy.spec.podSelector.matchLabels, rendered.gateway.podLabels))
+      .flatMap((policy) => policy.spec.ingress as Array<{ from: unknown[]; ports: Array<{ port: number | string }> }>)
+      .filter((rule) =>
+        rule.ports.some((p) => resolveContainerPort(rendered.gateway.container, p.port) === rendered.config.admin.port),
+      )
+      .flatMap((rule) => rule.from) as Array<{ namespaceSelector?: { matchLabels?: Record<string, string> } }>;
+  }
+
+  /** The objects with what the monitoring component sets blanked out, to compare the rest. */
+  function withoutMonitoringSettings(rendered: Rendered): KubernetesObject[] {
+    const objects = structuredClone(rendered.objects);
+    for (const object of objects.filter((o) => MONITORING_KINDS.includes(o.kind)))
+      delete object.metadata.labels?.release;
+    for (const rule of objectsOfKind(objects, 'PrometheusRule').flatMap((o) =>
+      o.spec.groups.flatMap((g: { rules: unknown[] }) => g.rules),
+    )) {
+      rule.annotations.runbook_url = rule.annotations.runbook_url.replace(/^[^#]*/, '');
+    }
+    for (const peer of adminPeers({ ...rendered, objects }))
+      delete peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'];
+    return objects;
+  }
+
+  it.each(OVERLAYS)(
+    'monitoring: fits the %s overlay to another Prometheus (release, namespace, runbook links), nothing else',
+    (overlay) => {
+      const objects = renderOwnOverlay({
+        resources: [KUSTOMIZE_DIRS[overlay]],
+        components: [KUSTOMIZE_COMPONENTS.monitoring],
+        configMapGenerator: [monitoringSettings(SPLICE_MONITORING)],
+      });
+      expect(schemaProblems(objects)).toEqual([]);
+      const rendered = readRendered(objects);
+      expect(objects.map((o) => `${o.kind}/${o.metadata.name}`)).not.toContain('ConfigMap/ledger-gateway-monitoring');
+
+      const monitoring = objects.filter((o) => MONITORING_KINDS.includes(o.kind));
+      expect(monitoring.map((o) => o.kind).sort()).toEqual(
+        overlay === 'ingress' ? ['PrometheusRule', 'ServiceMonitor'] : ['PodMonitor', 'PrometheusRule'],
+      );
+      for (const object of monitoring)
+        expect(object.metadata.labels?.release, object.kind).toBe(SPLICE_MONITORING.release);
+      const alerts = objectsOfKind(objects, 'PrometheusRule').flatMap((o) =>
+        o.spec.groups.flatMap((g: { rules: unknown[] }) => g.rules),
+      ) as Array<{ alert: string; annotations: Record<string, string> }>;
+      expect(alerts.length).toBeGreaterThan(0);
+      for (const alert of alerts)
+        expect(alert.annotations.runbook_url).toBe(`${SPLICE_MONITORING.runbookBaseUrl}#${alert.alert.toLowerCase()}`);
+      if (overlay === 'ingress') {
+        const peers = adminPeers(rendered);
+        expect(peers.length).toBeGreaterThan(0);
+        for (const peer of peers)
+          expect(peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name']).toBe(
+            SPLICE_MONITORING.prometheusNamespace,
+          );
+      }
+      expect(withoutMonitoringSettings(rendered)).toEqual(withoutMonitoringSettings(renderOverlay(overlay)));
+    },
+    60_000,
+  );
+
+  it('monitoring: refuses to render without the settings, naming the one missing', () => {
+    expect(() =>
+      renderOwnOverlay({ resources: [KUSTOMIZE_DIRS.ingress], components: [KUSTOMIZE_COMPONENTS.monitoring] }),
+    ).toThrow(/ledger-gateway-monitoring/);
+    const { runbookBaseUrl: _missing, ...partial } = SPLICE_MONITORING;
+    expect(() =>
+      renderOwnOverlay({
+        resources: [KUSTOMIZE_DIRS.ingress],
+        components: [KUSTOMIZE_COMPONENTS.monitoring],
+        configMapGenerator: [monitoringSettings(partial)],
+      }),
+    ).toThrow(/data\.runbookBaseUrl/);
+  }, 60_000);
+
+  it("backend-tls: the Gateway's proxies verify the gateway's HTTPS listener, whose files come from the Secret", () => {
+    const config = parse(readFileSync(join(KUSTOMIZE_DIRS.base, 'config.yaml'), 'utf8')) as {
+      server: Record<string, unknown>;
+    };
+    config.server.tls = {
+      certFile: '/etc/ledger-gateway/secrets/listener.crt',
+      keyFile: '/etc/ledger-gateway/secrets/listener.key',
+    };
+    const objects = renderOwnOverlay(
+      {
+        resources: [KUSTOMIZE_DIRS.ingress],
+        components: [KUSTOMIZE_COMPONENTS.backendTls],
+        configMapGenerator: [{ name: 'ledger-gateway-config', behavior: 'replace', files: ['config.yaml'] }],
+      },
+      { 'config.yaml': stringify(config) },
+    );
+    expect(schemaProblems(objects)).toEqual([]);
+    expect(unknownFieldProblems(objects)).toEqual([]);
+    // The test CA's certificate for a participant, as a stand-in for the listener's.
+    const fixture = (name: string) => join(ROOT, 'test/proxy/fixtures', name);
+    const rendered = readRendered(objects, {
+      'listener.crt': fixture('test-participant.pem'),
+      'listener.key': fixture('test-only-participant-key.pem'),
+    });
+    expect(rendered.config.server.tls.certFile).toBe('/etc/ledger-gateway/secrets/listener.crt');
+    expectConfigFilesFromSecrets(rendered);
+    expectBackendTlsMatchesListener(rendered);
+  }, 60_000);
 });

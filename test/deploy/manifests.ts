@@ -1,9 +1,10 @@
 // Rendering the Kustomize overlays (deploy/kubernetes) with `kubectl kustomize` and reading what
 // the pods would see: the gateway container, its environment, the config in its ConfigMap.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { parse, parseAllDocuments } from 'yaml';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { isAbsolute, join, relative } from 'node:path';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 import { validateGatewayConfig } from '../../src/config/load.js';
 import type { GatewayConfig } from '../../src/config/schema.js';
 import { ROOT } from '../helpers/process.js';
@@ -15,6 +16,10 @@ export const KUSTOMIZE_DIRS = {
   sidecar: join(DEPLOY, 'kubernetes/overlays/sidecar'),
 } as const;
 export type KustomizeDir = keyof typeof KUSTOMIZE_DIRS;
+export const KUSTOMIZE_COMPONENTS = {
+  monitoring: join(DEPLOY, 'kubernetes/components/monitoring'),
+  backendTls: join(DEPLOY, 'kubernetes/components/backend-tls'),
+} as const;
 
 export const GATEWAY_CONTAINER = 'ledger-gateway';
 const RENDER_TIMEOUT_MS = 60_000;
@@ -59,14 +64,23 @@ export interface Container {
   securityContext?: Record<string, any>;
 }
 
-const KUBECTL_NEEDED = 'the deploy tests render the overlays with `kubectl kustomize` and need kubectl 1.27+ (built-in Kustomize v5; Debian\'s kubernetes-client 1.20 is too old). Install kubectl (deploy/README.md "Tests").';
+const KUBECTL_NEEDED =
+  'the deploy tests render the overlays with `kubectl kustomize` and need kubectl 1.27+ (built-in Kustomize v5; Debian\'s kubernetes-client 1.20 is too old). Install kubectl (deploy/README.md "Tests").';
 let kubectlChecked = false;
 
 function runKubectl(args: string[]): string {
-  const result = spawnSync('kubectl', args, { encoding: 'utf8', timeout: RENDER_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 });
+  const result = spawnSync('kubectl', args, {
+    encoding: 'utf8',
+    timeout: RENDER_TIMEOUT_MS,
+    maxBuffer: 16 * 1024 * 1024,
+  });
   if (result.error !== undefined) {
     const missing = (result.error as NodeJS.ErrnoException).code === 'ENOENT';
-    throw new Error(missing ? `kubectl is not installed: ${KUBECTL_NEEDED}` : `kubectl ${args.join(' ')} failed: ${result.error.message}`);
+    throw new Error(
+      missing
+        ? `kubectl is not installed: ${KUBECTL_NEEDED}`
+        : `kubectl ${args.join(' ')} failed: ${result.error.message}`,
+    );
   }
   if (result.status !== 0) throw new Error(`kubectl ${args.join(' ')} exited ${result.status}:\n${result.stderr}`);
   return result.stdout;
@@ -75,27 +89,66 @@ function runKubectl(args: string[]): string {
 /** kubectl with a built-in Kustomize v5 (the kustomizations use `labels`, inline patches, `$patch: delete`). */
 function requireKubectl(): void {
   if (kubectlChecked) return;
-  const version = JSON.parse(runKubectl(['version', '--client', '-o', 'json'])) as { kustomizeVersion?: string; clientVersion?: { gitVersion?: string } };
+  const version = JSON.parse(runKubectl(['version', '--client', '-o', 'json'])) as {
+    kustomizeVersion?: string;
+    clientVersion?: { gitVersion?: string };
+  };
   const major = Number(/^v(\d+)/.exec(version.kustomizeVersion ?? '')?.[1] ?? 0);
-  if (major < 5) throw new Error(`kubectl ${version.clientVersion?.gitVersion ?? '?'} has no Kustomize v5 (reports ${version.kustomizeVersion ?? 'none'}): ${KUBECTL_NEEDED}`);
+  if (major < 5)
+    throw new Error(
+      `kubectl ${version.clientVersion?.gitVersion ?? '?'} has no Kustomize v5 (reports ${version.kustomizeVersion ?? 'none'}): ${KUBECTL_NEEDED}`,
+    );
   kubectlChecked = true;
 }
 
-/** `kubectl kustomize <dir>`, bounded; a missing or old kubectl fails loudly (never a skip). */
-export function renderKustomization(dir: KustomizeDir): KubernetesObject[] {
+function renderDirectory(directory: string, name: string): KubernetesObject[] {
   requireKubectl();
-  const stdout = runKubectl(['kustomize', KUSTOMIZE_DIRS[dir]]);
+  const stdout = runKubectl(['kustomize', directory]);
   const documents = parseAllDocuments(stdout);
-  if (!Array.isArray(documents)) throw new Error(`kubectl kustomize ${dir}: no documents`);
+  if (!Array.isArray(documents)) throw new Error(`kubectl kustomize ${name}: no documents`);
   return documents.map((document, index) => {
-    if (document.errors.length > 0) throw new Error(`kubectl kustomize ${dir}: document ${index}: ${document.errors[0]!.message}`);
+    if (document.errors.length > 0)
+      throw new Error(`kubectl kustomize ${name}: document ${index}: ${document.errors[0]!.message}`);
     return document.toJS() as KubernetesObject;
   });
 }
 
+/** `kubectl kustomize <dir>`, bounded; a missing or old kubectl fails loudly (never a skip). */
+export function renderKustomization(dir: KustomizeDir): KubernetesObject[] {
+  return renderDirectory(KUSTOMIZE_DIRS[dir], dir);
+}
+
+/**
+ * An operator's own overlay, as deploy/README.md shows them: `kustomization` (its `resources` and
+ * `components` given as absolute paths) and the `files` beside it, written to a temporary
+ * directory and rendered. Kustomize wants relative paths to other directories, so they are made so.
+ */
+export function renderOwnOverlay(
+  kustomization: Record<string, unknown>,
+  files: Record<string, string> = {},
+): KubernetesObject[] {
+  const directory = mkdtempSync(join(tmpdir(), 'ledger-gateway-overlay-'));
+  try {
+    const relativeTo = (paths: unknown) =>
+      (paths as string[] | undefined)?.map((path) => (isAbsolute(path) ? relative(directory, path) : path));
+    const written = {
+      ...kustomization,
+      resources: relativeTo(kustomization.resources),
+      components: relativeTo(kustomization.components),
+    };
+    for (const key of ['resources', 'components'] as const) if (written[key] === undefined) delete written[key];
+    writeFileSync(join(directory, 'kustomization.yaml'), stringify(written));
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(directory, name), text);
+    return renderDirectory(directory, 'overlay');
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
+}
+
 export function findObject(objects: readonly KubernetesObject[], kind: string, name: string): KubernetesObject {
   const found = objects.find((object) => object.kind === kind && object.metadata.name === name);
-  if (found === undefined) throw new Error(`no ${kind} ${name} among ${objects.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')}`);
+  if (found === undefined)
+    throw new Error(`no ${kind} ${name} among ${objects.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')}`);
   return found;
 }
 
@@ -119,18 +172,26 @@ export function gatewayWorkload(objects: readonly KubernetesObject[]): GatewayWo
     const podSpec = workload.spec.template.spec;
     for (const list of ['containers', 'initContainers'] as const) {
       const container = (podSpec[list] as Container[] | undefined)?.find((c) => c.name === GATEWAY_CONTAINER);
-      if (container !== undefined) found.push({ workload, podSpec, podLabels: workload.spec.template.metadata?.labels ?? {}, container, list });
+      if (container !== undefined)
+        found.push({ workload, podSpec, podLabels: workload.spec.template.metadata?.labels ?? {}, container, list });
     }
   }
-  if (found.length !== 1) throw new Error(`expected exactly one workload running the ${GATEWAY_CONTAINER} container, found ${found.length}`);
+  if (found.length !== 1)
+    throw new Error(`expected exactly one workload running the ${GATEWAY_CONTAINER} container, found ${found.length}`);
   return found[0]!;
 }
 
 /** The ConfigMap volume mounted at `mountPath`, and the text of the key it mounts. */
-export function mountedConfigMapFile(objects: readonly KubernetesObject[], gateway: GatewayWorkload, mountPath: string): string {
+export function mountedConfigMapFile(
+  objects: readonly KubernetesObject[],
+  gateway: GatewayWorkload,
+  mountPath: string,
+): string {
   const mount = gateway.container.volumeMounts?.find((m) => m.mountPath === mountPath);
   if (mount === undefined) throw new Error(`nothing is mounted at ${mountPath} in the gateway container`);
-  const volume = (gateway.podSpec.volumes as Array<{ name: string; configMap?: { name: string } }>).find((v) => v.name === mount.name);
+  const volume = (gateway.podSpec.volumes as Array<{ name: string; configMap?: { name: string } }>).find(
+    (v) => v.name === mount.name,
+  );
   if (volume?.configMap === undefined) throw new Error(`${mountPath} is not mounted from a ConfigMap`);
   if (mount.subPath === undefined) throw new Error(`${mountPath} must be mounted with subPath (a single file)`);
   const configMap = findObject(objects, 'ConfigMap', volume.configMap.name);
@@ -147,13 +208,19 @@ export function containerEnvironment(container: Container, fields: Record<string
   const env: Record<string, string> = {};
   for (const variable of container.env ?? []) {
     if (variable.value !== undefined) {
-      env[variable.name] = variable.value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole, name: string) => env[name] ?? whole);
+      env[variable.name] = variable.value.replace(
+        /\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g,
+        (whole, name: string) => env[name] ?? whole,
+      );
     } else if (variable.valueFrom?.fieldRef !== undefined) {
       const value = fields[variable.valueFrom.fieldRef.fieldPath];
-      if (value === undefined) throw new Error(`env ${variable.name}: no test value for fieldRef ${variable.valueFrom.fieldRef.fieldPath}`);
+      if (value === undefined)
+        throw new Error(`env ${variable.name}: no test value for fieldRef ${variable.valueFrom.fieldRef.fieldPath}`);
       env[variable.name] = value;
     } else {
-      throw new Error(`env ${variable.name}: only literal values and fieldRefs are expected (secrets belong in mounted files)`);
+      throw new Error(
+        `env ${variable.name}: only literal values and fieldRefs are expected (secrets belong in mounted files)`,
+      );
     }
   }
   return env;
@@ -200,7 +267,11 @@ export function readDockerfile(): EntryCommand {
   const args = new Map<string, string>();
   const stages: EntryCommand['stages'] = [];
   // Join continuation lines, drop comments.
-  const instructions = text.replace(/\\\n/g, ' ').split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
+  const instructions = text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
   for (const line of instructions) {
     const [instruction, ...rest] = line.split(/\s+/);
     const operand = rest.join(' ');
@@ -221,7 +292,8 @@ export function readDockerfile(): EntryCommand {
     const line = final.lines.filter((l) => l.startsWith(`${instruction} `)).at(-1);
     if (line === undefined) return [];
     const parsed: unknown = JSON.parse(line.slice(instruction.length + 1));
-    if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === 'string')) throw new Error(`${instruction} must be in exec form (a JSON array)`);
+    if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === 'string'))
+      throw new Error(`${instruction} must be in exec form (a JSON array)`);
     return parsed;
   };
   const env: Record<string, string> = {};
@@ -232,8 +304,16 @@ export function readDockerfile(): EntryCommand {
       env[name!] = value.join('=');
     }
   }
-  const user = final.lines.filter((l) => l.startsWith('USER ')).at(-1)?.slice(5).trim();
-  const workdir = final.lines.filter((l) => l.startsWith('WORKDIR ')).at(-1)?.slice(8).trim();
+  const user = final.lines
+    .filter((l) => l.startsWith('USER '))
+    .at(-1)
+    ?.slice(5)
+    .trim();
+  const workdir = final.lines
+    .filter((l) => l.startsWith('WORKDIR '))
+    .at(-1)
+    ?.slice(8)
+    .trim();
   return { argv: [...execForm('ENTRYPOINT'), ...execForm('CMD')], env, workdir, user, stages };
 }
 

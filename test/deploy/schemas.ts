@@ -1,17 +1,24 @@
-// The Kubernetes and Prometheus Operator schemas (kubernetes-models, @kubernetes-models/prometheus-operator)
-// for every kind the manifests use. Two checks per object:
+// The Kubernetes, Gateway API and Prometheus Operator schemas (kubernetes-models,
+// @kubernetes-models/gateway-api, @kubernetes-models/prometheus-operator) for every kind the
+// manifests use. Two checks per object:
 //  - the model's validate(): JSON Schema (types, required fields, enums, formats);
 //  - unknown fields: the JSON Schema accepts them (the API server rejects them under kubectl's
 //    strict field validation), so each object is also type-checked as an object literal against the
 //    model's TypeScript interface, whose excess-property check names any misspelt field.
+// Neither sees a CRD's CEL rules (x-kubernetes-validations); manifests.test.ts asserts those it needs.
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
-import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Pod, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
-import { PodMonitor, PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import { BackendTLSPolicy, Gateway, HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1';
+import {
+  PodMonitor,
+  PrometheusRule,
+  ServiceMonitor,
+} from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import type { KubernetesObject } from './manifests.js';
 
 interface Model {
@@ -26,20 +33,65 @@ const MODELS: Record<string, Model> = {
   'v1/Pod': { model: Pod, module: 'kubernetes-models/v1/Pod', typeName: 'IPod' },
   'v1/Secret': { model: Secret, module: 'kubernetes-models/v1/Secret', typeName: 'ISecret' },
   'v1/Service': { model: Service, module: 'kubernetes-models/v1/Service', typeName: 'IService' },
-  'v1/ServiceAccount': { model: ServiceAccount, module: 'kubernetes-models/v1/ServiceAccount', typeName: 'IServiceAccount' },
+  'v1/ServiceAccount': {
+    model: ServiceAccount,
+    module: 'kubernetes-models/v1/ServiceAccount',
+    typeName: 'IServiceAccount',
+  },
   'apps/v1/Deployment': { model: Deployment, module: 'kubernetes-models/apps/v1/Deployment', typeName: 'IDeployment' },
-  'autoscaling/v2/HorizontalPodAutoscaler': { model: HorizontalPodAutoscaler, module: 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler', typeName: 'IHorizontalPodAutoscaler' },
-  'policy/v1/PodDisruptionBudget': { model: PodDisruptionBudget, module: 'kubernetes-models/policy/v1/PodDisruptionBudget', typeName: 'IPodDisruptionBudget' },
-  'networking.k8s.io/v1/Ingress': { model: Ingress, module: 'kubernetes-models/networking.k8s.io/v1/Ingress', typeName: 'IIngress' },
-  'networking.k8s.io/v1/NetworkPolicy': { model: NetworkPolicy, module: 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy', typeName: 'INetworkPolicy' },
-  'monitoring.coreos.com/v1/ServiceMonitor': { model: ServiceMonitor, module: '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor', typeName: 'IServiceMonitor' },
-  'monitoring.coreos.com/v1/PodMonitor': { model: PodMonitor, module: '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor', typeName: 'IPodMonitor' },
-  'monitoring.coreos.com/v1/PrometheusRule': { model: PrometheusRule, module: '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule', typeName: 'IPrometheusRule' },
+  'autoscaling/v2/HorizontalPodAutoscaler': {
+    model: HorizontalPodAutoscaler,
+    module: 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler',
+    typeName: 'IHorizontalPodAutoscaler',
+  },
+  'policy/v1/PodDisruptionBudget': {
+    model: PodDisruptionBudget,
+    module: 'kubernetes-models/policy/v1/PodDisruptionBudget',
+    typeName: 'IPodDisruptionBudget',
+  },
+  'networking.k8s.io/v1/NetworkPolicy': {
+    model: NetworkPolicy,
+    module: 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy',
+    typeName: 'INetworkPolicy',
+  },
+  'gateway.networking.k8s.io/v1/Gateway': {
+    model: Gateway,
+    module: '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/Gateway',
+    typeName: 'IGateway',
+  },
+  'gateway.networking.k8s.io/v1/HTTPRoute': {
+    model: HTTPRoute,
+    module: '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute',
+    typeName: 'IHTTPRoute',
+  },
+  'gateway.networking.k8s.io/v1/BackendTLSPolicy': {
+    model: BackendTLSPolicy,
+    module: '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/BackendTLSPolicy',
+    typeName: 'IBackendTLSPolicy',
+  },
+  'monitoring.coreos.com/v1/ServiceMonitor': {
+    model: ServiceMonitor,
+    module: '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor',
+    typeName: 'IServiceMonitor',
+  },
+  'monitoring.coreos.com/v1/PodMonitor': {
+    model: PodMonitor,
+    module: '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor',
+    typeName: 'IPodMonitor',
+  },
+  'monitoring.coreos.com/v1/PrometheusRule': {
+    model: PrometheusRule,
+    module: '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule',
+    typeName: 'IPrometheusRule',
+  },
 };
 
 function modelOf(object: KubernetesObject): Model {
   const model = MODELS[`${object.apiVersion}/${object.kind}`];
-  if (model === undefined) throw new Error(`${object.apiVersion} ${object.kind} ${object.metadata?.name}: no schema known to test/deploy/schemas.ts (add its model)`);
+  if (model === undefined)
+    throw new Error(
+      `${object.apiVersion} ${object.kind} ${object.metadata?.name}: no schema known to test/deploy/schemas.ts (add its model)`,
+    );
   return model;
 }
 
@@ -65,17 +117,29 @@ export function unknownFieldProblems(objects: readonly KubernetesObject[]): stri
   const file = fileURLToPath(new URL('__rendered-manifests__.ts', import.meta.url));
   const models = objects.map(modelOf);
   const imports = [...new Set(models.map((m) => `import type { ${m.typeName} } from '${m.module}';`))];
-  const lines = [...imports, ...objects.map((object, index) => `export const object${index} = ${JSON.stringify(object)} satisfies ${models[index]!.typeName};`)];
+  const lines = [
+    ...imports,
+    ...objects.map(
+      (object, index) =>
+        `export const object${index} = ${JSON.stringify(object)} satisfies ${models[index]!.typeName};`,
+    ),
+  ];
   const text = lines.join('\n');
 
   const options: ts.CompilerOptions = {
-    strict: true, noEmit: true, skipLibCheck: true, types: [],
-    target: ts.ScriptTarget.ES2023, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+    types: [],
+    target: ts.ScriptTarget.ES2023,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
   };
   const host = ts.createCompilerHost(options);
   const getSourceFile = host.getSourceFile.bind(host);
   const fileExists = host.fileExists.bind(host);
-  host.getSourceFile = (name, language, ...rest) => (name === file ? ts.createSourceFile(name, text, language) : getSourceFile(name, language, ...rest));
+  host.getSourceFile = (name, language, ...rest) =>
+    name === file ? ts.createSourceFile(name, text, language) : getSourceFile(name, language, ...rest);
   host.fileExists = (name) => name === file || fileExists(name);
   const program = ts.createProgram([file], options, host);
 

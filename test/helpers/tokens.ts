@@ -1,5 +1,5 @@
 // A test identity provider: an RS256 key pair whose public half the gateway gets as an inline JWKS,
-// and tokens minted with it in Canton's audience-based format (FACTS.md §4.2).
+// and tokens minted with it in Canton's audience-based format (Canton `AuthServiceJWTPayload.scala`).
 import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload, type CryptoKey } from 'jose';
 
 export const TEST_ISSUER = 'https://idp.test/realms/ledger';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig, validateGatewayConfig } from '../../src/config/load.js';
 import { createAuthorizer, policyConfigProblems, ruleMatches, scopesOf } from '../../src/policy/authorization.js';
-import { corsOptions } from '../../src/policy/cors.js';
+import { corsOptions, corsOptionsFor } from '../../src/policy/cors.js';
 import { createPolicyStage } from '../../src/policy/stage.js';
 import { principal } from './support/judge.js';
 
@@ -70,7 +70,7 @@ describe('policy configuration', () => {
   it('stops the start on an unknown operation name or a rule without a matcher, naming the key path', () => {
     const bad = config({ rules: { updateVetedPackages: [{ scope: 'x' }], getVersion: [{ effect: 'deny' }, { claims: {} }] } }, { enabled: true, origins: ['*'], credentials: true });
     expect(policyConfigProblems(bad)).toEqual([
-      'policy.rules.updateVetedPackages: unknown operation (see README "Routes and operations" for the names)',
+      'policy.rules.updateVetedPackages: unknown operation (see docs/request-policy.md "Routes and operations" for the names)',
       'policy.rules.getVersion[0]: the rule has no matcher (one of anyAuthenticated, subjects, issuers, scope, audience, claims)',
       'policy.rules.getVersion[1]: the rule has no matcher (one of anyAuthenticated, subjects, issuers, scope, audience, claims)',
       'cors.origins: "*" cannot be combined with cors.credentials: true (browsers refuse it); list the origins',
@@ -97,15 +97,24 @@ describe('policy configuration', () => {
     expect(authorize('getV2Parties', principal('carol')).allowed).toBe(true);
   });
 
-  it('turns the CORS section into @fastify/cors options', () => {
-    expect(corsOptions(config({}, { enabled: true, origins: ['https://app.example'], maxAgeSeconds: 60 }).cors)).toMatchObject({
+  it('turns the CORS section into @fastify/cors options, per request origin', () => {
+    const forOrigin = corsOptionsFor(config({}, { enabled: true, origins: ['https://app.example'], maxAgeSeconds: 60, credentials: true }).cors);
+    expect(forOrigin('https://app.example')).toMatchObject({
       origin: ['https://app.example'],
       methods: ['GET', 'POST', 'PATCH', 'DELETE'],
       allowedHeaders: ['authorization', 'content-type', 'traceparent', 'tracestate'],
       exposedHeaders: ['x-request-id'],
       maxAge: 60,
-      credentials: false,
+      credentials: true,
     });
-    expect(corsOptions(config({}, { enabled: true, origins: ['https://a', '*'] }).cors)?.origin).toBe('*');
+    // Not listed, or no Origin: no origin to echo, no credentials, nothing exposed.
+    for (const origin of ['https://evil.example', 'null', undefined]) {
+      const options = forOrigin(origin);
+      expect(options, String(origin)).toMatchObject({ origin: [], credentials: false, maxAge: 60 });
+      expect(options.exposedHeaders, String(origin)).toBeUndefined();
+    }
+    expect(corsOptionsFor(config({}, { enabled: true, origins: ['https://a', '*'] }).cors)(undefined).origin).toBe('*');
+    expect(corsOptions(config({}, { enabled: true, origins: ['https://a'] }).cors)).toMatchObject({ hook: 'onRequest' });
+    expect(corsOptions(config({}, { enabled: false, origins: ['https://a'] }).cors)).toBeUndefined();
   });
 });

@@ -43,7 +43,7 @@ async function expectRefusal(response: Response, status: number, code: string, c
   return body;
 }
 
-/** A body the participant's JSON decoder refuses: Canton's 400 text/plain (FACTS.md §2.3), and nothing upstream. */
+/** A body the participant's JSON decoder refuses: Canton's 400 text/plain (`V2Routes.scala`), and nothing upstream. */
 async function expectDecodeFailure(response: Response, detail: string) {
   expect(response.status).toBe(400);
   expect(response.headers.get('content-type')).toBe('text/plain; charset=UTF-8');
@@ -52,10 +52,10 @@ async function expectDecodeFailure(response: Response, detail: string) {
   expect(upstream!.requests).toHaveLength(0);
 }
 
-/** What Canton's JSON layer copies from a gRPC error's ErrorInfo: FACTS.md §2.4 (b), (c). */
+/** What Canton's JSON layer copies from a gRPC error's ErrorInfo (Canton's JSON API docs, json-api/index.rst). */
 function expectGrpcOrigin(body: Record<string, unknown>, context: Record<string, string>) {
   expect(body.definiteAnswer).toBeNull();
-  // `tid` is the trace id, when the call has one (always, once tracing runs: README "Traces and logs").
+  // `tid` is the trace id, when the call has one (always, once tracing runs: docs/errors-and-metrics.md "Traces").
   expect(body.context).toEqual({ ...context, category: String(body.errorCategory), ...(body.traceId !== null && { tid: body.traceId }) });
 }
 
@@ -92,7 +92,7 @@ describe('request rules through the gateway', () => {
     expect(zero.cause).toBe('Offset 0 in offset is not a positive integer: the offset has to be a positive integer (>0)');
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
     const noFormat = await expectRefusal(await send('POST', '/v2/updates/update-by-offset', '{"offset": 3}', { traceparent: `00-${traceId}-00f067aa0ba902b7-01` }), 400, 'MISSING_FIELD', 8, 3);
-    expect(noFormat).toMatchObject({ traceId, definiteAnswer: null }); // FACTS.md §2.4 (c), field for field
+    expect(noFormat).toMatchObject({ traceId, definiteAnswer: null }); // Canton's MISSING_FIELD, field for field
     expect(noFormat.context).toEqual({ field_name: 'update_format', definite_answer: 'false', category: '8', tid: traceId });
     expectGrpcOrigin(zero, { definite_answer: 'false' });
     await expectDecodeFailure(await send('POST', '/v2/updates/update-by-offset', '{"offset": 9223372036854775808, "updateFormat": {}}'),
@@ -105,7 +105,7 @@ describe('request rules through the gateway', () => {
     await start();
     const mismatch = await expectRefusal(await send('PATCH', '/v2/idps/idp-1', '{"identityProviderConfig": {"identityProviderId": "idp-2"}, "updateMask": {"paths": ["issuer"]}}'), 400, 'INVALID_ARGUMENT', 8, 3);
     expect(mismatch.cause).toBe('The submitted request has invalid arguments: idp-1 does not match idp in body: Some(IdentityProviderConfig(idp-2,false,,,))');
-    expect(mismatch).toMatchObject({ context: {}, definiteAnswer: false }); // the JSON layer's own error: FACTS.md §2.4 (a)
+    expect(mismatch).toMatchObject({ context: {}, definiteAnswer: false }); // the JSON layer's own error (Canton's ledger-json-api/README.md)
     const mask = await expectRefusal(await send('PATCH', '/v2/idps/idp-1', '{"identityProviderConfig": {"identityProviderId": "idp-1"}, "updateMask": {"paths": ["jwksUrl"]}}'), 400, 'INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST', 8, 3);
     expect(mask).toMatchObject({
       cause: "Update operation for identity provider config 'idp-1' failed due to: The update path: 'jwksUrl' points to an unknown field.",

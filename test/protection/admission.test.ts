@@ -52,14 +52,47 @@ describe('admission (memory store)', () => {
     const protection = createProtection(resolve({ maxInFlight: 3, operations: { postV2Dars: { maxInFlight: 1 } } }), createMemoryStore({ maxKeys: 100 }));
     const dar = protection.admit('postV2Dars', 'p:alice') as Release;
     expect(refusalOf(() => protection.admit('postV2Dars', 'p:bob')).details.context?.limit).toBe('operationConcurrency');
-    protection.admit('getV2Parties', 'p:alice');
+    // Three callers: with the default principalShare, each may hold one of the three slots.
     protection.admit('getV2Parties', 'p:bob');
+    protection.admit('getV2Parties', 'p:dave');
     expect(protection.inFlight).toBe(3);
     const full = refusalOf(() => protection.admit('getVersion', 'p:carol'));
     expect(full.details.context).toEqual({ operation: 'getVersion', limit: 'gatewayConcurrency' });
     dar();
     expect(protection.inFlight).toBe(2);
     expect(() => protection.admit('getVersion', 'p:carol')).not.toThrow();
+  });
+
+  it('one caller holds at most its share of the process-wide cap, calls of every operation together', () => {
+    const protection = createProtection(resolve({ maxInFlight: 8, principalShare: 0.25 }), undefined);
+    const alice = ['getV2Parties', 'onV2Updates'].map((operation) => protection.admit(operation, 'p:alice') as Release);
+    const refused = refusalOf(() => protection.admit('getV2Packages', 'p:alice'));
+    expect(refused.definition).toBe(Errors.GATEWAY_RESOURCE_EXHAUSTED);
+    expect(refused.details.context).toEqual({ operation: 'getV2Packages', limit: 'gatewayPrincipalConcurrency' });
+    expect(refused.headers).toEqual({ 'retry-after': '1' });
+    // The others keep the remaining six slots; a's refusal took none of them.
+    for (const caller of ['p:bob', 'p:bob', 'a:203.0.113.7', 'a:203.0.113.7', 'p:carol', 'p:carol']) {
+      protection.admit('getV2Parties', caller);
+    }
+    expect(protection.inFlight).toBe(8);
+    const limitOf = (caller: string, operation = 'getV2Parties') =>
+      refusalOf(() => protection.admit(operation, caller)).details.context?.limit;
+    expect(limitOf('p:dave')).toBe('gatewayConcurrency');
+    alice[0]!();
+    alice[0]!(); // idempotent: one release gives back one of alice's slots
+    expect(() => protection.admit('getV2Packages', 'p:alice')).not.toThrow();
+    expect(limitOf('p:alice', 'getV2Packages')).toBe('gatewayConcurrency');
+  });
+
+  it('the share is at least one slot, and principalShare 1 (or no process-wide cap) means none', () => {
+    expect(resolve({ maxInFlight: 2, principalShare: 0.1 }).maxInFlightPerCaller).toBe(1);
+    expect(resolve({}).maxInFlightPerCaller).toBe(256); // the defaults: a quarter of 1,024
+    expect(resolve({ principalShare: 1 }).maxInFlightPerCaller).toBeUndefined();
+    expect(resolve({ maxInFlight: 0 }).maxInFlightPerCaller).toBeUndefined();
+    const unshared = createProtection(resolve({ maxInFlight: 3, principalShare: 1 }), undefined);
+    for (let i = 0; i < 3; i++) unshared.admit('getV2Parties', 'p:alice');
+    const limit = refusalOf(() => unshared.admit('getV2Parties', 'p:alice')).details.context?.limit;
+    expect(limit).toBe('gatewayConcurrency');
   });
 
   it('a refused call holds nothing: neither a process slot nor rate budget', () => {

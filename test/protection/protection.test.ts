@@ -222,9 +222,12 @@ describe('concurrency caps', () => {
     const upstream = await startHoldingUpstream();
     const gateway = await gatewayFor(upstream, { protection: { maxInFlight: 2 } });
     const alice = gateway.auth();
-    const held = [submit(gateway.url, alice), submit(gateway.url, alice)];
+    // Two callers, each within its share of the two slots (the default principalShare: one each).
+    const bob = { authorization: `Bearer ${await gateway.issuer.mint({ sub: 'bob' })}` };
+    const carol = { authorization: `Bearer ${await gateway.issuer.mint({ sub: 'carol' })}` };
+    const held = [submit(gateway.url, alice), submit(gateway.url, bob)];
     await waitFor(() => upstream.held.length === 2, 'two calls held');
-    expectResourceExhausted(await call(gateway.url, '/v2/parties', alice).answer, 'gatewayConcurrency', 'getV2Parties');
+    expectResourceExhausted(await call(gateway.url, '/v2/parties', carol).answer, 'gatewayConcurrency', 'getV2Parties');
     upstream.answerAll(200);
     await Promise.all(held.map((c) => c.answer));
     upstream.respond(answerJson(200, {}));
@@ -245,6 +248,33 @@ describe('WebSocket streams', () => {
       socket.once('error', reject);
     });
   }
+
+  it('one user\'s streams take at most its share of the process-wide slots: others still get theirs', async () => {
+    const upstream = await startWebSocketUpstream();
+    // The default principalShare (a quarter) of 8 slots: 2 per caller.
+    const gateway = await gatewayFor(upstream, { protection: { maxInFlight: 8 } });
+    const alice = await gateway.issuer.mint();
+    const outcomes = [];
+    for (let i = 0; i < 8; i++) outcomes.push(await openStream(gateway.url, alice));
+    const opened = outcomes.filter((outcome): outcome is { socket: WebSocket } => 'socket' in outcome);
+    expect(opened).toHaveLength(2);
+    for (const refused of outcomes.slice(2)) {
+      expect(refused).toMatchObject({ status: 429, headers: { 'retry-after': '1' } });
+      expect(JSON.parse((refused as { body: string }).body)).toMatchObject({
+        code: 'GATEWAY_RESOURCE_EXHAUSTED',
+        context: { operation: 'onV2Updates', limit: 'gatewayPrincipalConcurrency' },
+      });
+    }
+    const refusals = { operation: 'onV2Updates', limit: 'gatewayPrincipalConcurrency' };
+    expect(await metric(gateway, 'ledger_gateway_protection_refusals_total', refusals)).toBe(6);
+
+    const bob = await openStream(gateway.url, await gateway.issuer.mint({ sub: 'bob' }));
+    expect('socket' in bob).toBe(true);
+    const carol = { authorization: `Bearer ${await gateway.issuer.mint({ sub: 'carol' })}` };
+    expect((await call(gateway.url, '/v2/version', carol).answer).status).toBe(200);
+    expect(upstream.open()).toBe(3);
+    for (const stream of [...opened, bob as { socket: WebSocket }]) stream.socket.close();
+  });
 
   it('a stream holds its slot for its whole life and gives it back when it closes', async () => {
     const upstream = await startWebSocketUpstream();

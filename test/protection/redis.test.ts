@@ -10,7 +10,7 @@ import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js'
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { startRedisServer, type RedisServer } from './redis-server.js';
-import { call, startHoldingUpstream, submit, waitFor } from './support.js';
+import { call, startHoldingUpstream, submit, waitFor, type HoldingUpstream } from './support.js';
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -41,6 +41,17 @@ async function expectEverySlotReleased(server: RedisServer): Promise<void> {
 
 interface Replica extends RunningGateway {
   readonly logLines: string[];
+}
+
+/**
+ * One call with the replica's token, answered: the token is verified before a test makes Redis fail
+ * (the first call of a new token spends its address's budget in Redis before its admission does).
+ */
+async function verifyToken(replica: Replica, upstream: HoldingUpstream): Promise<void> {
+  const first = submit(replica.url, replica.auth());
+  await waitFor(() => upstream.held.length === 1, 'the first call held');
+  upstream.answerAll(200);
+  expect((await first.answer).status).toBe(200);
 }
 
 /** Replicas in front of one upstream, trusting one issuer, sharing one Redis. */
@@ -154,6 +165,7 @@ describe('two replicas and a real Redis', () => {
       operations: { submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 } },
     });
     const alice = a!.auth();
+    await verifyToken(a!, upstream);
     server.pause();
     const aborted = submit(a!.url, alice);
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -165,7 +177,7 @@ describe('two replicas and a real Redis', () => {
     // Neither the process-wide slot nor alice's slot leaked: her next call is admitted.
     const next = submit(a!.url, alice);
     await waitFor(() => upstream.held.length === 1, 'the next call admitted');
-    expect(upstream.requests).toHaveLength(1);
+    expect(upstream.requests).toHaveLength(2); // verifyToken's call and this one: the aborted call never reached it
     upstream.answerAll(200);
     expect((await next.answer).status).toBe(200);
   });
@@ -297,6 +309,7 @@ describe('when Redis goes away', () => {
     const upstream = await startHoldingUpstream();
     const [a] = await replicas(1, upstream, { failMode: 'open', redis: { url: server.url, commandTimeoutMs: 200 }, operations: { submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 } } });
     const alice = a!.auth();
+    await verifyToken(a!, upstream);
     server.pause();
     const unchecked = submit(a!.url, alice);
     await waitFor(() => upstream.held.length === 1, 'admitted unchecked');

@@ -68,7 +68,7 @@ export function call(base: string, path: string, headers: Record<string, string>
   return { answer, abort: () => request.destroy() };
 }
 
-/** A submit-and-wait-for-transaction body the request rules accept (FACTS.md §1.2). */
+/** A submit-and-wait-for-transaction body the request rules accept. */
 export const SUBMIT_BODY = JSON.stringify({
   commands: {
     commands: [{ CreateCommand: { templateId: '#iou:Iou:Iou', createArguments: { owner: 'Alice::1220' } } }],

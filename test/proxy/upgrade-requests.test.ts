@@ -4,7 +4,8 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { MetricNames } from '../../src/telemetry/metrics.js';
+import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { answerJson, headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
@@ -158,6 +159,17 @@ describe('requests with an Upgrade header', () => {
     gw = await startGateway(silent.url);
     await exchange(gw.url, upgradeHead('/v2/updates', gw.auth().authorization!), 300); // the client gives up
     await expect.poll(series, { timeout: 5_000 }).toEqual(['operation="onV2Updates",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST" 1']);
+  });
+
+  it('counts an upgrade in flight, as a call, until it is answered or its client leaves', async () => {
+    const silent = await startUpgradeParticipant(() => undefined); // takes the upgrade, never answers it
+    gw = await startGateway(silent.url);
+    const inFlight = () => gauge(gw!, MetricNames.inflight, { operation: 'onV2Updates' });
+    const left = exchange(gw.url, upgradeHead('/v2/updates', gw.auth().authorization!), 1_000); // the client gives up after 1 s
+    await expect.poll(() => silent.upgrades.length, { timeout: 2_000 }).toBe(1);
+    expect(await inFlight()).toBe(1);
+    await left;
+    await expect.poll(inFlight, { timeout: 2_000 }).toBe(0);
   });
 
   it('closes a refused upgrade itself, even when the client keeps its side open: its slot comes back, shutdown does not wait', async () => {

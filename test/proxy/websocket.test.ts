@@ -1,8 +1,13 @@
 // WebSocket streams: the upgrade reaches the participant with every subprotocol, frames flow both ways.
 import http from 'node:http';
 import net from 'node:net';
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
+import { AuthFailure } from '../../src/auth/failure.js';
+import { subprotocolElements, webSocketToken } from '../../src/auth/extract.js';
+import { forwardedSubprotocols } from '../../src/proxy/websocket.js';
+import { cantonToken } from '../auth/support/canton-websocket.js';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 
@@ -71,6 +76,39 @@ function rawUpgrade(base: string, path: string, authorization: string, extra: st
     socket.on('error', reject);
   });
 }
+
+describe('forwardedSubprotocols', () => {
+  it('sends the offer as one line of the client\'s elements, in its order, without spaces', () => {
+    expect(forwardedSubprotocols(['Sec-WebSocket-Protocol', 'daml.ws.auth, jwt.token.a.b.c']))
+      .toBe('daml.ws.auth,jwt.token.a.b.c');
+    const twoLines = ['sec-websocket-protocol', ' b ,\ta', 'Host', 'x', 'Sec-WebSocket-Protocol', ', c,'];
+    expect(forwardedSubprotocols(twoLines)).toBe('b,a,c');
+    expect(forwardedSubprotocols(['Sec-WebSocket-Protocol', ' , '])).toBeUndefined();
+    expect(forwardedSubprotocols(['Host', 'x'])).toBeUndefined();
+  });
+
+  it('makes a participant that trims and one that does not read the token the gateway read, for any offer', () => {
+    const element = fc.constantFrom('daml.ws.auth', 'jwt.token.A', 'jwt.token.B', 'jwt.token.', 'x.jwt.token.C', '');
+    const space = fc.constantFrom('', ' ', '  ', '\t', ' \t');
+    const spaced = fc.tuple(space, element, space).map(([before, name, after]) => before + name + after);
+    const offer = fc.array(spaced, { minLength: 1, maxLength: 6 })
+      .map((elements) => elements.join(','));
+    fc.assert(fc.property(offer, (value) => {
+      const headers = ['Sec-WebSocket-Protocol', value];
+      let read: string | undefined;
+      try {
+        read = webSocketToken(headers).token;
+      } catch (error) {
+        if (!(error instanceof AuthFailure)) throw error;
+        read = error.reason === 'missing' ? undefined : ''; // malformed: the first jwt.token. element is empty
+      }
+      const forwarded = forwardedSubprotocols(headers);
+      expect(forwarded?.split(',') ?? []).toEqual(subprotocolElements(value));
+      expect(forwarded === undefined ? undefined : cantonToken(forwarded, 'split')).toBe(read);
+      expect(forwarded === undefined ? undefined : cantonToken(forwarded, 'trimmed')).toBe(read);
+    }), { numRuns: 500 });
+  });
+});
 
 describe('websocket forwarding', () => {
   it('keeps every offered subprotocol and passes frames both ways', async () => {
@@ -172,11 +210,54 @@ describe('websocket forwarding', () => {
     const ended = log.entries().filter((entry) => entry.msg === 'stream ended');
     expect(ended).toHaveLength(2);
     expect(ended.map((entry) => entry.closedFirst).sort()).toEqual(['client', 'participant']);
+    expect(ended.map((entry) => entry.reason).sort()).toEqual(['client', 'participant']);
+    const counted = await gw.registry.getSingleMetricAsString('ledger_gateway_websocket_streams_ended_total');
+    expect(counted).toContain('{operation="onV2Updates",ended_by="client"} 1');
+    expect(counted).toContain('{operation="onV2Updates",ended_by="participant"} 1');
     for (const entry of ended) {
       expect(entry).toMatchObject({ operation: 'onV2Updates' });
       expect(entry.durationMs as number).toBeGreaterThanOrEqual(250);
       // The same id as the stream's request line.
       expect(log.entries().some((line) => line.msg === 'request' && line.reqId === entry.reqId && line.status === 101)).toBe(true);
     }
+  });
+
+  it('closes a tunnel with no byte either way for websocket.idleTimeoutMs, both sides; logs, counts why', async () => {
+    const idleTimeoutMs = 1_000;
+    const participant = await startWebSocketUpstream();
+    const log = logCapture();
+    gw = await startGateway(participant.url, { websocket: { idleTimeoutMs } }, { logger: log.logger });
+    const { ws } = await open(`${gw.url.replace('http', 'ws')}/v2/updates`, ['daml.ws.auth'], gw.auth());
+    const [served] = participant.wss.clients;
+    served!.removeAllListeners('message'); // from here on the participant answers nothing
+    const participantClosed = new Promise<void>((resolve) => served!.once('close', () => resolve()));
+    const clientClosed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+    // Frames one way only keep it open, either way: the participant's (an update stream), then the client's.
+    let lastSent = 0;
+    const sendFor = async (send: () => void, ms: number) => {
+      const timer = setInterval(() => {
+        send();
+        lastSent = Date.now();
+      }, 100);
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      clearInterval(timer);
+    };
+    await sendFor(() => served!.send('{"update":{}}'), 1_500);
+    await sendFor(() => ws.send('{}'), 1_500);
+    expect(ws.readyState).toBe(WebSocket.OPEN);
+    const stillOpen = new Promise<string>((resolve) => setTimeout(resolve, 8_000, 'still open after 8 s').unref());
+    expect(await Promise.race([clientClosed, stillOpen])).toBe(1006); // closed without a close frame
+    await participantClosed;
+    // Not before the timeout counted from the last frame (which the gateway moved after it was sent).
+    expect(Date.now() - lastSent).toBeGreaterThanOrEqual(idleTimeoutMs - 5);
+    expect(Date.now() - lastSent).toBeLessThan(idleTimeoutMs + 5_000);
+    await expect.poll(() => gauge(gw!, 'ledger_gateway_websocket_streams_open'), { timeout: 3_000 }).toBe(0);
+    const ended = log.entries().filter((entry) => entry.msg === 'stream ended');
+    expect(ended).toEqual([
+      expect.objectContaining({ operation: 'onV2Updates', reason: 'idle_timeout', closedFirst: 'gateway' }),
+    ]);
+    expect(ended[0]!.durationMs as number).toBeGreaterThanOrEqual(3_000 + idleTimeoutMs - 300);
+    expect(await gw.registry.getSingleMetricAsString('ledger_gateway_websocket_streams_ended_total'))
+      .toContain('{operation="onV2Updates",ended_by="idle_timeout"} 1');
   });
 });

@@ -36,7 +36,10 @@ describe('canonical matching', () => {
 });
 
 describe('path tricks through the gateway', () => {
-  const refused = ['/v2/../v2/version', '/v2/%2e%2e/version', '/v2/.%2E/version', '/v2/./version', '/v2//version', '/v2/version/..', '/v2%2f..%2fversion/..', '/v2/version#', '/v2/version#x', '/v2/version?a=1#/../users'];
+  const refused = ['/v2/../v2/version', '/v2/%2e%2e/version', '/v2/.%2E/version', '/v2/./version', '/v2//version', '/v2/version/..', '/v2%2f..%2fversion/..', '/v2/version#', '/v2/version#x', '/v2/version?a=1#/../users',
+    // Dot and empty segments a hop that decodes %2F would see (and climb out of /v2, or reach another route, with).
+    '/v2/..%2f..%2fdocs/openapi', '/v2/idps/x%2F..%2F..%2Fusers', '/v2/users/.%2Fadmin', '/v2/users/a%2f.', '/v2/%2E%2e%2Fversion', '/v2/parties/%2e%2F',
+    '/v2/users/%2F', '/v2/users/alice%2F', '/v2/users/%2Falice/rights', '/v2/idps/a%2F%2Fb', '/%2Fv2/version'];
   for (const path of refused) {
     it(`refuses ${path} without reaching the participant`, async () => {
       const before = running.upstream.requests.length;
@@ -47,8 +50,16 @@ describe('path tricks through the gateway', () => {
     });
   }
 
+  it('keeps forwarding encoded slashes and dots that make no dot segment, raw', async () => {
+    for (const path of ['/v2/idps/a%20b%2Fc', '/v2/parties/Alice%3A%3A1220%2Fab', '/v2/users/...%2F...', '/v2/users/a.%2F.b', '/v2/idps/%2e%2e.%2Fx']) {
+      const answer = await rawGet(path, running.gw.auth());
+      expect(answer.status, path).toBe(200);
+      expect(running.upstream.requests.at(-1)!.url, path).toBe(path);
+    }
+  });
+
   it('case tricks and prefixes outside /v2 are not served', async () => {
-    for (const path of ['/V2/version', '/v2version', '/v3/version', '/%2Fv2/version']) {
+    for (const path of ['/V2/version', '/v2version', '/v3/version', '/%56%32/version']) {
       const answer = await rawGet(path, running.gw.auth());
       expect(answer.status, path).toBe(404);
     }

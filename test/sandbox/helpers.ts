@@ -63,7 +63,7 @@ export async function readJson(response: Response): Promise<JsonBody> {
   return (await response.json()) as JsonBody;
 }
 
-/** Asserts a gRPC-originated Canton error body (FACTS.md §2.1, §2.4 (b)–(g)) and returns it. */
+/** Asserts a gRPC-originated Canton error body (Canton `JsSchema.scala`) and returns it. */
 export async function expectCantonError(
   response: Response,
   expected: { status: number; code: string; category: number },
@@ -83,7 +83,7 @@ export async function expectCantonError(
   return body;
 }
 
-/** Asserts a tapir decode failure: 400 text/plain "Invalid value for: body (...)" (FACTS.md §2.3). */
+/** Asserts a tapir decode failure: 400 text/plain "Invalid value for: body (...)" (Canton `V2Routes.scala`). */
 export async function expectDecodeFailure(response: Response): Promise<string> {
   expect(response.status).toBe(400);
   expect(response.headers.get('content-type')).toMatch(/^text\/plain/);

@@ -1,6 +1,6 @@
 // The five operations the product names, with a request that passes the gateway's stages and the
 // participant answers the telemetry tests program: a success, and an error whose metrics label is
-// known (FACTS.md §2.4, §3).
+// known (Canton `JsSchema.scala`, `RequestValidationErrors.scala`).
 import type { UpstreamHandler } from '../helpers/recording-upstream.js';
 
 export interface OperationCase {
@@ -17,7 +17,7 @@ export interface OperationCase {
 const PARTY = 'Alice::1220a8f9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0';
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 
-/** A JsCantonError as the participant prints it: all ten keys, nulls included (FACTS.md §2.1). */
+/** A JsCantonError as the participant prints it: all ten keys, nulls included (Canton `JsSchema.scala`). */
 export function cantonError(code: string, cause: string, category: number, grpc: number, extra: Record<string, unknown> = {}): string {
   return JSON.stringify({
     code,

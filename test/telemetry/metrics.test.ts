@@ -1,9 +1,10 @@
-// The metrics contract (README "Metrics"): names, types, labels, buckets; bounded label values;
+// The metrics contract (docs/errors-and-metrics.md "Metrics"): names, types, labels, buckets; bounded label values;
 // OpenMetrics exemplars when configured; an exposition promtool accepts (prometheus.test.ts).
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { Errors } from '../../src/errors.js';
-import { DURATION_BUCKETS, ErrorCodeLabels, MetricNames, createMetrics, errorCodeLabeler, methodLabel, operationLabel } from '../../src/telemetry/metrics.js';
+import { ErrorCodeLabels, errorCodeLabeler } from '../../src/error-codes.js';
+import { DURATION_BUCKETS, MetricNames, createMetrics, methodLabel, operationLabel } from '../../src/telemetry/metrics.js';
 
 interface MetricJson {
   name: string;

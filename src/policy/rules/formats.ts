@@ -1,6 +1,6 @@
 // TransactionFormat, EventFormat and UpdateFormat, shared by getUpdateByOffset and
 // submitAndWaitForTransaction: first what the JSON decoder refuses (types, enum names), then
-// Canton's FormatValidator in its order (FACTS.md §1.2, §6; `FormatValidator.scala`).
+// Canton's FormatValidator in its order (`FormatValidator.scala`).
 import {
   decodeFailure,
   field,

@@ -1,4 +1,4 @@
-// POST /v2/updates/update-by-offset (FACTS.md §1.4, §6; Canton
+// POST /v2/updates/update-by-offset (Canton
 // `UpdateServiceRequestValidator.validateUpdateByOffset`: the offset, then update_format, then the
 // format itself). The offset is judged on its exact digits: 9223372036854775807 is valid, 2^63 is not.
 import { INT64_MAX, INT64_MIN, readInteger } from '../numbers.js';

@@ -1,4 +1,4 @@
-// POST /v2/commands/submit-and-wait-for-transaction (FACTS.md §1.2). JsCommands is a strict
+// POST /v2/commands/submit-and-wait-for-transaction (Canton `JsCommandService.scala`). JsCommands is a strict
 // hand-written mirror type: `commands`, `commandId`, `actAs` must be present; each command is one of
 // four variants (no "value" wrapper); a template id must split into package:module:entity as
 // Canton's IdentifierConverter splits it. Then, as the participant orders it: authorization (a
@@ -14,7 +14,6 @@ import {
   missingRequired,
   optionalOfType,
   optionalStringArray,
-  permissionDenied,
   requestRule,
   variantKeys,
   wrongType,
@@ -23,6 +22,7 @@ import {
   type Violation,
 } from '../violation.js';
 import { decodeTransactionFormat, validateTransactionFormat } from './formats.js';
+import { otherUserViolation } from './submitting-user.js';
 
 /** Each command variant and the fields its JSON decoder requires. */
 const COMMAND_FIELDS = {
@@ -203,12 +203,9 @@ export const submitAndWaitForTransactionRule = requestRule(EXACT_NUMBERS, (body,
     if (problem !== undefined) return problem;
   }
 
-  // Authorization: a user's token may only submit as that user (FACTS.md §1.2, §4.4). Absent or
-  // empty, the participant takes the token's user.
-  const userId = field(commands, 'userId');
-  if (context.principal !== null && typeof userId === 'string' && userId !== '' && userId !== context.principal.subject) {
-    return permissionDenied('commands.userId names another user than the token\'s subject');
-  }
+  // Authorization: a user's token may only submit as that user (submitting-user.ts).
+  const otherUser = otherUserViolation(field(commands, 'userId'), 'commands.userId', context);
+  if (otherUser !== undefined) return otherUser;
 
   // CommandsValidator, in its order.
   if (field(commands, 'commandId') === '') return missingField('command_id');

@@ -1,4 +1,4 @@
-// PATCH /v2/idps/{idp-id} (FACTS.md §1.5, §5). In Canton's order: the JSON layer's path/body
+// PATCH /v2/idps/{idp-id}. In Canton's order: the JSON layer's path/body
 // check (`JsIdentityProviderService.updateIdp`), then `ApiIdentityProviderConfigService
 // .updateIdentityProviderConfig` (update_mask), then the mask
 // (`UpdateMapperBase.makeUpdateTrie`, `UpdatePath.parseSingle`, `UpdatePathsTrie`, `UpdatePathError`).
@@ -67,7 +67,7 @@ export function updateMaskProblem(paths: readonly string[]): string | undefined 
   return undefined;
 }
 
-/** How Canton prints Option[IdentityProviderConfig] in its mismatch message (FACTS.md §2.4a). */
+/** How Canton prints Option[IdentityProviderConfig] in its mismatch message (Canton `ledger-json-api/README.md`). */
 function renderConfig(config: JsonObject | undefined): string {
   if (config === undefined) return 'None';
   const text = (name: string) => {

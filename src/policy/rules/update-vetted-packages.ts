@@ -1,4 +1,4 @@
-// POST /v2/package-vetting and POST /v2/package-vetting/update (FACTS.md §1.1; Canton
+// POST /v2/package-vetting and POST /v2/package-vetting/update (Canton
 // `UpdateVettedPackagesOpts.fromProto`, `VettedPackagesChange.fromProto`, `VettedPackagesRef.process`,
 // `PriorTopologySerial.fromProto` in ledger-api-core `ledger/api/util.scala`).
 //
@@ -91,7 +91,7 @@ function validateChangeVariant(variant: 'Empty' | 'Vet' | 'Unvet', payload: unkn
 
 /**
  * One change's operation: the decoder picks one of the variant keys present; the change is accepted
- * when any variant present would be (FACTS.md §1.0 oneof convention).
+ * when any variant present would be (Canton's OpenAPI encodes a oneof as `{"Variant": {...}}`).
  */
 function checkChange(change: unknown, index: number, phase: 'decode' | 'validate'): Violation | undefined {
   const path = `changes[${index}]`;

@@ -14,7 +14,7 @@ const updateFormat = {
 const check = (body: unknown) => judge(getUpdateByOffsetRule, body);
 
 describe('getUpdateByOffset rule', () => {
-  it('accepts the documented request (FACTS.md §1.4)', () => {
+  it('accepts the documented request (Canton\'s OpenAPI GetUpdateByOffsetRequest)', () => {
     expect(check({ offset: 42, updateFormat })).toBeUndefined();
   });
 

@@ -14,7 +14,7 @@ const request = (commands: Record<string, unknown> = {}, rest: Record<string, un
 const check = (body: unknown, who = principal('alice')) => judge(submitAndWaitForTransactionRule, body, { principal: who });
 
 describe('submitAndWaitForTransaction rule', () => {
-  it('accepts the documented request (FACTS.md §1.2)', () => {
+  it('accepts the documented request (Canton\'s OpenAPI JsSubmitAndWaitForTransactionRequest)', () => {
     expect(check(request({ userId: 'alice' }, {
       transactionFormat: { eventFormat: { filtersByParty: { 'Alice::1220': { cumulative: [] } }, verbose: true }, transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA' },
     }))).toBeUndefined();
@@ -38,7 +38,7 @@ describe('submitAndWaitForTransaction rule', () => {
     expect(templateIdProblem('pkg:Mod:Ent:')).toBeUndefined(); // Java split drops the trailing empty part
     expect(templateIdProblem('not-a-valid-template-id')).toBe('Invalid identifier format (not-a-valid-template-id) not matching the expected format (<package>:<moduleName>:<entityName>)');
     for (const bad of ['a:b', 'a:b:c:d', '', '::', 'pkg::Ent', ':Mod:Ent', '#:Mod:Ent']) expect(templateIdProblem(bad), bad).toBeDefined();
-    // Canton's decode failure, word for word as FACTS.md §2.3 quotes it (there for a body rooted at the command list).
+    // Canton's decode failure, word for word as Canton's JsonV2Tests expect it (there for a body rooted at the command list).
     expect(check(request({ commands: [{ CreateCommand: { ...create.CreateCommand, templateId: 'not-a-valid-template-id' } }] }))).toMatchObject({
       definition: { code: 'DECODE_FAILURE' },
       cause: "Invalid identifier format (not-a-valid-template-id) not matching the expected format (<package>:<moduleName>:<entityName>) at 'commands.commands[0].CreateCommand.templateId'",
@@ -46,7 +46,7 @@ describe('submitAndWaitForTransaction rule', () => {
   });
 
   it('requires the strict JsCommands fields', () => {
-    // A strict mirror type: a missing field is the JSON decoder's refusal (FACTS.md §1.0), not MISSING_FIELD.
+    // A strict mirror type: a missing field is the JSON decoder's refusal (`JsCommandService.scala`), not MISSING_FIELD.
     expect(check({})).toMatchObject({ definition: { code: 'DECODE_FAILURE' }, cause: "Missing required field at 'commands'" });
     expect(check({ commands: [] })).toMatchObject({ definition: { code: 'DECODE_FAILURE' }, cause: "Got value with wrong type, expecting object at 'commands'" });
     const { commandId: _c, ...withoutId } = request().commands;

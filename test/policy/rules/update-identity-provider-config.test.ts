@@ -15,7 +15,7 @@ const config = (extra: Record<string, unknown> = {}) => ({ identityProviderId: '
 const PREFIX = "Update operation for identity provider config 'idp-1' failed due to: ";
 
 describe('updateIdentityProviderConfig rule', () => {
-  it('accepts Canton\'s own test request (FACTS.md §1.5)', () => {
+  it('accepts Canton\'s own test request (JsonV2Tests)', () => {
     expect(check({ identityProviderConfig: config(), updateMask: { paths: ['is_deactivated'] } })).toBeUndefined();
   });
 

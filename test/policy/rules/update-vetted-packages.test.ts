@@ -11,7 +11,7 @@ const unvet = (packages: unknown[]) => ({ operation: { Unvet: { value: { package
 const PKG = '3f1c0000000000000000000000000000000000000000000000000000000000e9';
 
 describe('updateVettedPackages rule', () => {
-  it('accepts the documented request (FACTS.md §1.1)', () => {
+  it('accepts the documented request (Canton\'s OpenAPI UpdateVettedPackagesRequest)', () => {
     expect(check({
       changes: [
         { operation: { Vet: { value: { packages: [{ packageName: 'my-app', packageVersion: '1.2.0' }], newValidFromInclusive: '2026-01-01T00:00:00Z' } } } },

@@ -1,4 +1,4 @@
-// What Canton requires of a valid request beyond the OpenAPI schema (FACTS.md §1, §5, §6), as
+// What Canton requires of a valid request beyond the OpenAPI schema (its validators), as
 // refinements of the schema-built arbitraries. Each one is a documented rule, cited where it lives.
 import fc from 'fast-check';
 import { INT32_MAX, INT64_MAX, nonEmptyArray, oneOfExcept, type Refinements } from './openapi-arbitrary.js';

@@ -2,7 +2,7 @@
 // gateway's hop looks like, and that its ids are random and never all zero.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { continueTrace, formatTraceparent, isSampled, newSpanId, newTraceId, parseTraceparent } from '../../src/telemetry/trace-context.js';
+import { continueTrace, formatTraceparent, isSampled, newSpanId, newTraceId, parseTraceparent } from '../src/trace-context.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';

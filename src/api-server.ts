@@ -1,0 +1,125 @@
+// The API listener's Fastify instance: Node's server options, a call's exchange fields as request
+// decorators, and the answers to requests that never reach a stage (malformed HTTP, a target Fastify
+// cannot decode), each still counted and logged as a request of its own. The stages, the route and
+// the hooks are app.ts's.
+import type { IncomingMessage } from 'node:http';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { createClientErrorHandler } from './client-errors.js';
+import type { GatewayConfig } from './config/schema.js';
+import { Errors, GatewayError } from './errors.js';
+import { deferContinue } from './expect-continue.js';
+import { sendGatewayError } from './refusal.js';
+import { framingProblem, framingRefusal, webSocketOperationOf } from './request-context.js';
+import { randomRequestId } from './request-id.js';
+import { listenerSecureOptions, type ListenerTlsFiles } from './server-tls.js';
+import type { RequestTelemetry } from './telemetry/request-telemetry.js';
+
+export interface ApiServerOptions {
+  /** server.tls's files, read: HTTPS and WSS on the API listener. */
+  readonly listenerTls: ListenerTlsFiles | undefined;
+  readonly telemetry: Pick<RequestTelemetry, 'unroutedRefusal'>;
+}
+
+export function createApiServer(config: GatewayConfig, options: ApiServerOptions): FastifyInstance {
+  const { listenerTls, telemetry } = options;
+  // Node's own server options, for the HTTP listener or, with server.tls, the HTTPS one.
+  const serverOptions = {
+    maxHeaderSize: config.server.maxHeaderBytes,
+    headersTimeout: config.server.headersTimeoutMs,
+    // Node checks header and request timeouts every connectionsCheckingInterval (30 s by default):
+    // check every second so a slow-loris client is cut close to its bound.
+    connectionsCheckingInterval: 1_000,
+    // A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3): Node
+    // then hands it over already ended, with no 'data', 'end' or 'close' events to run (Node
+    // 24.12+; older versions ignore the option). 2-6% less CPU per proxied or cached GET, paired.
+    // Nothing here listens for a request's own events on such a call (a client that leaves is
+    // seen on the response's close), and such a request is bodiless to the gateway's own body
+    // tests too (forward.ts hasBody, body/read.ts readRequestBody).
+    optimizeEmptyRequests: true,
+    // A request without Host gets the gateway's coded 400 (request context stage), not Node's bare one.
+    requireHostHeader: false,
+    // Only a WebSocket stream becomes an upgrade (request-context.ts webSocketOperationOf); any
+    // other request with an Upgrade header is served as the plain call it is, with its route's
+    // stages, as the participant serves it (Node 24.9+; older versions refuse those in handleUpgrade).
+    shouldUpgradeCallback: (request: IncomingMessage) => webSocketOperationOf(request) !== undefined,
+  };
+
+  const api = Fastify({
+    // No Fastify logger on the API: with one, Fastify makes (and validates) a child logger and adds
+    // two response listeners for every call (2.5% of a proxied call's CPU, measured). The gateway
+    // logs through its own logger: one line per request (request-telemetry) and its own events.
+    logger: false,
+    genReqId: randomRequestId,
+    requestIdHeader: false,
+    return503OnClosing: false, // shutdown answers in Canton's shape (request context stage)
+    forceCloseConnections: 'idle',
+    keepAliveTimeout: config.server.keepAliveTimeoutMs,
+    requestTimeout: config.server.requestTimeoutMs,
+    // A client that never finishes the TLS handshake is no HTTP connection yet: headersTimeoutMs bounds it
+    // too (Node's default: 120 s).
+    ...(listenerTls === undefined
+      ? { http: serverOptions }
+      : {
+          https: {
+            ...serverOptions,
+            handshakeTimeout: config.server.headersTimeoutMs,
+            ...listenerSecureOptions(listenerTls),
+          },
+        }),
+    bodyLimit: config.limits.bodyBytes,
+    routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
+    // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER (the parser
+    // gave up before a method could be trusted), with a request id and a request line of its own.
+    clientErrorHandler: createClientErrorHandler(({ definition, requestId, reason }) => {
+      telemetry.unroutedRefusal({
+        id: requestId,
+        method: '_OTHER',
+        status: definition.status,
+        errorCode: definition.code,
+        reason,
+      });
+    }, randomRequestId),
+    // A request target Fastify cannot decode (`/v2/%zz`) fails before any hook: answered in Canton's
+    // shape like every other refusal, and counted (no stage runs for it).
+    // Faulty framing is judged first, as in the request context stage: its connection is closed and
+    // nothing pipelined behind it is served, whatever the target.
+    frameworkErrors: (error, request, reply) => {
+      const framing = framingProblem(request.raw);
+      const definition =
+        error.code === 'FST_ERR_BAD_URL' ? Errors.GATEWAY_INVALID_PATH : Errors.GATEWAY_MALFORMED_REQUEST;
+      const cause =
+        definition === Errors.GATEWAY_INVALID_PATH
+          ? 'Invalid request target: a percent-encoding that does not decode.'
+          : `The request is malformed (${error.code}).`;
+      const refusal = framing !== undefined ? framingRefusal(framing) : new GatewayError(definition, { cause });
+      telemetry.unroutedRefusal({
+        id: request.id,
+        method: request.method,
+        status: refusal.definition.status,
+        errorCode: refusal.definition.code,
+        reason: framing ?? error.code,
+      });
+      reply.header('x-request-id', request.id); // no onSend hook runs for it either
+      sendGatewayError(request, reply, refusal);
+    },
+  });
+
+  // Expect: 100-continue is answered once a stage reads the body, not before the stages judged the call.
+  deferContinue(api.server);
+
+  // A call's exchange is its request (exchange.ts): these decorators are its fields.
+  api.decorateRequest('kind', 'call');
+  api.decorateRequest('lifeline', null as never); // set by the stage hook
+  api.decorateRequest('operation', null as never); // set by the request context stage
+  api.decorateRequest('principal', null);
+  api.decorateRequest('errorCode', null);
+  api.decorateRequest('rawBody', undefined);
+  api.decorateRequest('traceContext', undefined); // set by the telemetry stage when propagating by hand
+  api.decorateRequest('traceresponse', undefined); // set by the telemetry stage when tracing runs
+  api.decorate('draining', false); // set when shutdown begins (answers close their connections)
+  // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
+  // routes read theirs (policy stage).
+  api.removeAllContentTypeParsers();
+  api.addContentTypeParser('*', (_request, _payload, done) => done(null));
+  return api;
+}

@@ -1,0 +1,69 @@
+// One request's walk through the gateway: what it carries from stage to stage, for a plain call and
+// a WebSocket upgrade alike, and the Stage that reads and sets it. A call's exchange is its
+// FastifyRequest (the fields below are request decorators, so a call allocates nothing more); an
+// upgrade's is a small object of the same shape (upgrades.ts).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Operation } from './operations.js';
+import type { TraceContext } from './trace-context.js';
+
+/** Who called: set by the authentication stage from verified claims, never from a header. */
+export interface Principal {
+  /** The token's `sub`: the Ledger API user id. */
+  readonly subject: string;
+  readonly issuer: string | undefined;
+  /** The verified claims, for per-operation authorization rules. */
+  readonly claims: Readonly<Record<string, unknown>>;
+}
+
+/** A plain HTTP call, or a WebSocket upgrade (which becomes a tunnel once every stage admitted it). */
+export type ExchangeKind = 'call' | 'upgrade';
+
+/** What ends an exchange's life when it closes: a call's response, an upgrade's (and its tunnel's) client socket. */
+export type Lifeline = ServerResponse | Duplex;
+
+export interface Exchange {
+  readonly kind: ExchangeKind;
+  /** The correlation id: x-request-id, the error body's correlationId, the request line's reqId. */
+  readonly id: string;
+  readonly raw: IncomingMessage;
+  readonly lifeline: Lifeline;
+  /** Set by the request context stage; UNKNOWN_OPERATION's placeholder until then. */
+  operation: Operation;
+  principal: Principal | null;
+  /** Error code of the answer for metrics and logs: the gateway's own or the participant's. */
+  errorCode: string | null;
+  /** The trace context when propagated by hand (tracing on, nothing exported; every upgrade): the telemetry stage's. */
+  traceContext: TraceContext | undefined;
+  /** The `traceresponse` header for the client, when tracing runs; set by the telemetry stage. */
+  traceresponse: string | undefined;
+}
+
+/**
+ * One step of the walk: answers synchronously (undefined: go on; a throw: refuse) or with a promise
+ * when it has to wait (a token not yet verified, a shared limit store). A refusal is a GatewayError.
+ */
+export type Stage = (exchange: Exchange) => void | Promise<void>;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    // The Exchange's fields, as request decorators (app.ts declares them).
+    readonly kind: 'call';
+    lifeline: ServerResponse;
+    operation: Operation;
+    principal: Principal | null;
+    errorCode: string | null;
+    traceContext: TraceContext | undefined;
+    traceresponse: string | undefined;
+    /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */
+    rawBody: Buffer | undefined;
+  }
+  interface FastifyInstance {
+    /**
+     * True once shutdown has begun: every answer finished from then on, including those of calls
+     * that were already in flight, says `Connection: close`, so no client sends another request on
+     * a connection of a gateway that is about to exit.
+     */
+    draining: boolean;
+  }
+}

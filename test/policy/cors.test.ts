@@ -1,0 +1,134 @@
+// CORS refusals and grants through the running gateway: a preflight to a path the gateway does not
+// serve is refused in Canton's shape (never Fastify's own 500), and an origin not listed is granted nothing.
+import net from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { startGateway } from '../helpers/gateway.js';
+import { perTest } from '../helpers/per-test.js';
+import { startRecordingUpstream } from '../helpers/recording-upstream.js';
+
+const JS_CANTON_ERROR_KEYS = [
+  'cause',
+  'code',
+  'context',
+  'correlationId',
+  'definiteAnswer',
+  'errorCategory',
+  'grpcCodeValue',
+  'resources',
+  'retryInfo',
+  'traceId',
+];
+const cors = { enabled: true, origins: ['https://app.example'], credentials: true };
+const current = perTest();
+
+async function start() {
+  current.upstream = await startRecordingUpstream();
+  current.gw = await startGateway(current.upstream.url, { cors });
+  return { gw: current.gw, upstream: current.upstream };
+}
+
+/** A preflight sent byte for byte (fetch would resolve the dot segments itself). */
+function rawPreflight(url: string, path: string): Promise<{ status: number; head: string; body: string }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () =>
+      socket.write(
+        `OPTIONS ${path} HTTP/1.1\r\nHost: gw\r\nOrigin: https://app.example\r\nAccess-Control-Request-Method: GET\r\nConnection: close\r\n\r\n`,
+      ),
+    );
+    let data = '';
+    socket.on('data', (chunk) => {
+      data += chunk;
+    });
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const split = data.indexOf('\r\n\r\n');
+      resolve({ status: Number(data.slice(9, 12)), head: data.slice(0, split), body: data.slice(split + 4) });
+    });
+  });
+}
+
+const preflight = {
+  origin: 'https://app.example',
+  'access-control-request-method': 'POST',
+  'access-control-request-headers': 'authorization',
+};
+
+describe('CORS: refusals before the preflight', () => {
+  it("answers a preflight to a path the gateway does not serve in Canton's shape, counted as a 4xx", async () => {
+    const { gw, upstream } = await start();
+    for (const [path, status, code] of [
+      ['/nope', 404, 'GATEWAY_ROUTE_NOT_EXPOSED'],
+      ['/livez', 404, 'GATEWAY_ROUTE_NOT_EXPOSED'],
+      ['/v2/../users', 400, 'GATEWAY_INVALID_PATH'],
+    ] as const) {
+      const answer = await rawPreflight(gw.url, path);
+      expect(answer.status, path).toBe(status);
+      const body = JSON.parse(answer.body) as Record<string, unknown>;
+      expect(Object.keys(body).sort(), path).toEqual(JS_CANTON_ERROR_KEYS);
+      expect(body.code, path).toBe(code);
+      expect(answer.head, path).toContain(`x-request-id: ${String(body.correlationId)}`);
+    }
+    expect(upstream.requests).toHaveLength(0);
+    const counted = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
+    expect(counted).toMatch(
+      /operation="unknown",method="OPTIONS",status="404",error_code="GATEWAY_ROUTE_NOT_EXPOSED"\} 2/,
+    );
+    expect(counted).toMatch(/operation="unknown",method="OPTIONS",status="400",error_code="GATEWAY_INVALID_PATH"\} 1/);
+    expect(counted).not.toMatch(/status="5\d\d"/);
+  });
+});
+
+describe('CORS: what an origin not listed gets', () => {
+  it('neither Access-Control-Allow-Origin nor Allow-Credentials (nor Expose-Headers), on a preflight or a call', async () => {
+    const { gw, upstream } = await start();
+    for (const origin of ['https://evil.example', 'null', 'https://app.example.evil.example']) {
+      const answers = [
+        await fetch(`${gw.url}/v2/version`, { method: 'OPTIONS', headers: { ...preflight, origin } }),
+        await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth({ origin }) }),
+        await fetch(`${gw.url}/v2/state/ledger-end`, { headers: { origin } }), // a refusal
+      ];
+      expect(
+        answers.map((answer) => answer.status),
+        origin,
+      ).toEqual([204, 200, 401]);
+      for (const answer of answers) {
+        expect(answer.headers.get('access-control-allow-origin'), origin).toBeNull();
+        expect(answer.headers.get('access-control-allow-credentials'), origin).toBeNull();
+        expect(answer.headers.get('access-control-expose-headers'), origin).toBeNull();
+        expect(answer.headers.get('vary'), origin).toContain('Origin');
+      }
+    }
+    // A call without Origin (not from a browser) gets no CORS grant either.
+    const plain = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
+    expect(plain.headers.get('access-control-allow-credentials')).toBeNull();
+    expect(upstream.requests.map((request) => request.method)).toEqual(['GET', 'GET', 'GET', 'GET']);
+  });
+
+  it('a listed origin still gets the whole grant, on a preflight, a call and a refusal', async () => {
+    const { gw } = await start();
+    const answers = [
+      await fetch(`${gw.url}/v2/version`, { method: 'OPTIONS', headers: preflight }),
+      await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth({ origin: 'https://app.example' }) }),
+      await fetch(`${gw.url}/v2/state/ledger-end`, { headers: { origin: 'https://app.example' } }),
+    ];
+    expect(answers.map((answer) => answer.status)).toEqual([204, 200, 401]);
+    for (const answer of answers) {
+      expect(answer.headers.get('access-control-allow-origin')).toBe('https://app.example');
+      expect(answer.headers.get('access-control-allow-credentials')).toBe('true');
+      expect(answer.headers.get('access-control-expose-headers')).toBe('x-request-id');
+    }
+    expect(answers[0]!.headers.get('access-control-allow-methods')).toBe('GET, POST, PATCH, DELETE');
+  });
+
+  it('"*" grants any origin, without credentials', async () => {
+    current.upstream = await startRecordingUpstream();
+    const gw = (current.gw = await startGateway(current.upstream.url, { cors: { enabled: true, origins: ['*'] } }));
+    const answer = await fetch(`${gw.url}/v2/version`, {
+      method: 'OPTIONS',
+      headers: { ...preflight, origin: 'https://any.example' },
+    });
+    expect(answer.headers.get('access-control-allow-origin')).toBe('*');
+    expect(answer.headers.get('access-control-allow-credentials')).toBeNull();
+  });
+});
