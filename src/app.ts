@@ -9,21 +9,20 @@ import pino, { type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createAdminListener } from './admin-listener.js';
 import { createApiServer } from './api-server.js';
-import { createAuthenticator } from './auth/authenticator.js';
 import type { AuthFailureReason } from './auth/failure.js';
-import { authenticationStage } from './auth/hooks.js';
 import { createVersionCache } from './cache/version-cache.js';
 import { readServerTls } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createContextStage } from './context-stage.js';
+import { createReloadMetrics, reloadGateway, type ReloadOutcome } from './config/reload.js';
 import { Errors, GatewayError } from './errors.js';
 import type { Stage } from './exchange.js';
 import { Readiness } from './health.js';
+import { createLiveConfig } from './live-config.js';
+import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './auth/participant-idps.js';
 import { NamedOperations } from './operations.js';
 import { corsOptions, registerCors } from './policy/cors.js';
-import { createPolicyStage } from './policy/stage.js';
 import { limitConnections } from './protection/connections.js';
-import { createProtectionStage } from './protection/stage.js';
 import { createForwarder } from './proxy/forward.js';
 import { UpstreamReplicas } from './proxy/upstream-replicas.js';
 import { createWebSocketTunnels } from './proxy/websocket.js';
@@ -67,10 +66,22 @@ export interface Gateway {
   shutdown(): Promise<void>;
   /** Close at once (tests). */
   close(): Promise<void>;
+  /**
+   * Re-reads the configuration with `load` (which throws a ConfigError when it is invalid) and swaps
+   * in what can change live (config/reload.ts); logged, counted, never thrown. `trigger` names the cause in the log.
+   */
+  reload(load: () => Promise<GatewayConfig> | GatewayConfig, trigger?: string): Promise<ReloadOutcome>;
+  /** The fingerprint of the configuration the gateway runs now. */
+  readonly fingerprint: string;
 }
 
 /** A version answer is a few hundred bytes; anything far larger is not cached. */
 const VERSION_ANSWER_MAX_BYTES = 1024 * 1024;
+
+/** How long a replaced configuration may still serve a call: the longest upstream bound, or the shutdown grace. */
+function retireAfterMs(config: GatewayConfig): number {
+  return Math.max(config.upstream.timeoutMs, config.shutdown.graceMs, ...Object.values(config.upstream.operationTimeoutsMs));
+}
 
 const API_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
@@ -128,8 +139,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     config,
     replyHeaders: corsConfigured,
     replacesTraceContext: serverSpanPlugin !== undefined,
-    // Propagated by hand, the participant's traceparent is the client's traceresponse (trace-context.ts).
-    ...(propagateTraceContext && { traceparentOf: (request: FastifyRequest) => request.traceresponse }),
+    // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
+    ...(propagateTraceContext && { propagateTraceContext }),
     isTrustedProxy,
     onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined),
   });
@@ -150,21 +161,27 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     closing: () => closing,
   });
 
-  const authenticator = createAuthenticator(config, {
-    onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
+  // Authentication, protection and the policy follow the config: built as one generation, swapped
+  // whole on a reload (live-config.ts); each exchange pins the current one as it enters.
+  const live = createLiveConfig(config, {
+    metrics,
     log,
+    isTrustedProxy,
+    onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
+    onAuthFailure: (reason: AuthFailureReason) => metrics.authFailure(reason),
+    retireAfterMs: retireAfterMs(config),
   });
+  const authenticator = live.current.authenticator;
   for (const warning of authenticator.settings.warnings) log.warn(warning);
-  readiness.add({ name: 'keys', ready: () => authenticator.ready() });
-  metrics.watchSignatureChecks(() => authenticator.signatureChecks);
+  readiness.add({ name: 'keys', ready: () => live.current.authenticator.ready() });
+  metrics.watchSignatureChecks(() => live.signatureChecks);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
-  // Traffic protection's limits are built first: a call without a verified token spends its address's
-  // budget (protection.unauthenticated) before authentication checks any signature.
-  const protection = createProtectionStage(config, { metrics, log, isTrustedProxy });
-  api.addHook('onClose', () => protection.close());
-  const onAuthFailure = (reason: AuthFailureReason) => metrics.authFailure(reason);
-  const authenticate = authenticationStage(authenticator, onAuthFailure, protection.unauthenticatedBudget);
-  const policy = createPolicyStage(config);
+  const authenticate = live.authenticate;
+  api.addHook('onClose', () => live.close());
+  const reloads = createReloadMetrics(metrics.registry, live.current.fingerprint);
+  const participantIdps = config.auth.participantIdentityProviders.enabled
+    ? trustParticipantIdentityProviders(live, { upstreamUrl: options.upstreamUrl, registry: metrics.registry, log, readiness, running: (fingerprint) => reloads.running(fingerprint) })
+    : undefined;
 
   // The one list. Authentication comes before any body is read and before the version cache, so an
   // unauthenticated caller never costs a body read or sees a cached answer; a token it has not verified
@@ -175,10 +192,11 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // unauthorized caller never sees a cached body.
   const stages: readonly Stage[] = [
     requestTelemetry.begin,
+    live.pin,
     establishContext,
     authenticate,
-    protection.stage,
-    policy.authorize,
+    live.protect,
+    live.authorize,
   ];
 
   // Calls: the list runs as few hooks (stage-runner.ts), synchronously unless a stage has to wait.
@@ -221,7 +239,11 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     method: [...API_METHODS],
     url: '/*',
     handler: (request, reply) => {
-      const judged = policy.enforceRequestRules(request);
+      if (participantIdps !== undefined && IDENTITY_PROVIDER_CHANGES.has(request.operation.name)) {
+        const ended = participantIdps.beginChange();
+        reply.raw.once('close', () => ended(reply.raw.headersSent ? reply.raw.statusCode : 0));
+      }
+      const judged = request.generation.enforceRequestRules(request);
       return judged === undefined ? answer(request, reply) : judged.then(() => answer(request, reply));
     },
   });
@@ -256,8 +278,9 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     log,
   });
   api.server.on('upgrade', upgrades.handleUpgrade);
-  // Open client connections are capped as they are accepted, before TLS or any request (protection.connections).
-  const connections = limitConnections(api.server, protection.connectionCaps, {
+  // Open client connections are capped as they are accepted, before TLS or any request (protection.connections,
+  // restart-only: the listener keeps the caps it started with).
+  const connections = limitConnections(api.server, live.current.protection.connectionCaps, {
     isTrustedProxy,
     onRefused: (limit) => metrics.connectionRefused(limit),
   });
@@ -289,7 +312,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     if (closed) return;
     closed = true;
     stopTlsReload?.();
-    authenticator.close();
+    participantIdps?.close();
     // During a shutdown, what is still open now is the gateway's cut (SHUTDOWN_GRACE_ELAPSED), not
     // clients that left; gateway.close() alone (tests) keeps them as clients that left.
     if (readiness.isShuttingDown) requestTelemetry.cutOff();
@@ -331,5 +354,16 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       await close();
     },
     close,
+    reload: (load, trigger = 'api') => reloadGateway(live, load, {
+      log,
+      metrics: reloads,
+      trigger,
+      setLogLevel: (level) => {
+        if (logger !== false) logger.level = level;
+      },
+    }),
+    get fingerprint() {
+      return live.current.fingerprint;
+    },
   };
 }

@@ -124,12 +124,12 @@ export const Errors = {
     'A body on a rule-checked route that the participant\'s JSON decoder refuses (not JSON, not an object, a wrong JSON type, a missing field of a strict type, an integer out of range, an unknown enum name or oneof variant, a malformed template id): answered as Canton answers it, 400 text/plain "Invalid value for: body (... at \'<path>\')", not a JsCantonError.',
     { plainText: true }),
   GATEWAY_MALFORMED_REQUEST: defineError('GATEWAY_MALFORMED_REQUEST', 8, GrpcCode.INVALID_ARGUMENT,
-    'A body on a rule-checked route could not be read whole (the client left, stopped sending or took longer than policy.bodyReadTimeoutMs) or is nested deeper than policy.maxBodyDepth; an HTTP/1.1 request without Host, a request with two Host lines or an HTTP/1.0 request with Transfer-Encoding (faulty framing: the connection is closed); a Connection header naming the credential\'s field (Authorization, or Sec-WebSocket-Protocol on an upgrade); or Fastify refused the request as malformed before any route.'),
+    'A body on a rule-checked route could not be read whole (the client left, stopped sending or took longer than policy.bodyReadTimeoutMs) or is nested deeper than policy.maxBodyDepth; an HTTP/1.1 request without Host, a request with two Host lines or an HTTP/1.0 request with Transfer-Encoding (faulty framing: the connection is closed); Content-Type lines that declare different types (pekko-http refuses them too); a Connection header naming the credential\'s field (Authorization, or Sec-WebSocket-Protocol on an upgrade); or Fastify refused the request as malformed before any route.'),
   GATEWAY_UNSUPPORTED_MEDIA_TYPE: defineError('GATEWAY_UNSUPPORTED_MEDIA_TYPE', 8, GrpcCode.INVALID_ARGUMENT,
-    'A rule-checked route was sent a body in a charset the gateway cannot decode as the participant would (UTF-16, a charset Java does not know, or one TextDecoder reads otherwise than Java; UTF-8, US-ASCII, ISO-8859-1 to 8, 13, 15 and 16 and windows-1250 to 1258 but 1255 are read as Java reads them, byte for byte). Any content type is accepted otherwise, as Canton accepts it.',
+    'A rule-checked route was sent a body in a charset the gateway cannot decode as the participant would (UTF-16, a charset Java does not know, or one TextDecoder reads otherwise than Java; UTF-8, US-ASCII, ISO-8859-1 to 8, 13, 15 and 16 and windows-1250 to 1258 but 1255 are read as Java reads them, byte for byte). Any content type is accepted otherwise, as Canton accepts it, an empty or unparseable one included (the body is then read as UTF-8, as pekko-http reads it).',
     { status: 415 }),
   GATEWAY_REQUEST_TOO_LARGE: defineError('GATEWAY_REQUEST_TOO_LARGE', 8, GrpcCode.INVALID_ARGUMENT,
-    'The request body is larger than limits.bodyBytes.',
+    'The request body is larger than limits.bodyBytes or, on a rule-checked route (its body is read whole and parsed), than policy.maxBodyBytes.',
     { status: 413 }),
   GATEWAY_HEADERS_TOO_LARGE: defineError('GATEWAY_HEADERS_TOO_LARGE', 8, GrpcCode.INVALID_ARGUMENT,
     'The request line and headers are larger than server.maxHeaderBytes.',
@@ -243,9 +243,22 @@ export class GatewayError extends Error {
     this.name = 'GatewayError';
     this.definition = definition;
     this.details = details;
-    this.headers = options.headers ?? {};
+    const headers = options.headers ?? {};
+    // A 503 tells when to retry in the header as its body's retryInfo does ("1 second" unless the
+    // raiser says otherwise), so that clients and proxies that read only HTTP (RFC 9110 §10.2.3)
+    // wait as long as Canton-aware ones.
+    const seconds = definition.status === 503 && definition.retryInfo !== null && headers['retry-after'] === undefined
+      ? /^(\d+) seconds?$/.exec(details.retryInfo ?? definition.retryInfo)?.[1]
+      : undefined;
+    this.headers = seconds === undefined ? headers : { ...headers, 'retry-after': seconds };
     this.reason = options.reason;
   }
+}
+
+/** A request body over its limit; `limitKey` names the setting that sets it. */
+export function requestTooLarge(limit: number, limitKey: string): GatewayError {
+  const cause = `The request body is larger than ${limit} bytes (${limitKey}).`;
+  return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, { cause });
 }
 
 /** The same refusal, sent before the client's body was fully read: the connection cannot be reused (RFC 9112 §9.3). */

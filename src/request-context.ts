@@ -3,6 +3,7 @@
 import type { IncomingMessage } from 'node:http';
 import { trace, isSpanContextValid } from '@opentelemetry/api';
 import type { GatewayConfig } from './config/schema.js';
+import { contentTypesConflict } from './body/content-type.js';
 import { Errors, GatewayError } from './errors.js';
 import type { Exchange } from './exchange.js';
 import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from './operations.js';
@@ -74,6 +75,18 @@ function hostLines(rawHeaders: readonly string[]): number {
     if (name.length === 4 && (name === 'Host' || name === 'host' || name.toLowerCase() === 'host')) count++;
   }
   return count;
+}
+
+/**
+ * Why a request's Content-Type lines are refused, or undefined: lines that declare different types.
+ * Node keeps the first for the gateway's own reading while every line is forwarded, so the participant
+ * could read another type than the one a rule was judged by; pekko-http refuses such a request itself
+ * (its `conflicting-content-type-header-processing-mode` is `error` by default). Lines alike, and a line
+ * that does not parse (pekko keeps it as a raw header), are let through as pekko lets them through.
+ */
+export function contentTypeProblem(rawHeaders: readonly string[]): string | undefined {
+  if (!contentTypesConflict(rawHeaders)) return undefined;
+  return 'the request has Content-Type lines that declare different types';
 }
 
 /**

@@ -36,7 +36,7 @@ describe('start', () => {
     const { code, stderr } = await runToExit(['dist/main.js', '--config', file]);
     expect(code).toBe(2);
     expect(stderr).toContain('server.trustedProxies[1]: "ingress-nginx" is not an IP address or CIDR');
-    expect(stderr).toContain('upstream.url: not a URL');
+    expect(stderr).toContain('upstream.url: 127.0.0.1:7575 has no scheme: add http:// or https://, e.g. http://127.0.0.1:7575');
     expect(stderr).not.toMatch(/\n\s+at /); // no stack
   });
 

@@ -40,6 +40,8 @@ interface LastVerified {
   verified: VerifiedToken;
   /** The cache's generation when it was remembered: clear() ends every connection's memo at once. */
   generation: number;
+  /** The cache that remembered it: a reloaded configuration's new cache does not trust an old one's memo. */
+  cache: TokenCache;
 }
 
 /** What a client's calls share, and nobody else's: its connection (the socket). */
@@ -93,7 +95,7 @@ export class TokenCache {
    */
   lastVerifiedOn(connection: Connection, credential: string): VerifiedToken | undefined {
     const last = connection[kLastVerified];
-    if (last === undefined || last.credential !== credential || last.generation !== this.clears) return undefined;
+    if (last === undefined || last.credential !== credential || last.generation !== this.clears || last.cache !== this) return undefined;
     if (isExpired(last.verified.expiresAt, Math.floor(this.now() / 1000), this.options.clockToleranceSeconds)) return undefined;
     return last.verified;
   }
@@ -107,11 +109,12 @@ export class TokenCache {
     if (this.verified === undefined || generation !== this.clears) return;
     const last = connection[kLastVerified];
     if (last === undefined) {
-      connection[kLastVerified] = { credential, verified, generation };
+      connection[kLastVerified] = { credential, verified, generation, cache: this };
     } else {
       last.credential = credential;
       last.verified = verified;
       last.generation = generation;
+      last.cache = this;
     }
   }
 

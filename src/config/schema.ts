@@ -110,7 +110,7 @@ export const IssuerSchema = Type.Object({
   jwks: Type.Optional(Type.Object({
     keys: Type.Array(Type.Object({ kty: Type.String({ minLength: 1 }) }, { additionalProperties: true }), { minItems: 1 }),
   }, { additionalProperties: true, description: 'Key source: an inline JWKS ({ keys: [...] }) of public keys, for air-gapped clusters. Tokens must carry a `kid`.' })),
-  unsafeHmacSecret: Type.Optional(Type.String({ minLength: 32, description: 'Key source, DEVELOPMENT ONLY: an HS256 shared secret (at least 32 characters), like Canton\'s unsafe-jwt-hmac-256. Refused with a real upstream unless auth.unsafeAllowHmacWithParticipant is true.' })),
+  unsafeHmacSecret: Type.Optional(Type.String({ minLength: 32, secret: true, description: 'Key source, DEVELOPMENT ONLY: an HS256 shared secret (at least 32 characters), like Canton\'s unsafe-jwt-hmac-256. Refused with a real upstream unless auth.unsafeAllowHmacWithParticipant is true.' })),
   audience: Type.Optional(Type.String({ minLength: 1, description: 'When set, `aud` must contain this value (Canton: target-audience / IDP audience). With neither audience nor scope, Canton\'s default parsing applies.' })),
   scope: Type.Optional(Type.String({ minLength: 1, pattern: '^\\S+$', description: 'When set, `scope` (space-separated) or `scp` must contain this value (Canton: target-scope). With both audience and scope set, both must match.' })),
   algorithms: Type.Optional(Type.Array(Type.Unsafe<JwsAlgorithm>({ type: 'string', enum: [...JWS_ALGORITHMS] }), { minItems: 1, uniqueItems: true, description: 'The pinned JWS algorithms. Default: [RS256, ES256, ES512] for jwksUrl and jwks; for publicKeyFile, [RS256] for an RSA key, else the ones the key fits; [HS256] for unsafeHmacSecret.' })),
@@ -132,6 +132,11 @@ export const AuthSchema = Section({
     maxEntries: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 10_000, description: 'Verified tokens remembered (by SHA-256 of the token), each until its exp at the latest; 0 disables the cache. A hit still checks expiry.' }),
     negativeTtlMs: Milliseconds(5_000, 'How long a refused token (bad signature, malformed, wrong audience, ...) is remembered so a flood of it costs one check; 0 disables. Time-dependent refusals (lifetime, not yet valid) and key set failures are never remembered.', 0),
   }, 'The verified-token cache.'),
+  participantIdentityProviders: Section({
+    enabled: Type.Boolean({ default: false, description: 'Also trust the identity providers configured on the participant (GET /v2/idps), as the participant does: each active one by its issuer, jwksUrl and audience; deactivated ones are dropped. Configured issuers win on a conflict. Changed only on a restart (docs/live-configuration.md).' }),
+    refreshIntervalSeconds: Type.Integer({ minimum: 1, maximum: 86_400, default: 60, description: 'How often the list is fetched; a POST, PATCH or DELETE of /v2/idps answered with success through the gateway refreshes it at once.' }),
+    tokenFile: Type.Optional(Type.String({ minLength: 1, description: 'File holding a participant-admin bearer token for GET /v2/idps, read at each use (a mounted secret can rotate). Unset: the list is fetched without a token.' })),
+  }, 'The participant\'s identity provider configs, trusted as the participant trusts them.'),
 }, 'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded, as the participant verifies it (docs/authentication.md).');
 
 export const TelemetrySchema = Section({
@@ -203,7 +208,7 @@ export const ProtectionSchema = Section({
   }, 'Caps on open client connections, checked when a connection is accepted (before TLS and any request).'),
   failMode: Type.Union([Type.Literal('open'), Type.Literal('closed')], { default: 'open', description: 'When Redis cannot answer: open admits the call (a warning at most every 30 s, metric ledger_gateway_protection_store_failures_total); closed refuses it with 503 GATEWAY_PROTECTION_UNAVAILABLE.' }),
   redis: Section({
-    url: Type.Optional(Type.String({ pattern: '^rediss?://', description: 'redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process\'s memory.' })),
+    url: Type.Optional(Type.String({ pattern: '^rediss?://', secret: true, description: 'redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process\'s memory.' })),
     keyPrefix: Type.String({ minLength: 1, maxLength: 100, default: 'ledger-gateway:', description: 'Prefix of every key the gateway writes; replicas sharing a budget use the same prefix.' }),
     commandTimeoutMs: Milliseconds(250, 'Bound on one Redis command; a slower answer counts as a failure (failMode applies).'),
     connectTimeoutMs: Milliseconds(2_000, 'Bound on opening the Redis connection; reconnects back off up to 2 s while failMode applies.'),
@@ -228,6 +233,7 @@ export const AuthorizationRuleSchema = Type.Object({
 export const PolicySchema = Section({
   rules: Type.Record(Type.String({ minLength: 1 }), Type.Array(AuthorizationRuleSchema, { minItems: 1 }), { default: {}, description: 'Authorization per operation name: the first rule that matches the token decides; a call no rule allows is refused (403). An operation without rules is open to any authenticated caller. Unknown operation names and rules without a matcher stop the process at start.' }),
   requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction; on every other submission route, a userId other than the token\'s) at the edge, in its error shape. Only these routes have their bodies read.' }),
+  maxBodyBytes: Type.Integer({ minimum: 1024, maximum: 8 * 1024 * 1024, default: 1_048_576, description: 'Largest body of a rule-checked route (read whole and parsed, unlike the other routes\' bodies, which stream under limits.bodyBytes); larger gets 413 GATEWAY_REQUEST_TOO_LARGE before anything is parsed. The lower of this and limits.bodyBytes applies. At most 8 MiB, the participant\'s own default (pekko-http max-content-length).' }),
   maxBodyDepth: Type.Integer({ minimum: 8, maximum: 10_000, default: 512, description: 'Deepest JSON nesting accepted in a rule-checked body; deeper gets 400 GATEWAY_MALFORMED_REQUEST.' }),
   bodyReadTimeoutMs: Milliseconds(30_000, 'Bound on receiving a rule-checked body; slower gets 400 GATEWAY_MALFORMED_REQUEST and the connection is closed.'),
 }, 'Per-operation authorization and Canton\'s request rules at the edge (docs/request-policy.md).');

@@ -27,11 +27,10 @@ function wholeValue(text: string, maxDigits: number): IntegerReading {
   if (exponentText.replace(/^[+-]?0*/, '').length > 6) {
     return { ok: false, reason: exponentText.startsWith('-') ? `${text} is not a whole number` : `${text} is out of range` };
   }
-  let scale = Number(exponentText) - fraction.length;
-  while (digits.endsWith('0')) {
-    digits = digits.slice(0, -1);
-    scale++;
-  }
+  let significant = digits.length;
+  while (digits.charCodeAt(significant - 1) === 0x30 /* 0 */) significant--;
+  const scale = Number(exponentText) - fraction.length + (digits.length - significant);
+  digits = digits.slice(0, significant);
   if (scale < 0) return { ok: false, reason: `${text} is not a whole number` };
   if (digits.length + scale > maxDigits) return { ok: false, reason: `${text} is out of range` };
   const magnitude = BigInt(digits) * 10n ** BigInt(scale);
@@ -40,7 +39,7 @@ function wholeValue(text: string, maxDigits: number): IntegerReading {
 
 /**
  * Reads a JSON value as circe reads an integer field of the given range.
- * `source` is the number's text as sent (ParsedBody.numberText); without it a JS number is read as is.
+ * `source` is the number's text as sent (RuleContext.numberText); without it a JS number is read as is.
  */
 export function readInteger(value: unknown, source: string | undefined, min: bigint, max: bigint): IntegerReading {
   let reading: IntegerReading;

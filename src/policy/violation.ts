@@ -21,12 +21,26 @@ export interface RuleContext {
   readonly path: string;
   /** The verified caller, or null on a public operation. */
   readonly principal: Principal | null;
-  /** A number's text as sent, by its holder object and key (undefined for hand-built bodies). */
-  readonly numberText: (holder: object, key: string) => string | undefined;
+  /**
+   * The text as sent of the number at a dotted key path the rule declared in `exactNumbers`
+   * ("commands.tapsMaxPasses"); undefined for any other path, or when the value there is no number.
+   */
+  readonly numberText: (path: string) => string | undefined;
 }
 
 /** A request rule: a pure function of the parsed body. */
-export type RequestRule = (body: unknown, context: RuleContext) => Violation | undefined;
+export interface RequestRule {
+  (body: unknown, context: RuleContext): Violation | undefined;
+  /** The key paths of the integers the rule judges on their exact digits: only these numbers' texts are kept. */
+  readonly exactNumbers: readonly string[];
+}
+
+export function requestRule(
+  exactNumbers: readonly string[],
+  check: (body: unknown, context: RuleContext) => Violation | undefined,
+): RequestRule {
+  return Object.assign(check, { exactNumbers });
+}
 
 export function toGatewayError(violation: Violation): GatewayError {
   return new GatewayError(

@@ -7,7 +7,6 @@
 // refused connection to 500. Here: bytes in = bytes out, no retries of anything non-idempotent,
 // TLS always verified, every wait bounded.
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
-import { propagation } from '@opentelemetry/api';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher, Pool } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
@@ -17,7 +16,7 @@ import { onResponseClose } from '../response-close.js';
 import { gatewayHeaders, writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ErrorCodeLabels } from '../error-codes.js';
-import { parseTraceparent } from '../trace-context.js';
+import { injectTraceContext, traceContextFields } from '../trace-context.js';
 import { readUpload, tooLarge, UploadStream, type UploadLimits } from './upload-body.js';
 import { UploadShares, uploadShareExhausted, uploadsPerCaller } from './upload-shares.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
@@ -37,10 +36,10 @@ export interface ForwarderOptions {
   /** True when the tracing instrumentation injects the gateway's own traceparent upstream. */
   readonly replacesTraceContext: boolean;
   /**
-   * Set when trace context is propagated by hand (src/trace-context.ts): the request's
-   * traceparent for the participant, sent instead of the client's; tracestate and baggage pass as sent.
+   * Set when trace context is propagated without spans (src/trace-context.ts): the request's
+   * `traceContext` is injected in the OTEL_PROPAGATORS formats, instead of the client's headers of those formats.
    */
-  readonly traceparentOf?: (request: FastifyRequest) => string | undefined;
+  readonly propagateTraceContext?: boolean;
   /** Whether answers carry the headers set on the reply (CORS configured; see answer.ts gatewayHeaders). */
   readonly replyHeaders?: boolean;
   /** Whether a connection's peer is a configured trusted proxy (its X-Forwarded-* are kept). */
@@ -118,13 +117,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   };
   const uploadShares = new UploadShares(uploadsPerCaller(config.upstream.connections, config.upstream.uploadShare));
 
-  // With tracing on, the undici instrumentation injects the propagator's headers (traceparent,
-  // tracestate, baggage) for the gateway's client span: the client's copies are dropped, so the
-  // participant receives exactly one of each.
-  // Propagated by hand, only the client's traceparent is replaced.
-  const traceHeaders = options.replacesTraceContext
-    ? new Set(propagation.fields().map((name) => name.toLowerCase()))
-    : options.traceparentOf !== undefined ? new Set(['traceparent']) : undefined;
+  // With tracing on, the undici instrumentation injects the propagators' headers (traceparent,
+  // tracestate, baggage by default) for the gateway's client span; propagated without spans, the
+  // forwarder does. Either way the client's copies are dropped, so the participant receives exactly
+  // one of each.
+  const traceHeaders = options.replacesTraceContext || options.propagateTraceContext ? traceContextFields() : undefined;
   // Every call waits for a slot (upstream-slots.ts) at most until its deadline: upstream.timeoutMs
   // (or its operation's), which also bounds the answer's head.
   const slots = new UpstreamSlots(config.upstream.connections);
@@ -147,13 +144,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   }
 
   function headersFor(request: FastifyRequest, drop?: ReadonlySet<string>): string[] {
-    const traceparent = options.traceparentOf?.(request);
-    // A trace started here (the caller's traceparent missing or invalid) takes no tracestate with
-    // it: the caller's belongs to a trace the participant never hears of (W3C Trace Context §3.3).
-    const orphanedState = traceparent !== undefined && request.headers.tracestate !== undefined
-      && parseTraceparent(request.headers.traceparent)?.traceId !== request.traceContext?.traceId;
-    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwardedFor(request.raw, options.isTrustedProxy), options.replacesTraceContext || orphanedState, dropped(drop));
-    if (traceparent !== undefined) headers.push('traceparent', traceparent);
+    const forwarded = forwardedFor(request.raw, options.isTrustedProxy);
+    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwarded, options.replacesTraceContext, dropped(drop));
+    if (options.propagateTraceContext && request.traceContext !== undefined) {
+      injectTraceContext(request.traceContext, headers);
+    }
     return headers;
   }
 

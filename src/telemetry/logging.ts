@@ -189,6 +189,10 @@ export function createLogger(level: string, destination: DestinationStream = log
  * escapes (a UUID, a catalogue name, an HTTP method token that Node's parser accepted, hex ids):
  * they are written between quotes as they are (JSON.stringify cost 0.9 µs a line). errorCode and
  * reason may come from the participant or a client and are escaped.
+ * The trace and span ids are written twice: as `trace_id` and `span_id`, the names of the
+ * OpenTelemetry log data model's JSON mapping (what collectors and log backends join traces on),
+ * and as `traceId` and `spanId`, the names the error bodies (Canton's `traceId`) and existing log
+ * queries use.
  */
 export interface RequestLine {
   readonly reqId: string;
@@ -322,7 +326,13 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
   const write = (line: RequestLine): void => {
     if (!logger.isLevelEnabled('info')) return;
     const time = isoTime(Date.now());
-    pending += `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}","method":"${line.method}","status":${integerText(line.status)},"errorCode":${quotedCode(line.errorCode)},"durationMs":${millisText(line.durationMs)},"traceId":${quotedOrNull(line.traceId)},"spanId":${quotedOrNull(line.spanId)}${line.reason === undefined ? '' : `,"reason":${json(line.reason)}`},"msg":"request"}\n`;
+    const traceId = quotedOrNull(line.traceId);
+    const spanId = quotedOrNull(line.spanId);
+    const reason = line.reason === undefined ? '' : `,"reason":${json(line.reason)}`;
+    pending += `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}"`
+      + `,"method":"${line.method}","status":${integerText(line.status)},"errorCode":${quotedCode(line.errorCode)}`
+      + `,"durationMs":${millisText(line.durationMs)},"traceId":${traceId},"spanId":${spanId}`
+      + `,"trace_id":${traceId},"span_id":${spanId}${reason},"msg":"request"}\n`;
     if (closed || pending.length >= WRITE_BATCH_BYTES) handOver();
     else timer ??= setTimeout(flush, WRITE_AT_LEAST_EVERY_MS).unref();
   };

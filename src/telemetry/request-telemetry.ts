@@ -148,9 +148,9 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
   return {
     begin(exchange) {
       (exchange as WithState)[kState] = { started: performance.now(), inflightOperation: undefined, finished: false, reason: undefined };
-      // An upgrade has no server span (Fastify's hooks never see it): its trace is continued by hand.
+      // An upgrade has no server span (Fastify's hooks never see it): its trace is continued without one.
       if (propagateTraceContext || exchange.kind === 'upgrade') {
-        const context = continueTrace(exchange.raw.headers.traceparent);
+        const context = continueTrace(exchange.raw.headers);
         exchange.traceContext = context;
         exchange.traceresponse = formatTraceparent(context);
       } else {

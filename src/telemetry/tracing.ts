@@ -7,8 +7,9 @@
 // OTEL_TRACES_EXPORTER). One difference from the SDK's defaults: without an exporter named
 // (no OTEL_TRACES_EXPORTER, no OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) nothing is exported, instead
 // of sending to localhost:4318, and the SDK is not started at all: spans nobody receives cost a
-// fifth or more of a proxied call's CPU. Trace context is then propagated by hand
-// (src/trace-context.ts): continued, given to the participant and returned in `traceresponse`.
+// fifth or more of a proxied call's CPU. Trace context is then propagated without a span
+// (src/trace-context.ts): continued, given to the participant and returned in `traceresponse`. Either
+// way the propagators are the ones OTEL_PROPAGATORS names (trace-context.ts builds them once).
 import { FastifyOtelInstrumentation } from '@fastify/otel';
 import { ProxyTracerProvider, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -20,6 +21,7 @@ import { ATTR_SERVICE_VERSION, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } fr
 import type { FastifyPluginCallback } from 'fastify';
 import { BUILD_VERSION, SERVICE_NAME } from './build-info.js';
 import { holdServerSpan } from './server-span.js';
+import { configuredPropagation } from '../trace-context.js';
 
 export interface TracingOptions {
   /** Export spans as OTLP/HTTP JSON to this URL (tests), whatever the environment says. */
@@ -32,8 +34,10 @@ export interface Tracing {
    * is exported: no span exists, and the telemetry stage propagates the context by hand.
    */
   readonly fastifyPlugin: FastifyPluginCallback | undefined;
-  /** Whether spans leave the process; false: context is propagated (by hand), nothing is exported. */
+  /** Whether spans leave the process; false: context is propagated (without spans), nothing is exported. */
   readonly exporting: boolean;
+  /** The OTEL_PROPAGATORS names in use, and those given that no propagator answers to. */
+  readonly propagators: { readonly names: readonly string[]; readonly unknown: readonly string[] };
   /** Export the spans ended so far (tests, shutdown). */
   forceFlush(): Promise<void>;
   shutdown(): Promise<void>;
@@ -81,16 +85,19 @@ function namesService(env: NodeJS.ProcessEnv): boolean {
 }
 
 /**
- * Starts tracing once per process and returns it: the SDK when spans are exported, propagation by
- * hand when not; undefined when OTEL_SDK_DISABLED=true (then no trace context is touched and the
+ * Starts tracing once per process and returns it: the SDK when spans are exported, propagation
+ * without spans when not; undefined when OTEL_SDK_DISABLED=true (then no trace context is touched and the
  * client's traceparent is forwarded as it came).
  */
 export function startTracing(options: TracingOptions = {}): Tracing | undefined {
   if (active !== undefined) return active;
   const env = process.env;
   if (isTrue(env.OTEL_SDK_DISABLED)) return undefined;
+  const propagation = configuredPropagation();
+  const propagators = { names: propagation.names, unknown: propagation.unknown };
   if (options.exporterUrl === undefined && !environmentExportsTraces(env)) {
-    active = { fastifyPlugin: undefined, exporting: false, forceFlush: async () => {}, shutdown: async () => {} };
+    const nothing = async () => {};
+    active = { fastifyPlugin: undefined, exporting: false, propagators, forceFlush: nothing, shutdown: nothing };
     return active;
   }
 
@@ -135,6 +142,8 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
     ...(namesService(env) ? {} : { serviceName: SERVICE_NAME }),
     resource: defaultResource().merge(resourceFromAttributes({ [ATTR_SERVICE_VERSION]: BUILD_VERSION })),
     instrumentations: [fastifyOtel, undici],
+    // The propagators the spanless path uses (trace-context.ts), not the SDK's own reading of OTEL_PROPAGATORS.
+    textMapPropagator: propagation.propagator,
     ...(spanProcessors !== undefined && { spanProcessors }),
     // Metrics are prom-client's (admin /metrics) and logs are pino's.
     metricReaders: [],
@@ -149,6 +158,7 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
   active = {
     fastifyPlugin: fastifyOtel.plugin(),
     exporting: true,
+    propagators,
     forceFlush: async () => {
       await provider().forceFlush?.();
     },

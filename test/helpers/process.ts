@@ -7,11 +7,14 @@ import { join } from 'node:path';
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
 
-/** Compiles src/ to dist/ with the project's TypeScript; a no-op when the global setup already did. */
+/**
+ * Compiles src/ to dist/ as `npm start` does (`tsc --build`: nothing is compiled when dist/ is up to
+ * date); a no-op when the global setup already did.
+ */
 export function buildDist(): void {
   if (process.env.LEDGER_GATEWAY_DIST_BUILT === '1') return;
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.json')], { cwd: ROOT, stdio: 'pipe' });
+  execFileSync(process.execPath, [tsc, '--build', join(ROOT, 'tsconfig.json')], { cwd: ROOT, stdio: 'pipe' });
 }
 
 export function writeConfig(yaml: string): string {

@@ -61,7 +61,7 @@ describe('authorization rules', () => {
 describe('policy configuration', () => {
   it('is valid by default: no rules, request rules on, CORS off', () => {
     const defaults = config({});
-    expect(defaults.policy).toEqual({ rules: {}, requestRules: true, maxBodyDepth: 512, bodyReadTimeoutMs: 30_000 });
+    expect(defaults.policy).toEqual({ rules: {}, requestRules: true, maxBodyBytes: 1_048_576, maxBodyDepth: 512, bodyReadTimeoutMs: 30_000 });
     expect(defaults.cors.enabled).toBe(false);
     expect(policyConfigProblems(defaults)).toEqual([]);
     expect(corsOptions(defaults.cors)).toBeUndefined();

@@ -1,10 +1,11 @@
 // The policy stage through the running gateway against a recording upstream: a refused request never
 // reaches the participant and gets a complete JsCantonError; an accepted one arrives byte for byte.
+import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { echoOnce, startWebSocketUpstream } from '../helpers/websocket-upstream.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 const JS_CANTON_ERROR_KEYS = ['cause', 'code', 'context', 'correlationId', 'definiteAnswer', 'errorCategory', 'grpcCodeValue', 'resources', 'retryInfo', 'traceId'];
 const PKG = '3f1c0000000000000000000000000000000000000000000000000000000000e9';
@@ -134,14 +135,86 @@ describe('request rules through the gateway', () => {
     await start({ limits: { bodyBytes: 4096 }, policy: { maxBodyDepth: 16 } });
     const path = '/v2/updates/update-by-offset';
     // What the participant's decoder refuses gets its text/plain 400; the gateway's own limits a JsCantonError.
-    await expectDecodeFailure(await send('POST', path, '{"offset": 1,, }'), 'Malformed JSON: Expected a double-quoted property name, found character \',\' at line 1 column 14 (position 13)');
+    await expectDecodeFailure(await send('POST', path, '{"offset": 1,, }'), 'Malformed JSON: Expected double-quoted property name in JSON at position 13 (line 1 column 14)');
     await expectDecodeFailure(await send('POST', path, '[1, 2]'), "Got value with wrong type, expecting object at ''");
     await expectDecodeFailure(await send('POST', path, ''), 'Malformed JSON: the body is empty; this route needs a JSON object');
     const deep = await expectRefusal(await send('POST', path, `{"a": ${'['.repeat(20)}${']'.repeat(20)}}`), 400, 'GATEWAY_MALFORMED_REQUEST', 8, 3);
-    expect(deep.cause).toMatch(/^The body is nested deeper than 16 levels \(policy.maxBodyDepth\) at line 1 column/);
-    await expectRefusal(await send('POST', path, `{"pad": "${'x'.repeat(5000)}"}`), 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
+    expect(deep.cause).toBe('The body is nested deeper than 16 levels (at position 21).');
+    const large = await expectRefusal(await send('POST', path, `{"pad": "${'x'.repeat(5000)}"}`), 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
+    expect(large.cause).toBe('The request body is larger than 4096 bytes (limits.bodyBytes).'); // the lower of the two limits
     const utf16 = Buffer.from('{"offset": 1, "updateFormat": {"x": "é"}}', 'utf16le').toString('latin1');
     await expectRefusal(await fetch(`${gw!.url}${path}`, { method: 'POST', body: Buffer.from(utf16, 'latin1'), headers: { ...gw!.auth(), 'content-type': 'application/json; charset=utf-16le' } }), 415, 'GATEWAY_UNSUPPORTED_MEDIA_TYPE', 8, 3);
+  });
+
+  it('gives rule-checked bodies their own, lower limit (policy.maxBodyBytes), refused before a byte is parsed; other routes keep limits.bodyBytes', async () => {
+    await start({ limits: { bodyBytes: 64 * 1024 }, policy: { maxBodyBytes: 2048 } });
+    const path = '/v2/updates/update-by-offset';
+    const fits = `{"offset": 7, "updateFormat": {}, "pad": "${'x'.repeat(1900)}"}`;
+    await expectForwardedVerbatim(await send('POST', path, fits), fits);
+    upstream!.requests.length = 0;
+    // Over the limit, declared or chunked, and not even JSON: 413, so nothing was parsed.
+    const over = `{"offset": 7, "pad": "${'x'.repeat(3000)}`;
+    const declared = await send('POST', path, over);
+    expect(declared.headers.get('connection')).toBe('close');
+    const refusal = await expectRefusal(declared, 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
+    expect(refusal.cause).toBe('The request body is larger than 2048 bytes (policy.maxBodyBytes).');
+    const stream = new Blob([over.slice(0, 1500), over.slice(1500)]).stream();
+    const chunked = await fetch(`${gw!.url}${path}`, { method: 'POST', body: stream, duplex: 'half', headers: gw!.auth() } as RequestInit);
+    await expectRefusal(chunked, 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
+    // Another route streams a body of the same size through, unread.
+    await expectForwardedVerbatim(await send('POST', '/v2/updates/update-by-id', over), over);
+  });
+
+  it('refuses Content-Type lines that declare different types on every route, as pekko-http does; lines alike pass', async () => {
+    await start();
+    const body = '{"offset": 7, "updateFormat": {}}';
+    const twoTypes = (path: string, second: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const headers = [
+        'Host', new URL(gw!.url).host, ...Object.entries(gw!.auth()).flat(),
+        'Content-Type', 'application/json', 'Content-Type', second, 'Content-Length', String(body.length),
+      ];
+      const request = http.request(`${gw!.url}${path}`, { method: 'POST', headers }, (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+        response.on('end', () => resolve({ status: response.statusCode!, body: text }));
+      });
+      request.on('error', reject);
+      request.end(body);
+    });
+    for (const path of ['/v2/updates/update-by-offset', '/v2/updates/update-by-id']) {
+      const refused = await twoTypes(path, 'application/json; charset=utf-16');
+      expect(refused.status, path).toBe(400);
+      expect(JSON.parse(refused.body)).toMatchObject({
+        code: 'GATEWAY_MALFORMED_REQUEST',
+        cause: 'The request is malformed: the request has Content-Type lines that declare different types.',
+      });
+      expect(upstream!.requests).toHaveLength(0);
+    }
+    expect((await twoTypes('/v2/updates/update-by-offset', 'Application/JSON')).status).toBe(200);
+    expect(headerValues(upstream!.requests[0]!, 'content-type')).toEqual(['application/json', 'Application/JSON']);
+  });
+
+  it('accepts an empty or unparseable Content-Type as the participant does (the body read as UTF-8) and forwards it as sent', async () => {
+    await start();
+    const body = '{"offset": 7, "updateFormat": {}, "note": "é"}';
+    for (const [path, contentType] of [
+      ['/v2/updates/update-by-offset', ''],
+      ['/v2/updates/update-by-offset', 'json'],
+      ['/v2/updates/update-by-offset', 'application/json; charset'],
+      ['/v2/updates/update-by-offset', 'application/json; note="a; charset=utf-16"'], // no charset: a quoted parameter
+      ['/v2/updates/update-by-id', ''],
+      ['/v2/updates/update-by-id', 'not a type'],
+    ] as const) {
+      upstream!.requests.length = 0;
+      const answer = await send('POST', path, body, { 'content-type': contentType });
+      expect(answer.status, `${path} ${contentType}`).toBe(200);
+      expect(headerValues(upstream!.requests[0]!, 'content-type'), contentType).toEqual([contentType]);
+      expect(upstream!.requests[0]!.body.toString()).toBe(body);
+    }
+    // Judged as UTF-8 JSON all the same: the rules still refuse.
+    upstream!.requests.length = 0;
+    const zero = await send('POST', '/v2/updates/update-by-offset', '{"offset": 0}', { 'content-type': 'nonsense' });
+    await expectRefusal(zero, 400, 'NON_POSITIVE_OFFSET', 8, 3);
   });
 
   it('reads the body whatever the media type, as the participant does, and forwards a chunked body intact', async () => {

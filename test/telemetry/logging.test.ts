@@ -90,8 +90,9 @@ describe('the logger', () => {
     const writer = requestLineWriter(createLogger('info', byHand.stream));
     writer(line);
     writer.close();
-    const { reqId, ...fields } = line;
-    createLogger('info', byPino.stream).child({ reqId }).info(fields, 'request');
+    const { reqId, reason, ...fields } = line;
+    // The ids a second time under the OpenTelemetry log data model's names (logging.ts RequestLine).
+    createLogger('info', byPino.stream).child({ reqId }).info({ ...fields, trace_id: line.traceId, span_id: line.spanId, reason }, 'request');
     const [hand] = byHand.entries();
     const [viaPino] = byPino.entries();
     expect(Object.keys(hand!)).toEqual(Object.keys(viaPino!));

@@ -14,10 +14,10 @@ import {
   missingRequired,
   optionalOfType,
   optionalStringArray,
+  requestRule,
   variantKeys,
   wrongType,
   type JsonObject,
-  type RequestRule,
   type RuleContext,
   type Violation,
 } from '../violation.js';
@@ -93,7 +93,7 @@ function decodeDuration(value: unknown, path: string, context: RuleContext): Vio
   for (const [name, min, max] of [['seconds', INT64_MIN, INT64_MAX], ['nanos', INT32_MIN, INT32_MAX]] as const) {
     const raw = field(value, name);
     if (isAbsent(raw)) continue;
-    const reading = readInteger(raw, context.numberText(value, name), min, max);
+    const reading = readInteger(raw, context.numberText(join(path, name)), min, max);
     if (!reading.ok) return decodeFailure(reading.reason, join(path, name));
   }
   return undefined;
@@ -115,7 +115,7 @@ function decodeDeduplicationPeriod(value: unknown, path: string, context: RuleCo
         if (inner === undefined) problem = missingRequired(join(variantPath, 'value'));
         else if (variant === 'DeduplicationDuration') problem = decodeDuration(inner, join(variantPath, 'value'), context);
         else {
-          const reading = readInteger(inner, context.numberText(payload, 'value'), INT64_MIN, INT64_MAX);
+          const reading = readInteger(inner, context.numberText(join(variantPath, 'value')), INT64_MIN, INT64_MAX);
           if (!reading.ok) problem = decodeFailure(`${reading.reason}; expected an offset (int64)`, join(variantPath, 'value'));
         }
       }
@@ -172,13 +172,23 @@ function decodeCommands(commands: JsonObject, context: RuleContext): Violation |
   }
   const passes = field(commands, 'tapsMaxPasses');
   if (!isAbsent(passes)) {
-    const reading = readInteger(passes, context.numberText(commands, 'tapsMaxPasses'), INT32_MIN, INT32_MAX);
+    const reading = readInteger(passes, context.numberText('commands.tapsMaxPasses'), INT32_MIN, INT32_MAX);
     if (!reading.ok) return decodeFailure(`${reading.reason}; expected an integer (int32)`, 'commands.tapsMaxPasses');
   }
   return undefined;
 }
 
-export const submitAndWaitForTransactionRule: RequestRule = (body, context): Violation | undefined => {
+/** The integers judged on their exact digits: durations, the deduplication offset, tapsMaxPasses. */
+const EXACT_NUMBERS = [
+  'commands.tapsMaxPasses',
+  'commands.minLedgerTimeRel.seconds',
+  'commands.minLedgerTimeRel.nanos',
+  'commands.deduplicationPeriod.DeduplicationDuration.value.seconds',
+  'commands.deduplicationPeriod.DeduplicationDuration.value.nanos',
+  'commands.deduplicationPeriod.DeduplicationOffset.value',
+];
+
+export const submitAndWaitForTransactionRule = requestRule(EXACT_NUMBERS, (body, context): Violation | undefined => {
   if (!isObject(body)) return wrongType('', 'an object', body);
 
   // What the JSON decoder refuses.
@@ -207,4 +217,4 @@ export const submitAndWaitForTransactionRule: RequestRule = (body, context): Vio
     if (problem !== undefined) return problem;
   }
   return isObject(transactionFormat) ? validateTransactionFormat(transactionFormat) : undefined;
-};
+});

@@ -15,10 +15,10 @@ import {
   missingRequired,
   optionalOfType,
   protoDeserializationFailure,
+  requestRule,
   variantKeys,
   wrongType,
   type JsonObject,
-  type RequestRule,
   type RuleContext,
   type Violation,
 } from '../violation.js';
@@ -134,7 +134,9 @@ function checkSerial(body: JsonObject, context: RuleContext, phase: 'decode' | '
       if (!isObject(prior)) problem = wrongType(`${serialPath}.Prior`, 'an object', prior);
       else {
         const raw = field(prior, 'value');
-        const reading = raw === undefined ? { ok: true as const, value: 0n } : readInteger(raw, context.numberText(prior, 'value'), INT32_MIN, INT32_MAX);
+        const reading = raw === undefined
+          ? { ok: true as const, value: 0n }
+          : readInteger(raw, context.numberText(`${serialPath}.Prior.value`), INT32_MIN, INT32_MAX);
         if (!reading.ok) problem = decodeFailure(`${reading.reason}; expected an integer (int32)`, `${serialPath}.Prior.value`);
         else if (phase === 'validate' && reading.value <= 0n) {
           problem = protoDeserializationFailure(`expected_topology_serial: the prior topology serial must be a positive integer, got ${reading.value}`);
@@ -147,7 +149,9 @@ function checkSerial(body: JsonObject, context: RuleContext, phase: 'decode' | '
   return first;
 }
 
-export const updateVettedPackagesRule: RequestRule = (body, context): Violation | undefined => {
+const EXACT_NUMBERS = ['expectedTopologySerial.serial.Prior.value'];
+
+export const updateVettedPackagesRule = requestRule(EXACT_NUMBERS, (body, context): Violation | undefined => {
   if (!isObject(body)) return wrongType('', 'an object', body);
 
   // What the JSON decoder refuses.
@@ -178,4 +182,4 @@ export const updateVettedPackagesRule: RequestRule = (body, context): Violation 
     if (problem !== undefined) return problem;
   }
   return checkSerial(body, context, 'validate');
-};
+});

@@ -62,7 +62,8 @@ const idpPath = fc.constantFrom('is_deactivated', 'issuer', 'jwks_url', 'audienc
 
 export const idpRefinements: Refinements = {
   'IdentityProviderConfig.identityProviderId': () => nonEmptyText,
-  'IdentityProviderConfig.jwksUrl': () => fc.oneof(fc.constant(''), fc.webUrl()),
+  // A malformed jwksUrl is the participant's to refuse: any string passes the rule.
+  'IdentityProviderConfig.jwksUrl': () => fc.oneof(fc.constant(''), fc.webUrl(), fc.string()),
   // The spec marks `paths` optional, but an empty mask is refused ("The update mask contains no entries").
   FieldMask: (generic) => fc.tuple(generic(), fc.uniqueArray(idpPath, { minLength: 1, maxLength: 5 }))
     .map(([mask, paths]) => ({ ...(mask as object), paths })),
