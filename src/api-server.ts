@@ -34,7 +34,7 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
     // 24.12+; older versions ignore the option). 2-6% less CPU per proxied or cached GET, paired.
     // Nothing here listens for a request's own events on such a call (a client that leaves is
     // seen on the response's close), and such a request is bodiless to the gateway's own body
-    // tests too (forward.ts hasBody, json-body.ts readRequestBody).
+    // tests too (forward.ts hasBody, body/read.ts readRequestBody).
     optimizeEmptyRequests: true,
     // A request without Host gets the gateway's coded 400 (request context stage), not Node's bare one.
     requireHostHeader: false,
@@ -110,6 +110,7 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
   // A call's exchange is its request (exchange.ts): these decorators are its fields.
   api.decorateRequest('kind', 'call');
   api.decorateRequest('lifeline', null as never); // set by the stage hook
+  api.decorateRequest('generation', null as never); // pinned by the first stage (live-config.ts)
   api.decorateRequest('operation', null as never); // set by the request context stage
   api.decorateRequest('principal', null);
   api.decorateRequest('errorCode', null);

@@ -9,21 +9,20 @@ import pino, { type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createAdminListener } from './admin-listener.js';
 import { createApiServer } from './api-server.js';
-import { createAuthenticator } from './auth/authenticator.js';
 import type { AuthFailureReason } from './auth/failure.js';
-import { authenticationStage } from './auth/hooks.js';
 import { createVersionCache } from './cache/version-cache.js';
 import { readServerTls } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createContextStage } from './context-stage.js';
+import { createReloadMetrics, reloadGateway, type ReloadOutcome } from './config/reload.js';
 import { Errors, GatewayError } from './errors.js';
 import type { Stage } from './exchange.js';
 import { Readiness } from './health.js';
+import { createLiveConfig } from './live-config.js';
+import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './auth/participant-idps.js';
 import { NamedOperations } from './operations.js';
 import { corsOptions, registerCors } from './policy/cors.js';
-import { createPolicyStage } from './policy/stage.js';
 import { limitConnections } from './protection/connections.js';
-import { createProtectionStage } from './protection/stage.js';
 import { createForwarder } from './proxy/forward.js';
 import { createWebSocketTunnels } from './proxy/websocket.js';
 import { asGatewayError, sendGatewayError } from './refusal.js';
@@ -66,10 +65,26 @@ export interface Gateway {
   shutdown(): Promise<void>;
   /** Close at once (tests). */
   close(): Promise<void>;
+  /**
+   * Re-reads the configuration with `load` (which throws a ConfigError when it is invalid) and swaps
+   * in what can change live (config/reload.ts); logged, counted, never thrown. `trigger` names the cause in the log.
+   */
+  reload(load: () => Promise<GatewayConfig> | GatewayConfig, trigger?: string): Promise<ReloadOutcome>;
+  /** The fingerprint of the configuration the gateway runs now. */
+  readonly fingerprint: string;
 }
 
 /** A version answer is a few hundred bytes; anything far larger is not cached. */
 const VERSION_ANSWER_MAX_BYTES = 1024 * 1024;
+
+/** How long a replaced configuration may still serve a call: the longest upstream bound, or the shutdown grace. */
+function retireAfterMs(config: GatewayConfig): number {
+  return Math.max(
+    config.upstream.timeoutMs,
+    config.shutdown.graceMs,
+    ...Object.values(config.upstream.operationTimeoutsMs),
+  );
+}
 
 const API_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
@@ -92,7 +107,8 @@ function trustedProxyMatcher(entries: readonly string[]): (address: string) => b
 async function runningTracing(): Promise<Tracing> {
   const { activeTracing } = await import('./telemetry/tracing.js');
   const tracing = activeTracing();
-  if (tracing === undefined) throw new Error('tracingActive is set but startTracing() has not run in this process (or OTEL_SDK_DISABLED=true)');
+  if (tracing === undefined)
+    throw new Error('tracingActive is set but startTracing() has not run in this process (or OTEL_SDK_DISABLED=true)');
   return tracing;
 }
 
@@ -124,10 +140,15 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     config,
     replyHeaders: corsConfigured,
     replacesTraceContext: serverSpanPlugin !== undefined,
-    // Propagated by hand, the participant's traceparent is the client's traceresponse (trace-context.ts).
-    ...(propagateTraceContext && { traceparentOf: (request: FastifyRequest) => request.traceresponse }),
+    // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
+    ...(propagateTraceContext && { propagateTraceContext }),
     isTrustedProxy,
-    onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined),
+    onUpstreamTiming: (request, seconds) =>
+      metrics.observeUpstream(
+        request.operation.name,
+        seconds,
+        metrics.exemplars ? sampledTraceIdOf(request) : undefined,
+      ),
   });
   metrics.watchUpstream(forwarder.load);
 
@@ -146,21 +167,33 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     closing: () => closing,
   });
 
-  const authenticator = createAuthenticator(config, {
-    onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
+  // Authentication, protection and the policy follow the config: built as one generation, swapped
+  // whole on a reload (live-config.ts); each exchange pins the current one as it enters.
+  const live = createLiveConfig(config, {
+    metrics,
     log,
+    isTrustedProxy,
+    onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
+    onAuthFailure: (reason: AuthFailureReason) => metrics.authFailure(reason),
+    retireAfterMs: retireAfterMs(config),
   });
+  const authenticator = live.current.authenticator;
   for (const warning of authenticator.settings.warnings) log.warn(warning);
-  readiness.add({ name: 'keys', ready: () => authenticator.ready() });
-  metrics.watchSignatureChecks(() => authenticator.signatureChecks);
+  readiness.add({ name: 'keys', ready: () => live.current.authenticator.ready() });
+  metrics.watchSignatureChecks(() => live.signatureChecks);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
-  // Traffic protection's limits are built first: a call without a verified token spends its address's
-  // budget (protection.unauthenticated) before authentication checks any signature.
-  const protection = createProtectionStage(config, { metrics, log, isTrustedProxy });
-  api.addHook('onClose', () => protection.close());
-  const onAuthFailure = (reason: AuthFailureReason) => metrics.authFailure(reason);
-  const authenticate = authenticationStage(authenticator, onAuthFailure, protection.unauthenticatedBudget);
-  const policy = createPolicyStage(config);
+  const authenticate = live.authenticate;
+  api.addHook('onClose', () => live.close());
+  const reloads = createReloadMetrics(metrics.registry, live.current.fingerprint);
+  const participantIdps = config.auth.participantIdentityProviders.enabled
+    ? trustParticipantIdentityProviders(live, {
+        upstreamUrl: options.upstreamUrl,
+        registry: metrics.registry,
+        log,
+        readiness,
+        running: (fingerprint) => reloads.running(fingerprint),
+      })
+    : undefined;
 
   // The one list. Authentication comes before any body is read and before the version cache, so an
   // unauthenticated caller never costs a body read or sees a cached answer; a token it has not verified
@@ -171,10 +204,11 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // unauthorized caller never sees a cached body.
   const stages: readonly Stage[] = [
     requestTelemetry.begin,
+    live.pin,
     establishContext,
     authenticate,
-    protection.stage,
-    policy.authorize,
+    live.protect,
+    live.authorize,
   ];
 
   // Calls: the list runs as few hooks (stage-runner.ts), synchronously unless a stage has to wait.
@@ -193,37 +227,45 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // (proxy/answer.ts). One the answer already has (the participant's) is kept.
   api.addHook('onSend', (request, reply, payload, done) => {
     if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
-    if (request.traceresponse !== undefined && !reply.hasHeader('traceresponse')) reply.header('traceresponse', request.traceresponse);
+    if (request.traceresponse !== undefined && !reply.hasHeader('traceresponse'))
+      reply.header('traceresponse', request.traceresponse);
     done(null, payload);
   });
 
   // The GET /v2/version cache (cache/), keyed by upstream so that another participant's answer is never served.
-  const versionCache = config.versionCache.ttlSeconds > 0
-    ? createVersionCache({
-      ttlSeconds: config.versionCache.ttlSeconds,
-      replyHeaders: corsConfigured,
-      staleIfErrorSeconds: config.versionCache.staleIfErrorSeconds,
-      fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),
-      count: (result) => metrics.versionCache(result),
-    })
-    : undefined;
+  const versionCache =
+    config.versionCache.ttlSeconds > 0
+      ? createVersionCache({
+          ttlSeconds: config.versionCache.ttlSeconds,
+          replyHeaders: corsConfigured,
+          staleIfErrorSeconds: config.versionCache.staleIfErrorSeconds,
+          fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),
+          count: (result) => metrics.versionCache(result),
+        })
+      : undefined;
   const upstreamKey = options.upstreamUrl;
-  const answer = (request: FastifyRequest, reply: FastifyReply) => (versionCache !== undefined && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
-    ? versionCache.serve(request, reply, upstreamKey)
-    : forwarder.forward(request, reply));
+  const answer = (request: FastifyRequest, reply: FastifyReply) =>
+    versionCache !== undefined && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
+      ? versionCache.serve(request, reply, upstreamKey)
+      : forwarder.forward(request, reply);
   // The request rules run first in the handler, once Fastify has checked the media type: a promise
   // only on the rule-checked routes, whose bodies alone are read (no preHandler hook for every call).
   api.route({
     method: [...API_METHODS],
     url: '/*',
     handler: (request, reply) => {
-      const judged = policy.enforceRequestRules(request);
+      if (participantIdps !== undefined && IDENTITY_PROVIDER_CHANGES.has(request.operation.name)) {
+        const ended = participantIdps.beginChange();
+        reply.raw.once('close', () => ended(reply.raw.headersSent ? reply.raw.statusCode : 0));
+      }
+      const judged = request.generation.enforceRequestRules(request);
       return judged === undefined ? answer(request, reply) : judged.then(() => answer(request, reply));
     },
   });
   api.setErrorHandler((error: FastifyError | GatewayError, request, reply) => {
     const gatewayError = asGatewayError(error, request.id);
-    if (gatewayError.definition === Errors.GATEWAY_INTERNAL_ERROR) log.error({ reqId: request.id, err: error }, 'unexpected failure');
+    if (gatewayError.definition === Errors.GATEWAY_INTERNAL_ERROR)
+      log.error({ reqId: request.id, err: error }, 'unexpected failure');
     else if (gatewayError.reason !== undefined) requestTelemetry.noteRefusal(request, gatewayError.reason); // on the request's one log line
     if (reply.sent || reply.raw.headersSent) {
       reply.raw.destroy();
@@ -233,7 +275,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
   api.setNotFoundHandler((request, reply) => {
     // Only methods outside API_METHODS end here (every path is routed).
-    sendGatewayError(request, reply, new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `Method ${request.method} is not served by the gateway.` }));
+    sendGatewayError(
+      request,
+      reply,
+      new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, {
+        cause: `Method ${request.method} is not served by the gateway.`,
+      }),
+    );
   });
 
   // Upgrades: the same list, then the tunnel.
@@ -252,15 +300,19 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     log,
   });
   api.server.on('upgrade', upgrades.handleUpgrade);
-  // Open client connections are capped as they are accepted, before TLS or any request (protection.connections).
-  const connections = limitConnections(api.server, protection.connectionCaps, {
+  // Open client connections are capped as they are accepted, before TLS or any request (protection.connections,
+  // restart-only: the listener keeps the caps it started with).
+  const connections = limitConnections(api.server, live.current.protection.connectionCaps, {
     isTrustedProxy,
     onRefused: (limit) => metrics.connectionRefused(limit),
   });
   metrics.watchConnections(() => connections.open);
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
 
-  const stopTlsReload = listenerTls === undefined ? undefined : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
+  const stopTlsReload =
+    listenerTls === undefined
+      ? undefined
+      : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
   // With TLS, a socket still in its handshake is not yet one of the HTTP server's connections, which
   // closeAllConnections() ends when the grace is over: the raw sockets are tracked here too (per
   // connection, not per call), and ended with them.
@@ -285,7 +337,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     if (closed) return;
     closed = true;
     stopTlsReload?.();
-    authenticator.close();
+    participantIdps?.close();
     // During a shutdown, what is still open now is the gateway's cut (SHUTDOWN_GRACE_ELAPSED), not
     // clients that left; gateway.close() alone (tests) keeps them as clients that left.
     if (readiness.isShuttingDown) requestTelemetry.cutOff();
@@ -309,9 +361,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     async shutdown() {
       readiness.beginShutdown();
       api.draining = true;
-      if (config.shutdown.drainDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdown.drainDelayMs));
+      if (config.shutdown.drainDelayMs > 0)
+        await new Promise((resolve) => setTimeout(resolve, config.shutdown.drainDelayMs));
       closing = true;
-      const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), config.shutdown.graceMs).unref());
+      const grace = new Promise<'timeout'>((resolve) =>
+        setTimeout(() => resolve('timeout'), config.shutdown.graceMs).unref(),
+      );
       // api.close() stops accepting, closes idle keep-alive connections and waits for in-flight calls;
       // a connection whose call finishes later is idle then, and closed on the next sweep.
       const sweep = setInterval(() => api.server.closeIdleConnections(), 100);
@@ -326,5 +381,17 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       await close();
     },
     close,
+    reload: (load, trigger = 'api') =>
+      reloadGateway(live, load, {
+        log,
+        metrics: reloads,
+        trigger,
+        setLogLevel: (level) => {
+          if (logger !== false) logger.level = level;
+        },
+      }),
+    get fingerprint() {
+      return live.current.fingerprint;
+    },
   };
 }

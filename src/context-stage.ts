@@ -1,11 +1,15 @@
 // The request context stage, for calls and upgrades alike: sound framing, no Connection header that
-// would strip the credential on its way to the participant, a clean target and the operation from
-// the route catalogue (request-context.ts); and no new exchange once the gateway is shutting down.
+// would strip the credential on its way to the participant, for a call Content-Type lines that agree,
+// a clean target and the operation from the route catalogue (request-context.ts); and no new exchange
+// once the gateway is shutting down.
+import type { FastifyRequest } from 'fastify';
+import { parseContentType } from './body/content-type.js';
 import type { GatewayConfig } from './config/schema.js';
 import { Errors, GatewayError } from './errors.js';
 import type { Exchange, Stage } from './exchange.js';
 import {
   connectionOptionProblem,
+  contentTypeProblem,
   framingProblem,
   framingRefusal,
   resolveOperation,
@@ -29,9 +33,12 @@ export function createContextStage(options: ContextStageOptions): Stage {
     const framing = framingProblem(raw);
     if (framing !== undefined) throw framingRefusal(framing);
     const upgrade = exchange.kind === 'upgrade';
-    const credential = connectionOptionProblem(raw.headers.connection, upgrade);
-    if (credential !== undefined)
-      throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${credential}.` });
+    const headProblem =
+      connectionOptionProblem(raw.headers.connection, upgrade) ??
+      (upgrade ? undefined : contentTypeProblem(raw.rawHeaders));
+    if (headProblem !== undefined)
+      throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${headProblem}.` });
+    if (!upgrade) showUnparseableTypeAsUntyped(exchange as unknown as FastifyRequest);
     exchange.operation = upgrade ? resolveUpgradeOperation(raw) : resolveOperation(raw.method!, raw.url!, routes);
     enter(exchange);
     // A call is served through the drain delay, while load balancers take the gateway out of
@@ -46,4 +53,16 @@ export function createContextStage(options: ContextStageOptions): Stage {
       );
     }
   };
+}
+
+/**
+ * Fastify answers 415 to a Content-Type it cannot parse, before any handler; pekko-http keeps such a
+ * line as a raw header and reads the body as untyped. Fastify is shown the type pekko then assumes;
+ * the line itself is forwarded as sent (the forwarder sends the raw header lines).
+ */
+function showUnparseableTypeAsUntyped(request: FastifyRequest): void {
+  const contentType = request.headers['content-type'];
+  if (contentType !== undefined && parseContentType(contentType) === undefined) {
+    request.headers = { 'content-type': 'application/octet-stream' };
+  }
 }

@@ -3,6 +3,7 @@
 // FastifyRequest (the fields below are request decorators, so a call allocates nothing more); an
 // upgrade's is a small object of the same shape (upgrades.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FastifyRequest } from 'fastify';
 import type { Duplex } from 'node:stream';
 import type { Operation } from './operations.js';
 import type { TraceContext } from './trace-context.js';
@@ -22,8 +23,24 @@ export type ExchangeKind = 'call' | 'upgrade';
 /** What ends an exchange's life when it closes: a call's response, an upgrade's (and its tunnel's) client socket. */
 export type Lifeline = ServerResponse | Duplex;
 
+/**
+ * The stages that follow the configuration: built whole from one config and swapped whole on a
+ * reload (live-config.ts). An exchange pins the current one when it enters, and finishes under it.
+ */
+export interface Generation {
+  /** The effective config's fingerprint (a hash): which config an exchange ran under. */
+  readonly fingerprint: string;
+  readonly authenticate: Stage;
+  readonly protect: Stage;
+  readonly authorize: Stage;
+  /** A call's request rules (a promise only on the rule-checked routes). */
+  enforceRequestRules(request: FastifyRequest): Promise<void> | undefined;
+}
+
 export interface Exchange {
   readonly kind: ExchangeKind;
+  /** Pinned by the first stage: the configuration this exchange runs under to its end. */
+  generation: Generation;
   /** The correlation id: x-request-id, the error body's correlationId, the request line's reqId. */
   readonly id: string;
   readonly raw: IncomingMessage;
@@ -49,6 +66,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     // The Exchange's fields, as request decorators (app.ts declares them).
     readonly kind: 'call';
+    generation: Generation;
     lifeline: ServerResponse;
     operation: Operation;
     principal: Principal | null;

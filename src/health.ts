@@ -3,6 +3,8 @@ export interface ReadinessCheck {
   readonly name: string;
   /** Current state; checks keep their own state fresh (probes, key set fetches). */
   ready(): boolean;
+  /** Why it is degraded, shown in /readyz's `details` (a check may be degraded and still ready); undefined when fine. */
+  detail?(): string | undefined;
 }
 
 export class Readiness {
@@ -22,7 +24,7 @@ export class Readiness {
     return this.shuttingDown;
   }
 
-  report(): { ready: boolean; checks: Record<string, 'ok' | 'failing'> } {
+  report(): { ready: boolean; checks: Record<string, 'ok' | 'failing'>; details?: Record<string, string> } {
     const checks: Record<string, 'ok' | 'failing'> = { shutdown: this.shuttingDown ? 'failing' : 'ok' };
     let ready = !this.shuttingDown;
     for (const check of this.checks) {
@@ -30,6 +32,11 @@ export class Readiness {
       checks[check.name] = ok ? 'ok' : 'failing';
       ready &&= ok;
     }
-    return { ready, checks };
+    let details: Record<string, string> | undefined;
+    for (const check of this.checks) {
+      const detail = check.detail?.();
+      if (detail !== undefined) (details ??= {})[check.name] = detail;
+    }
+    return details === undefined ? { ready, checks } : { ready, checks, details };
   }
 }

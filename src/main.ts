@@ -1,31 +1,15 @@
 #!/usr/bin/env node
 // The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT; SIGHUP: onReload.
-import { parseArgs } from 'node:util';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import { buildGateway } from './app.js';
+import type { Gateway } from './app.js';
 import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication } from './auth/dev-mode.js';
-import { ConfigError, loadConfig } from './config/load.js';
+import { readArguments } from './cli/arguments.js';
+import { checkConfiguration } from './cli/check.js';
+import { listenFailure, ListenFailure } from './cli/listen-failure.js';
+import { ConfigError, loadConfig, loadConfiguration } from './config/load.js';
+import { serializeReloads, watchConfigFile } from './config/reload.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createLogger } from './telemetry/logging.js';
-import { activeTracing, startTracing } from './telemetry/tracing.js';
-
-const USAGE = `Usage: ledger-gateway [--config <file>]
-
-Policy gateway for a Canton participant's JSON Ledger API v2.
-  --config <file>   YAML configuration (also LEDGER_GATEWAY_CONFIG); defaults apply without one.
-  --help            Show this help.`;
-
-function readArguments(): string | undefined {
-  const { values } = parseArgs({
-    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
-    strict: true,
-  });
-  if (values.help) {
-    console.log(USAGE);
-    process.exit(0);
-  }
-  return values.config ?? process.env.LEDGER_GATEWAY_CONFIG;
-}
 
 /** "sandbox" = the embedded sandbox ledger on a loopback port: for development, never production. */
 async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sandbox?: FastifyInstance }> {
@@ -37,20 +21,56 @@ async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sa
 }
 
 /**
- * What SIGHUP asks of a running gateway: by the daemons' convention, to re-read its configuration.
- * Live reconfiguration is not built yet: the signal is logged and ignored, and serving goes on.
+ * What SIGHUP asks of a running gateway: by the daemons' convention, to re-read its configuration;
+ * a change of the config file asks the same (config/reload.ts). Without a file there is nothing to re-read.
  */
-function onReload(log: FastifyBaseLogger): void {
-  log.warn({ signal: 'SIGHUP' }, 'SIGHUP received: configuration reload is not supported yet; ignored');
+function configReloader(
+  gateway: Gateway,
+  file: string | undefined,
+): { reload: (trigger: string) => void; close: () => void } {
+  if (file === undefined) {
+    return {
+      reload: (trigger) =>
+        gateway.log.warn({ trigger }, 'configuration reload: no config file (--config) to re-read; ignored'),
+      close: () => undefined,
+    };
+  }
+  const run = serializeReloads((trigger) =>
+    gateway.reload(async () => (await prepareAuthentication(loadConfig(file))).config, trigger),
+  );
+  const watcher = watchConfigFile(file, () => void run('file'), {
+    onError: (error) =>
+      gateway.log.warn(
+        { err: error.message },
+        'configuration reload: cannot watch the config file; SIGHUP still reloads',
+      ),
+  });
+  return { reload: (trigger) => void run(trigger), close: () => watcher.close() };
 }
 
 async function main(): Promise<void> {
   // Node's default action for SIGHUP ends the process at once, losing the log lines still buffered:
   // handled from the start, and ignored until the gateway runs.
-  let reload: (() => void) | undefined;
-  process.on('SIGHUP', () => reload?.());
+  const onSighup: { reload?: () => void } = {};
+  process.on('SIGHUP', () => onSighup.reload?.());
   // A ConfigError from anywhere in start-up (file, auth section, policy rules) exits 2 (see below).
-  const loaded = loadConfig(readArguments());
+  const args = readArguments();
+  if (args.check) {
+    const { effective, notes } = checkConfiguration(args.config);
+    process.stdout.write(effective);
+    for (const note of notes) console.error(`ledger-gateway: note: ${note}`);
+    console.error(`ledger-gateway: the configuration is valid (${args.config ?? 'defaults + environment'})`);
+    return;
+  }
+  const loadedConfig = loadConfiguration(args.config);
+  const loaded = loadedConfig.config;
+  // Loaded once the config is valid: --help, --version, --check and a bad config answer without the
+  // server and the OpenTelemetry SDK (a second or more of start-up).
+  const [{ buildGateway }, { activeTracing, startTracing }] = await Promise.all([
+    import('./app.js'),
+    import('./telemetry/tracing.js'),
+  ]);
+  const configFile = args.config;
   // Authentication: with the sandbox and no issuer, the development issuer takes their place
   // (auth/dev-mode.ts); never with a real upstream.
   const { config, development } = await prepareAuthentication(loaded);
@@ -61,19 +81,38 @@ async function main(): Promise<void> {
   // undici one listens on diagnostics channels, @fastify/otel is a plugin), so loading them after
   // Fastify and undici changes nothing. Undefined only with OTEL_SDK_DISABLED=true.
   const tracing = activeTracing() ?? startTracing();
-  const gateway = await buildGateway(config, { upstreamUrl: upstream.url, logger: createLogger(config.log.level), tracingActive: tracing !== undefined });
+  const gateway = await buildGateway(config, {
+    upstreamUrl: upstream.url,
+    logger: createLogger(config.log.level),
+    tracingActive: tracing !== undefined,
+  });
   const log = gateway.log;
-  log.info({ tracing: tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting' }, 'tracing');
-  if (upstream.sandbox !== undefined) {
-    log.warn({ upstream: upstream.url }, 'DEVELOPMENT ONLY: forwarding to the embedded sandbox ledger, not a participant');
+  const tracingMode = tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting';
+  log.info({ tracing: tracingMode, propagators: tracing?.propagators.names.join(',') }, 'tracing');
+  if (tracing !== undefined && tracing.propagators.unknown.length > 0) {
+    const known = 'tracecontext, baggage, b3, b3multi, none';
+    log.warn(
+      { unknown: tracing.propagators.unknown, known },
+      'OTEL_PROPAGATORS names unknown propagators; they are ignored',
+    );
   }
-  const urls = await gateway.listen();
-  log.info({ api: urls.api, admin: urls.admin, upstream: upstream.sandbox ? 'sandbox' : upstream.url }, 'ledger-gateway listening');
+  if (upstream.sandbox !== undefined) {
+    log.warn(
+      { upstream: upstream.url },
+      'DEVELOPMENT ONLY: forwarding to the embedded sandbox ledger, not a participant',
+    );
+  }
+  const urls = await gateway.listen().catch((error: unknown) => Promise.reject(listenFailure(error, loadedConfig)));
+  log.info(
+    { api: urls.api, admin: urls.admin, upstream: upstream.sandbox ? 'sandbox' : upstream.url },
+    'ledger-gateway listening',
+  );
   if (development !== undefined) {
     log.warn({ issuer: DEVELOPMENT_ISSUER }, 'DEVELOPMENT ONLY: tokens signed by the development key are accepted');
     console.log(developmentBanner(urls.api, development));
   }
 
+  const reloader = configReloader(gateway, configFile);
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -81,28 +120,35 @@ async function main(): Promise<void> {
       process.exit(1);
     }
     stopping = true;
+    reloader.close();
     log.info({ signal, graceMs: config.shutdown.graceMs }, 'shutting down: readiness off, draining in-flight requests');
-    gateway.shutdown()
+    gateway
+      .shutdown()
       .then(() => upstream.sandbox?.close())
       .then(() => tracing?.shutdown()) // exports the spans still buffered
-      .then(() => {
-        log.info('shutdown complete'); // the async log buffer is flushed when the process exits
-        process.exit(0);
-      }, (error: unknown) => {
-        log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      });
+      .then(
+        () => {
+          log.info('shutdown complete'); // the async log buffer is flushed when the process exits
+          process.exit(0);
+        },
+        (error: unknown) => {
+          log.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
-  reload = () => onReload(log);
+  onSighup.reload = () => reloader.reload('SIGHUP');
 }
 
 /** engines: >=22.12. Older runtimes lack what the gateway relies on (JSON.parse source text for exact int64 digits). */
 function requireSupportedNode(): void {
   const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
   if (major < 22 || (major === 22 && minor < 12)) {
-    console.error(`ledger-gateway: Node.js ${process.versions.node} is not supported; run it on Node.js 22.12 or later (24 LTS recommended; npm scripts use the node@24 devDependency).`);
+    console.error(
+      `ledger-gateway: Node.js ${process.versions.node} is not supported; run it on Node.js 22.12 or later (24 LTS recommended; npm scripts use the node@24 devDependency).`,
+    );
     process.exit(1);
   }
 }
@@ -114,7 +160,8 @@ process.on('unhandledRejection', (reason) => {
 });
 
 main().catch((error: unknown) => {
-  if (error instanceof ConfigError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+  const badArgument = (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+  if (error instanceof ConfigError || error instanceof ListenFailure || badArgument) {
     console.error(`ledger-gateway: ${(error as Error).message}`);
     process.exit(2);
   }

@@ -1,9 +1,24 @@
-// W3C Trace Context by hand, for when no span leaves the process (no exporter configured): the
-// gateway continues the caller's trace (or starts one), takes a span id of its own for its hop,
-// gives the participant one traceparent naming that hop, and returns it in `traceresponse`. The
-// OpenTelemetry SDK would create, then drop, two spans per request for the same headers.
-// https://www.w3.org/TR/trace-context/ (traceparent); traceresponse: Trace Context Level 2, draft.
+// Trace context for a hop that has no span of its own (no exporter configured, or a WebSocket
+// upgrade): the gateway continues the caller's trace (or starts one), takes a span id of its own
+// for its hop, hands the participant that context in every format OTEL_PROPAGATORS names, and
+// returns it to the client in `traceresponse` (W3C Trace Context Level 2, draft). Headers are read
+// and written by OpenTelemetry's own propagators (@opentelemetry/core, @opentelemetry/propagator-b3),
+// the ones the SDK uses when it exports; OTEL_PROPAGATORS is read as the SDK reads it.
+// https://opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/#general-sdk-configuration
 import { randomFillSync } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import {
+  ROOT_CONTEXT,
+  TraceFlags,
+  defaultTextMapGetter,
+  isSpanContextValid,
+  trace,
+  type Context,
+  type TextMapPropagator,
+  type TextMapSetter,
+} from '@opentelemetry/api';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { B3InjectEncoding, B3Propagator } from '@opentelemetry/propagator-b3';
 
 /** One request's place in a trace: what the participant and the client are told. */
 export interface TraceContext {
@@ -11,15 +26,72 @@ export interface TraceContext {
   readonly traceId: string;
   /** The gateway's hop: 16 lower-case hex digits, not all zero. */
   readonly spanId: string;
-  /** Two lower-case hex digits (01: sampled). */
-  readonly flags: string;
+  /** W3C trace flags (bit 0: sampled). */
+  readonly flags: number;
+  /** Whether the caller's trace was continued (false: it sent none the propagators read; one started here). */
+  readonly continued: boolean;
+  /** What the propagators inject upstream: the gateway's hop, with the caller's tracestate and baggage. */
+  readonly context: Context;
 }
 
-// version 00 - trace id - parent id - flags, lower-case hex only (W3C Trace Context §3.2.2).
-const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
-const ZERO_TRACE_ID = '0'.repeat(32);
-const ZERO_SPAN_ID = '0'.repeat(16);
-const SAMPLED = '01';
+/** The propagators OTEL_PROPAGATORS can name, as the SDK builds them (jaeger is deprecated there and not offered). */
+const PROPAGATORS: Readonly<Record<string, () => TextMapPropagator>> = {
+  tracecontext: () => new W3CTraceContextPropagator(),
+  baggage: () => new W3CBaggagePropagator(),
+  b3: () => new B3Propagator({ injectEncoding: B3InjectEncoding.SINGLE_HEADER }),
+  b3multi: () => new B3Propagator({ injectEncoding: B3InjectEncoding.MULTI_HEADER }),
+};
+
+const DEFAULT_PROPAGATORS = ['tracecontext', 'baggage'];
+
+/** The headers a propagator reads (lower case): the B3 propagator reads both encodings, whichever it writes. */
+function fieldsRead(name: string): string[] {
+  const names = name === 'b3' || name === 'b3multi' ? ['b3', 'b3multi'] : [name];
+  return names.flatMap((one) => PROPAGATORS[one]!().fields()).map((field) => field.toLowerCase());
+}
+
+export interface ConfiguredPropagation {
+  readonly propagator: TextMapPropagator;
+  /** The names in use, in order; empty for `none`. */
+  readonly names: readonly string[];
+  /** Names given that no propagator answers to (ignored, as the SDK ignores them). */
+  readonly unknown: readonly string[];
+  /** Every header the propagators read (lower case): a client's copies are replaced, never sent beside the gateway's. */
+  readonly fields: ReadonlySet<string>;
+  readonly fieldList: readonly string[];
+}
+
+/** OTEL_PROPAGATORS read as the SDK reads it: unset or empty is tracecontext,baggage; `none` anywhere turns it off. */
+export function propagationFromEnvironment(env: NodeJS.ProcessEnv): ConfiguredPropagation {
+  const listed = (env.OTEL_PROPAGATORS ?? '')
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== '');
+  const requested = [...new Set(listed.length === 0 ? DEFAULT_PROPAGATORS : listed)];
+  const unknown = requested.filter((name) => name !== 'none' && PROPAGATORS[name] === undefined);
+  const names = requested.includes('none') ? [] : requested.filter((name) => PROPAGATORS[name] !== undefined);
+  const fieldList = [...new Set(names.flatMap(fieldsRead))];
+  return {
+    propagator: new CompositePropagator({ propagators: names.map((name) => PROPAGATORS[name]!()) }),
+    names,
+    unknown,
+    fields: new Set(fieldList),
+    fieldList,
+  };
+}
+
+let configured: ConfiguredPropagation | undefined;
+
+/** The process's propagation, from OTEL_PROPAGATORS when first asked for (tracing.ts gives the SDK the same one). */
+export function configuredPropagation(): ConfiguredPropagation {
+  configured ??= propagationFromEnvironment(process.env);
+  return configured;
+}
+
+/** The header names the propagators read (lower case): the client's copies are replaced, never sent beside ours. */
+export function traceContextFields(): ReadonlySet<string> {
+  return configuredPropagation().fields;
+}
 
 // Random ids from a pooled buffer: one randomFillSync per 512 ids instead of a call per id.
 const POOL_BYTES = 4096;
@@ -36,6 +108,9 @@ function randomHex(bytes: number): string {
   return hex;
 }
 
+const ZERO_TRACE_ID = '0'.repeat(32);
+const ZERO_SPAN_ID = '0'.repeat(16);
+
 /** A fresh 16-byte trace id (never all zero). */
 export function newTraceId(): string {
   let id = randomHex(16);
@@ -50,30 +125,60 @@ export function newSpanId(): string {
   return id;
 }
 
-/** The caller's traceparent, parsed; undefined when absent, repeated or not valid (then a new trace starts). */
-export function parseTraceparent(header: string | string[] | undefined): { traceId: string; parentId: string; flags: string } | undefined {
-  if (typeof header !== 'string' || header.length !== 55) return undefined;
-  const match = TRACEPARENT.exec(header);
-  if (match === null) return undefined;
-  const [, traceId, parentId, flags] = match as unknown as [string, string, string, string];
-  if (traceId === ZERO_TRACE_ID || parentId === ZERO_SPAN_ID) return undefined;
-  return { traceId, parentId, flags };
+/** The gateway's hop in the caller's trace, or in a new sampled one when the caller sent none the propagators read. */
+export function continueTrace(
+  headers: IncomingHttpHeaders,
+  propagation: ConfiguredPropagation = configuredPropagation(),
+): TraceContext {
+  // Most calls carry no trace header at all: then there is nothing to extract (a fifth of this function's cost).
+  const extracted = carriesAny(headers, propagation.fieldList)
+    ? propagation.propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter)
+    : ROOT_CONTEXT;
+  const parent = trace.getSpanContext(extracted);
+  const continued = parent !== undefined && isSpanContextValid(parent);
+  const traceId = continued ? parent.traceId : newTraceId();
+  const spanId = newSpanId();
+  const flags = continued ? parent.traceFlags : TraceFlags.SAMPLED;
+  // A new trace takes no tracestate: the caller's belongs to a trace the participant never hears of
+  // (W3C Trace Context §3.3). Baggage is not tied to a trace and goes on either way.
+  const context = trace.setSpanContext(extracted, {
+    traceId,
+    spanId,
+    traceFlags: flags,
+    ...(continued && parent.traceState !== undefined && { traceState: parent.traceState }),
+  });
+  return { traceId, spanId, flags, continued, context };
 }
 
-/** The gateway's hop in the caller's trace, or in a new sampled trace when the caller sent none. */
-export function continueTrace(traceparentHeader: string | string[] | undefined): TraceContext {
-  const parent = parseTraceparent(traceparentHeader);
-  return parent === undefined
-    ? { traceId: newTraceId(), spanId: newSpanId(), flags: SAMPLED }
-    : { traceId: parent.traceId, spanId: newSpanId(), flags: parent.flags };
+function carriesAny(headers: IncomingHttpHeaders, fields: readonly string[]): boolean {
+  for (const field of fields) if (headers[field] !== undefined) return true;
+  return false;
 }
 
-/** The traceparent for the participant, and the traceresponse for the client: the same value. */
+/** Appends to a flat [name, value, ...] header list. */
+const headerListSetter: TextMapSetter<string[]> = {
+  set(carrier, key, value) {
+    carrier.push(key, value);
+  },
+};
+
+/** Appends the propagators' headers for the gateway's hop to a flat [name, value, ...] list of request headers. */
+export function injectTraceContext(
+  context: TraceContext,
+  headers: string[],
+  propagation: ConfiguredPropagation = configuredPropagation(),
+): void {
+  propagation.propagator.inject(context.context, headers, headerListSetter);
+}
+
+/** The traceresponse for the client: W3C traceparent syntax, whatever the propagators. */
 export function formatTraceparent(context: TraceContext): string {
-  return `00-${context.traceId}-${context.spanId}-${context.flags}`;
+  return `00-${context.traceId}-${context.spanId}-${context.flags < 16 ? '0' : ''}${context.flags.toString(16)}`;
 }
+
+const SAMPLED_BIT: number = TraceFlags.SAMPLED;
 
 /** Whether the trace is sampled (the flags' low bit): only those are worth an exemplar. */
 export function isSampled(context: TraceContext): boolean {
-  return (Number.parseInt(context.flags, 16) & 1) === 1;
+  return (context.flags & SAMPLED_BIT) !== 0;
 }

@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Errors, GatewayError } from './errors.js';
-import type { Exchange, Principal, Stage } from './exchange.js';
+import type { Exchange, Generation, Principal, Stage } from './exchange.js';
 import type { Operation } from './operations.js';
 import type { WebSocketTunnels } from './proxy/websocket.js';
 import { writeUpgradeRefusal } from './refusal.js';
@@ -16,6 +16,7 @@ import type { TraceContext } from './trace-context.js';
 /** An upgrade's exchange (a call's is its FastifyRequest): one shape for every upgrade. */
 class UpgradeExchange implements Exchange {
   readonly kind = 'upgrade';
+  generation = null as unknown as Generation; // pinned by the first stage
   operation = null as unknown as Operation; // set by the request context stage
   principal: Principal | null = null;
   errorCode: string | null = null;

@@ -1,5 +1,6 @@
-// Signals other than SIGTERM/SIGINT: SIGHUP (a configuration reload, by convention) neither ends
-// the gateway process nor loses a log line.
+// Signals other than SIGTERM/SIGINT: SIGHUP (a configuration reload, by convention) reloads the
+// config file, and neither ends the gateway process nor loses a log line.
+import { appendFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildDist, startProcess, writeGatewayConfig } from './helpers/process.js';
 import { answerJson, startRecordingUpstream } from './helpers/recording-upstream.js';
@@ -8,14 +9,11 @@ import { createTestIssuer, TEST_PARTICIPANT } from './helpers/tokens.js';
 beforeAll(() => buildDist(), 120_000);
 
 describe('SIGHUP', () => {
-  it('is logged and ignored: the process keeps serving, and every request line reaches stdout at shutdown', async () => {
+  it('reloads the config file: the process keeps serving, and every request line reaches stdout at shutdown', async () => {
     const upstream = await startRecordingUpstream(answerJson(200, { offset: 3 }));
     const issuer = await createTestIssuer();
-    const gateway = await startProcess([
-      'dist/main.js',
-      '--config',
-      writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT),
-    ]);
+    const configFile = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT);
+    const gateway = await startProcess(['dist/main.js', '--config', configFile]);
     try {
       const headers = { authorization: `Bearer ${await issuer.mint()}` };
       const call = async () => {
@@ -27,10 +25,22 @@ describe('SIGHUP', () => {
       const before = await Promise.all(Array.from({ length: 20 }, call));
       gateway.child.kill('SIGHUP');
       await expect
-        .poll(() => gateway.output.some((line) => line.includes('SIGHUP received')), { timeout: 3_000, interval: 50 })
+        .poll(() => gateway.output.some((line) => line.includes('configuration reloaded')), {
+          timeout: 5_000,
+          interval: 50,
+        })
         .toBe(true);
       expect(gateway.child.exitCode).toBeNull();
       const after = await call();
+      // The file is watched too: an invalid edit is logged, with every bad key path, and changes nothing.
+      appendFileSync(configFile, '\npolicy: { rules: { getVersion: [{ role: admin }] } }\n');
+      await expect
+        .poll(() => gateway.output.some((line) => line.includes('invalid configuration')), {
+          timeout: 5_000,
+          interval: 50,
+        })
+        .toBe(true);
+      const last = await call();
 
       gateway.child.kill('SIGTERM');
       expect(await gateway.exited).toBe(0);
@@ -38,10 +48,16 @@ describe('SIGHUP', () => {
         .filter((line) => line.startsWith('{'))
         .map((line) => JSON.parse(line) as Record<string, unknown>);
       const logged = new Set(lines.filter((line) => line.msg === 'request').map((line) => line.reqId));
-      expect([...before, after].filter((id) => !logged.has(id))).toEqual([]);
-      expect(lines.find((line) => String(line.msg).startsWith('SIGHUP received'))).toMatchObject({
-        level: 'warn',
-        signal: 'SIGHUP',
+      expect([...before, after, last].filter((id) => !logged.has(id))).toEqual([]);
+      expect(lines.find((line) => String(line.msg).includes('invalid configuration'))).toMatchObject({
+        level: 'error',
+        trigger: 'file',
+        problems: ['policy.rules.getVersion.0.role: unknown key'],
+      });
+      expect(lines.find((line) => line.msg === 'configuration reloaded')).toMatchObject({
+        level: 'info',
+        trigger: 'SIGHUP',
+        fingerprint: expect.stringMatching(/^[0-9a-f]{16}$/),
       });
       expect(lines.at(-1)).toMatchObject({ msg: 'shutdown complete' });
     } finally {

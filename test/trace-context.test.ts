@@ -1,94 +1,149 @@
-// W3C Trace Context by hand (no exporter configured): which traceparents are continued, what the
-// gateway's hop looks like, and that its ids are random and never all zero.
-import fc from 'fast-check';
+// Trace context without spans (no exporter, or a WebSocket upgrade): OTEL_PROPAGATORS read as the
+// SDK reads it, the caller's trace continued in any configured format with a span id of the
+// gateway's own, the hop handed on in every configured format, and ids random and never zero.
+import type { IncomingHttpHeaders } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { continueTrace, formatTraceparent, isSampled, newSpanId, newTraceId, parseTraceparent } from '../src/trace-context.js';
+import {
+  continueTrace,
+  formatTraceparent,
+  injectTraceContext,
+  isSampled,
+  newSpanId,
+  newTraceId,
+  propagationFromEnvironment,
+} from '../src/trace-context.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';
 const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
 
-describe('parseTraceparent', () => {
-  it('reads a valid version 00 traceparent', () => {
-    expect(parseTraceparent(`00-${TRACE_ID}-${PARENT_ID}-01`)).toEqual({ traceId: TRACE_ID, parentId: PARENT_ID, flags: '01' });
-    expect(parseTraceparent(`00-${TRACE_ID}-${PARENT_ID}-00`)?.flags).toBe('00');
+const propagationOf = (names: string) => propagationFromEnvironment({ OTEL_PROPAGATORS: names });
+const propagatorOf = (names: string) => propagationOf(names).propagator;
+
+/** The headers the participant would be sent, as a name -> values map. */
+function injected(
+  headers: IncomingHttpHeaders,
+  names: string,
+): { context: ReturnType<typeof continueTrace>; sent: Map<string, string[]> } {
+  const propagation = propagationOf(names);
+  const context = continueTrace(headers, propagation);
+  const list: string[] = [];
+  injectTraceContext(context, list, propagation);
+  const sent = new Map<string, string[]>();
+  for (let i = 0; i < list.length; i += 2) sent.set(list[i]!, [...(sent.get(list[i]!) ?? []), list[i + 1]!]);
+  return { context, sent };
+}
+
+describe('OTEL_PROPAGATORS', () => {
+  it('is read as the OpenTelemetry SDK reads it', () => {
+    expect(propagationFromEnvironment({}).names).toEqual(['tracecontext', 'baggage']);
+    expect(propagationFromEnvironment({ OTEL_PROPAGATORS: ' ' }).names).toEqual(['tracecontext', 'baggage']);
+    expect(propagationFromEnvironment({ OTEL_PROPAGATORS: 'b3, tracecontext,b3' }).names).toEqual([
+      'b3',
+      'tracecontext',
+    ]);
+    expect(propagationFromEnvironment({ OTEL_PROPAGATORS: 'B3MULTI' }).names).toEqual(['b3multi']);
+    expect(propagationFromEnvironment({ OTEL_PROPAGATORS: 'tracecontext,none' }).names).toEqual([]);
+    expect(propagationFromEnvironment({ OTEL_PROPAGATORS: 'tracecontext,jaeger,xray' })).toMatchObject({
+      names: ['tracecontext'],
+      unknown: ['jaeger', 'xray'],
+    });
   });
 
-  it('refuses what W3C Trace Context calls invalid (then a new trace starts)', () => {
-    for (const header of [
-      undefined,
-      '',
-      [`00-${TRACE_ID}-${PARENT_ID}-01`, `00-${TRACE_ID}-${PARENT_ID}-01`], // repeated
-      `00-${TRACE_ID}-${PARENT_ID}-01, 00-${TRACE_ID}-${PARENT_ID}-01`, // repeated, joined
-      `00-${'0'.repeat(32)}-${PARENT_ID}-01`, // all-zero trace id
-      `00-${TRACE_ID}-${'0'.repeat(16)}-01`, // all-zero parent id
-      `00-${TRACE_ID.toUpperCase()}-${PARENT_ID}-01`, // upper-case hex
-      `01-${TRACE_ID}-${PARENT_ID}-01`, // another version
-      `ff-${TRACE_ID}-${PARENT_ID}-01`,
-      `00-${TRACE_ID}-${PARENT_ID}-01-extra`,
-      `00-${TRACE_ID.slice(1)}-${PARENT_ID}-01`,
-      `00-${TRACE_ID}-${PARENT_ID}-1`,
-      ` 00-${TRACE_ID}-${PARENT_ID}-01`,
-      `00_${TRACE_ID}_${PARENT_ID}_01`,
-    ]) {
-      expect(parseTraceparent(header), String(header)).toBeUndefined();
-    }
-  });
-
-  it('never throws, and accepts a header exactly when it has the version 00 shape with non-zero ids', () => {
-    // Valid headers with one character replaced, inserted or removed: most are invalid, many stay
-    // valid (a hex digit for a hex digit), so both answers are exercised, checked against the spec's
-    // grammar written out independently of the parser.
-    const hex = (length: number) => fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: length, maxLength: length });
-    const valid = fc.tuple(hex(32), hex(16), hex(2)).map(([traceId, parentId, flags]) => `00-${traceId}-${parentId}-${flags}`);
-    const edit = fc.tuple(valid, fc.nat(56), fc.constantFrom('replace', 'insert', 'remove', 'none'), fc.constantFrom(...'0af-gA 0_'))
-      .map(([header, at, kind, char]) => kind === 'none' ? header
-        : kind === 'remove' ? header.slice(0, at) + header.slice(at + 1)
-          : header.slice(0, at) + char + header.slice(kind === 'replace' ? at + 1 : at));
-    const spec = (header: string) => /^00-[\da-f]{32}-[\da-f]{16}-[\da-f]{2}$/.test(header)
-      && header.slice(3, 35) !== '0'.repeat(32) && header.slice(36, 52) !== '0'.repeat(16);
-    let accepted = 0;
-    let refused = 0;
-    fc.assert(fc.property(fc.oneof(edit, fc.string({ maxLength: 80 })), (header) => {
-      const parsed = parseTraceparent(header);
-      expect(parsed !== undefined, header).toBe(spec(header));
-      if (parsed === undefined) refused++;
-      else {
-        accepted++;
-        expect(`00-${parsed.traceId}-${parsed.parentId}-${parsed.flags}`).toBe(header);
-      }
-    }), { numRuns: 2_000 });
-    expect(accepted).toBeGreaterThan(100);
-    expect(refused).toBeGreaterThan(100);
+  it("owns every header its formats read (the client's copies are replaced): B3 in both encodings", () => {
+    expect(propagationOf('tracecontext,baggage').fields).toEqual(new Set(['traceparent', 'tracestate', 'baggage']));
+    const b3 = ['b3', 'x-b3-traceid', 'x-b3-spanid', 'x-b3-sampled', 'x-b3-flags', 'x-b3-parentspanid'];
+    expect(propagationOf('b3').fields).toEqual(new Set(b3));
+    expect(propagationOf('b3multi').fields).toEqual(new Set(b3));
+    expect(propagatorOf('b3').fields()).toEqual(['b3']); // what it writes
+    expect(propagationOf('none').fields).toEqual(new Set());
   });
 });
 
-describe('continueTrace', () => {
-  it('continues the caller\'s trace with a new span id of the gateway\'s, keeping the flags', () => {
-    const context = continueTrace(`00-${TRACE_ID}-${PARENT_ID}-00`);
-    expect(context.traceId).toBe(TRACE_ID);
+describe('continueTrace (W3C tracecontext, the default)', () => {
+  it("continues the caller's trace with a new span id of the gateway's, keeping the flags and the tracestate", () => {
+    const { context, sent } = injected(
+      { traceparent: `00-${TRACE_ID}-${PARENT_ID}-00`, tracestate: 'vendor=opaque', baggage: 'tenant=acme' },
+      'tracecontext,baggage',
+    );
+    expect(context).toMatchObject({ traceId: TRACE_ID, flags: 0, continued: true });
     expect(context.spanId).toMatch(/^[\da-f]{16}$/);
     expect(context.spanId).not.toBe(PARENT_ID);
-    expect(context.flags).toBe('00');
     expect(isSampled(context)).toBe(false);
+    expect(sent.get('traceparent')).toEqual([`00-${TRACE_ID}-${context.spanId}-00`]);
+    expect(sent.get('tracestate')).toEqual(['vendor=opaque']);
+    expect(sent.get('baggage')).toEqual(['tenant=acme']);
   });
 
-  it('starts a new sampled trace when the caller sent none, or an invalid one', () => {
-    for (const header of [undefined, 'garbage', `00-${'0'.repeat(32)}-${PARENT_ID}-01`]) {
-      const context = continueTrace(header);
+  it("starts a new sampled trace when the caller sent none or an invalid one, without the caller's tracestate", () => {
+    for (const traceparent of [
+      undefined,
+      'garbage',
+      `00-${'0'.repeat(32)}-${PARENT_ID}-01`,
+      `00-${TRACE_ID}-${PARENT_ID}-01, 00-${TRACE_ID}-${PARENT_ID}-01`,
+    ]) {
+      const { context, sent } = injected(
+        { ...(traceparent !== undefined && { traceparent }), tracestate: 'vendor=opaque', baggage: 'tenant=acme' },
+        'tracecontext,baggage',
+      );
+      expect(context.continued, traceparent).toBe(false);
       expect(context.traceId).toMatch(/^[\da-f]{32}$/);
-      expect(context.traceId).not.toBe('0'.repeat(32));
-      expect(context.flags).toBe('01');
+      expect(context.traceId).not.toBe(TRACE_ID);
       expect(isSampled(context)).toBe(true);
+      expect(sent.get('traceparent')).toEqual([formatTraceparent(context)]);
+      expect(sent.has('tracestate')).toBe(false);
+      expect(sent.get('baggage')).toEqual(['tenant=acme']); // baggage belongs to no trace
     }
   });
 
-  it('formats the gateway\'s hop as a valid traceparent (sent upstream, returned as traceresponse)', () => {
-    const context = continueTrace(`00-${TRACE_ID}-${PARENT_ID}-01`);
-    const header = formatTraceparent(context);
-    expect(header).toMatch(TRACEPARENT);
-    expect(header).toBe(`00-${TRACE_ID}-${context.spanId}-01`);
-    expect(parseTraceparent(header)).toEqual({ traceId: TRACE_ID, parentId: context.spanId, flags: '01' });
+  it("formats the gateway's hop as a valid traceparent (the traceresponse)", () => {
+    const context = continueTrace({ traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` }, propagationOf('tracecontext'));
+    expect(formatTraceparent(context)).toMatch(TRACEPARENT);
+    expect(formatTraceparent(context)).toBe(`00-${TRACE_ID}-${context.spanId}-01`);
+  });
+});
+
+describe('continueTrace with B3', () => {
+  it('reads a B3 single header and hands the same trace on in B3 single, B3 multi and W3C, as configured', () => {
+    const b3 = { b3: `${TRACE_ID}-${PARENT_ID}-1` };
+    const { context, sent } = injected(b3, 'b3,b3multi,tracecontext');
+    expect(context).toMatchObject({ traceId: TRACE_ID, continued: true });
+    expect(sent.get('b3')).toEqual([`${TRACE_ID}-${context.spanId}-1`]);
+    expect(sent.get('x-b3-traceid')).toEqual([TRACE_ID]);
+    expect(sent.get('x-b3-spanid')).toEqual([context.spanId]);
+    expect(sent.get('x-b3-sampled')).toEqual(['1']);
+    expect(sent.get('traceparent')).toEqual([`00-${TRACE_ID}-${context.spanId}-01`]);
+  });
+
+  it('reads B3 multi headers when it writes the single header (the gateway never skips what it can read)', () => {
+    const multi = { 'x-b3-traceid': TRACE_ID, 'x-b3-spanid': PARENT_ID, 'x-b3-sampled': '1' };
+    const { context, sent } = injected(multi, 'b3');
+    expect(context).toMatchObject({ traceId: TRACE_ID, continued: true });
+    expect([...sent.keys()]).toEqual(['b3']);
+  });
+
+  it('reads B3 multi headers, an unsampled decision and a 64-bit trace id', () => {
+    const { context, sent } = injected(
+      { 'x-b3-traceid': PARENT_ID, 'x-b3-spanid': PARENT_ID, 'x-b3-sampled': '0' },
+      'b3multi',
+    );
+    expect(context).toMatchObject({ traceId: `${'0'.repeat(16)}${PARENT_ID}`, flags: 0, continued: true });
+    expect(sent.get('x-b3-sampled')).toEqual(['0']);
+  });
+
+  it('does not read a format it is not configured for: a W3C caller starts a new trace under b3 alone', () => {
+    const { context, sent } = injected({ traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` }, 'b3');
+    expect(context.continued).toBe(false);
+    expect(sent.has('traceparent')).toBe(false);
+    expect(sent.get('b3')).toEqual([`${context.traceId}-${context.spanId}-1`]);
+  });
+
+  it('hands nothing on with none', () => {
+    const { sent } = injected(
+      { b3: `${TRACE_ID}-${PARENT_ID}-1`, traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` },
+      'none',
+    );
+    expect(sent.size).toBe(0);
   });
 });
 

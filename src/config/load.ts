@@ -1,89 +1,164 @@
-// Loading: YAML file + environment overrides, validated once against the schema.
-// Bad config stops the process at boot with every bad key path named.
-import { accessSync, constants, readFileSync } from 'node:fs';
+// Loading: the YAML file, the environment's settings (environment.ts) and ${file:...} references
+// (file-references.ts), validated once against the schema. Bad config stops the process at boot
+// with every bad key path named, and the environment variable that set it.
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { OPERATION_NAMES } from '../operations.js';
+import { applySetting, ENVIRONMENT_ALIASES, environmentSettings, nearest } from './environment.js';
+import { resolveFileReferences, type ReferenceOutcome } from './file-references.js';
+import { variableOf, type ConfigProvenance } from './provenance.js';
+import { allowedValues, namedKeys, pathText, schemaAt, type KeyPath } from './schema-paths.js';
 import { ConfigError, ConfigSchema, type GatewayConfig } from './schema.js';
 
 // What loadConfig() throws, for its callers (main.ts, the token tool).
 export { ConfigError };
 
-/** The few keys operators set per pod, by environment variable. */
-export const ENVIRONMENT_OVERRIDES: ReadonlyArray<{ variable: string; path: readonly string[]; type: 'string' | 'integer' }> = [
-  { variable: 'LEDGER_GATEWAY_UPSTREAM_URL', path: ['upstream', 'url'], type: 'string' },
-  { variable: 'LEDGER_GATEWAY_HOST', path: ['server', 'host'], type: 'string' },
-  { variable: 'LEDGER_GATEWAY_PORT', path: ['server', 'port'], type: 'integer' },
-  { variable: 'LEDGER_GATEWAY_ADMIN_HOST', path: ['admin', 'host'], type: 'string' },
-  { variable: 'LEDGER_GATEWAY_ADMIN_PORT', path: ['admin', 'port'], type: 'integer' },
-  { variable: 'LEDGER_GATEWAY_LOG_LEVEL', path: ['log', 'level'], type: 'string' },
-];
+/** The short environment names of the per-pod keys (environment.ts has the convention for every key). */
+export const ENVIRONMENT_OVERRIDES = ENVIRONMENT_ALIASES;
 
 const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: false });
 const validateConfig = ajv.compile<GatewayConfig>(ConfigSchema);
 
-function keyPath(error: ErrorObject): string {
-  const base = error.instancePath.split('/').filter(Boolean).join('.');
-  if (error.keyword === 'additionalProperties') {
-    const extra = (error.params as { additionalProperty: string }).additionalProperty;
-    return base ? `${base}.${extra}` : extra;
+/** An ajv instance path as key path segments: list indexes as numbers, read from the data itself. */
+function segmentsOf(instancePath: string, data: unknown): (string | number)[] {
+  const segments: (string | number)[] = [];
+  let node = data;
+  for (const part of instancePath.split('/').slice(1)) {
+    const key = part.replace(/~1/g, '/').replace(/~0/g, '~');
+    const index = Array.isArray(node) && /^\d+$/.test(key) ? Number(key) : undefined;
+    segments.push(index ?? key);
+    node =
+      node !== null && typeof node === 'object' ? (node as Record<string | number, unknown>)[index ?? key] : undefined;
   }
-  if (error.keyword === 'required') {
-    const missing = (error.params as { missingProperty: string }).missingProperty;
-    return base ? `${base}.${missing}` : missing;
-  }
-  return base || '(root)';
+  return segments;
 }
 
-function describe(error: ErrorObject): string {
-  const path = keyPath(error);
+function valueAt(data: unknown, path: KeyPath): unknown {
+  let node = data;
+  for (const segment of path)
+    node = node !== null && typeof node === 'object' ? (node as Record<string | number, unknown>)[segment] : undefined;
+  return node;
+}
+
+/** The key the error is about, with the key an unknown-key or missing-key error names. */
+function keyOf(error: ErrorObject, data: unknown): KeyPath {
+  const base = segmentsOf(error.instancePath, data);
+  if (error.keyword === 'additionalProperties')
+    return [...base, (error.params as { additionalProperty: string }).additionalProperty];
+  if (error.keyword === 'required') return [...base, (error.params as { missingProperty: string }).missingProperty];
+  return base;
+}
+
+/** How problems name a key: dotted, list indexes included (`auth.issuers.0.bogus`). */
+function dotted(path: KeyPath): string {
+  return path.length === 0 ? '(root)' : path.join('.');
+}
+
+/** Every key path the schema names, for a key written at the wrong level (`port` at the top). */
+const KNOWN_PATHS: readonly (readonly string[])[] = (() => {
+  const paths: string[][] = [];
+  const walk = (node: ReturnType<typeof schemaAt>, prefix: string[]) => {
+    for (const key of namedKeys(node)) {
+      paths.push([...prefix, key]);
+      walk(schemaAt([key], node), [...prefix, key]);
+    }
+  };
+  walk(schemaAt([]), []);
+  return paths;
+})();
+
+/**
+ * "; did you mean `port`?" for a key in the wrong case, a key of another section (`port` at the top),
+ * or one a typo or two away from a key at the same level.
+ */
+function suggestionFor(parent: KeyPath, key: string): string {
+  const siblings = namedKeys(schemaAt(parent));
+  const lower = key.toLowerCase();
+  const sameName = siblings.find((name) => name.toLowerCase() === lower);
+  if (sameName !== undefined) return `; did you mean \`${sameName}\`?`;
+  const elsewhere = KNOWN_PATHS.filter((path) => path.at(-1)!.toLowerCase() === lower).map(
+    (path) => `\`${path.join('.')}\``,
+  );
+  if (elsewhere.length > 0) return `; did you mean ${elsewhere.slice(0, 3).join(' or ')}?`;
+  const near = nearest(key, siblings);
+  return near === undefined ? '' : `; did you mean \`${near}\`?`;
+}
+
+/** "must be one of a, b, c" */
+function oneOf(values: readonly unknown[]): string {
+  const texts = values.map((value) => (typeof value === 'string' ? value : JSON.stringify(value)));
+  return `must be one of ${texts.join(', ')}`;
+}
+
+/**
+ * Why a URL-valued key lacks its scheme (`participant:7575` parses as the scheme "participant:"),
+ * or undefined. A host[:port] is echoed to show the fix, never a secret key's value.
+ */
+function missingSchemeProblem(value: unknown, schemes: readonly string[], secret: boolean): string | undefined {
+  if (typeof value !== 'string' || /^[a-z][a-z\d+.-]*:\/\//i.test(value)) return undefined;
+  const add = `add ${schemes.join(' or ')}`;
+  if (!secret && /^(?:[\w.-]+|\[[\da-f:.]+\])(?::\d{1,5})?(?:\/\S*)?$/i.test(value))
+    return `${value} has no scheme: ${add}, e.g. ${schemes[0]}${value}`;
+  return `has no scheme: ${add}`;
+}
+
+/** A problem with its key, so that the variable or file that set the key can be named with it. */
+interface Problem {
+  readonly path: KeyPath;
+  readonly text: string;
+}
+
+function describe(error: ErrorObject, data: unknown): Problem {
+  const path = keyOf(error, data);
+  const schema = schemaAt(path);
+  const problem = (text: string): Problem => ({ path, text: `${dotted(path)}: ${text}` });
   switch (error.keyword) {
-    case 'additionalProperties': return `${path}: unknown key`;
-    case 'required': return `${path}: required`;
+    case 'additionalProperties':
+      return problem(`unknown key${suggestionFor(path.slice(0, -1), String(path.at(-1)))}`);
+    case 'required':
+      return problem('required');
     case 'enum':
-    case 'const': return `${path}: must be one of ${JSON.stringify((error.params as { allowedValues?: unknown[] }).allowedValues ?? (error.params as { allowedValue?: unknown }).allowedValue)}`;
-    default: return `${path}: ${error.message ?? 'invalid'}`;
+    case 'const':
+    case 'anyOf': {
+      const allowed = allowedValues(schema);
+      return problem(allowed === undefined ? 'must be one of the allowed values' : oneOf(allowed));
+    }
+    case 'pattern': {
+      // ^rediss?:// -> redis:// or rediss://
+      const pattern = (error.params as { pattern: string }).pattern;
+      const schemes = /^\^([a-z]+)(s)\?:\/\/$/.exec(pattern);
+      if (schemes !== null) {
+        const list = [`${schemes[1]}://`, `${schemes[1]}${schemes[2]}://`];
+        return problem(
+          missingSchemeProblem(valueAt(data, path), list, schema?.secret === true) ??
+            `must start with ${list.join(' or ')}`,
+        );
+      }
+      return problem(error.message ?? 'invalid');
+    }
+    default:
+      return problem(error.message ?? 'invalid');
   }
 }
 
-function problemsOf(errors: readonly ErrorObject[]): string[] {
-  // A union (log.level) reports one error per branch; say it once.
+function schemaProblems(errors: readonly ErrorObject[], data: unknown): Problem[] {
+  // A union (log.level) reports one error per branch and one for the union; say it once.
   const seen = new Set<string>();
-  const problems: string[] = [];
+  const problems: Problem[] = [];
   for (const error of errors) {
-    if (error.keyword === 'const' && errors.some((e) => e.keyword === 'anyOf' && e.instancePath === error.instancePath)) continue;
-    const text = error.keyword === 'anyOf' ? `${keyPath(error)}: must be one of the allowed values` : describe(error);
-    if (!seen.has(text)) {
-      seen.add(text);
-      problems.push(text);
+    if (error.keyword === 'const' && errors.some((e) => e.keyword === 'anyOf' && e.instancePath === error.instancePath))
+      continue;
+    const problem = describe(error, data);
+    if (!seen.has(problem.text)) {
+      seen.add(problem.text);
+      problems.push(problem);
     }
   }
   return problems;
-}
-
-function applyEnvironment(raw: Record<string, unknown>, env: NodeJS.ProcessEnv, problems: string[]): void {
-  for (const { variable, path, type } of ENVIRONMENT_OVERRIDES) {
-    const value = env[variable];
-    if (value === undefined || value === '') continue;
-    let parsed: string | number = value;
-    if (type === 'integer') {
-      if (!/^\d+$/.test(value)) {
-        problems.push(`${variable}: must be an integer (sets ${path.join('.')})`);
-        continue;
-      }
-      parsed = Number(value);
-    }
-    let node = raw;
-    for (const key of path.slice(0, -1)) {
-      const child = node[key];
-      if (child === undefined || child === null) node[key] = {};
-      else if (typeof child !== 'object' || Array.isArray(child)) break;
-      node = node[key] as Record<string, unknown>;
-    }
-    node[path[path.length - 1]!] = parsed;
-  }
 }
 
 /** Why a server.trustedProxies entry is not an IP address or CIDR, or undefined when it is one. */
@@ -91,66 +166,132 @@ function addressOrCidrProblem(entry: string): string | undefined {
   const slash = entry.indexOf('/');
   const address = slash === -1 ? entry : entry.slice(0, slash);
   const version = isIP(address);
-  if (version === 0) return `"${entry}" is not an IP address or CIDR (e.g. 10.0.0.0/8, fd00::/8; host names are not resolved)`;
+  if (version === 0)
+    return `"${entry}" is not an IP address or CIDR (e.g. 10.0.0.0/8, fd00::/8; host names are not resolved)`;
   if (slash === -1) return undefined;
   const prefix = entry.slice(slash + 1);
   const most = version === 4 ? 32 : 128;
-  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > most) return `"${entry}": the prefix length must be a whole number from 0 to ${most}`;
+  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > most)
+    return `"${entry}": the prefix length must be a whole number from 0 to ${most}`;
   return undefined;
 }
 
-/** Why upstream.url is not "sandbox" or a base URL the gateway can forward to, or undefined. The value is never echoed: it may hold credentials. */
+/**
+ * Why upstream.url is not "sandbox" or a base URL the gateway can forward to, or undefined. The value
+ * is echoed only when it is a bare host[:port]: it may hold credentials.
+ */
 function upstreamUrlProblem(value: string): string | undefined {
   if (value === 'sandbox') return undefined;
+  const scheme = missingSchemeProblem(value, ['http://', 'https://'], false);
+  if (scheme !== undefined) return scheme;
   let url: URL;
   try {
     url = new URL(value);
   } catch {
     return 'not a URL: "sandbox" or the participant\'s base URL, e.g. http://127.0.0.1:7575';
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `must be an http: or https: URL, not ${url.protocol}`;
-  if (url.username !== '' || url.password !== '') return 'must not carry user information: callers authenticate with their own bearer token';
-  if (url.search !== '' || url.hash !== '') return 'must not carry a query or fragment: each call\'s own path and query are appended to it';
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return `must be an http: or https: URL, not ${url.protocol}`;
+  if (url.username !== '' || url.password !== '')
+    return 'must not carry user information: callers authenticate with their own bearer token';
+  if (url.search !== '' || url.hash !== '')
+    return "must not carry a query or fragment: each call's own path and query are appended to it";
   return undefined;
 }
 
 /** Every operation name, `unknown` included (the label of /v2 routes outside the catalogue, which are forwarded). */
 const OPERATIONS: ReadonlySet<string> = new Set(OPERATION_NAMES);
 
-/** Values the schema's types cannot judge, named by key path like the schema's own problems. */
-function valueProblems(config: GatewayConfig): string[] {
-  const problems: string[] = [];
-  config.server.trustedProxies.forEach((entry, index) => {
-    const problem = addressOrCidrProblem(entry);
-    if (problem !== undefined) problems.push(`server.trustedProxies[${index}]: ${problem}`);
-  });
-  const url = upstreamUrlProblem(config.upstream.url);
-  if (url !== undefined) problems.push(`upstream.url: ${url}`);
-  for (const name of Object.keys(config.upstream.operationTimeoutsMs)) {
-    if (!OPERATIONS.has(name)) problems.push(`upstream.operationTimeoutsMs.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`);
-  }
-  // Read at start by the forwarder: a missing file was an unnamed ENOENT and exit 1.
-  for (const key of ['caFile', 'certFile', 'keyFile'] as const) {
-    const file = config.upstream.tls[key];
-    if (file === undefined) continue;
+function unreadable(file: string, error: unknown): string {
+  return `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
+}
+
+/** Why a PEM file of CA certificates holds none Node can use, or undefined (Node ignores a bad CA silently). */
+function caBundleProblem(pem: string): string | undefined {
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) return 'holds no PEM certificate (-----BEGIN CERTIFICATE-----)';
+  for (const [index, block] of blocks.entries()) {
     try {
-      accessSync(file, constants.R_OK);
+      new X509Certificate(block);
     } catch (error) {
-      problems.push(`upstream.tls.${key}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+      return `certificate ${index + 1} cannot be read (${(error as Error).message})`;
     }
   }
+  return undefined;
+}
+
+/** The upstream TLS files, read and parsed: the forwarder reads them only when it is built. */
+function upstreamTlsProblems(tls: GatewayConfig['upstream']['tls'], say: (path: KeyPath, text: string) => void): void {
+  const files = new Map<'caFile' | 'certFile' | 'keyFile', Buffer>();
+  for (const key of ['caFile', 'certFile', 'keyFile'] as const) {
+    const file = tls[key];
+    if (file === undefined) continue;
+    try {
+      files.set(key, readFileSync(file));
+    } catch (error) {
+      say(['upstream', 'tls', key], `upstream.tls.${key}: ${unreadable(file, error)}`);
+    }
+  }
+  const ca = files.get('caFile');
+  const caProblem = ca === undefined ? undefined : caBundleProblem(ca.toString('utf8'));
+  if (caProblem !== undefined) say(['upstream', 'tls', 'caFile'], `upstream.tls.caFile: ${tls.caFile} ${caProblem}`);
+  if ((tls.certFile === undefined) !== (tls.keyFile === undefined)) {
+    say(
+      ['upstream', 'tls'],
+      'upstream.tls: certFile and keyFile go together (the client certificate for mutual TLS and its key)',
+    );
+    return;
+  }
+  const cert = files.get('certFile');
+  const key = files.get('keyFile');
+  if (cert === undefined || key === undefined) return;
+  try {
+    createSecureContext({ cert, key });
+  } catch (error) {
+    say(
+      ['upstream', 'tls', 'certFile'],
+      `upstream.tls: the client certificate or its key cannot be used (${(error as Error).message})`,
+    );
+  }
+}
+
+/** Values the schema's types cannot judge, named by key path like the schema's own problems. */
+function valueProblems(config: GatewayConfig): Problem[] {
+  const problems: Problem[] = [];
+  const say = (path: KeyPath, text: string) => problems.push({ path, text });
+  config.server.trustedProxies.forEach((entry, index) => {
+    const problem = addressOrCidrProblem(entry);
+    if (problem !== undefined) say(['server', 'trustedProxies', index], `server.trustedProxies[${index}]: ${problem}`);
+  });
+  const url = upstreamUrlProblem(config.upstream.url);
+  if (url !== undefined) say(['upstream', 'url'], `upstream.url: ${url}`);
+  for (const name of Object.keys(config.upstream.operationTimeoutsMs)) {
+    if (!OPERATIONS.has(name))
+      say(
+        ['upstream', 'operationTimeoutsMs', name],
+        `upstream.operationTimeoutsMs.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`,
+      );
+  }
+  // Read at start by the forwarder: a missing file was an unnamed ENOENT and exit 1.
+  upstreamTlsProblems(config.upstream.tls, say);
   const serverTls = config.server.tls;
   if ((serverTls.certFile === undefined) !== (serverTls.keyFile === undefined)) {
-    problems.push('server.tls: certFile and keyFile go together (the listener\'s certificate and its key)');
+    say(['server', 'tls'], "server.tls: certFile and keyFile go together (the listener's certificate and its key)");
   } else if (serverTls.clientCaFile !== undefined && serverTls.certFile === undefined) {
-    problems.push('server.tls.clientCaFile: client certificates need TLS on the listener (certFile and keyFile)');
+    say(
+      ['server', 'tls', 'clientCaFile'],
+      'server.tls.clientCaFile: client certificates need TLS on the listener (certFile and keyFile)',
+    );
   } else if (serverTls.certFile !== undefined) {
     const problem = serverTlsProblem(serverTls);
-    if (problem !== undefined) problems.push(problem);
+    if (problem !== undefined) say(['server', 'tls'], problem);
   }
   // Both listeners on one port fail only at listen (EADDRINUSE, exit 1); port 0 picks a free one each.
   if (config.admin.port !== 0 && config.admin.port === config.server.port) {
-    problems.push(`admin.port: ${config.admin.port} is server.port too: the admin listener needs a port of its own`);
+    say(
+      ['admin', 'port'],
+      `admin.port: ${config.admin.port} is server.port too: the admin listener needs a port of its own`,
+    );
   }
   return problems;
 }
@@ -161,7 +302,10 @@ export function readServerTls(tls: GatewayConfig['server']['tls']): { cert: Buff
     try {
       return readFileSync(file);
     } catch (error) {
-      throw new Error(`server.tls.${key}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+      throw new Error(
+        `server.tls.${key}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+        { cause: error },
+      );
     }
   };
   return {
@@ -171,34 +315,92 @@ export function readServerTls(tls: GatewayConfig['server']['tls']): { cert: Buff
   };
 }
 
-/** Why the listener's TLS files cannot serve (unreadable, not PEM, a key that does not match), or undefined. */
+/**
+ * Why the listener's TLS files cannot serve (unreadable, not PEM, a key that does not match, a CA file
+ * without a certificate), or undefined.
+ */
 function serverTlsProblem(tls: GatewayConfig['server']['tls']): string | undefined {
   try {
     const files = readServerTls(tls);
     createSecureContext(files);
-    return undefined;
+    const caProblem = files.ca === undefined ? undefined : caBundleProblem(files.ca.toString('utf8'));
+    return caProblem === undefined ? undefined : `server.tls.clientCaFile: ${tls.clientCaFile} ${caProblem}`;
   } catch (error) {
     const message = (error as Error).message;
-    return message.startsWith('server.tls.') ? message : `server.tls: the certificate, key or client CA cannot be used (${message})`;
+    return message.startsWith('server.tls.')
+      ? message
+      : `server.tls: the certificate, key or client CA cannot be used (${message})`;
   }
 }
 
-/** Validate an already-parsed config object (file contents + overrides); fills defaults. */
-export function validateGatewayConfig(raw: unknown, source = 'config', env: NodeJS.ProcessEnv = {}): GatewayConfig {
-  const problems: string[] = [];
-  if (raw === null || raw === undefined) raw = {};
-  if (typeof raw !== 'object' || Array.isArray(raw)) throw new ConfigError(source, ['(root): must be a mapping of sections']);
-  const copy = structuredClone(raw) as Record<string, unknown>;
-  applyEnvironment(copy, env, problems);
-  if (!validateConfig(copy)) problems.push(...problemsOf(validateConfig.errors ?? []));
-  else problems.push(...valueProblems(copy as unknown as GatewayConfig));
-  if (problems.length > 0) throw new ConfigError(source, problems);
-  return copy as unknown as GatewayConfig;
+/** A loaded configuration and where each of its values came from. */
+export interface LoadedConfig {
+  readonly config: GatewayConfig;
+  readonly provenance: ConfigProvenance;
 }
 
-/** Read, parse and validate a YAML config file, with environment overrides. */
-export function loadConfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
-  if (file === undefined) return validateGatewayConfig({}, 'defaults + environment', env);
+/**
+ * Validates an already-parsed config (the file's contents), after the environment's settings and
+ * the ${file:...} references are applied; fills defaults. Precedence: default < file < environment.
+ * Every problem is named at once, with the variable that set the key when one did.
+ */
+export function validateConfiguration(
+  raw: unknown,
+  source = 'config',
+  env: NodeJS.ProcessEnv = {},
+  file?: string,
+): LoadedConfig {
+  if (raw === null || raw === undefined) raw = {};
+  if (typeof raw !== 'object' || Array.isArray(raw))
+    throw new ConfigError(source, ['(root): must be a mapping of sections']);
+  const fileValues = raw;
+  const copy = structuredClone(raw) as Record<string, unknown>;
+  const references: ReferenceOutcome = { resolved: [], failed: [], problems: [] };
+  resolveFileReferences(copy, [], references);
+  const { settings, problems } = environmentSettings(env);
+  for (const setting of settings) {
+    const value = resolveFileReferences(
+      setting.value,
+      setting.path,
+      references,
+      (path) => `${setting.variable} (${pathText(path)})`,
+    );
+    const problem = applySetting(copy, { ...setting, value });
+    if (problem !== undefined) problems.push(problem);
+  }
+  problems.push(...references.problems);
+  // A value whose file could not be read has its problem already; the schema would judge the reference's text.
+  const failed = references.failed.map(pathText);
+  const unread = ({ path }: Problem) => failed.some((text) => pathText(path).startsWith(text));
+  const provenance: ConfigProvenance = {
+    file,
+    variables: settings.map(({ variable, path }) => ({ variable, path })),
+    fromFiles: new Set(references.resolved.map(pathText)),
+    fileSets: (path) => valueAt(fileValues, path) !== undefined,
+  };
+  const named = ({ path, text }: Problem) => {
+    const variable = variableOf(provenance, path);
+    return variable === undefined ? text : `${text} (set by ${variable})`;
+  };
+  if (!validateConfig(copy))
+    problems.push(
+      ...schemaProblems(validateConfig.errors ?? [], copy)
+        .filter((problem) => !unread(problem))
+        .map(named),
+    );
+  else if (problems.length === 0) problems.push(...valueProblems(copy).map(named));
+  if (problems.length > 0) throw new ConfigError(source, problems);
+  return { config: copy as unknown as GatewayConfig, provenance };
+}
+
+/** validateConfiguration's config alone. */
+export function validateGatewayConfig(raw: unknown, source = 'config', env: NodeJS.ProcessEnv = {}): GatewayConfig {
+  return validateConfiguration(raw, source, env).config;
+}
+
+/** Read, parse and validate a YAML config file (none: the defaults), with the environment's settings. */
+export function loadConfiguration(file: string | undefined, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+  if (file === undefined) return validateConfiguration({}, 'defaults + environment', env);
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -211,5 +413,10 @@ export function loadConfig(file: string | undefined, env: NodeJS.ProcessEnv = pr
   } catch (error) {
     throw new ConfigError(file, [`not valid YAML: ${(error as Error).message}`]);
   }
-  return validateGatewayConfig(parsed, file, env);
+  return validateConfiguration(parsed, file, env, file);
+}
+
+/** Read, parse and validate a YAML config file, with the environment's settings. */
+export function loadConfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  return loadConfiguration(file, env).config;
 }

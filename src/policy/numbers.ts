@@ -10,8 +10,7 @@ export const INT32_MIN = -(2n ** 31n);
 export const INT32_MAX = 2n ** 31n - 1n;
 
 export type IntegerReading =
-  | { readonly ok: true; readonly value: bigint }
-  | { readonly ok: false; readonly reason: string };
+  { readonly ok: true; readonly value: bigint } | { readonly ok: false; readonly reason: string };
 
 const JSON_NUMBER = /^(-)?(0|[1-9]\d*)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 const JAVA_INTEGER = /^[+-]?\d+$/;
@@ -25,13 +24,15 @@ function wholeValue(text: string, maxDigits: number): IntegerReading {
   if (digits === '') return { ok: true, value: 0n };
   // The exponent may be absurdly long: anything beyond a few digits is out of any integer range.
   if (exponentText.replace(/^[+-]?0*/, '').length > 6) {
-    return { ok: false, reason: exponentText.startsWith('-') ? `${text} is not a whole number` : `${text} is out of range` };
+    return {
+      ok: false,
+      reason: exponentText.startsWith('-') ? `${text} is not a whole number` : `${text} is out of range`,
+    };
   }
-  let scale = Number(exponentText) - fraction.length;
-  while (digits.endsWith('0')) {
-    digits = digits.slice(0, -1);
-    scale++;
-  }
+  let significant = digits.length;
+  while (digits.charCodeAt(significant - 1) === 0x30 /* 0 */) significant--;
+  const scale = Number(exponentText) - fraction.length + (digits.length - significant);
+  digits = digits.slice(0, significant);
   if (scale < 0) return { ok: false, reason: `${text} is not a whole number` };
   if (digits.length + scale > maxDigits) return { ok: false, reason: `${text} is out of range` };
   const magnitude = BigInt(digits) * 10n ** BigInt(scale);
@@ -40,7 +41,7 @@ function wholeValue(text: string, maxDigits: number): IntegerReading {
 
 /**
  * Reads a JSON value as circe reads an integer field of the given range.
- * `source` is the number's text as sent (ParsedBody.numberText); without it a JS number is read as is.
+ * `source` is the number's text as sent (RuleContext.numberText); without it a JS number is read as is.
  */
 export function readInteger(value: unknown, source: string | undefined, min: bigint, max: bigint): IntegerReading {
   let reading: IntegerReading;
@@ -48,13 +49,19 @@ export function readInteger(value: unknown, source: string | undefined, min: big
   if (typeof value === 'number') {
     reading = wholeValue(source ?? (Number.isSafeInteger(value) ? String(value) : JSON.stringify(value)), maxDigits);
   } else if (typeof value === 'string') {
-    reading = JSON_NUMBER.test(value) ? wholeValue(value, maxDigits) : JAVA_INTEGER.test(value) && value.replace(/^[+-]?0*/, '').length <= maxDigits
-      ? { ok: true, value: BigInt(value.replace(/^\+/, '')) }
-      : { ok: false, reason: `"${value.length > 40 ? `${value.slice(0, 40)}…` : value}" is not a number` };
+    reading = JSON_NUMBER.test(value)
+      ? wholeValue(value, maxDigits)
+      : JAVA_INTEGER.test(value) && value.replace(/^[+-]?0*/, '').length <= maxDigits
+        ? { ok: true, value: BigInt(value.replace(/^\+/, '')) }
+        : { ok: false, reason: `"${value.length > 40 ? `${value.slice(0, 40)}…` : value}" is not a number` };
   } else {
-    return { ok: false, reason: `expected an integer, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : `a ${typeof value}`}` };
+    return {
+      ok: false,
+      reason: `expected an integer, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : `a ${typeof value}`}`,
+    };
   }
   if (!reading.ok) return reading;
-  if (reading.value < min || reading.value > max) return { ok: false, reason: `${reading.value} is out of range [${min}, ${max}]` };
+  if (reading.value < min || reading.value > max)
+    return { ok: false, reason: `${reading.value} is out of range [${min}, ${max}]` };
   return reading;
 }

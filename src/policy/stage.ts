@@ -4,11 +4,14 @@
 // in a call's route handler and only on the rule-checked routes, whose bodies alone are read (and
 // then forwarded as those exact bytes).
 import type { FastifyRequest } from 'fastify';
+import { decodeBody } from '../body/charset.js';
+import { declaredContentType } from '../body/content-type.js';
+import { parseJsonObject } from '../body/json.js';
+import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Principal, Stage } from '../exchange.js';
 import { pathOf } from '../operations.js';
 import { assertPolicyConfig, createAuthorizer, permissionDeniedError } from './authorization.js';
-import { bodyText, parseJsonBody, readRequestBody } from './json-body.js';
 import { REQUEST_RULES } from './rules/index.js';
 import { toGatewayError, type RequestRule } from './violation.js';
 
@@ -23,7 +26,14 @@ export interface PolicyStage {
 export function createPolicyStage(config: GatewayConfig): PolicyStage {
   assertPolicyConfig(config);
   const authorizer = createAuthorizer(config.policy.rules);
-  const limits = { maxBytes: config.limits.bodyBytes, timeoutMs: config.policy.bodyReadTimeoutMs };
+  // A rule-checked body is read whole and parsed: its own, lower limit (the other routes' bodies stream).
+  const ownLimit = config.policy.maxBodyBytes <= config.limits.bodyBytes;
+  const limits: BodyReadLimits = {
+    maxBytes: ownLimit ? config.policy.maxBodyBytes : config.limits.bodyBytes,
+    maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
+    timeoutMs: config.policy.bodyReadTimeoutMs,
+    timeoutKey: 'policy.bodyReadTimeoutMs',
+  };
   const { maxBodyDepth, requestRules } = config.policy;
 
   const check = (operation: string, principal: Principal | null) => {
@@ -45,8 +55,10 @@ export function createPolicyStage(config: GatewayConfig): PolicyStage {
   async function judge(request: FastifyRequest, rule: RequestRule): Promise<void> {
     const bytes = await readRequestBody(request.raw, limits);
     request.rawBody = bytes;
-    const body = parseJsonBody(bodyText(bytes, request.headers['content-type']), maxBodyDepth);
-    const violation = rule(body.value, { path: pathOf(request.url), principal: request.principal, numberText: body.numberText });
+    const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
+    const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });
+    const context = { path: pathOf(request.url), principal: request.principal, numberText: body.numberText };
+    const violation = rule(body.value, context);
     if (violation !== undefined) throw toGatewayError(violation);
   }
 }

@@ -7,7 +7,6 @@
 // refused connection to 500. Here: bytes in = bytes out, no retries of anything non-idempotent,
 // TLS always verified, every wait bounded.
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
-import { propagation } from '@opentelemetry/api';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
@@ -17,7 +16,7 @@ import { onResponseClose } from '../response-close.js';
 import { gatewayHeaders, writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ErrorCodeLabels } from '../error-codes.js';
-import { parseTraceparent } from '../trace-context.js';
+import { injectTraceContext, traceContextFields } from '../trace-context.js';
 import { readUpload, tooLarge, UploadStream, type UploadLimits } from './upload-body.js';
 import { UploadShares, uploadShareExhausted, uploadsPerCaller } from './upload-shares.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
@@ -38,10 +37,10 @@ export interface ForwarderOptions {
   /** True when the tracing instrumentation injects the gateway's own traceparent upstream. */
   readonly replacesTraceContext: boolean;
   /**
-   * Set when trace context is propagated by hand (src/trace-context.ts): the request's
-   * traceparent for the participant, sent instead of the client's; tracestate and baggage pass as sent.
+   * Set when trace context is propagated without spans (src/trace-context.ts): the request's
+   * `traceContext` is injected in the OTEL_PROPAGATORS formats, instead of the client's headers of those formats.
    */
-  readonly traceparentOf?: (request: FastifyRequest) => string | undefined;
+  readonly propagateTraceContext?: boolean;
   /** Whether answers carry the headers set on the reply (CORS configured; see answer.ts gatewayHeaders). */
   readonly replyHeaders?: boolean;
   /** Whether a connection's peer is a configured trusted proxy (its X-Forwarded-* are kept). */
@@ -57,7 +56,10 @@ export interface Forwarder {
    */
   forward(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** The same call as forward(), answered whole into memory (bounded): for the version cache. */
-  fetchWhole(request: FastifyRequest, maxBytes: number): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
+  fetchWhole(
+    request: FastifyRequest,
+    maxBytes: number,
+  ): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
   /** GET /v2/version with a short bound: does the participant answer at all? */
   probe(timeoutMs: number): Promise<boolean>;
   /** Calls handed to the upstream pool (at most upstream.connections), and calls waiting for one of its connections. */
@@ -81,7 +83,11 @@ function remaining(started: number, timeout: number): number {
 }
 
 function queueTimeout(connections: number, timeout: number): GatewayError {
-  return new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'No connection to the participant became free in time.' }, { reason: `QUEUE_TIMEOUT: every one of the ${connections} upstream connections stayed busy for ${timeout} ms` });
+  return new GatewayError(
+    Errors.GATEWAY_UPSTREAM_UNAVAILABLE,
+    { cause: 'No connection to the participant became free in time.' },
+    { reason: `QUEUE_TIMEOUT: every one of the ${connections} upstream connections stayed busy for ${timeout} ms` },
+  );
 }
 
 /** Keeps an error body's first bytes (the answer itself passes on unchanged). */
@@ -126,18 +132,17 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   };
   const uploadShares = new UploadShares(uploadsPerCaller(config.upstream.connections, config.upstream.uploadShare));
 
-  // With tracing on, the undici instrumentation injects the propagator's headers (traceparent,
-  // tracestate, baggage) for the gateway's client span: the client's copies are dropped, so the
-  // participant receives exactly one of each.
-  // Propagated by hand, only the client's traceparent is replaced.
-  const traceHeaders = options.replacesTraceContext
-    ? new Set(propagation.fields().map((name) => name.toLowerCase()))
-    : options.traceparentOf !== undefined ? new Set(['traceparent']) : undefined;
+  // With tracing on, the undici instrumentation injects the propagators' headers (traceparent,
+  // tracestate, baggage by default) for the gateway's client span; propagated without spans, the
+  // forwarder does. Either way the client's copies are dropped, so the participant receives exactly
+  // one of each.
+  const traceHeaders = options.replacesTraceContext || options.propagateTraceContext ? traceContextFields() : undefined;
   // Every call waits for a slot (upstream-slots.ts) at most until its deadline: upstream.timeoutMs
   // (or its operation's), which also bounds the answer's head.
   const slots = new UpstreamSlots(config.upstream.connections);
 
-  const dropped = (drop: ReadonlySet<string> | undefined) => (traceHeaders === undefined ? drop : drop === undefined ? traceHeaders : new Set([...drop, ...traceHeaders]));
+  const dropped = (drop: ReadonlySet<string> | undefined) =>
+    traceHeaders === undefined ? drop : drop === undefined ? traceHeaders : new Set([...drop, ...traceHeaders]);
 
   /**
    * One upstream call. A keep-alive connection the participant closed just as it was reused fails
@@ -145,23 +150,34 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
    * idempotent, and nothing was answered). Anything else is never retried: a submit that may have
    * reached the participant must not be sent twice.
    */
-  async function requestOnce(idempotent: boolean, dispatch: Parameters<Pool['request']>[0]): ReturnType<Pool['request']> {
+  async function requestOnce(
+    idempotent: boolean,
+    dispatch: Parameters<Pool['request']>[0],
+  ): ReturnType<Pool['request']> {
     try {
       return await pool.request(dispatch);
     } catch (error) {
-      if (!idempotent || !CONNECTION_LOST.has((error as { code?: string }).code ?? '') || (dispatch.signal as AbortSignal | undefined)?.aborted) throw error;
+      if (
+        !idempotent ||
+        !CONNECTION_LOST.has((error as { code?: string }).code ?? '') ||
+        (dispatch.signal as AbortSignal | undefined)?.aborted
+      )
+        throw error;
       return pool.request(dispatch);
     }
   }
 
   function headersFor(request: FastifyRequest, drop?: ReadonlySet<string>): string[] {
-    const traceparent = options.traceparentOf?.(request);
-    // A trace started here (the caller's traceparent missing or invalid) takes no tracestate with
-    // it: the caller's belongs to a trace the participant never hears of (W3C Trace Context §3.3).
-    const orphanedState = traceparent !== undefined && request.headers.tracestate !== undefined
-      && parseTraceparent(request.headers.traceparent)?.traceId !== request.traceContext?.traceId;
-    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwardedFor(request.raw, options.isTrustedProxy), options.replacesTraceContext || orphanedState, dropped(drop));
-    if (traceparent !== undefined) headers.push('traceparent', traceparent);
+    const forwarded = forwardedFor(request.raw, options.isTrustedProxy);
+    const headers = upstreamRequestHeaders(
+      request.raw.rawHeaders,
+      forwarded,
+      options.replacesTraceContext,
+      dropped(drop),
+    );
+    if (options.propagateTraceContext && request.traceContext !== undefined) {
+      injectTraceContext(request.traceContext, headers);
+    }
     return headers;
   }
 
@@ -169,11 +185,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const timeout = timeouts[request.operation.name] ?? defaultTimeout;
     const started = performance.now();
     if (!slots.tryTake()) {
-      await new Promise<void>((resolve, reject) => slots.wait({
-        deadline: started + timeout,
-        start: resolve,
-        expire: () => reject(queueTimeout(slots.size, timeout)),
-      }));
+      await new Promise<void>((resolve, reject) =>
+        slots.wait({
+          deadline: started + timeout,
+          start: resolve,
+          expire: () => reject(queueTimeout(slots.size, timeout)),
+        }),
+      );
     }
     try {
       return await fetchOnce(request, maxBytes, timeout, started);
@@ -211,7 +229,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     } catch (error) {
       throw upstreamFailure(error);
     }
-    return { statusCode: response.statusCode, headers: clientResponseHeaders(response.headers), body: Buffer.concat(chunks, size) };
+    return {
+      statusCode: response.statusCode,
+      headers: clientResponseHeaders(response.headers),
+      body: Buffer.concat(chunks, size),
+    };
   }
 
   /**
@@ -297,7 +319,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         if (stallTimer !== undefined) clearTimeout(stallTimer);
         if (res.writableFinished) return;
         clientLeft = true;
-        if (queued !== undefined) { // never handed to the pool: nothing to cancel there
+        if (queued !== undefined) {
+          // never handed to the pool: nothing to cancel there
           slots.cancel(queued);
           queued = undefined;
           upload?.destroy();
@@ -332,7 +355,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           options.onUpstreamTiming?.(request, (performance.now() - started) / 1000);
           if (statusCode > 599) {
             current.abort(ANSWER_REFUSED);
-            fail(upstreamFailure(Object.assign(new Error(`upstream answered status ${statusCode}`), { code: 'BAD_STATUS' })));
+            fail(
+              upstreamFailure(
+                Object.assign(new Error(`upstream answered status ${statusCode}`), { code: 'BAD_STATUS' }),
+              ),
+            );
             return;
           }
           try {
@@ -344,13 +371,25 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             writeAnswerHead(reply, statusCode, head);
           } catch (error) {
             current.abort(ANSWER_REFUSED);
-            fail(upstreamFailure(Object.assign(new Error(`the participant's answer head cannot be sent on: ${(error as Error).message}`), { code: 'BAD_HEADERS' })));
+            fail(
+              upstreamFailure(
+                Object.assign(
+                  new Error(`the participant's answer head cannot be sent on: ${(error as Error).message}`),
+                  { code: 'BAD_HEADERS' },
+                ),
+              ),
+            );
             return;
           }
           answering = true;
           if (statusCode >= 400) {
             const contentType = headers['content-type'];
-            capture = { chunks: [], size: 0, truncated: false, contentType: typeof contentType === 'string' ? contentType : undefined };
+            capture = {
+              chunks: [],
+              size: 0,
+              truncated: false,
+              contentType: typeof contentType === 'string' ? contentType : undefined,
+            };
           }
           resolve();
         },
@@ -364,19 +403,25 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             // long as it liked: after the call's timeout without progress, the answer is ended.
             // (Not while the answer waits behind an earlier one on a pipelined connection: it has
             // no socket yet, and its wait is that answer's, which has its own timer.)
-            if (res.socket !== null) stallTimer ??= setTimeout(() => {
-              stallTimer = undefined;
-              stalled = true;
-              request.errorCode = ErrorCodeLabels.clientStalled;
-              controller?.abort(CLIENT_STALLED);
-              res.destroy();
-            }, timeout);
+            if (res.socket !== null)
+              stallTimer ??= setTimeout(() => {
+                stallTimer = undefined;
+                stalled = true;
+                request.errorCode = ErrorCodeLabels.clientStalled;
+                controller?.abort(CLIENT_STALLED);
+                res.destroy();
+              }, timeout);
           }
         },
         onResponseEnd() {
           end();
           if (!answering) return;
-          if (capture !== undefined) request.errorCode = upstreamErrorCode(capture.contentType, Buffer.concat(capture.chunks, capture.size), capture.truncated);
+          if (capture !== undefined)
+            request.errorCode = upstreamErrorCode(
+              capture.contentType,
+              Buffer.concat(capture.chunks, capture.size),
+              capture.truncated,
+            );
           res.end();
         },
         onResponseError(_current, error) {
@@ -386,7 +431,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             res.destroy(); // the answer broke off: the client sees the connection end, not a complete answer
             return;
           }
-          if (!clientLeft && error !== ANSWER_REFUSED && retries > 0 && CONNECTION_LOST.has((error as { code?: string }).code ?? '')) {
+          if (
+            !clientLeft &&
+            error !== ANSWER_REFUSED &&
+            retries > 0 &&
+            CONNECTION_LOST.has((error as { code?: string }).code ?? '')
+          ) {
             retries--;
             controller = undefined;
             pool.dispatch(dispatch, handler); // on the same slot
@@ -401,7 +451,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           fail(upstreamFailure(error));
         },
       };
-      if (clientLeft) { // gone already (during an asynchronous stage): nothing to send or queue
+      if (clientLeft) {
+        // gone already (during an asynchronous stage): nothing to send or queue
         upload?.destroy();
         resolve();
         return;
@@ -412,20 +463,22 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         return;
       }
       // Every connection is busy: the call waits for one, at most until its deadline.
-      slots.wait(queued = {
-        deadline: started + timeout,
-        start: () => {
-          queued = undefined;
-          dispatch.headersTimeout = remaining(started, timeout); // the wait counts against it
-          upload?.watchPace();
-          pool.dispatch(dispatch, handler);
-        },
-        expire: () => {
-          queued = undefined;
-          upload?.destroy();
-          fail(queueTimeout(slots.size, timeout));
-        },
-      });
+      slots.wait(
+        (queued = {
+          deadline: started + timeout,
+          start: () => {
+            queued = undefined;
+            dispatch.headersTimeout = remaining(started, timeout); // the wait counts against it
+            upload?.watchPace();
+            pool.dispatch(dispatch, handler);
+          },
+          expire: () => {
+            queued = undefined;
+            upload?.destroy();
+            fail(queueTimeout(slots.size, timeout));
+          },
+        }),
+      );
       // A streamed body that fails while it waits (over the limit) is answered at once; once the
       // call is in the pool, undici reads its failure and aborts the call.
       upload?.once('error', (error) => {

@@ -15,7 +15,7 @@ import type { GatewayError } from '../errors.js';
 import type { Exchange } from '../exchange.js';
 import type { Operation } from '../operations.js';
 import { endUpgradeAnswer } from '../refusal.js';
-import { parseTraceparent } from '../trace-context.js';
+import { injectTraceContext, traceContextFields } from '../trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
@@ -93,9 +93,15 @@ export function forwardedSubprotocols(rawHeaders: readonly string[]): string | u
   return elements.length === 0 ? undefined : elements.join(',');
 }
 
-/** Client headers the upgrade does not forward as sent (the gateway sends its own line for each). */
-const REWRITTEN: ReadonlySet<string> = new Set(['sec-websocket-protocol']);
-const REWRITTEN_AND_TRACEPARENT: ReadonlySet<string> = new Set(['sec-websocket-protocol', 'traceparent']);
+let rewrittenHeaders: ReadonlySet<string> | undefined;
+/**
+ * Client headers the upgrade does not forward as sent (the gateway sends its own line for each):
+ * Sec-WebSocket-Protocol and the headers the OTEL_PROPAGATORS formats read or write.
+ */
+function rewritten(): ReadonlySet<string> {
+  rewrittenHeaders ??= new Set(['sec-websocket-protocol', ...traceContextFields()]);
+  return rewrittenHeaders;
+}
 
 export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSocketTunnels {
   const base = new URL(options.upstreamUrl);
@@ -111,17 +117,17 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
   function open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: TunnelOutcome): void {
     const request = exchange.raw;
     const operation = exchange.operation;
-    // Upgrades get no server span: the telemetry stage continued (or started) the trace by hand, and
-    // the participant gets exactly one traceparent naming the gateway's hop (src/trace-context.ts).
+    // Upgrades get no server span: the telemetry stage continued (or started) the trace without one,
+    // and the participant is told the gateway's hop in the OTEL_PROPAGATORS formats (src/trace-context.ts).
     const traceparent = exchange.traceresponse!;
-    const continued = parseTraceparent(request.headers.traceparent) !== undefined;
-    // The client's traceparent is replaced; its tracestate goes on only with the trace it belongs to.
+    // The client's trace headers are replaced by the gateway's hop (its tracestate goes on only with
+    // the trace it belongs to).
     const forwarded = forwardedFor(request, options.isTrustedProxy);
-    const rewritten = continued ? REWRITTEN_AND_TRACEPARENT : REWRITTEN;
-    const headers = upstreamRequestHeaders(request.rawHeaders, forwarded, !continued, rewritten);
+    const headers = upstreamRequestHeaders(request.rawHeaders, forwarded, false, rewritten());
     // An array of headers makes Node send them as given, without a Host of its own.
     const upgrade = request.headers.upgrade ?? 'websocket';
-    headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', upgrade, 'traceparent', traceparent);
+    headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', upgrade);
+    if (exchange.traceContext !== undefined) injectTraceContext(exchange.traceContext, headers);
     const subprotocols = forwardedSubprotocols(request.rawHeaders);
     if (subprotocols !== undefined) headers.push('Sec-WebSocket-Protocol', subprotocols);
     const upstream = transport.request({
@@ -139,7 +145,9 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
     });
     const onClientGone = () => upstream.destroy();
     socket.once('close', onClientGone);
-    upstream.once('timeout', () => upstream.destroy(Object.assign(new Error('upgrade timed out'), { code: 'UND_ERR_HEADERS_TIMEOUT' })));
+    upstream.once('timeout', () =>
+      upstream.destroy(Object.assign(new Error('upgrade timed out'), { code: 'UND_ERR_HEADERS_TIMEOUT' })),
+    );
     let answered = false;
     upstream.on('error', (error) => {
       socket.off('close', onClientGone);
@@ -162,7 +170,10 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
         captured += chunk.length;
       });
       response.once('close', () => {
-        exchange.errorCode = status >= 400 ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES) : null;
+        exchange.errorCode =
+          status >= 400
+            ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES)
+            : null;
         outcome.answered(status);
       });
       response.on('error', () => socket.destroy());

@@ -7,8 +7,9 @@
 // OTEL_TRACES_EXPORTER). One difference from the SDK's defaults: without an exporter named
 // (no OTEL_TRACES_EXPORTER, no OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) nothing is exported, instead
 // of sending to localhost:4318, and the SDK is not started at all: spans nobody receives cost a
-// fifth or more of a proxied call's CPU. Trace context is then propagated by hand
-// (src/trace-context.ts): continued, given to the participant and returned in `traceresponse`.
+// fifth or more of a proxied call's CPU. Trace context is then propagated without a span
+// (src/trace-context.ts): continued, given to the participant and returned in `traceresponse`. Either
+// way the propagators are the ones OTEL_PROPAGATORS names (trace-context.ts builds them once).
 import { FastifyOtelInstrumentation } from '@fastify/otel';
 import { ProxyTracerProvider, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -16,10 +17,16 @@ import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { ATTR_SERVICE_VERSION, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } from '@opentelemetry/semantic-conventions';
+import {
+  ATTR_SERVICE_VERSION,
+  ATTR_URL_FULL,
+  ATTR_URL_PATH,
+  ATTR_URL_QUERY,
+} from '@opentelemetry/semantic-conventions';
 import type { FastifyPluginCallback } from 'fastify';
 import { BUILD_VERSION, SERVICE_NAME } from './build-info.js';
 import { holdServerSpan } from './server-span.js';
+import { configuredPropagation } from '../trace-context.js';
 
 export interface TracingOptions {
   /** Export spans as OTLP/HTTP JSON to this URL (tests), whatever the environment says. */
@@ -32,8 +39,10 @@ export interface Tracing {
    * is exported: no span exists, and the telemetry stage propagates the context by hand.
    */
   readonly fastifyPlugin: FastifyPluginCallback | undefined;
-  /** Whether spans leave the process; false: context is propagated (by hand), nothing is exported. */
+  /** Whether spans leave the process; false: context is propagated (without spans), nothing is exported. */
   readonly exporting: boolean;
+  /** The OTEL_PROPAGATORS names in use, and those given that no propagator answers to. */
+  readonly propagators: { readonly names: readonly string[]; readonly unknown: readonly string[] };
   /** Export the spans ended so far (tests, shutdown). */
   forceFlush(): Promise<void>;
   shutdown(): Promise<void>;
@@ -50,12 +59,15 @@ const PLAIN_NAME = /^[\w.\-[\]%]{1,64}$/;
  */
 export function redactQuery(query: string): string {
   if (query === '') return '';
-  return query.split('&').map((pair) => {
-    const equals = pair.indexOf('=');
-    if (equals === -1) return pair === '' ? '' : 'REDACTED';
-    const name = pair.slice(0, equals);
-    return `${name === '' || PLAIN_NAME.test(name) ? name : 'REDACTED'}=REDACTED`;
-  }).join('&');
+  return query
+    .split('&')
+    .map((pair) => {
+      const equals = pair.indexOf('=');
+      if (equals === -1) return pair === '' ? '' : 'REDACTED';
+      const name = pair.slice(0, equals);
+      return `${name === '' || PLAIN_NAME.test(name) ? name : 'REDACTED'}=REDACTED`;
+    })
+    .join('&');
 }
 
 let active: Tracing | undefined;
@@ -71,26 +83,34 @@ function isTrue(value: string | undefined): boolean {
 
 /** Whether the environment names a trace exporter (then the SDK builds it from OTEL_*). */
 export function environmentExportsTraces(env: NodeJS.ProcessEnv): boolean {
-  const exporters = (env.OTEL_TRACES_EXPORTER ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '');
+  const exporters = (env.OTEL_TRACES_EXPORTER ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
   if (exporters.length > 0) return exporters[0] !== 'none';
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
 }
 
 function namesService(env: NodeJS.ProcessEnv): boolean {
-  return Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(?:^|,)\s*service\.name\s*=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
+  return (
+    Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(?:^|,)\s*service\.name\s*=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '')
+  );
 }
 
 /**
- * Starts tracing once per process and returns it: the SDK when spans are exported, propagation by
- * hand when not; undefined when OTEL_SDK_DISABLED=true (then no trace context is touched and the
+ * Starts tracing once per process and returns it: the SDK when spans are exported, propagation
+ * without spans when not; undefined when OTEL_SDK_DISABLED=true (then no trace context is touched and the
  * client's traceparent is forwarded as it came).
  */
 export function startTracing(options: TracingOptions = {}): Tracing | undefined {
   if (active !== undefined) return active;
   const env = process.env;
   if (isTrue(env.OTEL_SDK_DISABLED)) return undefined;
+  const propagation = configuredPropagation();
+  const propagators = { names: propagation.names, unknown: propagation.unknown };
   if (options.exporterUrl === undefined && !environmentExportsTraces(env)) {
-    active = { fastifyPlugin: undefined, exporting: false, forceFlush: async () => {}, shutdown: async () => {} };
+    const nothing = async () => {};
+    active = { fastifyPlugin: undefined, exporting: false, propagators, forceFlush: nothing, shutdown: nothing };
     return active;
   }
 
@@ -108,7 +128,10 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
       if (end !== -1) {
         const hash = target.indexOf('#', end);
         const query = target[end] === '?' ? target.slice(end + 1, hash === -1 ? undefined : hash) : undefined;
-        span.setAttributes({ [ATTR_URL_PATH]: target.slice(0, end), ...(query !== undefined && { [ATTR_URL_QUERY]: redactQuery(query) }) });
+        span.setAttributes({
+          [ATTR_URL_PATH]: target.slice(0, end),
+          ...(query !== undefined && { [ATTR_URL_QUERY]: redactQuery(query) }),
+        });
       }
       holdServerSpan(request, span);
     },
@@ -122,19 +145,25 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
       const question = request.path.indexOf('?');
       if (question === -1) return {};
       const query = redactQuery(request.path.slice(question + 1));
-      return { [ATTR_URL_FULL]: `${request.origin}${request.path.slice(0, question)}?${query}`, [ATTR_URL_QUERY]: query };
+      return {
+        [ATTR_URL_FULL]: `${request.origin}${request.path.slice(0, question)}?${query}`,
+        [ATTR_URL_QUERY]: query,
+      };
     },
   });
 
   // Without exporterUrl the SDK builds the exporter the environment names.
-  const spanProcessors: SpanProcessor[] | undefined = options.exporterUrl === undefined
-    ? undefined
-    : [new BatchSpanProcessor(new OTLPTraceExporter({ url: options.exporterUrl }), { scheduledDelayMillis: 200 })];
+  const spanProcessors: SpanProcessor[] | undefined =
+    options.exporterUrl === undefined
+      ? undefined
+      : [new BatchSpanProcessor(new OTLPTraceExporter({ url: options.exporterUrl }), { scheduledDelayMillis: 200 })];
 
   const sdk = new NodeSDK({
     ...(namesService(env) ? {} : { serviceName: SERVICE_NAME }),
     resource: defaultResource().merge(resourceFromAttributes({ [ATTR_SERVICE_VERSION]: BUILD_VERSION })),
     instrumentations: [fastifyOtel, undici],
+    // The propagators the spanless path uses (trace-context.ts), not the SDK's own reading of OTEL_PROPAGATORS.
+    textMapPropagator: propagation.propagator,
     ...(spanProcessors !== undefined && { spanProcessors }),
     // Metrics are prom-client's (admin /metrics) and logs are pino's.
     metricReaders: [],
@@ -144,11 +173,14 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
 
   const provider = () => {
     const global = trace.getTracerProvider();
-    return (global instanceof ProxyTracerProvider ? global.getDelegate() : global) as { forceFlush?: () => Promise<void> };
+    return (global instanceof ProxyTracerProvider ? global.getDelegate() : global) as {
+      forceFlush?: () => Promise<void>;
+    };
   };
   active = {
     fastifyPlugin: fastifyOtel.plugin(),
     exporting: true,
+    propagators,
     forceFlush: async () => {
       await provider().forceFlush?.();
     },

@@ -9,20 +9,20 @@ import {
   isObject,
   missingField,
   nonPositiveOffset,
+  requestRule,
   wrongType,
-  type RequestRule,
   type Violation,
 } from '../violation.js';
 import { decodeUpdateFormat, validateUpdateFormat } from './formats.js';
 
-export const getUpdateByOffsetRule: RequestRule = (body, context): Violation | undefined => {
+export const getUpdateByOffsetRule = requestRule(['offset'], (body, context): Violation | undefined => {
   if (!isObject(body)) return wrongType('', 'an object', body);
 
   // What the JSON decoder refuses (relaxed decoding: an absent offset is 0, absent formats None).
   const rawOffset = field(body, 'offset');
   let offset = 0n;
   if (rawOffset !== undefined) {
-    const reading = readInteger(rawOffset, context.numberText(body, 'offset'), INT64_MIN, INT64_MAX);
+    const reading = readInteger(rawOffset, context.numberText('offset'), INT64_MIN, INT64_MAX);
     if (!reading.ok) return decodeFailure(`${reading.reason}; the offset must be an integer (int64)`, 'offset');
     offset = reading.value;
   }
@@ -36,4 +36,4 @@ export const getUpdateByOffsetRule: RequestRule = (body, context): Violation | u
   if (offset <= 0n) return nonPositiveOffset('offset', offset.toString());
   if (!isObject(updateFormat)) return missingField('update_format');
   return validateUpdateFormat(updateFormat);
-};
+});

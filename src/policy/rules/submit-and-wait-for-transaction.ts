@@ -14,10 +14,10 @@ import {
   missingRequired,
   optionalOfType,
   optionalStringArray,
+  requestRule,
   variantKeys,
   wrongType,
   type JsonObject,
-  type RequestRule,
   type RuleContext,
   type Violation,
 } from '../violation.js';
@@ -79,8 +79,9 @@ function checkCommand(command: unknown, path: string, phase: 'decode' | 'validat
   let first: Violation | undefined;
   for (const variant of present) {
     const payload = command[variant];
-    const problem = decodeCommand(variant, payload, join(path, variant))
-      ?? (phase === 'validate' ? validateCommand(variant, payload as JsonObject) : undefined);
+    const problem =
+      decodeCommand(variant, payload, join(path, variant)) ??
+      (phase === 'validate' ? validateCommand(variant, payload as JsonObject) : undefined);
     if (problem === undefined) return undefined;
     first ??= problem;
   }
@@ -90,10 +91,13 @@ function checkCommand(command: unknown, path: string, phase: 'decode' | 'validat
 /** google.protobuf.Duration: seconds (int64) and nanos (int32), both optional. */
 function decodeDuration(value: unknown, path: string, context: RuleContext): Violation | undefined {
   if (!isObject(value)) return wrongType(path, 'an object', value);
-  for (const [name, min, max] of [['seconds', INT64_MIN, INT64_MAX], ['nanos', INT32_MIN, INT32_MAX]] as const) {
+  for (const [name, min, max] of [
+    ['seconds', INT64_MIN, INT64_MAX],
+    ['nanos', INT32_MIN, INT32_MAX],
+  ] as const) {
     const raw = field(value, name);
     if (isAbsent(raw)) continue;
-    const reading = readInteger(raw, context.numberText(value, name), min, max);
+    const reading = readInteger(raw, context.numberText(join(path, name)), min, max);
     if (!reading.ok) return decodeFailure(reading.reason, join(path, name));
   }
   return undefined;
@@ -113,10 +117,12 @@ function decodeDeduplicationPeriod(value: unknown, path: string, context: RuleCo
       else {
         const inner = field(payload, 'value');
         if (inner === undefined) problem = missingRequired(join(variantPath, 'value'));
-        else if (variant === 'DeduplicationDuration') problem = decodeDuration(inner, join(variantPath, 'value'), context);
+        else if (variant === 'DeduplicationDuration')
+          problem = decodeDuration(inner, join(variantPath, 'value'), context);
         else {
-          const reading = readInteger(inner, context.numberText(payload, 'value'), INT64_MIN, INT64_MAX);
-          if (!reading.ok) problem = decodeFailure(`${reading.reason}; expected an offset (int64)`, join(variantPath, 'value'));
+          const reading = readInteger(inner, context.numberText(join(variantPath, 'value')), INT64_MIN, INT64_MAX);
+          if (!reading.ok)
+            problem = decodeFailure(`${reading.reason}; expected an offset (int64)`, join(variantPath, 'value'));
         }
       }
     }
@@ -149,16 +155,17 @@ function decodeCommands(commands: JsonObject, context: RuleContext): Violation |
   if (typeof commandId !== 'string') return wrongType('commands.commandId', 'a string', commandId);
   const actAs = field(commands, 'actAs');
   if (isAbsent(actAs)) return missingRequired('commands.actAs');
-  const typeProblem = optionalStringArray(commands, 'actAs', 'commands')
-    ?? optionalStringArray(commands, 'readAs', 'commands')
-    ?? optionalOfType(commands, 'userId', 'commands', 'string')
-    ?? optionalOfType(commands, 'workflowId', 'commands', 'string')
-    ?? optionalOfType(commands, 'submissionId', 'commands', 'string')
-    ?? optionalOfType(commands, 'synchronizerId', 'commands', 'string')
-    ?? optionalOfType(commands, 'minLedgerTimeAbs', 'commands', 'string')
-    ?? optionalStringArray(commands, 'packageIdSelectionPreference', 'commands')
-    ?? decodeObjectArray(commands, 'disclosedContracts')
-    ?? decodeObjectArray(commands, 'prefetchContractKeys');
+  const typeProblem =
+    optionalStringArray(commands, 'actAs', 'commands') ??
+    optionalStringArray(commands, 'readAs', 'commands') ??
+    optionalOfType(commands, 'userId', 'commands', 'string') ??
+    optionalOfType(commands, 'workflowId', 'commands', 'string') ??
+    optionalOfType(commands, 'submissionId', 'commands', 'string') ??
+    optionalOfType(commands, 'synchronizerId', 'commands', 'string') ??
+    optionalOfType(commands, 'minLedgerTimeAbs', 'commands', 'string') ??
+    optionalStringArray(commands, 'packageIdSelectionPreference', 'commands') ??
+    decodeObjectArray(commands, 'disclosedContracts') ??
+    decodeObjectArray(commands, 'prefetchContractKeys');
   if (typeProblem !== undefined) return typeProblem;
   const minLedgerTimeRel = field(commands, 'minLedgerTimeRel');
   if (!isAbsent(minLedgerTimeRel)) {
@@ -172,13 +179,23 @@ function decodeCommands(commands: JsonObject, context: RuleContext): Violation |
   }
   const passes = field(commands, 'tapsMaxPasses');
   if (!isAbsent(passes)) {
-    const reading = readInteger(passes, context.numberText(commands, 'tapsMaxPasses'), INT32_MIN, INT32_MAX);
+    const reading = readInteger(passes, context.numberText('commands.tapsMaxPasses'), INT32_MIN, INT32_MAX);
     if (!reading.ok) return decodeFailure(`${reading.reason}; expected an integer (int32)`, 'commands.tapsMaxPasses');
   }
   return undefined;
 }
 
-export const submitAndWaitForTransactionRule: RequestRule = (body, context): Violation | undefined => {
+/** The integers judged on their exact digits: durations, the deduplication offset, tapsMaxPasses. */
+const EXACT_NUMBERS = [
+  'commands.tapsMaxPasses',
+  'commands.minLedgerTimeRel.seconds',
+  'commands.minLedgerTimeRel.nanos',
+  'commands.deduplicationPeriod.DeduplicationDuration.value.seconds',
+  'commands.deduplicationPeriod.DeduplicationDuration.value.nanos',
+  'commands.deduplicationPeriod.DeduplicationOffset.value',
+];
+
+export const submitAndWaitForTransactionRule = requestRule(EXACT_NUMBERS, (body, context): Violation | undefined => {
   if (!isObject(body)) return wrongType('', 'an object', body);
 
   // What the JSON decoder refuses.
@@ -207,4 +224,4 @@ export const submitAndWaitForTransactionRule: RequestRule = (body, context): Vio
     if (problem !== undefined) return problem;
   }
   return isObject(transactionFormat) ? validateTransactionFormat(transactionFormat) : undefined;
-};
+});

@@ -4,7 +4,15 @@
 // CommandSubmissionServiceAuthorization, InteractiveSubmissionServiceAuthorization). Absent or empty,
 // the participant takes the token's user. Only that is judged on these routes: the rest of their
 // bodies is the participant's to refuse.
-import { field, isObject, permissionDenied, type RequestRule, type RuleContext, type Violation } from '../violation.js';
+import {
+  field,
+  isObject,
+  permissionDenied,
+  requestRule,
+  type RequestRule,
+  type RuleContext,
+  type Violation,
+} from '../violation.js';
 
 /** A redacted PERMISSION_DENIED when `userId` (at `path`) names another user than the token's. */
 export function otherUserViolation(userId: unknown, path: string, context: RuleContext): Violation | undefined {
@@ -16,8 +24,9 @@ export function otherUserViolation(userId: unknown, path: string, context: RuleC
 /** The rule for a body whose userId sits at its top level, or in the object under `holder`. */
 export function submittingUserRule(holder?: string): RequestRule {
   const path = holder === undefined ? 'userId' : `${holder}.userId`;
-  return (body, context) => {
+  // No number on these routes is judged: none needs its exact digits.
+  return requestRule([], (body, context) => {
     const commands = holder !== undefined && isObject(body) ? field(body, holder) : body;
     return isObject(commands) ? otherUserViolation(field(commands, 'userId'), path, context) : undefined;
-  };
+  });
 }

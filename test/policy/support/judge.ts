@@ -1,12 +1,12 @@
-// Runs a request rule the way the gateway does: JSON text -> parseJsonBody -> rule.
-import { parseJsonBody } from '../../../src/policy/json-body.js';
+// Runs a request rule the way the gateway does: JSON text -> parseJsonObject -> rule.
+import { parseJsonObject } from '../../../src/body/json.js';
 import type { Principal } from '../../../src/exchange.js';
 import type { RequestRule, RuleContext, Violation } from '../../../src/policy/violation.js';
 import { toJsonText } from './openapi-arbitrary.js';
 
 export function judge(rule: RequestRule, body: unknown, context: Partial<RuleContext> = {}): Violation | undefined {
   const text = typeof body === 'string' ? body : toJsonText(body);
-  const parsed = parseJsonBody(text, 512);
+  const parsed = parseJsonObject(text, { maxDepth: 512, exactNumbers: rule.exactNumbers });
   return rule(parsed.value, { path: '/', principal: null, numberText: parsed.numberText, ...context });
 }
 

@@ -1,0 +1,253 @@
+// The participant's identity provider configs (POST/PATCH/DELETE /v2/idps), trusted at the edge as
+// the participant trusts them: each active one by its issuer, its jwksUrl and its audience when set
+// (Canton `IdentityProviderAwareAuthService.scala`); a deactivated one is dropped. The list is fetched
+// at start, every refreshIntervalSeconds, and at once after a change made through the gateway.
+import { readFileSync } from 'node:fs';
+import { Counter, type Registry } from 'prom-client';
+import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
+import type { Readiness } from '../health.js';
+import type { LiveConfig } from '../live-config.js';
+import { NamedOperations } from '../operations.js';
+import { resolveAuthConfig } from './config.js';
+
+/** An identity provider config as GET /v2/idps lists it (Canton's JSON API `IdentityProviderConfig`). */
+interface ListedIdentityProvider {
+  readonly identityProviderId: string;
+  readonly isDeactivated: boolean;
+  readonly issuer: string;
+  readonly jwksUrl: string;
+  readonly audience: string;
+}
+
+export interface ParticipantIdentityProviders {
+  /** Fetches the list now (one fetch at a time: a call made while one runs waits for the next one). */
+  refresh(reason: string): Promise<void>;
+  /** The first list was fetched and applied (readiness check `participantIdps`). */
+  hasList(): boolean;
+  /** Why the last refresh failed, until one succeeds (readiness details). */
+  lastFailure(): string | undefined;
+  /**
+   * A change (POST, PATCH or DELETE /v2/idps...) goes to the participant: until its answer is sent and,
+   * when that answer is a success, the list refreshed, pendingChange() holds authentication, so the
+   * change holds at the edge from the client's next call on. Call the returned function with the answer's status.
+   */
+  beginChange(): (statusCode: number) => void;
+  /** What authentication waits for while a change is under way (bounded), else undefined. */
+  pendingChange(): Promise<void> | undefined;
+  close(): void;
+}
+
+export interface ParticipantIdentityProvidersOptions {
+  readonly upstreamUrl: string;
+  readonly config: GatewayConfig['auth']['participantIdentityProviders'];
+  /** Bound on one GET /v2/idps. */
+  readonly fetchTimeoutMs: number;
+  /** Checks one listed IdP as a configured issuer would be checked (auth/config.ts); a problem drops it. */
+  readonly issuerProblem: (issuer: IssuerConfig) => string | undefined;
+  /** Swaps in the issuers of the active IdPs; rejects when they cannot serve (the last set stays). */
+  readonly apply: (issuers: readonly IssuerConfig[]) => Promise<void>;
+  readonly registry: Registry;
+  /** Bound on how long authentication waits for a change (its answer and the refresh after it). */
+  readonly changeBoundMs: number;
+  readonly log: { info(details: object, message: string): void; warn(details: object, message: string): void };
+}
+
+function isListedIdentityProvider(value: unknown): value is ListedIdentityProvider {
+  const idp = value as Record<string, unknown> | null;
+  return (
+    typeof idp === 'object' &&
+    idp !== null &&
+    typeof idp.identityProviderId === 'string' &&
+    typeof idp.issuer === 'string' &&
+    typeof idp.jwksUrl === 'string'
+  );
+}
+
+/** The issuers the participant trusts through its IdP configs: the active ones, as issuer entries. */
+export function issuersOfIdentityProviders(listed: readonly unknown[]): IssuerConfig[] {
+  return listed
+    .filter(isListedIdentityProvider)
+    .filter((idp) => idp.isDeactivated !== true)
+    .map((idp) => ({
+      issuer: idp.issuer,
+      jwksUrl: idp.jwksUrl,
+      ...(typeof idp.audience === 'string' && idp.audience !== '' && { audience: idp.audience }),
+    }));
+}
+
+/** Checks an IdP's issuer entry with the configured issuers' rules (auth/config.ts), alone. */
+export function identityProviderProblem(config: GatewayConfig, issuer: IssuerConfig): string | undefined {
+  try {
+    resolveAuthConfig({ ...config, auth: { ...config.auth, issuers: [issuer] } });
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
+export function createParticipantIdentityProviders(
+  options: ParticipantIdentityProvidersOptions,
+): ParticipantIdentityProviders {
+  const { config, log } = options;
+  const refreshes = new Counter({
+    name: 'ledger_gateway_participant_idp_refreshes_total',
+    help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
+    labelNames: ['result'] as const,
+    registers: [options.registry],
+  });
+  // Changes under way, and the promise authentication waits for meanwhile.
+  let openChanges = 0;
+  let changeSettled: Promise<void> | undefined;
+  let settleChange: (() => void) | undefined;
+  // A change's wait is bounded: the participant's answer, then one list fetch and its key sets.
+  const changeBoundMs = options.changeBoundMs;
+  const listUrl = `${options.upstreamUrl.replace(/\/$/, '')}/v2/idps`;
+  let applied: string | undefined;
+  let running: Promise<void> | undefined;
+  let queued: Promise<void> | undefined;
+  let closed = false;
+  let failure: string | undefined;
+
+  async function list(): Promise<unknown[]> {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    // Read at each use: a mounted secret is rotated in place.
+    if (config.tokenFile !== undefined)
+      headers.authorization = `Bearer ${readFileSync(config.tokenFile, 'utf8').trim()}`;
+    const answer = await fetch(listUrl, { headers, signal: AbortSignal.timeout(options.fetchTimeoutMs) });
+    if (!answer.ok) {
+      await answer.body?.cancel();
+      throw new Error(`GET /v2/idps answered ${answer.status}`);
+    }
+    const body = (await answer.json()) as { identityProviderConfigs?: unknown };
+    if (!Array.isArray(body.identityProviderConfigs))
+      throw new Error('GET /v2/idps answered without identityProviderConfigs');
+    return body.identityProviderConfigs as unknown[];
+  }
+
+  async function fetchAndApply(reason: string): Promise<void> {
+    try {
+      const issuers = issuersOfIdentityProviders(await list()).filter((issuer) => {
+        const problem = options.issuerProblem(issuer);
+        if (problem !== undefined)
+          log.warn({ issuer: issuer.issuer, problem }, 'participant identity provider not trusted at the edge');
+        return problem === undefined;
+      });
+      const fingerprint = JSON.stringify(issuers);
+      if (fingerprint !== applied) {
+        await options.apply(issuers);
+        applied = fingerprint;
+        log.info({ reason, issuers: issuers.map((issuer) => issuer.issuer) }, 'participant identity providers applied');
+      }
+      refreshes.inc({ result: 'success' });
+      failure = undefined;
+    } catch (error) {
+      refreshes.inc({ result: 'failure' });
+      failure = `the last refresh (${reason}) failed: ${(error as Error).message}; the last known set stays`;
+      log.warn(
+        { reason, err: (error as Error).message },
+        'participant identity providers: cannot refresh; the last known set stays',
+      );
+    }
+  }
+
+  function refresh(reason: string): Promise<void> {
+    if (closed) return Promise.resolve();
+    if (running === undefined) {
+      running = fetchAndApply(reason).finally(() => {
+        running = undefined;
+      });
+      return running;
+    }
+    // A change answered while a fetch runs may not be in that fetch's list: one more follows it.
+    queued ??= running.then(() => {
+      queued = undefined;
+      return refresh(reason);
+    });
+    return queued;
+  }
+
+  const timer = setInterval(() => void refresh('interval'), config.refreshIntervalSeconds * 1_000);
+  timer.unref();
+  function beginChange(): (statusCode: number) => void {
+    openChanges++;
+    if (changeSettled === undefined) {
+      changeSettled = new Promise<void>((resolve) => {
+        const bound = setTimeout(resolve, changeBoundMs);
+        bound.unref();
+        settleChange = () => {
+          clearTimeout(bound);
+          resolve();
+        };
+      }).finally(() => {
+        changeSettled = undefined;
+        settleChange = undefined;
+      });
+    }
+    const settled = changeSettled;
+    let ended = false;
+    return (statusCode) => {
+      if (ended) return;
+      ended = true;
+      const done = () => {
+        openChanges--;
+        if (openChanges === 0 && changeSettled === settled) settleChange?.();
+      };
+      if (statusCode >= 200 && statusCode < 300) void refresh('change').finally(done);
+      else done();
+    };
+  }
+
+  return {
+    refresh,
+    hasList: () => applied !== undefined,
+    lastFailure: () => failure,
+    beginChange,
+    pendingChange: () => changeSettled,
+    close() {
+      closed = true;
+      clearInterval(timer);
+    },
+  };
+}
+
+/** The operations that change the participant's identity provider configs. */
+export const IDENTITY_PROVIDER_CHANGES: ReadonlySet<string> = new Set([
+  'postV2Idps',
+  'deleteV2IdpsIdp-id',
+  NamedOperations.updateIdentityProviderConfig,
+]);
+
+export interface ParticipantTrustOptions {
+  readonly upstreamUrl: string;
+  readonly registry: Registry;
+  readonly log: ParticipantIdentityProvidersOptions['log'];
+  readonly readiness: Readiness;
+  /** The fingerprint of the configuration now running (it covers the participant's issuers). */
+  readonly running: (fingerprint: string) => void;
+}
+
+/** Keeps `live`'s participant issuers in step with the participant's IdP configs, from start on. */
+export function trustParticipantIdentityProviders(
+  live: LiveConfig,
+  options: ParticipantTrustOptions,
+): ParticipantIdentityProviders {
+  const config = live.current.config;
+  const fetchTimeoutMs = config.auth.keySets.fetchTimeoutMs;
+  const idps = createParticipantIdentityProviders({
+    upstreamUrl: options.upstreamUrl,
+    config: config.auth.participantIdentityProviders,
+    fetchTimeoutMs,
+    // The participant's answer, one list fetch, its key sets: each bounded.
+    changeBoundMs:
+      Math.max(config.upstream.timeoutMs, ...Object.values(config.upstream.operationTimeoutsMs)) + 3 * fetchTimeoutMs,
+    issuerProblem: (issuer) => identityProviderProblem(live.current.config, issuer),
+    apply: async (issuers) => options.running((await live.setParticipantIssuers(issuers)).fingerprint),
+    registry: options.registry,
+    log: options.log,
+  });
+  live.holdAuthenticationWhile(() => idps.pendingChange());
+  // Unready until one list was applied; a failed refresh after that keeps the last set (and readiness).
+  options.readiness.add({ name: 'participantIdps', ready: () => idps.hasList(), detail: () => idps.lastFailure() });
+  void idps.refresh('start');
+  return idps;
+}

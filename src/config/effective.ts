@@ -1,0 +1,75 @@
+// The effective configuration as `--check` prints it: every default filled in, each key set by an
+// environment variable marked with its name, and every secret redacted (the keys the schema marks
+// `secret`, and every value read from a file with ${file:...}).
+import { Document, isMap, isScalar } from 'yaml';
+import type { ConfigProvenance } from './provenance.js';
+import { namedKeys, pathText, schemaAt, type KeyPath } from './schema-paths.js';
+import type { GatewayConfig } from './schema.js';
+
+export const REDACTED = 'REDACTED';
+
+/**
+ * A redacted secret: a URL keeps its scheme, host, port and path (the user information is the
+ * secret), anything else is REDACTED.
+ */
+export function redactSecret(value: unknown): unknown {
+  if (typeof value !== 'string') return REDACTED;
+  if (/^[a-z][a-z\d+.-]*:\/\//i.test(value)) {
+    try {
+      const url = new URL(value);
+      if (url.host !== '') {
+        const credentials = url.username !== '' || url.password !== '';
+        const path = url.pathname === '/' && !value.endsWith('/') ? '' : url.pathname;
+        // A query may carry a password too (ioredis reads ?password=).
+        const query = url.search === '' ? '' : `?${REDACTED}`;
+        return `${url.protocol}//${credentials ? `${REDACTED}@` : ''}${url.host}${path}${query}`;
+      }
+    } catch {
+      // not a URL after all: redacted whole
+    }
+  }
+  return REDACTED;
+}
+
+function redactInPlace(value: unknown, path: KeyPath, provenance: ConfigProvenance): unknown {
+  if (provenance.fromFiles.has(pathText(path)) || schemaAt(path)?.secret === true) return redactSecret(value);
+  if (Array.isArray(value)) return value.map((item, index) => redactInPlace(item, [...path, index], provenance));
+  if (value !== null && typeof value === 'object') {
+    // In the schema's order (the environment's settings were added last).
+    const order = namedKeys(schemaAt(path));
+    const rank = (key: string) => (order.includes(key) ? order.indexOf(key) : order.length);
+    const entries = Object.entries(value).sort(([a], [b]) => rank(a) - rank(b));
+    return Object.fromEntries(entries.map(([key, child]) => [key, redactInPlace(child, [...path, key], provenance)]));
+  }
+  return value;
+}
+
+/** A copy of the config with every secret redacted. */
+export function redactedConfig(config: GatewayConfig, provenance: ConfigProvenance): Record<string, unknown> {
+  return redactInPlace(config, [], provenance) as Record<string, unknown>;
+}
+
+/** The key of the pair at `path` (where a comment on the whole entry goes), or the scalar value itself. */
+function commentTarget(
+  document: Document,
+  path: KeyPath,
+): { commentBefore?: string | null; comment?: string | null } | undefined {
+  const value = document.getIn(path, true);
+  if (isScalar(value)) return value;
+  const parent = document.getIn(path.slice(0, -1), true);
+  if (!isMap(parent)) return undefined;
+  const pair = parent.items.find((item) => isScalar(item.key) && item.key.value === path.at(-1));
+  return pair !== undefined && isScalar(pair.key) ? pair.key : undefined;
+}
+
+/** The effective configuration as YAML, secrets redacted, keys set from the environment commented with the variable. */
+export function effectiveConfigYaml(config: GatewayConfig, provenance: ConfigProvenance): string {
+  const document = new Document(redactedConfig(config, provenance));
+  for (const { variable, path } of provenance.variables) {
+    const target = commentTarget(document, path);
+    if (target === undefined) continue;
+    if (isScalar(document.getIn(path, true))) target.comment = ` ${variable}`;
+    else target.commentBefore = ` ${variable}`;
+  }
+  return document.toString({ lineWidth: 0 });
+}

@@ -1,0 +1,316 @@
+// Live configuration: the stages that follow the config (authentication, protection, authorization,
+// request rules) are built whole from one config as a Generation (exchange.ts) and swapped whole on
+// a reload. Each exchange pins the current generation when it enters and finishes under it; an old
+// generation's resources (key-set timers, a limit store) are closed once no call can still hold it.
+import { createHash } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
+import { createAuthenticator, type Authenticator } from './auth/authenticator.js';
+import type { AuthFailureReason } from './auth/failure.js';
+import { authenticationStage } from './auth/hooks.js';
+import type { GatewayConfig, IssuerConfig } from './config/schema.js';
+import type { Generation, Stage } from './exchange.js';
+import { createPolicyStage } from './policy/stage.js';
+import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from './protection/stage.js';
+
+/** The sections a reload applies; every other key keeps its running value until a restart. */
+const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'log'] as const;
+/**
+ * Inside a live section, what still needs a restart: the Redis connection is opened once, and the
+ * connection caps are set on the API listener as it starts (protection/connections.ts).
+ */
+const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [
+  ['protection', 'redis'],
+  ['protection', 'connections'],
+  ['auth', 'participantIdentityProviders'],
+];
+
+export interface LiveGeneration extends Generation {
+  readonly config: GatewayConfig;
+  readonly authenticator: Authenticator;
+  readonly protection: ProtectionStage;
+}
+
+export interface LiveConfigOptions extends ProtectionStageOptions {
+  readonly onKeySetFetch: (issuer: string, result: 'success' | 'failure') => void;
+  readonly onAuthFailure: (reason: AuthFailureReason) => void;
+  /** How long an old generation may still serve a call: its resources are closed after that. */
+  readonly retireAfterMs: number;
+}
+
+export interface LiveConfig {
+  readonly current: LiveGeneration;
+  /** Signature verifications so far, over every generation's authenticator. */
+  readonly signatureChecks: number;
+  /** The first stage of the list: pins the current generation on the exchange (one pointer). */
+  readonly pin: Stage;
+  /** The list's stages that read the pinned generation. */
+  readonly authenticate: Stage;
+  /**
+   * While `gate` answers a promise (a change of the participant's identity providers is under way),
+   * authentication waits for it, then runs under the generation current by then.
+   */
+  holdAuthenticationWhile(gate: () => Promise<void> | undefined): void;
+  readonly protect: Stage;
+  readonly authorize: Stage;
+  /**
+   * Builds a generation from `next` (its live sections; the rest as running), waits for its new key
+   * sets, and swaps it in. Throws (ConfigError, or an Error naming an issuer whose keys could not be
+   * fetched) and keeps the current one when it cannot serve.
+   */
+  apply(next: GatewayConfig): Promise<LiveGeneration>;
+  /** The key paths of `next` that differ from the running config and need a restart. */
+  restartOnlyChanges(next: GatewayConfig): string[];
+  /**
+   * Trusts these issuers (the participant's identity providers) besides the configured ones, which
+   * win on a conflict. Those whose keys cannot be fetched are left out (logged); the rest swap in.
+   */
+  setParticipantIssuers(issuers: readonly IssuerConfig[]): Promise<LiveGeneration>;
+  close(): Promise<void>;
+}
+
+/** A hash of the effective config, stable over key order: which config a replica runs. */
+export function configFingerprint(config: GatewayConfig): string {
+  const canonical = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(canonical);
+    if (value === null || typeof value !== 'object') return value;
+    return Object.fromEntries(
+      Object.keys(value)
+        .sort()
+        .map((key) => [key, canonical((value as Record<string, unknown>)[key])]),
+    );
+  };
+  return createHash('sha256')
+    .update(JSON.stringify(canonical(config)))
+    .digest('hex')
+    .slice(0, 16);
+}
+
+/** The config a reload runs under: `next`'s live sections, the running values of everything else. */
+export function effectiveConfig(running: GatewayConfig, next: GatewayConfig): GatewayConfig {
+  const merged = structuredClone(running) as unknown as Record<string, unknown>;
+  for (const section of LIVE_SECTIONS) merged[section] = structuredClone(next[section]);
+  const protection = merged.protection as Record<string, unknown>;
+  protection.redis = structuredClone(running.protection.redis);
+  protection.connections = structuredClone(running.protection.connections);
+  const auth = merged.auth as Record<string, unknown>;
+  auth.participantIdentityProviders = structuredClone(running.auth.participantIdentityProviders);
+  return merged as unknown as GatewayConfig;
+}
+
+/** The leaf key paths where `a` and `b` differ (a whole array counts as one leaf). */
+function differingPaths(a: unknown, b: unknown, path: string[], out: string[]): void {
+  if (isDeepStrictEqual(a, b)) return;
+  const isMapping = (value: unknown) => value !== null && typeof value === 'object' && !Array.isArray(value);
+  if (!isMapping(a) || !isMapping(b)) {
+    out.push(path.join('.'));
+    return;
+  }
+  const keys = new Set([...Object.keys(a as object), ...Object.keys(b as object)]);
+  for (const key of [...keys].sort()) {
+    differingPaths((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key], [...path, key], out);
+  }
+}
+
+/** Bound on waiting for a new generation's key sets before it is swapped in. */
+function keyWaitMs(config: GatewayConfig): number {
+  return config.auth.keySets.fetchTimeoutMs + 1_000;
+}
+
+async function keysLoaded(authenticator: Authenticator, withinMs: number): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  while (!authenticator.ready()) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return true;
+}
+
+export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
+  function build(config: GatewayConfig, previous: LiveGeneration | undefined): LiveGeneration {
+    const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
+    const authenticator = sameAuth
+      ? previous.authenticator
+      : createAuthenticator(config, { onKeySetFetch: options.onKeySetFetch, log: options.log });
+    const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
+    let protection: ProtectionStage;
+    try {
+      protection = sameProtection ? previous.protection : createProtectionStage(config, options);
+    } catch (error) {
+      if (!sameAuth) authenticator.close();
+      throw error;
+    }
+    let policy: ReturnType<typeof createPolicyStage>;
+    try {
+      policy = createPolicyStage(config);
+    } catch (error) {
+      if (!sameAuth) authenticator.close();
+      if (!sameProtection) void protection.close();
+      throw error;
+    }
+    return {
+      config,
+      fingerprint: configFingerprint(config),
+      authenticator,
+      protection,
+      // The unauthenticated budget is the protection section's: a new one (or new keys) makes a new stage.
+      authenticate:
+        sameAuth && sameProtection
+          ? previous.authenticate
+          : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
+      protect: protection.stage,
+      authorize: policy.authorize,
+      enforceRequestRules: (request) => policy.enforceRequestRules(request),
+    };
+  }
+
+  // The config from the file (its live sections as last applied), and the participant's issuers.
+  let base = initial;
+  let participantIssuers: readonly IssuerConfig[] = [];
+  let current = build(initial, undefined);
+  let gate: (() => Promise<void> | undefined) | undefined;
+  let retiredSignatureChecks = 0;
+  const retiring = new Map<NodeJS.Timeout, () => Promise<void>>();
+
+  // A reload and a change of the participant's issuers each build on the current generation: one at a time.
+  let queue: Promise<unknown> = Promise.resolve();
+  function serialized<T>(work: () => Promise<T>): Promise<T> {
+    const run = queue.then(work, work);
+    queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** `config` with the participant's issuers added after its own; a configured issuer wins a conflict. */
+  function composed(config: GatewayConfig, extra: readonly IssuerConfig[]): GatewayConfig {
+    if (extra.length === 0) return config;
+    const configured = new Set(config.auth.issuers.map((issuer) => issuer.issuer));
+    const added = extra.filter((issuer) => {
+      if (!configured.has(issuer.issuer)) return true;
+      options.log.warn(
+        { issuer: issuer.issuer },
+        'a participant identity provider has the issuer of a configured one: the configured one is used',
+      );
+      return false;
+    });
+    return { ...config, auth: { ...config.auth, issuers: [...config.auth.issuers, ...added] } };
+  }
+
+  /** The issuers of `candidate` whose keys could not be loaded in time (none when it keeps the current authenticator). */
+  async function missingKeys(candidate: LiveGeneration): Promise<string[]> {
+    if (candidate.authenticator === current.authenticator) return [];
+    candidate.authenticator.start();
+    if (await keysLoaded(candidate.authenticator, keyWaitMs(candidate.config))) return [];
+    return candidate.authenticator.keySets.filter((keySet) => !keySet.ready()).map((keySet) => keySet.issuer);
+  }
+
+  async function discard(candidate: LiveGeneration): Promise<void> {
+    if (candidate.authenticator !== current.authenticator) candidate.authenticator.close();
+    if (candidate.protection !== current.protection) await candidate.protection.close();
+  }
+
+  function swap(candidate: LiveGeneration): LiveGeneration {
+    const old = current;
+    if (old.authenticator !== candidate.authenticator) retiredSignatureChecks += old.authenticator.signatureChecks;
+    current = candidate;
+    retire(old, candidate);
+    return candidate;
+  }
+
+  /** Closes what `old` holds and `next` does not, once no call can still be running under `old`. */
+  function retire(old: LiveGeneration, next: LiveGeneration): void {
+    const closeOld = async () => {
+      if (old.authenticator !== next.authenticator) old.authenticator.close();
+      if (old.protection !== next.protection) await old.protection.close();
+    };
+    const timer = setTimeout(() => {
+      retiring.delete(timer);
+      void closeOld();
+    }, options.retireAfterMs);
+    timer.unref();
+    retiring.set(timer, closeOld);
+  }
+
+  return {
+    get current() {
+      return current;
+    },
+    get signatureChecks() {
+      return retiredSignatureChecks + current.authenticator.signatureChecks;
+    },
+    pin(exchange) {
+      exchange.generation = current;
+    },
+    authenticate(exchange) {
+      const held = gate?.();
+      if (held === undefined) return exchange.generation.authenticate(exchange);
+      return held.then(() => {
+        exchange.generation = current;
+        return current.authenticate(exchange);
+      });
+    },
+    holdAuthenticationWhile(next) {
+      gate = next;
+    },
+    protect: (exchange) => exchange.generation.protect(exchange),
+    authorize: (exchange) => exchange.generation.authorize(exchange),
+    apply: (next) =>
+      serialized(async () => {
+        const nextBase = effectiveConfig(base, next);
+        const candidate = build(composed(nextBase, participantIssuers), current);
+        const missing = await missingKeys(candidate);
+        if (missing.length > 0) {
+          await discard(candidate);
+          throw new Error(`the keys of ${missing.join(', ')} could not be fetched; the reload is refused`);
+        }
+        base = nextBase;
+        return swap(candidate);
+      }),
+    setParticipantIssuers: (issuers) =>
+      serialized(async () => {
+        let wanted = issuers;
+        let candidate = build(composed(base, wanted), current);
+        const missing = await missingKeys(candidate);
+        if (missing.length > 0) {
+          options.log.warn(
+            { issuers: missing },
+            'participant identity providers left out: their keys could not be fetched',
+          );
+          await discard(candidate);
+          wanted = wanted.filter((issuer) => !missing.includes(issuer.issuer));
+          candidate = build(composed(base, wanted), current);
+          if ((await missingKeys(candidate)).length > 0) {
+            await discard(candidate);
+            throw new Error("the configured issuers' keys could not be fetched");
+          }
+        }
+        participantIssuers = wanted;
+        return swap(candidate);
+      }),
+    restartOnlyChanges(next) {
+      const changed: string[] = [];
+      const running = current.config as unknown as Record<string, unknown>;
+      const wanted = next as unknown as Record<string, unknown>;
+      for (const key of Object.keys({ ...running, ...wanted }).sort()) {
+        if ((LIVE_SECTIONS as readonly string[]).includes(key)) continue;
+        differingPaths(running[key], wanted[key], [key], changed);
+      }
+      for (const path of RESTART_ONLY_IN_LIVE) {
+        const pick = (config: Record<string, unknown>) =>
+          path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], config);
+        differingPaths(pick(running), pick(wanted), [...path], changed);
+      }
+      return changed;
+    },
+    async close() {
+      current.authenticator.close();
+      await current.protection.close();
+      const pending = [...retiring];
+      retiring.clear();
+      await Promise.allSettled(
+        pending.map(([timer, closeOld]) => {
+          clearTimeout(timer);
+          return closeOld();
+        }),
+      );
+    },
+  };
+}

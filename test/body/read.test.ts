@@ -1,0 +1,80 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { readRequestBody, type BodyReadLimits } from '../../src/body/read.js';
+import { GatewayError } from '../../src/errors.js';
+
+describe('readRequestBody', () => {
+  let server: http.Server | undefined;
+  afterEach(async () => {
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    server = undefined;
+  });
+
+  async function serve(maxBytes: number, timeoutMs: number) {
+    const limits: BodyReadLimits = { maxBytes, maxBytesKey: 'test.maxBytes', timeoutMs, timeoutKey: 'test.timeoutMs' };
+    const outcomes: Array<Buffer | GatewayError> = [];
+    server = http.createServer((request, response) => {
+      readRequestBody(request, limits).then(
+        (body) => {
+          outcomes.push(body);
+          response.end('ok');
+        },
+        (error: GatewayError) => {
+          outcomes.push(error);
+          response.writeHead(error.definition.status, error.headers).end('refused');
+        },
+      );
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, outcomes };
+  }
+
+  it('reads a declared and a chunked body whole', async () => {
+    const { url, outcomes } = await serve(100, 5_000);
+    await fetch(url, { method: 'POST', body: '{"a":1}' });
+    await fetch(url, { method: 'POST', body: new Blob(['{"b":', '2}']).stream(), duplex: 'half' } as RequestInit);
+    expect(outcomes.map(String)).toEqual(['{"a":1}', '{"b":2}']);
+  });
+
+  it('refuses a declared length over the limit at once, and a chunked body once it passes the limit, closing the connection', async () => {
+    const { url, outcomes } = await serve(10, 5_000);
+    const declared = await fetch(url, { method: 'POST', body: 'x'.repeat(11) });
+    expect(declared.status).toBe(413);
+    expect(declared.headers.get('connection')).toBe('close');
+    const chunked = await fetch(url, {
+      method: 'POST',
+      body: new Blob(['x'.repeat(8), 'x'.repeat(8)]).stream(),
+      duplex: 'half',
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    expect(outcomes).toHaveLength(2);
+    for (const outcome of outcomes) {
+      expect(outcome).toBeInstanceOf(GatewayError);
+      expect((outcome as GatewayError).definition.code).toBe('GATEWAY_REQUEST_TOO_LARGE');
+      expect((outcome as GatewayError).details.cause).toBe('The request body is larger than 10 bytes (test.maxBytes).');
+    }
+  });
+
+  it('bounds the time a body may take', async () => {
+    const { url, outcomes } = await serve(100, 200);
+    const { port, hostname } = new URL(url);
+    const started = Date.now();
+    const answer = await new Promise<string>((resolve, reject) => {
+      const request = http.request(
+        { host: hostname, port, method: 'POST', headers: { 'content-length': '50' } },
+        (response) => {
+          resolve(String(response.statusCode));
+          response.resume();
+        },
+      );
+      request.on('error', reject);
+      request.write('{"a":'); // and never the rest
+    });
+    expect(answer).toBe('400');
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect((outcomes[0] as GatewayError).details.cause).toBe(
+      'The request body was not received within 200 ms (test.timeoutMs).',
+    );
+  });
+});
