@@ -13,7 +13,16 @@ import { parseArgs } from 'node:util';
 import { summarizeAllocations } from './alloc-summary.mjs';
 import { createLoadGenerator } from './load-generator.mjs';
 import { writeNginxUpstreamConfig } from './peers.mjs';
-import { canPin, freePort, portAccepts, startProcess, stopAll, stopChildrenOnExit, waitUntil, which } from './processes.mjs';
+import {
+  canPin,
+  freePort,
+  portAccepts,
+  startProcess,
+  stopAll,
+  stopChildrenOnExit,
+  waitUntil,
+  which,
+} from './processes.mjs';
 
 const ROOT = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
 const SCENARIOS = ['ledger-end', 'version', 'submit'];
@@ -45,7 +54,8 @@ function readOptions() {
   if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}: one of ${SCENARIOS.join(', ')}`);
   const seconds = Number(values.seconds);
   const top = Number(values.top);
-  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 60) throw new Error('--seconds must be a whole number from 1 to 60');
+  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 60)
+    throw new Error('--seconds must be a whole number from 1 to 60');
   if (!Number.isInteger(top) || top < 1) throw new Error('--top must be a positive whole number');
   return { scenarios, seconds, floor: values.floor, top };
 }
@@ -57,7 +67,12 @@ async function sample(handle, file, during) {
   await sleep(200); // the inspector session starts sampling asynchronously
   const figures = await during();
   process.kill(handle.pid, 'SIGUSR2');
-  await waitUntil(handle, 'the allocation profile written', () => existsSync(file) && readFileSync(file, 'utf8').endsWith('}'), 30_000);
+  await waitUntil(
+    handle,
+    'the allocation profile written',
+    () => existsSync(file) && readFileSync(file, 'utf8').endsWith('}'),
+    30_000,
+  );
   return { profile: JSON.parse(readFileSync(file, 'utf8')), figures };
 }
 
@@ -74,7 +89,9 @@ async function main() {
     return;
   }
   if (!existsSync(join(ROOT, 'dist/main.js'))) {
-    console.error('bench:alloc: dist/main.js is missing; run `npm run bench:alloc` (it builds first) or `npm run build`.');
+    console.error(
+      'bench:alloc: dist/main.js is missing; run `npm run bench:alloc` (it builds first) or `npm run build`.',
+    );
     process.exit(2);
   }
   const { HTTP_SCENARIOS, FIXED_ANSWER } = await import('./requests.mjs');
@@ -92,13 +109,33 @@ async function main() {
   const pin = canPin() && os.cpus().length >= 2;
   const [coreProxy, coreLoad] = pin ? [0, 1] : [undefined, undefined];
   const load = createLoadGenerator({ root: ROOT, dir, core: coreLoad });
-  if (load === undefined) throw new Error('no load generator: install wrk (apt-get install wrk) or add autocannon as a devDependency.');
+  if (load === undefined)
+    throw new Error('no load generator: install wrk (apt-get install wrk) or add autocannon as a devDependency.');
 
   // The fixed upstream (nginx when installed, else node:http), as in npm run bench.
   const upstreamPort = await freePort();
-  const upstream = which('nginx') !== undefined
-    ? startProcess('fixed upstream (nginx)', 'nginx', ['-p', join(dir, 'nginx'), '-c', writeNginxUpstreamConfig(join(dir, 'nginx'), upstreamPort, FIXED_ANSWER), '-e', 'stderr', '-g', 'daemon off;'], { core: coreLoad, stderr: join(dir, 'nginx.log') })
-    : startProcess('fixed upstream (node:http)', process.execPath, [join(ROOT, 'bench/fixed-upstream.mjs')], { core: coreLoad, cwd: ROOT, env: { ...process.env, PORT: String(upstreamPort) } });
+  const upstream =
+    which('nginx') !== undefined
+      ? startProcess(
+          'fixed upstream (nginx)',
+          'nginx',
+          [
+            '-p',
+            join(dir, 'nginx'),
+            '-c',
+            writeNginxUpstreamConfig(join(dir, 'nginx'), upstreamPort, FIXED_ANSWER),
+            '-e',
+            'stderr',
+            '-g',
+            'daemon off;',
+          ],
+          { core: coreLoad, stderr: join(dir, 'nginx.log') },
+        )
+      : startProcess('fixed upstream (node:http)', process.execPath, [join(ROOT, 'bench/fixed-upstream.mjs')], {
+          core: coreLoad,
+          cwd: ROOT,
+          env: { ...process.env, PORT: String(upstreamPort) },
+        });
   await waitUntil(upstream, `listening on ${upstreamPort}`, () => portAccepts(upstreamPort));
   const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
 
@@ -106,23 +143,54 @@ async function main() {
   const token = await idp.mint();
   const sampler = ['--import', join(ROOT, 'bench/alloc-sampler.mjs')];
   const profileFile = join(dir, 'allocations.heapprofile');
-  const settings = await gatewaySettings(ROOT, { apiPort: await freePort(), adminPort: await freePort(), upstreamUrl, idp });
-  const gateway = await startGateway(ROOT, dir, 'gateway', settings, { core: coreProxy, nodeArgs: sampler, env: { ALLOC_PROFILE_OUT: profileFile } });
+  const settings = await gatewaySettings(ROOT, {
+    apiPort: await freePort(),
+    adminPort: await freePort(),
+    upstreamUrl,
+    idp,
+  });
+  const gateway = await startGateway(ROOT, dir, 'gateway', settings, {
+    core: coreProxy,
+    nodeArgs: sampler,
+    env: { ALLOC_PROFILE_OUT: profileFile },
+  });
 
-  log(`ledger-gateway bench:alloc: bytes allocated per request (V8 sampling heap profiler, objects already collected included); ${load.name}, 50 connections, ${options.seconds} s warm-up and ${options.seconds} s sampled per scenario${pin ? '; the proxy on core 0, load and upstream on core 1' : ''}`);
+  log(
+    `ledger-gateway bench:alloc: bytes allocated per request (V8 sampling heap profiler, objects already collected included); ${load.name}, 50 connections, ${options.seconds} s warm-up and ${options.seconds} s sampled per scenario${pin ? '; the proxy on core 0, load and upstream on core 1' : ''}`,
+  );
   const measure = async (label, baseUrl, spec, handle) => {
-    const run = (seconds) => load.run({ url: `${baseUrl}${spec.path}`, method: spec.method, body: spec.body, token, connections: 50, seconds });
+    const run = (seconds) =>
+      load.run({
+        url: `${baseUrl}${spec.path}`,
+        method: spec.method,
+        body: spec.body,
+        token,
+        connections: 50,
+        seconds,
+      });
     await run(options.seconds);
     const { profile, figures } = await sample(handle, profileFile, () => run(options.seconds));
     log('');
-    log(`${label}: ${spec.title} (${Math.round(figures.rps).toLocaleString('en')} req/s while sampled${figures.nonSuccess ? `, ${figures.nonSuccess} NOT 2xx` : ''})`);
+    log(
+      `${label}: ${spec.title} (${Math.round(figures.rps).toLocaleString('en')} req/s while sampled${figures.nonSuccess ? `, ${figures.nonSuccess} NOT 2xx` : ''})`,
+    );
     for (const line of summarizeAllocations(profile, figures.requests, { top: options.top })) log(`  ${line}`);
   };
-  for (const scenario of options.scenarios) await measure('gateway', gateway.baseUrl, HTTP_SCENARIOS[scenario], gateway);
+  for (const scenario of options.scenarios)
+    await measure('gateway', gateway.baseUrl, HTTP_SCENARIOS[scenario], gateway);
   if (options.floor) {
     const port = await freePort();
     const floor = startProcess('Fastify floor', process.execPath, [...sampler, join(ROOT, 'bench/floor-proxy.mjs')], {
-      core: coreProxy, cwd: ROOT, env: { ...process.env, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstreamUrl, FLOOR: 'fastify', ALLOC_PROFILE_OUT: profileFile },
+      core: coreProxy,
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        NODE_ENV: 'production',
+        PORT: String(port),
+        UPSTREAM: upstreamUrl,
+        FLOOR: 'fastify',
+        ALLOC_PROFILE_OUT: profileFile,
+      },
     });
     await waitUntil(floor, `listening on ${port}`, () => portAccepts(port));
     await measure('Fastify floor', `http://127.0.0.1:${port}`, HTTP_SCENARIOS['ledger-end'], floor);

@@ -15,9 +15,13 @@ let sampling = false;
 process.on('SIGUSR2', () => {
   const step = sampling
     ? session.post('HeapProfiler.stopSampling').then(({ profile }) => writeFileSync(out, JSON.stringify(profile)))
-    : session.post('HeapProfiler.enable').then(() => session.post('HeapProfiler.startSampling', {
-      samplingInterval, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true,
-    }));
+    : session.post('HeapProfiler.enable').then(() =>
+        session.post('HeapProfiler.startSampling', {
+          samplingInterval,
+          includeObjectsCollectedByMajorGC: true,
+          includeObjectsCollectedByMinorGC: true,
+        }),
+      );
   sampling = !sampling;
   step.catch((error) => process.stderr.write(`alloc-sampler: ${error.message}\n`));
 });

@@ -10,7 +10,12 @@ export function originOf(url) {
   const packageMatch = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
   if (packageMatch) return `package ${packageMatch[1]}`;
   if (/\/dist\//.test(url)) return 'ours';
-  if (url.startsWith('node:')) return `node:${url.slice(5).split('/').slice(0, url.startsWith('node:internal/') ? 2 : 1).join('/')}`; // node:internal/streams
+  if (url.startsWith('node:'))
+    return `node:${url
+      .slice(5)
+      .split('/')
+      .slice(0, url.startsWith('node:internal/') ? 2 : 1)
+      .join('/')}`; // node:internal/streams
   return '(V8, native)';
 }
 
@@ -40,7 +45,8 @@ export function summarizeAllocations(profile, requests, { top = 20, ownTop = 15 
     if (node.selfSize === 0) continue;
     const frame = node.callFrame;
     const origin = originOf(frame.url);
-    const name = `${frame.functionName || '(anonymous)'}  ${frame.url === '' ? '' : `${placeOf(frame.url)}:${frame.lineNumber + 1}`}`.trim();
+    const name =
+      `${frame.functionName || '(anonymous)'}  ${frame.url === '' ? '' : `${placeOf(frame.url)}:${frame.lineNumber + 1}`}`.trim();
     const entry = self.get(name) ?? { origin, size: 0 };
     entry.size += node.selfSize;
     self.set(name, entry);
@@ -55,13 +61,21 @@ export function summarizeAllocations(profile, requests, { top = 20, ownTop = 15 
   return [
     `allocated per request: ${Math.round(perRequest(total)).toLocaleString('en')} B (${requests.toLocaleString('en')} requests)`,
     'by origin:',
-    ...[...origins].sort((a, b) => b[1] - a[1]).filter(([, size]) => size / total >= 0.005)
+    ...[...origins]
+      .sort((a, b) => b[1] - a[1])
+      .filter(([, size]) => size / total >= 0.005)
       .map(([origin, size]) => `  ${bytes(perRequest(size))}  ${share(size, total)}  ${origin}`),
     `by function, top ${top}:`,
-    ...functions.slice(0, top).map(([name, entry]) => `  ${bytes(perRequest(entry.size))}  ${share(entry.size, total)}  ${name}`),
-    ...(ownTotal === 0 ? [] : [
-      `the gateway's own functions (${Math.round(perRequest(ownTotal)).toLocaleString('en')} B in all), top ${ownTop}:`,
-      ...own.slice(0, ownTop).map(([name, entry]) => `  ${bytes(perRequest(entry.size))}  ${share(entry.size, total)}  ${name}`),
-    ]),
+    ...functions
+      .slice(0, top)
+      .map(([name, entry]) => `  ${bytes(perRequest(entry.size))}  ${share(entry.size, total)}  ${name}`),
+    ...(ownTotal === 0
+      ? []
+      : [
+          `the gateway's own functions (${Math.round(perRequest(ownTotal)).toLocaleString('en')} B in all), top ${ownTop}:`,
+          ...own
+            .slice(0, ownTop)
+            .map(([name, entry]) => `  ${bytes(perRequest(entry.size))}  ${share(entry.size, total)}  ${name}`),
+        ]),
   ];
 }

@@ -8,7 +8,10 @@ import { validateGatewayConfig } from '../src/config/load.js';
 const ISSUER = 'https://idp.bench';
 const DURATION_MS = Number(process.argv[2] ?? 1_500);
 
-async function setUp(alg: 'RS256' | 'ES256', cached: boolean): Promise<{ authenticator: Authenticator; token: string }> {
+async function setUp(
+  alg: 'RS256' | 'ES256',
+  cached: boolean,
+): Promise<{ authenticator: Authenticator; token: string }> {
   const { privateKey, publicKey } = await generateKeyPair(alg, { modulusLength: 2048 });
   const publicJwk = { ...(await exportJWK(publicKey)), kid: `${alg}-bench`, alg };
   const config = validateGatewayConfig({
@@ -20,7 +23,11 @@ async function setUp(alg: 'RS256' | 'ES256', cached: boolean): Promise<{ authent
     },
   });
   const now = Math.floor(Date.now() / 1000);
-  const token = await new SignJWT({ sub: 'alice', aud: 'https://daml.com/jwt/aud/participant/participant1', scope: 'daml_ledger_api' })
+  const token = await new SignJWT({
+    sub: 'alice',
+    aud: 'https://daml.com/jwt/aud/participant/participant1',
+    scope: 'daml_ledger_api',
+  })
     .setProtectedHeader({ alg, kid: publicJwk.kid, typ: 'JWT' })
     .setIssuer(ISSUER)
     .setIssuedAt(now)

@@ -17,7 +17,16 @@ import { parseArgs } from 'node:util';
 import { createLoadGenerator } from './load-generator.mjs';
 import { startFloorProxy, startNaiveProxy, writeNginxUpstreamConfig } from './peers.mjs';
 import { cpuSeconds, machineCpuTicks, stealPercent } from './proc-stats.mjs';
-import { canPin, freePort, portAccepts, startProcess, stopAll, stopChildrenOnExit, waitUntil, which } from './processes.mjs';
+import {
+  canPin,
+  freePort,
+  portAccepts,
+  startProcess,
+  stopAll,
+  stopChildrenOnExit,
+  waitUntil,
+  which,
+} from './processes.mjs';
 import { median } from './report.mjs';
 
 const ROOT = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
@@ -27,9 +36,18 @@ const log = (message = '') => process.stdout.write(`${message}\n`);
 
 /** The peers --against can start, pinned to a core, in front of the fixed upstream (as in npm run bench). */
 const PEERS = {
-  naive: { label: 'naive Fastify proxy', start: (dir, core, upstream) => startNaiveProxy(dir, core, upstream.url, upstream.port) },
-  'fastify-floor': { label: 'Fastify floor', start: (dir, core, upstream) => startFloorProxy(dir, core, upstream.url, 'fastify') },
-  'node-floor': { label: 'node:http floor', start: (dir, core, upstream) => startFloorProxy(dir, core, upstream.url, 'node') },
+  naive: {
+    label: 'naive Fastify proxy',
+    start: (dir, core, upstream) => startNaiveProxy(dir, core, upstream.url, upstream.port),
+  },
+  'fastify-floor': {
+    label: 'Fastify floor',
+    start: (dir, core, upstream) => startFloorProxy(dir, core, upstream.url, 'fastify'),
+  },
+  'node-floor': {
+    label: 'node:http floor',
+    start: (dir, core, upstream) => startFloorProxy(dir, core, upstream.url, 'node'),
+  },
 };
 
 const USAGE = `Usage: npm run bench:compare -- (--base <git ref> | --against <peer>) [options]
@@ -54,31 +72,64 @@ function readOptions() {
     strict: true,
   });
   if (values.help) return undefined;
-  if ((values.base === undefined) === (values.against === undefined)) throw new Error('give one of --base <git ref> and --against <peer>');
-  if (values.against !== undefined && PEERS[values.against] === undefined) throw new Error(`--against must be one of ${Object.keys(PEERS).join(', ')}`);
+  if ((values.base === undefined) === (values.against === undefined))
+    throw new Error('give one of --base <git ref> and --against <peer>');
+  if (values.against !== undefined && PEERS[values.against] === undefined)
+    throw new Error(`--against must be one of ${Object.keys(PEERS).join(', ')}`);
   const count = (name) => {
     const value = Number(values[name]);
-    if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer, got "${values[name]}"`);
+    if (!Number.isInteger(value) || value < 1)
+      throw new Error(`--${name} must be a positive integer, got "${values[name]}"`);
     return value;
   };
-  return { base: values.base, against: values.against, scenario: values.scenario, rounds: count('rounds'), seconds: count('seconds'), connections: count('connections') };
+  return {
+    base: values.base,
+    against: values.against,
+    scenario: values.scenario,
+    rounds: count('rounds'),
+    seconds: count('seconds'),
+    connections: count('connections'),
+  };
 }
 
 /** The base ref's gateway, compiled in a worktree that borrows this checkout's node_modules. */
 function buildBase(ref, dir) {
   const tree = join(dir, 'base');
-  const commit = execFileSync('git', ['rev-parse', '--short', `${ref}^{commit}`], { cwd: ROOT, encoding: 'utf8' }).trim();
+  const commit = execFileSync('git', ['rev-parse', '--short', `${ref}^{commit}`], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  }).trim();
   execFileSync('git', ['worktree', 'add', '--detach', '--quiet', tree, commit], { cwd: ROOT, stdio: 'pipe' });
   symlinkSync(join(ROOT, 'node_modules'), join(tree, 'node_modules'));
-  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(tree, 'tsconfig.json')], { cwd: tree, stdio: 'pipe' });
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(tree, 'tsconfig.json')], {
+    cwd: tree,
+    stdio: 'pipe',
+  });
   return { tree, commit };
 }
 
 async function startUpstream(dir, answer) {
   const port = await freePort();
   const handle = which('nginx')
-    ? startProcess('fixed upstream (nginx)', 'nginx', ['-p', join(dir, 'nginx'), '-c', writeNginxUpstreamConfig(join(dir, 'nginx'), port, answer), '-e', 'stderr', '-g', 'daemon off;'], { core: CORE_LOAD })
-    : startProcess('fixed upstream (node:http)', process.execPath, [join(ROOT, 'bench/fixed-upstream.mjs')], { core: CORE_LOAD, env: { ...process.env, PORT: String(port) } });
+    ? startProcess(
+        'fixed upstream (nginx)',
+        'nginx',
+        [
+          '-p',
+          join(dir, 'nginx'),
+          '-c',
+          writeNginxUpstreamConfig(join(dir, 'nginx'), port, answer),
+          '-e',
+          'stderr',
+          '-g',
+          'daemon off;',
+        ],
+        { core: CORE_LOAD },
+      )
+    : startProcess('fixed upstream (node:http)', process.execPath, [join(ROOT, 'bench/fixed-upstream.mjs')], {
+        core: CORE_LOAD,
+        env: { ...process.env, PORT: String(port) },
+      });
   await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
   return { url: `http://127.0.0.1:${port}`, port };
 }
@@ -94,7 +145,12 @@ async function main() {
   }
   const { HTTP_SCENARIOS, FIXED_ANSWER } = await import('./requests.mjs');
   const spec = HTTP_SCENARIOS[options.scenario];
-  if (spec === undefined) throw new Error(`--scenario must be one of ${Object.keys(HTTP_SCENARIOS).filter((name) => name !== 'latency').join(', ')}`);
+  if (spec === undefined)
+    throw new Error(
+      `--scenario must be one of ${Object.keys(HTTP_SCENARIOS)
+        .filter((name) => name !== 'latency')
+        .join(', ')}`,
+    );
   const { gatewaySettings, startGateway } = await import('./gateway.mjs');
   const { startIdentityProvider } = await import('./tokens.mjs');
 
@@ -107,13 +163,16 @@ async function main() {
     cleaned = true;
     await stopAll();
     await idp?.close();
-    if (base !== undefined) execFileSync('git', ['worktree', 'remove', '--force', base.tree], { cwd: ROOT, stdio: 'pipe' });
+    if (base !== undefined)
+      execFileSync('git', ['worktree', 'remove', '--force', base.tree], { cwd: ROOT, stdio: 'pipe' });
     rmSync(dir, { recursive: true, force: true });
   };
   stopChildrenOnExit(cleanUp);
   try {
     const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: ROOT, encoding: 'utf8' }).trim() !== '';
+    const dirty =
+      execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: ROOT, encoding: 'utf8' }).trim() !==
+      '';
     const peer = options.against === undefined ? undefined : PEERS[options.against];
     if (peer === undefined) {
       log(`building ${options.base} in a temporary worktree ...`);
@@ -122,8 +181,16 @@ async function main() {
     const upstream = await startUpstream(dir, FIXED_ANSWER);
     idp = await startIdentityProvider(dir);
     const startThisBuild = async (name, root, label) => {
-      const settings = await gatewaySettings(root, { apiPort: await freePort(), adminPort: await freePort(), upstreamUrl: upstream.url, idp });
-      return { ...(await startGateway(root, dir, name, settings, { core: CORE_GATEWAYS, logFile: '/dev/null' })), label };
+      const settings = await gatewaySettings(root, {
+        apiPort: await freePort(),
+        adminPort: await freePort(),
+        upstreamUrl: upstream.url,
+        idp,
+      });
+      return {
+        ...(await startGateway(root, dir, name, settings, { core: CORE_GATEWAYS, logFile: '/dev/null' })),
+        label,
+      };
     };
     const gateways = [
       peer === undefined
@@ -136,13 +203,27 @@ async function main() {
     const loadBoth = async (seconds) => {
       const token = await idp.mint();
       const before = gateways.map((gateway) => cpuSeconds(gateway.pid));
-      const runs = await Promise.all(gateways.map((gateway) => load.run({
-        url: `${gateway.baseUrl}${spec.path}`, method: spec.method, body: spec.body, token, connections: options.connections, seconds,
-      })));
-      return runs.map((run, index) => ({ ...run, cpuUs: perRequestUs(cpuSeconds(gateways[index].pid) - before[index], run.requests) }));
+      const runs = await Promise.all(
+        gateways.map((gateway) =>
+          load.run({
+            url: `${gateway.baseUrl}${spec.path}`,
+            method: spec.method,
+            body: spec.body,
+            token,
+            connections: options.connections,
+            seconds,
+          }),
+        ),
+      );
+      return runs.map((run, index) => ({
+        ...run,
+        cpuUs: perRequestUs(cpuSeconds(gateways[index].pid) - before[index], run.requests),
+      }));
     };
 
-    log(`${options.scenario}: ${gateways.map((gateway) => gateway.label).join(' vs ')}; both pinned to core ${CORE_GATEWAYS}${canPin() ? '' : ' (taskset missing: not pinned)'}, loaded together, ${options.rounds} rounds of ${options.seconds} s, ${options.connections} connections each`);
+    log(
+      `${options.scenario}: ${gateways.map((gateway) => gateway.label).join(' vs ')}; both pinned to core ${CORE_GATEWAYS}${canPin() ? '' : ' (taskset missing: not pinned)'}, loaded together, ${options.rounds} rounds of ${options.seconds} s, ${options.connections} connections each`,
+    );
     await loadBoth(2); // warm-up: JIT, pools, token cache
     const ticksBefore = machineCpuTicks();
     log('round   base µs/req  base req/s   this µs/req  this req/s   this/base CPU');
@@ -154,25 +235,43 @@ async function main() {
       if (bad > 0) throw new Error(`round ${round}: ${bad} answers were not 2xx; the comparison would mean nothing`);
       for (const [index, run] of [baseRun, thisRun].entries()) {
         // A side that served nothing (or whose CPU could not be read) has no figure: say so, never drop the round quietly.
-        if (!Number.isFinite(run.cpuUs)) throw new Error(`round ${round}: ${gateways[index].label} served ${run.requests} requests in ${options.seconds} s (errors ${JSON.stringify(run.errors)}); no CPU per request to compare`);
+        if (!Number.isFinite(run.cpuUs))
+          throw new Error(
+            `round ${round}: ${gateways[index].label} served ${run.requests} requests in ${options.seconds} s (errors ${JSON.stringify(run.errors)}); no CPU per request to compare`,
+          );
       }
       ratios.push(thisRun.cpuUs / baseRun.cpuUs);
       rows.push([baseRun, thisRun]);
-      log(`${String(round).padStart(5)}   ${fixed(baseRun.cpuUs)}     ${fixed(baseRun.rps)}      ${fixed(thisRun.cpuUs)}    ${fixed(thisRun.rps)}      ${fixed(ratios.at(-1), 3)}`);
+      log(
+        `${String(round).padStart(5)}   ${fixed(baseRun.cpuUs)}     ${fixed(baseRun.rps)}      ${fixed(thisRun.cpuUs)}    ${fixed(thisRun.rps)}      ${fixed(ratios.at(-1), 3)}`,
+      );
     }
     const middle = (pick) => median(rows.map(pick));
-    log(`median  ${fixed(middle(([b]) => b.cpuUs))}     ${fixed(middle(([b]) => b.rps))}      ${fixed(middle(([, t]) => t.cpuUs))}    ${fixed(middle(([, t]) => t.rps))}      ${fixed(median(ratios), 3)}`);
+    log(
+      `median  ${fixed(middle(([b]) => b.cpuUs))}     ${fixed(middle(([b]) => b.rps))}      ${fixed(middle(([, t]) => t.cpuUs))}    ${fixed(middle(([, t]) => t.rps))}      ${fixed(median(ratios), 3)}`,
+    );
     const ratio = median(ratios);
     const steal = stealPercent(ticksBefore, machineCpuTicks());
-    if (steal !== undefined) log(`hypervisor steal during the rounds: ${steal.toFixed(1)}% of the VM's CPU time (it slows both sides alike; the ratio stands)`);
-    if (peer !== undefined) log(`so, CPU-bound on one core, this build would serve ${(1 / ratio).toFixed(2)}× the requests per second of the ${peer.label}`);
-    log(`this build uses ${ratio < 1 ? `${((1 - ratio) * 100).toFixed(1)}% less` : `${((ratio - 1) * 100).toFixed(1)}% more`} CPU per request than ${baseName} (median of ${options.rounds} paired rounds; per-round ratios ${Math.min(...ratios).toFixed(3)} to ${Math.max(...ratios).toFixed(3)})`);
+    if (steal !== undefined)
+      log(
+        `hypervisor steal during the rounds: ${steal.toFixed(1)}% of the VM's CPU time (it slows both sides alike; the ratio stands)`,
+      );
+    if (peer !== undefined)
+      log(
+        `so, CPU-bound on one core, this build would serve ${(1 / ratio).toFixed(2)}× the requests per second of the ${peer.label}`,
+      );
+    log(
+      `this build uses ${ratio < 1 ? `${((1 - ratio) * 100).toFixed(1)}% less` : `${((ratio - 1) * 100).toFixed(1)}% more`} CPU per request than ${baseName} (median of ${options.rounds} paired rounds; per-round ratios ${Math.min(...ratios).toFixed(3)} to ${Math.max(...ratios).toFixed(3)})`,
+    );
   } finally {
     await cleanUp();
   }
 }
 
-main().then(() => process.exit(0), (error) => {
-  console.error(`bench:compare: ${error.message}`);
-  process.exit(1);
-});
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(`bench:compare: ${error.message}`);
+    process.exit(1);
+  },
+);

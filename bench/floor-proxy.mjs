@@ -26,29 +26,32 @@ function forward(request, response) {
   response.once('close', () => {
     if (!response.writableFinished) controller?.abort(CLIENT_LEFT);
   });
-  pool.dispatch({ path: request.url, method: request.method, headers: request.headers }, {
-    onRequestStart(current) {
-      controller = current;
-      if (response.destroyed) current.abort(CLIENT_LEFT);
+  pool.dispatch(
+    { path: request.url, method: request.method, headers: request.headers },
+    {
+      onRequestStart(current) {
+        controller = current;
+        if (response.destroyed) current.abort(CLIENT_LEFT);
+      },
+      onResponseStart(_controller, statusCode, headers) {
+        if (statusCode >= 200) response.writeHead(statusCode, headers);
+      },
+      onResponseData(current, chunk) {
+        if (!response.write(chunk)) {
+          current.pause();
+          response.once('drain', () => current.resume());
+        }
+      },
+      onResponseEnd() {
+        response.end();
+      },
+      onResponseError() {
+        if (response.destroyed) return; // the client left: nobody to answer
+        if (response.headersSent) response.destroy();
+        else response.writeHead(502).end();
+      },
     },
-    onResponseStart(_controller, statusCode, headers) {
-      if (statusCode >= 200) response.writeHead(statusCode, headers);
-    },
-    onResponseData(current, chunk) {
-      if (!response.write(chunk)) {
-        current.pause();
-        response.once('drain', () => current.resume());
-      }
-    },
-    onResponseEnd() {
-      response.end();
-    },
-    onResponseError() {
-      if (response.destroyed) return; // the client left: nobody to answer
-      if (response.headersSent) response.destroy();
-      else response.writeHead(502).end();
-    },
-  });
+  );
 }
 
 let close;
@@ -71,6 +74,9 @@ if (FLOOR === 'fastify') {
   await new Promise((resolve) => server.listen(Number(PORT), '127.0.0.1', resolve));
   close = () => new Promise((resolve) => server.close(resolve));
 }
-const stop = () => close().then(() => pool.close()).then(() => process.exit(0));
+const stop = () =>
+  close()
+    .then(() => pool.close())
+    .then(() => process.exit(0));
 process.once('SIGTERM', stop);
 process.once('SIGINT', stop);

@@ -13,7 +13,14 @@ const TRACING_BOOTSTRAP = 'dist/telemetry/register.js';
 
 /** Keeps only the keys the schema (a TypeBox object) knows, recursively for nested objects. */
 function known(schema, value) {
-  if (schema?.type !== 'object' || schema.properties === undefined || value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+  if (
+    schema?.type !== 'object' ||
+    schema.properties === undefined ||
+    value === null ||
+    typeof value !== 'object' ||
+    Array.isArray(value)
+  )
+    return value;
   const kept = {};
   for (const [key, item] of Object.entries(value)) {
     if (key in schema.properties) kept[key] = known(schema.properties[key], item);
@@ -54,10 +61,15 @@ export async function gatewaySettings(root, { apiPort, adminPort, upstreamUrl, i
   const missing = Object.keys(wanted).filter((section) => !(section in config));
   const features = {
     auth: 'auth' in config ? 'RS256 via jwksUrl (verified-token cache: defaults)' : 'missing',
-    rules: 'policy' in config ? `requestRules ${config.policy.requestRules ?? 'default'}, ${Object.keys(config.policy.rules ?? {}).length} authorization rules` : 'missing',
+    rules:
+      'policy' in config
+        ? `requestRules ${config.policy.requestRules ?? 'default'}, ${Object.keys(config.policy.rules ?? {}).length} authorization rules`
+        : 'missing',
     protection: 'protection' in config ? 'per-caller rate 1,000,000/s and 10,000 in flight (never hit)' : 'missing',
     metrics: 'on (admin /metrics)',
-    tracing: existsSync(join(root, TRACING_BOOTSTRAP)) ? `--import ./${TRACING_BOOTSTRAP}, no exporter` : `missing (${TRACING_BOOTSTRAP} not built)`,
+    tracing: existsSync(join(root, TRACING_BOOTSTRAP))
+      ? `--import ./${TRACING_BOOTSTRAP}, no exporter`
+      : `missing (${TRACING_BOOTSTRAP} not built)`,
     logging: 'info',
   };
   return { config, missing, features };
@@ -70,13 +82,24 @@ export async function gatewaySettings(root, { apiPort, adminPort, upstreamUrl, i
 export async function startGateway(root, dir, name, settings, { core, logFile, nodeArgs = [], env: extraEnv = {} }) {
   const configFile = join(dir, `${name}.yaml`);
   writeFileSync(configFile, stringify(settings.config));
-  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('OTEL_') && !key.startsWith('LEDGER_GATEWAY_')));
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([key]) => !key.startsWith('OTEL_') && !key.startsWith('LEDGER_GATEWAY_')),
+  );
   env.NODE_ENV = 'production';
   Object.assign(env, extraEnv);
   const tracing = existsSync(join(root, TRACING_BOOTSTRAP)) ? ['--import', `./${TRACING_BOOTSTRAP}`] : [];
-  const handle = startProcess(name, process.execPath, [...nodeArgs, ...tracing, 'dist/main.js', '--config', configFile], {
-    core, cwd: root, env, stdout: logFile, stderr: join(dir, `${name}.stderr.log`),
-  });
+  const handle = startProcess(
+    name,
+    process.execPath,
+    [...nodeArgs, ...tracing, 'dist/main.js', '--config', configFile],
+    {
+      core,
+      cwd: root,
+      env,
+      stdout: logFile,
+      stderr: join(dir, `${name}.stderr.log`),
+    },
+  );
   const readyz = `http://127.0.0.1:${settings.config.admin.port}/readyz`;
   await waitUntil(handle, 'ready (/readyz 200)', async () => (await fetch(readyz)).status === 200, 30_000);
   return {
@@ -87,7 +110,8 @@ export async function startGateway(root, dir, name, settings, { core, logFile, n
 }
 
 /** A metric that counts signature verifications, if the build exports one (the token-cache counter). */
-const VERIFICATION_METRIC = /^(ledger_gateway_[a-z_]*(?:signature|verification|verif)[a-z_]*?)(?:_total)?(?:\{[^}]*\})?\s+([0-9.e+]+)$/m;
+const VERIFICATION_METRIC =
+  /^(ledger_gateway_[a-z_]*(?:signature|verification|verif)[a-z_]*?)(?:_total)?(?:\{[^}]*\})?\s+([0-9.e+]+)$/m;
 
 export async function verificationCount(metricsUrl) {
   const text = await (await fetch(metricsUrl)).text();

@@ -33,8 +33,12 @@ function collect(child) {
   return new Promise((resolve, reject) => {
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (data) => { stdout += data; });
-    child.stderr.on('data', (data) => { stderr += data; });
+    child.stdout.on('data', (data) => {
+      stdout += data;
+    });
+    child.stderr.on('data', (data) => {
+      stderr += data;
+    });
     child.once('error', reject);
     // 'close', not 'exit': a process can exit before its output is read, and wrk's figures come last.
     child.once('close', (code) => resolve({ code, stdout, stderr }));
@@ -50,40 +54,84 @@ export function createLoadGenerator({ root, dir, core, autocannonAllowed = true 
   const wrk = which('wrk');
   const autocannonCli = join(root, 'node_modules/autocannon/autocannon.js');
   const hasAutocannon = autocannonAllowed && existsSync(autocannonCli);
-  const pinned = (command, args) => (core !== undefined && canPin() ? ['taskset', ['-c', String(core), command, ...args]] : [command, args]);
+  const pinned = (command, args) =>
+    core !== undefined && canPin() ? ['taskset', ['-c', String(core), command, ...args]] : [command, args];
   let scripts = 0;
 
   async function runWrk({ url, method, body, token, connections, seconds }) {
     const script = join(dir, `wrk-${++scripts}.lua`);
     writeFileSync(script, wrkScript({ method, body, token }));
-    const [file, args] = pinned(wrk, ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '5s', '-s', script, url]);
+    const [file, args] = pinned(wrk, [
+      '-t1',
+      `-c${connections}`,
+      `-d${seconds}s`,
+      '--timeout',
+      '5s',
+      '-s',
+      script,
+      url,
+    ]);
     const { code, stdout, stderr } = await collect(spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
     const line = stdout.split('\n').find((text) => text.startsWith(MARK));
     if (code !== 0 || line === undefined) throw new Error(`wrk failed (${code}): ${stderr || stdout}`);
     const parsed = JSON.parse(line.slice(MARK.length));
     const ms = (us) => us / 1000;
-    return result(parsed.requests, parsed.durationUs / 1e6, {
-      p50: ms(parsed.latencyUs.p50), p90: ms(parsed.latencyUs.p90), p99: ms(parsed.latencyUs.p99),
-      p999: ms(parsed.latencyUs.p999), max: ms(parsed.latencyUs.max), mean: ms(parsed.latencyUs.mean),
-    }, parsed.errors);
+    return result(
+      parsed.requests,
+      parsed.durationUs / 1e6,
+      {
+        p50: ms(parsed.latencyUs.p50),
+        p90: ms(parsed.latencyUs.p90),
+        p99: ms(parsed.latencyUs.p99),
+        p999: ms(parsed.latencyUs.p999),
+        max: ms(parsed.latencyUs.max),
+        mean: ms(parsed.latencyUs.mean),
+      },
+      parsed.errors,
+    );
   }
 
   async function runAutocannon({ url, method, body, token, connections, seconds }) {
     const headers = [`authorization=Bearer ${token}`, ...(body === undefined ? [] : ['content-type=application/json'])];
-    const [file, args] = pinned(process.execPath, [autocannonCli, '-j', '-c', String(connections), '-d', String(seconds), '-m', method,
-      ...headers.flatMap((header) => ['-H', header]), ...(body === undefined ? [] : ['-b', body]), url]);
+    const [file, args] = pinned(process.execPath, [
+      autocannonCli,
+      '-j',
+      '-c',
+      String(connections),
+      '-d',
+      String(seconds),
+      '-m',
+      method,
+      ...headers.flatMap((header) => ['-H', header]),
+      ...(body === undefined ? [] : ['-b', body]),
+      url,
+    ]);
     const { code, stdout, stderr } = await collect(spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
     if (code !== 0) throw new Error(`autocannon failed (${code}): ${stderr}`);
     const parsed = JSON.parse(stdout);
     const latency = parsed.latency;
-    return result(parsed.requests.total, parsed.duration, {
-      p50: latency.p50, p90: latency.p90, p99: latency.p99, p999: latency.p99_9 ?? latency.p99, max: latency.max, mean: latency.average,
-    }, { connect: 0, read: parsed.errors ?? 0, write: 0, status: parsed.non2xx ?? 0, timeout: parsed.timeouts ?? 0 });
+    return result(
+      parsed.requests.total,
+      parsed.duration,
+      {
+        p50: latency.p50,
+        p90: latency.p90,
+        p99: latency.p99,
+        p999: latency.p99_9 ?? latency.p99,
+        max: latency.max,
+        mean: latency.average,
+      },
+      { connect: 0, read: parsed.errors ?? 0, write: 0, status: parsed.non2xx ?? 0, timeout: parsed.timeouts ?? 0 },
+    );
   }
 
   if (wrk !== undefined) {
     const banner = spawnSync(wrk, ['-v'], { encoding: 'utf8' });
-    return { name: 'wrk', version: `${banner.stdout}${banner.stderr}`.split('\n')[0].split(' Copyright')[0], run: runWrk };
+    return {
+      name: 'wrk',
+      version: `${banner.stdout}${banner.stderr}`.split('\n')[0].split(' Copyright')[0],
+      run: runWrk,
+    };
   }
   if (hasAutocannon) return { name: 'autocannon', version: 'autocannon (node_modules)', run: runAutocannon };
   return undefined;

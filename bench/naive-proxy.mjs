@@ -16,7 +16,10 @@ await app.register(proxy, {
     wsUpstream: WS_UPSTREAM,
     wsServerOptions: { handleProtocols: (offered) => (offered.has('daml.ws.auth') ? 'daml.ws.auth' : false) },
     wsClientOptions: {
-      rewriteRequestHeaders: (headers, request) => ({ ...headers, ...(request.headers.authorization && { authorization: request.headers.authorization }) }),
+      rewriteRequestHeaders: (headers, request) => ({
+        ...headers,
+        ...(request.headers.authorization && { authorization: request.headers.authorization }),
+      }),
     },
   }),
 });

@@ -48,8 +48,12 @@ function positiveInteger(value, name) {
 }
 
 function list(value, known, name) {
-  const items = value.split(',').map((item) => item.trim()).filter((item) => item !== '');
-  for (const item of items) if (!known.includes(item)) throw new Error(`${name}: unknown "${item}" (known: ${known.join(', ')})`);
+  const items = value
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  for (const item of items)
+    if (!known.includes(item)) throw new Error(`${name}: unknown "${item}" (known: ${known.join(', ')})`);
   return items;
 }
 
@@ -82,7 +86,8 @@ export function readOptions(argv = process.argv.slice(2), env = process.env) {
   const scenarios = list(values.scenarios ?? env.BENCH_SCENARIOS ?? SCENARIOS.join(','), SCENARIOS, 'scenarios');
   const paths = list(values.paths ?? env.BENCH_PATHS ?? PATHS.join(','), PATHS, 'paths');
   const upstream = values.upstream ?? env.BENCH_UPSTREAM;
-  if (upstream !== undefined && upstream !== 'nginx' && upstream !== 'node') throw new Error(`upstream must be nginx or node, got "${upstream}"`);
+  if (upstream !== undefined && upstream !== 'nginx' && upstream !== 'node')
+    throw new Error(`upstream must be nginx or node, got "${upstream}"`);
   const matrix = {};
   for (const scenario of scenarios) {
     const wanted = values.all ? PATHS : DEFAULT_MATRIX[scenario];
@@ -98,7 +103,10 @@ export function readOptions(argv = process.argv.slice(2), env = process.env) {
     warmupSeconds: quick ? 1 : 2,
     matrix,
     memory: values.memory,
-    memoryRequests: positiveInteger(values['memory-requests'] ?? env.BENCH_MEMORY_REQUESTS ?? 1_000_000, 'memory-requests'),
+    memoryRequests: positiveInteger(
+      values['memory-requests'] ?? env.BENCH_MEMORY_REQUESTS ?? 1_000_000,
+      'memory-requests',
+    ),
     streamMessages: positiveInteger(values['stream-messages'] ?? (quick ? 2_000 : 10_000), 'stream-messages'),
     upstream,
     pin: !values['no-pin'],

@@ -35,20 +35,30 @@ ${serverBlocks}
 /** The fixed upstream: the same 1 KB JSON for every method and path (a POST body is read and dropped). */
 export function writeNginxUpstreamConfig(prefix, port, answer) {
   const file = join(prefix, 'nginx.conf');
-  writeFileSync(file, nginxFrame(prefix, `  server {
+  writeFileSync(
+    file,
+    nginxFrame(
+      prefix,
+      `  server {
     listen 127.0.0.1:${port} backlog=4096;
     location / {
       default_type application/json;
       return 200 '${answer}';
     }
-  }`));
+  }`,
+    ),
+  );
   return file;
 }
 
 /** nginx as a plain reverse proxy: keep-alive pool to the fixed upstream; /v2/updates upgrades go to the sandbox. */
 export function writeNginxProxyConfig(prefix, port, upstreamPort, sandboxPort) {
   const file = join(prefix, 'nginx.conf');
-  writeFileSync(file, nginxFrame(prefix, `  server {
+  writeFileSync(
+    file,
+    nginxFrame(
+      prefix,
+      `  server {
     listen 127.0.0.1:${port} backlog=4096;
     location / {
       proxy_pass http://fixed;
@@ -63,13 +73,16 @@ export function writeNginxProxyConfig(prefix, port, upstreamPort, sandboxPort) {
       proxy_set_header Connection "upgrade";
       proxy_read_timeout 120s;
     }
-  }`, `  upstream fixed {
+  }`,
+      `  upstream fixed {
     server 127.0.0.1:${upstreamPort};
     keepalive 128;
     keepalive_requests 100000000;
     keepalive_timeout 120s;
   }
-  upstream sandbox { server 127.0.0.1:${sandboxPort ?? upstreamPort}; }`));
+  upstream sandbox { server 127.0.0.1:${sandboxPort ?? upstreamPort}; }`,
+    ),
+  );
   return file;
 }
 
@@ -99,7 +112,9 @@ function jwtChecks(issuer, publicKeyFile) {
 /** HAProxy, one thread, keep-alive both sides; `jwt` adds the token checks to every request. */
 export function writeHaproxyConfig(dir, name, { port, upstreamPort, sandboxPort, jwt }) {
   const file = join(dir, `${name}.cfg`);
-  writeFileSync(file, `# written by bench/run.mjs
+  writeFileSync(
+    file,
+    `# written by bench/run.mjs
 global
   nbthread 1
   maxconn 4000
@@ -120,7 +135,8 @@ backend fixed
   server upstream 127.0.0.1:${upstreamPort} maxconn 1000
 backend sandbox
   server sandbox 127.0.0.1:${sandboxPort ?? upstreamPort}
-`);
+`,
+  );
   return file;
 }
 
@@ -128,7 +144,12 @@ export async function startNginxProxy(dir, core, upstreamPort, sandboxPort) {
   const port = await freePort();
   const prefix = join(dir, 'nginx-proxy');
   const config = writeNginxProxyConfig(prefix, port, upstreamPort, sandboxPort);
-  const handle = startProcess('nginx proxy', 'nginx', ['-p', prefix, '-c', config, '-e', 'stderr', '-g', 'daemon off;'], { core, stderr: join(dir, 'nginx-proxy.log') });
+  const handle = startProcess(
+    'nginx proxy',
+    'nginx',
+    ['-p', prefix, '-c', config, '-e', 'stderr', '-g', 'daemon off;'],
+    { core, stderr: join(dir, 'nginx-proxy.log') },
+  );
   await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
   return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
 }
@@ -143,8 +164,19 @@ export async function startHaproxy(dir, name, core, upstreamPort, sandboxPort, j
 
 export async function startNaiveProxy(dir, core, upstreamUrl, sandboxPort) {
   const port = await freePort();
-  const env = { ...process.env, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstreamUrl, ...(sandboxPort && { WS_UPSTREAM: `ws://127.0.0.1:${sandboxPort}` }) };
-  const handle = startProcess('naive Fastify proxy', process.execPath, [join(ROOT, 'bench/naive-proxy.mjs')], { core, cwd: ROOT, env, stderr: join(dir, 'naive.log') });
+  const env = {
+    ...process.env,
+    NODE_ENV: 'production',
+    PORT: String(port),
+    UPSTREAM: upstreamUrl,
+    ...(sandboxPort && { WS_UPSTREAM: `ws://127.0.0.1:${sandboxPort}` }),
+  };
+  const handle = startProcess('naive Fastify proxy', process.execPath, [join(ROOT, 'bench/naive-proxy.mjs')], {
+    core,
+    cwd: ROOT,
+    env,
+    stderr: join(dir, 'naive.log'),
+  });
   await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
   return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
 }
@@ -152,7 +184,12 @@ export async function startNaiveProxy(dir, core, upstreamUrl, sandboxPort) {
 export async function startFloorProxy(dir, core, upstreamUrl, floor) {
   const port = await freePort();
   const env = { ...process.env, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstreamUrl, FLOOR: floor };
-  const handle = startProcess(`${floor} floor proxy`, process.execPath, [join(ROOT, 'bench/floor-proxy.mjs')], { core, cwd: ROOT, env, stderr: join(dir, `${floor}-floor.log`) });
+  const handle = startProcess(`${floor} floor proxy`, process.execPath, [join(ROOT, 'bench/floor-proxy.mjs')], {
+    core,
+    cwd: ROOT,
+    env,
+    stderr: join(dir, `${floor}-floor.log`),
+  });
   await waitUntil(handle, `listening on ${port}`, () => portAccepts(port));
   return { ...handle, baseUrl: `http://127.0.0.1:${port}` };
 }

@@ -34,7 +34,10 @@ const own = new Map();
 let total = 0;
 const add = (map, key) => map.set(key, (map.get(key) ?? 0) + 1);
 for (const block of readFileSync(file, 'utf8').split('\n\n')) {
-  const lines = block.split('\n').map((line) => line.trim()).filter((line) => line !== '');
+  const lines = block
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
   if (lines.length < 2) continue;
   total++;
   if (!lines[0].includes('MainThread')) {
@@ -44,7 +47,10 @@ for (const block of readFileSync(file, 'utf8').split('\n\n')) {
   const frames = lines.slice(1).map((line) => line.replace(/^[0-9a-f]+\s+/, ''));
   const js = frames.find((frame) => frame.startsWith('JS:'));
   if (js === undefined) {
-    add(groups, KERNEL_LEAF.test(frames[0]) ? '(no JavaScript frame: kernel)' : '(no JavaScript frame: libuv, V8, Node C++)');
+    add(
+      groups,
+      KERNEL_LEAF.test(frames[0]) ? '(no JavaScript frame: kernel)' : '(no JavaScript frame: libuv, V8, Node C++)',
+    );
     continue;
   }
   const { group, name } = origin(js);
@@ -61,5 +67,6 @@ const sorted = [...groups].sort((a, b) => b[1] - a[1]);
 const shown = sorted.filter(([, count]) => count / total >= 0.001);
 for (const [group, count] of shown) console.log(`${share(count)}  ${group}`);
 if (shown.length < sorted.length) console.log(`         (${sorted.length - shown.length} more under 0.1% each)`);
-console.log('\nthe gateway\'s own functions (with the builtins, runtime calls and syscalls they make):');
-for (const [name, count] of [...own].sort((a, b) => b[1] - a[1]).slice(0, Number(listed))) console.log(`${share(count)}  ${name}`);
+console.log("\nthe gateway's own functions (with the builtins, runtime calls and syscalls they make):");
+for (const [name, count] of [...own].sort((a, b) => b[1] - a[1]).slice(0, Number(listed)))
+  console.log(`${share(count)}  ${name}`);

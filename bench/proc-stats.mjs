@@ -29,7 +29,9 @@ export function processTree(root) {
       const parent = Number(statFields(name)[1]); // field 4: ppid
       if (!children.has(parent)) children.set(parent, []);
       children.get(parent).push(Number(name));
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   const tree = [];
   const queue = [root];
@@ -48,7 +50,9 @@ export function cpuSeconds(root) {
     try {
       const fields = statFields(pid);
       ticks += Number(fields[11]) + Number(fields[12]); // fields 14 and 15: utime, stime
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   return ticks / clockTicks();
 }
@@ -60,7 +64,9 @@ export function residentBytes(root) {
     try {
       const match = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
       if (match) kib += Number(match[1]);
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   return kib * 1024;
 }
@@ -98,7 +104,10 @@ export function loadAverage() {
 export function busiestProcesses(count = 5) {
   try {
     return execFileSync('ps', ['-eo', 'pcpu,pid,comm,args', '--sort=-pcpu', '--no-headers'], { encoding: 'utf8' })
-      .split('\n').slice(0, count).map((line) => line.trim().slice(0, 140)).filter((line) => line !== '');
+      .split('\n')
+      .slice(0, count)
+      .map((line) => line.trim().slice(0, 140))
+      .filter((line) => line !== '');
   } catch {
     return [];
   }

@@ -27,11 +27,18 @@ export function canPin() {
 export function startProcess(name, command, args, { core, cwd, env, stdout = '/dev/null', stderr = '/dev/null' } = {}) {
   const out = openSync(stdout, 'a');
   const err = stderr === stdout ? out : openSync(stderr, 'a');
-  const [file, argv] = core !== undefined && TASKSET !== undefined ? [TASKSET, ['-c', String(core), command, ...args]] : [command, args];
+  const [file, argv] =
+    core !== undefined && TASKSET !== undefined ? [TASKSET, ['-c', String(core), command, ...args]] : [command, args];
   const child = spawn(file, argv, { cwd, env, stdio: ['ignore', out, err], detached: true });
   closeSync(out);
   if (err !== out) closeSync(err);
-  const handle = { name, pid: child.pid, child, stderr, exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))) };
+  const handle = {
+    name,
+    pid: child.pid,
+    child,
+    stderr,
+    exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))),
+  };
   started.add(handle);
   child.once('exit', () => started.delete(handle));
   return handle;
@@ -40,7 +47,9 @@ export function startProcess(name, command, args, { core, cwd, env, stdout = '/d
 function signalGroup(pid, signal) {
   try {
     process.kill(-pid, signal); // detached: the child leads its own group
-  } catch { /* already gone */ }
+  } catch {
+    /* already gone */
+  }
 }
 
 /** SIGTERM, then SIGKILL after `graceMs`, for one process group. */
@@ -71,13 +80,26 @@ export function stopChildrenOnExit(onStop) {
       process.exit(code);
     }
     stopping = true;
-    Promise.resolve().then(onStop).catch(() => undefined).then(stopAll).finally(() => process.exit(code));
+    Promise.resolve()
+      .then(onStop)
+      .catch(() => undefined)
+      .then(stopAll)
+      .finally(() => process.exit(code));
   };
-  process.on('SIGINT', () => { console.error('\ninterrupted: stopping every process the bench started'); stopThenExit(130); });
+  process.on('SIGINT', () => {
+    console.error('\ninterrupted: stopping every process the bench started');
+    stopThenExit(130);
+  });
   process.on('SIGTERM', () => stopThenExit(143));
   process.on('SIGHUP', () => stopThenExit(129));
-  process.on('uncaughtException', (error) => { console.error(error); stopThenExit(1); });
-  process.on('unhandledRejection', (error) => { console.error(error); stopThenExit(1); });
+  process.on('uncaughtException', (error) => {
+    console.error(error);
+    stopThenExit(1);
+  });
+  process.on('unhandledRejection', (error) => {
+    console.error(error);
+    stopThenExit(1);
+  });
   process.on('exit', killAllNow);
 }
 
@@ -99,22 +121,32 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 export async function waitUntil(handle, what, check, timeoutMs = 20_000) {
   const deadline = Date.now() + timeoutMs;
   let exited = false;
-  void handle.exited.then(() => { exited = true; });
+  void handle.exited.then(() => {
+    exited = true;
+  });
   while (Date.now() < deadline) {
     if (exited) break;
     try {
       if (await check()) return;
-    } catch { /* not yet */ }
+    } catch {
+      /* not yet */
+    }
     await sleep(100);
   }
-  const log = handle.stderr !== '/dev/null' && existsSync(handle.stderr) ? readFileSync(handle.stderr, 'utf8').slice(-3000) : '';
-  throw new Error(`${handle.name}: ${exited ? 'exited' : 'timed out'} before ${what}${log ? `\n--- ${handle.stderr} ---\n${log}` : ''}`);
+  const log =
+    handle.stderr !== '/dev/null' && existsSync(handle.stderr) ? readFileSync(handle.stderr, 'utf8').slice(-3000) : '';
+  throw new Error(
+    `${handle.name}: ${exited ? 'exited' : 'timed out'} before ${what}${log ? `\n--- ${handle.stderr} ---\n${log}` : ''}`,
+  );
 }
 
 export function portAccepts(port) {
   return new Promise((resolve) => {
     const socket = net.connect(port, '127.0.0.1');
-    socket.once('connect', () => { socket.destroy(); resolve(true); });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
     socket.once('error', () => resolve(false));
   });
 }

@@ -56,8 +56,13 @@ export function summarizeProfile(file, { skipSeconds = 0, top = 25 } = {}) {
   return [
     `profile: ${total.toLocaleString('en')} busy samples (${profile.samples.length.toLocaleString('en')} in all)`,
     `self time, top ${top}:`,
-    ...sorted(self).slice(0, top).map(([name, count]) => `  ${share(count, total)}  ${name}`),
+    ...sorted(self)
+      .slice(0, top)
+      .map(([name, count]) => `  ${share(count, total)}  ${name}`),
     'inclusive time by package and own file (a caller includes its callees):',
-    ...sorted(inclusive).filter(([place]) => place !== '(native)').slice(0, top).map(([place, count]) => `  ${share(count, total)}  ${place}`),
+    ...sorted(inclusive)
+      .filter(([place]) => place !== '(native)')
+      .slice(0, top)
+      .map(([place, count]) => `  ${share(count, total)}  ${place}`),
   ];
 }

@@ -14,23 +14,26 @@ const alice = SANDBOX_SEED.parties.alice;
 
 /** A CreateCommand of the seeded Iou template, padded to 1 KB with a `note` create argument. */
 export function submitBody(targetBytes = 1024) {
-  const build = (note) => JSON.stringify({
-    commands: {
-      commands: [{
-        CreateCommand: {
-          templateId: SANDBOX_SEED.templates.iou,
-          createArguments: { issuer: alice, owner: alice, currency: 'USD', amount: '999.99', observers: [], note },
-        },
-      }],
-      commandId: 'bench-00000001',
-      actAs: [alice],
-      userId: SANDBOX_SEED.users.alice.id,
-    },
-    transactionFormat: {
-      eventFormat: { filtersByParty: { [alice]: { cumulative: [] } }, verbose: true },
-      transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA',
-    },
-  });
+  const build = (note) =>
+    JSON.stringify({
+      commands: {
+        commands: [
+          {
+            CreateCommand: {
+              templateId: SANDBOX_SEED.templates.iou,
+              createArguments: { issuer: alice, owner: alice, currency: 'USD', amount: '999.99', observers: [], note },
+            },
+          },
+        ],
+        commandId: 'bench-00000001',
+        actAs: [alice],
+        userId: SANDBOX_SEED.users.alice.id,
+      },
+      transactionFormat: {
+        eventFormat: { filtersByParty: { [alice]: { cumulative: [] } }, verbose: true },
+        transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA',
+      },
+    });
   const bare = build('');
   return build('n'.repeat(Math.max(0, targetBytes - Buffer.byteLength(bare))));
 }
@@ -41,7 +44,11 @@ export function updateByOffsetBody() {
     updateFormat: {
       includeTransactions: {
         eventFormat: {
-          filtersByParty: { [alice]: { cumulative: [{ identifierFilter: { WildcardFilter: { value: { includeCreatedEventBlob: false } } } }] } },
+          filtersByParty: {
+            [alice]: {
+              cumulative: [{ identifierFilter: { WildcardFilter: { value: { includeCreatedEventBlob: false } } } }],
+            },
+          },
           verbose: true,
         },
         transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA',
@@ -54,9 +61,24 @@ export function updateByOffsetBody() {
 export const HTTP_SCENARIOS = {
   version: { title: 'GET /v2/version (gateway: cached)', method: 'GET', path: '/v2/version' },
   'ledger-end': { title: 'GET /v2/state/ledger-end (proxied)', method: 'GET', path: '/v2/state/ledger-end' },
-  submit: { title: 'POST submit-and-wait-for-transaction, 1 KB (rules checked)', method: 'POST', path: '/v2/commands/submit-and-wait-for-transaction', body: submitBody() },
-  'update-by-offset': { title: 'POST update-by-offset (rules checked)', method: 'POST', path: '/v2/updates/update-by-offset', body: updateByOffsetBody() },
-  latency: { title: 'GET ledger-end at 4 connections (latency)', method: 'GET', path: '/v2/state/ledger-end', lowLoad: true },
+  submit: {
+    title: 'POST submit-and-wait-for-transaction, 1 KB (rules checked)',
+    method: 'POST',
+    path: '/v2/commands/submit-and-wait-for-transaction',
+    body: submitBody(),
+  },
+  'update-by-offset': {
+    title: 'POST update-by-offset (rules checked)',
+    method: 'POST',
+    path: '/v2/updates/update-by-offset',
+    body: updateByOffsetBody(),
+  },
+  latency: {
+    title: 'GET ledger-end at 4 connections (latency)',
+    method: 'GET',
+    path: '/v2/state/ledger-end',
+    lowLoad: true,
+  },
 };
 
 export const STREAM_PATH = '/v2/updates';

@@ -27,7 +27,9 @@ export function measureStream({ baseUrl, token, messages, timeoutMs = 120_000 })
       socket.terminate();
       finish(new Error(`stream timed out after ${received} of ${messages} messages`));
     }, timeoutMs);
-    socket.once('unexpected-response', (_request, response) => finish(new Error(`upgrade refused: HTTP ${response.statusCode}`)));
+    socket.once('unexpected-response', (_request, response) =>
+      finish(new Error(`upgrade refused: HTTP ${response.statusCode}`)),
+    );
     socket.once('error', (error) => finish(error));
     socket.once('open', () => {
       opened = performance.now();
@@ -48,7 +50,7 @@ export function measureStream({ baseUrl, token, messages, timeoutMs = 120_000 })
         messages: received,
         bytes,
         seconds,
-        handshakeMs: (opened - started),
+        handshakeMs: opened - started,
         messagesPerSecond: received / seconds,
       });
     });

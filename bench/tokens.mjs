@@ -34,19 +34,23 @@ export async function startIdentityProvider(dir) {
     issuer,
     jwksUrl: `${base}/.well-known/jwks.json`,
     publicKeyFile,
-    get jwksFetches() { return fetches; },
+    get jwksFetches() {
+      return fetches;
+    },
     /** A fresh token: every load run gets its own, so none outlives Canton's lifetime limit. */
-    mint: () => new SignJWT({})
-      .setProtectedHeader({ alg: 'RS256', kid: KEY_ID, typ: 'JWT' })
-      .setIssuer(issuer)
-      .setSubject(USER_ID)
-      .setAudience(AUDIENCE)
-      .setIssuedAt()
-      .setExpirationTime(Math.floor(Date.now() / 1000) + LIFETIME_SECONDS)
-      .sign(privateKey),
-    close: () => new Promise((resolve) => {
-      server.close(resolve);
-      server.closeAllConnections(); // the gateways' keep-alive connections
-    }),
+    mint: () =>
+      new SignJWT({})
+        .setProtectedHeader({ alg: 'RS256', kid: KEY_ID, typ: 'JWT' })
+        .setIssuer(issuer)
+        .setSubject(USER_ID)
+        .setAudience(AUDIENCE)
+        .setIssuedAt()
+        .setExpirationTime(Math.floor(Date.now() / 1000) + LIFETIME_SECONDS)
+        .sign(privateKey),
+    close: () =>
+      new Promise((resolve) => {
+        server.close(resolve);
+        server.closeAllConnections(); // the gateways' keep-alive connections
+      }),
   };
 }

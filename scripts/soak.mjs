@@ -39,7 +39,11 @@ process.on('exit', stopAll);
 process.on('SIGINT', () => process.exit(130));
 
 function start(args, marker, env = {}) {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.push(child);
   return new Promise((resolve, reject) => {
     let out = '';
@@ -71,12 +75,18 @@ function sockets(pid, apiPort) {
     try {
       const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
       if (match) inodes.add(match[1]);
-    } catch { /* closed meanwhile */ }
+    } catch {
+      /* closed meanwhile */
+    }
   }
   const counts = { listening: 0, inbound: 0, outbound: 0, other: 0 };
   for (const table of ['tcp', 'tcp6']) {
     let text;
-    try { text = readFileSync(`/proc/${pid}/net/${table}`, 'utf8'); } catch { continue; }
+    try {
+      text = readFileSync(`/proc/${pid}/net/${table}`, 'utf8');
+    } catch {
+      continue;
+    }
     for (const line of text.trim().split('\n').slice(1)) {
       const fields = line.trim().split(/\s+/);
       if (!inodes.has(fields[9])) continue;
@@ -103,17 +113,22 @@ const participantId = 'participant1';
 async function mint(sub) {
   const now = Math.floor(Date.now() / 1000);
   return new SignJWT({ sub, aud: `https://daml.com/jwt/aud/participant/${participantId}`, iat: now, exp: now + 280 })
-    .setProtectedHeader({ alg: 'RS256', kid: 'soak' }).setIssuer(ISSUER).sign(privateKey);
+    .setProtectedHeader({ alg: 'RS256', kid: 'soak' })
+    .setIssuer(ISSUER)
+    .sign(privateKey);
 }
 dir = mkdtempSync(join(tmpdir(), 'ledger-gateway-soak-'));
 const configFile = join(dir, 'gateway.yaml');
-writeFileSync(configFile, [
-  'server: { host: 127.0.0.1, port: 0 }',
-  'admin: { host: 127.0.0.1, port: 0 }',
-  `upstream: { url: "${upstreamUrl}" }`,
-  `auth: { participantId: ${participantId}, issuers: [${JSON.stringify({ issuer: ISSUER, jwks: { keys: [jwk] } })}] }`,
-  'log: { level: info }', // as in production; the output is drained
-].join('\n'));
+writeFileSync(
+  configFile,
+  [
+    'server: { host: 127.0.0.1, port: 0 }',
+    'admin: { host: 127.0.0.1, port: 0 }',
+    `upstream: { url: "${upstreamUrl}" }`,
+    `auth: { participantId: ${participantId}, issuers: [${JSON.stringify({ issuer: ISSUER, jwks: { keys: [jwk] } })}] }`,
+    'log: { level: info }', // as in production; the output is drained
+  ].join('\n'),
+);
 
 // 3. The gateway as it runs in production (tracing bootstrap, no exporter).
 const gatewayArgs = ['--import', './dist/telemetry/register.js', 'dist/main.js', '--config', configFile];
@@ -127,15 +142,27 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
 function call(method, path, body, headers = {}) {
   return new Promise((resolve) => {
     const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
-    const request = http.request({ host: base.hostname, port: base.port, method, path, agent, headers: {
-      ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}),
-      ...headers,
-    } }, (response) => {
-      const chunks = [];
-      response.on('data', (c) => chunks.push(c));
-      response.on('end', () => resolve({ status: response.statusCode, body: Buffer.concat(chunks).toString() }));
-      response.on('error', (error) => resolve({ status: -1, body: String(error) }));
-    });
+    const request = http.request(
+      {
+        host: base.hostname,
+        port: base.port,
+        method,
+        path,
+        agent,
+        headers: {
+          ...(payload !== undefined
+            ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }
+            : {}),
+          ...headers,
+        },
+      },
+      (response) => {
+        const chunks = [];
+        response.on('data', (c) => chunks.push(c));
+        response.on('end', () => resolve({ status: response.statusCode, body: Buffer.concat(chunks).toString() }));
+        response.on('error', (error) => resolve({ status: -1, body: String(error) }));
+      },
+    );
     request.setTimeout(30_000, () => request.destroy(new Error('client timeout')));
     request.on('error', (error) => resolve({ status: -1, body: String(error) }));
     request.end(payload);
@@ -151,18 +178,132 @@ let commandCounter = 0;
 const scenarios = [
   { name: 'getVersion ok', run: () => call('GET', '/v2/version', undefined, auth), expect: { status: 200 } },
   { name: 'getVersion no token', run: () => call('GET', '/v2/version'), expect: { status: 401, code: 'NA' } },
-  { name: 'submit ok', run: () => call('POST', '/v2/commands/submit-and-wait-for-transaction', {
-    commands: { commands: [{ CreateCommand: { templateId: S.templates.iou, createArguments: { issuer: S.parties.alice, owner: S.parties.alice, currency: 'USD', amount: '1.0' } } }], commandId: `soak-${++commandCounter}`, actAs: [S.parties.alice] },
-  }, auth), expect: { status: 200 }, after: (answer) => { const offset = JSON.parse(answer.body).transaction?.offset; if (offset && offsets.length < 10_000) offsets.push(offset); } },
-  { name: 'submit refused locally', run: () => call('POST', '/v2/commands/submit-and-wait-for-transaction', { commands: { commands: [], commandId: 'x', actAs: [S.parties.alice] } }, auth), expect: { status: 400 } },
-  { name: 'update-by-offset ok', run: () => call('POST', '/v2/updates/update-by-offset', `{"offset":${offsets[Math.floor(Math.random() * offsets.length)]},"updateFormat":{"includeTransactions":{"eventFormat":{"filtersByParty":{"${S.parties.alice}":{"cumulative":[]}},"verbose":true},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}}`, auth), expect: { status: 200 } },
-  { name: 'update-by-offset refused locally', run: () => call('POST', '/v2/updates/update-by-offset', { offset: 0, updateFormat: {} }, auth), expect: { status: 400, code: 'NON_POSITIVE_OFFSET' } },
-  { name: 'update-by-offset not found upstream', run: () => call('POST', '/v2/updates/update-by-offset', `{"offset":9223372036854775807,"updateFormat":{"includeTransactions":{"eventFormat":{"filtersByParty":{"${S.parties.alice}":{"cumulative":[]}}},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}}`, auth), expect: { status: 404, code: 'UPDATE_NOT_FOUND' } },
-  { name: 'vetting dry run ok', run: () => call('POST', '/v2/package-vetting/update', { changes: [{ operation: { Vet: { value: { packages: [{ packageId: S.packages.iouV2.packageId }] } } } }], dryRun: true, synchronizerId: S.synchronizers.global.synchronizerId }, auth), expect: { status: 200 } },
-  { name: 'vetting refused locally', run: () => call('POST', '/v2/package-vetting/update', { changes: [], dryRun: true }, auth), expect: { status: 400 } },
-  { name: 'vetting refused upstream', run: () => call('POST', '/v2/package-vetting/update', { changes: [{ operation: { Vet: { value: { packages: [{ packageId: S.packages.extras.packageId }] } } } }], dryRun: true, synchronizerId: S.synchronizers.global.synchronizerId }, auth), expect: { status: 400, code: 'TOPOLOGY_DEPENDENCIES_NOT_VETTED' } },
-  { name: 'idp patch ok', run: () => call('PATCH', `/v2/idps/${S.identityProvider.identityProviderId}`, { identityProviderConfig: { ...S.identityProvider, isDeactivated: false }, updateMask: { paths: ['is_deactivated'] } }, auth), expect: { status: 200 } },
-  { name: 'idp patch refused locally', run: () => call('PATCH', `/v2/idps/${S.identityProvider.identityProviderId}`, { identityProviderConfig: { ...S.identityProvider }, updateMask: { paths: ['jwksUrl'] } }, auth), expect: { status: 400, code: 'INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST' } },
+  {
+    name: 'submit ok',
+    run: () =>
+      call(
+        'POST',
+        '/v2/commands/submit-and-wait-for-transaction',
+        {
+          commands: {
+            commands: [
+              {
+                CreateCommand: {
+                  templateId: S.templates.iou,
+                  createArguments: { issuer: S.parties.alice, owner: S.parties.alice, currency: 'USD', amount: '1.0' },
+                },
+              },
+            ],
+            commandId: `soak-${++commandCounter}`,
+            actAs: [S.parties.alice],
+          },
+        },
+        auth,
+      ),
+    expect: { status: 200 },
+    after: (answer) => {
+      const offset = JSON.parse(answer.body).transaction?.offset;
+      if (offset && offsets.length < 10_000) offsets.push(offset);
+    },
+  },
+  {
+    name: 'submit refused locally',
+    run: () =>
+      call(
+        'POST',
+        '/v2/commands/submit-and-wait-for-transaction',
+        { commands: { commands: [], commandId: 'x', actAs: [S.parties.alice] } },
+        auth,
+      ),
+    expect: { status: 400 },
+  },
+  {
+    name: 'update-by-offset ok',
+    run: () =>
+      call(
+        'POST',
+        '/v2/updates/update-by-offset',
+        `{"offset":${offsets[Math.floor(Math.random() * offsets.length)]},"updateFormat":{"includeTransactions":{"eventFormat":{"filtersByParty":{"${S.parties.alice}":{"cumulative":[]}},"verbose":true},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}}`,
+        auth,
+      ),
+    expect: { status: 200 },
+  },
+  {
+    name: 'update-by-offset refused locally',
+    run: () => call('POST', '/v2/updates/update-by-offset', { offset: 0, updateFormat: {} }, auth),
+    expect: { status: 400, code: 'NON_POSITIVE_OFFSET' },
+  },
+  {
+    name: 'update-by-offset not found upstream',
+    run: () =>
+      call(
+        'POST',
+        '/v2/updates/update-by-offset',
+        `{"offset":9223372036854775807,"updateFormat":{"includeTransactions":{"eventFormat":{"filtersByParty":{"${S.parties.alice}":{"cumulative":[]}}},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}}`,
+        auth,
+      ),
+    expect: { status: 404, code: 'UPDATE_NOT_FOUND' },
+  },
+  {
+    name: 'vetting dry run ok',
+    run: () =>
+      call(
+        'POST',
+        '/v2/package-vetting/update',
+        {
+          changes: [{ operation: { Vet: { value: { packages: [{ packageId: S.packages.iouV2.packageId }] } } } }],
+          dryRun: true,
+          synchronizerId: S.synchronizers.global.synchronizerId,
+        },
+        auth,
+      ),
+    expect: { status: 200 },
+  },
+  {
+    name: 'vetting refused locally',
+    run: () => call('POST', '/v2/package-vetting/update', { changes: [], dryRun: true }, auth),
+    expect: { status: 400 },
+  },
+  {
+    name: 'vetting refused upstream',
+    run: () =>
+      call(
+        'POST',
+        '/v2/package-vetting/update',
+        {
+          changes: [{ operation: { Vet: { value: { packages: [{ packageId: S.packages.extras.packageId }] } } } }],
+          dryRun: true,
+          synchronizerId: S.synchronizers.global.synchronizerId,
+        },
+        auth,
+      ),
+    expect: { status: 400, code: 'TOPOLOGY_DEPENDENCIES_NOT_VETTED' },
+  },
+  {
+    name: 'idp patch ok',
+    run: () =>
+      call(
+        'PATCH',
+        `/v2/idps/${S.identityProvider.identityProviderId}`,
+        {
+          identityProviderConfig: { ...S.identityProvider, isDeactivated: false },
+          updateMask: { paths: ['is_deactivated'] },
+        },
+        auth,
+      ),
+    expect: { status: 200 },
+  },
+  {
+    name: 'idp patch refused locally',
+    run: () =>
+      call(
+        'PATCH',
+        `/v2/idps/${S.identityProvider.identityProviderId}`,
+        { identityProviderConfig: { ...S.identityProvider }, updateMask: { paths: ['jwksUrl'] } },
+        auth,
+      ),
+    expect: { status: 400, code: 'INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST' },
+  },
 ];
 
 const tally = new Map(scenarios.map((s) => [s.name, { ok: 0, unexpected: 0, sample: undefined }]));
@@ -174,10 +315,22 @@ async function worker() {
     const answer = await scenario.run();
     total += 1;
     let parsedCode;
-    try { parsedCode = JSON.parse(answer.body).code; } catch { parsedCode = undefined; }
-    const good = answer.status === scenario.expect.status && (scenario.expect.code === undefined || parsedCode === scenario.expect.code);
+    try {
+      parsedCode = JSON.parse(answer.body).code;
+    } catch {
+      parsedCode = undefined;
+    }
+    const good =
+      answer.status === scenario.expect.status &&
+      (scenario.expect.code === undefined || parsedCode === scenario.expect.code);
     const entry = tally.get(scenario.name);
-    if (good) { entry.ok += 1; scenario.after?.(answer); } else { entry.unexpected += 1; entry.sample ??= `${answer.status} ${answer.body.slice(0, 300)}`; }
+    if (good) {
+      entry.ok += 1;
+      scenario.after?.(answer);
+    } else {
+      entry.unexpected += 1;
+      entry.sample ??= `${answer.status} ${answer.body.slice(0, 300)}`;
+    }
   }
 }
 
@@ -185,7 +338,9 @@ const apiPort = Number(base.port);
 const fdBefore = fdCount(pid);
 const socketsBefore = sockets(pid, apiPort);
 const rssStart = rssKiB(pid);
-console.log(`soak: ${durationS}s, ${connections} connections, warm-up ${warmupS}s, gateway pid ${pid}, upstream sandbox ${upstreamUrl}`);
+console.log(
+  `soak: ${durationS}s, ${connections} connections, warm-up ${warmupS}s, gateway pid ${pid}, upstream sandbox ${upstreamUrl}`,
+);
 const workers = Array.from({ length: connections }, () => worker());
 await new Promise((r) => setTimeout(r, warmupS * 1000));
 const rssWarm = rssKiB(pid);
@@ -206,13 +361,22 @@ const unexpected = [...tally.values()].reduce((n, t) => n + t.unexpected, 0);
 const measured = total - totalWarm;
 const growth = ((rssEnd - rssWarm) / rssWarm) * 100;
 console.log('\nscenario                                  ok   unexpected');
-for (const [name, t] of tally) console.log(`${name.padEnd(40)} ${String(t.ok).padStart(6)} ${String(t.unexpected).padStart(6)}${t.sample ? `   e.g. ${t.sample}` : ''}`);
-console.log(`\nrequests: ${total} (${Math.round(measured / Math.max(1, durationS - warmupS))}/s after warm-up), unexpected answers: ${unexpected}`);
-console.log(`resident memory: start ${(rssStart / 1024).toFixed(1)} MiB, after warm-up ${(rssWarm / 1024).toFixed(1)} MiB, end ${(rssEnd / 1024).toFixed(1)} MiB, growth after warm-up ${growth.toFixed(1)}% (max sampled ${(Math.max(...samples, rssEnd) / 1024).toFixed(1)} MiB)`);
+for (const [name, t] of tally)
+  console.log(
+    `${name.padEnd(40)} ${String(t.ok).padStart(6)} ${String(t.unexpected).padStart(6)}${t.sample ? `   e.g. ${t.sample}` : ''}`,
+  );
+console.log(
+  `\nrequests: ${total} (${Math.round(measured / Math.max(1, durationS - warmupS))}/s after warm-up), unexpected answers: ${unexpected}`,
+);
+console.log(
+  `resident memory: start ${(rssStart / 1024).toFixed(1)} MiB, after warm-up ${(rssWarm / 1024).toFixed(1)} MiB, end ${(rssEnd / 1024).toFixed(1)} MiB, growth after warm-up ${growth.toFixed(1)}% (max sampled ${(Math.max(...samples, rssEnd) / 1024).toFixed(1)} MiB)`,
+);
 const show = (c) => `listening ${c.listening}, client ${c.inbound}, upstream pool ${c.outbound}, other ${c.other}`;
 console.log(`file descriptors: before ${fdBefore}, after ${fdAfter}`);
 console.log(`sockets before: ${show(socketsBefore)}`);
-console.log(`sockets after:  ${show(socketsAfter)} (idle upstream keep-alive connections stay pooled, at most ${connections} + the readiness probe's)`);
+console.log(
+  `sockets after:  ${show(socketsAfter)} (idle upstream keep-alive connections stay pooled, at most ${connections} + the readiness probe's)`,
+);
 
 gateway.child.kill('SIGTERM');
 const exitCode = await new Promise((resolve) => gateway.child.once('exit', resolve));
@@ -222,13 +386,18 @@ sandbox.child.kill('SIGTERM');
 const failures = [];
 if (unexpected > 0) failures.push(`${unexpected} unexpected answers`);
 // Every client connection is gone; pooled upstream connections are bounded by the concurrency.
-if (socketsAfter.inbound > 0) failures.push(`${socketsAfter.inbound} client sockets still open after every client left`);
+if (socketsAfter.inbound > 0)
+  failures.push(`${socketsAfter.inbound} client sockets still open after every client left`);
 // The pool also carries the readiness probe's call (every upstream.readinessIntervalMs): one more.
 const upstreamBound = connections + 1;
-if (socketsAfter.outbound > upstreamBound) failures.push(`${socketsAfter.outbound} upstream sockets for ${connections} connections (bound ${upstreamBound})`);
-if (socketsAfter.other > socketsBefore.other + 2) failures.push(`sockets in other states grew from ${socketsBefore.other} to ${socketsAfter.other}`);
-if (fdAfter - socketsAfter.outbound > fdBefore - socketsBefore.outbound + 2) failures.push(`file descriptors other than pooled upstream sockets grew from ${fdBefore} to ${fdAfter}`);
-if (growth > maxRssGrowth) failures.push(`resident memory grew ${growth.toFixed(1)}% after warm-up (limit ${maxRssGrowth}%)`);
+if (socketsAfter.outbound > upstreamBound)
+  failures.push(`${socketsAfter.outbound} upstream sockets for ${connections} connections (bound ${upstreamBound})`);
+if (socketsAfter.other > socketsBefore.other + 2)
+  failures.push(`sockets in other states grew from ${socketsBefore.other} to ${socketsAfter.other}`);
+if (fdAfter - socketsAfter.outbound > fdBefore - socketsBefore.outbound + 2)
+  failures.push(`file descriptors other than pooled upstream sockets grew from ${fdBefore} to ${fdAfter}`);
+if (growth > maxRssGrowth)
+  failures.push(`resident memory grew ${growth.toFixed(1)}% after warm-up (limit ${maxRssGrowth}%)`);
 if (exitCode !== 0) failures.push(`gateway exited ${exitCode} on SIGTERM`);
 if (failures.length > 0) {
   console.error(`\nSOAK FAILED: ${failures.join('; ')}`);

@@ -80,7 +80,11 @@ const VERSION_ANSWER_MAX_BYTES = 1024 * 1024;
 
 /** How long a replaced configuration may still serve a call: the longest upstream bound, or the shutdown grace. */
 function retireAfterMs(config: GatewayConfig): number {
-  return Math.max(config.upstream.timeoutMs, config.shutdown.graceMs, ...Object.values(config.upstream.operationTimeoutsMs));
+  return Math.max(
+    config.upstream.timeoutMs,
+    config.shutdown.graceMs,
+    ...Object.values(config.upstream.operationTimeoutsMs),
+  );
 }
 
 const API_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
@@ -104,7 +108,8 @@ function trustedProxyMatcher(entries: readonly string[]): (address: string) => b
 async function runningTracing(): Promise<Tracing> {
   const { activeTracing } = await import('./telemetry/tracing.js');
   const tracing = activeTracing();
-  if (tracing === undefined) throw new Error('tracingActive is set but startTracing() has not run in this process (or OTEL_SDK_DISABLED=true)');
+  if (tracing === undefined)
+    throw new Error('tracingActive is set but startTracing() has not run in this process (or OTEL_SDK_DISABLED=true)');
   return tracing;
 }
 
@@ -142,7 +147,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
     ...(propagateTraceContext && { propagateTraceContext }),
     isTrustedProxy,
-    onUpstreamTiming: (request, seconds) => metrics.observeUpstream(request.operation.name, seconds, metrics.exemplars ? sampledTraceIdOf(request) : undefined),
+    onUpstreamTiming: (request, seconds) =>
+      metrics.observeUpstream(
+        request.operation.name,
+        seconds,
+        metrics.exemplars ? sampledTraceIdOf(request) : undefined,
+      ),
   });
   metrics.watchUpstream(forwarder.load);
 
@@ -180,7 +190,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   api.addHook('onClose', () => live.close());
   const reloads = createReloadMetrics(metrics.registry, live.current.fingerprint);
   const participantIdps = config.auth.participantIdentityProviders.enabled
-    ? trustParticipantIdentityProviders(live, { upstreamUrl: options.upstreamUrl, registry: metrics.registry, log, readiness, running: (fingerprint) => reloads.running(fingerprint) })
+    ? trustParticipantIdentityProviders(live, {
+        upstreamUrl: options.upstreamUrl,
+        registry: metrics.registry,
+        log,
+        readiness,
+        running: (fingerprint) => reloads.running(fingerprint),
+      })
     : undefined;
 
   // The one list. Authentication comes before any body is read and before the version cache, so an
@@ -215,24 +231,27 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // (proxy/answer.ts). One the answer already has (the participant's) is kept.
   api.addHook('onSend', (request, reply, payload, done) => {
     if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
-    if (request.traceresponse !== undefined && !reply.hasHeader('traceresponse')) reply.header('traceresponse', request.traceresponse);
+    if (request.traceresponse !== undefined && !reply.hasHeader('traceresponse'))
+      reply.header('traceresponse', request.traceresponse);
     done(null, payload);
   });
 
   // The GET /v2/version cache (cache/), keyed by upstream so that another participant's answer is never served.
-  const versionCache = config.versionCache.ttlSeconds > 0
-    ? createVersionCache({
-      ttlSeconds: config.versionCache.ttlSeconds,
-      replyHeaders: corsConfigured,
-      staleIfErrorSeconds: config.versionCache.staleIfErrorSeconds,
-      fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),
-      count: (result) => metrics.versionCache(result),
-    })
-    : undefined;
+  const versionCache =
+    config.versionCache.ttlSeconds > 0
+      ? createVersionCache({
+          ttlSeconds: config.versionCache.ttlSeconds,
+          replyHeaders: corsConfigured,
+          staleIfErrorSeconds: config.versionCache.staleIfErrorSeconds,
+          fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),
+          count: (result) => metrics.versionCache(result),
+        })
+      : undefined;
   const upstreamKey = options.upstreamUrl;
-  const answer = (request: FastifyRequest, reply: FastifyReply) => (versionCache !== undefined && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
-    ? versionCache.serve(request, reply, upstreamKey)
-    : forwarder.forward(request, reply));
+  const answer = (request: FastifyRequest, reply: FastifyReply) =>
+    versionCache !== undefined && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
+      ? versionCache.serve(request, reply, upstreamKey)
+      : forwarder.forward(request, reply);
   // The request rules run first in the handler, once Fastify has checked the media type: a promise
   // only on the rule-checked routes, whose bodies alone are read (no preHandler hook for every call).
   api.route({
@@ -249,7 +268,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
   api.setErrorHandler((error: FastifyError | GatewayError, request, reply) => {
     const gatewayError = asGatewayError(error, request.id);
-    if (gatewayError.definition === Errors.GATEWAY_INTERNAL_ERROR) log.error({ reqId: request.id, err: error }, 'unexpected failure');
+    if (gatewayError.definition === Errors.GATEWAY_INTERNAL_ERROR)
+      log.error({ reqId: request.id, err: error }, 'unexpected failure');
     else if (gatewayError.reason !== undefined) requestTelemetry.noteRefusal(request, gatewayError.reason); // on the request's one log line
     if (reply.sent || reply.raw.headersSent) {
       reply.raw.destroy();
@@ -259,7 +279,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
   api.setNotFoundHandler((request, reply) => {
     // Only methods outside API_METHODS end here (every path is routed).
-    sendGatewayError(request, reply, new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `Method ${request.method} is not served by the gateway.` }));
+    sendGatewayError(
+      request,
+      reply,
+      new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, {
+        cause: `Method ${request.method} is not served by the gateway.`,
+      }),
+    );
   });
 
   // Upgrades: the same list, then the tunnel.
@@ -287,7 +313,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   metrics.watchConnections(() => connections.open);
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
 
-  const stopTlsReload = listenerTls === undefined ? undefined : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
+  const stopTlsReload =
+    listenerTls === undefined
+      ? undefined
+      : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
   // With TLS, a socket still in its handshake is not yet one of the HTTP server's connections, which
   // closeAllConnections() ends when the grace is over: the raw sockets are tracked here too (per
   // connection, not per call), and ended with them.
@@ -337,9 +366,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     async shutdown() {
       readiness.beginShutdown();
       api.draining = true;
-      if (config.shutdown.drainDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdown.drainDelayMs));
+      if (config.shutdown.drainDelayMs > 0)
+        await new Promise((resolve) => setTimeout(resolve, config.shutdown.drainDelayMs));
       closing = true;
-      const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), config.shutdown.graceMs).unref());
+      const grace = new Promise<'timeout'>((resolve) =>
+        setTimeout(() => resolve('timeout'), config.shutdown.graceMs).unref(),
+      );
       // api.close() stops accepting, closes idle keep-alive connections and waits for in-flight calls;
       // a connection whose call finishes later is idle then, and closed on the next sweep.
       const sweep = setInterval(() => api.server.closeIdleConnections(), 100);
@@ -354,14 +386,15 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       await close();
     },
     close,
-    reload: (load, trigger = 'api') => reloadGateway(live, load, {
-      log,
-      metrics: reloads,
-      trigger,
-      setLogLevel: (level) => {
-        if (logger !== false) logger.level = level;
-      },
-    }),
+    reload: (load, trigger = 'api') =>
+      reloadGateway(live, load, {
+        log,
+        metrics: reloads,
+        trigger,
+        setLogLevel: (level) => {
+          if (logger !== false) logger.level = level;
+        },
+      }),
     get fingerprint() {
       return live.current.fingerprint;
     },

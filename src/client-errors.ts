@@ -17,10 +17,13 @@ export function clientErrorDefinition(code: string | undefined): ErrorDefinition
  */
 export function clientErrorResponse(code: string | undefined, requestId?: string): string {
   const definition = clientErrorDefinition(code);
-  const cause = definition === Errors.GATEWAY_MALFORMED_REQUEST
-    ? `The request is not valid HTTP/1.1 (${code ?? 'parse error'}).`
-    : definition.description;
-  const body = JSON.stringify(renderCantonError(definition, { cause, ...(requestId !== undefined && { correlationId: requestId }) }));
+  const cause =
+    definition === Errors.GATEWAY_MALFORMED_REQUEST
+      ? `The request is not valid HTTP/1.1 (${code ?? 'parse error'}).`
+      : definition.description;
+  const body = JSON.stringify(
+    renderCantonError(definition, { cause, ...(requestId !== undefined && { correlationId: requestId }) }),
+  );
   const id = requestId === undefined ? '' : `X-Request-Id: ${requestId}\r\n`;
   return `HTTP/1.1 ${definition.status} ${http.STATUS_CODES[definition.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${id}Connection: close\r\n\r\n${body}`;
 }
@@ -39,11 +42,16 @@ export interface ClientErrorRefusal {
  * included. One that strikes a request already under way (its client left mid-body, or its body
  * took longer than server.requestTimeoutMs) is counted once, as that request, when its response closes.
  */
-export function createClientErrorHandler(onAnswered: (refusal: ClientErrorRefusal) => void, newRequestId: () => string) {
+export function createClientErrorHandler(
+  onAnswered: (refusal: ClientErrorRefusal) => void,
+  newRequestId: () => string,
+) {
   return (error: Error & { code?: string }, socket: Duplex): void => {
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     // Node's own link from a connection to the response it is serving (set while one is under way).
-    const underWay = (socket as { _httpMessage?: { headersSent?: boolean; req?: { complete?: boolean } } | null })._httpMessage ?? undefined;
+    const underWay =
+      (socket as { _httpMessage?: { headersSent?: boolean; req?: { complete?: boolean } } | null })._httpMessage ??
+      undefined;
     // A request pipelined behind one whose whole request was read is a later one: an answer now would
     // be read as the answer to the earlier call (HTTP/1.1 answers in order), so the connection is
     // closed without one, and the refusal is counted and logged as its own request.
@@ -52,7 +60,8 @@ export function createClientErrorHandler(onAnswered: (refusal: ClientErrorRefusa
     const answer = socket.writable && underWay?.headersSent !== true && !later;
     const requestId = underWay === undefined || later ? newRequestId() : undefined;
     if (answer) socket.end(clientErrorResponse(error.code, requestId));
-    if (requestId !== undefined) onAnswered({ definition: clientErrorDefinition(error.code), requestId, reason: error.code ?? 'parse error' });
+    if (requestId !== undefined)
+      onAnswered({ definition: clientErrorDefinition(error.code), requestId, reason: error.code ?? 'parse error' });
     socket.destroy();
   };
 }

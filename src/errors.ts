@@ -27,21 +27,33 @@ export type GrpcCodeValue = (typeof GrpcCode)[keyof typeof GrpcCode];
 /** HTTP status for a gRPC code, exactly as Canton's GrpcHttpErrorCodes.asPekkoHttp. */
 export function httpStatusForGrpcCode(grpc: number | null | undefined): number {
   switch (grpc) {
-    case GrpcCode.OK: return 200;
+    case GrpcCode.OK:
+      return 200;
     case GrpcCode.INVALID_ARGUMENT:
     case GrpcCode.FAILED_PRECONDITION:
-    case GrpcCode.OUT_OF_RANGE: return 400;
-    case GrpcCode.UNAUTHENTICATED: return 401;
-    case GrpcCode.PERMISSION_DENIED: return 403;
-    case GrpcCode.NOT_FOUND: return 404;
+    case GrpcCode.OUT_OF_RANGE:
+      return 400;
+    case GrpcCode.UNAUTHENTICATED:
+      return 401;
+    case GrpcCode.PERMISSION_DENIED:
+      return 403;
+    case GrpcCode.NOT_FOUND:
+      return 404;
     case GrpcCode.ABORTED:
-    case GrpcCode.ALREADY_EXISTS: return 409;
-    case GrpcCode.RESOURCE_EXHAUSTED: return 429;
-    case GrpcCode.CANCELLED: return 499;
-    case GrpcCode.UNIMPLEMENTED: return 501;
-    case GrpcCode.UNAVAILABLE: return 503;
-    case GrpcCode.DEADLINE_EXCEEDED: return 504;
-    default: return 500; // UNKNOWN, INTERNAL, DATA_LOSS, missing
+    case GrpcCode.ALREADY_EXISTS:
+      return 409;
+    case GrpcCode.RESOURCE_EXHAUSTED:
+      return 429;
+    case GrpcCode.CANCELLED:
+      return 499;
+    case GrpcCode.UNIMPLEMENTED:
+      return 501;
+    case GrpcCode.UNAVAILABLE:
+      return 503;
+    case GrpcCode.DEADLINE_EXCEEDED:
+      return 504;
+    default:
+      return 500; // UNKNOWN, INTERNAL, DATA_LOSS, missing
   }
 }
 
@@ -102,57 +114,145 @@ function defineError(
 }
 
 export const Errors = {
-  UNAUTHENTICATED: defineError('UNAUTHENTICATED', 6, GrpcCode.UNAUTHENTICATED,
+  UNAUTHENTICATED: defineError(
+    'UNAUTHENTICATED',
+    6,
+    GrpcCode.UNAUTHENTICATED,
     'No valid bearer token: missing, malformed, expired, bad signature, unknown issuer or key, wrong audience or scope, lifetime over the limit, or the key set is unavailable. Sent redacted, as Canton does: code NA, category -1.',
-    { redacted: true }),
-  PERMISSION_DENIED: defineError('PERMISSION_DENIED', 7, GrpcCode.PERMISSION_DENIED,
+    { redacted: true },
+  ),
+  PERMISSION_DENIED: defineError(
+    'PERMISSION_DENIED',
+    7,
+    GrpcCode.PERMISSION_DENIED,
     'The token is valid but no authorization rule allows this operation, or the body names another user. Sent redacted: code NA, category -1.',
-    { redacted: true }),
-  INVALID_ARGUMENT: defineError('INVALID_ARGUMENT', 8, GrpcCode.INVALID_ARGUMENT,
-    'The request has invalid arguments (e.g. the idp-id in the path does not match the body), as Canton answers.'),
-  MISSING_FIELD: defineError('MISSING_FIELD', 8, GrpcCode.INVALID_ARGUMENT,
-    'A mandatory field is missing (context.field_name names it), as Canton answers.'),
-  INVALID_FIELD: defineError('INVALID_FIELD', 8, GrpcCode.INVALID_ARGUMENT,
-    'A field has an invalid value, as Canton answers.'),
-  NON_POSITIVE_OFFSET: defineError('NON_POSITIVE_OFFSET', 8, GrpcCode.INVALID_ARGUMENT,
-    'An offset that must be positive is zero, negative or absent, as Canton answers.'),
-  PROTO_DESERIALIZATION_FAILURE: defineError('PROTO_DESERIALIZATION_FAILURE', 8, GrpcCode.INVALID_ARGUMENT,
-    'A oneof is Empty or missing, or a topology serial is not positive, as Canton answers.'),
-  INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST: defineError('INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST', 8, GrpcCode.INVALID_ARGUMENT,
-    'The identity provider update mask is empty, names an unknown field or repeats one, as Canton answers.'),
-  DECODE_FAILURE: defineError('DECODE_FAILURE', 8, GrpcCode.INVALID_ARGUMENT,
-    'A body on a rule-checked route that the participant\'s JSON decoder refuses (not JSON, not an object, a wrong JSON type, a missing field of a strict type, an integer out of range, an unknown enum name or oneof variant, a malformed template id): answered as Canton answers it, 400 text/plain "Invalid value for: body (... at \'<path>\')", not a JsCantonError.',
-    { plainText: true }),
-  GATEWAY_MALFORMED_REQUEST: defineError('GATEWAY_MALFORMED_REQUEST', 8, GrpcCode.INVALID_ARGUMENT,
-    'A body on a rule-checked route could not be read whole (the client left, stopped sending or took longer than policy.bodyReadTimeoutMs) or is nested deeper than policy.maxBodyDepth; an HTTP/1.1 request without Host, a request with two Host lines or an HTTP/1.0 request with Transfer-Encoding (faulty framing: the connection is closed); Content-Type lines that declare different types (pekko-http refuses them too); a Connection header naming the credential\'s field (Authorization, or Sec-WebSocket-Protocol on an upgrade); or Fastify refused the request as malformed before any route.'),
-  GATEWAY_UNSUPPORTED_MEDIA_TYPE: defineError('GATEWAY_UNSUPPORTED_MEDIA_TYPE', 8, GrpcCode.INVALID_ARGUMENT,
+    { redacted: true },
+  ),
+  INVALID_ARGUMENT: defineError(
+    'INVALID_ARGUMENT',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    'The request has invalid arguments (e.g. the idp-id in the path does not match the body), as Canton answers.',
+  ),
+  MISSING_FIELD: defineError(
+    'MISSING_FIELD',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    'A mandatory field is missing (context.field_name names it), as Canton answers.',
+  ),
+  INVALID_FIELD: defineError(
+    'INVALID_FIELD',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    'A field has an invalid value, as Canton answers.',
+  ),
+  NON_POSITIVE_OFFSET: defineError(
+    'NON_POSITIVE_OFFSET',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    'An offset that must be positive is zero, negative or absent, as Canton answers.',
+  ),
+  PROTO_DESERIALIZATION_FAILURE: defineError(
+    'PROTO_DESERIALIZATION_FAILURE',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    'A oneof is Empty or missing, or a topology serial is not positive, as Canton answers.',
+  ),
+  INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST: defineError(
+    'INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    'The identity provider update mask is empty, names an unknown field or repeats one, as Canton answers.',
+  ),
+  DECODE_FAILURE: defineError(
+    'DECODE_FAILURE',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    "A body on a rule-checked route that the participant's JSON decoder refuses (not JSON, not an object, a wrong JSON type, a missing field of a strict type, an integer out of range, an unknown enum name or oneof variant, a malformed template id): answered as Canton answers it, 400 text/plain \"Invalid value for: body (... at '<path>')\", not a JsCantonError.",
+    { plainText: true },
+  ),
+  GATEWAY_MALFORMED_REQUEST: defineError(
+    'GATEWAY_MALFORMED_REQUEST',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    "A body on a rule-checked route could not be read whole (the client left, stopped sending or took longer than policy.bodyReadTimeoutMs) or is nested deeper than policy.maxBodyDepth; an HTTP/1.1 request without Host, a request with two Host lines or an HTTP/1.0 request with Transfer-Encoding (faulty framing: the connection is closed); Content-Type lines that declare different types (pekko-http refuses them too); a Connection header naming the credential's field (Authorization, or Sec-WebSocket-Protocol on an upgrade); or Fastify refused the request as malformed before any route.",
+  ),
+  GATEWAY_UNSUPPORTED_MEDIA_TYPE: defineError(
+    'GATEWAY_UNSUPPORTED_MEDIA_TYPE',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
     'A rule-checked route was sent a body in a charset the gateway cannot decode as the participant would (UTF-16, a charset Java does not know, or one TextDecoder reads otherwise than Java; UTF-8, US-ASCII, ISO-8859-1 to 8, 13, 15 and 16 and windows-1250 to 1258 but 1255 are read as Java reads them, byte for byte). Any content type is accepted otherwise, as Canton accepts it, an empty or unparseable one included (the body is then read as UTF-8, as pekko-http reads it).',
-    { status: 415 }),
-  GATEWAY_REQUEST_TOO_LARGE: defineError('GATEWAY_REQUEST_TOO_LARGE', 8, GrpcCode.INVALID_ARGUMENT,
+    { status: 415 },
+  ),
+  GATEWAY_REQUEST_TOO_LARGE: defineError(
+    'GATEWAY_REQUEST_TOO_LARGE',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
     'The request body is larger than limits.bodyBytes or, on a rule-checked route (its body is read whole and parsed), than policy.maxBodyBytes.',
-    { status: 413 }),
-  GATEWAY_HEADERS_TOO_LARGE: defineError('GATEWAY_HEADERS_TOO_LARGE', 8, GrpcCode.INVALID_ARGUMENT,
+    { status: 413 },
+  ),
+  GATEWAY_HEADERS_TOO_LARGE: defineError(
+    'GATEWAY_HEADERS_TOO_LARGE',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
     'The request line and headers are larger than server.maxHeaderBytes.',
-    { status: 431 }),
-  GATEWAY_CLIENT_TIMEOUT: defineError('GATEWAY_CLIENT_TIMEOUT', 8, GrpcCode.INVALID_ARGUMENT,
+    { status: 431 },
+  ),
+  GATEWAY_CLIENT_TIMEOUT: defineError(
+    'GATEWAY_CLIENT_TIMEOUT',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
     'The client did not send its request headers within server.headersTimeoutMs, or the whole request within server.requestTimeoutMs, or a forwarded body did not keep its pace (no bytes, or fewer than upstream.bodyMinBytesPerSecond, in a window of upstream.bodyIdleTimeoutMs): the connection is closed.',
-    { status: 408 }),
-  GATEWAY_ROUTE_NOT_EXPOSED: defineError('GATEWAY_ROUTE_NOT_EXPOSED', 11, GrpcCode.NOT_FOUND,
-    'The path is outside /v2 and not exposed by the gateway (the participant\'s /livez, /readyz and /docs are hidden unless configured).'),
-  GATEWAY_INVALID_PATH: defineError('GATEWAY_INVALID_PATH', 8, GrpcCode.INVALID_ARGUMENT,
-    'The request target is not a plain origin-form path (dot segments, encoded dot segments, backslashes, empty segments, a fragment, or absolute-form).'),
-  GATEWAY_RESOURCE_EXHAUSTED: defineError('GATEWAY_RESOURCE_EXHAUSTED', 2, GrpcCode.RESOURCE_EXHAUSTED,
-    'A rate limit or concurrency cap (protection.*) for this caller, this operation or the whole gateway is reached; context.limit names it, Retry-After says when to retry.'),
-  GATEWAY_UPLOAD_SHARE_EXHAUSTED: defineError('GATEWAY_UPLOAD_SHARE_EXHAUSTED', 2, GrpcCode.RESOURCE_EXHAUSTED,
-    'This caller already has its share of the upstream connections (upstream.uploadShare) held by uploads streaming to the participant (bodies over upstream.bufferBodyBytes); Retry-After: 1.'),
-  GATEWAY_PROTECTION_UNAVAILABLE: defineError('GATEWAY_PROTECTION_UNAVAILABLE', 1, GrpcCode.UNAVAILABLE,
-    'The shared limit store (protection.redis) cannot answer and protection.failMode is closed; the caller is not over a limit. Retry-After: 1.'),
-  GATEWAY_UPSTREAM_UNAVAILABLE: defineError('GATEWAY_UPSTREAM_UNAVAILABLE', 1, GrpcCode.UNAVAILABLE,
-    'The participant could not be reached (connection refused or reset, DNS failure, TLS failure) or the gateway is shutting down.'),
-  GATEWAY_UPSTREAM_TIMEOUT: defineError('GATEWAY_UPSTREAM_TIMEOUT', 3, GrpcCode.DEADLINE_EXCEEDED,
-    'The participant did not answer within upstream.timeoutMs (or the operation\'s override).'),
-  GATEWAY_INTERNAL_ERROR: defineError('GATEWAY_INTERNAL_ERROR', 4, GrpcCode.INTERNAL,
-    'An unexpected gateway failure. The body holds no internals; the log line with the same correlation id has the cause.'),
+    { status: 408 },
+  ),
+  GATEWAY_ROUTE_NOT_EXPOSED: defineError(
+    'GATEWAY_ROUTE_NOT_EXPOSED',
+    11,
+    GrpcCode.NOT_FOUND,
+    "The path is outside /v2 and not exposed by the gateway (the participant's /livez, /readyz and /docs are hidden unless configured).",
+  ),
+  GATEWAY_INVALID_PATH: defineError(
+    'GATEWAY_INVALID_PATH',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    'The request target is not a plain origin-form path (dot segments, encoded dot segments, backslashes, empty segments, a fragment, or absolute-form).',
+  ),
+  GATEWAY_RESOURCE_EXHAUSTED: defineError(
+    'GATEWAY_RESOURCE_EXHAUSTED',
+    2,
+    GrpcCode.RESOURCE_EXHAUSTED,
+    'A rate limit or concurrency cap (protection.*) for this caller, this operation or the whole gateway is reached; context.limit names it, Retry-After says when to retry.',
+  ),
+  GATEWAY_UPLOAD_SHARE_EXHAUSTED: defineError(
+    'GATEWAY_UPLOAD_SHARE_EXHAUSTED',
+    2,
+    GrpcCode.RESOURCE_EXHAUSTED,
+    'This caller already has its share of the upstream connections (upstream.uploadShare) held by uploads streaming to the participant (bodies over upstream.bufferBodyBytes); Retry-After: 1.',
+  ),
+  GATEWAY_PROTECTION_UNAVAILABLE: defineError(
+    'GATEWAY_PROTECTION_UNAVAILABLE',
+    1,
+    GrpcCode.UNAVAILABLE,
+    'The shared limit store (protection.redis) cannot answer and protection.failMode is closed; the caller is not over a limit. Retry-After: 1.',
+  ),
+  GATEWAY_UPSTREAM_UNAVAILABLE: defineError(
+    'GATEWAY_UPSTREAM_UNAVAILABLE',
+    1,
+    GrpcCode.UNAVAILABLE,
+    'The participant could not be reached (connection refused or reset, DNS failure, TLS failure) or the gateway is shutting down.',
+  ),
+  GATEWAY_UPSTREAM_TIMEOUT: defineError(
+    'GATEWAY_UPSTREAM_TIMEOUT',
+    3,
+    GrpcCode.DEADLINE_EXCEEDED,
+    "The participant did not answer within upstream.timeoutMs (or the operation's override).",
+  ),
+  GATEWAY_INTERNAL_ERROR: defineError(
+    'GATEWAY_INTERNAL_ERROR',
+    4,
+    GrpcCode.INTERNAL,
+    'An unexpected gateway failure. The body holds no internals; the log line with the same correlation id has the cause.',
+  ),
 } as const satisfies Record<string, ErrorDefinition>;
 
 export type ErrorCode = keyof typeof Errors;
@@ -206,11 +306,11 @@ export function renderCantonError(def: ErrorDefinition, details: ErrorDetails = 
     cause: details.cause ?? def.description,
     correlationId: details.correlationId ?? null,
     traceId,
-    context: fromGrpc ? grpcContext(def, details, traceId) : details.context ?? {},
+    context: fromGrpc ? grpcContext(def, details, traceId) : (details.context ?? {}),
     resources: details.resources ?? [],
     errorCategory: def.category,
     grpcCodeValue: def.grpc,
-    retryInfo: def.retryInfo === null ? null : details.retryInfo ?? def.retryInfo,
+    retryInfo: def.retryInfo === null ? null : (details.retryInfo ?? def.retryInfo),
     definiteAnswer: fromGrpc ? null : false,
   };
 }
@@ -238,7 +338,11 @@ export class GatewayError extends Error {
   /** Why, for the log line only: never sent to the client. */
   readonly reason: string | undefined;
 
-  constructor(definition: ErrorDefinition, details: ErrorDetails = {}, options: { headers?: Record<string, string>; reason?: string; cause?: unknown } = {}) {
+  constructor(
+    definition: ErrorDefinition,
+    details: ErrorDetails = {},
+    options: { headers?: Record<string, string>; reason?: string; cause?: unknown } = {},
+  ) {
     super(details.cause ?? definition.code, { cause: options.cause });
     this.name = 'GatewayError';
     this.definition = definition;
@@ -247,9 +351,10 @@ export class GatewayError extends Error {
     // A 503 tells when to retry in the header as its body's retryInfo does ("1 second" unless the
     // raiser says otherwise), so that clients and proxies that read only HTTP (RFC 9110 §10.2.3)
     // wait as long as Canton-aware ones.
-    const seconds = definition.status === 503 && definition.retryInfo !== null && headers['retry-after'] === undefined
-      ? /^(\d+) seconds?$/.exec(details.retryInfo ?? definition.retryInfo)?.[1]
-      : undefined;
+    const seconds =
+      definition.status === 503 && definition.retryInfo !== null && headers['retry-after'] === undefined
+        ? /^(\d+) seconds?$/.exec(details.retryInfo ?? definition.retryInfo)?.[1]
+        : undefined;
     this.headers = seconds === undefined ? headers : { ...headers, 'retry-after': seconds };
     this.reason = options.reason;
   }
@@ -263,5 +368,9 @@ export function requestTooLarge(limit: number, limitKey: string): GatewayError {
 
 /** The same refusal, sent before the client's body was fully read: the connection cannot be reused (RFC 9112 §9.3). */
 export function closingConnection(error: GatewayError): GatewayError {
-  return new GatewayError(error.definition, error.details, { headers: { ...error.headers, connection: 'close' }, reason: error.reason, cause: error.cause });
+  return new GatewayError(error.definition, error.details, {
+    headers: { ...error.headers, connection: 'close' },
+    reason: error.reason,
+    cause: error.cause,
+  });
 }

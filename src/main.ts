@@ -24,16 +24,26 @@ async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sa
  * What SIGHUP asks of a running gateway: by the daemons' convention, to re-read its configuration;
  * a change of the config file asks the same (config/reload.ts). Without a file there is nothing to re-read.
  */
-function configReloader(gateway: Gateway, file: string | undefined): { reload: (trigger: string) => void; close: () => void } {
+function configReloader(
+  gateway: Gateway,
+  file: string | undefined,
+): { reload: (trigger: string) => void; close: () => void } {
   if (file === undefined) {
     return {
-      reload: (trigger) => gateway.log.warn({ trigger }, 'configuration reload: no config file (--config) to re-read; ignored'),
+      reload: (trigger) =>
+        gateway.log.warn({ trigger }, 'configuration reload: no config file (--config) to re-read; ignored'),
       close: () => undefined,
     };
   }
-  const run = serializeReloads((trigger) => gateway.reload(async () => (await prepareAuthentication(loadConfig(file))).config, trigger));
+  const run = serializeReloads((trigger) =>
+    gateway.reload(async () => (await prepareAuthentication(loadConfig(file))).config, trigger),
+  );
   const watcher = watchConfigFile(file, () => void run('file'), {
-    onError: (error) => gateway.log.warn({ err: error.message }, 'configuration reload: cannot watch the config file; SIGHUP still reloads'),
+    onError: (error) =>
+      gateway.log.warn(
+        { err: error.message },
+        'configuration reload: cannot watch the config file; SIGHUP still reloads',
+      ),
   });
   return { reload: (trigger) => void run(trigger), close: () => watcher.close() };
 }
@@ -71,19 +81,32 @@ async function main(): Promise<void> {
   // undici one listens on diagnostics channels, @fastify/otel is a plugin), so loading them after
   // Fastify and undici changes nothing. Undefined only with OTEL_SDK_DISABLED=true.
   const tracing = activeTracing() ?? startTracing();
-  const gateway = await buildGateway(config, { upstreamUrl: upstream.url, logger: createLogger(config.log.level), tracingActive: tracing !== undefined });
+  const gateway = await buildGateway(config, {
+    upstreamUrl: upstream.url,
+    logger: createLogger(config.log.level),
+    tracingActive: tracing !== undefined,
+  });
   const log = gateway.log;
   const tracingMode = tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting';
   log.info({ tracing: tracingMode, propagators: tracing?.propagators.names.join(',') }, 'tracing');
   if (tracing !== undefined && tracing.propagators.unknown.length > 0) {
     const known = 'tracecontext, baggage, b3, b3multi, none';
-    log.warn({ unknown: tracing.propagators.unknown, known }, 'OTEL_PROPAGATORS names unknown propagators; they are ignored');
+    log.warn(
+      { unknown: tracing.propagators.unknown, known },
+      'OTEL_PROPAGATORS names unknown propagators; they are ignored',
+    );
   }
   if (upstream.sandbox !== undefined) {
-    log.warn({ upstream: upstream.url }, 'DEVELOPMENT ONLY: forwarding to the embedded sandbox ledger, not a participant');
+    log.warn(
+      { upstream: upstream.url },
+      'DEVELOPMENT ONLY: forwarding to the embedded sandbox ledger, not a participant',
+    );
   }
   const urls = await gateway.listen().catch((error: unknown) => Promise.reject(listenFailure(error, loadedConfig)));
-  log.info({ api: urls.api, admin: urls.admin, upstream: upstream.sandbox ? 'sandbox' : upstream.url }, 'ledger-gateway listening');
+  log.info(
+    { api: urls.api, admin: urls.admin, upstream: upstream.sandbox ? 'sandbox' : upstream.url },
+    'ledger-gateway listening',
+  );
   if (development !== undefined) {
     log.warn({ issuer: DEVELOPMENT_ISSUER }, 'DEVELOPMENT ONLY: tokens signed by the development key are accepted');
     console.log(developmentBanner(urls.api, development));
@@ -99,16 +122,20 @@ async function main(): Promise<void> {
     stopping = true;
     reloader.close();
     log.info({ signal, graceMs: config.shutdown.graceMs }, 'shutting down: readiness off, draining in-flight requests');
-    gateway.shutdown()
+    gateway
+      .shutdown()
       .then(() => upstream.sandbox?.close())
       .then(() => tracing?.shutdown()) // exports the spans still buffered
-      .then(() => {
-        log.info('shutdown complete'); // the async log buffer is flushed when the process exits
-        process.exit(0);
-      }, (error: unknown) => {
-        log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      });
+      .then(
+        () => {
+          log.info('shutdown complete'); // the async log buffer is flushed when the process exits
+          process.exit(0);
+        },
+        (error: unknown) => {
+          log.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
@@ -119,7 +146,9 @@ async function main(): Promise<void> {
 function requireSupportedNode(): void {
   const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
   if (major < 22 || (major === 22 && minor < 12)) {
-    console.error(`ledger-gateway: Node.js ${process.versions.node} is not supported; run it on Node.js 22.12 or later (24 LTS recommended; npm scripts use the node@24 devDependency).`);
+    console.error(
+      `ledger-gateway: Node.js ${process.versions.node} is not supported; run it on Node.js 22.12 or later (24 LTS recommended; npm scripts use the node@24 devDependency).`,
+    );
     process.exit(1);
   }
 }

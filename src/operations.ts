@@ -101,9 +101,16 @@ const HTTP_ROUTES: readonly RouteEntry[] = [
   ['POST', '/v2/interactive-submission/prepare', SubmissionOperations.prepare],
   ['POST', '/v2/interactive-submission/execute', SubmissionOperations.execute],
   ['POST', '/v2/interactive-submission/executeAndWait', SubmissionOperations.executeAndWait],
-  ['POST', '/v2/interactive-submission/executeAndWaitForTransaction',
-    SubmissionOperations.executeAndWaitForTransaction],
-  ['GET', '/v2/interactive-submission/preferred-package-version', 'getV2Interactive-submissionPreferred-package-version'],
+  [
+    'POST',
+    '/v2/interactive-submission/executeAndWaitForTransaction',
+    SubmissionOperations.executeAndWaitForTransaction,
+  ],
+  [
+    'GET',
+    '/v2/interactive-submission/preferred-package-version',
+    'getV2Interactive-submissionPreferred-package-version',
+  ],
   ['POST', '/v2/interactive-submission/preferred-packages', 'postV2Interactive-submissionPreferred-packages'],
   ['POST', '/v2/contracts/contract-by-id', 'postV2ContractsContract-by-id'],
   // Served by Canton but not in its spec (routes.json "extra"): pass through, named like the rest.
@@ -140,13 +147,19 @@ export const UNKNOWN_OPERATION: Operation = Object.freeze({
   participantInternal: false,
 });
 
-function toOperation([method, template, name]: RouteEntry, kind: OperationKind, participantInternal = false): Operation {
+function toOperation(
+  [method, template, name]: RouteEntry,
+  kind: OperationKind,
+  participantInternal = false,
+): Operation {
   return Object.freeze({ name, method, template, kind, participantInternal });
 }
 
 export const HTTP_OPERATIONS: readonly Operation[] = HTTP_ROUTES.map((r) => toOperation(r, 'http'));
 export const WEBSOCKET_OPERATIONS: readonly Operation[] = WEBSOCKET_ROUTES.map((r) => toOperation(r, 'websocket'));
-export const PARTICIPANT_INTERNAL_OPERATIONS: readonly Operation[] = PARTICIPANT_INTERNAL_ROUTES.map((r) => toOperation(r, 'http', true));
+export const PARTICIPANT_INTERNAL_OPERATIONS: readonly Operation[] = PARTICIPANT_INTERNAL_ROUTES.map((r) =>
+  toOperation(r, 'http', true),
+);
 
 /** Every operation name the gateway can label a request with (bounded metric cardinality). */
 export const OPERATION_NAMES: readonly string[] = [
@@ -225,7 +238,9 @@ const ENCODED_UNRESERVED = /%(2[DdEe]|3\d|[46][1-9A-Fa-f]|[57][0-9Aa]|5[Ff]|7[Ee
  * ignored. Encoded reserved characters (`%2F`) stay encoded: they never split a segment.
  */
 export function canonicalPath(path: string): string {
-  let canonical = path.includes('%') ? path.replace(ENCODED_UNRESERVED, (match) => String.fromCharCode(parseInt(match.slice(1), 16))) : path;
+  let canonical = path.includes('%')
+    ? path.replace(ENCODED_UNRESERVED, (match) => String.fromCharCode(parseInt(match.slice(1), 16)))
+    : path;
   if (canonical.length > 1 && canonical.endsWith('/')) canonical = canonical.slice(0, -1);
   return canonical;
 }

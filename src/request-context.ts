@@ -58,9 +58,14 @@ export function requestTargetProblem(url: string): string | undefined {
 export function framingProblem(request: IncomingMessage): string | undefined {
   const socket = request.socket as FramedSocket | null;
   if (socket?.[kFaultyFraming] === true) return 'a request after one with faulty framing on the same connection';
-  const problem = request.httpVersionMinor === 1 && request.headers.host === undefined ? 'an HTTP/1.1 request without a Host header'
-    : request.httpVersionMinor !== 1 && request.headers['transfer-encoding'] !== undefined ? 'an HTTP/1.0 request with Transfer-Encoding'
-    : hostLines(request.rawHeaders) > 1 ? 'a request with more than one Host header' : undefined;
+  const problem =
+    request.httpVersionMinor === 1 && request.headers.host === undefined
+      ? 'an HTTP/1.1 request without a Host header'
+      : request.httpVersionMinor !== 1 && request.headers['transfer-encoding'] !== undefined
+        ? 'an HTTP/1.0 request with Transfer-Encoding'
+        : hostLines(request.rawHeaders) > 1
+          ? 'a request with more than one Host header'
+          : undefined;
   // Requests pipelined behind it were parsed from bytes whose framing is in doubt (they may be what
   // a hop before the gateway took for a body): none of them is served either.
   if (problem !== undefined && socket !== null) socket[kFaultyFraming] = true;
@@ -113,7 +118,11 @@ type FramedSocket = IncomingMessage['socket'] & { [kFaultyFraming]?: true };
 
 /** The coded refusal of a request whose framing is faulty: its connection cannot be trusted further. */
 export function framingRefusal(problem: string): GatewayError {
-  return new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${problem}.` }, { headers: { connection: 'close' } });
+  return new GatewayError(
+    Errors.GATEWAY_MALFORMED_REQUEST,
+    { cause: `The request is malformed: ${problem}.` },
+    { headers: { connection: 'close' } },
+  );
 }
 
 /** The operation of a request, or the coded refusal for a route the gateway does not serve. */
@@ -125,7 +134,9 @@ export function resolveOperation(method: string, url: string, routes: GatewayCon
   const path = pathOf(url);
   const operation = matchOperation(method === 'HEAD' ? 'GET' : method, path);
   if (operation === undefined || (operation.participantInternal && !isExposed(operation, routes))) {
-    throw new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `${method} ${path.length > 200 ? `${path.slice(0, 200)}…` : path} is not served by the gateway.` });
+    throw new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, {
+      cause: `${method} ${path.length > 200 ? `${path.slice(0, 200)}…` : path} is not served by the gateway.`,
+    });
   }
   return operation;
 }
@@ -145,7 +156,9 @@ function offersWebSocket(upgrade: string | undefined): boolean {
 export function webSocketOperationOf(request: IncomingMessage): Operation | undefined {
   if (request.method !== 'GET' || !offersWebSocket(request.headers.upgrade)) return undefined;
   const path = pathOf(request.url ?? '/');
-  return matchWebSocketOperation(path) ?? (matchOperation('GET', path) === UNKNOWN_OPERATION ? UNKNOWN_OPERATION : undefined);
+  return (
+    matchWebSocketOperation(path) ?? (matchOperation('GET', path) === UNKNOWN_OPERATION ? UNKNOWN_OPERATION : undefined)
+  );
 }
 
 /** The operation of a WebSocket upgrade, or the coded refusal for a target or a stream the gateway does not serve. */
@@ -160,7 +173,9 @@ export function resolveUpgradeOperation(request: IncomingMessage): Operation {
   const operation = webSocketOperationOf(request);
   if (operation === undefined) {
     const target = `${request.method ?? ''} ${pathOf(url).slice(0, 200)}`;
-    throw new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, { cause: `${target} is not a WebSocket stream the gateway serves.` });
+    throw new GatewayError(Errors.GATEWAY_ROUTE_NOT_EXPOSED, {
+      cause: `${target} is not a WebSocket stream the gateway serves.`,
+    });
   }
   return operation;
 }

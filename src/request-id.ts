@@ -30,7 +30,8 @@ export function randomRequestId(): string {
   const offset = 16 * used++;
   for (let i = 0; i < 16; i++) {
     let byte = random[offset + i]!;
-    if (i === 6) byte = (byte & 0x0f) | 0x40; // version 4
+    if (i === 6)
+      byte = (byte & 0x0f) | 0x40; // version 4
     else if (i === 8) byte = (byte & 0x3f) | 0x80; // variant 10
     const at = AT[i]!;
     text[at] = HIGH[byte]!;

@@ -13,11 +13,19 @@ export interface ListenerTlsFiles {
 
 /** The secure context's options; with a client CA every client must present a certificate it signs. */
 export function listenerSecureOptions(files: ListenerTlsFiles) {
-  return { cert: files.cert, key: files.key, ...(files.ca !== undefined && { ca: files.ca, requestCert: true, rejectUnauthorized: true }) };
+  return {
+    cert: files.cert,
+    key: files.key,
+    ...(files.ca !== undefined && { ca: files.ca, requestCert: true, rejectUnauthorized: true }),
+  };
 }
 
 function same(a: ListenerTlsFiles, b: ListenerTlsFiles): boolean {
-  return a.cert.equals(b.cert) && a.key.equals(b.key) && (a.ca === undefined ? b.ca === undefined : b.ca !== undefined && a.ca.equals(b.ca));
+  return (
+    a.cert.equals(b.cert) &&
+    a.key.equals(b.key) &&
+    (a.ca === undefined ? b.ca === undefined : b.ca !== undefined && a.ca.equals(b.ca))
+  );
 }
 
 interface Log {
@@ -30,7 +38,12 @@ interface Log {
  * secure context; unreadable or unusable, the last good one stays (said once per problem). Returns
  * the function that stops it.
  */
-export function watchListenerTls(server: TlsServer, tls: GatewayConfig['server']['tls'], initial: ListenerTlsFiles, log: Log): () => void {
+export function watchListenerTls(
+  server: TlsServer,
+  tls: GatewayConfig['server']['tls'],
+  initial: ListenerTlsFiles,
+  log: Log,
+): () => void {
   let current = initial;
   let reported: string | undefined;
   const timer = setInterval(() => {
@@ -44,7 +57,8 @@ export function watchListenerTls(server: TlsServer, tls: GatewayConfig['server']
       createSecureContext(listenerSecureOptions(next)); // throws for a key that does not match, or not PEM
     } catch (error) {
       const problem = (error as Error).message;
-      if (problem !== reported) log.warn({ err: problem }, 'server TLS files cannot be used: the listener keeps its last good certificate');
+      if (problem !== reported)
+        log.warn({ err: problem }, 'server TLS files cannot be used: the listener keeps its last good certificate');
       reported = problem;
       return;
     }

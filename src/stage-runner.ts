@@ -29,7 +29,11 @@ export function stageHook(stages: readonly Stage[]) {
       return;
     }
     if (pending === undefined) done();
-    else pending.then(() => done(), (error: unknown) => done(error as Error));
+    else
+      pending.then(
+        () => done(),
+        (error: unknown) => done(error as Error),
+      );
   };
 }
 

@@ -1,9 +1,20 @@
 // The route catalogue covers every route Canton 3.4.12, 3.5.1 and 3.5.10 serve (shared/canton/routes.json).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { matchOperation, matchWebSocketOperation, NamedOperations, OPERATION_NAMES, PARTICIPANT_INTERNAL_OPERATIONS } from '../src/operations.js';
+import {
+  matchOperation,
+  matchWebSocketOperation,
+  NamedOperations,
+  OPERATION_NAMES,
+  PARTICIPANT_INTERNAL_OPERATIONS,
+} from '../src/operations.js';
 
-interface RouteEntry { method: string; path: string; operationId?: string; kind: 'http' | 'websocket' }
+interface RouteEntry {
+  method: string;
+  path: string;
+  operationId?: string;
+  kind: 'http' | 'websocket';
+}
 const routesFile = new URL('../../shared/canton/routes.json', import.meta.url);
 const catalogue = JSON.parse(readFileSync(routesFile, 'utf8')) as { routes: RouteEntry[]; extra: RouteEntry[] };
 
@@ -20,7 +31,7 @@ const NAMED: Record<string, string> = {
 };
 
 describe('route catalogue', () => {
-  it('names every HTTP route of routes.json: the five named operations, Canton\'s operationId for the rest', () => {
+  it("names every HTTP route of routes.json: the five named operations, Canton's operationId for the rest", () => {
     const http = catalogue.routes.filter((r) => r.kind === 'http');
     expect(http.length).toBeGreaterThanOrEqual(67);
     for (const route of http) {
@@ -45,7 +56,12 @@ describe('route catalogue', () => {
       expect(operation, route.path).toBeDefined();
       expect(operation!.name).not.toBe('unknown');
     }
-    expect(PARTICIPANT_INTERNAL_OPERATIONS.map((o) => o.template).sort()).toEqual(['/docs/asyncapi', '/docs/openapi', '/livez', '/readyz']);
+    expect(PARTICIPANT_INTERNAL_OPERATIONS.map((o) => o.template).sort()).toEqual([
+      '/docs/asyncapi',
+      '/docs/openapi',
+      '/livez',
+      '/readyz',
+    ]);
   });
 
   it('labels an unknown /v2 path unknown and serves nothing else outside /v2', () => {

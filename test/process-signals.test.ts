@@ -25,14 +25,20 @@ describe('SIGHUP', () => {
       const before = await Promise.all(Array.from({ length: 20 }, call));
       gateway.child.kill('SIGHUP');
       await expect
-        .poll(() => gateway.output.some((line) => line.includes('configuration reloaded')), { timeout: 5_000, interval: 50 })
+        .poll(() => gateway.output.some((line) => line.includes('configuration reloaded')), {
+          timeout: 5_000,
+          interval: 50,
+        })
         .toBe(true);
       expect(gateway.child.exitCode).toBeNull();
       const after = await call();
       // The file is watched too: an invalid edit is logged, with every bad key path, and changes nothing.
       appendFileSync(configFile, '\npolicy: { rules: { getVersion: [{ role: admin }] } }\n');
       await expect
-        .poll(() => gateway.output.some((line) => line.includes('invalid configuration')), { timeout: 5_000, interval: 50 })
+        .poll(() => gateway.output.some((line) => line.includes('invalid configuration')), {
+          timeout: 5_000,
+          interval: 50,
+        })
         .toBe(true);
       const last = await call();
 

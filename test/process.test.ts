@@ -8,7 +8,9 @@ beforeAll(() => buildDist(), 120_000);
 
 describe('start', () => {
   it('refuses a bad config file with every bad key named and a non-zero exit', async () => {
-    const file = writeConfig('upstream:\n  url: 42\n  bogus: true\nserver:\n  port: eighty\nlimits: { bodyBytes: -1 }\n');
+    const file = writeConfig(
+      'upstream:\n  url: 42\n  bogus: true\nserver:\n  port: eighty\nlimits: { bodyBytes: -1 }\n',
+    );
     const { code, stderr } = await runToExit(['dist/main.js', '--config', file]);
     expect(code).toBe(2);
     expect(stderr).toContain('upstream.bogus: unknown key');
@@ -25,18 +27,24 @@ describe('start', () => {
   });
 
   it('refuses invalid policy rules with exit 2 naming the key path', async () => {
-    const file = writeConfig('upstream: { url: "http://127.0.0.1:1" }\nauth: { issuers: [{ issuer: "https://idp.example", jwksUrl: "https://idp.example/jwks" }] }\npolicy: { rules: { noSuchOperation: [{ anyAuthenticated: true }] } }\n');
+    const file = writeConfig(
+      'upstream: { url: "http://127.0.0.1:1" }\nauth: { issuers: [{ issuer: "https://idp.example", jwksUrl: "https://idp.example/jwks" }] }\npolicy: { rules: { noSuchOperation: [{ anyAuthenticated: true }] } }\n',
+    );
     const { code, stderr } = await runToExit(['dist/main.js', '--config', file]);
     expect(code).toBe(2);
     expect(stderr).toContain('policy.rules.noSuchOperation');
   });
 
   it('refuses values Node would only trip over later (a trusted proxy, the participant URL) with exit 2, not a stack trace', async () => {
-    const file = writeConfig('upstream: { url: "127.0.0.1:7575" }\nserver: { trustedProxies: ["10.0.0.0/8", "ingress-nginx"] }\n');
+    const file = writeConfig(
+      'upstream: { url: "127.0.0.1:7575" }\nserver: { trustedProxies: ["10.0.0.0/8", "ingress-nginx"] }\n',
+    );
     const { code, stderr } = await runToExit(['dist/main.js', '--config', file]);
     expect(code).toBe(2);
     expect(stderr).toContain('server.trustedProxies[1]: "ingress-nginx" is not an IP address or CIDR');
-    expect(stderr).toContain('upstream.url: 127.0.0.1:7575 has no scheme: add http:// or https://, e.g. http://127.0.0.1:7575');
+    expect(stderr).toContain(
+      'upstream.url: 127.0.0.1:7575 has no scheme: add http:// or https://, e.g. http://127.0.0.1:7575',
+    );
     expect(stderr).not.toMatch(/\n\s+at /); // no stack
   });
 
@@ -52,15 +60,26 @@ describe('request log lines', () => {
   it('reach stdout within about a second on a quiet gateway, although they are written in batches', async () => {
     const upstream = await startRecordingUpstream(answerJson(200, { offset: 3 }));
     const issuer = await createTestIssuer();
-    const gateway = await startProcess(['dist/main.js', '--config', writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT)]);
+    const gateway = await startProcess([
+      'dist/main.js',
+      '--config',
+      writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT),
+    ]);
     try {
-      const answer = await fetch(`${gateway.api}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${await issuer.mint()}` } });
+      const answer = await fetch(`${gateway.api}/v2/state/ledger-end`, {
+        headers: { authorization: `Bearer ${await issuer.mint()}` },
+      });
       expect(answer.status).toBe(200);
       const reqId = answer.headers.get('x-request-id');
-      const requestLine = () => gateway.output.filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>)
-        .find((line) => line.reqId === reqId && line.msg === 'request');
+      const requestLine = () =>
+        gateway.output
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as Record<string, unknown>)
+          .find((line) => line.reqId === reqId && line.msg === 'request');
       // One line is far below the 32 KB batch: the periodic flush (1 s) hands it over.
-      await expect.poll(requestLine, { timeout: 2_500, interval: 100 }).toMatchObject({ status: 200, operation: 'getV2StateLedger-end' });
+      await expect
+        .poll(requestLine, { timeout: 2_500, interval: 100 })
+        .toMatchObject({ status: 200, operation: 'getV2StateLedger-end' });
     } finally {
       gateway.child.kill('SIGKILL');
       await upstream.close();
@@ -71,7 +90,9 @@ describe('request log lines', () => {
 describe('graceful shutdown', () => {
   it('turns /readyz 503 on SIGTERM while an in-flight submit still completes, then exits 0', async () => {
     let received: () => void = () => {};
-    const arrived = new Promise<void>((resolve) => { received = resolve; });
+    const arrived = new Promise<void>((resolve) => {
+      received = resolve;
+    });
     const upstream = await startRecordingUpstream((request, response) => {
       if (request.url.startsWith('/v2/commands')) {
         received();
@@ -81,7 +102,9 @@ describe('graceful shutdown', () => {
       }
     });
     const issuer = await createTestIssuer();
-    const file = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, ['shutdown: { graceMs: 10000 }']);
+    const file = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, [
+      'shutdown: { graceMs: 10000 }',
+    ]);
     const gateway = await startProcess(['dist/main.js', '--config', file]);
     try {
       await expect.poll(async () => (await fetch(`${gateway.admin}/readyz`)).status, { timeout: 5_000 }).toBe(200);
@@ -113,7 +136,9 @@ describe('graceful shutdown under load', () => {
     const inFlight = 24;
     let arrivedCount = 0;
     let allArrived: () => void = () => {};
-    const arrived = new Promise<void>((resolve) => { allArrived = resolve; });
+    const arrived = new Promise<void>((resolve) => {
+      allArrived = resolve;
+    });
     const upstream = await startRecordingUpstream((request, response) => {
       if (!request.url.startsWith('/v2/commands')) return answerJson(200, { version: '3.5.10' })(request, response);
       arrivedCount += 1;
@@ -121,24 +146,36 @@ describe('graceful shutdown under load', () => {
       setTimeout(() => answerJson(200, { n: request.headers['x-n'] })(request, response), 1_000 + Math.random() * 500);
     });
     const issuer = await createTestIssuer();
-    const file = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, ['shutdown: { graceMs: 8000 }']);
+    const file = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, [
+      'shutdown: { graceMs: 8000 }',
+    ]);
     const gateway = await startProcess(['dist/main.js', '--config', file]);
     try {
       const token = await issuer.mint();
-      const calls = Array.from({ length: inFlight }, (_, n) => fetch(`${gateway.api}/v2/commands/submit-and-wait`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'x-n': String(n) },
-        body: '{}',
-      }).then(async (response) => ({ status: response.status, connection: response.headers.get('connection'), body: await response.json() as { n?: string } })));
+      const calls = Array.from({ length: inFlight }, (_, n) =>
+        fetch(`${gateway.api}/v2/commands/submit-and-wait`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'x-n': String(n) },
+          body: '{}',
+        }).then(async (response) => ({
+          status: response.status,
+          connection: response.headers.get('connection'),
+          body: (await response.json()) as { n?: string },
+        })),
+      );
       await arrived;
       const signalled = Date.now();
       gateway.child.kill('SIGTERM');
       const answers = await Promise.all(calls);
       expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
-      expect(answers.map((a) => Number(a.body.n)).sort((a, b) => a - b)).toEqual(Array.from({ length: inFlight }, (_, n) => n));
+      expect(answers.map((a) => Number(a.body.n)).sort((a, b) => a - b)).toEqual(
+        Array.from({ length: inFlight }, (_, n) => n),
+      );
       // Answered after shutdown began: each closes its connection, so no client reuses one.
       expect(answers.map((a) => a.connection)).toEqual(answers.map(() => 'close'));
-      await expect(fetch(`${gateway.api}/v2/version`, { headers: { authorization: `Bearer ${token}` } })).rejects.toThrow();
+      await expect(
+        fetch(`${gateway.api}/v2/version`, { headers: { authorization: `Bearer ${token}` } }),
+      ).rejects.toThrow();
       expect(await gateway.exited).toBe(0);
       expect(Date.now() - signalled).toBeLessThan(8_000);
     } finally {

@@ -18,7 +18,9 @@ describe('randomRequestId', () => {
       for (let i = 0; i < 36; i++) seen[i]!.add(id[i]!);
     }
     const sizes = seen.map((values) => values.size);
-    const expected = Array.from({ length: 36 }, (_, i) => ([8, 13, 18, 23].includes(i) ? 1 : i === 14 ? 1 : i === 19 ? 4 : 16));
+    const expected = Array.from({ length: 36 }, (_, i) =>
+      [8, 13, 18, 23].includes(i) ? 1 : i === 14 ? 1 : i === 19 ? 4 : 16,
+    );
     expect(sizes).toEqual(expected);
   });
 });

@@ -23,8 +23,13 @@ export interface Authenticator {
    * `spendUnverified` runs first for a token the cache has not verified (before its refusal or its
    * signature check): it throws, or rejects, to refuse the call instead.
    */
-  principalOf(token: string, source?: TokenSource, connection?: Connection, credential?: string,
-    spendUnverified?: SpendUnverified): Principal | Promise<Principal>;
+  principalOf(
+    token: string,
+    source?: TokenSource,
+    connection?: Connection,
+    credential?: string,
+    spendUnverified?: SpendUnverified,
+  ): Principal | Promise<Principal>;
   /** The principal of the token this connection proved last, when `credential` is the one it came with (see principalOf); else undefined. */
   rememberedOn(connection: Connection, credential: string): Principal | undefined;
   /** False for auth.publicOperations and the participant's routes outside /v2 (Canton `ApiServices.scala`). */
@@ -66,16 +71,18 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
     clockToleranceSeconds: settings.clockToleranceSeconds,
     now,
   });
-  const keySets = settings.issuers.map((issuer) => createKeySet(issuer.issuer, issuer.source, {
-    fetchTimeoutMs: settings.keySets.fetchTimeoutMs,
-    refreshIntervalMs: settings.keySets.refreshIntervalMs,
-    cooldownMs: settings.keySets.unknownKeyCooldownMs,
-    onFetch: (result) => options.onKeySetFetch?.(issuer.issuer, result),
-    // A withdrawn key must stop authenticating at once, not when its tokens expire.
-    onKeysWithdrawn: () => cache.clear(),
-    log: options.log,
-    now,
-  }));
+  const keySets = settings.issuers.map((issuer) =>
+    createKeySet(issuer.issuer, issuer.source, {
+      fetchTimeoutMs: settings.keySets.fetchTimeoutMs,
+      refreshIntervalMs: settings.keySets.refreshIntervalMs,
+      cooldownMs: settings.keySets.unknownKeyCooldownMs,
+      onFetch: (result) => options.onKeySetFetch?.(issuer.issuer, result),
+      // A withdrawn key must stop authenticating at once, not when its tokens expire.
+      onKeysWithdrawn: () => cache.clear(),
+      log: options.log,
+      now,
+    }),
+  );
   const verifier = createTokenVerifier(
     settings.issuers.map((issuer, index) => ({ config: issuer, keySet: keySets[index]! })),
     settings,
@@ -90,23 +97,34 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
     const generation = cache.generation;
     const pending: PendingVerification = {
       generation,
-      outcome: verifier.verify(token).then((verified) => {
-        cache.rememberVerified(key, verified, generation);
-        return verified;
-      }, (error: unknown) => {
-        const failure = failureOfJoseError(error);
-        cache.rememberRefusal(key, failure, generation);
-        throw failure;
-      }).finally(() => {
-        if (inflight.get(key) === pending) inflight.delete(key);
-      }),
+      outcome: verifier
+        .verify(token)
+        .then(
+          (verified) => {
+            cache.rememberVerified(key, verified, generation);
+            return verified;
+          },
+          (error: unknown) => {
+            const failure = failureOfJoseError(error);
+            cache.rememberRefusal(key, failure, generation);
+            throw failure;
+          },
+        )
+        .finally(() => {
+          if (inflight.get(key) === pending) inflight.delete(key);
+        }),
     };
     inflight.set(key, pending);
     return pending;
   }
 
-  function principalOf(token: string, source: TokenSource = 'bearer token', connection?: Connection, credential = token,
-    spendUnverified?: SpendUnverified): Principal | Promise<Principal> {
+  function principalOf(
+    token: string,
+    source: TokenSource = 'bearer token',
+    connection?: Connection,
+    credential = token,
+    spendUnverified?: SpendUnverified,
+  ): Principal | Promise<Principal> {
     if (connection !== undefined) {
       const last = cache.lastVerifiedOn(connection, credential);
       if (last !== undefined) return last.principal;
@@ -128,8 +146,14 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
   }
 
   /** A token the cache has not verified: its remembered refusal, or its shape and signature checked. */
-  function unverifiedPrincipalOf(token: string, key: string, refused: AuthFailure | undefined, source: TokenSource,
-    connection: Connection | undefined, credential: string): Principal | Promise<Principal> {
+  function unverifiedPrincipalOf(
+    token: string,
+    key: string,
+    refused: AuthFailure | undefined,
+    source: TokenSource,
+    connection: Connection | undefined,
+    credential: string,
+  ): Principal | Promise<Principal> {
     if (refused !== undefined) throw refused;
     checkTokenShape(token, source);
     let pending = inflight.get(key);

@@ -59,27 +59,35 @@ export function checkAudienceAndScope(claims: Claims, rules: ClaimRules): void {
 
   const participantAudiences = audiences.filter((entry) => entry.startsWith(CANTON_AUDIENCE_PREFIX));
   if (participantAudiences.length > 0) {
-    const ids = participantAudiences.map((entry) => entry.slice(CANTON_AUDIENCE_PREFIX.length)).filter((id) => id !== '');
-    if (ids.length !== 1) throw new AuthFailure('audience', `aud must hold exactly one ${CANTON_AUDIENCE_PREFIX}<participantId>`);
+    const ids = participantAudiences
+      .map((entry) => entry.slice(CANTON_AUDIENCE_PREFIX.length))
+      .filter((id) => id !== '');
+    if (ids.length !== 1)
+      throw new AuthFailure('audience', `aud must hold exactly one ${CANTON_AUDIENCE_PREFIX}<participantId>`);
     if (rules.participantId !== undefined && ids[0] !== rules.participantId) {
       throw new AuthFailure('audience', `the token's participant audience is not ${rules.participantId}`);
     }
     return;
   }
   if (scopesOf(claims).includes(CANTON_LEDGER_API_SCOPE)) {
-    if (audiences.length > 1) throw new AuthFailure('audience', 'a scope-based token\'s aud must be empty or a single participant id');
+    if (audiences.length > 1)
+      throw new AuthFailure('audience', "a scope-based token's aud must be empty or a single participant id");
     if (rules.participantId !== undefined && audiences.length === 1 && audiences[0] !== rules.participantId) {
       throw new AuthFailure('audience', `the scope-based token's aud is not ${rules.participantId}`);
     }
     return;
   }
-  throw new AuthFailure('scope', `neither a ${CANTON_AUDIENCE_PREFIX}<participantId> audience nor the ${CANTON_LEDGER_API_SCOPE} scope`);
+  throw new AuthFailure(
+    'scope',
+    `neither a ${CANTON_AUDIENCE_PREFIX}<participantId> audience nor the ${CANTON_LEDGER_API_SCOPE} scope`,
+  );
 }
 
 /** `sub` is the Ledger API user id: required, a non-empty string. */
 export function subjectOf(claims: Claims): string {
   const sub = claims.sub;
-  if (typeof sub !== 'string' || sub === '') throw new AuthFailure('subject', 'no sub claim: the token names no Ledger API user');
+  if (typeof sub !== 'string' || sub === '')
+    throw new AuthFailure('subject', 'no sub claim: the token names no Ledger API user');
   return sub;
 }
 
@@ -102,8 +110,14 @@ export function isExpired(expiresAt: number, nowSeconds: number, clockToleranceS
  * runs a little ahead does not get its maximum-lifetime tokens refused.
  */
 export function checkLifetime(expiresAt: number, nowSeconds: number, rules: ClaimRules): void {
-  if (rules.maxTokenLifetimeSeconds > 0 && expiresAt - nowSeconds > rules.maxTokenLifetimeSeconds + rules.clockToleranceSeconds) {
-    throw new AuthFailure('lifetime', `the remaining lifetime exceeds auth.maxTokenLifetimeSeconds (${rules.maxTokenLifetimeSeconds} s)`);
+  if (
+    rules.maxTokenLifetimeSeconds > 0 &&
+    expiresAt - nowSeconds > rules.maxTokenLifetimeSeconds + rules.clockToleranceSeconds
+  ) {
+    throw new AuthFailure(
+      'lifetime',
+      `the remaining lifetime exceeds auth.maxTokenLifetimeSeconds (${rules.maxTokenLifetimeSeconds} s)`,
+    );
   }
 }
 
@@ -115,9 +129,11 @@ export interface CheckedClaims {
 /** Every claim check after the signature: expiry present, iat, lifetime, audience/scope, subject. */
 export function checkClaims(claims: Claims, rules: ClaimRules, nowSeconds: number): CheckedClaims {
   const expiresAt = expiryOf(claims);
-  if (isExpired(expiresAt, nowSeconds, rules.clockToleranceSeconds)) throw new AuthFailure('expired', 'exp is in the past');
+  if (isExpired(expiresAt, nowSeconds, rules.clockToleranceSeconds))
+    throw new AuthFailure('expired', 'exp is in the past');
   // java-jwt, which Canton verifies with, refuses an iat in the future; jose checks iat only with maxTokenAge.
-  if (typeof claims.iat === 'number' && claims.iat > nowSeconds + rules.clockToleranceSeconds) throw new AuthFailure('not_yet_valid', 'iat is in the future');
+  if (typeof claims.iat === 'number' && claims.iat > nowSeconds + rules.clockToleranceSeconds)
+    throw new AuthFailure('not_yet_valid', 'iat is in the future');
   checkLifetime(expiresAt, nowSeconds, rules);
   checkAudienceAndScope(claims, rules);
   return { subject: subjectOf(claims), expiresAt };

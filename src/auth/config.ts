@@ -42,8 +42,10 @@ const KEY_SOURCES = ['jwksUrl', 'publicKeyFile', 'jwks', 'unsafeHmacSecret'] as 
 /** The JWS algorithms a public key can verify. */
 export function algorithmsForKey(key: KeyObject): JwsAlgorithm[] {
   switch (key.asymmetricKeyType) {
-    case 'rsa': return ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'];
-    case 'rsa-pss': return ['PS256', 'PS384', 'PS512'];
+    case 'rsa':
+      return ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'];
+    case 'rsa-pss':
+      return ['PS256', 'PS384', 'PS512'];
     case 'ec': {
       const curve = key.asymmetricKeyDetails?.namedCurve;
       if (curve === 'prime256v1') return ['ES256'];
@@ -51,8 +53,10 @@ export function algorithmsForKey(key: KeyObject): JwsAlgorithm[] {
       if (curve === 'secp521r1') return ['ES512'];
       return [];
     }
-    case 'ed25519': return ['EdDSA', 'Ed25519'];
-    default: return [];
+    case 'ed25519':
+      return ['EdDSA', 'Ed25519'];
+    default:
+      return [];
   }
 }
 
@@ -73,7 +77,8 @@ export function rsaModulusBits(jwk: JWK): number | undefined {
 function algorithmsForJwk(jwk: JWK): JwsAlgorithm[] {
   let fitting: JwsAlgorithm[];
   if (jwk.kty === 'RSA') fitting = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'];
-  else if (jwk.kty === 'EC') fitting = jwk.crv === 'P-256' ? ['ES256'] : jwk.crv === 'P-384' ? ['ES384'] : jwk.crv === 'P-521' ? ['ES512'] : [];
+  else if (jwk.kty === 'EC')
+    fitting = jwk.crv === 'P-256' ? ['ES256'] : jwk.crv === 'P-384' ? ['ES384'] : jwk.crv === 'P-521' ? ['ES512'] : [];
   else if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519') fitting = ['EdDSA', 'Ed25519'];
   else fitting = [];
   return typeof jwk.alg === 'string' ? fitting.filter((alg) => alg === jwk.alg) : fitting;
@@ -89,17 +94,26 @@ function isLoopbackHost(hostname: string): boolean {
 /** The public key in a PEM file: SPKI public key or X.509 certificate. Never a private key. */
 export function readPublicKeyFile(file: string): KeyObject {
   const pem = readFileSync(file, 'utf8');
-  if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(pem)) throw new Error('the file holds a private key; give the gateway the public key or certificate only');
+  if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(pem))
+    throw new Error('the file holds a private key; give the gateway the public key or certificate only');
   if (pem.includes('-----BEGIN CERTIFICATE-----')) return new X509Certificate(pem).publicKey;
   const key = createPublicKey(pem);
   if (key.type !== 'public') throw new Error('not a public key');
   return key;
 }
 
-function resolveIssuer(entry: IssuerConfig, path: string, config: GatewayConfig, problems: string[], warnings: string[]): ResolvedIssuer | undefined {
+function resolveIssuer(
+  entry: IssuerConfig,
+  path: string,
+  config: GatewayConfig,
+  problems: string[],
+  warnings: string[],
+): ResolvedIssuer | undefined {
   const present = KEY_SOURCES.filter((name) => entry[name] !== undefined);
   if (present.length !== 1) {
-    problems.push(`${path}: exactly one key source is required, one of ${KEY_SOURCES.join(', ')}${present.length > 1 ? ` (found ${present.join(', ')})` : ''}`);
+    problems.push(
+      `${path}: exactly one key source is required, one of ${KEY_SOURCES.join(', ')}${present.length > 1 ? ` (found ${present.join(', ')})` : ''}`,
+    );
     return undefined;
   }
   const explicit = entry.algorithms;
@@ -110,14 +124,19 @@ function resolveIssuer(entry: IssuerConfig, path: string, config: GatewayConfig,
   if (entry.unsafeHmacSecret !== undefined) {
     source = { kind: 'hmac', secret: new TextEncoder().encode(entry.unsafeHmacSecret) };
     algorithms = explicit ?? ['HS256'];
-    if (algorithms.length !== 1 || algorithms[0] !== 'HS256') problems.push(`${path}.algorithms: an unsafeHmacSecret issuer verifies HS256 only`);
+    if (algorithms.length !== 1 || algorithms[0] !== 'HS256')
+      problems.push(`${path}.algorithms: an unsafeHmacSecret issuer verifies HS256 only`);
     if (config.upstream.url !== 'sandbox' && !config.auth.unsafeAllowHmacWithParticipant) {
-      problems.push(`${path}.unsafeHmacSecret: HS256 shared secrets are for development; refused with a real upstream (set auth.unsafeAllowHmacWithParticipant only for a test participant)`);
+      problems.push(
+        `${path}.unsafeHmacSecret: HS256 shared secrets are for development; refused with a real upstream (set auth.unsafeAllowHmacWithParticipant only for a test participant)`,
+      );
     }
     warnings.push(`UNSAFE: issuer ${entry.issuer} verifies HS256 tokens with a shared secret (development only)`);
   } else {
     if (algorithms.includes('HS256')) {
-      problems.push(`${path}.algorithms: HS256 needs unsafeHmacSecret; an asymmetric key never verifies an HMAC (algorithm confusion)`);
+      problems.push(
+        `${path}.algorithms: HS256 needs unsafeHmacSecret; an asymmetric key never verifies an HMAC (algorithm confusion)`,
+      );
     }
     if (entry.jwksUrl !== undefined) {
       let url: URL | undefined;
@@ -128,7 +147,9 @@ function resolveIssuer(entry: IssuerConfig, path: string, config: GatewayConfig,
       }
       if (url !== undefined) {
         if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname))) {
-          problems.push(`${path}.jwksUrl: must be https (http only for a loopback address): keys fetched in the clear can be replaced`);
+          problems.push(
+            `${path}.jwksUrl: must be https (http only for a loopback address): keys fetched in the clear can be replaced`,
+          );
         } else if (url.username !== '' || url.password !== '') {
           problems.push(`${path}.jwksUrl: must not carry credentials`);
         } else {
@@ -139,17 +160,24 @@ function resolveIssuer(entry: IssuerConfig, path: string, config: GatewayConfig,
       try {
         const key = readPublicKeyFile(entry.publicKeyFile);
         const fitting = algorithmsForKey(key);
-        if (fitting.length === 0) problems.push(`${path}.publicKeyFile: unsupported key type ${key.asymmetricKeyType ?? 'unknown'}`);
-        else if (key.asymmetricKeyType === 'rsa' && (key.asymmetricKeyDetails?.modulusLength ?? 0) < MIN_RSA_BITS) problems.push(`${path}.publicKeyFile: RSA keys must be at least ${MIN_RSA_BITS} bits`);
+        if (fitting.length === 0)
+          problems.push(`${path}.publicKeyFile: unsupported key type ${key.asymmetricKeyType ?? 'unknown'}`);
+        else if (key.asymmetricKeyType === 'rsa' && (key.asymmetricKeyDetails?.modulusLength ?? 0) < MIN_RSA_BITS)
+          problems.push(`${path}.publicKeyFile: RSA keys must be at least ${MIN_RSA_BITS} bits`);
         if (explicit === undefined) {
           algorithms = fitting.includes('RS256') ? ['RS256'] : fitting;
         } else {
           const unfit = explicit.filter((alg) => !fitting.includes(alg));
-          if (unfit.length > 0) problems.push(`${path}.algorithms: ${unfit.join(', ')} do not fit the ${key.asymmetricKeyType ?? ''} key in ${entry.publicKeyFile}`);
+          if (unfit.length > 0)
+            problems.push(
+              `${path}.algorithms: ${unfit.join(', ')} do not fit the ${key.asymmetricKeyType ?? ''} key in ${entry.publicKeyFile}`,
+            );
         }
         source = { kind: 'publicKey', key, file: entry.publicKeyFile };
       } catch (error) {
-        problems.push(`${path}.publicKeyFile: cannot read a public key from ${entry.publicKeyFile}: ${(error as Error).message}`);
+        problems.push(
+          `${path}.publicKeyFile: cannot read a public key from ${entry.publicKeyFile}: ${(error as Error).message}`,
+        );
       }
     } else if (entry.jwks !== undefined) {
       const jwks = entry.jwks as unknown as JSONWebKeySet;
@@ -158,8 +186,12 @@ function resolveIssuer(entry: IssuerConfig, path: string, config: GatewayConfig,
         const keyPath = `${path}.jwks.keys[${index}]`;
         if ('d' in jwk || jwk.kty === 'oct') problems.push(`${keyPath}: must be a public key`);
         const bits = rsaModulusBits(jwk);
-        if (bits !== undefined && bits < MIN_RSA_BITS) problems.push(`${keyPath}: RSA keys must be at least ${MIN_RSA_BITS} bits (this one has ${bits}): no token signed with it could be verified`);
-        if (typeof jwk.kid !== 'string' || jwk.kid === '') problems.push(`${keyPath}.kid: required (tokens select their key by kid)`);
+        if (bits !== undefined && bits < MIN_RSA_BITS)
+          problems.push(
+            `${keyPath}: RSA keys must be at least ${MIN_RSA_BITS} bits (this one has ${bits}): no token signed with it could be verified`,
+          );
+        if (typeof jwk.kid !== 'string' || jwk.kid === '')
+          problems.push(`${keyPath}.kid: required (tokens select their key by kid)`);
         else if (kids.has(jwk.kid)) problems.push(`${keyPath}.kid: duplicate kid ${jwk.kid}`);
         else kids.add(jwk.kid);
       });
@@ -186,14 +218,17 @@ export function resolveAuthConfig(config: GatewayConfig): ResolvedAuth {
   const problems: string[] = [];
   const warnings: string[] = [];
   if (auth.issuers.length === 0) {
-    problems.push('auth.issuers: at least one issuer is required (only with upstream.url "sandbox" does the gateway start its development issuer)');
+    problems.push(
+      'auth.issuers: at least one issuer is required (only with upstream.url "sandbox" does the gateway start its development issuer)',
+    );
   }
   const seen = new Map<string, number>();
   const issuers: ResolvedIssuer[] = [];
   auth.issuers.forEach((entry, index) => {
     const path = `auth.issuers[${index}]`;
     const first = seen.get(entry.issuer);
-    if (first !== undefined) problems.push(`${path}.issuer: duplicate of auth.issuers[${first}].issuer (iss selects one issuer)`);
+    if (first !== undefined)
+      problems.push(`${path}.issuer: duplicate of auth.issuers[${first}].issuer (iss selects one issuer)`);
     else seen.set(entry.issuer, index);
     const resolved = resolveIssuer(entry, path, config, problems, warnings);
     if (resolved !== undefined) issuers.push(resolved);

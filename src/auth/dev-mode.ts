@@ -51,7 +51,14 @@ function publicHalf(privateJwk: JWK): JWK {
 
 function asDevelopmentKey(document: unknown, file: string): DevelopmentKey {
   const jwk = document as JWK;
-  if (typeof jwk !== 'object' || jwk === null || jwk.kty !== 'EC' || jwk.crv !== 'P-256' || typeof jwk.d !== 'string' || typeof jwk.kid !== 'string') {
+  if (
+    typeof jwk !== 'object' ||
+    jwk === null ||
+    jwk.kty !== 'EC' ||
+    jwk.crv !== 'P-256' ||
+    typeof jwk.d !== 'string' ||
+    typeof jwk.kid !== 'string'
+  ) {
     throw new Error(`${file} is not a development ES256 key; delete it to create a new one`);
   }
   return { kid: jwk.kid, privateJwk: jwk, publicJwk: publicHalf(jwk) };
@@ -62,7 +69,9 @@ async function readKey(file: string): Promise<DevelopmentKey> {
 }
 
 /** The development key, created (exclusively, so two processes agree) on first use. */
-export async function loadOrCreateDevelopmentKey(directory: string = developmentKeyDirectory()): Promise<DevelopmentKey> {
+export async function loadOrCreateDevelopmentKey(
+  directory: string = developmentKeyDirectory(),
+): Promise<DevelopmentKey> {
   const file = join(directory, KEY_FILE);
   try {
     return await readKey(file);
@@ -93,7 +102,9 @@ export async function loadOrCreateDevelopmentKey(directory: string = development
 /** The config with the development issuer in place of the (empty) issuer list. */
 export function withDevelopmentIssuer(config: GatewayConfig, key: DevelopmentKey): GatewayConfig {
   const copy = structuredClone(config);
-  copy.auth.issuers = [{ issuer: DEVELOPMENT_ISSUER, jwks: { keys: [{ ...key.publicJwk, kty: 'EC' }] }, algorithms: ['ES256'] }];
+  copy.auth.issuers = [
+    { issuer: DEVELOPMENT_ISSUER, jwks: { keys: [{ ...key.publicJwk, kty: 'EC' }] }, algorithms: ['ES256'] },
+  ];
   copy.auth.participantId = developmentParticipantId(config);
   return copy;
 }
@@ -121,14 +132,22 @@ export async function mintDevelopmentToken(key: DevelopmentKey, options: Develop
 export interface PreparedAuthentication {
   readonly config: GatewayConfig;
   /** Set in development mode: a token to print at start. */
-  readonly development?: { readonly token: string; readonly subject: string; readonly lifetimeSeconds: number; readonly keyFile: string };
+  readonly development?: {
+    readonly token: string;
+    readonly subject: string;
+    readonly lifetimeSeconds: number;
+    readonly keyFile: string;
+  };
 }
 
 /**
  * For main.ts: in development mode, put the development issuer in place and mint a first token;
  * then check the auth section, so that a bad one stops the process like any bad config (ConfigError).
  */
-export async function prepareAuthentication(config: GatewayConfig, directory: string = developmentKeyDirectory()): Promise<PreparedAuthentication> {
+export async function prepareAuthentication(
+  config: GatewayConfig,
+  directory: string = developmentKeyDirectory(),
+): Promise<PreparedAuthentication> {
   if (!isDevelopmentMode(config)) {
     resolveAuthConfig(config);
     return { config };
@@ -138,12 +157,22 @@ export async function prepareAuthentication(config: GatewayConfig, directory: st
   resolveAuthConfig(developmentConfig);
   const subject = DEVELOPMENT_USER_ID;
   const lifetimeSeconds = developmentLifetimeSeconds(config);
-  const token = await mintDevelopmentToken(key, { subject, participantId: developmentParticipantId(config), lifetimeSeconds });
-  return { config: developmentConfig, development: { token, subject, lifetimeSeconds, keyFile: join(directory, KEY_FILE) } };
+  const token = await mintDevelopmentToken(key, {
+    subject,
+    participantId: developmentParticipantId(config),
+    lifetimeSeconds,
+  });
+  return {
+    config: developmentConfig,
+    development: { token, subject, lifetimeSeconds, keyFile: join(directory, KEY_FILE) },
+  };
 }
 
 /** The banner `npm start` prints in development mode. */
-export function developmentBanner(apiUrl: string, development: NonNullable<PreparedAuthentication['development']>): string {
+export function developmentBanner(
+  apiUrl: string,
+  development: NonNullable<PreparedAuthentication['development']>,
+): string {
   const url = apiUrl.replace('://0.0.0.0:', '://127.0.0.1:').replace('://[::]:', '://127.0.0.1:');
   const line = '='.repeat(78);
   return [

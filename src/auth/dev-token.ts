@@ -5,7 +5,14 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config/load.js';
-import { DEVELOPMENT_ISSUER, developmentLifetimeSeconds, developmentParticipantId, isDevelopmentMode, loadOrCreateDevelopmentKey, mintDevelopmentToken } from './dev-mode.js';
+import {
+  DEVELOPMENT_ISSUER,
+  developmentLifetimeSeconds,
+  developmentParticipantId,
+  isDevelopmentMode,
+  loadOrCreateDevelopmentKey,
+  mintDevelopmentToken,
+} from './dev-mode.js';
 
 const USAGE = `Usage: npm run token -- [--sub <user id>] [--ttl <seconds>] [--participant <id>] [--config <file>]
 
@@ -31,7 +38,10 @@ async function main(): Promise<void> {
     console.log(USAGE);
     return;
   }
-  const file = values.config ?? process.env.LEDGER_GATEWAY_CONFIG ?? (existsSync('config/default.yaml') ? 'config/default.yaml' : undefined);
+  const file =
+    values.config ??
+    process.env.LEDGER_GATEWAY_CONFIG ??
+    (existsSync('config/default.yaml') ? 'config/default.yaml' : undefined);
   const config = loadConfig(file);
   if (!isDevelopmentMode(config)) {
     throw new ConfigError(file ?? 'defaults + environment', [
@@ -41,7 +51,10 @@ async function main(): Promise<void> {
   const maximum = config.auth.maxTokenLifetimeSeconds;
   const ttl = values.ttl === undefined ? developmentLifetimeSeconds(config) : Number(values.ttl);
   if (!Number.isInteger(ttl) || ttl <= 0) throw new Error('--ttl must be a positive number of seconds');
-  if (maximum > 0 && ttl > maximum) throw new Error(`--ttl ${ttl} exceeds auth.maxTokenLifetimeSeconds (${maximum}): the gateway would refuse the token`);
+  if (maximum > 0 && ttl > maximum)
+    throw new Error(
+      `--ttl ${ttl} exceeds auth.maxTokenLifetimeSeconds (${maximum}): the gateway would refuse the token`,
+    );
   if (values.sub === '') throw new Error('--sub must not be empty');
 
   const key = await loadOrCreateDevelopmentKey();
@@ -50,7 +63,9 @@ async function main(): Promise<void> {
     participantId: values.participant ?? developmentParticipantId(config),
     lifetimeSeconds: ttl,
   });
-  console.error(`DEVELOPMENT ONLY: token for "${values.sub}" from ${DEVELOPMENT_ISSUER}, valid ${ttl} s. Never use it against a real participant.`);
+  console.error(
+    `DEVELOPMENT ONLY: token for "${values.sub}" from ${DEVELOPMENT_ISSUER}, valid ${ttl} s. Never use it against a real participant.`,
+  );
   console.log(token);
 }
 

@@ -28,7 +28,8 @@ export type TokenSource = 'bearer token' | 'jwt.token. subprotocol';
  */
 export function checkTokenShape(token: string, source: TokenSource): void {
   if (COMPACT_JWS.test(token)) return;
-  if (source === 'bearer token' && !B64TOKEN.test(token)) throw new AuthFailure('malformed', 'the bearer token has characters outside RFC 6750 b64token');
+  if (source === 'bearer token' && !B64TOKEN.test(token))
+    throw new AuthFailure('malformed', 'the bearer token has characters outside RFC 6750 b64token');
   // Canton admin tokens (opaque secrets) and encrypted JWTs land here: the gateway verifies signed JWTs only.
   throw new AuthFailure('malformed', `the ${source} is not a compact signed JWT`);
 }
@@ -56,7 +57,8 @@ export function bearerTokenOf(header: string): string {
   const value = header.trim();
   const space = value.indexOf(' ');
   const scheme = space === -1 ? value : value.slice(0, space);
-  if (scheme !== 'Bearer' && scheme.toLowerCase() !== 'bearer') throw new AuthFailure('missing', 'the Authorization scheme is not Bearer');
+  if (scheme !== 'Bearer' && scheme.toLowerCase() !== 'bearer')
+    throw new AuthFailure('missing', 'the Authorization scheme is not Bearer');
   const token = space === -1 ? '' : value.slice(space + 1).trimStart();
   if (token === '') throw new AuthFailure('malformed', 'empty bearer token');
   return token; // its shape: checkTokenShape
@@ -95,12 +97,14 @@ export function subprotocolElements(value: string): string[] {
  * sends its offer as one list, and a participant might read either line (the forwarded header is one).
  */
 export function webSocketToken(rawHeaders: readonly string[]): { token: string; source: TokenSource } {
-  if (headerValues(rawHeaders, 'authorization').length > 0) return { token: bearerTokenFromHeaders(rawHeaders), source: 'bearer token' };
+  if (headerValues(rawHeaders, 'authorization').length > 0)
+    return { token: bearerTokenFromHeaders(rawHeaders), source: 'bearer token' };
   let offered: string | undefined;
   for (const value of headerValues(rawHeaders, 'sec-websocket-protocol')) {
     const first = subprotocolElements(value).find((element) => element.startsWith(WEBSOCKET_TOKEN_PREFIX));
     if (first === undefined) continue;
-    if (offered !== undefined) throw new AuthFailure('malformed', 'a jwt.token. subprotocol in more than one Sec-WebSocket-Protocol header');
+    if (offered !== undefined)
+      throw new AuthFailure('malformed', 'a jwt.token. subprotocol in more than one Sec-WebSocket-Protocol header');
     offered = first;
   }
   if (offered === undefined) throw new AuthFailure('missing', 'no Authorization header and no jwt.token. subprotocol');

@@ -42,8 +42,12 @@ export class AuthFailure extends Error {
  */
 export function unauthenticated(failure: AuthFailure): GatewayError {
   const challenge = failure.reason === 'missing' ? 'Bearer' : 'Bearer error="invalid_token"';
-  return new GatewayError(Errors.UNAUTHENTICATED, {}, {
-    headers: { 'WWW-Authenticate': challenge, connection: 'close' },
-    reason: failure.message,
-  });
+  return new GatewayError(
+    Errors.UNAUTHENTICATED,
+    {},
+    {
+      headers: { 'WWW-Authenticate': challenge, connection: 'close' },
+      reason: failure.message,
+    },
+  );
 }

@@ -6,7 +6,15 @@
 // refresh fails, refetch on an unknown kid at most once per cooldown, verify through
 // createLocalJWKSet over the current keys. A key rotated at the identity provider is picked up
 // without a restart, and a slow identity provider never sits on the request path for long.
-import { createLocalJWKSet, type CryptoKey, type FlattenedJWSInput, type JSONWebKeySet, type JWK, type JWSHeaderParameters, type KeyObject } from 'jose';
+import {
+  createLocalJWKSet,
+  type CryptoKey,
+  type FlattenedJWSInput,
+  type JSONWebKeySet,
+  type JWK,
+  type JWSHeaderParameters,
+  type KeyObject,
+} from 'jose';
 import { MIN_RSA_BITS, rsaModulusBits, type KeySource } from './config.js';
 import { AuthFailure } from './failure.js';
 
@@ -84,8 +92,14 @@ function verificationKeys(document: unknown): JSONWebKeySet {
   if (typeof document !== 'object' || document === null || !Array.isArray((document as { keys?: unknown }).keys)) {
     throw new Error('the response is not a JWKS ({ "keys": [...] })');
   }
-  const keys = ((document as { keys: unknown[] }).keys).filter((key): key is JWK =>
-    typeof key === 'object' && key !== null && !('d' in key) && (key as JWK).kty !== 'oct' && ((key as JWK).use === undefined || (key as JWK).use === 'sig'));
+  const keys = (document as { keys: unknown[] }).keys.filter(
+    (key): key is JWK =>
+      typeof key === 'object' &&
+      key !== null &&
+      !('d' in key) &&
+      (key as JWK).kty !== 'oct' &&
+      ((key as JWK).use === undefined || (key as JWK).use === 'sig'),
+  );
   if (keys.length === 0) throw new Error('the JWKS holds no public signing key');
   return { keys };
 }
@@ -155,7 +169,8 @@ export class RemoteKeySet implements KeySet {
   async resolve(header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<VerificationKey> {
     if (this.local === undefined) {
       await this.refreshOnDemand();
-      if (this.local === undefined) throw new AuthFailure('keys_unavailable', `the key set of issuer ${this.issuer} could not be fetched`);
+      if (this.local === undefined)
+        throw new AuthFailure('keys_unavailable', `the key set of issuer ${this.issuer} could not be fetched`);
     }
     try {
       return await this.local(header, token);
@@ -193,14 +208,27 @@ export class RemoteKeySet implements KeySet {
       if (first || withdrawn) {
         this.options.log?.info({ issuer: this.issuer, keys: next.size }, 'JWKS loaded');
         // jose verifies with no RSA key under 2048 bits: say so once per new key set, not per refused token.
-        const short = jwks.keys.filter((key) => (rsaModulusBits(key) ?? MIN_RSA_BITS) < MIN_RSA_BITS).map((key) => key.kid ?? '(no kid)');
-        if (short.length > 0) this.options.log?.warn({ issuer: this.issuer, kids: short }, `JWKS holds RSA keys under ${MIN_RSA_BITS} bits: tokens signed with them are refused (bad_signature)`);
+        const short = jwks.keys
+          .filter((key) => (rsaModulusBits(key) ?? MIN_RSA_BITS) < MIN_RSA_BITS)
+          .map((key) => key.kid ?? '(no kid)');
+        if (short.length > 0)
+          this.options.log?.warn(
+            { issuer: this.issuer, kids: short },
+            `JWKS holds RSA keys under ${MIN_RSA_BITS} bits: tokens signed with them are refused (bad_signature)`,
+          );
       }
     } catch (error) {
       if (!this.closed) {
-        const message = (error as Error).name === 'TimeoutError' ? `no answer within ${this.options.fetchTimeoutMs} ms` : (error as Error).message;
-        this.options.log?.warn({ issuer: this.issuer, err: message },
-          this.local === undefined ? 'JWKS fetch failed: tokens of this issuer are refused until it succeeds' : 'JWKS refresh failed: keeping the last good keys');
+        const message =
+          (error as Error).name === 'TimeoutError'
+            ? `no answer within ${this.options.fetchTimeoutMs} ms`
+            : (error as Error).message;
+        this.options.log?.warn(
+          { issuer: this.issuer, err: message },
+          this.local === undefined
+            ? 'JWKS fetch failed: tokens of this issuer are refused until it succeeds'
+            : 'JWKS refresh failed: keeping the last good keys',
+        );
       }
     }
     this.fetches += 1;
@@ -213,6 +241,12 @@ export class RemoteKeySet implements KeySet {
   }
 }
 
-export function createKeySet(issuer: string, source: KeySource, remote: Omit<RemoteKeySetOptions, 'issuer' | 'url'>): KeySet {
-  return source.kind === 'jwksUrl' ? new RemoteKeySet({ ...remote, issuer, url: source.url }) : staticKeySet(issuer, source);
+export function createKeySet(
+  issuer: string,
+  source: KeySource,
+  remote: Omit<RemoteKeySetOptions, 'issuer' | 'url'>,
+): KeySet {
+  return source.kind === 'jwksUrl'
+    ? new RemoteKeySet({ ...remote, issuer, url: source.url })
+    : staticKeySet(issuer, source);
 }

@@ -14,7 +14,15 @@ import type { VerifiedToken } from './verify.js';
 
 /** Refusals that stay refusals for the same token (not lifetime/nbf, which pass later, nor key set trouble). */
 const REMEMBERED_REFUSALS: ReadonlySet<AuthFailureReason> = new Set<AuthFailureReason>([
-  'malformed', 'algorithm', 'bad_signature', 'unknown_issuer', 'expired', 'no_expiry', 'audience', 'scope', 'subject',
+  'malformed',
+  'algorithm',
+  'bad_signature',
+  'unknown_issuer',
+  'expired',
+  'no_expiry',
+  'audience',
+  'scope',
+  'subject',
 ]);
 
 const NEGATIVE_MAX_ENTRIES = 1_000;
@@ -59,9 +67,10 @@ export class TokenCache {
     this.options = options;
     this.now = options.now ?? Date.now;
     this.verified = options.maxEntries > 0 ? new LRUCache({ max: options.maxEntries }) : undefined;
-    this.refused = options.negativeTtlMs > 0
-      ? new LRUCache({ max: NEGATIVE_MAX_ENTRIES, ttl: options.negativeTtlMs, ttlAutopurge: false })
-      : undefined;
+    this.refused =
+      options.negativeTtlMs > 0
+        ? new LRUCache({ max: NEGATIVE_MAX_ENTRIES, ttl: options.negativeTtlMs, ttlAutopurge: false })
+        : undefined;
   }
 
   /**
@@ -95,8 +104,10 @@ export class TokenCache {
    */
   lastVerifiedOn(connection: Connection, credential: string): VerifiedToken | undefined {
     const last = connection[kLastVerified];
-    if (last === undefined || last.credential !== credential || last.generation !== this.clears || last.cache !== this) return undefined;
-    if (isExpired(last.verified.expiresAt, Math.floor(this.now() / 1000), this.options.clockToleranceSeconds)) return undefined;
+    if (last === undefined || last.credential !== credential || last.generation !== this.clears || last.cache !== this)
+      return undefined;
+    if (isExpired(last.verified.expiresAt, Math.floor(this.now() / 1000), this.options.clockToleranceSeconds))
+      return undefined;
     return last.verified;
   }
 

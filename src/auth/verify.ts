@@ -40,32 +40,50 @@ export function failureOfJoseError(error: unknown): AuthFailure {
   if (error instanceof AuthFailure) return error;
   const { code, claim, reason } = error as { code?: unknown; claim?: unknown; reason?: unknown };
   switch (code) {
-    case 'ERR_JWT_EXPIRED': return new AuthFailure('expired', 'exp is in the past');
+    case 'ERR_JWT_EXPIRED':
+      return new AuthFailure('expired', 'exp is in the past');
     case 'ERR_JWT_CLAIM_VALIDATION_FAILED':
       if (claim === 'nbf') return new AuthFailure('not_yet_valid', 'nbf is in the future');
-      if (claim === 'exp') return reason === 'missing' ? new AuthFailure('no_expiry', 'the token has no exp claim') : new AuthFailure('malformed', 'exp is not a number');
+      if (claim === 'exp')
+        return reason === 'missing'
+          ? new AuthFailure('no_expiry', 'the token has no exp claim')
+          : new AuthFailure('malformed', 'exp is not a number');
       if (claim === 'iss') return new AuthFailure('unknown_issuer', 'iss does not match');
-      return new AuthFailure('malformed', `the ${typeof claim === 'string' ? claim.slice(0, 20) : ''} claim is invalid`);
-    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED': return new AuthFailure('bad_signature', 'the signature does not verify');
+      return new AuthFailure(
+        'malformed',
+        `the ${typeof claim === 'string' ? claim.slice(0, 20) : ''} claim is invalid`,
+      );
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+      return new AuthFailure('bad_signature', 'the signature does not verify');
     case 'ERR_JOSE_NOT_SUPPORTED':
       // jose's one other "not supported": a crit header naming an extension it does not know (RFC 7515 §4.1.11).
-      if (String((error as Error).message).startsWith('Extension Header Parameter')) return new AuthFailure('malformed', 'the crit header names an extension that is not supported');
+      if (String((error as Error).message).startsWith('Extension Header Parameter'))
+        return new AuthFailure('malformed', 'the crit header names an extension that is not supported');
       return new AuthFailure('algorithm', 'the algorithm is not allowed for this issuer or key');
-    case 'ERR_JOSE_ALG_NOT_ALLOWED': return new AuthFailure('algorithm', 'the algorithm is not allowed for this issuer or key');
-    case 'ERR_JWKS_NO_MATCHING_KEY': return new AuthFailure('unknown_key', 'no key of the issuer matches the token\'s kid and alg');
-    case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS': return new AuthFailure('unknown_key', 'several keys of the issuer match the token\'s kid');
-    case 'ERR_JWKS_TIMEOUT': return new AuthFailure('keys_unavailable', 'the key set fetch timed out');
+    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+      return new AuthFailure('algorithm', 'the algorithm is not allowed for this issuer or key');
+    case 'ERR_JWKS_NO_MATCHING_KEY':
+      return new AuthFailure('unknown_key', "no key of the issuer matches the token's kid and alg");
+    case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS':
+      return new AuthFailure('unknown_key', "several keys of the issuer match the token's kid");
+    case 'ERR_JWKS_TIMEOUT':
+      return new AuthFailure('keys_unavailable', 'the key set fetch timed out');
     case 'ERR_JWS_INVALID':
     case 'ERR_JWT_INVALID':
     case 'ERR_JWK_INVALID':
-    case 'ERR_JWKS_INVALID': return new AuthFailure('malformed', 'not a valid signed JWT');
+    case 'ERR_JWKS_INVALID':
+      return new AuthFailure('malformed', 'not a valid signed JWT');
     default:
       // A key that cannot serve the algorithm ends here (jose throws a TypeError): never a pass.
       return new AuthFailure('bad_signature', `verification failed (${(error as Error)?.name ?? 'error'})`);
   }
 }
 
-export function createTokenVerifier(issuers: readonly VerifierIssuer[], policy: VerifierPolicy, now: () => number = Date.now): TokenVerifier {
+export function createTokenVerifier(
+  issuers: readonly VerifierIssuer[],
+  policy: VerifierPolicy,
+  now: () => number = Date.now,
+): TokenVerifier {
   const byIssuer = new Map(issuers.map((entry) => [entry.config.issuer, entry]));
   let signatureChecks = 0;
 
@@ -85,10 +103,16 @@ export function createTokenVerifier(issuers: readonly VerifierIssuer[], policy: 
     const alg = header.alg;
     if (typeof alg !== 'string' || !(config.algorithms as readonly string[]).includes(alg)) {
       const shown = typeof alg === 'string' && KNOWN_ALGORITHMS.has(alg) ? alg : 'an unrecognised alg';
-      throw new AuthFailure('algorithm', `${shown} is not pinned for issuer ${config.issuer} (${config.algorithms.join(', ')})`);
+      throw new AuthFailure(
+        'algorithm',
+        `${shown} is not pinned for issuer ${config.issuer} (${config.algorithms.join(', ')})`,
+      );
     }
     if (keySet.requiresKid && (typeof header.kid !== 'string' || header.kid === '')) {
-      throw new AuthFailure('unknown_key', `issuer ${config.issuer} publishes a key set: the token must name its key by kid`);
+      throw new AuthFailure(
+        'unknown_key',
+        `issuer ${config.issuer} publishes a key set: the token must name its key by kid`,
+      );
     }
 
     signatureChecks += 1;
@@ -145,7 +169,7 @@ export function createTokenVerifier(issuers: readonly VerifierIssuer[], policy: 
       }
     }
     if (lastFailure !== undefined) throw failureOfJoseError(lastFailure);
-    throw new AuthFailure('bad_signature', 'no key under the token\'s kid could be used');
+    throw new AuthFailure('bad_signature', "no key under the token's kid could be used");
   }
 
   return {

@@ -50,7 +50,15 @@ export interface VersionCache {
 }
 
 /** Answer headers that are about this one exchange, never replayed from the cache. */
-const NOT_REPLAYED = new Set(['content-length', 'date', 'set-cookie', 'age', 'x-request-id', 'x-cache', 'traceresponse']);
+const NOT_REPLAYED = new Set([
+  'content-length',
+  'date',
+  'set-cookie',
+  'age',
+  'x-request-id',
+  'x-cache',
+  'traceresponse',
+]);
 
 function isJson(headers: Record<string, string | string[]>): boolean {
   const type = headers['content-type'];
@@ -82,7 +90,8 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
     ignoreFetchAbort: true,
     fetchMethod: async (_key, _stale, { context }) => {
       const answer = await options.fetchVersion(context);
-      if (answer.statusCode !== 200 || !isJson(answer.headers) || !isIdentity(answer.headers)) throw new UncacheableAnswer(answer);
+      if (answer.statusCode !== 200 || !isJson(answer.headers) || !isIdentity(answer.headers))
+        throw new UncacheableAnswer(answer);
       const headers: Record<string, string | string[]> = {};
       for (const [name, value] of Object.entries(answer.headers)) if (!NOT_REPLAYED.has(name)) headers[name] = value;
       return { headers, body: answer.body.toString('latin1'), bodyBytes: answer.body.length, storedAt: now() };
@@ -90,7 +99,12 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
   });
 
   /** The stored answer, written straight to the socket (proxy/answer.ts), as a forwarded one is. */
-  function send(request: FastifyRequest, reply: FastifyReply, entry: CachedVersion, status: 'HIT' | 'MISS' | 'STALE'): undefined {
+  function send(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    entry: CachedVersion,
+    status: 'HIT' | 'MISS' | 'STALE',
+  ): undefined {
     const head = gatewayHeaders(request, reply, replyHeaders);
     for (const name in entry.headers) head[name] = entry.headers[name]!;
     head['content-length'] = entry.bodyBytes;
@@ -107,7 +121,8 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
       options.count(status.fetch === 'inflight' ? 'coalesced' : 'miss');
       return send(request, reply, entry, 'MISS');
     } catch (error) {
-      const upstreamFailed = error instanceof GatewayError || (error instanceof UncacheableAnswer && error.answer.statusCode >= 500);
+      const upstreamFailed =
+        error instanceof GatewayError || (error instanceof UncacheableAnswer && error.answer.statusCode >= 500);
       const stale = upstreamFailed ? cache.peek(key, { allowStale: true }) : undefined;
       if (stale !== undefined && now() - stale.storedAt <= ttlMs + staleMs) {
         options.count('stale');
@@ -121,7 +136,11 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
         // participant already failing) or being handed the first caller's body (its correlation and
         // trace ids).
         if (joined && error.answer.statusCode >= 500) {
-          throw new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: `The participant answered ${error.answer.statusCode} to the version fetch this call joined.` }, { reason: `version fetch answered ${error.answer.statusCode}` });
+          throw new GatewayError(
+            Errors.GATEWAY_UPSTREAM_UNAVAILABLE,
+            { cause: `The participant answered ${error.answer.statusCode} to the version fetch this call joined.` },
+            { reason: `version fetch answered ${error.answer.statusCode}` },
+          );
         }
         // Not cached, passed on whole: the participant's own error (or non-JSON) answer. A refusal
         // given to the caller whose refresh this one joined is that caller's (its token: a 403 for a

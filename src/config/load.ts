@@ -210,7 +210,10 @@ function replicaProblems(config: GatewayConfig, urlGiven: boolean, say: (path: K
     if (problem !== undefined) say(['upstream', 'replicas', index], `upstream.replicas[${index}]: ${problem}`);
     const label = name ?? String(index);
     if (names.has(label)) {
-      say(['upstream', 'replicas', index, 'name'], `upstream.replicas[${index}].name: "${label}" names another replica too`);
+      say(
+        ['upstream', 'replicas', index, 'name'],
+        `upstream.replicas[${index}].name: "${label}" names another replica too`,
+      );
     }
     names.add(label);
   });

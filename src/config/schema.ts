@@ -21,249 +21,790 @@ const Port = (def: number, description: string) =>
 const Milliseconds = (def: number, description: string, minimum = 1) =>
   Type.Integer({ minimum, maximum: 24 * 3600 * 1000, default: def, description });
 
-export const ServerSchema = Section({
-  host: Type.String({ minLength: 1, default: '0.0.0.0', description: 'Address of the API listener.' }),
-  port: Port(8080, 'Port of the API listener (0 = any free port).'),
-  requestTimeoutMs: Milliseconds(120_000, 'Bound on receiving a whole request from the client, head and body (Node http requestTimeout; a slow upload gets 408). The answer is bounded by upstream.timeoutMs.'),
-  headersTimeoutMs: Milliseconds(10_000, 'Bound on receiving the request headers (slow-loris protection).'),
-  keepAliveTimeoutMs: Milliseconds(65_000, 'How long an idle client keep-alive connection stays open.'),
-  maxHeaderBytes: Type.Integer({ minimum: 1024, maximum: 1_048_576, default: 16_384, description: 'Largest request head (request line + headers) accepted; larger gets 431.' }),
-  trustedProxies: Type.Array(Type.String({ minLength: 1 }), { default: [], description: 'IP addresses or CIDRs (host names are not resolved) whose X-Forwarded-* headers are trusted (ingress controllers). Empty = trust none.' }),
-  tls: Section({
-    certFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM certificate (chain) the API listener presents: with keyFile, the listener speaks HTTPS (and WSS).' })),
-    keyFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM private key of certFile.' })),
-    clientCaFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM CA certificates: when set, every client must present a certificate one of them signs (mutual TLS).' })),
-    reloadIntervalMs: Milliseconds(60_000, 'How often the files are read again: a changed certificate, key or client CA serves new connections without a restart (cert-manager renewals); an unreadable or invalid one is logged and the last good one kept.', 1_000),
-  }, 'TLS on the API listener (off without certFile and keyFile: plain HTTP, e.g. behind an ingress controller or a mesh that terminates TLS).'),
-}, 'The API listener, where clients send /v2 calls.');
+export const ServerSchema = Section(
+  {
+    host: Type.String({ minLength: 1, default: '0.0.0.0', description: 'Address of the API listener.' }),
+    port: Port(8080, 'Port of the API listener (0 = any free port).'),
+    requestTimeoutMs: Milliseconds(
+      120_000,
+      'Bound on receiving a whole request from the client, head and body (Node http requestTimeout; a slow upload gets 408). The answer is bounded by upstream.timeoutMs.',
+    ),
+    headersTimeoutMs: Milliseconds(10_000, 'Bound on receiving the request headers (slow-loris protection).'),
+    keepAliveTimeoutMs: Milliseconds(65_000, 'How long an idle client keep-alive connection stays open.'),
+    maxHeaderBytes: Type.Integer({
+      minimum: 1024,
+      maximum: 1_048_576,
+      default: 16_384,
+      description: 'Largest request head (request line + headers) accepted; larger gets 431.',
+    }),
+    trustedProxies: Type.Array(Type.String({ minLength: 1 }), {
+      default: [],
+      description:
+        'IP addresses or CIDRs (host names are not resolved) whose X-Forwarded-* headers are trusted (ingress controllers). Empty = trust none.',
+    }),
+    tls: Section(
+      {
+        certFile: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description:
+              'PEM certificate (chain) the API listener presents: with keyFile, the listener speaks HTTPS (and WSS).',
+          }),
+        ),
+        keyFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM private key of certFile.' })),
+        clientCaFile: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description:
+              'PEM CA certificates: when set, every client must present a certificate one of them signs (mutual TLS).',
+          }),
+        ),
+        reloadIntervalMs: Milliseconds(
+          60_000,
+          'How often the files are read again: a changed certificate, key or client CA serves new connections without a restart (cert-manager renewals); an unreadable or invalid one is logged and the last good one kept.',
+          1_000,
+        ),
+      },
+      'TLS on the API listener (off without certFile and keyFile: plain HTTP, e.g. behind an ingress controller or a mesh that terminates TLS).',
+    ),
+  },
+  'The API listener, where clients send /v2 calls.',
+);
 
-export const AdminSchema = Section({
-  host: Type.String({ minLength: 1, default: '0.0.0.0', description: 'Address of the admin listener.' }),
-  port: Port(9464, 'Port of the admin listener: /livez, /readyz, /metrics. Never the API port.'),
-}, 'The admin listener: health probes and metrics.');
+export const AdminSchema = Section(
+  {
+    host: Type.String({ minLength: 1, default: '0.0.0.0', description: 'Address of the admin listener.' }),
+    port: Port(9464, 'Port of the admin listener: /livez, /readyz, /metrics. Never the API port.'),
+  },
+  'The admin listener: health probes and metrics.',
+);
 
-export const UpstreamSchema = Section({
-  url: Type.String({ minLength: 1, default: 'sandbox', description: '"sandbox" starts the embedded sandbox ledger (development only); otherwise the participant\'s JSON API base URL (http or https, no user information, query or fragment), e.g. http://127.0.0.1:7575. Not set together with replicas.' }),
-  timeoutMs: Milliseconds(30_000, 'Bound on one upstream call: until the answer\'s headers (the wait for a free connection included), between two chunks of its body, and on a client that stops reading the answer.'),
-  operationTimeoutsMs: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1, maximum: 24 * 3600 * 1000 }), { default: {}, description: 'Per-operation overrides of timeoutMs, by operation name (checked at start), e.g. { submitAndWaitForTransaction: 60000 }; for a WebSocket channel, the bound on the participant\'s answer to the upgrade.' }),
-  connectTimeoutMs: Milliseconds(5_000, 'Bound on opening a connection to the participant.'),
-  connections: Type.Integer({ minimum: 1, maximum: 4096, default: 128, description: 'Most keep-alive connections in the pool to the participant.' }),
-  keepAliveTimeoutMs: Milliseconds(30_000, 'How long an idle upstream connection is kept (capped by the participant\'s Keep-Alive hint); keep it below the participant\'s idle timeout (pekko-http: 60 s).'),
-  tls: Section({
-    caFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM file of CA certificates to trust for an https upstream, in addition to the system ones.' })),
-    certFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM client certificate for mutual TLS.' })),
-    keyFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM private key for mutual TLS.' })),
-    serverName: Type.Optional(Type.String({ minLength: 1, description: 'SNI / name to verify, when it differs from the URL host.' })),
-  }, 'TLS to an https upstream. Certificates are always verified; there is no switch to turn that off.'),
-  replicas: Type.Optional(Type.Array(Type.Union([
-    Type.String({ minLength: 1 }),
-    Type.Object({
-      url: Type.String({ minLength: 1, description: 'The replica\'s JSON API base URL, checked like upstream.url.' }),
-      name: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', description: 'The replica\'s name in the replica_up metric and the log (default: its index in the list).' })),
-    }, { additionalProperties: false }),
-  ]), { minItems: 1, maxItems: 16, description: 'Instead of url: the base URLs of a participant\'s replicas (Canton active-passive HA), each a URL or { url, name }. Each is probed every readinessIntervalMs; calls go to the active one, and a call refused before any byte was sent waits for the next one (docs/replicas.md). The tls settings apply to every replica.' })),
-  readinessIntervalMs: Milliseconds(5_000, 'How often /readyz re-checks that the participant answers (GET /v2/version); with replicas, how often each replica is probed.'),
-  bufferBodyBytes: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 65_536, description: 'A request body up to this size (declared, or chunked and ending within it) is read whole before its call takes an upstream connection, so a slow client holds none; a larger one streams to the participant as it arrives, on its caller\'s share (uploadShare). 0: every body streams.' }),
-  uploadShare: Type.Number({ exclusiveMinimum: 0, maximum: 1, default: 0.25, description: 'Most of the upstream connections one caller\'s streamed uploads (bodies over bufferBodyBytes) may hold at once, as a share of `connections` (at least one); one more is refused with 429 GATEWAY_UPLOAD_SHARE_EXHAUSTED. The caller is the token\'s subject, or the client address for a call without a token.' }),
-  bodyIdleTimeoutMs: Milliseconds(10_000, 'The window over which a forwarded request body\'s pace is judged, while it is read whole or streamed: a window without a byte of it (or with fewer than bodyMinBytesPerSecond on average) cuts it with 408 GATEWAY_CLIENT_TIMEOUT, closes its connection and frees its upstream connection. Time the participant holds the body back is not counted.'),
-  bodyMinBytesPerSecond: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 1_024, description: 'The least average pace of a forwarded request body over each bodyIdleTimeoutMs window; 0: any byte in a window will do.' }),
-}, 'The participant\'s JSON Ledger API.');
+export const UpstreamSchema = Section(
+  {
+    url: Type.String({
+      minLength: 1,
+      default: 'sandbox',
+      description:
+        '"sandbox" starts the embedded sandbox ledger (development only); otherwise the participant\'s JSON API base URL (http or https, no user information, query or fragment), e.g. http://127.0.0.1:7575. Not set together with replicas.',
+    }),
+    timeoutMs: Milliseconds(
+      30_000,
+      "Bound on one upstream call: until the answer's headers (the wait for a free connection included), between two chunks of its body, and on a client that stops reading the answer.",
+    ),
+    operationTimeoutsMs: Type.Record(
+      Type.String({ minLength: 1 }),
+      Type.Integer({ minimum: 1, maximum: 24 * 3600 * 1000 }),
+      {
+        default: {},
+        description:
+          "Per-operation overrides of timeoutMs, by operation name (checked at start), e.g. { submitAndWaitForTransaction: 60000 }; for a WebSocket channel, the bound on the participant's answer to the upgrade.",
+      },
+    ),
+    connectTimeoutMs: Milliseconds(5_000, 'Bound on opening a connection to the participant.'),
+    connections: Type.Integer({
+      minimum: 1,
+      maximum: 4096,
+      default: 128,
+      description: 'Most keep-alive connections in the pool to the participant.',
+    }),
+    keepAliveTimeoutMs: Milliseconds(
+      30_000,
+      "How long an idle upstream connection is kept (capped by the participant's Keep-Alive hint); keep it below the participant's idle timeout (pekko-http: 60 s).",
+    ),
+    tls: Section(
+      {
+        caFile: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description: 'PEM file of CA certificates to trust for an https upstream, in addition to the system ones.',
+          }),
+        ),
+        certFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM client certificate for mutual TLS.' })),
+        keyFile: Type.Optional(Type.String({ minLength: 1, description: 'PEM private key for mutual TLS.' })),
+        serverName: Type.Optional(
+          Type.String({ minLength: 1, description: 'SNI / name to verify, when it differs from the URL host.' }),
+        ),
+      },
+      'TLS to an https upstream. Certificates are always verified; there is no switch to turn that off.',
+    ),
+    replicas: Type.Optional(
+      Type.Array(
+        Type.Union([
+          Type.String({ minLength: 1 }),
+          Type.Object(
+            {
+              url: Type.String({
+                minLength: 1,
+                description: "The replica's JSON API base URL, checked like upstream.url.",
+              }),
+              name: Type.Optional(
+                Type.String({
+                  pattern: '^[A-Za-z0-9_.-]{1,64}$',
+                  description:
+                    "The replica's name in the replica_up metric and the log (default: its index in the list).",
+                }),
+              ),
+            },
+            { additionalProperties: false },
+          ),
+        ]),
+        {
+          minItems: 1,
+          maxItems: 16,
+          description:
+            "Instead of url: the base URLs of a participant's replicas (Canton active-passive HA), each a URL or { url, name }. Each is probed every readinessIntervalMs; calls go to the active one, and a call refused before any byte was sent waits for the next one (docs/replicas.md). The tls settings apply to every replica.",
+        },
+      ),
+    ),
+    readinessIntervalMs: Milliseconds(
+      5_000,
+      'How often /readyz re-checks that the participant answers (GET /v2/version); with replicas, how often each replica is probed.',
+    ),
+    bufferBodyBytes: Type.Integer({
+      minimum: 0,
+      maximum: 1024 * 1024 * 1024,
+      default: 65_536,
+      description:
+        "A request body up to this size (declared, or chunked and ending within it) is read whole before its call takes an upstream connection, so a slow client holds none; a larger one streams to the participant as it arrives, on its caller's share (uploadShare). 0: every body streams.",
+    }),
+    uploadShare: Type.Number({
+      exclusiveMinimum: 0,
+      maximum: 1,
+      default: 0.25,
+      description:
+        "Most of the upstream connections one caller's streamed uploads (bodies over bufferBodyBytes) may hold at once, as a share of `connections` (at least one); one more is refused with 429 GATEWAY_UPLOAD_SHARE_EXHAUSTED. The caller is the token's subject, or the client address for a call without a token.",
+    }),
+    bodyIdleTimeoutMs: Milliseconds(
+      10_000,
+      "The window over which a forwarded request body's pace is judged, while it is read whole or streamed: a window without a byte of it (or with fewer than bodyMinBytesPerSecond on average) cuts it with 408 GATEWAY_CLIENT_TIMEOUT, closes its connection and frees its upstream connection. Time the participant holds the body back is not counted.",
+    ),
+    bodyMinBytesPerSecond: Type.Integer({
+      minimum: 0,
+      maximum: 1024 * 1024 * 1024,
+      default: 1_024,
+      description:
+        'The least average pace of a forwarded request body over each bodyIdleTimeoutMs window; 0: any byte in a window will do.',
+    }),
+  },
+  "The participant's JSON Ledger API.",
+);
 
-export const WebSocketSchema = Section({
-  idleTimeoutMs: Milliseconds(300_000, 'A stream tunnel that carries no byte in either direction for this long is '
-    + 'closed, both connections (the client sees close code 1006; WebSocket pings count as traffic). A Canton stream '
-    + 'can be silent while nothing new happens (offset checkpoints come only when there is a new one), so keep it '
-    + 'well above your subscribers\' quiet spells. 0: never.', 0),
-}, 'WebSocket streams tunnelled to the participant.');
+export const WebSocketSchema = Section(
+  {
+    idleTimeoutMs: Milliseconds(
+      300_000,
+      'A stream tunnel that carries no byte in either direction for this long is ' +
+        'closed, both connections (the client sees close code 1006; WebSocket pings count as traffic). A Canton stream ' +
+        'can be silent while nothing new happens (offset checkpoints come only when there is a new one), so keep it ' +
+        "well above your subscribers' quiet spells. 0: never.",
+      0,
+    ),
+  },
+  'WebSocket streams tunnelled to the participant.',
+);
 
-export const LimitsSchema = Section({
-  bodyBytes: Type.Integer({ minimum: 1, maximum: 1024 * 1024 * 1024, default: 10_485_760, description: 'Largest request body, streamed or not; larger gets 413 GATEWAY_REQUEST_TOO_LARGE.' }),
-}, 'Request limits.');
+export const LimitsSchema = Section(
+  {
+    bodyBytes: Type.Integer({
+      minimum: 1,
+      maximum: 1024 * 1024 * 1024,
+      default: 10_485_760,
+      description: 'Largest request body, streamed or not; larger gets 413 GATEWAY_REQUEST_TOO_LARGE.',
+    }),
+  },
+  'Request limits.',
+);
 
-export const RoutesSchema = Section({
-  exposeParticipantHealth: Type.Boolean({ default: false, description: 'Forward GET /livez and /readyz to the participant (they are hidden by default; the gateway\'s own probes are on the admin port).' }),
-  exposeParticipantDocs: Type.Boolean({ default: false, description: 'Forward GET /docs/openapi and /docs/asyncapi to the participant.' }),
-}, 'Which participant routes outside /v2 are reachable through the gateway.');
+export const RoutesSchema = Section(
+  {
+    exposeParticipantHealth: Type.Boolean({
+      default: false,
+      description:
+        "Forward GET /livez and /readyz to the participant (they are hidden by default; the gateway's own probes are on the admin port).",
+    }),
+    exposeParticipantDocs: Type.Boolean({
+      default: false,
+      description: 'Forward GET /docs/openapi and /docs/asyncapi to the participant.',
+    }),
+  },
+  'Which participant routes outside /v2 are reachable through the gateway.',
+);
 
-export const ShutdownSchema = Section({
-  graceMs: Milliseconds(30_000, 'On SIGTERM/SIGINT: readiness turns 503 at once, in-flight requests get this long to finish, then the process exits.'),
-  drainDelayMs: Milliseconds(0, 'Time between turning unready and closing the listener, so load balancers notice (Kubernetes: a few seconds).', 0),
-}, 'Graceful shutdown.');
+export const ShutdownSchema = Section(
+  {
+    graceMs: Milliseconds(
+      30_000,
+      'On SIGTERM/SIGINT: readiness turns 503 at once, in-flight requests get this long to finish, then the process exits.',
+    ),
+    drainDelayMs: Milliseconds(
+      0,
+      'Time between turning unready and closing the listener, so load balancers notice (Kubernetes: a few seconds).',
+      0,
+    ),
+  },
+  'Graceful shutdown.',
+);
 
-export const LogSchema = Section({
-  level: Type.Union([Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'), Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent')], { default: 'info', description: 'pino log level.' }),
-}, 'Logging.');
+export const LogSchema = Section(
+  {
+    level: Type.Union(
+      [
+        Type.Literal('fatal'),
+        Type.Literal('error'),
+        Type.Literal('warn'),
+        Type.Literal('info'),
+        Type.Literal('debug'),
+        Type.Literal('trace'),
+        Type.Literal('silent'),
+      ],
+      { default: 'info', description: 'pino log level.' },
+    ),
+  },
+  'Logging.',
+);
 
-export const VersionCacheSchema = Section({
-  ttlSeconds: Type.Integer({ minimum: 0, maximum: 86_400, default: 30, description: 'GET /v2/version answers are fresh for this long; 0 disables the cache.' }),
-  staleIfErrorSeconds: Type.Integer({ minimum: 0, maximum: 86_400, default: 300, description: 'When a refresh fails (unreachable, timeout, 5xx), the last good answer is served this long past its freshness, marked x-cache: STALE.' }),
-}, 'The GET /v2/version cache.');
+export const VersionCacheSchema = Section(
+  {
+    ttlSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 86_400,
+      default: 30,
+      description: 'GET /v2/version answers are fresh for this long; 0 disables the cache.',
+    }),
+    staleIfErrorSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 86_400,
+      default: 300,
+      description:
+        'When a refresh fails (unreachable, timeout, 5xx), the last good answer is served this long past its freshness, marked x-cache: STALE.',
+    }),
+  },
+  'The GET /v2/version cache.',
+);
 
 /** JWS algorithms an issuer may pin. No `none`; HS256 only with `unsafeHmacSecret` (checked in auth/config.ts). */
-export const JWS_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519', 'HS256'] as const;
+export const JWS_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+  'HS256',
+] as const;
 export type JwsAlgorithm = (typeof JWS_ALGORITHMS)[number];
 
-export const IssuerSchema = Type.Object({
-  issuer: Type.String({ minLength: 1, description: 'The identity provider\'s issuer: the token\'s `iss` must equal it exactly and selects this entry (Canton: IDP config `issuer`).' }),
-  jwksUrl: Type.Optional(Type.String({ minLength: 1, description: 'Key source (exactly one per issuer): the JWKS URL (https; http only for loopback). Fetched at start, refreshed in the background and on an unknown `kid`; the last good keys are kept when a refresh fails. Tokens must carry a `kid`.' })),
-  publicKeyFile: Type.Optional(Type.String({ minLength: 1, description: 'Key source: a PEM file holding the public key (SPKI "PUBLIC KEY") or an X.509 certificate, for air-gapped clusters (Canton: jwt-rs-256-crt, jwt-es-256-crt, jwt-es-512-crt). No `kid` needed.' })),
-  jwks: Type.Optional(Type.Object({
-    keys: Type.Array(Type.Object({ kty: Type.String({ minLength: 1 }) }, { additionalProperties: true }), { minItems: 1 }),
-  }, { additionalProperties: true, description: 'Key source: an inline JWKS ({ keys: [...] }) of public keys, for air-gapped clusters. Tokens must carry a `kid`.' })),
-  unsafeHmacSecret: Type.Optional(Type.String({ minLength: 32, secret: true, description: 'Key source, DEVELOPMENT ONLY: an HS256 shared secret (at least 32 characters), like Canton\'s unsafe-jwt-hmac-256. Refused with a real upstream unless auth.unsafeAllowHmacWithParticipant is true.' })),
-  audience: Type.Optional(Type.String({ minLength: 1, description: 'When set, `aud` must contain this value (Canton: target-audience / IDP audience). With neither audience nor scope, Canton\'s default parsing applies.' })),
-  scope: Type.Optional(Type.String({ minLength: 1, pattern: '^\\S+$', description: 'When set, `scope` (space-separated) or `scp` must contain this value (Canton: target-scope). With both audience and scope set, both must match.' })),
-  algorithms: Type.Optional(Type.Array(Type.Unsafe<JwsAlgorithm>({ type: 'string', enum: [...JWS_ALGORITHMS] }), { minItems: 1, uniqueItems: true, description: 'The pinned JWS algorithms. Default: [RS256, ES256, ES512] for jwksUrl and jwks; for publicKeyFile, [RS256] for an RSA key, else the ones the key fits; [HS256] for unsafeHmacSecret.' })),
-}, { additionalProperties: false });
-
-export const AuthSchema = Section({
-  issuers: Type.Array(IssuerSchema, { default: [], description: 'One entry per identity provider; the token\'s `iss` selects it. Required unless upstream.url is "sandbox", where an empty list turns on the development issuer.' }),
-  participantId: Type.Optional(Type.String({ minLength: 1, description: 'The participant\'s id: a Canton audience-based token (aud https://daml.com/jwt/aud/participant/<id>) must name it, and a scope-based token\'s aud, when present. Unset: any participant id is accepted, as Canton\'s parsing alone would.' })),
-  maxTokenLifetimeSeconds: Type.Integer({ minimum: 0, maximum: 31_536_000, default: 300, description: 'Largest remaining lifetime (exp - now) accepted, as Canton\'s ledger-api.max-token-lifetime (5 minutes since 3.4.4); 0 = no limit. exp is always required.' }),
-  clockToleranceSeconds: Type.Integer({ minimum: 0, maximum: 300, default: 5, description: 'Clock skew allowed on exp, nbf, a future iat and the lifetime limit.' }),
-  publicOperations: Type.Array(Type.String({ minLength: 1 }), { default: [], uniqueItems: true, description: 'Operation names that need no token, e.g. [getVersion]. Default: none; every /v2 call and WebSocket upgrade needs one.' }),
-  unsafeAllowHmacWithParticipant: Type.Boolean({ default: false, description: 'UNSAFE: allow an unsafeHmacSecret issuer with a real participant (a shared secret anyone holding it can mint tokens with). For test participants only.' }),
-  keySets: Section({
-    fetchTimeoutMs: Milliseconds(5_000, 'Bound on one JWKS fetch (connect, headers and body).'),
-    refreshIntervalMs: Milliseconds(300_000, 'Background refresh of every JWKS (Canton caches JWKS for 5 minutes). A failed fetch is retried after unknownKeyCooldownMs; the last good keys stay in use.'),
-    unknownKeyCooldownMs: Milliseconds(5_000, 'A token with an unknown kid triggers a refetch at most once per this period (and a failed fetch is retried after it).', 100),
-  }, 'JWKS fetching for jwksUrl issuers.'),
-  tokenCache: Section({
-    maxEntries: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 10_000, description: 'Verified tokens remembered (by SHA-256 of the token), each until its exp at the latest; 0 disables the cache. A hit still checks expiry.' }),
-    negativeTtlMs: Milliseconds(5_000, 'How long a refused token (bad signature, malformed, wrong audience, ...) is remembered so a flood of it costs one check; 0 disables. Time-dependent refusals (lifetime, not yet valid) and key set failures are never remembered.', 0),
-  }, 'The verified-token cache.'),
-  participantIdentityProviders: Section({
-    enabled: Type.Boolean({ default: false, description: 'Also trust the identity providers configured on the participant (GET /v2/idps), as the participant does: each active one by its issuer, jwksUrl and audience; deactivated ones are dropped. Configured issuers win on a conflict. Changed only on a restart (docs/live-configuration.md).' }),
-    refreshIntervalSeconds: Type.Integer({ minimum: 1, maximum: 86_400, default: 60, description: 'How often the list is fetched; a POST, PATCH or DELETE of /v2/idps answered with success through the gateway refreshes it at once.' }),
-    tokenFile: Type.Optional(Type.String({ minLength: 1, description: 'File holding a participant-admin bearer token for GET /v2/idps, read at each use (a mounted secret can rotate). Unset: the list is fetched without a token.' })),
-  }, 'The participant\'s identity provider configs, trusted as the participant trusts them.'),
-}, 'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded, as the participant verifies it (docs/authentication.md).');
-
-export const TelemetrySchema = Section({
-  metrics: Section({
-    exemplars: Type.Boolean({ default: false, description: 'Attach the trace id of a sampled request as an OpenMetrics exemplar to the two duration histograms. /metrics then answers in the OpenMetrics format (application/openmetrics-text); Prometheus keeps exemplars only with --enable-feature=exemplar-storage.' }),
-    maxUpstreamErrorCodes: Type.Integer({ minimum: 0, maximum: 10_000, default: 100, description: 'Distinct participant error codes kept as error_code label values; a code first seen after this many is counted as OTHER (bounded cardinality). The gateway\'s own codes never count.' }),
-  }, 'Prometheus metrics on the admin listener (GET /metrics).'),
-}, 'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (docs/errors-and-metrics.md).');
-
-export const RateLimitSchema = Type.Object({
-  requests: Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Requests allowed per caller in each perSeconds period, spread evenly (GCRA: one every perSeconds/requests seconds).' }),
-  perSeconds: Type.Integer({ minimum: 1, maximum: 86_400, default: 1, description: 'The period of `requests`, in seconds.' }),
-  burst: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Requests a rested caller may send at once before the even spacing applies. Default: `requests`.' })),
-}, { additionalProperties: false });
-
-export const OperationLimitsSchema = Type.Object({
-  rate: Type.Optional(Type.Union([RateLimitSchema, Type.Null()], { description: 'Rate limit per caller (the token\'s `sub`; the client address for calls without a principal). null: none.' })),
-  maxInFlightPerPrincipal: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Concurrent calls (and open WebSocket streams) of this operation per caller; 0: no cap.' })),
-  maxInFlight: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Concurrent calls (and open WebSocket streams) of this operation, all callers together; 0: no cap.' })),
-}, { additionalProperties: false });
-
-export const ProtectionSchema = Section({
-  maxInFlight: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 1024, description: 'Concurrent calls and open WebSocket streams in this gateway process, all operations and callers together (per replica, never shared, so it holds while Redis is down); over it: 429. 0: no cap.' }),
-  default: Type.Object(OperationLimitsSchema.properties, { additionalProperties: false, default: {}, description: 'Limits for every operation without its own entry under `operations`; each operation is counted separately. Empty: no limits.' }),
-  operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, { default: {}, description: 'Per-operation limits by operation name (docs/request-policy.md); a key set here replaces the same key of `default`, the others are inherited.' }),
-  principalShare: Type.Number({
-    exclusiveMinimum: 0,
-    maximum: 1,
-    default: 0.25,
-    description: 'The largest share of maxInFlight one caller (its principal; its client address for a call without '
-      + 'one) may hold in this process, calls and WebSocket streams together (at least 1 slot); over it: 429 with '
-      + 'limit gatewayPrincipalConcurrency. 1: no share, one caller may take every slot.',
-  }),
-  unauthenticated: Section({
-    rate: Type.Union([RateLimitSchema, Type.Null()], {
-      default: { requests: 5, perSeconds: 1, burst: 100 },
-      description: 'Budget of calls without a token the gateway has already verified (no token, a refused one, or a '
-        + 'new one whose signature it must check), per client address (as resolved through server.trustedProxies; an '
-        + 'IPv6 address by its /64). A unit is spent before any signature check and given back when the token proves '
-        + 'valid, so refusals are what count: a flood of made-up tokens costs a burst of checks, then 429 with limit '
-        + 'unauthenticatedRate. A call with a verified token spends none. Shared through redis.url when set. null: no '
-        + 'budget.',
+export const IssuerSchema = Type.Object(
+  {
+    issuer: Type.String({
+      minLength: 1,
+      description:
+        "The identity provider's issuer: the token's `iss` must equal it exactly and selects this entry (Canton: IDP config `issuer`).",
     }),
-    refusalDelayMs: Type.Integer({
+    jwksUrl: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          'Key source (exactly one per issuer): the JWKS URL (https; http only for loopback). Fetched at start, refreshed in the background and on an unknown `kid`; the last good keys are kept when a refresh fails. Tokens must carry a `kid`.',
+      }),
+    ),
+    publicKeyFile: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          'Key source: a PEM file holding the public key (SPKI "PUBLIC KEY") or an X.509 certificate, for air-gapped clusters (Canton: jwt-rs-256-crt, jwt-es-256-crt, jwt-es-512-crt). No `kid` needed.',
+      }),
+    ),
+    jwks: Type.Optional(
+      Type.Object(
+        {
+          keys: Type.Array(Type.Object({ kty: Type.String({ minLength: 1 }) }, { additionalProperties: true }), {
+            minItems: 1,
+          }),
+        },
+        {
+          additionalProperties: true,
+          description:
+            'Key source: an inline JWKS ({ keys: [...] }) of public keys, for air-gapped clusters. Tokens must carry a `kid`.',
+        },
+      ),
+    ),
+    unsafeHmacSecret: Type.Optional(
+      Type.String({
+        minLength: 32,
+        secret: true,
+        description:
+          "Key source, DEVELOPMENT ONLY: an HS256 shared secret (at least 32 characters), like Canton's unsafe-jwt-hmac-256. Refused with a real upstream unless auth.unsafeAllowHmacWithParticipant is true.",
+      }),
+    ),
+    audience: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          "When set, `aud` must contain this value (Canton: target-audience / IDP audience). With neither audience nor scope, Canton's default parsing applies.",
+      }),
+    ),
+    scope: Type.Optional(
+      Type.String({
+        minLength: 1,
+        pattern: '^\\S+$',
+        description:
+          'When set, `scope` (space-separated) or `scp` must contain this value (Canton: target-scope). With both audience and scope set, both must match.',
+      }),
+    ),
+    algorithms: Type.Optional(
+      Type.Array(Type.Unsafe<JwsAlgorithm>({ type: 'string', enum: [...JWS_ALGORITHMS] }), {
+        minItems: 1,
+        uniqueItems: true,
+        description:
+          'The pinned JWS algorithms. Default: [RS256, ES256, ES512] for jwksUrl and jwks; for publicKeyFile, [RS256] for an RSA key, else the ones the key fits; [HS256] for unsafeHmacSecret.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const AuthSchema = Section(
+  {
+    issuers: Type.Array(IssuerSchema, {
+      default: [],
+      description:
+        'One entry per identity provider; the token\'s `iss` selects it. Required unless upstream.url is "sandbox", where an empty list turns on the development issuer.',
+    }),
+    participantId: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          "The participant's id: a Canton audience-based token (aud https://daml.com/jwt/aud/participant/<id>) must name it, and a scope-based token's aud, when present. Unset: any participant id is accepted, as Canton's parsing alone would.",
+      }),
+    ),
+    maxTokenLifetimeSeconds: Type.Integer({
       minimum: 0,
-      maximum: 60_000,
-      default: 1_000,
-      description: 'How long a refusal over the budget is held before it is answered, as HAProxy\'s http-request '
-        + 'tarpit holds one: a client that sends its next call once the answer is in gets one refusal a second per '
-        + 'connection, not as many as the gateway can write. One held at a time per connection (the others are '
-        + 'answered at once, behind it). 0: answered at once.',
+      maximum: 31_536_000,
+      default: 300,
+      description:
+        "Largest remaining lifetime (exp - now) accepted, as Canton's ledger-api.max-token-lifetime (5 minutes since 3.4.4); 0 = no limit. exp is always required.",
     }),
-  }, 'Calls that present no verified token, counted by client address.'),
-  connections: Section({
-    max: Type.Integer({
+    clockToleranceSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 300,
+      default: 5,
+      description: 'Clock skew allowed on exp, nbf, a future iat and the lifetime limit.',
+    }),
+    publicOperations: Type.Array(Type.String({ minLength: 1 }), {
+      default: [],
+      uniqueItems: true,
+      description:
+        'Operation names that need no token, e.g. [getVersion]. Default: none; every /v2 call and WebSocket upgrade needs one.',
+    }),
+    unsafeAllowHmacWithParticipant: Type.Boolean({
+      default: false,
+      description:
+        'UNSAFE: allow an unsafeHmacSecret issuer with a real participant (a shared secret anyone holding it can mint tokens with). For test participants only.',
+    }),
+    keySets: Section(
+      {
+        fetchTimeoutMs: Milliseconds(5_000, 'Bound on one JWKS fetch (connect, headers and body).'),
+        refreshIntervalMs: Milliseconds(
+          300_000,
+          'Background refresh of every JWKS (Canton caches JWKS for 5 minutes). A failed fetch is retried after unknownKeyCooldownMs; the last good keys stay in use.',
+        ),
+        unknownKeyCooldownMs: Milliseconds(
+          5_000,
+          'A token with an unknown kid triggers a refetch at most once per this period (and a failed fetch is retried after it).',
+          100,
+        ),
+      },
+      'JWKS fetching for jwksUrl issuers.',
+    ),
+    tokenCache: Section(
+      {
+        maxEntries: Type.Integer({
+          minimum: 0,
+          maximum: 1_000_000,
+          default: 10_000,
+          description:
+            'Verified tokens remembered (by SHA-256 of the token), each until its exp at the latest; 0 disables the cache. A hit still checks expiry.',
+        }),
+        negativeTtlMs: Milliseconds(
+          5_000,
+          'How long a refused token (bad signature, malformed, wrong audience, ...) is remembered so a flood of it costs one check; 0 disables. Time-dependent refusals (lifetime, not yet valid) and key set failures are never remembered.',
+          0,
+        ),
+      },
+      'The verified-token cache.',
+    ),
+    participantIdentityProviders: Section(
+      {
+        enabled: Type.Boolean({
+          default: false,
+          description:
+            'Also trust the identity providers configured on the participant (GET /v2/idps), as the participant does: each active one by its issuer, jwksUrl and audience; deactivated ones are dropped. Configured issuers win on a conflict. Changed only on a restart (docs/live-configuration.md).',
+        }),
+        refreshIntervalSeconds: Type.Integer({
+          minimum: 1,
+          maximum: 86_400,
+          default: 60,
+          description:
+            'How often the list is fetched; a POST, PATCH or DELETE of /v2/idps answered with success through the gateway refreshes it at once.',
+        }),
+        tokenFile: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description:
+              'File holding a participant-admin bearer token for GET /v2/idps, read at each use (a mounted secret can rotate). Unset: the list is fetched without a token.',
+          }),
+        ),
+      },
+      "The participant's identity provider configs, trusted as the participant trusts them.",
+    ),
+  },
+  'Authentication: every /v2 call and WebSocket upgrade carries a bearer JWT, verified here before anything is forwarded, as the participant verifies it (docs/authentication.md).',
+);
+
+export const TelemetrySchema = Section(
+  {
+    metrics: Section(
+      {
+        exemplars: Type.Boolean({
+          default: false,
+          description:
+            'Attach the trace id of a sampled request as an OpenMetrics exemplar to the two duration histograms. /metrics then answers in the OpenMetrics format (application/openmetrics-text); Prometheus keeps exemplars only with --enable-feature=exemplar-storage.',
+        }),
+        maxUpstreamErrorCodes: Type.Integer({
+          minimum: 0,
+          maximum: 10_000,
+          default: 100,
+          description:
+            "Distinct participant error codes kept as error_code label values; a code first seen after this many is counted as OTHER (bounded cardinality). The gateway's own codes never count.",
+        }),
+      },
+      'Prometheus metrics on the admin listener (GET /metrics).',
+    ),
+  },
+  'Metrics, traces and logs. Tracing is configured by the standard OTEL_* environment variables (docs/errors-and-metrics.md).',
+);
+
+export const RateLimitSchema = Type.Object(
+  {
+    requests: Type.Integer({
+      minimum: 1,
+      maximum: 1_000_000,
+      description:
+        'Requests allowed per caller in each perSeconds period, spread evenly (GCRA: one every perSeconds/requests seconds).',
+    }),
+    perSeconds: Type.Integer({
+      minimum: 1,
+      maximum: 86_400,
+      default: 1,
+      description: 'The period of `requests`, in seconds.',
+    }),
+    burst: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 1_000_000,
+        description: 'Requests a rested caller may send at once before the even spacing applies. Default: `requests`.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const OperationLimitsSchema = Type.Object(
+  {
+    rate: Type.Optional(
+      Type.Union([RateLimitSchema, Type.Null()], {
+        description:
+          "Rate limit per caller (the token's `sub`; the client address for calls without a principal). null: none.",
+      }),
+    ),
+    maxInFlightPerPrincipal: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 1_000_000,
+        description: 'Concurrent calls (and open WebSocket streams) of this operation per caller; 0: no cap.',
+      }),
+    ),
+    maxInFlight: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 1_000_000,
+        description:
+          'Concurrent calls (and open WebSocket streams) of this operation, all callers together; 0: no cap.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const ProtectionSchema = Section(
+  {
+    maxInFlight: Type.Integer({
       minimum: 0,
       maximum: 1_000_000,
-      default: 10_000,
-      description: 'Open client connections on the API listener in this process; a connection over it is closed at '
-        + 'once, unanswered (ledger_gateway_connections_refused_total{limit="total"}). 0: no cap.',
+      default: 1024,
+      description:
+        'Concurrent calls and open WebSocket streams in this gateway process, all operations and callers together (per replica, never shared, so it holds while Redis is down); over it: 429. 0: no cap.',
     }),
-    maxPerAddress: Type.Integer({
-      minimum: 0,
-      maximum: 1_000_000,
-      default: 1_000,
-      description: 'Open client connections from one peer address (an IPv6 one by its /64; server.trustedProxies are '
-        + 'exempt, as they carry many clients); over it: closed at once, unanswered (limit="perAddress"). 0: no cap.',
+    default: Type.Object(OperationLimitsSchema.properties, {
+      additionalProperties: false,
+      default: {},
+      description:
+        'Limits for every operation without its own entry under `operations`; each operation is counted separately. Empty: no limits.',
     }),
-  }, 'Caps on open client connections, checked when a connection is accepted (before TLS and any request).'),
-  failMode: Type.Union([Type.Literal('open'), Type.Literal('closed')], { default: 'open', description: 'When Redis cannot answer: open admits the call (a warning at most every 30 s, metric ledger_gateway_protection_store_failures_total); closed refuses it with 503 GATEWAY_PROTECTION_UNAVAILABLE.' }),
-  redis: Section({
-    url: Type.Optional(Type.String({ pattern: '^rediss?://', secret: true, description: 'redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process\'s memory.' })),
-    keyPrefix: Type.String({ minLength: 1, maxLength: 100, default: 'ledger-gateway:', description: 'Prefix of every key the gateway writes; replicas sharing a budget use the same prefix.' }),
-    commandTimeoutMs: Milliseconds(250, 'Bound on one Redis command; a slower answer counts as a failure (failMode applies).'),
-    connectTimeoutMs: Milliseconds(2_000, 'Bound on opening the Redis connection; reconnects back off up to 2 s while failMode applies.'),
-    leaseMs: Milliseconds(30_000, 'Concurrency slots held in Redis are leases renewed every third of this; slots of a replica that died come back after it.', 3_000),
-  }, 'The shared store (Redis) for the rate and concurrency limits of several replicas.'),
-  memory: Section({
-    maxKeys: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 100_000, description: 'Rate-limit states kept in memory (one per caller and operation); the least recently used is forgotten first.' }),
-  }, 'The in-memory store, used when redis.url is unset.'),
-}, 'Traffic protection: rate limits and concurrency caps per caller and operation, checked after authentication; over a limit: 429 GATEWAY_RESOURCE_EXHAUSTED with Retry-After.');
+    operations: Type.Record(Type.String({ minLength: 1 }), OperationLimitsSchema, {
+      default: {},
+      description:
+        'Per-operation limits by operation name (docs/request-policy.md); a key set here replaces the same key of `default`, the others are inherited.',
+    }),
+    principalShare: Type.Number({
+      exclusiveMinimum: 0,
+      maximum: 1,
+      default: 0.25,
+      description:
+        'The largest share of maxInFlight one caller (its principal; its client address for a call without ' +
+        'one) may hold in this process, calls and WebSocket streams together (at least 1 slot); over it: 429 with ' +
+        'limit gatewayPrincipalConcurrency. 1: no share, one caller may take every slot.',
+    }),
+    unauthenticated: Section(
+      {
+        rate: Type.Union([RateLimitSchema, Type.Null()], {
+          default: { requests: 5, perSeconds: 1, burst: 100 },
+          description:
+            'Budget of calls without a token the gateway has already verified (no token, a refused one, or a ' +
+            'new one whose signature it must check), per client address (as resolved through server.trustedProxies; an ' +
+            'IPv6 address by its /64). A unit is spent before any signature check and given back when the token proves ' +
+            'valid, so refusals are what count: a flood of made-up tokens costs a burst of checks, then 429 with limit ' +
+            'unauthenticatedRate. A call with a verified token spends none. Shared through redis.url when set. null: no ' +
+            'budget.',
+        }),
+        refusalDelayMs: Type.Integer({
+          minimum: 0,
+          maximum: 60_000,
+          default: 1_000,
+          description:
+            "How long a refusal over the budget is held before it is answered, as HAProxy's http-request " +
+            'tarpit holds one: a client that sends its next call once the answer is in gets one refusal a second per ' +
+            'connection, not as many as the gateway can write. One held at a time per connection (the others are ' +
+            'answered at once, behind it). 0: answered at once.',
+        }),
+      },
+      'Calls that present no verified token, counted by client address.',
+    ),
+    connections: Section(
+      {
+        max: Type.Integer({
+          minimum: 0,
+          maximum: 1_000_000,
+          default: 10_000,
+          description:
+            'Open client connections on the API listener in this process; a connection over it is closed at ' +
+            'once, unanswered (ledger_gateway_connections_refused_total{limit="total"}). 0: no cap.',
+        }),
+        maxPerAddress: Type.Integer({
+          minimum: 0,
+          maximum: 1_000_000,
+          default: 1_000,
+          description:
+            'Open client connections from one peer address (an IPv6 one by its /64; server.trustedProxies are ' +
+            'exempt, as they carry many clients); over it: closed at once, unanswered (limit="perAddress"). 0: no cap.',
+        }),
+      },
+      'Caps on open client connections, checked when a connection is accepted (before TLS and any request).',
+    ),
+    failMode: Type.Union([Type.Literal('open'), Type.Literal('closed')], {
+      default: 'open',
+      description:
+        'When Redis cannot answer: open admits the call (a warning at most every 30 s, metric ledger_gateway_protection_store_failures_total); closed refuses it with 503 GATEWAY_PROTECTION_UNAVAILABLE.',
+    }),
+    redis: Section(
+      {
+        url: Type.Optional(
+          Type.String({
+            pattern: '^rediss?://',
+            secret: true,
+            description:
+              "redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process's memory.",
+          }),
+        ),
+        keyPrefix: Type.String({
+          minLength: 1,
+          maxLength: 100,
+          default: 'ledger-gateway:',
+          description: 'Prefix of every key the gateway writes; replicas sharing a budget use the same prefix.',
+        }),
+        commandTimeoutMs: Milliseconds(
+          250,
+          'Bound on one Redis command; a slower answer counts as a failure (failMode applies).',
+        ),
+        connectTimeoutMs: Milliseconds(
+          2_000,
+          'Bound on opening the Redis connection; reconnects back off up to 2 s while failMode applies.',
+        ),
+        leaseMs: Milliseconds(
+          30_000,
+          'Concurrency slots held in Redis are leases renewed every third of this; slots of a replica that died come back after it.',
+          3_000,
+        ),
+      },
+      'The shared store (Redis) for the rate and concurrency limits of several replicas.',
+    ),
+    memory: Section(
+      {
+        maxKeys: Type.Integer({
+          minimum: 1,
+          maximum: 10_000_000,
+          default: 100_000,
+          description:
+            'Rate-limit states kept in memory (one per caller and operation); the least recently used is forgotten first.',
+        }),
+      },
+      'The in-memory store, used when redis.url is unset.',
+    ),
+  },
+  'Traffic protection: rate limits and concurrency caps per caller and operation, checked after authentication; over a limit: 429 GATEWAY_RESOURCE_EXHAUSTED with Retry-After.',
+);
 
 /** One authorization rule: every matcher it names must hold (policy/authorization.ts). */
-export const AuthorizationRuleSchema = Type.Object({
-  effect: Type.Union([Type.Literal('allow'), Type.Literal('deny')], { default: 'allow', description: 'What a match decides: allow the call, or refuse it with 403.' }),
-  anyAuthenticated: Type.Optional(Type.Literal(true, { description: 'Matches any verified token.' })),
-  subjects: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, uniqueItems: true, description: 'Matches when the token\'s `sub` (the Ledger API user id) is one of these.' })),
-  issuers: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, uniqueItems: true, description: 'Matches when the token\'s `iss` is one of these.' })),
-  scope: Type.Optional(Type.String({ minLength: 1, pattern: '^\\S+$', description: 'Matches when the token\'s `scope` (space-separated) or `scp` holds this scope.' })),
-  audience: Type.Optional(Type.String({ minLength: 1, description: 'Matches when the token\'s `aud` holds this value.' })),
-  claims: Type.Optional(Type.Record(Type.String({ minLength: 1 }), Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { description: 'Matches when each named claim equals the value (or, for an array claim, holds it).' })),
-}, { additionalProperties: false });
+export const AuthorizationRuleSchema = Type.Object(
+  {
+    effect: Type.Union([Type.Literal('allow'), Type.Literal('deny')], {
+      default: 'allow',
+      description: 'What a match decides: allow the call, or refuse it with 403.',
+    }),
+    anyAuthenticated: Type.Optional(Type.Literal(true, { description: 'Matches any verified token.' })),
+    subjects: Type.Optional(
+      Type.Array(Type.String({ minLength: 1 }), {
+        minItems: 1,
+        uniqueItems: true,
+        description: "Matches when the token's `sub` (the Ledger API user id) is one of these.",
+      }),
+    ),
+    issuers: Type.Optional(
+      Type.Array(Type.String({ minLength: 1 }), {
+        minItems: 1,
+        uniqueItems: true,
+        description: "Matches when the token's `iss` is one of these.",
+      }),
+    ),
+    scope: Type.Optional(
+      Type.String({
+        minLength: 1,
+        pattern: '^\\S+$',
+        description: "Matches when the token's `scope` (space-separated) or `scp` holds this scope.",
+      }),
+    ),
+    audience: Type.Optional(
+      Type.String({ minLength: 1, description: "Matches when the token's `aud` holds this value." }),
+    ),
+    claims: Type.Optional(
+      Type.Record(Type.String({ minLength: 1 }), Type.Union([Type.String(), Type.Number(), Type.Boolean()]), {
+        description: 'Matches when each named claim equals the value (or, for an array claim, holds it).',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 
-export const PolicySchema = Section({
-  rules: Type.Record(Type.String({ minLength: 1 }), Type.Array(AuthorizationRuleSchema, { minItems: 1 }), { default: {}, description: 'Authorization per operation name: the first rule that matches the token decides; a call no rule allows is refused (403). An operation without rules is open to any authenticated caller. Unknown operation names and rules without a matcher stop the process at start.' }),
-  requestRules: Type.Boolean({ default: true, description: 'Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction; on every other submission route, a userId other than the token\'s) at the edge, in its error shape. Only these routes have their bodies read.' }),
-  maxBodyBytes: Type.Integer({ minimum: 1024, maximum: 8 * 1024 * 1024, default: 1_048_576, description: 'Largest body of a rule-checked route (read whole and parsed, unlike the other routes\' bodies, which stream under limits.bodyBytes); larger gets 413 GATEWAY_REQUEST_TOO_LARGE before anything is parsed. The lower of this and limits.bodyBytes applies. At most 8 MiB, the participant\'s own default (pekko-http max-content-length).' }),
-  maxBodyDepth: Type.Integer({ minimum: 8, maximum: 10_000, default: 512, description: 'Deepest JSON nesting accepted in a rule-checked body; deeper gets 400 GATEWAY_MALFORMED_REQUEST.' }),
-  bodyReadTimeoutMs: Milliseconds(30_000, 'Bound on receiving a rule-checked body; slower gets 400 GATEWAY_MALFORMED_REQUEST and the connection is closed.'),
-}, 'Per-operation authorization and Canton\'s request rules at the edge (docs/request-policy.md).');
+export const PolicySchema = Section(
+  {
+    rules: Type.Record(Type.String({ minLength: 1 }), Type.Array(AuthorizationRuleSchema, { minItems: 1 }), {
+      default: {},
+      description:
+        'Authorization per operation name: the first rule that matches the token decides; a call no rule allows is refused (403). An operation without rules is open to any authenticated caller. Unknown operation names and rules without a matcher stop the process at start.',
+    }),
+    requestRules: Type.Boolean({
+      default: true,
+      description:
+        "Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction; on every other submission route, a userId other than the token's) at the edge, in its error shape. Only these routes have their bodies read.",
+    }),
+    maxBodyBytes: Type.Integer({
+      minimum: 1024,
+      maximum: 8 * 1024 * 1024,
+      default: 1_048_576,
+      description:
+        "Largest body of a rule-checked route (read whole and parsed, unlike the other routes' bodies, which stream under limits.bodyBytes); larger gets 413 GATEWAY_REQUEST_TOO_LARGE before anything is parsed. The lower of this and limits.bodyBytes applies. At most 8 MiB, the participant's own default (pekko-http max-content-length).",
+    }),
+    maxBodyDepth: Type.Integer({
+      minimum: 8,
+      maximum: 10_000,
+      default: 512,
+      description: 'Deepest JSON nesting accepted in a rule-checked body; deeper gets 400 GATEWAY_MALFORMED_REQUEST.',
+    }),
+    bodyReadTimeoutMs: Milliseconds(
+      30_000,
+      'Bound on receiving a rule-checked body; slower gets 400 GATEWAY_MALFORMED_REQUEST and the connection is closed.',
+    ),
+  },
+  "Per-operation authorization and Canton's request rules at the edge (docs/request-policy.md).",
+);
 
-export const CorsSchema = Section({
-  enabled: Type.Boolean({ default: false, description: 'Answer CORS preflights and add CORS headers, for browser dApps calling the JSON API directly.' }),
-  origins: Type.Array(Type.String({ minLength: 1 }), { default: [], uniqueItems: true, description: 'Allowed origins, exactly as browsers send them (https://app.example.com); "*" allows any origin (never with credentials).' }),
-  methods: Type.Array(Type.String({ minLength: 1, pattern: '^[A-Z]+$' }), { default: ['GET', 'POST', 'PATCH', 'DELETE'], uniqueItems: true, description: 'Methods a preflight allows.' }),
-  allowedHeaders: Type.Array(Type.String({ minLength: 1 }), { default: ['authorization', 'content-type', 'traceparent', 'tracestate'], uniqueItems: true, description: 'Request headers a preflight allows.' }),
-  exposedHeaders: Type.Array(Type.String({ minLength: 1 }), { default: ['x-request-id'], uniqueItems: true, description: 'Response headers a browser script may read.' }),
-  maxAgeSeconds: Type.Integer({ minimum: 0, maximum: 86_400, default: 600, description: 'How long a browser may cache a preflight answer.' }),
-  credentials: Type.Boolean({ default: false, description: 'Send Access-Control-Allow-Credentials: true (cookies or client certificates from the browser). Bearer tokens do not need it.' }),
-}, 'CORS for browser dApps: off by default; preflights are answered before authentication (browsers send no token on them).');
+export const CorsSchema = Section(
+  {
+    enabled: Type.Boolean({
+      default: false,
+      description: 'Answer CORS preflights and add CORS headers, for browser dApps calling the JSON API directly.',
+    }),
+    origins: Type.Array(Type.String({ minLength: 1 }), {
+      default: [],
+      uniqueItems: true,
+      description:
+        'Allowed origins, exactly as browsers send them (https://app.example.com); "*" allows any origin (never with credentials).',
+    }),
+    methods: Type.Array(Type.String({ minLength: 1, pattern: '^[A-Z]+$' }), {
+      default: ['GET', 'POST', 'PATCH', 'DELETE'],
+      uniqueItems: true,
+      description: 'Methods a preflight allows.',
+    }),
+    allowedHeaders: Type.Array(Type.String({ minLength: 1 }), {
+      default: ['authorization', 'content-type', 'traceparent', 'tracestate'],
+      uniqueItems: true,
+      description: 'Request headers a preflight allows.',
+    }),
+    exposedHeaders: Type.Array(Type.String({ minLength: 1 }), {
+      default: ['x-request-id'],
+      uniqueItems: true,
+      description: 'Response headers a browser script may read.',
+    }),
+    maxAgeSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 86_400,
+      default: 600,
+      description: 'How long a browser may cache a preflight answer.',
+    }),
+    credentials: Type.Boolean({
+      default: false,
+      description:
+        'Send Access-Control-Allow-Credentials: true (cookies or client certificates from the browser). Bearer tokens do not need it.',
+    }),
+  },
+  'CORS for browser dApps: off by default; preflights are answered before authentication (browsers send no token on them).',
+);
 
-export const ConfigSchema = Type.Object({
-  server: ServerSchema,
-  admin: AdminSchema,
-  upstream: UpstreamSchema,
-  websocket: WebSocketSchema,
-  limits: LimitsSchema,
-  routes: RoutesSchema,
-  shutdown: ShutdownSchema,
-  log: LogSchema,
-  versionCache: VersionCacheSchema,
-  auth: AuthSchema,
-  telemetry: TelemetrySchema,
-  protection: ProtectionSchema,
-  policy: PolicySchema,
-  cors: CorsSchema,
-}, { additionalProperties: false });
+export const ConfigSchema = Type.Object(
+  {
+    server: ServerSchema,
+    admin: AdminSchema,
+    upstream: UpstreamSchema,
+    websocket: WebSocketSchema,
+    limits: LimitsSchema,
+    routes: RoutesSchema,
+    shutdown: ShutdownSchema,
+    log: LogSchema,
+    versionCache: VersionCacheSchema,
+    auth: AuthSchema,
+    telemetry: TelemetrySchema,
+    protection: ProtectionSchema,
+    policy: PolicySchema,
+    cors: CorsSchema,
+  },
+  { additionalProperties: false },
+);
 
 export type GatewayConfig = Static<typeof ConfigSchema>;
 export type UpstreamConfig = Static<typeof UpstreamSchema>;

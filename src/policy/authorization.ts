@@ -13,18 +13,24 @@ export function policyConfigProblems(config: Pick<GatewayConfig, 'policy' | 'cor
   const problems: string[] = [];
   for (const [operation, rules] of Object.entries(config.policy.rules)) {
     if (!OPERATION_NAMES.includes(operation)) {
-      problems.push(`policy.rules.${operation}: unknown operation (see docs/request-policy.md "Routes and operations" for the names)`);
+      problems.push(
+        `policy.rules.${operation}: unknown operation (see docs/request-policy.md "Routes and operations" for the names)`,
+      );
       continue;
     }
     rules.forEach((rule, index) => {
-      const matchers = MATCHERS.filter((name) => rule[name] !== undefined && !(name === 'claims' && Object.keys(rule.claims!).length === 0));
+      const matchers = MATCHERS.filter(
+        (name) => rule[name] !== undefined && !(name === 'claims' && Object.keys(rule.claims!).length === 0),
+      );
       if (matchers.length === 0) {
         problems.push(`policy.rules.${operation}[${index}]: the rule has no matcher (one of ${MATCHERS.join(', ')})`);
       }
     });
   }
   if (config.cors.credentials && config.cors.origins.includes('*')) {
-    problems.push('cors.origins: "*" cannot be combined with cors.credentials: true (browsers refuse it); list the origins');
+    problems.push(
+      'cors.origins: "*" cannot be combined with cors.credentials: true (browsers refuse it); list the origins',
+    );
   }
   return problems;
 }
@@ -51,7 +57,8 @@ export function ruleMatches(rule: AuthorizationRuleConfig, principal: Principal 
   if (principal === null) return false;
   const claims = principal.claims;
   if (rule.subjects !== undefined && !rule.subjects.includes(principal.subject)) return false;
-  if (rule.issuers !== undefined && (principal.issuer === undefined || !rule.issuers.includes(principal.issuer))) return false;
+  if (rule.issuers !== undefined && (principal.issuer === undefined || !rule.issuers.includes(principal.issuer)))
+    return false;
   if (rule.scope !== undefined && !scopesOf(claims).includes(rule.scope)) return false;
   if (rule.audience !== undefined) {
     const aud = claims.aud;
@@ -65,9 +72,7 @@ export function ruleMatches(rule: AuthorizationRuleConfig, principal: Principal 
   return true;
 }
 
-export type AuthorizationDecision =
-  | { readonly allowed: true }
-  | { readonly allowed: false; readonly reason: string };
+export type AuthorizationDecision = { readonly allowed: true } | { readonly allowed: false; readonly reason: string };
 
 export type Authorizer = (operation: string, principal: Principal | null) => AuthorizationDecision;
 
@@ -79,7 +84,8 @@ export function createAuthorizer(rules: GatewayConfig['policy']['rules']): Autho
     if (list === undefined) return { allowed: true };
     const index = list.findIndex((rule) => ruleMatches(rule, principal));
     if (index === -1) return { allowed: false, reason: `no rule in policy.rules.${operation} allows the caller` };
-    if (list[index]!.effect === 'deny') return { allowed: false, reason: `policy.rules.${operation}[${index}] denies the caller` };
+    if (list[index]!.effect === 'deny')
+      return { allowed: false, reason: `policy.rules.${operation}[${index}] denies the caller` };
     return { allowed: true };
   };
 }

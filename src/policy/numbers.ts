@@ -10,8 +10,7 @@ export const INT32_MIN = -(2n ** 31n);
 export const INT32_MAX = 2n ** 31n - 1n;
 
 export type IntegerReading =
-  | { readonly ok: true; readonly value: bigint }
-  | { readonly ok: false; readonly reason: string };
+  { readonly ok: true; readonly value: bigint } | { readonly ok: false; readonly reason: string };
 
 const JSON_NUMBER = /^(-)?(0|[1-9]\d*)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 const JAVA_INTEGER = /^[+-]?\d+$/;
@@ -25,7 +24,10 @@ function wholeValue(text: string, maxDigits: number): IntegerReading {
   if (digits === '') return { ok: true, value: 0n };
   // The exponent may be absurdly long: anything beyond a few digits is out of any integer range.
   if (exponentText.replace(/^[+-]?0*/, '').length > 6) {
-    return { ok: false, reason: exponentText.startsWith('-') ? `${text} is not a whole number` : `${text} is out of range` };
+    return {
+      ok: false,
+      reason: exponentText.startsWith('-') ? `${text} is not a whole number` : `${text} is out of range`,
+    };
   }
   let significant = digits.length;
   while (digits.charCodeAt(significant - 1) === 0x30 /* 0 */) significant--;
@@ -47,13 +49,19 @@ export function readInteger(value: unknown, source: string | undefined, min: big
   if (typeof value === 'number') {
     reading = wholeValue(source ?? (Number.isSafeInteger(value) ? String(value) : JSON.stringify(value)), maxDigits);
   } else if (typeof value === 'string') {
-    reading = JSON_NUMBER.test(value) ? wholeValue(value, maxDigits) : JAVA_INTEGER.test(value) && value.replace(/^[+-]?0*/, '').length <= maxDigits
-      ? { ok: true, value: BigInt(value.replace(/^\+/, '')) }
-      : { ok: false, reason: `"${value.length > 40 ? `${value.slice(0, 40)}…` : value}" is not a number` };
+    reading = JSON_NUMBER.test(value)
+      ? wholeValue(value, maxDigits)
+      : JAVA_INTEGER.test(value) && value.replace(/^[+-]?0*/, '').length <= maxDigits
+        ? { ok: true, value: BigInt(value.replace(/^\+/, '')) }
+        : { ok: false, reason: `"${value.length > 40 ? `${value.slice(0, 40)}…` : value}" is not a number` };
   } else {
-    return { ok: false, reason: `expected an integer, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : `a ${typeof value}`}` };
+    return {
+      ok: false,
+      reason: `expected an integer, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : `a ${typeof value}`}`,
+    };
   }
   if (!reading.ok) return reading;
-  if (reading.value < min || reading.value > max) return { ok: false, reason: `${reading.value} is out of range [${min}, ${max}]` };
+  if (reading.value < min || reading.value > max)
+    return { ok: false, reason: `${reading.value} is out of range [${min}, ${max}]` };
   return reading;
 }

@@ -45,7 +45,12 @@ export function requestRule(
 export function toGatewayError(violation: Violation): GatewayError {
   return new GatewayError(
     violation.definition,
-    { cause: violation.cause, context: violation.context ?? {}, resources: violation.resources ?? [], ...(violation.origin !== undefined && { origin: violation.origin }) },
+    {
+      cause: violation.cause,
+      context: violation.context ?? {},
+      resources: violation.resources ?? [],
+      ...(violation.origin !== undefined && { origin: violation.origin }),
+    },
     violation.reason === undefined ? {} : { reason: violation.reason },
   );
 }
@@ -85,7 +90,11 @@ export function invalidField(fieldName: string, message: string): Violation {
 }
 
 export function invalidArgument(reason: string): Violation {
-  return { definition: Errors.INVALID_ARGUMENT, cause: `The submitted request has invalid arguments: ${reason}`, origin: 'grpc-definite-answer' };
+  return {
+    definition: Errors.INVALID_ARGUMENT,
+    cause: `The submitted request has invalid arguments: ${reason}`,
+    origin: 'grpc-definite-answer',
+  };
 }
 
 /** The same code raised by the JSON layer itself (a path/body mismatch: Canton `JsIdentityProviderService.scala`). */
@@ -143,11 +152,18 @@ export function wrongType(path: string, expected: string, _value: unknown): Viol
 }
 
 /** Checks an optional field's JSON type; absent and null pass (circe: None / the default). */
-export function optionalOfType(holder: JsonObject, name: string, path: string, type: 'string' | 'boolean' | 'object' | 'array'): Violation | undefined {
+export function optionalOfType(
+  holder: JsonObject,
+  name: string,
+  path: string,
+  type: 'string' | 'boolean' | 'object' | 'array',
+): Violation | undefined {
   const value = field(holder, name);
   if (isAbsent(value)) return undefined;
   const ok = type === 'object' ? isObject(value) : type === 'array' ? Array.isArray(value) : typeof value === type;
-  return ok ? undefined : wrongType(join(path, name), type === 'array' ? 'an array' : type === 'object' ? 'an object' : `a ${type}`, value);
+  return ok
+    ? undefined
+    : wrongType(join(path, name), type === 'array' ? 'an array' : type === 'object' ? 'an object' : `a ${type}`, value);
 }
 
 /** An optional array of strings. */

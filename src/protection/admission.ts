@@ -6,7 +6,13 @@ import { performance } from 'node:perf_hooks'; // a module binding: no global lo
 import { Errors, GatewayError, secondsText } from '../errors.js';
 import { isUnlimited, type ResolvedProtection } from './config.js';
 import { SlotCounts } from './slot-counts.js';
-import { CONCURRENCY_RETRY_AFTER_MS, StoreUnavailableError, type LimitName, type LimitStore, type StoreVerdict } from './store.js';
+import {
+  CONCURRENCY_RETRY_AFTER_MS,
+  StoreUnavailableError,
+  type LimitName,
+  type LimitStore,
+  type StoreVerdict,
+} from './store.js';
 
 export type Release = () => void;
 
@@ -36,7 +42,7 @@ const CAUSES: Record<LimitName, (operation: string) => string> = {
   principalConcurrency: (operation) => `This caller already has the most ${operation} calls allowed in flight.`,
   operationConcurrency: (operation) => `The most ${operation} calls allowed are in flight.`,
   gatewayConcurrency: () => 'The gateway has the most calls allowed in flight.',
-  gatewayPrincipalConcurrency: () => 'This caller already holds its share of the gateway\'s calls in flight.',
+  gatewayPrincipalConcurrency: () => "This caller already holds its share of the gateway's calls in flight.",
   unauthenticatedRate: () => 'Too many calls without a verified token came from this client address.',
 };
 
@@ -47,18 +53,30 @@ export function retryAfterSeconds(retryAfterMs: number): number {
 
 export function resourceExhausted(operation: string, limit: LimitName, retryAfterMs: number): GatewayError {
   const seconds = retryAfterSeconds(retryAfterMs);
-  return new GatewayError(Errors.GATEWAY_RESOURCE_EXHAUSTED,
-    { cause: `${CAUSES[limit](operation)} Retry after ${seconds} s.`, context: { operation, limit }, retryInfo: secondsText(seconds) },
-    { headers: { 'retry-after': String(seconds) }, reason: `protection: ${limit}` });
+  return new GatewayError(
+    Errors.GATEWAY_RESOURCE_EXHAUSTED,
+    {
+      cause: `${CAUSES[limit](operation)} Retry after ${seconds} s.`,
+      context: { operation, limit },
+      retryInfo: secondsText(seconds),
+    },
+    { headers: { 'retry-after': String(seconds) }, reason: `protection: ${limit}` },
+  );
 }
 
 function protectionUnavailable(operation: string): GatewayError {
-  return new GatewayError(Errors.GATEWAY_PROTECTION_UNAVAILABLE,
+  return new GatewayError(
+    Errors.GATEWAY_PROTECTION_UNAVAILABLE,
     { cause: 'The gateway cannot check its limits right now.', context: { operation } },
-    { headers: { 'retry-after': '1' }, reason: 'protection: limit store unavailable, failing closed' });
+    { headers: { 'retry-after': '1' }, reason: 'protection: limit store unavailable, failing closed' },
+  );
 }
 
-export function createProtection(resolved: ResolvedProtection, store: LimitStore | undefined, options: ProtectionOptions = {}): Protection {
+export function createProtection(
+  resolved: ResolvedProtection,
+  store: LimitStore | undefined,
+  options: ProtectionOptions = {},
+): Protection {
   const maxInFlight = resolved.maxInFlight;
   const maxPerCaller = resolved.maxInFlightPerCaller;
   // One caller's slots of the process-wide cap: local like the cap itself, so it holds without Redis.
@@ -76,8 +94,12 @@ export function createProtection(resolved: ResolvedProtection, store: LimitStore
     const at = now();
     if (at - lastWarning < warnIntervalMs) return;
     lastWarning = at;
-    options.warn?.({ failMode, failures: failuresSinceWarning, error: error.message },
-      failMode === 'open' ? 'limit store unavailable: admitting calls unchecked (protection.failMode open)' : 'limit store unavailable: refusing calls (protection.failMode closed)');
+    options.warn?.(
+      { failMode, failures: failuresSinceWarning, error: error.message },
+      failMode === 'open'
+        ? 'limit store unavailable: admitting calls unchecked (protection.failMode open)'
+        : 'limit store unavailable: refusing calls (protection.failMode closed)',
+    );
     failuresSinceWarning = 0;
   }
 

@@ -12,9 +12,15 @@ function plainAddress(address: string): string {
  * The client's address: the peer, or behind trusted proxies the right-most X-Forwarded-For hop
  * that is not itself a trusted proxy (the left-most hops are whatever the client wrote).
  */
-export function clientAddress(peer: string, forwardedFor: string | string[] | undefined, isTrustedProxy: (address: string) => boolean): string {
+export function clientAddress(
+  peer: string,
+  forwardedFor: string | string[] | undefined,
+  isTrustedProxy: (address: string) => boolean,
+): string {
   if (forwardedFor === undefined || !isTrustedProxy(peer)) return plainAddress(peer);
-  const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor).split(',').map((hop) => hop.trim());
+  const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : forwardedFor)
+    .split(',')
+    .map((hop) => hop.trim());
   let candidate = plainAddress(peer);
   for (let i = hops.length - 1; i >= 0; i -= 1) {
     const hop = plainAddress(hops[i]!);
@@ -39,7 +45,10 @@ export function addressKey(address: string): string {
   const tail = right === undefined || right === '' ? [] : right.split(':');
   const zeros = Array<string>(8 - head.length - tail.length).fill('0');
   const groups = right === undefined ? head : [...head, ...zeros, ...tail];
-  return `${groups.slice(0, 4).map((group) => Number.parseInt(group, 16).toString(16)).join(':')}::/64`;
+  return `${groups
+    .slice(0, 4)
+    .map((group) => Number.parseInt(group, 16).toString(16))
+    .join(':')}::/64`;
 }
 
 /** The address a call is counted by: its client address (clientAddress), keyed as addressKey says. */
@@ -48,7 +57,11 @@ export function addressOf(request: IncomingMessage, isTrustedProxy: (address: st
   return addressKey(clientAddress(peer, request.headers['x-forwarded-for'], isTrustedProxy));
 }
 
-export function callerOf(principal: Principal | null, request: IncomingMessage, isTrustedProxy: (address: string) => boolean): string {
+export function callerOf(
+  principal: Principal | null,
+  request: IncomingMessage,
+  isTrustedProxy: (address: string) => boolean,
+): string {
   if (principal !== null) return `p:${principal.subject}`;
   return `a:${addressOf(request, isTrustedProxy)}`;
 }

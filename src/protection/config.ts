@@ -40,7 +40,11 @@ export interface ResolvedProtection {
   readonly memory: GatewayConfig['protection']['memory'];
 }
 
-const NO_LIMITS: OperationLimits = Object.freeze({ rate: undefined, maxInFlightPerPrincipal: undefined, maxInFlight: undefined });
+const NO_LIMITS: OperationLimits = Object.freeze({
+  rate: undefined,
+  maxInFlightPerPrincipal: undefined,
+  maxInFlight: undefined,
+});
 
 function cap(value: number | undefined): number | undefined {
   return value === undefined || value === 0 ? undefined : value;
@@ -75,7 +79,10 @@ export function resolveProtectionConfig(config: GatewayConfig): ResolvedProtecti
   const known = new Set(OPERATION_NAMES);
   const problems = Object.keys(section.operations)
     .filter((name) => !known.has(name))
-    .map((name) => `protection.operations.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`);
+    .map(
+      (name) =>
+        `protection.operations.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`,
+    );
   if (problems.length > 0) throw new ConfigError('protection', problems);
 
   const fallback = resolveLimits(undefined, section.default);
@@ -86,9 +93,10 @@ export function resolveProtectionConfig(config: GatewayConfig): ResolvedProtecti
   const maxInFlight = cap(section.maxInFlight);
   return {
     maxInFlight,
-    maxInFlightPerCaller: maxInFlight === undefined || section.principalShare >= 1
-      ? undefined
-      : Math.max(1, Math.floor(maxInFlight * section.principalShare)),
+    maxInFlightPerCaller:
+      maxInFlight === undefined || section.principalShare >= 1
+        ? undefined
+        : Math.max(1, Math.floor(maxInFlight * section.principalShare)),
     unauthenticatedRate: resolveRate(section.unauthenticated.rate),
     unauthenticatedRefusalDelayMs: section.unauthenticated.refusalDelayMs,
     connections: { max: cap(section.connections.max), maxPerAddress: cap(section.connections.maxPerAddress) },

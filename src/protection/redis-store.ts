@@ -7,7 +7,15 @@
 // Every command is bounded: no offline queue, no resend after a reconnect, a command timeout.
 import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { CONCURRENCY_RETRY_AFTER_MS, NO_LEASE, StoreUnavailableError, type AdmissionQuery, type LimitName, type LimitStore, type StoreVerdict } from './store.js';
+import {
+  CONCURRENCY_RETRY_AFTER_MS,
+  NO_LEASE,
+  StoreUnavailableError,
+  type AdmissionQuery,
+  type LimitName,
+  type LimitStore,
+  type StoreVerdict,
+} from './store.js';
 
 export interface RedisStoreOptions {
   readonly url: string;
@@ -108,9 +116,17 @@ const REFUSALS: Record<number, LimitName> = { 1: 'rate', 2: 'principalConcurrenc
  * The keys of one caller and operation. They carry a hash of the caller (bounded length, no user id
  * in Redis); operation names come from the route catalogue.
  */
-export function limitKeys(prefix: string, operation: string, caller: string): { rate: string; callerSlots: string; operationSlots: string } {
+export function limitKeys(
+  prefix: string,
+  operation: string,
+  caller: string,
+): { rate: string; callerSlots: string; operationSlots: string } {
   const hash = createHash('sha256').update(caller).digest('base64url').slice(0, 22);
-  return { rate: `${prefix}rate:${operation}:${hash}`, callerSlots: `${prefix}slots:${operation}:${hash}`, operationSlots: `${prefix}slots:${operation}` };
+  return {
+    rate: `${prefix}rate:${operation}:${hash}`,
+    callerSlots: `${prefix}slots:${operation}:${hash}`,
+    operationSlots: `${prefix}slots:${operation}`,
+  };
 }
 
 /** Keys renewed per script call. */
@@ -169,16 +185,20 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   const probe = () => {
     probeTimer = undefined;
     if (!stalled || closed) return;
-    if (!isReady()) { // reconnecting: ioredis's own retries bring it back (ready), then probe again
+    if (!isReady()) {
+      // reconnecting: ioredis's own retries bring it back (ready), then probe again
       probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
       return;
     }
-    client.ping().then(() => {
-      stalled = false;
-      for (const [member, { keys, until }] of [...unreleased]) sendRelease(member, keys, until);
-    }, () => {
-      probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
-    });
+    client.ping().then(
+      () => {
+        stalled = false;
+        for (const [member, { keys, until }] of [...unreleased]) sendRelease(member, keys, until);
+      },
+      () => {
+        probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
+      },
+    );
   };
   const stall = () => {
     if (stalled || closed) return;
@@ -237,9 +257,14 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     }
     await flush();
   }
-  const renewal = setInterval(() => {
-    renew().catch(() => { /* the next renewal retries; leases outlive two missed ones */ });
-  }, Math.floor(options.leaseMs / 3));
+  const renewal = setInterval(
+    () => {
+      renew().catch(() => {
+        /* the next renewal retries; leases outlive two missed ones */
+      });
+    },
+    Math.floor(options.leaseMs / 3),
+  );
   renewal.unref();
 
   return {
@@ -253,9 +278,18 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       const slotKeys = [...(perPrincipal > 0 ? [callerSlots] : []), ...(perOperation > 0 ? [operationSlots] : [])];
       let answer: unknown;
       try {
-        answer = await scripts.ledgerGatewayAdmit(3, rateKey, callerSlots, operationSlots,
-          String(limits.rate?.intervalMs ?? 0), String(limits.rate?.burst ?? 0), leaseMs, member,
-          String(perPrincipal), String(perOperation));
+        answer = await scripts.ledgerGatewayAdmit(
+          3,
+          rateKey,
+          callerSlots,
+          operationSlots,
+          String(limits.rate?.intervalMs ?? 0),
+          String(limits.rate?.burst ?? 0),
+          leaseMs,
+          member,
+          String(perPrincipal),
+          String(perOperation),
+        );
       } catch (error) {
         stall();
         // A timed-out script may still run later and take slots for a call not admitted through them:
@@ -266,7 +300,11 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       const [code, retryAfterMs] = answer as [number, number];
       const refusal = REFUSALS[code];
       if (refusal !== undefined) {
-        return { admitted: false, limit: refusal, retryAfterMs: refusal === 'rate' ? retryAfterMs : CONCURRENCY_RETRY_AFTER_MS };
+        return {
+          admitted: false,
+          limit: refusal,
+          retryAfterMs: refusal === 'rate' ? retryAfterMs : CONCURRENCY_RETRY_AFTER_MS,
+        };
       }
       if (slotKeys.length === 0) return { admitted: true, lease: NO_LEASE };
       held.set(member, slotKeys);
@@ -292,7 +330,9 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       stalled = false;
       // Best effort, bounded by commandTimeoutMs: free what is still held so other replicas need not wait for the leases.
       if (isReady() && held.size > 0) {
-        await Promise.allSettled([...held].map(([member, keys]) => scripts.ledgerGatewayRelease(keys.length, ...keys, member)));
+        await Promise.allSettled(
+          [...held].map(([member, keys]) => scripts.ledgerGatewayRelease(keys.length, ...keys, member)),
+        );
       }
       held.clear();
       unreleased.clear();

@@ -39,18 +39,23 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
   let store: LimitStore | undefined;
   if (resolved.hasOperationLimits || (unauthenticatedRate !== undefined && resolved.redis.url !== undefined)) {
     const redis = resolved.redis;
-    store = redis.url === undefined
-      ? createMemoryStore({ maxKeys: resolved.memory.maxKeys })
-      : createRedisStore({
-        url: redis.url,
-        keyPrefix: redis.keyPrefix,
-        commandTimeoutMs: redis.commandTimeoutMs,
-        connectTimeoutMs: redis.connectTimeoutMs,
-        leaseMs: redis.leaseMs,
-        onReadyChange: (ready) => (ready
-          ? options.log.info({}, 'limit store (Redis) connected')
-          : options.log.warn({ failMode: resolved.failMode }, 'limit store (Redis) connection lost; reconnecting')),
-      });
+    store =
+      redis.url === undefined
+        ? createMemoryStore({ maxKeys: resolved.memory.maxKeys })
+        : createRedisStore({
+            url: redis.url,
+            keyPrefix: redis.keyPrefix,
+            commandTimeoutMs: redis.commandTimeoutMs,
+            connectTimeoutMs: redis.connectTimeoutMs,
+            leaseMs: redis.leaseMs,
+            onReadyChange: (ready) =>
+              ready
+                ? options.log.info({}, 'limit store (Redis) connected')
+                : options.log.warn(
+                    { failMode: resolved.failMode },
+                    'limit store (Redis) connection lost; reconnecting',
+                  ),
+          });
   }
   if (store !== undefined) options.metrics.watchProtectionStore(() => store.ready());
   const protection = createProtection(resolved, store, {
@@ -59,21 +64,27 @@ export function createProtectionStage(config: GatewayConfig, options: Protection
     warn: (details, message) => options.log.warn(details, message),
   });
 
-  const unauthenticatedBudget = unauthenticatedRate === undefined ? undefined : createUnauthenticatedBudget({
-    rate: unauthenticatedRate,
-    refusalDelayMs: resolved.unauthenticatedRefusalDelayMs,
-    isTrustedProxy: options.isTrustedProxy,
-    shared: resolved.redis.url === undefined ? undefined : store,
-    maxKeys: resolved.memory.maxKeys,
-    onRefusal: (operation) => options.metrics.protectionRefusal(operation, 'unauthenticatedRate'),
-  });
+  const unauthenticatedBudget =
+    unauthenticatedRate === undefined
+      ? undefined
+      : createUnauthenticatedBudget({
+          rate: unauthenticatedRate,
+          refusalDelayMs: resolved.unauthenticatedRefusalDelayMs,
+          isTrustedProxy: options.isTrustedProxy,
+          shared: resolved.redis.url === undefined ? undefined : store,
+          maxKeys: resolved.memory.maxKeys,
+          onRefusal: (operation) => options.metrics.protectionRefusal(operation, 'unauthenticatedRate'),
+        });
 
   return {
     protection,
     connectionCaps: resolved.connections,
     unauthenticatedBudget,
     stage: (exchange) => {
-      const release = protection.admit(exchange.operation.name, callerOf(exchange.principal, exchange.raw, options.isTrustedProxy));
+      const release = protection.admit(
+        exchange.operation.name,
+        callerOf(exchange.principal, exchange.raw, options.isTrustedProxy),
+      );
       if (!(release instanceof Promise)) {
         onResponseClose(exchange.lifeline, release);
         return undefined;

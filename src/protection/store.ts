@@ -3,8 +3,13 @@
 import type { OperationLimits } from './config.js';
 
 /** Which limit refused a call; the `limit` context key of the 429 and the metric label. */
-export type LimitName = 'rate' | 'principalConcurrency' | 'operationConcurrency' | 'gatewayConcurrency'
-  | 'gatewayPrincipalConcurrency' | 'unauthenticatedRate';
+export type LimitName =
+  | 'rate'
+  | 'principalConcurrency'
+  | 'operationConcurrency'
+  | 'gatewayConcurrency'
+  | 'gatewayPrincipalConcurrency'
+  | 'unauthenticatedRate';
 
 /** A concurrency refusal cannot know when a slot frees: retry after a second (Canton's retryInfo). */
 export const CONCURRENCY_RETRY_AFTER_MS = 1000;

@@ -55,7 +55,10 @@ export interface Forwarder {
    */
   forward(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** The same call as forward(), answered whole into memory (bounded): for the version cache. */
-  fetchWhole(request: FastifyRequest, maxBytes: number): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
+  fetchWhole(
+    request: FastifyRequest,
+    maxBytes: number,
+  ): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
   /** Calls handed to the upstream pool (at most upstream.connections), and calls waiting for one of its connections. */
   load(): { inFlight: number; queued: number };
   close(): Promise<void>;
@@ -77,7 +80,11 @@ function remaining(started: number, timeout: number): number {
 }
 
 function queueTimeout(connections: number, timeout: number): GatewayError {
-  return new GatewayError(Errors.GATEWAY_UPSTREAM_UNAVAILABLE, { cause: 'No connection to the participant became free in time.' }, { reason: `QUEUE_TIMEOUT: every one of the ${connections} upstream connections stayed busy for ${timeout} ms` });
+  return new GatewayError(
+    Errors.GATEWAY_UPSTREAM_UNAVAILABLE,
+    { cause: 'No connection to the participant became free in time.' },
+    { reason: `QUEUE_TIMEOUT: every one of the ${connections} upstream connections stayed busy for ${timeout} ms` },
+  );
 }
 
 /** Keeps an error body's first bytes (the answer itself passes on unchanged). */
@@ -126,7 +133,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   // (or its operation's), which also bounds the answer's head.
   const slots = new UpstreamSlots(config.upstream.connections);
 
-  const dropped = (drop: ReadonlySet<string> | undefined) => (traceHeaders === undefined ? drop : drop === undefined ? traceHeaders : new Set([...drop, ...traceHeaders]));
+  const dropped = (drop: ReadonlySet<string> | undefined) =>
+    traceHeaders === undefined ? drop : drop === undefined ? traceHeaders : new Set([...drop, ...traceHeaders]);
 
   /**
    * One upstream call. A keep-alive connection the participant closed just as it was reused fails
@@ -134,18 +142,32 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
    * idempotent, and nothing was answered). Anything else is never retried: a submit that may have
    * reached the participant must not be sent twice.
    */
-  async function requestOnce(pool: Pool, idempotent: boolean, dispatch: Parameters<Pool['request']>[0]): ReturnType<Pool['request']> {
+  async function requestOnce(
+    pool: Pool,
+    idempotent: boolean,
+    dispatch: Parameters<Pool['request']>[0],
+  ): ReturnType<Pool['request']> {
     try {
       return await pool.request(dispatch);
     } catch (error) {
-      if (!idempotent || !CONNECTION_LOST.has((error as { code?: string }).code ?? '') || (dispatch.signal as AbortSignal | undefined)?.aborted) throw error;
+      if (
+        !idempotent ||
+        !CONNECTION_LOST.has((error as { code?: string }).code ?? '') ||
+        (dispatch.signal as AbortSignal | undefined)?.aborted
+      )
+        throw error;
       return pool.request(dispatch);
     }
   }
 
   function headersFor(request: FastifyRequest, drop?: ReadonlySet<string>): string[] {
     const forwarded = forwardedFor(request.raw, options.isTrustedProxy);
-    const headers = upstreamRequestHeaders(request.raw.rawHeaders, forwarded, options.replacesTraceContext, dropped(drop));
+    const headers = upstreamRequestHeaders(
+      request.raw.rawHeaders,
+      forwarded,
+      options.replacesTraceContext,
+      dropped(drop),
+    );
     if (options.propagateTraceContext && request.traceContext !== undefined) {
       injectTraceContext(request.traceContext, headers);
     }
@@ -156,11 +178,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const timeout = timeouts[request.operation.name] ?? defaultTimeout;
     const started = performance.now();
     if (!slots.tryTake()) {
-      await new Promise<void>((resolve, reject) => slots.wait({
-        deadline: started + timeout,
-        start: resolve,
-        expire: () => reject(queueTimeout(slots.size, timeout)),
-      }));
+      await new Promise<void>((resolve, reject) =>
+        slots.wait({
+          deadline: started + timeout,
+          start: resolve,
+          expire: () => reject(queueTimeout(slots.size, timeout)),
+        }),
+      );
     }
     try {
       return await fetchOnce(request, maxBytes, timeout, started);
@@ -172,13 +196,14 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   async function fetchOnce(request: FastifyRequest, maxBytes: number, timeout: number, started: number) {
     // identity: without any Accept-Encoding a server may choose any encoding (RFC 9110 §12.5.3).
     const headers = [...headersFor(request, VERSION_FETCH_DROPPED), 'accept-encoding', 'identity'];
-    const fetchFrom = (replica: Replica) => requestOnce(replica.pool, true, {
-      path: replica.basePath + request.raw.url!,
-      method: 'GET',
-      headers,
-      headersTimeout: remaining(started, timeout), // a wait for a connection counts against it
-      bodyTimeout: timeout,
-    });
+    const fetchFrom = (replica: Replica) =>
+      requestOnce(replica.pool, true, {
+        path: replica.basePath + request.raw.url!,
+        method: 'GET',
+        headers,
+        headersTimeout: remaining(started, timeout), // a wait for a connection counts against it
+        bodyTimeout: timeout,
+      });
     let response: Awaited<ReturnType<Pool['request']>>;
     const replica = replicas.target;
     try {
@@ -210,7 +235,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     } catch (error) {
       throw upstreamFailure(error);
     }
-    return { statusCode: response.statusCode, headers: clientResponseHeaders(response.headers), body: Buffer.concat(chunks, size) };
+    return {
+      statusCode: response.statusCode,
+      headers: clientResponseHeaders(response.headers),
+      body: Buffer.concat(chunks, size),
+    };
   }
 
   /**
@@ -300,13 +329,15 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         if (stallTimer !== undefined) clearTimeout(stallTimer);
         if (res.writableFinished) return;
         clientLeft = true;
-        if (awaitingReplica) { // between two replicas: in neither pool, nothing to cancel
+        if (awaitingReplica) {
+          // between two replicas: in neither pool, nothing to cancel
           awaitingReplica = false;
           end();
           resolve();
           return;
         }
-        if (queued !== undefined) { // never handed to the pool: nothing to cancel there
+        if (queued !== undefined) {
+          // never handed to the pool: nothing to cancel there
           slots.cancel(queued);
           queued = undefined;
           upload?.destroy();
@@ -341,7 +372,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           options.onUpstreamTiming?.(request, (performance.now() - started) / 1000);
           if (statusCode > 599) {
             current.abort(ANSWER_REFUSED);
-            fail(upstreamFailure(Object.assign(new Error(`upstream answered status ${statusCode}`), { code: 'BAD_STATUS' })));
+            fail(
+              upstreamFailure(
+                Object.assign(new Error(`upstream answered status ${statusCode}`), { code: 'BAD_STATUS' }),
+              ),
+            );
             return;
           }
           try {
@@ -353,13 +388,25 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             writeAnswerHead(reply, statusCode, head);
           } catch (error) {
             current.abort(ANSWER_REFUSED);
-            fail(upstreamFailure(Object.assign(new Error(`the participant's answer head cannot be sent on: ${(error as Error).message}`), { code: 'BAD_HEADERS' })));
+            fail(
+              upstreamFailure(
+                Object.assign(
+                  new Error(`the participant's answer head cannot be sent on: ${(error as Error).message}`),
+                  { code: 'BAD_HEADERS' },
+                ),
+              ),
+            );
             return;
           }
           answering = true;
           if (statusCode >= 400) {
             const contentType = headers['content-type'];
-            capture = { chunks: [], size: 0, truncated: false, contentType: typeof contentType === 'string' ? contentType : undefined };
+            capture = {
+              chunks: [],
+              size: 0,
+              truncated: false,
+              contentType: typeof contentType === 'string' ? contentType : undefined,
+            };
           }
           resolve();
         },
@@ -373,19 +420,25 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             // long as it liked: after the call's timeout without progress, the answer is ended.
             // (Not while the answer waits behind an earlier one on a pipelined connection: it has
             // no socket yet, and its wait is that answer's, which has its own timer.)
-            if (res.socket !== null) stallTimer ??= setTimeout(() => {
-              stallTimer = undefined;
-              stalled = true;
-              request.errorCode = ErrorCodeLabels.clientStalled;
-              controller?.abort(CLIENT_STALLED);
-              res.destroy();
-            }, timeout);
+            if (res.socket !== null)
+              stallTimer ??= setTimeout(() => {
+                stallTimer = undefined;
+                stalled = true;
+                request.errorCode = ErrorCodeLabels.clientStalled;
+                controller?.abort(CLIENT_STALLED);
+                res.destroy();
+              }, timeout);
           }
         },
         onResponseEnd() {
           end();
           if (!answering) return;
-          if (capture !== undefined) request.errorCode = upstreamErrorCode(capture.contentType, Buffer.concat(capture.chunks, capture.size), capture.truncated);
+          if (capture !== undefined)
+            request.errorCode = upstreamErrorCode(
+              capture.contentType,
+              Buffer.concat(capture.chunks, capture.size),
+              capture.truncated,
+            );
           res.end();
         },
         onResponseError(_current, error) {
@@ -398,7 +451,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           const code = (error as { code?: string }).code ?? '';
           // Refused (or cut) before it reached a socket, nothing of it written: with replicas, it waits
           // for the next replica that answers, within its own timeout, and is sent there once.
-          if (replicas.failover && controller === undefined && !failedOver && !clientLeft && CONNECT_FAILURES.has(code)) {
+          if (
+            replicas.failover &&
+            controller === undefined &&
+            !failedOver &&
+            !clientLeft &&
+            CONNECT_FAILURES.has(code)
+          ) {
             failedOver = true;
             awaitingReplica = true;
             void replicas.failedToConnect(replica, code, started + timeout).then((next) => {
@@ -432,7 +491,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           fail(upstreamFailure(error));
         },
       };
-      if (clientLeft) { // gone already (during an asynchronous stage): nothing to send or queue
+      if (clientLeft) {
+        // gone already (during an asynchronous stage): nothing to send or queue
         upload?.destroy();
         resolve();
         return;
@@ -443,20 +503,22 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         return;
       }
       // Every connection is busy: the call waits for one, at most until its deadline.
-      slots.wait(queued = {
-        deadline: started + timeout,
-        start: () => {
-          queued = undefined;
-          dispatch.headersTimeout = remaining(started, timeout); // the wait counts against it
-          upload?.watchPace();
-          replica.pool.dispatch(dispatch, handler);
-        },
-        expire: () => {
-          queued = undefined;
-          upload?.destroy();
-          fail(queueTimeout(slots.size, timeout));
-        },
-      });
+      slots.wait(
+        (queued = {
+          deadline: started + timeout,
+          start: () => {
+            queued = undefined;
+            dispatch.headersTimeout = remaining(started, timeout); // the wait counts against it
+            upload?.watchPace();
+            replica.pool.dispatch(dispatch, handler);
+          },
+          expire: () => {
+            queued = undefined;
+            upload?.destroy();
+            fail(queueTimeout(slots.size, timeout));
+          },
+        }),
+      );
       // A streamed body that fails while it waits (over the limit) is answered at once; once the
       // call is in the pool, undici reads its failure and aborts the call.
       upload?.once('error', (error) => {

@@ -30,7 +30,14 @@ export function forwardedFor(request: IncomingMessage, isTrustedProxy: (address:
  * Headers the gateway sets itself upstream, or that name the client's address: a client's values
  * are dropped (forged headers); a trusted proxy's are kept (X-Forwarded-* appended to).
  */
-const GATEWAY_OWNED = new Set(['host', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'forwarded', 'x-real-ip']);
+const GATEWAY_OWNED = new Set([
+  'host',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'forwarded',
+  'x-real-ip',
+]);
 
 export interface ForwardedFor {
   /** The client's address as the gateway saw it. */
@@ -59,7 +66,8 @@ function connectionTokens(rawHeaders: readonly string[]): Set<string> | undefine
   let tokens: Set<string> | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
-    if (name.length === 10 && name.toLowerCase() === 'connection') tokens = addConnectionTokens(rawHeaders[i + 1]!, tokens);
+    if (name.length === 10 && name.toLowerCase() === 'connection')
+      tokens = addConnectionTokens(rawHeaders[i + 1]!, tokens);
   }
   return tokens;
 }
@@ -102,7 +110,10 @@ export function upstreamRequestHeaders(
     if (extraDrop?.has(lower)) continue;
     out.push(name, value);
   }
-  out.push('x-forwarded-for', priorFor === undefined ? forwarded.remoteAddress : `${priorFor}, ${forwarded.remoteAddress}`);
+  out.push(
+    'x-forwarded-for',
+    priorFor === undefined ? forwarded.remoteAddress : `${priorFor}, ${forwarded.remoteAddress}`,
+  );
   out.push('x-forwarded-proto', priorProto ?? forwarded.protocol);
   const host = priorHost ?? forwarded.host;
   if (host !== undefined) out.push('x-forwarded-host', host);
@@ -116,8 +127,13 @@ export function upstreamRequestHeaders(
  */
 function isUnderscoreTwin(lower: string, named?: ReadonlySet<string>, extraDrop?: ReadonlySet<string>): boolean {
   const dashed = lower.replaceAll('_', '-');
-  return HOP_BY_HOP.has(dashed) || GATEWAY_OWNED.has(dashed) || dashed === 'content-length'
-    || named?.has(dashed) === true || extraDrop?.has(dashed) === true;
+  return (
+    HOP_BY_HOP.has(dashed) ||
+    GATEWAY_OWNED.has(dashed) ||
+    dashed === 'content-length' ||
+    named?.has(dashed) === true ||
+    extraDrop?.has(dashed) === true
+  );
 }
 
 /**
@@ -130,8 +146,12 @@ export function clientResponseHeaders<T extends Record<string, unknown> = Record
 ): T {
   const connection = headers.connection;
   // Repeated Connection fields come as an array: each names headers to drop too.
-  const named = typeof connection === 'string' ? addConnectionTokens(connection, undefined)
-    : Array.isArray(connection) ? addConnectionTokens(connection.join(','), undefined) : undefined;
+  const named =
+    typeof connection === 'string'
+      ? addConnectionTokens(connection, undefined)
+      : Array.isArray(connection)
+        ? addConnectionTokens(connection.join(','), undefined)
+        : undefined;
   const into = out as Record<string, unknown>;
   for (const name in headers) {
     const value = headers[name];

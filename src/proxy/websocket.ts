@@ -169,7 +169,9 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
     });
     const onClientGone = () => upstream.destroy();
     socket.once('close', onClientGone);
-    upstream.once('timeout', () => upstream.destroy(Object.assign(new Error('upgrade timed out'), { code: 'UND_ERR_HEADERS_TIMEOUT' })));
+    upstream.once('timeout', () =>
+      upstream.destroy(Object.assign(new Error('upgrade timed out'), { code: 'UND_ERR_HEADERS_TIMEOUT' })),
+    );
     let answered = false;
     upstream.on('error', (error) => {
       socket.off('close', onClientGone);
@@ -192,7 +194,10 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
         captured += chunk.length;
       });
       response.once('close', () => {
-        exchange.errorCode = status >= 400 ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES) : null;
+        exchange.errorCode =
+          status >= 400
+            ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES)
+            : null;
         outcome.answered(status);
       });
       response.on('error', () => socket.destroy());

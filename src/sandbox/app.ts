@@ -60,7 +60,9 @@ export async function buildSandbox(options: SandboxOptions = {}): Promise<Sandbo
     state,
     receivedRequests,
     upgrades,
-    get lastUpgradeHeaders() { return upgrades.at(-1)?.headers; },
+    get lastUpgradeHeaders() {
+      return upgrades.at(-1)?.headers;
+    },
   };
   registerHttpConventions(app, receivedRequests);
   registerHealthRoutes(app);

@@ -11,14 +11,32 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { userIdFromAuthorization } from './bearer.js';
 import {
-  bodyObject, DecodeFailure, fieldPath, optionalObject, relaxedString, relaxedStringArray, requiredField,
+  bodyObject,
+  DecodeFailure,
+  fieldPath,
+  optionalObject,
+  relaxedString,
+  relaxedStringArray,
+  requiredField,
 } from './decode.js';
 import { freshSpanId, missingField, SandboxError } from './errors.js';
 import { jsonBodyOf, traceIdOf } from './http-conventions.js';
 import { isJsonObject, type Json, type JsonObject } from './json.js';
 import { contractIdAt, SANDBOX_SEED, updateIdAt } from './seed.js';
-import { commitTransaction, type ContractRecord, type LedgerNode, type SandboxState, type StoredTransaction } from './state.js';
-import { defaultTransactionFormat, parseTransactionFormat, renderTransaction, requireIdentifier, type TransactionFormat } from './transactions.js';
+import {
+  commitTransaction,
+  type ContractRecord,
+  type LedgerNode,
+  type SandboxState,
+  type StoredTransaction,
+} from './state.js';
+import {
+  defaultTransactionFormat,
+  parseTransactionFormat,
+  renderTransaction,
+  requireIdentifier,
+  type TransactionFormat,
+} from './transactions.js';
 
 const PARTY_ID = /^[A-Za-z0-9_.\-]+::1220[0-9a-f]{64}$/;
 
@@ -40,7 +58,8 @@ export interface Submission {
 
 function strictString(object: JsonObject, key: string, path: string): string {
   const value = requiredField(object, key, path);
-  if (typeof value !== 'string') throw new DecodeFailure(`Got value with wrong type, expecting string at '${fieldPath(path, key)}'`);
+  if (typeof value !== 'string')
+    throw new DecodeFailure(`Got value with wrong type, expecting string at '${fieldPath(path, key)}'`);
   return value;
 }
 
@@ -53,22 +72,28 @@ function parseCommand(command: Json, path: string): Command {
   if (!isJsonObject(command)) throw new DecodeFailure(`Got value with wrong type, expecting object at '${path}'`);
   const [variant, ...extra] = Object.keys(command);
   const payload = variant === undefined ? undefined : command[variant];
-  if (variant === undefined || extra.length > 0 || !isJsonObject(payload)) throw new DecodeFailure(`Expected a single command variant at '${path}'`);
+  if (variant === undefined || extra.length > 0 || !isJsonObject(payload))
+    throw new DecodeFailure(`Expected a single command variant at '${path}'`);
   const variantPath = fieldPath(path, variant);
-  const templateId = requireIdentifier(strictString(payload, 'templateId', variantPath), fieldPath(variantPath, 'templateId'));
+  const templateId = requireIdentifier(
+    strictString(payload, 'templateId', variantPath),
+    fieldPath(variantPath, 'templateId'),
+  );
   switch (variant) {
     case 'CreateCommand':
       return { kind: 'create', templateId, createArguments: requiredField(payload, 'createArguments', variantPath) };
     case 'ExerciseCommand':
       return {
-        kind: 'exercise', templateId,
+        kind: 'exercise',
+        templateId,
         contractId: strictString(payload, 'contractId', variantPath),
         choice: strictString(payload, 'choice', variantPath),
         choiceArgument: requiredField(payload, 'choiceArgument', variantPath),
       };
     case 'CreateAndExerciseCommand':
       return {
-        kind: 'createAndExercise', templateId,
+        kind: 'createAndExercise',
+        templateId,
         createArguments: requiredField(payload, 'createArguments', variantPath),
         choice: strictString(payload, 'choice', variantPath),
         choiceArgument: requiredField(payload, 'choiceArgument', variantPath),
@@ -83,10 +108,13 @@ function parseCommand(command: Json, path: string): Command {
 /** Strict JsCommands decoding, then CommandsValidator's checks in its order. */
 export function parseSubmission(jsCommands: JsonObject, path: string, tokenUserId: string | undefined): Submission {
   const commandsJson = requiredField(jsCommands, 'commands', path);
-  if (!Array.isArray(commandsJson)) throw new DecodeFailure(`Got value with wrong type, expecting array at '${fieldPath(path, 'commands')}'`);
+  if (!Array.isArray(commandsJson))
+    throw new DecodeFailure(`Got value with wrong type, expecting array at '${fieldPath(path, 'commands')}'`);
   const commandId = strictString(jsCommands, 'commandId', path);
   const actAs = strictStringArray(jsCommands, 'actAs', path);
-  const commands = commandsJson.map((command, index) => parseCommand(command, fieldPath(fieldPath(path, 'commands'), index)));
+  const commands = commandsJson.map((command, index) =>
+    parseCommand(command, fieldPath(fieldPath(path, 'commands'), index)),
+  );
   const submission: Submission = {
     userId: relaxedString(jsCommands, 'userId', path) || (tokenUserId ?? ''),
     commandId,
@@ -101,7 +129,8 @@ export function parseSubmission(jsCommands: JsonObject, path: string, tokenUserI
   if (commands.length === 0) throw missingField('commands');
   for (const command of commands) {
     if (command.kind === 'exercise' && command.contractId === '') throw missingField('contract_id');
-    if ((command.kind === 'exercise' || command.kind === 'createAndExercise') && command.choice === '') throw missingField('choice');
+    if ((command.kind === 'exercise' || command.kind === 'createAndExercise') && command.choice === '')
+      throw missingField('choice');
   }
   if (actAs.length === 0) throw missingField('party or act_as');
   return submission;
@@ -118,7 +147,10 @@ function compareVersions(a: string, b: string): number {
 }
 
 /** Resolve `#package-name:M:E` to the newest known package of that name; keep unknown ids as given. */
-function resolveTemplate(state: SandboxState, templateId: string): Pick<ContractRecord, 'templateId' | 'packageName' | 'representativePackageId'> {
+function resolveTemplate(
+  state: SandboxState,
+  templateId: string,
+): Pick<ContractRecord, 'templateId' | 'packageName' | 'representativePackageId'> {
   const [packageRef = '', module, entity] = templateId.split(':');
   if (packageRef.startsWith('#')) {
     const packageName = packageRef.slice(1);
@@ -126,7 +158,11 @@ function resolveTemplate(state: SandboxState, templateId: string): Pick<Contract
       .filter((pkg) => pkg.packageName === packageName)
       .sort((a, b) => compareVersions(b.packageVersion, a.packageVersion))[0];
     if (newest === undefined) return { templateId, packageName, representativePackageId: '' };
-    return { templateId: `${newest.packageId}:${module}:${entity}`, packageName, representativePackageId: newest.packageId };
+    return {
+      templateId: `${newest.packageId}:${module}:${entity}`,
+      packageName,
+      representativePackageId: newest.packageId,
+    };
   }
   const pkg = state.packages.get(packageRef);
   return { templateId, packageName: pkg?.packageName ?? packageRef, representativePackageId: packageRef };
@@ -138,32 +174,69 @@ function partiesIn(createArguments: Json): string[] {
   return values.filter((value): value is string => typeof value === 'string' && PARTY_ID.test(value));
 }
 
-function newContract(state: SandboxState, submission: Submission, templateId: string, createArguments: Json, contractId: string, createdAt: string): ContractRecord {
+function newContract(
+  state: SandboxState,
+  submission: Submission,
+  templateId: string,
+  createArguments: Json,
+  contractId: string,
+  createdAt: string,
+): ContractRecord {
   const signatories = [...new Set(submission.actAs)];
   const observers = [...new Set(partiesIn(createArguments))].filter((party) => !signatories.includes(party));
-  return { contractId, ...resolveTemplate(state, templateId), createArgument: createArguments, signatories, observers, createdAt };
+  return {
+    contractId,
+    ...resolveTemplate(state, templateId),
+    createArgument: createArguments,
+    signatories,
+    observers,
+    createdAt,
+  };
 }
 
 function contractNotFound(contractId: string): SandboxError {
-  return new SandboxError('CONTRACT_NOT_FOUND', `Contract could not be found with id ${contractId}`, { resources: [['CID', contractId]] });
+  return new SandboxError('CONTRACT_NOT_FOUND', `Contract could not be found with id ${contractId}`, {
+    resources: [['CID', contractId]],
+  });
 }
 
 /** The ledger-effects nodes of a submission at `offset`; throws before anything is committed. */
 function interpret(state: SandboxState, submission: Submission, offset: number, now: string): LedgerNode[] {
   const nodes: LedgerNode[] = [];
   const archivedHere = new Set<string>();
-  const exercise = (contract: ContractRecord, templateId: string, choice: string, choiceArgument: Json, createdInSameTransaction: boolean): void => {
+  const exercise = (
+    contract: ContractRecord,
+    templateId: string,
+    choice: string,
+    choiceArgument: Json,
+    createdInSameTransaction: boolean,
+  ): void => {
     archivedHere.add(contract.contractId);
     nodes.push({
-      kind: 'exercise', nodeId: nodes.length, contract, templateId: resolveTemplate(state, templateId).templateId, choice, choiceArgument,
-      actingParties: [...submission.actAs], consuming: true, exerciseResult: {}, createdInSameTransaction,
+      kind: 'exercise',
+      nodeId: nodes.length,
+      contract,
+      templateId: resolveTemplate(state, templateId).templateId,
+      choice,
+      choiceArgument,
+      actingParties: [...submission.actAs],
+      consuming: true,
+      exerciseResult: {},
+      createdInSameTransaction,
     });
   };
   for (const command of submission.commands) {
     switch (command.kind) {
       case 'create': {
         const nodeId = nodes.length;
-        const contract = newContract(state, submission, command.templateId, command.createArguments, contractIdAt(offset, nodeId), now);
+        const contract = newContract(
+          state,
+          submission,
+          command.templateId,
+          command.createArguments,
+          contractIdAt(offset, nodeId),
+          now,
+        );
         nodes.push({ kind: 'create', nodeId, contract, consumedInSameTransaction: false });
         break;
       }
@@ -175,14 +248,24 @@ function interpret(state: SandboxState, submission: Submission, offset: number, 
       }
       case 'createAndExercise': {
         const nodeId = nodes.length;
-        const contract = newContract(state, submission, command.templateId, command.createArguments, contractIdAt(offset, nodeId), now);
+        const contract = newContract(
+          state,
+          submission,
+          command.templateId,
+          command.createArguments,
+          contractIdAt(offset, nodeId),
+          now,
+        );
         nodes.push({ kind: 'create', nodeId, contract, consumedInSameTransaction: true });
         exercise(contract, command.templateId, command.choice, command.choiceArgument, true);
         break;
       }
       case 'exerciseByKey':
         // The seeded templates declare no contract key.
-        throw new SandboxError('COMMAND_PREPROCESSING_FAILED', `Template ${command.templateId} does not have a contract key`);
+        throw new SandboxError(
+          'COMMAND_PREPROCESSING_FAILED',
+          `Template ${command.templateId} does not have a contract key`,
+        );
     }
   }
   return nodes;
@@ -195,7 +278,11 @@ export interface SubmissionTrace {
 }
 
 /** Interpret and commit atomically (no await between the two). */
-export function executeSubmission(state: SandboxState, submission: Submission, trace: SubmissionTrace): StoredTransaction {
+export function executeSubmission(
+  state: SandboxState,
+  submission: Submission,
+  trace: SubmissionTrace,
+): StoredTransaction {
   const now = new Date().toISOString();
   const offset = state.ledgerEnd + 1;
   const nodes = interpret(state, submission, offset, now);
@@ -220,11 +307,25 @@ export function executeSubmission(state: SandboxState, submission: Submission, t
 export function commitSeedTransaction(state: SandboxState): StoredTransaction {
   const alice = SANDBOX_SEED.parties.alice;
   const submission: Submission = {
-    userId: SANDBOX_SEED.users.alice.id, commandId: SANDBOX_SEED.initialTransaction.commandId, workflowId: '',
-    actAs: [alice], readAs: [], synchronizerId: '',
-    commands: [{ kind: 'create', templateId: SANDBOX_SEED.templates.iou, createArguments: { issuer: alice, owner: alice, currency: 'USD', amount: '100.0000000000', observers: [] } }],
+    userId: SANDBOX_SEED.users.alice.id,
+    commandId: SANDBOX_SEED.initialTransaction.commandId,
+    workflowId: '',
+    actAs: [alice],
+    readAs: [],
+    synchronizerId: '',
+    commands: [
+      {
+        kind: 'create',
+        templateId: SANDBOX_SEED.templates.iou,
+        createArguments: { issuer: alice, owner: alice, currency: 'USD', amount: '100.0000000000', observers: [] },
+      },
+    ],
   };
-  return executeSubmission(state, submission, { traceId: '0'.repeat(31) + '1', traceparent: undefined, tracestate: undefined });
+  return executeSubmission(state, submission, {
+    traceId: '0'.repeat(31) + '1',
+    traceparent: undefined,
+    tracestate: undefined,
+  });
 }
 
 function traceOf(request: FastifyRequest): SubmissionTrace {
@@ -244,8 +345,11 @@ export interface CommandRouteOptions {
 }
 
 export function registerCommandRoutes(app: FastifyInstance, state: SandboxState, options: CommandRouteOptions): void {
-  const tokenUser = (request: FastifyRequest): string | undefined => userIdFromAuthorization(request.headers.authorization);
-  const wait = async (): Promise<void> => { if (options.submitDelayMs > 0) await delay(options.submitDelayMs); };
+  const tokenUser = (request: FastifyRequest): string | undefined =>
+    userIdFromAuthorization(request.headers.authorization);
+  const wait = async (): Promise<void> => {
+    if (options.submitDelayMs > 0) await delay(options.submitDelayMs);
+  };
 
   app.post('/v2/commands/submit-and-wait-for-transaction', async (request) => {
     const body = bodyObject(jsonBodyOf(request));
@@ -253,9 +357,10 @@ export function registerCommandRoutes(app: FastifyInstance, state: SandboxState,
     if (!isJsonObject(jsCommands)) throw new DecodeFailure("Got value with wrong type, expecting object at 'commands'");
     const submission = parseSubmission(jsCommands, 'commands', tokenUser(request));
     const formatJson = optionalObject(body, 'transactionFormat', '');
-    const format: TransactionFormat = formatJson === undefined
-      ? defaultTransactionFormat([...submission.actAs, ...submission.readAs])
-      : parseTransactionFormat(formatJson, 'transactionFormat');
+    const format: TransactionFormat =
+      formatJson === undefined
+        ? defaultTransactionFormat([...submission.actAs, ...submission.readAs])
+        : parseTransactionFormat(formatJson, 'transactionFormat');
     await wait();
     const transaction = executeSubmission(state, submission, traceOf(request));
     return { transaction: renderTransaction(transaction, format).transaction };

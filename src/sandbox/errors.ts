@@ -8,7 +8,19 @@ import { httpStatusForGrpcCode, type JsCantonError } from '../errors.js';
 
 /** Error category -> gRPC status code (Canton `ErrorCategory.scala`). */
 const GRPC_CODE_BY_CATEGORY: Readonly<Record<number, number>> = {
-  1: 14, 2: 10, 3: 4, 4: 13, 5: 3, 6: 16, 7: 7, 8: 3, 9: 9, 10: 6, 11: 5, 12: 11, 14: 12,
+  1: 14,
+  2: 10,
+  3: 4,
+  4: 13,
+  5: 3,
+  6: 16,
+  7: 7,
+  8: 3,
+  9: 9,
+  10: 6,
+  11: 5,
+  12: 11,
+  14: 12,
 };
 const RETRYABLE_CATEGORIES = new Set([1, 2, 3, 12]);
 
@@ -77,7 +89,7 @@ export class SandboxError extends Error {
     grpcCodeForRedacted?: number,
   ) {
     super(`${code}: ${causeText}`);
-    this.origin = code === 'NA' ? 'redacted' : details.origin ?? 'grpc';
+    this.origin = code === 'NA' ? 'redacted' : (details.origin ?? 'grpc');
     if (code === 'NA') {
       this.category = -1;
       this.grpcCode = grpcCodeForRedacted ?? 13;
@@ -92,17 +104,32 @@ export class SandboxError extends Error {
 export function renderSandboxError(error: SandboxError, traceId: string): JsCantonError {
   if (error.origin === 'redacted') {
     return {
-      code: 'NA', cause: 'A security-sensitive error has been received', correlationId: null, traceId,
-      context: {}, resources: [], errorCategory: -1, grpcCodeValue: error.grpcCode, retryInfo: null, definiteAnswer: null,
+      code: 'NA',
+      cause: 'A security-sensitive error has been received',
+      correlationId: null,
+      traceId,
+      context: {},
+      resources: [],
+      errorCategory: -1,
+      grpcCodeValue: error.grpcCode,
+      retryInfo: null,
+      definiteAnswer: null,
     };
   }
   const retryInfo = RETRYABLE_CATEGORIES.has(error.category) ? '1 second' : null;
   if (error.origin === 'json-layer') {
     // Verbatim shape of the example in Canton's `ledger-json-api/README.md`: no trace id, empty context.
     return {
-      code: error.code, cause: error.causeText, correlationId: null, traceId: null, context: {},
+      code: error.code,
+      cause: error.causeText,
+      correlationId: null,
+      traceId: null,
+      context: {},
       resources: (error.details.resources ?? []).map(([type, value]): [string, string] => [type, value]),
-      errorCategory: error.category, grpcCodeValue: error.grpcCode, retryInfo, definiteAnswer: false,
+      errorCategory: error.category,
+      grpcCodeValue: error.grpcCode,
+      retryInfo,
+      definiteAnswer: false,
     };
   }
   const definition = CANTON_ERROR_CODES[error.code as CantonErrorCodeId];
@@ -119,7 +146,10 @@ export function renderSandboxError(error: SandboxError, traceId: string): JsCant
     correlationId: null,
     traceId,
     context,
-    resources: (error.details.resources ?? []).map(([type, value]): [string, string] => [`ErrorResource(${type})`, value]),
+    resources: (error.details.resources ?? []).map(([type, value]): [string, string] => [
+      `ErrorResource(${type})`,
+      value,
+    ]),
     errorCategory: error.category,
     grpcCodeValue: error.grpcCode,
     retryInfo,
@@ -130,14 +160,17 @@ export function renderSandboxError(error: SandboxError, traceId: string): JsCant
 // --- Constructors for the errors several services raise (texts from Canton's RequestValidationErrors). ---
 
 export function missingField(fieldName: string): SandboxError {
-  return new SandboxError('MISSING_FIELD', `The submitted command is missing a mandatory field: ${fieldName}`,
-    { context: { field_name: fieldName } });
+  return new SandboxError('MISSING_FIELD', `The submitted command is missing a mandatory field: ${fieldName}`, {
+    context: { field_name: fieldName },
+  });
 }
 
 export function invalidField(fieldName: string, message: string): SandboxError {
-  return new SandboxError('INVALID_FIELD',
+  return new SandboxError(
+    'INVALID_FIELD',
     `The submitted command has a field with invalid value: Invalid field ${fieldName}: ${message}`,
-    { context: { field_name: fieldName } });
+    { context: { field_name: fieldName } },
+  );
 }
 
 export function invalidArgument(reason: string, origin: ErrorOrigin = 'grpc'): SandboxError {
@@ -145,8 +178,9 @@ export function invalidArgument(reason: string, origin: ErrorOrigin = 'grpc'): S
 }
 
 export function protoDeserializationFailure(reason: string): SandboxError {
-  return new SandboxError('PROTO_DESERIALIZATION_FAILURE', 'Deserialization of protobuf message failed',
-    { context: { reason } });
+  return new SandboxError('PROTO_DESERIALIZATION_FAILURE', 'Deserialization of protobuf message failed', {
+    context: { reason },
+  });
 }
 
 /** The redacted 401 Canton answers when a call needs claims and none came (Canton `JsonApiAuthIT`). */
@@ -165,7 +199,8 @@ export function traceIdFromTraceparent(header: string | string[] | undefined): s
   const match = TRACEPARENT.exec(header.trim().toLowerCase());
   const traceId = match?.[1];
   const spanId = match?.[2];
-  if (traceId === undefined || spanId === undefined || ALL_ZERO.test(traceId) || ALL_ZERO.test(spanId)) return undefined;
+  if (traceId === undefined || spanId === undefined || ALL_ZERO.test(traceId) || ALL_ZERO.test(spanId))
+    return undefined;
   return traceId;
 }
 

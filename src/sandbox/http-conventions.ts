@@ -57,7 +57,10 @@ export function jsonBodyOf(request: FastifyRequest): Json | undefined {
 }
 
 export function sendSandboxError(reply: FastifyReply, request: FastifyRequest, error: SandboxError): FastifyReply {
-  return reply.code(error.status).type('application/json').send(renderSandboxError(error, traceIdOf(request)));
+  return reply
+    .code(error.status)
+    .type('application/json')
+    .send(renderSandboxError(error, traceIdOf(request)));
 }
 
 /**
@@ -76,7 +79,12 @@ export function registerHttpConventions(app: FastifyInstance, received: Received
   });
 
   app.addHook('preHandler', async (request) => {
-    received.push({ method: request.method, url: request.url, headers: { ...request.headers }, body: rawBodyOf(request) });
+    received.push({
+      method: request.method,
+      url: request.url,
+      headers: { ...request.headers },
+      body: rawBodyOf(request),
+    });
     if (received.length > RECEIVED_REQUESTS_KEPT) received.splice(0, received.length - RECEIVED_REQUESTS_KEPT);
   });
 
@@ -86,12 +94,19 @@ export function registerHttpConventions(app: FastifyInstance, received: Received
     const status = 'statusCode' in error && typeof error.statusCode === 'number' ? error.statusCode : 500;
     if (status < 500) return reply.code(status).type('text/plain; charset=UTF-8').send(error.message);
     request.log.error({ err: error }, 'sandbox handler failed');
-    return sendSandboxError(reply, request, new SandboxError('LEDGER_API_INTERNAL_ERROR', 'An internal error occurred in the sandbox'));
+    return sendSandboxError(
+      reply,
+      request,
+      new SandboxError('LEDGER_API_INTERNAL_ERROR', 'An internal error occurred in the sandbox'),
+    );
   });
 
   // Unknown routes answer with the legacy v1 error shape (`HttpService.scala`, `EndpointsCompanion.notFound`).
   app.setNotFoundHandler((request, reply) => {
     const host = request.headers.host ?? 'localhost';
-    return reply.code(404).type('application/json').send({ errors: [`${request.method}, uri: http://${host}${request.url}`], status: 404 });
+    return reply
+      .code(404)
+      .type('application/json')
+      .send({ errors: [`${request.method}, uri: http://${host}${request.url}`], status: 404 });
   });
 }

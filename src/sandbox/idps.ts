@@ -22,7 +22,8 @@ const JAVA_URL_PROTOCOLS = new Set(['http', 'https', 'file', 'ftp', 'jar']);
 
 function requireIdentityProviderId(value: string): string {
   if (value === '') throw missingField('identity_provider_id');
-  if (value.length > LEDGER_STRING_MAX) throw invalidField('identity_provider_id', `Daml-LF Ledger String is too long (max: ${LEDGER_STRING_MAX})`);
+  if (value.length > LEDGER_STRING_MAX)
+    throw invalidField('identity_provider_id', `Daml-LF Ledger String is too long (max: ${LEDGER_STRING_MAX})`);
   for (const char of value) {
     if (!LEDGER_STRING_CHAR.test(char)) {
       const code = `0x${(char.codePointAt(0) ?? 0).toString(16)}`;
@@ -59,16 +60,23 @@ function readConfig(config: JsonObject): IdentityProviderConfig {
 }
 
 function notFound(operation: string, id: string): SandboxError {
-  return new SandboxError('IDP_CONFIG_NOT_FOUND', `${operation} failed for unknown identity provider id="${id}"`, { resources: [[RESOURCE, id]] });
+  return new SandboxError('IDP_CONFIG_NOT_FOUND', `${operation} failed for unknown identity provider id="${id}"`, {
+    resources: [[RESOURCE, id]],
+  });
 }
 
 function issuerTaken(operation: string, issuer: string): SandboxError {
-  return new SandboxError('IDP_CONFIG_ISSUER_ALREADY_EXISTS',
-    `${operation} failed, as identity provider with issuer "${issuer}" already exists`, { resources: [[RESOURCE, issuer]] });
+  return new SandboxError(
+    'IDP_CONFIG_ISSUER_ALREADY_EXISTS',
+    `${operation} failed, as identity provider with issuer "${issuer}" already exists`,
+    { resources: [[RESOURCE, issuer]] },
+  );
 }
 
 function issuerUsedElsewhere(state: SandboxState, issuer: string, exceptId: string): boolean {
-  return [...state.identityProviders.values()].some((idp) => idp.issuer === issuer && idp.identityProviderId !== exceptId);
+  return [...state.identityProviders.values()].some(
+    (idp) => idp.issuer === issuer && idp.identityProviderId !== exceptId,
+  );
 }
 
 export function createIdentityProvider(state: SandboxState, body: JsonObject): JsonObject {
@@ -80,9 +88,11 @@ export function createIdentityProvider(state: SandboxState, body: JsonObject): J
   if (config.issuer === '') throw missingField('issuer');
   const operation = 'creating identity provider config';
   if (state.identityProviders.has(config.identityProviderId)) {
-    throw new SandboxError('IDP_CONFIG_ALREADY_EXISTS',
+    throw new SandboxError(
+      'IDP_CONFIG_ALREADY_EXISTS',
       `${operation} failed, as identity provider "${config.identityProviderId}" already exists`,
-      { resources: [[RESOURCE, config.identityProviderId]] });
+      { resources: [[RESOURCE, config.identityProviderId]] },
+    );
   }
   if (issuerUsedElsewhere(state, config.issuer, config.identityProviderId)) throw issuerTaken(operation, config.issuer);
   state.identityProviders.set(config.identityProviderId, config);
@@ -97,8 +107,11 @@ function describeBodyConfig(configJson: JsonObject | undefined): string {
 }
 
 function invalidUpdate(id: string, reason: string): SandboxError {
-  return new SandboxError('INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST',
-    `Update operation for identity provider config '${id}' failed due to: ${reason}`, { resources: [[RESOURCE, id]] });
+  return new SandboxError(
+    'INVALID_IDENTITY_PROVIDER_UPDATE_REQUEST',
+    `Update operation for identity provider config '${id}' failed due to: ${reason}`,
+    { resources: [[RESOURCE, id]] },
+  );
 }
 
 function validateUpdatePaths(id: string, paths: readonly string[]): void {
@@ -133,7 +146,8 @@ export function updateIdentityProvider(state: SandboxState, pathId: string, body
   if (paths.includes('issuer') && requested.issuer !== '') updated.issuer = requested.issuer;
   if (paths.includes('jwks_url') && requested.jwksUrl !== '') updated.jwksUrl = requested.jwksUrl;
   if (paths.includes('audience')) updated.audience = requested.audience;
-  if (updated.issuer !== existing.issuer && issuerUsedElsewhere(state, updated.issuer, id)) throw issuerTaken(operation, updated.issuer);
+  if (updated.issuer !== existing.issuer && issuerUsedElsewhere(state, updated.issuer, id))
+    throw issuerTaken(operation, updated.issuer);
   state.identityProviders.set(id, updated);
   return { identityProviderConfig: { ...updated } };
 }
@@ -162,5 +176,7 @@ export function registerIdentityProviderRoutes(app: FastifyInstance, state: Sand
     return {};
   });
 
-  app.patch('/v2/idps/:idpId', async (request) => updateIdentityProvider(state, idpIdParam(request), bodyObject(jsonBodyOf(request))));
+  app.patch('/v2/idps/:idpId', async (request) =>
+    updateIdentityProvider(state, idpIdParam(request), bodyObject(jsonBodyOf(request))),
+  );
 }

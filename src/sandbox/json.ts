@@ -2,7 +2,9 @@
 // silently rounds integers beyond 2^53. Integers that are not safe integers come back as bigint.
 
 export type Json = null | boolean | number | bigint | string | Json[] | JsonObject;
-export interface JsonObject { [key: string]: Json }
+export interface JsonObject {
+  [key: string]: Json;
+}
 
 export class JsonSyntaxError extends Error {
   override name = 'JsonSyntaxError';
@@ -43,13 +45,20 @@ class PreciseParser {
     this.skipWhitespace();
     const char = this.text[this.position];
     switch (char) {
-      case '{': return this.parseObject(depth);
-      case '[': return this.parseArray(depth);
-      case '"': return this.parseString();
-      case 't': return this.parseLiteral('true', true);
-      case 'f': return this.parseLiteral('false', false);
-      case 'n': return this.parseLiteral('null', null);
-      default: return this.parseNumber();
+      case '{':
+        return this.parseObject(depth);
+      case '[':
+        return this.parseArray(depth);
+      case '"':
+        return this.parseString();
+      case 't':
+        return this.parseLiteral('true', true);
+      case 'f':
+        return this.parseLiteral('false', false);
+      case 'n':
+        return this.parseLiteral('null', null);
+      default:
+        return this.parseNumber();
     }
   }
 
@@ -57,7 +66,10 @@ class PreciseParser {
     const result: JsonObject = {};
     this.position++;
     this.skipWhitespace();
-    if (this.text[this.position] === '}') { this.position++; return result; }
+    if (this.text[this.position] === '}') {
+      this.position++;
+      return result;
+    }
     for (;;) {
       this.skipWhitespace();
       if (this.text[this.position] !== '"') this.fail('expected a string key');
@@ -79,7 +91,10 @@ class PreciseParser {
     const result: Json[] = [];
     this.position++;
     this.skipWhitespace();
-    if (this.text[this.position] === ']') { this.position++; return result; }
+    if (this.text[this.position] === ']') {
+      this.position++;
+      return result;
+    }
     for (;;) {
       result.push(this.parseValue(depth + 1));
       this.skipWhitespace();
@@ -95,7 +110,10 @@ class PreciseParser {
     for (;;) {
       const char = this.text.charCodeAt(index);
       if (Number.isNaN(char)) this.fail('unterminated string');
-      if (char === 0x5c) { index += 2; continue; }
+      if (char === 0x5c) {
+        index += 2;
+        continue;
+      }
       if (char === 0x22) break;
       index++;
     }

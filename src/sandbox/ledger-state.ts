@@ -21,7 +21,12 @@ export function registerLedgerStateRoutes(app: FastifyInstance, state: SandboxSt
   }));
 
   app.get('/v2/parties', async () => ({
-    partyDetails: state.parties.map((party) => ({ party, isLocal: true, localMetadata: NO_METADATA, identityProviderId: '' })),
+    partyDetails: state.parties.map((party) => ({
+      party,
+      isLocal: true,
+      localMetadata: NO_METADATA,
+      identityProviderId: '',
+    })),
     nextPageToken: '',
   }));
 

@@ -18,7 +18,8 @@ interface CliOptions {
 function nonNegativeInteger(value: string | undefined, name: string, fallback: number): number {
   if (value === undefined) return fallback;
   const parsed = Number(value);
-  if (!Number.isInteger(parsed) || parsed < 0) throw new Error(`--${name} must be a non-negative integer, got "${value}"`);
+  if (!Number.isInteger(parsed) || parsed < 0)
+    throw new Error(`--${name} must be a non-negative integer, got "${value}"`);
   return parsed;
 }
 
@@ -55,7 +56,11 @@ async function main(): Promise<void> {
     process.stderr.write(`sandbox: ${(error as Error).message}\n`);
     process.exit(2);
   }
-  const app = await buildSandbox({ version: options.version, submitDelayMs: options.submitDelayMs, seed: options.seed });
+  const app = await buildSandbox({
+    version: options.version,
+    submitDelayMs: options.submitDelayMs,
+    seed: options.seed,
+  });
   await app.listen({ port: options.port, host: options.host });
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : options.port;
@@ -67,10 +72,13 @@ async function main(): Promise<void> {
     if (closing) return;
     closing = true;
     process.stdout.write(`sandbox received ${signal}, closing\n`);
-    app.close().then(() => process.exit(0), (error: unknown) => {
-      process.stderr.write(`sandbox: close failed: ${String(error)}\n`);
-      process.exit(1);
-    });
+    app.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`sandbox: close failed: ${String(error)}\n`);
+        process.exit(1);
+      },
+    );
   };
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);

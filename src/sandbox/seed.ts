@@ -30,7 +30,11 @@ export interface SeedPackage {
   readonly dependencies: readonly string[];
 }
 
-function seedPackage(packageName: string, packageVersion: string, dependencies: readonly SeedPackage[] = []): SeedPackage {
+function seedPackage(
+  packageName: string,
+  packageVersion: string,
+  dependencies: readonly SeedPackage[] = [],
+): SeedPackage {
   return {
     packageId: sha256Hex(`sandbox-package:${packageName}:${packageVersion}`),
     packageName,
@@ -85,7 +89,12 @@ export const SANDBOX_SEED = {
     audience: '',
   },
   /** With `seed: 'default'` one transaction exists at start: Alice creates an Iou. */
-  initialTransaction: { offset: 1, commandId: 'sandbox-seed-iou', updateId: updateIdAt(1), contractId: contractIdAt(1, 0) },
+  initialTransaction: {
+    offset: 1,
+    commandId: 'sandbox-seed-iou',
+    updateId: updateIdAt(1),
+    contractId: contractIdAt(1, 0),
+  },
 } as const;
 
 export type SandboxSeed = typeof SANDBOX_SEED;

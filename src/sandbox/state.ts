@@ -28,24 +28,24 @@ export interface ContractRecord {
 
 export type LedgerNode =
   | {
-    readonly kind: 'create';
-    readonly nodeId: number;
-    readonly contract: ContractRecord;
-    /** Archived by a later node of the same transaction (CreateAndExercise of a consuming choice). */
-    readonly consumedInSameTransaction: boolean;
-  }
+      readonly kind: 'create';
+      readonly nodeId: number;
+      readonly contract: ContractRecord;
+      /** Archived by a later node of the same transaction (CreateAndExercise of a consuming choice). */
+      readonly consumedInSameTransaction: boolean;
+    }
   | {
-    readonly kind: 'exercise';
-    readonly nodeId: number;
-    readonly contract: ContractRecord;
-    readonly templateId: string;
-    readonly choice: string;
-    readonly choiceArgument: Json;
-    readonly actingParties: readonly string[];
-    readonly consuming: boolean;
-    readonly exerciseResult: Json;
-    readonly createdInSameTransaction: boolean;
-  };
+      readonly kind: 'exercise';
+      readonly nodeId: number;
+      readonly contract: ContractRecord;
+      readonly templateId: string;
+      readonly choice: string;
+      readonly choiceArgument: Json;
+      readonly actingParties: readonly string[];
+      readonly consuming: boolean;
+      readonly exerciseResult: Json;
+      readonly createdInSameTransaction: boolean;
+    };
 
 export interface StoredTransaction {
   readonly updateId: string;
@@ -103,14 +103,25 @@ export function createSandboxState(): SandboxState {
     parties: Object.values(SANDBOX_SEED.parties),
     users: new Map(Object.values(SANDBOX_SEED.users).map((user) => [user.id, user])),
     synchronizers: Object.values(SANDBOX_SEED.synchronizers),
-    vetting: new Map([[SANDBOX_SEED.synchronizers.global.synchronizerId, {
-      topologySerial: globalVetting.topologySerial,
-      packages: globalVetting.packageIds.map((packageId) => ({ packageId, validFromInclusive: null, validUntilExclusive: null })),
-    }]]),
+    vetting: new Map([
+      [
+        SANDBOX_SEED.synchronizers.global.synchronizerId,
+        {
+          topologySerial: globalVetting.topologySerial,
+          packages: globalVetting.packageIds.map((packageId) => ({
+            packageId,
+            validFromInclusive: null,
+            validUntilExclusive: null,
+          })),
+        },
+      ],
+    ]),
     activeContracts: new Map(),
     transactionsByOffset: new Map(),
     ledgerEnd: 0,
-    identityProviders: new Map([[SANDBOX_SEED.identityProvider.identityProviderId, { ...SANDBOX_SEED.identityProvider }]]),
+    identityProviders: new Map([
+      [SANDBOX_SEED.identityProvider.identityProviderId, { ...SANDBOX_SEED.identityProvider }],
+    ]),
     transactionListeners: new Set(),
   };
 }
@@ -126,7 +137,8 @@ export function commitTransaction(
   const offset = state.ledgerEnd + 1;
   const transaction: StoredTransaction = { ...build(offset), offset };
   for (const node of transaction.nodes) {
-    if (node.kind === 'create' && !node.consumedInSameTransaction) state.activeContracts.set(node.contract.contractId, node.contract);
+    if (node.kind === 'create' && !node.consumedInSameTransaction)
+      state.activeContracts.set(node.contract.contractId, node.contract);
     if (node.kind === 'exercise' && node.consuming) state.activeContracts.delete(node.contract.contractId);
   }
   state.transactionsByOffset.set(offset, transaction);

@@ -39,34 +39,44 @@ interface UpdateStreamRequest {
 function parseSyntheticCount(value: unknown): number | undefined {
   if (value === undefined || value === null) return undefined;
   const count = Number(value);
-  if (!Number.isSafeInteger(count) || count < 0) throw invalidArgument(`${SYNTHETIC_COUNT_PARAMETER} must be a non-negative integer`);
+  if (!Number.isSafeInteger(count) || count < 0)
+    throw invalidArgument(`${SYNTHETIC_COUNT_PARAMETER} must be a non-negative integer`);
   return count;
 }
 
 /** GetUpdatesRequest: `updateFormat`, or the legacy `filter` (+ `verbose`) meaning ACS delta. */
 function parseUpdateStreamRequest(body: JsonObject, queryCount: string | null): UpdateStreamRequest {
   const beginExclusive = relaxedInt64(body, 'beginExclusive', '');
-  const endInclusive = body['endInclusive'] === undefined || body['endInclusive'] === null ? undefined : relaxedInt64(body, 'endInclusive', '');
+  const endInclusive =
+    body['endInclusive'] === undefined || body['endInclusive'] === null
+      ? undefined
+      : relaxedInt64(body, 'endInclusive', '');
   const syntheticCount = parseSyntheticCount(queryCount ?? body[SYNTHETIC_COUNT_PARAMETER]);
   const updateFormat = optionalObject(body, 'updateFormat', '');
   const legacyFilter = optionalObject(body, 'filter', '');
   let format: TransactionFormat | undefined;
   if (updateFormat !== undefined && legacyFilter !== undefined) {
-    throw invalidArgument('Both filter/verbose and update_format is specified. Please use either backwards compatible arguments (filter and verbose) or update_format, but not both.');
+    throw invalidArgument(
+      'Both filter/verbose and update_format is specified. Please use either backwards compatible arguments (filter and verbose) or update_format, but not both.',
+    );
   } else if (updateFormat !== undefined) {
     format = parseUpdateFormat(updateFormat, 'updateFormat');
   } else if (legacyFilter !== undefined) {
     format = { shape: 'TRANSACTION_SHAPE_ACS_DELTA', filter: parseEventFormat(legacyFilter, 'filter') };
   } else if (syntheticCount === undefined) {
-    throw invalidArgument('Either filter/verbose or update_format is required. Please use either backwards compatible arguments (filter and verbose) or update_format.');
+    throw invalidArgument(
+      'Either filter/verbose or update_format is required. Please use either backwards compatible arguments (filter and verbose) or update_format.',
+    );
   }
   return { beginExclusive, endInclusive, format, syntheticCount };
 }
 
 function requireNonNegativeBegin(request: UpdateStreamRequest): void {
   if (request.beginExclusive < 0n) {
-    throw new SandboxError('NEGATIVE_OFFSET',
-      `Offset ${request.beginExclusive} in begin_exclusive is a negative integer: the offset has to be a non-negative integer (>=0)`);
+    throw new SandboxError(
+      'NEGATIVE_OFFSET',
+      `Offset ${request.beginExclusive} in begin_exclusive is a negative integer: the offset has to be a non-negative integer (>=0)`,
+    );
   }
 }
 
@@ -74,14 +84,20 @@ function requireNonNegativeBegin(request: UpdateStreamRequest): void {
 function checkOffsets(request: UpdateStreamRequest, ledgerEnd: number): void {
   requireNonNegativeBegin(request);
   if (request.beginExclusive > BigInt(ledgerEnd)) {
-    throw new SandboxError('OFFSET_AFTER_LEDGER_END', `Begin offset (${request.beginExclusive}) is after ledger end (${ledgerEnd})`);
+    throw new SandboxError(
+      'OFFSET_AFTER_LEDGER_END',
+      `Begin offset (${request.beginExclusive}) is after ledger end (${ledgerEnd})`,
+    );
   }
   if (request.endInclusive !== undefined) {
     if (request.endInclusive < request.beginExclusive) {
       throw invalidArgument(`End offset ${request.endInclusive} is before begin offset ${request.beginExclusive}.`);
     }
     if (request.endInclusive > BigInt(ledgerEnd)) {
-      throw new SandboxError('OFFSET_AFTER_LEDGER_END', `End offset (${request.endInclusive}) is after ledger end (${ledgerEnd})`);
+      throw new SandboxError(
+        'OFFSET_AFTER_LEDGER_END',
+        `End offset (${request.endInclusive}) is after ledger end (${ledgerEnd})`,
+      );
     }
   }
 }
@@ -101,19 +117,40 @@ function syntheticFrames(now: string): (offset: bigint) => string {
   const alice = SANDBOX_SEED.parties.alice;
   const offset = OFFSET_MARK.slice(1, -1);
   const template = updateFrame({
-    updateId: `1220${HEX_MARK}`, commandId: '', workflowId: '', effectiveAt: now, offset,
-    synchronizerId: SANDBOX_SEED.synchronizers.global.synchronizerId, traceContext: null, recordTime: now,
-    externalTransactionHash: null, paidTrafficCost: 0,
-    events: [{
-      CreatedEvent: {
-        offset, nodeId: 0, contractId: `00${HEX_MARK}ca111220${HEX_MARK}`, templateId: SANDBOX_SEED.templates.iou,
-        contractKey: null, createArgument: { issuer: alice, owner: alice, currency: 'USD', amount: '1.0000000000', observers: [] },
-        createdEventBlob: '', interfaceViews: [], witnessParties: [alice], signatories: [alice], observers: [], createdAt: now,
-        packageName: SANDBOX_SEED.packages.iouV1.packageName, representativePackageId: SANDBOX_SEED.packages.iouV1.packageId, acsDelta: true,
+    updateId: `1220${HEX_MARK}`,
+    commandId: '',
+    workflowId: '',
+    effectiveAt: now,
+    offset,
+    synchronizerId: SANDBOX_SEED.synchronizers.global.synchronizerId,
+    traceContext: null,
+    recordTime: now,
+    externalTransactionHash: null,
+    paidTrafficCost: 0,
+    events: [
+      {
+        CreatedEvent: {
+          offset,
+          nodeId: 0,
+          contractId: `00${HEX_MARK}ca111220${HEX_MARK}`,
+          templateId: SANDBOX_SEED.templates.iou,
+          contractKey: null,
+          createArgument: { issuer: alice, owner: alice, currency: 'USD', amount: '1.0000000000', observers: [] },
+          createdEventBlob: '',
+          interfaceViews: [],
+          witnessParties: [alice],
+          signatories: [alice],
+          observers: [],
+          createdAt: now,
+          packageName: SANDBOX_SEED.packages.iouV1.packageName,
+          representativePackageId: SANDBOX_SEED.packages.iouV1.packageId,
+          acsDelta: true,
+        },
       },
-    }],
+    ],
   });
-  return (at) => template.replaceAll(OFFSET_MARK, at.toString()).replaceAll(HEX_MARK, at.toString(16).padStart(64, '0'));
+  return (at) =>
+    template.replaceAll(OFFSET_MARK, at.toString()).replaceAll(HEX_MARK, at.toString(16).padStart(64, '0'));
 }
 
 function sendAndWait(socket: WebSocket, frame: string): Promise<void> {
@@ -131,7 +168,12 @@ async function streamSynthetic(socket: WebSocket, request: UpdateStreamRequest, 
   if (socket.readyState === socket.OPEN) socket.close(1000);
 }
 
-function streamLedger(socket: WebSocket, state: SandboxState, request: UpdateStreamRequest, format: TransactionFormat): void {
+function streamLedger(
+  socket: WebSocket,
+  state: SandboxState,
+  request: UpdateStreamRequest,
+  format: TransactionFormat,
+): void {
   const end = request.endInclusive;
   const send = (transaction: StoredTransaction): void => {
     const rendered = renderVisible(transaction, format);
@@ -198,7 +240,10 @@ export interface UpdateStreamServer {
 }
 
 /** The WebSocket side of the sandbox; `onUpgrade` sees every upgrade request's URL and headers first. */
-export function createUpdateStreamServer(state: SandboxState, onUpgrade: (record: UpgradeRecord) => void): UpdateStreamServer {
+export function createUpdateStreamServer(
+  state: SandboxState,
+  onUpgrade: (record: UpgradeRecord) => void,
+): UpdateStreamServer {
   // Canton always answers daml.ws.auth and does not check what was offered (`Endpoints.scala`).
   const server = new WebSocketServer({ noServer: true, handleProtocols: () => WEBSOCKET_AUTH_PROTOCOL });
   return {
@@ -215,10 +260,13 @@ export function createUpdateStreamServer(state: SandboxState, onUpgrade: (record
     },
     async close() {
       const open = [...server.clients];
-      const closed = open.map((client) => new Promise<void>((resolve) => {
-        if (client.readyState === client.CLOSED) resolve();
-        else client.once('close', () => resolve());
-      }));
+      const closed = open.map(
+        (client) =>
+          new Promise<void>((resolve) => {
+            if (client.readyState === client.CLOSED) resolve();
+            else client.once('close', () => resolve());
+          }),
+      );
       for (const client of open) client.close(1001, 'sandbox shutting down');
       const grace = new Promise<void>((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref());
       await Promise.race([Promise.all(closed), grace]);

@@ -2,7 +2,15 @@
 // A stored transaction keeps its full ledger-effects tree; each read renders the shape and the
 // party/template filter it asked for.
 
-import { DecodeFailure, fieldPath, optionalObject, relaxedBoolean, relaxedObjectArray, relaxedOneof, relaxedString } from './decode.js';
+import {
+  DecodeFailure,
+  fieldPath,
+  optionalObject,
+  relaxedBoolean,
+  relaxedObjectArray,
+  relaxedOneof,
+  relaxedString,
+} from './decode.js';
 import { invalidArgument, missingField } from './errors.js';
 import type { JsonObject } from './json.js';
 import { stakeholdersOf, type ContractRecord, type LedgerNode, type StoredTransaction } from './state.js';
@@ -34,7 +42,8 @@ export function requireIdentifier(value: string, path: string): string {
   const parts = value.split(':');
   if (parts.length !== 3 || parts.some((part) => part === '')) {
     throw new DecodeFailure(
-      `Invalid identifier format (${value}) not matching the expected format (<package>:<moduleName>:<entityName>) at '${path}'`);
+      `Invalid identifier format (${value}) not matching the expected format (<package>:<moduleName>:<entityName>) at '${path}'`,
+    );
   }
   return value;
 }
@@ -47,11 +56,18 @@ function parseFilters(filters: JsonObject, path: string): TemplateMatcher {
   cumulative.forEach((entry, index) => {
     const entryPath = fieldPath(fieldPath(path, 'cumulative'), index);
     const identifierFilter = relaxedOneof(entry, 'identifierFilter', entryPath);
-    if (identifierFilter === undefined || identifierFilter.variant === 'WildcardFilter') { wildcard = true; return; }
+    if (identifierFilter === undefined || identifierFilter.variant === 'WildcardFilter') {
+      wildcard = true;
+      return;
+    }
     if (identifierFilter.variant === 'TemplateFilter') {
       const value = optionalObject(identifierFilter.payload, 'value', identifierFilter.path) ?? {};
-      templateIds.push(requireIdentifier(relaxedString(value, 'templateId', fieldPath(identifierFilter.path, 'value')),
-        fieldPath(fieldPath(identifierFilter.path, 'value'), 'templateId')));
+      templateIds.push(
+        requireIdentifier(
+          relaxedString(value, 'templateId', fieldPath(identifierFilter.path, 'value')),
+          fieldPath(fieldPath(identifierFilter.path, 'value'), 'templateId'),
+        ),
+      );
     }
     // InterfaceFilter: the sandbox's templates implement no interfaces, so it matches nothing.
   });
@@ -68,7 +84,8 @@ export function parseEventFormat(eventFormat: JsonObject, path: string): EventFi
     byParty.set(party, parseFilters(filters, fieldPath(byPartyPath, party)));
   }
   const anyPartyJson = optionalObject(eventFormat, 'filtersForAnyParty', path);
-  const anyParty = anyPartyJson === undefined ? undefined : parseFilters(anyPartyJson, fieldPath(path, 'filtersForAnyParty'));
+  const anyParty =
+    anyPartyJson === undefined ? undefined : parseFilters(anyPartyJson, fieldPath(path, 'filtersForAnyParty'));
   relaxedBoolean(eventFormat, 'verbose', path);
   if (byParty.size === 0 && anyParty === undefined) {
     throw invalidArgument('filtersByParty and filtersForAnyParty cannot be empty simultaneously');
@@ -117,13 +134,30 @@ function witnessesFor(filter: EventFilter, informees: ReadonlySet<string>, contr
   return witnesses;
 }
 
-function createdEvent(offset: number, nodeId: number, contract: ContractRecord, witnessParties: string[], acsDelta: boolean): JsonObject {
+function createdEvent(
+  offset: number,
+  nodeId: number,
+  contract: ContractRecord,
+  witnessParties: string[],
+  acsDelta: boolean,
+): JsonObject {
   return {
     CreatedEvent: {
-      offset, nodeId, contractId: contract.contractId, templateId: contract.templateId, contractKey: null,
-      createArgument: contract.createArgument, createdEventBlob: '', interfaceViews: [], witnessParties,
-      signatories: [...contract.signatories], observers: [...contract.observers], createdAt: contract.createdAt,
-      packageName: contract.packageName, representativePackageId: contract.representativePackageId, acsDelta,
+      offset,
+      nodeId,
+      contractId: contract.contractId,
+      templateId: contract.templateId,
+      contractKey: null,
+      createArgument: contract.createArgument,
+      createdEventBlob: '',
+      interfaceViews: [],
+      witnessParties,
+      signatories: [...contract.signatories],
+      observers: [...contract.observers],
+      createdAt: contract.createdAt,
+      packageName: contract.packageName,
+      representativePackageId: contract.representativePackageId,
+      acsDelta,
     },
   };
 }
@@ -134,27 +168,45 @@ function renderNode(offset: number, node: LedgerNode, format: TransactionFormat)
   if (format.shape === 'TRANSACTION_SHAPE_ACS_DELTA') {
     const witnesses = witnessesFor(format.filter, stakeholders, contract);
     if (witnesses.length === 0) return undefined;
-    if (node.kind === 'create') return node.consumedInSameTransaction ? undefined : createdEvent(offset, node.nodeId, contract, witnesses, true);
+    if (node.kind === 'create')
+      return node.consumedInSameTransaction ? undefined : createdEvent(offset, node.nodeId, contract, witnesses, true);
     if (!node.consuming || node.createdInSameTransaction) return undefined;
     return {
       ArchivedEvent: {
-        offset, nodeId: node.nodeId, contractId: contract.contractId, templateId: contract.templateId,
-        witnessParties: witnesses, packageName: contract.packageName, implementedInterfaces: [],
+        offset,
+        nodeId: node.nodeId,
+        contractId: contract.contractId,
+        templateId: contract.templateId,
+        witnessParties: witnesses,
+        packageName: contract.packageName,
+        implementedInterfaces: [],
       },
     };
   }
   if (node.kind === 'create') {
     const witnesses = witnessesFor(format.filter, stakeholders, contract);
-    return witnesses.length === 0 ? undefined : createdEvent(offset, node.nodeId, contract, witnesses, !node.consumedInSameTransaction);
+    return witnesses.length === 0
+      ? undefined
+      : createdEvent(offset, node.nodeId, contract, witnesses, !node.consumedInSameTransaction);
   }
   const witnesses = witnessesFor(format.filter, new Set([...stakeholders, ...node.actingParties]), contract);
   if (witnesses.length === 0) return undefined;
   return {
     ExercisedEvent: {
-      offset, nodeId: node.nodeId, contractId: contract.contractId, templateId: node.templateId, interfaceId: null,
-      choice: node.choice, choiceArgument: node.choiceArgument, actingParties: [...node.actingParties],
-      consuming: node.consuming, witnessParties: witnesses, lastDescendantNodeId: node.nodeId,
-      exerciseResult: node.exerciseResult, packageName: contract.packageName, implementedInterfaces: [],
+      offset,
+      nodeId: node.nodeId,
+      contractId: contract.contractId,
+      templateId: node.templateId,
+      interfaceId: null,
+      choice: node.choice,
+      choiceArgument: node.choiceArgument,
+      actingParties: [...node.actingParties],
+      consuming: node.consuming,
+      witnessParties: witnesses,
+      lastDescendantNodeId: node.nodeId,
+      exerciseResult: node.exerciseResult,
+      packageName: contract.packageName,
+      implementedInterfaces: [],
       acsDelta: node.consuming && !node.createdInSameTransaction,
     },
   };
@@ -186,7 +238,10 @@ export function renderTransaction(transaction: StoredTransaction, format: Transa
       events,
       offset: transaction.offset,
       synchronizerId: transaction.synchronizerId,
-      traceContext: { traceparent: transaction.traceContext.traceparent, tracestate: transaction.traceContext.tracestate },
+      traceContext: {
+        traceparent: transaction.traceContext.traceparent,
+        tracestate: transaction.traceContext.tracestate,
+      },
       recordTime: transaction.recordTime,
       externalTransactionHash: null,
       paidTrafficCost: 0,

@@ -12,19 +12,26 @@ import { parseEventFormat, parseTransactionFormat, renderTransaction, type Trans
 /** UpdateFormat -> the transaction format it asks for (undefined: transactions not requested). */
 export function parseUpdateFormat(updateFormat: JsonObject, path: string): TransactionFormat | undefined {
   const transactions = optionalObject(updateFormat, 'includeTransactions', path);
-  const format = transactions === undefined ? undefined : parseTransactionFormat(transactions, fieldPath(path, 'includeTransactions'));
+  const format =
+    transactions === undefined
+      ? undefined
+      : parseTransactionFormat(transactions, fieldPath(path, 'includeTransactions'));
   const reassignments = optionalObject(updateFormat, 'includeReassignments', path);
   if (reassignments !== undefined) parseEventFormat(reassignments, fieldPath(path, 'includeReassignments'));
   return format;
 }
 
 export function nonPositiveOffset(offset: bigint, fieldName: string): SandboxError {
-  return new SandboxError('NON_POSITIVE_OFFSET',
-    `Offset ${offset} in ${fieldName} is not a positive integer: the offset has to be a positive integer (>0)`);
+  return new SandboxError(
+    'NON_POSITIVE_OFFSET',
+    `Offset ${offset} in ${fieldName} is not a positive integer: the offset has to be a positive integer (>0)`,
+  );
 }
 
 function updateNotFound(offset: bigint): SandboxError {
-  return new SandboxError('UPDATE_NOT_FOUND', 'Update not found, or not visible.', { resources: [['OFFSET', offset.toString()]] });
+  return new SandboxError('UPDATE_NOT_FOUND', 'Update not found, or not visible.', {
+    resources: [['OFFSET', offset.toString()]],
+  });
 }
 
 export function transactionAt(state: SandboxState, offset: bigint): StoredTransaction | undefined {

@@ -4,7 +4,9 @@ import { readFileSync } from 'node:fs';
 function packageVersion(): string {
   try {
     // dist/telemetry/ and src/telemetry/ both sit two levels below the package root.
-    const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version?: unknown;
+    };
     return typeof manifest.version === 'string' ? manifest.version : 'unknown';
   } catch {
     return 'unknown';

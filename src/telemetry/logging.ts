@@ -35,7 +35,8 @@ const JWT = /\beyJ[\w-]{2,}\.[\w-]{2,}\.[\w-]*/g;
 
 /** Removes bearer tokens and JWTs from a text that is about to be logged. */
 export function scrubSecrets(text: string): string {
-  if (!text.includes('Bearer') && !text.includes('bearer') && !text.includes('jwt.token.') && !text.includes('eyJ')) return text;
+  if (!text.includes('Bearer') && !text.includes('bearer') && !text.includes('jwt.token.') && !text.includes('eyJ'))
+    return text;
   return text.replace(BEARER, `$1${REDACTED}`).replace(WEBSOCKET_TOKEN, `$1${REDACTED}`).replace(JWT, REDACTED);
 }
 
@@ -67,7 +68,11 @@ export function redactSecrets(value: unknown, depth = 0): unknown {
   let copy: Record<string, unknown> | undefined;
   for (const name in value) {
     const field = value[name];
-    const redacted = SECRET_KEY_NAMES.has(name.toLowerCase()) ? (field === undefined ? field : REDACTED) : redactSecrets(field, depth + 1);
+    const redacted = SECRET_KEY_NAMES.has(name.toLowerCase())
+      ? field === undefined
+        ? field
+        : REDACTED
+      : redactSecrets(field, depth + 1);
     if (redacted !== field) (copy ??= { ...value })[name] = redacted;
   }
   return copy ?? value;
@@ -80,7 +85,8 @@ function serializeError(error: unknown): unknown {
   for (const name of Object.keys(serialized)) {
     const value = serialized[name];
     if (SECRET_KEY_NAMES.has(name.toLowerCase())) serialized[name] = REDACTED;
-    else if (typeof value === 'string' && (name === 'message' || name === 'stack')) serialized[name] = scrubSecrets(value);
+    else if (typeof value === 'string' && (name === 'message' || name === 'stack'))
+      serialized[name] = scrubSecrets(value);
     else serialized[name] = redactSecrets(value);
   }
   return serialized;
@@ -218,7 +224,8 @@ export function isoTimeClock(): (ms: number) => string {
   let prefix = '';
   return (ms) => {
     const within = ms - secondStart;
-    if (within >= 0 && within < 1000 && Number.isInteger(within)) return `${prefix}${within < 10 ? '00' : within < 100 ? '0' : ''}${within}Z`;
+    if (within >= 0 && within < 1000 && Number.isInteger(within))
+      return `${prefix}${within < 10 ? '00' : within < 100 ? '0' : ''}${within}Z`;
     const iso = new Date(ms).toISOString();
     if (iso.length === 24) {
       secondStart = ms - (((ms % 1000) + 1000) % 1000);
@@ -231,7 +238,9 @@ export function isoTimeClock(): (ms: number) => string {
 const quotedOrNull = (value: string | null) => (value === null ? 'null' : `"${value}"`);
 
 /** The text of a microsecond count's fraction of a millisecond: '' for 0, then '.001' … '.999' without trailing zeros. */
-const MICROS_TEXT: readonly string[] = Array.from({ length: 1000 }, (_, micros) => (micros === 0 ? '' : `.${String(micros).padStart(3, '0').replace(/0+$/, '')}`));
+const MICROS_TEXT: readonly string[] = Array.from({ length: 1000 }, (_, micros) =>
+  micros === 0 ? '' : `.${String(micros).padStart(3, '0').replace(/0+$/, '')}`,
+);
 /** '0' … '999': statuses and whole milliseconds, looked up rather than converted (V8's number-to-text cache misses here). */
 const SMALL_TEXT: readonly string[] = Array.from({ length: 1000 }, (_, n) => String(n));
 
@@ -329,10 +338,11 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
     const traceId = quotedOrNull(line.traceId);
     const spanId = quotedOrNull(line.spanId);
     const reason = line.reason === undefined ? '' : `,"reason":${json(line.reason)}`;
-    pending += `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}"`
-      + `,"method":"${line.method}","status":${integerText(line.status)},"errorCode":${quotedCode(line.errorCode)}`
-      + `,"durationMs":${millisText(line.durationMs)},"traceId":${traceId},"spanId":${spanId}`
-      + `,"trace_id":${traceId},"span_id":${spanId}${reason},"msg":"request"}\n`;
+    pending +=
+      `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}"` +
+      `,"method":"${line.method}","status":${integerText(line.status)},"errorCode":${quotedCode(line.errorCode)}` +
+      `,"durationMs":${millisText(line.durationMs)},"traceId":${traceId},"spanId":${spanId}` +
+      `,"trace_id":${traceId},"span_id":${spanId}${reason},"msg":"request"}\n`;
     if (closed || pending.length >= WRITE_BATCH_BYTES) handOver();
     else timer ??= setTimeout(flush, WRITE_AT_LEAST_EVERY_MS).unref();
   };

@@ -6,7 +6,13 @@ import { errorCodeLabeler } from '../error-codes.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 import { BUILD_VERSION } from './build-info.js';
 import { droppedLogLines } from './logging.js';
-import { PlainCounter, PlainHistogram, registerPlainMetric, type CounterSeries, type HistogramSeries } from './plain-metrics.js';
+import {
+  PlainCounter,
+  PlainHistogram,
+  registerPlainMetric,
+  type CounterSeries,
+  type HistogramSeries,
+} from './plain-metrics.js';
 
 export const MetricNames = {
   requests: 'ledger_gateway_requests_total',
@@ -37,9 +43,23 @@ export const MetricNames = {
 export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60];
 
 /** Default process metrics that promtool rejects (gauges named *_total); the per-type gauges next to them hold the same numbers. */
-const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+const LINT_FAILING_DEFAULT_METRICS = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
 
-const KNOWN_METHOD_LIST: readonly string[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT', 'TRACE'];
+const KNOWN_METHOD_LIST: readonly string[] = [
+  'GET',
+  'HEAD',
+  'POST',
+  'PUT',
+  'PATCH',
+  'DELETE',
+  'OPTIONS',
+  'CONNECT',
+  'TRACE',
+];
 const KNOWN_METHODS = new Set(KNOWN_METHOD_LIST);
 const OPERATIONS = new Set(OPERATION_NAMES);
 
@@ -68,7 +88,6 @@ export function operationLabel(operation: string): string {
   return OPERATIONS.has(operation) ? operation : UNKNOWN_OPERATION.name;
 }
 
-
 export type VersionCacheResult = 'hit' | 'miss' | 'stale' | 'coalesced';
 
 export interface MetricsOptions {
@@ -85,7 +104,14 @@ export interface GatewayMetrics {
   /** Whether observations take a trace id as their exemplar (callers skip finding one otherwise). */
   readonly exemplars: boolean;
   /** One finished request; `traceId` (of a sampled trace) becomes the exemplar when exemplars are on. */
-  observeRequest(operation: string, method: string, status: number, errorCode: string | null, seconds: number, traceId?: string): void;
+  observeRequest(
+    operation: string,
+    method: string,
+    status: number,
+    errorCode: string | null,
+    seconds: number,
+    traceId?: string,
+  ): void;
   observeUpstream(operation: string, seconds: number, traceId?: string): void;
   authFailure(reason: string): void;
   versionCache(result: VersionCacheResult): void;
@@ -142,7 +168,10 @@ function memo<T>(create: (key: string) => T): (key: string) => T {
   };
 }
 
-export function createMetrics(registry: Registry = new Registry(), options: MetricsOptions = DEFAULT_METRICS_OPTIONS): GatewayMetrics {
+export function createMetrics(
+  registry: Registry = new Registry(),
+  options: MetricsOptions = DEFAULT_METRICS_OPTIONS,
+): GatewayMetrics {
   const exemplars = options.exemplars;
   // Exemplars exist only in the OpenMetrics format; prom-client then appends _total to counters itself.
   if (exemplars) (registry as Registry<RegistryContentType>).setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
@@ -154,7 +183,7 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   // Updated by every request: counted in plain numbers (plain-metrics.ts), printed by the registry.
   const requests = new PlainCounter(
     counterName(MetricNames.requests),
-    'Finished requests by operation, method, status and error code (none, the gateway\'s own code, or the participant\'s).',
+    "Finished requests by operation, method, status and error code (none, the gateway's own code, or the participant's).",
     ['operation', 'method', 'status', 'error_code'],
   );
   const requestDuration = new PlainHistogram(
@@ -166,17 +195,31 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
   );
   const upstreamDuration = new PlainHistogram(
     MetricNames.upstreamDuration,
-    'Time until the participant\'s answer headers, by operation.',
+    "Time until the participant's answer headers, by operation.",
     ['operation'],
     DURATION_BUCKETS,
     exemplars,
   );
   for (const metric of [requests, requestDuration, upstreamDuration]) registerPlainMetric(registry, metric);
-  const authFailures = new Counter({ name: counterName(MetricNames.authFailures), help: 'Refused credentials by reason.', labelNames: ['reason'] as const, registers: [registry] });
+  const authFailures = new Counter({
+    name: counterName(MetricNames.authFailures),
+    help: 'Refused credentials by reason.',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
   // Counted on every cached answer: plain numbers too (a prom-client child's inc looked its series up by a string key each time).
-  const versionCache = new PlainCounter(counterName(MetricNames.versionCache), 'GET /v2/version cache lookups by result.', ['result']);
+  const versionCache = new PlainCounter(
+    counterName(MetricNames.versionCache),
+    'GET /v2/version cache lookups by result.',
+    ['result'],
+  );
   registerPlainMetric(registry, versionCache);
-  const jwksRefreshes = new Counter({ name: counterName(MetricNames.jwksRefreshes), help: 'Key set fetches by issuer and result.', labelNames: ['issuer', 'result'] as const, registers: [registry] });
+  const jwksRefreshes = new Counter({
+    name: counterName(MetricNames.jwksRefreshes),
+    help: 'Key set fetches by issuer and result.',
+    labelNames: ['issuer', 'result'] as const,
+    registers: [registry],
+  });
   // Counted in a plain map on the request path; the gauge reads it when scraped.
   const inflightCounts = new Map<string, number>();
   new Gauge({
@@ -188,8 +231,12 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
       for (const [operation, count] of inflightCounts) this.labels(operation).set(count);
     },
   });
-  new Gauge({ name: MetricNames.buildInfo, help: 'Gateway build information; always 1.', labelNames: ['version', 'node_version'] as const, registers: [registry] })
-    .set({ version: BUILD_VERSION, node_version: process.version }, 1);
+  new Gauge({
+    name: MetricNames.buildInfo,
+    help: 'Gateway build information; always 1.',
+    labelNames: ['version', 'node_version'] as const,
+    registers: [registry],
+  }).set({ version: BUILD_VERSION, node_version: process.version }, 1);
 
   const errorCodeLabel = errorCodeLabeler(options.maxUpstreamErrorCodes);
   const reasonLabel = boundedLabel(50);
@@ -226,7 +273,12 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     labelNames: ['operation', 'limit'] as const,
     registers: [registry],
   });
-  const protectionStoreFailures = new Counter({ name: counterName(MetricNames.protectionStoreFailures), help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).', labelNames: ['fail_mode'] as const, registers: [registry] });
+  const protectionStoreFailures = new Counter({
+    name: counterName(MetricNames.protectionStoreFailures),
+    help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).',
+    labelNames: ['fail_mode'] as const,
+    registers: [registry],
+  });
   /** A counter that reports, at each scrape, how far a count kept elsewhere has grown. */
   const countedElsewhere = (name: string, help: string, read: () => number) => {
     let reported = 0;
@@ -242,40 +294,82 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     });
   };
   let signatureChecks = () => 0;
-  countedElsewhere(MetricNames.tokenSignatureChecks, 'Token signature verifications; a verified-token cache hit costs none, so this grows with new tokens, not with calls.', () => signatureChecks());
-  countedElsewhere(MetricNames.logLinesDropped, 'Log lines dropped because stdout did not take them and 16 MiB of lines were already waiting for it.', droppedLogLines);
+  countedElsewhere(
+    MetricNames.tokenSignatureChecks,
+    'Token signature verifications; a verified-token cache hit costs none, so this grows with new tokens, not with calls.',
+    () => signatureChecks(),
+  );
+  countedElsewhere(
+    MetricNames.logLinesDropped,
+    'Log lines dropped because stdout did not take them and 16 MiB of lines were already waiting for it.',
+    droppedLogLines,
+  );
   let protectionStoreReady = () => true;
-  new Gauge({ name: MetricNames.protectionStoreUp, help: '1 while the limit store answers (always, in memory); 0 while Redis is unreachable and protection.failMode applies.', registers: [registry], collect() { this.set(protectionStoreReady() ? 1 : 0); } });
+  new Gauge({
+    name: MetricNames.protectionStoreUp,
+    help: '1 while the limit store answers (always, in memory); 0 while Redis is unreachable and protection.failMode applies.',
+    registers: [registry],
+    collect() {
+      this.set(protectionStoreReady() ? 1 : 0);
+    },
+  });
   let upstreamLoad = () => ({ inFlight: 0, queued: 0 });
-  new Gauge({ name: MetricNames.upstreamCallsInFlight, help: 'Calls handed to the participant\'s connection pool, at most upstream.connections (version fetches included).', registers: [registry], collect() { this.set(upstreamLoad().inFlight); } });
-  new Gauge({ name: MetricNames.upstreamCallsQueued, help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.', registers: [registry], collect() { this.set(upstreamLoad().queued); } });
+  new Gauge({
+    name: MetricNames.upstreamCallsInFlight,
+    help: "Calls handed to the participant's connection pool, at most upstream.connections (version fetches included).",
+    registers: [registry],
+    collect() {
+      this.set(upstreamLoad().inFlight);
+    },
+  });
+  new Gauge({
+    name: MetricNames.upstreamCallsQueued,
+    help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.',
+    registers: [registry],
+    collect() {
+      this.set(upstreamLoad().queued);
+    },
+  });
   let openStreams = () => 0;
   const streamsEnded = new Counter({
     name: counterName(MetricNames.webSocketStreamsEnded),
-    help: 'WebSocket streams closed, by operation and by what ended them '
-      + '(client, participant, idle_timeout, shutdown, replica_changed).',
+    help:
+      'WebSocket streams closed, by operation and by what ended them ' +
+      '(client, participant, idle_timeout, shutdown, replica_changed).',
     labelNames: ['operation', 'ended_by'] as const,
     registers: [registry],
   });
-  new Gauge({ name: MetricNames.webSocketStreamsOpen, help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).', registers: [registry], collect() { this.set(openStreams()); } });
+  new Gauge({
+    name: MetricNames.webSocketStreamsOpen,
+    help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).',
+    registers: [registry],
+    collect() {
+      this.set(openStreams());
+    },
+  });
   let replicas: ReplicaReport = { states: () => [], failovers: 0 };
   new Gauge({
     name: MetricNames.upstreamReplicaUp,
-    help: '1 while a participant replica answers the probe (GET /v2/version below 500), 0 while not, by replica '
-      + '(its configured name or its index; 0 for upstream.url).',
+    help:
+      '1 while a participant replica answers the probe (GET /v2/version below 500), 0 while not, by replica ' +
+      '(its configured name or its index; 0 for upstream.url).',
     labelNames: ['replica'] as const,
     registers: [registry],
     collect() {
       for (const { label, up } of replicas.states()) this.labels(label).set(up ? 1 : 0);
     },
   });
-  const failovers = () => replicas.failovers;
-  countedElsewhere(MetricNames.upstreamFailovers, 'Times calls moved from the active participant replica to another.', failovers);
+  countedElsewhere(
+    MetricNames.upstreamFailovers,
+    'Times calls moved from the active participant replica to another.',
+    () => replicas.failovers,
+  );
   let readinessChecks: () => Readonly<Record<string, 'ok' | 'failing'>> = () => ({});
   new Gauge({
     name: MetricNames.ready,
-    help: '1 while a readiness check passes, 0 while it fails, by check (shutdown, keys, upstream); '
-      + '/readyz answers 503 while any is 0.',
+    help:
+      '1 while a readiness check passes, 0 while it fails, by check (shutdown, keys, upstream); ' +
+      '/readyz answers 503 while any is 0.',
     labelNames: ['check'] as const,
     registers: [registry],
     collect() {
@@ -288,7 +382,9 @@ export function createMetrics(registry: Registry = new Registry(), options: Metr
     name: MetricNames.connectionsOpen,
     help: 'Client connections open on the API listener (WebSocket streams included).',
     registers: [registry],
-    collect() { this.set(openConnections()); },
+    collect() {
+      this.set(openConnections());
+    },
   });
   const connectionsRefused = new Counter({
     name: counterName(MetricNames.connectionsRefused),

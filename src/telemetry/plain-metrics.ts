@@ -12,7 +12,8 @@ type Labels = Readonly<Record<string, string>>;
 
 /** The label set of a new series: `values` in the order of `names` (as prom-client's labels()). */
 function labelsOf(names: readonly string[], values: readonly string[]): Labels {
-  if (values.length !== names.length) throw new Error(`expected ${names.length} label values (${names.join(', ')}), got ${values.length}`);
+  if (values.length !== names.length)
+    throw new Error(`expected ${names.length} label values (${names.join(', ')}), got ${values.length}`);
   return Object.freeze(Object.fromEntries(names.map((name, index) => [name, values[index]!])));
 }
 
@@ -57,7 +58,11 @@ export class PlainCounter {
   readonly #series: CounterSeries[] = [];
 
   /** `name` is not readonly: in OpenMetrics the registry strips `_total` from a counter's name and prints it on each value. */
-  constructor(public name: string, readonly help: string, readonly labelNames: readonly string[]) {}
+  constructor(
+    public name: string,
+    readonly help: string,
+    readonly labelNames: readonly string[],
+  ) {}
 
   /** A new series with these label values, in the order of labelNames; the caller keeps it. */
   series(...values: string[]): CounterSeries {
@@ -67,7 +72,13 @@ export class PlainCounter {
   }
 
   async get(): Promise<MetricData> {
-    return { name: this.name, help: this.help, type: this.type, values: this.#series.map(({ value, labels }) => ({ value, labels })), aggregator: this.aggregator };
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      values: this.#series.map(({ value, labels }) => ({ value, labels })),
+      aggregator: this.aggregator,
+    };
   }
 
   reset(): void {
@@ -82,7 +93,11 @@ export class HistogramSeries {
   sum = 0;
   count = 0;
 
-  constructor(readonly labels: Labels, private readonly bounds: readonly number[], exemplars: boolean) {
+  constructor(
+    readonly labels: Labels,
+    private readonly bounds: readonly number[],
+    exemplars: boolean,
+  ) {
     this.counts = new Float64Array(bounds.length + 1);
     this.exemplars = exemplars ? new Array<Exemplar | null>(bounds.length + 1).fill(null) : undefined;
   }
@@ -139,10 +154,22 @@ export class PlainHistogram {
       let cumulative = 0;
       this.bounds.forEach((bound, index) => {
         cumulative += series.counts[index]!;
-        values.push({ labels: { le: bound }, sharedLabels: shared, value: cumulative, metricName: bucketName, exemplar: series.exemplars?.[index] ?? null });
+        values.push({
+          labels: { le: bound },
+          sharedLabels: shared,
+          value: cumulative,
+          metricName: bucketName,
+          exemplar: series.exemplars?.[index] ?? null,
+        });
       });
       values.push(
-        { labels: { le: '+Inf' }, sharedLabels: shared, value: series.count, metricName: bucketName, exemplar: series.exemplars?.[this.bounds.length] ?? null },
+        {
+          labels: { le: '+Inf' },
+          sharedLabels: shared,
+          value: series.count,
+          metricName: bucketName,
+          exemplar: series.exemplars?.[this.bounds.length] ?? null,
+        },
         { labels: {}, sharedLabels: shared, value: series.sum, metricName: `${this.name}_sum` },
         { labels: {}, sharedLabels: shared, value: series.count, metricName: `${this.name}_count` },
       );
@@ -153,7 +180,13 @@ export class PlainHistogram {
   /** The same values with each line's labels whole (prom-client's get()). */
   async get(): Promise<MetricData> {
     const data = await this.getForPromString();
-    return { ...data, values: data.values.map(({ sharedLabels, labels, ...value }) => ({ ...value, labels: { ...labels, ...sharedLabels } })) };
+    return {
+      ...data,
+      values: data.values.map(({ sharedLabels, labels, ...value }) => ({
+        ...value,
+        labels: { ...labels, ...sharedLabels },
+      })),
+    };
   }
 
   reset(): void {

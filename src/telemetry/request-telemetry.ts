@@ -77,7 +77,10 @@ export interface RequestTelemetry {
   cutOff(): void;
 }
 
-export function createRequestTelemetry(metrics: GatewayMetrics, options: RequestTelemetryOptions = {}): RequestTelemetry {
+export function createRequestTelemetry(
+  metrics: GatewayMetrics,
+  options: RequestTelemetryOptions = {},
+): RequestTelemetry {
   const propagateTraceContext = options.propagateTraceContext ?? false;
   const writeLine = options.writeLine;
   let cuttingOff = false;
@@ -91,9 +94,25 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     // It wins over UPSTREAM_ANSWER_BROKEN, which the upstream pool's destruction at close reports
     // for an answer under way before the client's socket close is seen.
     const cutOff = clientLeft && cuttingOff && exchange.errorCode !== ErrorCodeLabels.clientStalled;
-    const cut = !cutOff && clientLeft && (exchange.errorCode === ErrorCodeLabels.upstreamAnswerBroken || exchange.errorCode === ErrorCodeLabels.clientStalled);
-    const status = cutOff ? (response.headersSent ? response.statusCode : 503) : clientLeft && !cut ? CLIENT_CLOSED_STATUS : response.statusCode;
-    const code = cut ? exchange.errorCode! : cutOff ? ErrorCodeLabels.shutdownGraceElapsed : clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, exchange.errorCode);
+    const cut =
+      !cutOff &&
+      clientLeft &&
+      (exchange.errorCode === ErrorCodeLabels.upstreamAnswerBroken ||
+        exchange.errorCode === ErrorCodeLabels.clientStalled);
+    const status = cutOff
+      ? response.headersSent
+        ? response.statusCode
+        : 503
+      : clientLeft && !cut
+        ? CLIENT_CLOSED_STATUS
+        : response.statusCode;
+    const code = cut
+      ? exchange.errorCode!
+      : cutOff
+        ? ErrorCodeLabels.shutdownGraceElapsed
+        : clientLeft
+          ? ErrorCodeLabels.clientClosedRequest
+          : outcomeCode(status, exchange.errorCode);
     finish(exchange, status, code, code);
   }
 
@@ -120,17 +139,25 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
     const method = exchange.raw.method!;
     const seconds = (performance.now() - state.started) / 1000;
-    metrics.observeRequest(operationName, method, status, code, seconds, metrics.exemplars ? sampledTraceIdOf(exchange) : undefined);
+    metrics.observeRequest(
+      operationName,
+      method,
+      status,
+      code,
+      seconds,
+      metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
+    );
 
     const propagated = exchange.traceContext;
     const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
     // The attributes are built only for a span that exists (a call's, with tracing exporting).
-    if (propagated === undefined && serverSpanOf(exchange) !== undefined) endServerSpan(exchange, operation === undefined ? method : `${method} ${operation.template}`, {
-      [SpanAttributes.operation]: operationName,
-      [SpanAttributes.errorCode]: code,
-      [SpanAttributes.status]: status,
-      ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
-    });
+    if (propagated === undefined && serverSpanOf(exchange) !== undefined)
+      endServerSpan(exchange, operation === undefined ? method : `${method} ${operation.template}`, {
+        [SpanAttributes.operation]: operationName,
+        [SpanAttributes.errorCode]: code,
+        [SpanAttributes.status]: status,
+        ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
+      });
     // Fixed fields only; the reason was scrubbed when noted.
     writeLine?.({
       reqId: exchange.id,
@@ -147,7 +174,12 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
 
   return {
     begin(exchange) {
-      (exchange as WithState)[kState] = { started: performance.now(), inflightOperation: undefined, finished: false, reason: undefined };
+      (exchange as WithState)[kState] = {
+        started: performance.now(),
+        inflightOperation: undefined,
+        finished: false,
+        reason: undefined,
+      };
       // An upgrade has no server span (Fastify's hooks never see it): its trace is continued without one.
       if (propagateTraceContext || exchange.kind === 'upgrade') {
         const context = continueTrace(exchange.raw.headers);

@@ -17,7 +17,12 @@ import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { ATTR_SERVICE_VERSION, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } from '@opentelemetry/semantic-conventions';
+import {
+  ATTR_SERVICE_VERSION,
+  ATTR_URL_FULL,
+  ATTR_URL_PATH,
+  ATTR_URL_QUERY,
+} from '@opentelemetry/semantic-conventions';
 import type { FastifyPluginCallback } from 'fastify';
 import { BUILD_VERSION, SERVICE_NAME } from './build-info.js';
 import { holdServerSpan } from './server-span.js';
@@ -54,12 +59,15 @@ const PLAIN_NAME = /^[\w.\-[\]%]{1,64}$/;
  */
 export function redactQuery(query: string): string {
   if (query === '') return '';
-  return query.split('&').map((pair) => {
-    const equals = pair.indexOf('=');
-    if (equals === -1) return pair === '' ? '' : 'REDACTED';
-    const name = pair.slice(0, equals);
-    return `${name === '' || PLAIN_NAME.test(name) ? name : 'REDACTED'}=REDACTED`;
-  }).join('&');
+  return query
+    .split('&')
+    .map((pair) => {
+      const equals = pair.indexOf('=');
+      if (equals === -1) return pair === '' ? '' : 'REDACTED';
+      const name = pair.slice(0, equals);
+      return `${name === '' || PLAIN_NAME.test(name) ? name : 'REDACTED'}=REDACTED`;
+    })
+    .join('&');
 }
 
 let active: Tracing | undefined;
@@ -75,13 +83,18 @@ function isTrue(value: string | undefined): boolean {
 
 /** Whether the environment names a trace exporter (then the SDK builds it from OTEL_*). */
 export function environmentExportsTraces(env: NodeJS.ProcessEnv): boolean {
-  const exporters = (env.OTEL_TRACES_EXPORTER ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '');
+  const exporters = (env.OTEL_TRACES_EXPORTER ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
   if (exporters.length > 0) return exporters[0] !== 'none';
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
 }
 
 function namesService(env: NodeJS.ProcessEnv): boolean {
-  return Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(?:^|,)\s*service\.name\s*=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
+  return (
+    Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(?:^|,)\s*service\.name\s*=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '')
+  );
 }
 
 /**
@@ -115,7 +128,10 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
       if (end !== -1) {
         const hash = target.indexOf('#', end);
         const query = target[end] === '?' ? target.slice(end + 1, hash === -1 ? undefined : hash) : undefined;
-        span.setAttributes({ [ATTR_URL_PATH]: target.slice(0, end), ...(query !== undefined && { [ATTR_URL_QUERY]: redactQuery(query) }) });
+        span.setAttributes({
+          [ATTR_URL_PATH]: target.slice(0, end),
+          ...(query !== undefined && { [ATTR_URL_QUERY]: redactQuery(query) }),
+        });
       }
       holdServerSpan(request, span);
     },
@@ -129,14 +145,18 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
       const question = request.path.indexOf('?');
       if (question === -1) return {};
       const query = redactQuery(request.path.slice(question + 1));
-      return { [ATTR_URL_FULL]: `${request.origin}${request.path.slice(0, question)}?${query}`, [ATTR_URL_QUERY]: query };
+      return {
+        [ATTR_URL_FULL]: `${request.origin}${request.path.slice(0, question)}?${query}`,
+        [ATTR_URL_QUERY]: query,
+      };
     },
   });
 
   // Without exporterUrl the SDK builds the exporter the environment names.
-  const spanProcessors: SpanProcessor[] | undefined = options.exporterUrl === undefined
-    ? undefined
-    : [new BatchSpanProcessor(new OTLPTraceExporter({ url: options.exporterUrl }), { scheduledDelayMillis: 200 })];
+  const spanProcessors: SpanProcessor[] | undefined =
+    options.exporterUrl === undefined
+      ? undefined
+      : [new BatchSpanProcessor(new OTLPTraceExporter({ url: options.exporterUrl }), { scheduledDelayMillis: 200 })];
 
   const sdk = new NodeSDK({
     ...(namesService(env) ? {} : { serviceName: SERVICE_NAME }),
@@ -153,7 +173,9 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
 
   const provider = () => {
     const global = trace.getTracerProvider();
-    return (global instanceof ProxyTracerProvider ? global.getDelegate() : global) as { forceFlush?: () => Promise<void> };
+    return (global instanceof ProxyTracerProvider ? global.getDelegate() : global) as {
+      forceFlush?: () => Promise<void>;
+    };
   };
   active = {
     fastifyPlugin: fastifyOtel.plugin(),

@@ -11,7 +11,11 @@ import { reasonOf } from './support/outcome.js';
 
 const ISSUER = 'https://idp.example.com';
 
-async function authenticator(key: SigningKey, auth: Record<string, unknown> = {}, now?: () => number): Promise<Authenticator> {
+async function authenticator(
+  key: SigningKey,
+  auth: Record<string, unknown> = {},
+  now?: () => number,
+): Promise<Authenticator> {
   const config = validateGatewayConfig({
     upstream: { url: 'http://participant:7575' },
     auth: { issuers: [{ issuer: ISSUER, jwks: { keys: [key.publicJwk] } }], participantId: 'participant1', ...auth },
@@ -31,8 +35,13 @@ describe('authenticator', () => {
   it('refuses a token whose crit header names an extension it does not know as malformed, not as a bad algorithm', async () => {
     const key = await signingKey('ES256');
     const auth = await authenticator(key);
-    const critical = new SignJWT({ sub: 'alice', aud: participantAudience('participant1'), iss: ISSUER, iat: nowSeconds(), exp: nowSeconds() + 60 })
-      .setProtectedHeader({ alg: 'ES256', kid: key.kid, crit: ['x-unknown'], 'x-unknown': 1 } as { alg: string });
+    const critical = new SignJWT({
+      sub: 'alice',
+      aud: participantAudience('participant1'),
+      iss: ISSUER,
+      iat: nowSeconds(),
+      exp: nowSeconds() + 60,
+    }).setProtectedHeader({ alg: 'ES256', kid: key.kid, crit: ['x-unknown'], 'x-unknown': 1 } as { alg: string });
     const token = await critical.sign(key.privateKey, { crit: { 'x-unknown': true } });
     expect(await reasonOf(auth.authenticate(token))).toBe('malformed');
   });
@@ -85,10 +94,16 @@ describe('authenticator', () => {
     expect(auth.signatureChecks).toBe(3);
   });
 
-  it('keeps public operations and the participant\'s own routes outside /v2 token-free', async () => {
+  it("keeps public operations and the participant's own routes outside /v2 token-free", async () => {
     const key = await signingKey('ES256');
     const auth = await authenticator(key, { publicOperations: ['getVersion'] });
-    const op = (name: string, participantInternal = false) => ({ name, method: 'GET', template: '/', kind: 'http' as const, participantInternal });
+    const op = (name: string, participantInternal = false) => ({
+      name,
+      method: 'GET',
+      template: '/',
+      kind: 'http' as const,
+      participantInternal,
+    });
     expect(auth.requiresToken(op('getVersion'))).toBe(false);
     expect(auth.requiresToken(op('getReadyz', true))).toBe(false);
     expect(auth.requiresToken(op('getV2Users'))).toBe(true);
@@ -105,11 +120,12 @@ describe('the token a connection proved last', () => {
     return { auth, token, lookup: vi.spyOn(auth.cache, 'lookup'), connection: {} };
   }
 
-  it('answers that connection\'s next call with the same token without the keyed lookup; other connections look up', async () => {
+  it("answers that connection's next call with the same token without the keyed lookup; other connections look up", async () => {
     const { auth, token, lookup, connection } = await aliceOnAConnection();
     expect(await auth.principalOf(token, 'bearer token', connection)).toMatchObject({ subject: 'alice' });
     expect(lookup).toHaveBeenCalledTimes(1);
-    for (let i = 0; i < 5; i++) expect(auth.principalOf(token, 'bearer token', connection)).toMatchObject({ subject: 'alice' });
+    for (let i = 0; i < 5; i++)
+      expect(auth.principalOf(token, 'bearer token', connection)).toMatchObject({ subject: 'alice' });
     expect(lookup).toHaveBeenCalledTimes(1);
     expect(await auth.principalOf(token, 'bearer token', {})).toMatchObject({ subject: 'alice' });
     expect(lookup).toHaveBeenCalledTimes(2);
@@ -121,9 +137,13 @@ describe('the token a connection proved last', () => {
     const auth = await authenticator(key);
     const connection = {};
     await auth.principalOf(await sign(key, { iss: ISSUER, sub: 'alice' }), 'bearer token', connection);
-    expect(await auth.principalOf(await sign(key, { iss: ISSUER, sub: 'bob' }), 'bearer token', connection)).toMatchObject({ subject: 'bob' });
+    expect(
+      await auth.principalOf(await sign(key, { iss: ISSUER, sub: 'bob' }), 'bearer token', connection),
+    ).toMatchObject({ subject: 'bob' });
     const forged = tamperedPayload(await sign(key, { iss: ISSUER, sub: 'bob' }), { sub: 'participant_admin' });
-    expect(await reasonOf(Promise.resolve().then(() => auth.principalOf(forged, 'bearer token', connection)))).toBe('bad_signature');
+    expect(await reasonOf(Promise.resolve().then(() => auth.principalOf(forged, 'bearer token', connection)))).toBe(
+      'bad_signature',
+    );
   });
 
   it('remembers the header value that carried the token when given one: the same value answers at once, another value looks up', async () => {
@@ -136,7 +156,11 @@ describe('the token a connection proved last', () => {
     expect(lookup).toHaveBeenCalledTimes(2);
     // A forged token never matches the remembered header value.
     const forged = tamperedPayload(token, { sub: 'participant_admin' });
-    expect(await reasonOf(Promise.resolve().then(() => auth.principalOf(forged, 'bearer token', connection, `Bearer ${forged}`)))).toBe('bad_signature');
+    expect(
+      await reasonOf(
+        Promise.resolve().then(() => auth.principalOf(forged, 'bearer token', connection, `Bearer ${forged}`)),
+      ),
+    ).toBe('bad_signature');
     expect(auth.signatureChecks).toBe(2);
   });
 
@@ -159,7 +183,9 @@ describe('the token a connection proved last', () => {
     const connection = {};
     await auth.principalOf(token, 'bearer token', connection);
     clock += 36_000;
-    expect(await reasonOf(Promise.resolve().then(() => auth.principalOf(token, 'bearer token', connection)))).toBe('expired');
+    expect(await reasonOf(Promise.resolve().then(() => auth.principalOf(token, 'bearer token', connection)))).toBe(
+      'expired',
+    );
   });
 
   it('is off with the cache off: every call is checked', async () => {
@@ -177,27 +203,40 @@ describe('other key sources', () => {
 
   it('verifies with an X.509 certificate file (publicKeyFile), no kid needed, algorithm pinned to the key', async () => {
     const cert = fileURLToPath(new URL('./fixtures/es256-cert.pem', import.meta.url));
-    const privateKey = await importPKCS8(readFileSync(new URL('./fixtures/test-only-es256-key.pem', import.meta.url), 'utf8'), 'ES256');
-    const auth = createAuthenticator(validateGatewayConfig({
-      upstream: { url: 'http://participant:7575' },
-      auth: { issuers: [{ issuer: ISSUER, publicKeyFile: cert }] },
-    }));
+    const privateKey = await importPKCS8(
+      readFileSync(new URL('./fixtures/test-only-es256-key.pem', import.meta.url), 'utf8'),
+      'ES256',
+    );
+    const auth = createAuthenticator(
+      validateGatewayConfig({
+        upstream: { url: 'http://participant:7575' },
+        auth: { issuers: [{ issuer: ISSUER, publicKeyFile: cert }] },
+      }),
+    );
     const token = await new SignJWT({ ...claims(), iss: ISSUER }).setProtectedHeader({ alg: 'ES256' }).sign(privateKey);
     await expect(auth.authenticate(token)).resolves.toMatchObject({ subject: 'alice' });
     const other = await signingKey('ES256');
-    expect(await reasonOf(auth.authenticate(await sign(other, { iss: ISSUER }, { kid: undefined })))).toBe('bad_signature');
+    expect(await reasonOf(auth.authenticate(await sign(other, { iss: ISSUER }, { kid: undefined })))).toBe(
+      'bad_signature',
+    );
     expect(await reasonOf(auth.authenticate(await sign(await signingKey('RS256'), { iss: ISSUER })))).toBe('algorithm');
   });
 
   it('verifies HS256 with unsafeHmacSecret (sandbox only), and nothing else from that issuer', async () => {
     const secret = 'development-secret-of-32-characters!';
-    const auth = createAuthenticator(validateGatewayConfig({
-      upstream: { url: 'sandbox' },
-      auth: { issuers: [{ issuer: ISSUER, unsafeHmacSecret: secret }] },
-    }));
-    const token = await new SignJWT({ ...claims(), iss: ISSUER }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(secret));
+    const auth = createAuthenticator(
+      validateGatewayConfig({
+        upstream: { url: 'sandbox' },
+        auth: { issuers: [{ issuer: ISSUER, unsafeHmacSecret: secret }] },
+      }),
+    );
+    const token = await new SignJWT({ ...claims(), iss: ISSUER })
+      .setProtectedHeader({ alg: 'HS256' })
+      .sign(new TextEncoder().encode(secret));
     await expect(auth.authenticate(token)).resolves.toMatchObject({ subject: 'alice' });
-    const wrong = await new SignJWT({ ...claims(), iss: ISSUER }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode('x'.repeat(32)));
+    const wrong = await new SignJWT({ ...claims(), iss: ISSUER })
+      .setProtectedHeader({ alg: 'HS256' })
+      .sign(new TextEncoder().encode('x'.repeat(32)));
     expect(await reasonOf(auth.authenticate(wrong))).toBe('bad_signature');
     expect(await reasonOf(auth.authenticate(await sign(await signingKey('ES256'), { iss: ISSUER })))).toBe('algorithm');
   });

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { audiencesOf, checkAudienceAndScope, checkClaims, checkLifetime, scopesOf, type ClaimRules } from '../../src/auth/claims.js';
+import {
+  audiencesOf,
+  checkAudienceAndScope,
+  checkClaims,
+  checkLifetime,
+  scopesOf,
+  type ClaimRules,
+} from '../../src/auth/claims.js';
 import { AuthFailure } from '../../src/auth/failure.js';
 
 const PREFIX = 'https://daml.com/jwt/aud/participant/';
@@ -32,11 +39,13 @@ describe('Canton default parsing (no issuer audience or scope)', () => {
     expect(outcome(() => checkAudienceAndScope(claims, base))).toBe(expected);
   });
 
-  it('with auth.participantId, the participant audience (or a scope token\'s aud) must name it', () => {
+  it("with auth.participantId, the participant audience (or a scope token's aud) must name it", () => {
     const rules = { ...base, participantId: 'participant1' };
     expect(outcome(() => checkAudienceAndScope({ aud: `${PREFIX}participant1` }, rules))).toBe('ok');
     expect(outcome(() => checkAudienceAndScope({ aud: `${PREFIX}participant2` }, rules))).toBe('audience');
-    expect(outcome(() => checkAudienceAndScope({ scope: 'daml_ledger_api', aud: 'participant2' }, rules))).toBe('audience');
+    expect(outcome(() => checkAudienceAndScope({ scope: 'daml_ledger_api', aud: 'participant2' }, rules))).toBe(
+      'audience',
+    );
     expect(outcome(() => checkAudienceAndScope({ scope: 'daml_ledger_api' }, rules))).toBe('ok');
   });
 });

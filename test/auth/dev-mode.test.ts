@@ -6,7 +6,13 @@ import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildGateway, type Gateway } from '../../src/app.js';
-import { DEVELOPMENT_ISSUER, developmentBanner, loadOrCreateDevelopmentKey, mintDevelopmentToken, prepareAuthentication } from '../../src/auth/dev-mode.js';
+import {
+  DEVELOPMENT_ISSUER,
+  developmentBanner,
+  loadOrCreateDevelopmentKey,
+  mintDevelopmentToken,
+  prepareAuthentication,
+} from '../../src/auth/dev-mode.js';
 import { ConfigError, validateGatewayConfig } from '../../src/config/load.js';
 import { SANDBOX_SEED } from '../../src/sandbox/seed.js';
 import { testConfig } from '../helpers/gateway.js';
@@ -35,17 +41,27 @@ describe('development mode', () => {
     expect(a.publicJwk).not.toHaveProperty('d');
   });
 
-  it('with the sandbox and no issuer, trusts the development key: the printed token and npm run token\'s pass', async () => {
+  it("with the sandbox and no issuer, trusts the development key: the printed token and npm run token's pass", async () => {
     const dir = directory();
     upstream = await startRecordingUpstream();
     const prepared = await prepareAuthentication(testConfig('sandbox'), dir);
-    expect(prepared.config.auth.issuers).toEqual([expect.objectContaining({ issuer: DEVELOPMENT_ISSUER, algorithms: ['ES256'] })]);
+    expect(prepared.config.auth.issuers).toEqual([
+      expect.objectContaining({ issuer: DEVELOPMENT_ISSUER, algorithms: ['ES256'] }),
+    ]);
     expect(prepared.config.auth.participantId).toBe(SANDBOX_SEED.participantId);
     const printed = prepared.development!.token;
-    const minted = await mintDevelopmentToken(await loadOrCreateDevelopmentKey(dir), { subject: 'bob', participantId: SANDBOX_SEED.participantId, lifetimeSeconds: 60 });
+    const minted = await mintDevelopmentToken(await loadOrCreateDevelopmentKey(dir), {
+      subject: 'bob',
+      participantId: SANDBOX_SEED.participantId,
+      lifetimeSeconds: 60,
+    });
 
     // main.ts resolves "sandbox" to the embedded sandbox's URL; here a recording upstream stands in.
-    gateway = await buildGateway(prepared.config, { upstreamUrl: upstream.url, registry: new Registry(), logger: false });
+    gateway = await buildGateway(prepared.config, {
+      upstreamUrl: upstream.url,
+      registry: new Registry(),
+      logger: false,
+    });
     const { api } = await gateway.listen();
     for (const token of [printed, minted]) {
       const response = await rawRequest(api, '/v2/users', { headers: ['Authorization', `Bearer ${token}`] });
@@ -62,12 +78,18 @@ describe('development mode', () => {
   it('cannot start with a real upstream and no issuer: fail closed with a config error', async () => {
     const config = validateGatewayConfig({ upstream: { url: 'http://participant:7575' } });
     await expect(prepareAuthentication(config, directory())).rejects.toThrow(ConfigError);
-    await expect(prepareAuthentication(config, directory())).rejects.toThrow(/auth\.issuers: at least one issuer is required/);
-    await expect(buildGateway(config, { upstreamUrl: 'http://participant:7575', registry: new Registry(), logger: false })).rejects.toThrow(ConfigError);
+    await expect(prepareAuthentication(config, directory())).rejects.toThrow(
+      /auth\.issuers: at least one issuer is required/,
+    );
+    await expect(
+      buildGateway(config, { upstreamUrl: 'http://participant:7575', registry: new Registry(), logger: false }),
+    ).rejects.toThrow(ConfigError);
   });
 
   it('leaves configured issuers alone with the sandbox (no development key)', async () => {
-    const config = testConfig('sandbox', { auth: { issuers: [{ issuer: 'https://idp', jwksUrl: 'https://idp/certs' }] } });
+    const config = testConfig('sandbox', {
+      auth: { issuers: [{ issuer: 'https://idp', jwksUrl: 'https://idp/certs' }] },
+    });
     const prepared = await prepareAuthentication(config, directory());
     expect(prepared.development).toBeUndefined();
     expect(prepared.config).toBe(config);

@@ -17,7 +17,14 @@ afterEach(async () => {
 });
 
 function remote(url: string, options: Partial<RemoteKeySetOptions> = {}): RemoteKeySet {
-  keySet = new RemoteKeySet({ issuer: 'https://idp', url: new URL(url), fetchTimeoutMs: 1_000, refreshIntervalMs: 60_000, cooldownMs: 60_000, ...options });
+  keySet = new RemoteKeySet({
+    issuer: 'https://idp',
+    url: new URL(url),
+    fetchTimeoutMs: 1_000,
+    refreshIntervalMs: 60_000,
+    cooldownMs: 60_000,
+    ...options,
+  });
   return keySet;
 }
 
@@ -56,14 +63,26 @@ describe('RemoteKeySet', () => {
 
   it('warns once per key set about RSA keys under 2048 bits, which no token can be verified with', async () => {
     const ok = await signingKey('ES256', 'ok');
-    const short: JWK = { ...generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' }), kid: 'short', use: 'sig' };
+    const short: JWK = {
+      ...generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' }),
+      kid: 'short',
+      use: 'sig',
+    };
     server = await startJwksServer([ok.publicJwk, short]);
     const warnings: Array<{ object: object; message: string }> = [];
-    const log = { warn: (object: object, message: string) => warnings.push({ object, message }), info: () => undefined };
+    const log = {
+      warn: (object: object, message: string) => warnings.push({ object, message }),
+      info: () => undefined,
+    };
     const keys = remote(server.jwksUrl, { log });
     keys.start();
     expect(await resolvedPoint(keys, 'ok')).toBe(ok.publicJwk.x);
-    expect(warnings).toEqual([{ object: { issuer: 'https://idp', kids: ['short'] }, message: 'JWKS holds RSA keys under 2048 bits: tokens signed with them are refused (bad_signature)' }]);
+    expect(warnings).toEqual([
+      {
+        object: { issuer: 'https://idp', kids: ['short'] },
+        message: 'JWKS holds RSA keys under 2048 bits: tokens signed with them are refused (bad_signature)',
+      },
+    ]);
   });
 
   it('refetches on an unknown kid at most once per cooldown, and follows a rotation', async () => {
@@ -91,7 +110,12 @@ describe('RemoteKeySet', () => {
     const results: string[] = [];
     const keys = remote(server.jwksUrl, { onFetch: (result) => results.push(result) });
     expect(await keys.refresh()).toBe(true);
-    for (const behaviour of [{ down: true }, { status: 503 }, { body: 'not json' }, { body: '{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}' }]) {
+    for (const behaviour of [
+      { down: true },
+      { status: 503 },
+      { body: 'not json' },
+      { body: '{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}' },
+    ]) {
       server.setBehaviour(behaviour);
       expect(await keys.refresh()).toBe(false);
       expect(await resolvedPoint(keys, key.kid)).toBe(key.publicJwk.x);

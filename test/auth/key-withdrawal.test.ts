@@ -43,16 +43,20 @@ function holdNextCheck(keySet: RemoteKeySet): HeldCheck {
 }
 
 /** An authenticator whose issuer publishes `published` at a JWKS URL, loaded. */
-async function authenticatorOver(published: readonly SigningKey[]): Promise<{ auth: Authenticator; keySet: RemoteKeySet; jwks: JwksServer }> {
+async function authenticatorOver(
+  published: readonly SigningKey[],
+): Promise<{ auth: Authenticator; keySet: RemoteKeySet; jwks: JwksServer }> {
   const jwks = await startJwksServer(published.map((key) => key.publicJwk));
-  const auth = createAuthenticator(validateGatewayConfig({
-    upstream: { url: 'http://participant:7575' },
-    auth: {
-      issuers: [{ issuer: ISSUER, jwksUrl: jwks.jwksUrl }],
-      participantId: 'participant1',
-      keySets: { unknownKeyCooldownMs: 60_000 },
-    },
-  }));
+  const auth = createAuthenticator(
+    validateGatewayConfig({
+      upstream: { url: 'http://participant:7575' },
+      auth: {
+        issuers: [{ issuer: ISSUER, jwksUrl: jwks.jwksUrl }],
+        participantId: 'participant1',
+        keySets: { unknownKeyCooldownMs: 60_000 },
+      },
+    }),
+  );
   opened = { auth, jwks };
   const keySet = auth.keySets[0];
   if (!(keySet instanceof RemoteKeySet)) throw new Error('a jwksUrl issuer has a RemoteKeySet');
@@ -62,7 +66,12 @@ async function authenticatorOver(published: readonly SigningKey[]): Promise<{ au
 }
 
 /** The identity provider publishes `next`; the key set fetches it and reports the withdrawal. */
-async function publish(auth: Authenticator, jwks: JwksServer, keySet: RemoteKeySet, next: readonly SigningKey[]): Promise<void> {
+async function publish(
+  auth: Authenticator,
+  jwks: JwksServer,
+  keySet: RemoteKeySet,
+  next: readonly SigningKey[],
+): Promise<void> {
   jwks.setKeys(next.map((key) => key.publicJwk));
   const cleared = vi.spyOn(auth.cache, 'clear');
   expect(await keySet.refresh()).toBe(true);
@@ -92,7 +101,7 @@ describe('a key withdrawn while a token signed with it is being checked', () => 
     expect(auth.cache.size.verified).toBe(0);
   });
 
-  it('leaves it out of the connection\'s memo: the same connection\'s next call is refused', async () => {
+  it("leaves it out of the connection's memo: the same connection's next call is refused", async () => {
     const { auth, token, hold, withdraw } = await withdrawnDuringCheck();
     const connection = {};
 
@@ -103,7 +112,11 @@ describe('a key withdrawn while a token signed with it is being checked', () => 
 
     await expect(first).resolves.toMatchObject({ subject: 'alice' });
     expect(auth.rememberedOn(connection, `Bearer ${token}`)).toBeUndefined();
-    expect(await reasonOf(Promise.resolve().then(() => auth.principalOf(token, 'bearer token', connection, `Bearer ${token}`)))).toBe('unknown_key');
+    expect(
+      await reasonOf(
+        Promise.resolve().then(() => auth.principalOf(token, 'bearer token', connection, `Bearer ${token}`)),
+      ),
+    ).toBe('unknown_key');
   });
 
   it('does not let a call that arrives after the withdrawal join the check in flight', async () => {

@@ -15,8 +15,10 @@ async function privateJwk(alg: 'RS256' | 'ES256'): Promise<JWK> {
   return { ...(await exportJWK(privateKey)), kid: `${alg}-${randomUUID().slice(0, 8)}`, alg, use: 'sig' };
 }
 
-const claimsOf = (token: string) => JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
-const headerOf = (token: string) => JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString()) as Record<string, unknown>;
+const claimsOf = (token: string) =>
+  JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+const headerOf = (token: string) =>
+  JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString()) as Record<string, unknown>;
 
 let first: JWK;
 let second: JWK;
@@ -48,7 +50,12 @@ async function gatewayFor(idp: OpenIdProvider, keySets: Record<string, number> =
   });
 }
 
-const call = (token: string) => rawRequest(gw!.url, '/v2/updates/update-by-id', { method: 'POST', headers: ['Authorization', `Bearer ${token}`], body: '{"updateId":"1220ab","updateFormat":{}}' });
+const call = (token: string) =>
+  rawRequest(gw!.url, '/v2/updates/update-by-id', {
+    method: 'POST',
+    headers: ['Authorization', `Bearer ${token}`],
+    body: '{"updateId":"1220ab","updateFormat":{}}',
+  });
 
 describe('a real OpenID provider (oidc-provider, client credentials)', () => {
   it('issues JWT access tokens with a Canton audience that pass the gateway unchanged', async () => {
@@ -106,11 +113,17 @@ describe('a real OpenID provider (oidc-provider, client credentials)', () => {
     expect(upstream!.requests).toEqual([]);
 
     provider.setDown(false);
-    await expect.poll(async () => (await rawRequest(gw!.adminUrl, '/readyz')).status, { timeout: 5_000, interval: 100 }).toBe(200);
+    await expect
+      .poll(async () => (await rawRequest(gw!.adminUrl, '/readyz')).status, { timeout: 5_000, interval: 100 })
+      .toBe(200);
     expect((await call(token)).status).toBe(200);
     const metrics = await gw.registry.metrics();
-    expect(metrics).toMatch(/ledger_gateway_jwks_refreshes_total\{issuer="http:\/\/127\.0\.0\.1:\d+",result="failure"\} [1-9]/);
-    expect(metrics).toMatch(/ledger_gateway_jwks_refreshes_total\{issuer="http:\/\/127\.0\.0\.1:\d+",result="success"\} 1/);
+    expect(metrics).toMatch(
+      /ledger_gateway_jwks_refreshes_total\{issuer="http:\/\/127\.0\.0\.1:\d+",result="failure"\} [1-9]/,
+    );
+    expect(metrics).toMatch(
+      /ledger_gateway_jwks_refreshes_total\{issuer="http:\/\/127\.0\.0\.1:\d+",result="success"\} 1/,
+    );
     expect(metrics).toMatch(/ledger_gateway_auth_failures_total\{reason="keys_unavailable"\} 1/);
   });
 });

@@ -8,13 +8,17 @@ import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
 import {
-  startCantonWebSocketUpstream, type CantonReading, type CantonWebSocketUpstream,
+  startCantonWebSocketUpstream,
+  type CantonReading,
+  type CantonWebSocketUpstream,
 } from './support/canton-websocket.js';
 import { sign, signingKey, tamperedPayload, type SigningKey } from './support/keys.js';
 
 const ISSUER = 'https://idp.example.com';
 
-type Outcome = { opened: true; protocol: string; echo: string } | { opened: false; status: number; headers: http.IncomingHttpHeaders; body: string };
+type Outcome =
+  | { opened: true; protocol: string; echo: string }
+  | { opened: false; status: number; headers: http.IncomingHttpHeaders; body: string };
 
 function connect(url: string, protocols: string[], headers: Record<string, string> = {}): Promise<Outcome> {
   return new Promise((resolve, reject) => {
@@ -29,7 +33,14 @@ function connect(url: string, protocols: string[], headers: Record<string, strin
     socket.once('unexpected-response', (_request, response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => resolve({ opened: false, status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() }));
+      response.on('end', () =>
+        resolve({
+          opened: false,
+          status: response.statusCode ?? 0,
+          headers: response.headers,
+          body: Buffer.concat(chunks).toString(),
+        }),
+      );
     });
     socket.once('error', (error) => reject(error));
   });
@@ -84,9 +95,21 @@ function browserOnce(url: string, protocols: string[]): Promise<{ protocol: stri
 function rawUpgradeStatus(url: string, headerLines: string[]): Promise<number> {
   const { port } = new URL(url);
   return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(port), '127.0.0.1', () => socket.write([
-      'GET /v2/updates HTTP/1.1', 'Host: gw', 'Upgrade: websocket', 'Connection: Upgrade', 'Sec-WebSocket-Version: 13',
-      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', ...headerLines, '', ''].join('\r\n')));
+    const socket = net.connect(Number(port), '127.0.0.1', () =>
+      socket.write(
+        [
+          'GET /v2/updates HTTP/1.1',
+          'Host: gw',
+          'Upgrade: websocket',
+          'Connection: Upgrade',
+          'Sec-WebSocket-Version: 13',
+          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
+          ...headerLines,
+          '',
+          '',
+        ].join('\r\n'),
+      ),
+    );
     let text = '';
     socket.on('data', (data: Buffer) => {
       text += data.toString('latin1');
@@ -118,7 +141,11 @@ describe('WebSocket upgrades', () => {
     expect(upstream!.upgrades[0]!['sec-websocket-protocol']).toBe(`jwt.token.${good},jwt.token.${forged},daml.ws.auth`);
     // The other way round the participant would read the forged token: refused, never forwarded.
     const refused = await connect(url, [`jwt.token.${forged}`, `jwt.token.${good}`, 'daml.ws.auth']);
-    expect(refused).toMatchObject({ opened: false, status: 401, headers: { 'www-authenticate': 'Bearer error="invalid_token"' } });
+    expect(refused).toMatchObject({
+      opened: false,
+      status: 401,
+      headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
+    });
     expect(upstream!.upgrades).toHaveLength(1);
   });
 
@@ -131,8 +158,22 @@ describe('WebSocket upgrades', () => {
   });
 
   it.each([
-    ['a tampered token', async () => [`jwt.token.${tamperedPayload(await sign(key, { iss: ISSUER }), { sub: 'participant_admin' })}`, 'daml.ws.auth'], 'Bearer error="invalid_token"'],
-    ['an expired token', async () => [`jwt.token.${await sign(key, { iss: ISSUER, exp: Math.floor(Date.now() / 1000) - 60 })}`, 'daml.ws.auth'], 'Bearer error="invalid_token"'],
+    [
+      'a tampered token',
+      async () => [
+        `jwt.token.${tamperedPayload(await sign(key, { iss: ISSUER }), { sub: 'participant_admin' })}`,
+        'daml.ws.auth',
+      ],
+      'Bearer error="invalid_token"',
+    ],
+    [
+      'an expired token',
+      async () => [
+        `jwt.token.${await sign(key, { iss: ISSUER, exp: Math.floor(Date.now() / 1000) - 60 })}`,
+        'daml.ws.auth',
+      ],
+      'Bearer error="invalid_token"',
+    ],
     ['no token', async () => ['daml.ws.auth'], 'Bearer'],
   ])('refuses %s with 401 before the participant sees the upgrade', async (_name, protocols, challenge) => {
     const url = await setUp();
@@ -145,31 +186,41 @@ describe('WebSocket upgrades', () => {
     expect(upstream!.upgrades).toEqual([]);
   });
 
-  it('refuses an upgrade whose Connection header names the credential\'s field: the participant would read another token', async () => {
+  it("refuses an upgrade whose Connection header names the credential's field: the participant would read another token", async () => {
     // A proxy drops the fields Connection names (RFC 9110 §7.6.1): without the Authorization header
     // the gateway verified, the participant would read the jwt.token. subprotocol, never checked.
     const url = await setUp();
     const verified = await sign(key, { iss: ISSUER });
     const forged = tamperedPayload(verified, { sub: 'participant_admin' });
     const port = Number(new URL(url).port);
-    const raw = (head: string) => new Promise<string>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1', () => socket.write(head));
-      let text = '';
-      socket.on('data', (data: Buffer) => { text += data.toString('latin1'); });
-      socket.on('error', () => undefined);
-      socket.on('close', () => resolve(text));
-      setTimeout(() => socket.destroy(), 3_000);
-    });
-    const upgrade = (connection: string, extra: string) => `GET /v2/updates HTTP/1.1\r\nHost: gw\r\nUpgrade: websocket\r\nConnection: ${connection}\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`;
+    const raw = (head: string) =>
+      new Promise<string>((resolve) => {
+        const socket = net.connect(port, '127.0.0.1', () => socket.write(head));
+        let text = '';
+        socket.on('data', (data: Buffer) => {
+          text += data.toString('latin1');
+        });
+        socket.on('error', () => undefined);
+        socket.on('close', () => resolve(text));
+        setTimeout(() => socket.destroy(), 3_000);
+      });
+    const upgrade = (connection: string, extra: string) =>
+      `GET /v2/updates HTTP/1.1\r\nHost: gw\r\nUpgrade: websocket\r\nConnection: ${connection}\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`;
     for (const [connection, extra] of [
-      ['Upgrade, Authorization', `Authorization: Bearer ${verified}\r\nSec-WebSocket-Protocol: jwt.token.${forged},daml.ws.auth\r\n`],
+      [
+        'Upgrade, Authorization',
+        `Authorization: Bearer ${verified}\r\nSec-WebSocket-Protocol: jwt.token.${forged},daml.ws.auth\r\n`,
+      ],
       ['upgrade,AUTHORIZATION', `Authorization: Bearer ${verified}\r\nSec-WebSocket-Protocol: daml.ws.auth\r\n`],
       ['Upgrade, Sec-WebSocket-Protocol', `Sec-WebSocket-Protocol: jwt.token.${verified},daml.ws.auth\r\n`],
       ['Upgrade, sec-websocket-protocol', `Sec-WebSocket-Protocol: daml.ws.auth, jwt.token.${verified}\r\n`],
     ]) {
       const answer = await raw(upgrade(connection!, extra!));
       expect(answer, connection).toMatch(/^HTTP\/1\.1 400 /);
-      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), connection).toMatchObject({ code: 'GATEWAY_MALFORMED_REQUEST', cause: expect.stringContaining('the Connection header names') });
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), connection).toMatchObject({
+        code: 'GATEWAY_MALFORMED_REQUEST',
+        cause: expect.stringContaining('the Connection header names'),
+      });
     }
     expect(upstream!.upgrades).toHaveLength(0);
     // The same Authorization with a plain Connection header is tunnelled, and reaches the participant.
@@ -179,7 +230,7 @@ describe('WebSocket upgrades', () => {
   });
 
   it.each(['split', 'trimmed'] as CantonReading[])(
-    'lets a browser\'s `daml.ws.auth, jwt.token.<JWT>` through; a participant reading it the %s way finds the token',
+    "lets a browser's `daml.ws.auth, jwt.token.<JWT>` through; a participant reading it the %s way finds the token",
     async (reading) => {
       canton = await startCantonWebSocketUpstream(reading);
       const token = await sign(key, { iss: ISSUER });

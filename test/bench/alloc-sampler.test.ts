@@ -29,10 +29,15 @@ async function until(check: () => boolean, timeoutMs: number): Promise<void> {
 describe('alloc-sampler', () => {
   it('samples between two SIGUSR2 and writes a profile that names the allocating function', async () => {
     const out = join(mkdtempSync(join(tmpdir(), 'alloc-sampler-')), 'profile.heapprofile');
-    const child = spawn(process.execPath, ['--import', SAMPLER, '-e', CHILD], { env: { ...process.env, ALLOC_PROFILE_OUT: out }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', SAMPLER, '-e', CHILD], {
+      env: { ...process.env, ALLOC_PROFILE_OUT: out },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     try {
       let output = '';
-      child.stdout.on('data', (chunk) => { output += chunk; });
+      child.stdout.on('data', (chunk) => {
+        output += chunk;
+      });
       await until(() => output.includes('ready'), 10_000);
       child.kill('SIGUSR2');
       await sleep(500);
@@ -43,7 +48,12 @@ describe('alloc-sampler', () => {
       // About 64 KB a millisecond for ~0.5 s: far more than one sampling interval, all of it garbage.
       const perRequest = Number(/allocated per request: ([\d,]+) B/.exec(lines[0]!)?.[1]?.replaceAll(',', ''));
       expect(perRequest).toBeGreaterThan(1_000_000);
-      const top = lines.slice(lines.findIndex((line) => line.startsWith('by function')) + 1, lines.findIndex((line) => line.startsWith('by function')) + 3).join('\n');
+      const top = lines
+        .slice(
+          lines.findIndex((line) => line.startsWith('by function')) + 1,
+          lines.findIndex((line) => line.startsWith('by function')) + 3,
+        )
+        .join('\n');
       expect(top).toContain('churn');
     } finally {
       child.kill('SIGKILL');

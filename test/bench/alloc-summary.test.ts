@@ -2,11 +2,19 @@
 import { describe, expect, it } from 'vitest';
 import { originOf, summarizeAllocations } from '../../bench/alloc-summary.mjs';
 
-interface Node { callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number; scriptId: string }; selfSize: number; id: number; children: Node[] }
+interface Node {
+  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number; scriptId: string };
+  selfSize: number;
+  id: number;
+  children: Node[];
+}
 
 let ids = 0;
 const node = (functionName: string, url: string, selfSize: number, children: Node[] = [], lineNumber = 0): Node => ({
-  callFrame: { functionName, url, lineNumber, columnNumber: 0, scriptId: '0' }, selfSize, id: ++ids, children,
+  callFrame: { functionName, url, lineNumber, columnNumber: 0, scriptId: '0' },
+  selfSize,
+  id: ++ids,
+  children,
 });
 
 /**
@@ -17,12 +25,24 @@ const node = (functionName: string, url: string, selfSize: number, children: Nod
  */
 const profile = {
   head: node('(root)', '', 0, [
-    node('parserOnIncoming', 'node:_http_server', 3_000, [
-      node('handler', 'file:///srv/gateway/dist/app.js', 1_000, [
-        node('dispatch', 'file:///srv/gateway/node_modules/undici/lib/dispatcher/pool-base.js', 4_000, [], 155),
-        node('write', 'file:///srv/gateway/dist/telemetry/logging.js', 1_500, [], 227),
-      ], 205),
-    ], 1166),
+    node(
+      'parserOnIncoming',
+      'node:_http_server',
+      3_000,
+      [
+        node(
+          'handler',
+          'file:///srv/gateway/dist/app.js',
+          1_000,
+          [
+            node('dispatch', 'file:///srv/gateway/node_modules/undici/lib/dispatcher/pool-base.js', 4_000, [], 155),
+            node('write', 'file:///srv/gateway/dist/telemetry/logging.js', 1_500, [], 227),
+          ],
+          205,
+        ),
+      ],
+      1166,
+    ),
     node('(V8 API)', '', 500),
     node('emit', 'node:events', 0, [node('handler', 'file:///srv/gateway/dist/app.js', 500, [], 205)]),
   ]),

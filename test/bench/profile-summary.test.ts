@@ -5,7 +5,13 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { summarizeProfile } from '../../bench/profile-summary.mjs';
 
-const frame = (functionName: string, url: string, lineNumber = 0) => ({ functionName, url, lineNumber, columnNumber: 0, scriptId: '0' });
+const frame = (functionName: string, url: string, lineNumber = 0) => ({
+  functionName,
+  url,
+  lineNumber,
+  columnNumber: 0,
+  scriptId: '0',
+});
 
 /**
  * (root) -> handler (dist/app.js) -> request (undici) ; handler -> hash (node:internal/crypto/hash)
@@ -15,7 +21,11 @@ function writeProfile(): string {
   const nodes = [
     { id: 1, callFrame: frame('(root)', ''), children: [2, 5, 6] },
     { id: 2, callFrame: frame('handler', 'file:///srv/gateway/dist/app.js', 175), children: [3, 4] },
-    { id: 3, callFrame: frame('request', 'file:///srv/gateway/node_modules/undici/lib/api/api-request.js', 189), children: [] },
+    {
+      id: 3,
+      callFrame: frame('request', 'file:///srv/gateway/node_modules/undici/lib/api/api-request.js', 189),
+      children: [],
+    },
     { id: 4, callFrame: frame('hash', 'node:internal/crypto/hash', 292), children: [] },
     { id: 5, callFrame: frame('(idle)', ''), children: [] },
     { id: 6, callFrame: frame('loadModule', 'node:internal/modules/esm/loader', 10), children: [] },
@@ -32,21 +42,22 @@ describe('summarizeProfile', () => {
   it('ranks self time and sums inclusive time by package and own file, start-up and idle left out', () => {
     const lines = summarizeProfile(writeProfile(), { skipSeconds: 0.5 });
     expect(lines[0]).toBe('profile: 10 busy samples (19 in all)');
-    const self = lines.slice(lines.indexOf('self time, top 25:') + 1, lines.findIndex((line) => line.startsWith('inclusive')));
+    const self = lines.slice(
+      lines.indexOf('self time, top 25:') + 1,
+      lines.findIndex((line) => line.startsWith('inclusive')),
+    );
     expect(self).toEqual([
       '   50.0%  request  pkg undici:190',
       '   30.0%  hash  node:internal/crypto/hash:293',
       '   20.0%  handler  dist/app.js:176',
     ]);
     const inclusive = lines.slice(lines.findIndex((line) => line.startsWith('inclusive')) + 1);
-    expect(inclusive).toEqual([
-      '  100.0%  dist/app.js',
-      '   50.0%  pkg undici',
-      '   30.0%  node:internal',
-    ]);
+    expect(inclusive).toEqual(['  100.0%  dist/app.js', '   50.0%  pkg undici', '   30.0%  node:internal']);
   });
 
   it('says so when nothing was busy after the start-up', () => {
-    expect(summarizeProfile(writeProfile(), { skipSeconds: 60 })).toEqual(['profile: no busy samples after the start-up was left out']);
+    expect(summarizeProfile(writeProfile(), { skipSeconds: 60 })).toEqual([
+      'profile: no busy samples after the start-up was left out',
+    ]);
   });
 });

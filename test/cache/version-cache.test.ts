@@ -4,7 +4,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
-const VERSION = { version: '3.5.10', features: { experimental: {}, userManagement: { supported: true, maxRightsPerUser: 1000, maxUsersPageSize: 1000 } } };
+const VERSION = {
+  version: '3.5.10',
+  features: { experimental: {}, userManagement: { supported: true, maxRightsPerUser: 1000, maxUsersPageSize: 1000 } },
+};
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
@@ -28,7 +31,9 @@ describe('version cache', () => {
       setTimeout(() => answerJson(200, VERSION)(request, response), 500); // a slow participant: the misses overlap
     });
     gw = await startGateway(upstream.url);
-    const answers = await Promise.all(Array.from({ length: 100 }, () => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() })));
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, () => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() })),
+    );
     expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
     const bodies = await Promise.all(answers.map((a) => a.json()));
     expect(bodies.every((b) => JSON.stringify(b) === JSON.stringify(VERSION))).toBe(true);
@@ -67,9 +72,13 @@ describe('version cache', () => {
     expect(await cacheCounts(gw)).toEqual({ miss: 2, hit: 5 });
   });
 
-  it('replays the participant\'s bytes exactly on a hit, whatever they are (UTF-8, and bytes that are not)', async () => {
+  it("replays the participant's bytes exactly on a hit, whatever they are (UTF-8, and bytes that are not)", async () => {
     // "é", a 4-byte emoji, and a lone 0xff that is not UTF-8 at all: a hit must not re-encode anything.
-    const body = Buffer.concat([Buffer.from('{"version":"3.5.10","note":"é 🦀 '), Buffer.from([0xff, 0xc3]), Buffer.from('"}')]);
+    const body = Buffer.concat([
+      Buffer.from('{"version":"3.5.10","note":"é 🦀 '),
+      Buffer.from([0xff, 0xc3]),
+      Buffer.from('"}'),
+    ]);
     upstream = await startRecordingUpstream((_request, response) => {
       response.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
       response.end(body);
@@ -85,7 +94,18 @@ describe('version cache', () => {
   });
 
   it('never stores an error: a 500 goes to the client whole and the next call asks again', async () => {
-    const failure = { code: 'LEDGER_API_INTERNAL_ERROR', cause: 'boom', correlationId: null, traceId: null, context: {}, resources: [], errorCategory: 4, grpcCodeValue: 13, retryInfo: null, definiteAnswer: null };
+    const failure = {
+      code: 'LEDGER_API_INTERNAL_ERROR',
+      cause: 'boom',
+      correlationId: null,
+      traceId: null,
+      context: {},
+      resources: [],
+      errorCategory: 4,
+      grpcCodeValue: 13,
+      retryInfo: null,
+      definiteAnswer: null,
+    };
     upstream = await startRecordingUpstream(answerJson(500, failure));
     gw = await startGateway(upstream.url);
     const refused = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
@@ -117,25 +137,41 @@ describe('version cache', () => {
     expect(await cacheCounts(gw)).toMatchObject({ miss: 2, stale: 1 });
   });
 
-  it('does not serve stale for a 4xx: the participant\'s refusal goes through', async () => {
+  it("does not serve stale for a 4xx: the participant's refusal goes through", async () => {
     upstream = await startRecordingUpstream(answerJson(200, VERSION));
     gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 1, staleIfErrorSeconds: 60 } });
     await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
-    upstream.respond(answerJson(403, { code: 'NA', cause: 'A security-sensitive error has been received', errorCategory: -1, grpcCodeValue: 7 }));
+    upstream.respond(
+      answerJson(403, {
+        code: 'NA',
+        cause: 'A security-sensitive error has been received',
+        errorCategory: -1,
+        grpcCodeValue: 7,
+      }),
+    );
     await sleep(1_100);
     const refused = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
     expect(refused.status).toBe(403);
   });
 
-  it('gives a caller that joined another\'s refresh its own answer, never the other caller\'s refusal', async () => {
+  it("gives a caller that joined another's refresh its own answer, never the other caller's refusal", async () => {
     // The participant refuses bob's token (a user it cannot resolve) and answers alice.
     upstream = await startRecordingUpstream((request, response) => {
       const authorization = request.headers.authorization;
       if (authorization === undefined) return answerJson(200, VERSION)(request, response); // the gateway's readiness probe
       const subject = JSON.parse(Buffer.from(authorization.split('.')[1]!, 'base64url').toString()).sub as string;
-      setTimeout(() => (subject === 'bob'
-        ? answerJson(403, { code: 'NA', cause: 'A security-sensitive error has been received', correlationId: 'bob-call', grpcCodeValue: 7 })
-        : answerJson(200, VERSION))(request, response), subject === 'bob' ? 300 : 0);
+      setTimeout(
+        () =>
+          (subject === 'bob'
+            ? answerJson(403, {
+                code: 'NA',
+                cause: 'A security-sensitive error has been received',
+                correlationId: 'bob-call',
+                grpcCodeValue: 7,
+              })
+            : answerJson(200, VERSION))(request, response),
+        subject === 'bob' ? 300 : 0,
+      );
     });
     gw = await startGateway(upstream.url);
     const bob = { authorization: `Bearer ${await gw.issuer.mint({ sub: 'bob' })}` };
@@ -154,9 +190,18 @@ describe('version cache', () => {
     upstream = await startRecordingUpstream((request, response) => {
       const accepts = request.headers['accept-encoding'];
       const body = Buffer.from(JSON.stringify(VERSION));
-      if (accepts === 'identity') return void response.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length }).end(body);
+      if (accepts === 'identity')
+        return void response
+          .writeHead(200, { 'content-type': 'application/json', 'content-length': body.length })
+          .end(body);
       const zipped = gzipSync(body);
-      response.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': zipped.length }).end(zipped);
+      response
+        .writeHead(200, {
+          'content-type': 'application/json',
+          'content-encoding': 'gzip',
+          'content-length': zipped.length,
+        })
+        .end(zipped);
     });
     gw = await startGateway(upstream.url);
     const first = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ 'accept-encoding': 'gzip, br' }) });
@@ -172,7 +217,13 @@ describe('version cache', () => {
   it('does not store an answer in another encoding, should the participant send one anyway', async () => {
     upstream = await startRecordingUpstream((request, response) => {
       const zipped = gzipSync(Buffer.from(JSON.stringify(VERSION)));
-      response.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': zipped.length }).end(zipped);
+      response
+        .writeHead(200, {
+          'content-type': 'application/json',
+          'content-encoding': 'gzip',
+          'content-length': zipped.length,
+        })
+        .end(zipped);
     });
     gw = await startGateway(upstream.url);
     for (let i = 0; i < 2; i++) {
@@ -184,7 +235,10 @@ describe('version cache', () => {
 
   it('answers callers waiting on a refresh that a purge cut short: with the answer it brings, which is not stored', async () => {
     upstream = await startRecordingUpstream((request, response) => {
-      setTimeout(() => answerJson(200, VERSION)(request, response), request.headers.authorization === undefined ? 0 : 500);
+      setTimeout(
+        () => answerJson(200, VERSION)(request, response),
+        request.headers.authorization === undefined ? 0 : 500,
+      );
     });
     gw = await startGateway(upstream.url);
     const waiting = [1, 2, 3].map(() => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() }));
@@ -203,12 +257,28 @@ describe('version cache', () => {
   it('tells callers that joined a refresh the participant failed (5xx) so itself, without asking again for each', async () => {
     upstream = await startRecordingUpstream((request, response) => {
       if (request.headers.authorization === undefined) return answerJson(200, VERSION)(request, response); // the readiness probe
-      setTimeout(() => answerJson(503, { code: 'SERVICE_NOT_RUNNING', cause: 'down', grpcCodeValue: 14, errorCategory: 1 })(request, response), 300);
+      setTimeout(
+        () =>
+          answerJson(503, { code: 'SERVICE_NOT_RUNNING', cause: 'down', grpcCodeValue: 14, errorCategory: 1 })(
+            request,
+            response,
+          ),
+        300,
+      );
     });
     gw = await startGateway(upstream.url);
-    const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() })));
-    const bodies = await Promise.all(answers.map(async (answer) => ({ status: answer.status, code: (await answer.json() as { code: string }).code })));
-    expect(bodies.filter((body) => body.code === 'SERVICE_NOT_RUNNING')).toEqual([{ status: 503, code: 'SERVICE_NOT_RUNNING' }]); // the caller whose refresh it was
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() })),
+    );
+    const bodies = await Promise.all(
+      answers.map(async (answer) => ({
+        status: answer.status,
+        code: ((await answer.json()) as { code: string }).code,
+      })),
+    );
+    expect(bodies.filter((body) => body.code === 'SERVICE_NOT_RUNNING')).toEqual([
+      { status: 503, code: 'SERVICE_NOT_RUNNING' },
+    ]); // the caller whose refresh it was
     expect(bodies.filter((body) => body.code === 'GATEWAY_UPSTREAM_UNAVAILABLE')).toHaveLength(19);
     expect(upstream.requests.filter((request) => request.headers.authorization !== undefined)).toHaveLength(1);
   });
@@ -231,14 +301,17 @@ describe('version cache', () => {
     const body = await anonymous.text();
     expect(body).not.toContain('3.5.10');
     expect(JSON.parse(body)).toMatchObject({ code: 'NA', grpcCodeValue: 16, errorCategory: -1 });
-    expect((await fetch(`${gw.url}/v2/version`, { headers: { authorization: 'Bearer not.a.token' } })).status).toBe(401);
+    expect((await fetch(`${gw.url}/v2/version`, { headers: { authorization: 'Bearer not.a.token' } })).status).toBe(
+      401,
+    );
     expect(upstream.requests).toHaveLength(1);
   });
 
   it('is off with ttlSeconds 0: every call goes upstream', async () => {
     upstream = await startRecordingUpstream(answerJson(200, VERSION));
     gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 0 } });
-    for (let i = 0; i < 3; i++) expect((await fetch(`${gw.url}/v2/version`, { headers: gw.auth() })).headers.get('x-cache')).toBeNull();
+    for (let i = 0; i < 3; i++)
+      expect((await fetch(`${gw.url}/v2/version`, { headers: gw.auth() })).headers.get('x-cache')).toBeNull();
     expect(upstream.requests).toHaveLength(3);
   });
 });

@@ -139,7 +139,9 @@ describe('redaction', () => {
     });
     const yaml = effectiveConfigYaml(config, provenance);
     expect(yaml).toContain('  port: 9000 # LEDGER_GATEWAY_PORT\n');
-    expect(yaml).toContain('\ncors:\n  enabled: false\n  # LEDGER_GATEWAY_CORS__ORIGINS\n  origins:\n    - https://a\n');
+    expect(yaml).toContain(
+      '\ncors:\n  enabled: false\n  # LEDGER_GATEWAY_CORS__ORIGINS\n  origins:\n    - https://a\n',
+    );
     expect(yaml.indexOf('server:')).toBe(0); // the schema's order
   });
 });

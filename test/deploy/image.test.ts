@@ -19,8 +19,14 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { ROOT, buildDist, startProcess, type GatewayProcess } from '../helpers/process.js';
 import {
-  DOWNWARD_API_TEST_VALUES, configPathOf, containerEnvironment, effectiveConfig, gatewayWorkload,
-  mountedConfigMapFile, readDockerfile, renderKustomization,
+  DOWNWARD_API_TEST_VALUES,
+  configPathOf,
+  containerEnvironment,
+  effectiveConfig,
+  gatewayWorkload,
+  mountedConfigMapFile,
+  readDockerfile,
+  renderKustomization,
 } from './manifests.js';
 
 const SECRETS_MOUNT = '/etc/ledger-gateway/secrets/';
@@ -44,12 +50,17 @@ describe('Dockerfile', () => {
     expect(source?.lines.some((line) => /\bnpm ci\b.*--omit=dev/.test(line))).toBe(true);
     // The `node` devDependency (the Node binary npm scripts use) and the test tools are dev-only in
     // the lockfile, so --omit=dev leaves them out.
-    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { dev?: boolean }>;
+    };
     for (const name of ['node', 'typescript', 'vitest', 'kubernetes-models']) {
       expect(lock.packages[`node_modules/${name}`]?.dev, name).toBe(true);
     }
     // Only the build output and the package manifest join them.
-    expect(copies.filter((line) => line !== modules).map((line) => line.split(/\s+/).at(-1))).toEqual(['./package.json', './dist']);
+    expect(copies.filter((line) => line !== modules).map((line) => line.split(/\s+/).at(-1))).toEqual([
+      './package.json',
+      './dist',
+    ]);
   });
 
   it('runs as a numeric non-root user, with an exec-form entry command that loads the OpenTelemetry bootstrap first', () => {
@@ -65,15 +76,21 @@ describe('Dockerfile', () => {
     expect(final.lines.some((line) => line.startsWith('HEALTHCHECK'))).toBe(false); // Kubernetes probes instead
   });
 
-  it('sends only the build\'s inputs as context (.dockerignore)', () => {
-    const ignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
+  it("sends only the build's inputs as context (.dockerignore)", () => {
+    const ignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && !line.startsWith('#'));
     expect(ignore[0]).toBe('*');
     const included = ignore.filter((line) => line.startsWith('!')).map((line) => line.slice(1).replace(/\/$/, ''));
-    for (const excluded of ['node_modules', 'dist', '.git', 'test', 'deploy', '.dev']) expect(included).not.toContain(excluded);
-    const contextSources = dockerfile.stages.flatMap((stage) => stage.lines)
+    for (const excluded of ['node_modules', 'dist', '.git', 'test', 'deploy', '.dev'])
+      expect(included).not.toContain(excluded);
+    const contextSources = dockerfile.stages
+      .flatMap((stage) => stage.lines)
       .filter((line) => line.startsWith('COPY ') && !line.includes('--from='))
       .flatMap((line) => line.split(/\s+/).slice(1, -1));
-    for (const source of contextSources) expect(included, `${source} is in the build context`).toContain(source.replace(/\/$/, ''));
+    for (const source of contextSources)
+      expect(included, `${source} is in the build context`).toContain(source.replace(/\/$/, ''));
   });
 });
 
@@ -85,14 +102,18 @@ interface JwksServer {
 }
 
 function listen(server: Server): Promise<string> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)),
+  );
 }
 
 const closeServer = (server: Server) => new Promise<void>((resolve) => server.close(() => resolve()));
 
 async function startJwksServer(publicKey: KeyObject, kid: string): Promise<JwksServer> {
   const body = JSON.stringify({ keys: [{ ...publicKey.export({ format: 'jwk' }), kid, alg: 'RS256', use: 'sig' }] });
-  const server = createServer((_request, response) => response.writeHead(200, { 'content-type': 'application/json' }).end(body));
+  const server = createServer((_request, response) =>
+    response.writeHead(200, { 'content-type': 'application/json' }).end(body),
+  );
   const url = await listen(server);
   return { url: `${url}/realms/canton/protocol/openid-connect/certs`, close: () => closeServer(server) };
 }
@@ -109,7 +130,11 @@ async function startCollector(): Promise<Collector> {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      exports.push({ path: request.url ?? '', contentType: request.headers['content-type'], body: Buffer.concat(chunks) });
+      exports.push({
+        path: request.url ?? '',
+        contentType: request.headers['content-type'],
+        body: Buffer.concat(chunks),
+      });
       response.writeHead(200, { 'content-type': request.headers['content-type'] ?? 'application/x-protobuf' }).end();
     });
   });
@@ -129,7 +154,7 @@ function podOf(overlay: 'ingress' | 'sidecar') {
 
 beforeAll(() => buildDist(), 120_000);
 
-describe.each(['ingress', 'sidecar'] as const)('the image\'s entry command with the %s overlay\'s config', (overlay) => {
+describe.each(['ingress', 'sidecar'] as const)("the image's entry command with the %s overlay's config", (overlay) => {
   const running: Array<() => Promise<unknown>> = [];
   afterEach(async () => {
     for (const stop of running.splice(0).reverse()) await stop();
@@ -188,20 +213,30 @@ describe.each(['ingress', 'sidecar'] as const)('the image\'s entry command with 
       await gateway.exited;
     });
 
-    await expect.poll(async () => (await fetch(`${gateway.admin}/readyz`)).status, { timeout: 15_000, interval: 200 }).toBe(200);
+    await expect
+      .poll(async () => (await fetch(`${gateway.admin}/readyz`)).status, { timeout: 15_000, interval: 200 })
+      .toBe(200);
     expect((await fetch(`${gateway.admin}/livez`)).status).toBe(200);
 
     // A token of the configured issuer passes; the caller's sampled trace is continued and exported.
     const issuer = pod.config.auth.issuers[0]!;
     const now = Math.floor(Date.now() / 1000);
-    const token = await new SignJWT({ iss: issuer.issuer, aud: issuer.audience, sub: 'alice', iat: now, exp: now + 120 })
+    const token = await new SignJWT({
+      iss: issuer.issuer,
+      aud: issuer.audience,
+      sub: 'alice',
+      iat: now,
+      exp: now + 120,
+    })
       .setProtectedHeader({ alg: 'RS256', kid })
       .sign(privateKey);
     const traceId = randomBytes(16).toString('hex');
     const traceparent = `00-${traceId}-${randomBytes(8).toString('hex')}-01`;
     const refused = await fetch(`${gateway.api}/v2/version`);
     expect(refused.status).toBe(401);
-    const answer = await fetch(`${gateway.api}/v2/version`, { headers: { authorization: `Bearer ${token}`, traceparent } });
+    const answer = await fetch(`${gateway.api}/v2/version`, {
+      headers: { authorization: `Bearer ${token}`, traceparent },
+    });
     expect(answer.status).toBe(200);
     expect(((await answer.json()) as { version: string }).version).toMatch(/^3\./);
 

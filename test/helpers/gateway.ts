@@ -18,12 +18,21 @@ export interface RunningGateway {
   close(): Promise<void>;
 }
 
-type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K] };
+type DeepPartial<T> = {
+  [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K];
+};
 
 function merge(target: Record<string, unknown>, source: Record<string, unknown>): Record<string, unknown> {
   for (const [key, value] of Object.entries(source)) {
     const existing = target[key];
-    if (value && typeof value === 'object' && !Array.isArray(value) && existing && typeof existing === 'object' && !Array.isArray(existing)) {
+    if (
+      value &&
+      typeof value === 'object' &&
+      !Array.isArray(value) &&
+      existing &&
+      typeof existing === 'object' &&
+      !Array.isArray(existing)
+    ) {
       merge(existing as Record<string, unknown>, value as Record<string, unknown>);
     } else {
       target[key] = value;
@@ -32,13 +41,19 @@ function merge(target: Record<string, unknown>, source: Record<string, unknown>)
   return target;
 }
 
-export function testConfig(upstreamUrl: string, overrides: DeepPartial<GatewayConfig> | Record<string, unknown> = {}): GatewayConfig {
-  const raw = merge({
-    server: { host: '127.0.0.1', port: 0 },
-    admin: { host: '127.0.0.1', port: 0 },
-    upstream: { url: upstreamUrl },
-    log: { level: 'silent' },
-  }, structuredClone(overrides) as Record<string, unknown>);
+export function testConfig(
+  upstreamUrl: string,
+  overrides: DeepPartial<GatewayConfig> | Record<string, unknown> = {},
+): GatewayConfig {
+  const raw = merge(
+    {
+      server: { host: '127.0.0.1', port: 0 },
+      admin: { host: '127.0.0.1', port: 0 },
+      upstream: { url: upstreamUrl },
+      log: { level: 'silent' },
+    },
+    structuredClone(overrides) as Record<string, unknown>,
+  );
   return validateGatewayConfig(raw, 'test');
 }
 
@@ -52,9 +67,10 @@ export async function startGateway(
   options: Partial<GatewayOptions> = {},
 ): Promise<RunningGateway> {
   const issuer = await createTestIssuer();
-  const withAuth = 'auth' in overrides
-    ? overrides
-    : { ...overrides, auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT } };
+  const withAuth =
+    'auth' in overrides
+      ? overrides
+      : { ...overrides, auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT } };
   const config = testConfig(upstreamUrl, withAuth);
   const registry = new Registry();
   const gateway = await buildGateway(config, { upstreamUrl, registry, logger: false, ...options });
@@ -77,7 +93,11 @@ export async function startGateway(
  * gateway has no such metric, so that a renamed metric cannot read as 0; a labelled series not
  * seen yet reads 0.
  */
-export async function gauge(gateway: { registry: Registry }, name: string, labels: Record<string, string> = {}): Promise<number> {
+export async function gauge(
+  gateway: { registry: Registry },
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number> {
   const metric = (await gateway.registry.getMetricsAsJSON()).find((m) => m.name === name);
   if (metric === undefined) throw new Error(`no metric ${name}`);
   const values = metric.values as Array<{ value: number; labels: Record<string, string | number> }>;

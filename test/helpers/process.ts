@@ -28,14 +28,21 @@ export function writeConfig(yaml: string): string {
  * A config file for a gateway process on 127.0.0.1 port 0 (API and admin) in front of `upstreamUrl`,
  * trusting `issuer` (an `auth.issuers[]` entry); `extra` adds YAML lines (other sections).
  */
-export function writeGatewayConfig(upstreamUrl: string, issuer: object, participantId: string, extra: string[] = []): string {
-  return writeConfig([
-    `auth: { participantId: ${participantId}, issuers: [${JSON.stringify(issuer)}] }`,
-    `upstream: { url: "${upstreamUrl}" }`,
-    'server: { host: 127.0.0.1, port: 0 }',
-    'admin: { host: 127.0.0.1, port: 0 }',
-    ...extra,
-  ].join('\n'));
+export function writeGatewayConfig(
+  upstreamUrl: string,
+  issuer: object,
+  participantId: string,
+  extra: string[] = [],
+): string {
+  return writeConfig(
+    [
+      `auth: { participantId: ${participantId}, issuers: [${JSON.stringify(issuer)}] }`,
+      `upstream: { url: "${upstreamUrl}" }`,
+      'server: { host: 127.0.0.1, port: 0 }',
+      'admin: { host: 127.0.0.1, port: 0 }',
+      ...extra,
+    ].join('\n'),
+  );
 }
 
 export interface GatewayProcess {
@@ -50,7 +57,11 @@ export interface GatewayProcess {
 
 /** Starts `node dist/main.js ...args` and waits (bounded) for its "listening" log line. */
 export function startProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 15_000): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, [...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const output: string[] = [];
   // 'close', not 'exit': the process can exit before its last output is read.
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
@@ -85,18 +96,31 @@ export function startProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeou
 }
 
 /** Runs the CLI to completion (bounded) and returns its exit code and output. */
-export function runToExit(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 15_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runToExit(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  timeoutMs = 15_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`did not exit within ${timeoutMs} ms`));
     }, timeoutMs);
-    child.once('close', (code) => { // after the output is read, not merely after the exit
+    child.once('close', (code) => {
+      // after the output is read, not merely after the exit
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });

@@ -35,13 +35,21 @@ export interface RecordingUpstream {
   close(): Promise<void>;
 }
 
-export const answerJson = (status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): UpstreamHandler => (_request, response) => {
-  const text = typeof body === 'string' ? body : JSON.stringify(body);
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  response.end(text);
-};
+export const answerJson =
+  (status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): UpstreamHandler =>
+  (_request, response) => {
+    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    response.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(text),
+      ...headers,
+    });
+    response.end(text);
+  };
 
-export async function startRecordingUpstream(handler: UpstreamHandler = answerJson(200, { ok: true })): Promise<RecordingUpstream> {
+export async function startRecordingUpstream(
+  handler: UpstreamHandler = answerJson(200, { ok: true }),
+): Promise<RecordingUpstream> {
   const requests: RecordedRequest[] = [];
   const probes: RecordedRequest[] = [];
   let current = handler;
@@ -71,9 +79,10 @@ export async function startRecordingUpstream(handler: UpstreamHandler = answerJs
     respond(next) {
       current = next;
     },
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

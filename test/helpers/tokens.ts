@@ -20,7 +20,12 @@ export async function createTestIssuer(issuer = TEST_ISSUER, kid = 'test-key-1')
   return {
     issuerConfig: { issuer, jwks: { keys: [jwk] } },
     kid,
-    mint: (claims = {}, header = {}) => signToken(privateKey, { iss: issuer, sub: 'alice', aud: TEST_AUDIENCE, ...claims }, { alg: 'RS256', kid, ...header }),
+    mint: (claims = {}, header = {}) =>
+      signToken(
+        privateKey,
+        { iss: issuer, sub: 'alice', aud: TEST_AUDIENCE, ...claims },
+        { alg: 'RS256', kid, ...header },
+      ),
   };
 }
 

@@ -18,9 +18,13 @@ export interface WebSocketUpstream {
  */
 export async function startWebSocketUpstream(tls?: { cert: Buffer; key: Buffer }): Promise<WebSocketUpstream> {
   const upgrades: http.IncomingHttpHeaders[] = [];
-  const answer = (_request: http.IncomingMessage, response: http.ServerResponse) => response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+  const answer = (_request: http.IncomingMessage, response: http.ServerResponse) =>
+    response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
   const server = tls === undefined ? http.createServer(answer) : https.createServer(tls, answer);
-  const wss = new WebSocketServer({ noServer: true, handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false) });
+  const wss = new WebSocketServer({
+    noServer: true,
+    handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false),
+  });
   wss.on('connection', (socket) => socket.on('message', (data) => socket.send(`echo:${data.toString()}`)));
   server.on('upgrade', (request, socket, head) => {
     upgrades.push(request.headers);

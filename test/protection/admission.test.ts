@@ -8,7 +8,8 @@ import { resolveProtectionConfig } from '../../src/protection/config.js';
 import { IDLE_KEYS_MAX, createMemoryStore } from '../../src/protection/memory-store.js';
 import { StoreUnavailableError, type LimitStore } from '../../src/protection/store.js';
 
-const resolve = (protection: Record<string, unknown>) => resolveProtectionConfig(validateGatewayConfig({ protection }, 'test'));
+const resolve = (protection: Record<string, unknown>) =>
+  resolveProtectionConfig(validateGatewayConfig({ protection }, 'test'));
 
 function refusalOf(action: () => unknown): GatewayError {
   try {
@@ -33,11 +34,20 @@ async function asyncRefusalOf(action: () => unknown): Promise<GatewayError> {
 describe('admission (memory store)', () => {
   it('caps concurrent calls per caller and operation, counting each operation separately', () => {
     const store = createMemoryStore({ maxKeys: 100 });
-    const protection = createProtection(resolve({ operations: { submitAndWaitForTransaction: { maxInFlightPerPrincipal: 2 } } }), store);
-    const held = [protection.admit('submitAndWaitForTransaction', 'p:alice'), protection.admit('submitAndWaitForTransaction', 'p:alice')] as Release[];
+    const protection = createProtection(
+      resolve({ operations: { submitAndWaitForTransaction: { maxInFlightPerPrincipal: 2 } } }),
+      store,
+    );
+    const held = [
+      protection.admit('submitAndWaitForTransaction', 'p:alice'),
+      protection.admit('submitAndWaitForTransaction', 'p:alice'),
+    ] as Release[];
     const refused = refusalOf(() => protection.admit('submitAndWaitForTransaction', 'p:alice'));
     expect(refused.definition).toBe(Errors.GATEWAY_RESOURCE_EXHAUSTED);
-    expect(refused.details.context).toEqual({ operation: 'submitAndWaitForTransaction', limit: 'principalConcurrency' });
+    expect(refused.details.context).toEqual({
+      operation: 'submitAndWaitForTransaction',
+      limit: 'principalConcurrency',
+    });
     expect(refused.headers).toEqual({ 'retry-after': '1' });
     expect(() => protection.admit('submitAndWaitForTransaction', 'p:bob')).not.toThrow();
     expect(() => protection.admit('getV2Parties', 'p:alice')).not.toThrow();
@@ -45,13 +55,20 @@ describe('admission (memory store)', () => {
     held[0]!(); // idempotent: one release frees one slot
     (protection.admit('submitAndWaitForTransaction', 'p:alice') as Release)();
     expect(() => protection.admit('submitAndWaitForTransaction', 'p:alice')).not.toThrow();
-    expect(refusalOf(() => protection.admit('submitAndWaitForTransaction', 'p:alice')).details.context?.limit).toBe('principalConcurrency');
+    expect(refusalOf(() => protection.admit('submitAndWaitForTransaction', 'p:alice')).details.context?.limit).toBe(
+      'principalConcurrency',
+    );
   });
 
   it('caps an operation for all callers together, and the whole process', () => {
-    const protection = createProtection(resolve({ maxInFlight: 3, operations: { postV2Dars: { maxInFlight: 1 } } }), createMemoryStore({ maxKeys: 100 }));
+    const protection = createProtection(
+      resolve({ maxInFlight: 3, operations: { postV2Dars: { maxInFlight: 1 } } }),
+      createMemoryStore({ maxKeys: 100 }),
+    );
     const dar = protection.admit('postV2Dars', 'p:alice') as Release;
-    expect(refusalOf(() => protection.admit('postV2Dars', 'p:bob')).details.context?.limit).toBe('operationConcurrency');
+    expect(refusalOf(() => protection.admit('postV2Dars', 'p:bob')).details.context?.limit).toBe(
+      'operationConcurrency',
+    );
     // Three callers: with the default principalShare, each may hold one of the three slots.
     protection.admit('getV2Parties', 'p:bob');
     protection.admit('getV2Parties', 'p:dave');
@@ -98,14 +115,19 @@ describe('admission (memory store)', () => {
   it('a refused call holds nothing: neither a process slot nor rate budget', () => {
     let now = 0;
     const store = createMemoryStore({ maxKeys: 100, now: () => now });
-    const protection = createProtection(resolve({ default: { rate: { requests: 1, perSeconds: 2 }, maxInFlightPerPrincipal: 1 } }), store);
+    const protection = createProtection(
+      resolve({ default: { rate: { requests: 1, perSeconds: 2 }, maxInFlightPerPrincipal: 1 } }),
+      store,
+    );
     const first = protection.admit('getV2Parties', 'p:alice') as Release;
     const rate = refusalOf(() => protection.admit('getV2Parties', 'p:alice'));
     expect(rate.details.context?.limit).toBe('rate');
     expect(rate.headers['retry-after']).toBe('2');
     expect(protection.inFlight).toBe(1);
     now = 2_000;
-    expect(refusalOf(() => protection.admit('getV2Parties', 'p:alice')).details.context?.limit).toBe('principalConcurrency');
+    expect(refusalOf(() => protection.admit('getV2Parties', 'p:alice')).details.context?.limit).toBe(
+      'principalConcurrency',
+    );
     first();
     expect(store.heldKeys).toBe(0);
     // The concurrency refusal did not spend the rate budget.
@@ -116,13 +138,19 @@ describe('admission (memory store)', () => {
     const store = createMemoryStore({ maxKeys: 10 });
     const protection = createProtection(resolve({ default: { maxInFlightPerPrincipal: 2 } }), store);
     for (let burst = 0; burst < 3; burst++) {
-      const held = [protection.admit('getV2Parties', 'p:alice') as Release, protection.admit('getV2Parties', 'p:alice') as Release];
-      expect(refusalOf(() => protection.admit('getV2Parties', 'p:alice')).details.context?.limit).toBe('principalConcurrency');
+      const held = [
+        protection.admit('getV2Parties', 'p:alice') as Release,
+        protection.admit('getV2Parties', 'p:alice') as Release,
+      ];
+      expect(refusalOf(() => protection.admit('getV2Parties', 'p:alice')).details.context?.limit).toBe(
+        'principalConcurrency',
+      );
       for (const release of held) release();
       expect(store.heldKeys).toBe(0);
       expect(store.keptKeys).toBe(1); // kept at 0, not deleted and re-added
     }
-    for (let caller = 0; caller < IDLE_KEYS_MAX; caller++) (protection.admit('getV2Parties', `p:${caller}`) as Release)();
+    for (let caller = 0; caller < IDLE_KEYS_MAX; caller++)
+      (protection.admit('getV2Parties', `p:${caller}`) as Release)();
     expect(store.heldKeys).toBe(0);
     expect(store.keptKeys).toBe(0); // the 1,025th idle key swept them all
     const release = protection.admit('getV2Parties', 'p:alice') as Release;
@@ -132,7 +160,10 @@ describe('admission (memory store)', () => {
 
   it('Retry-After is whole seconds, at least 1', () => {
     let now = 0;
-    const protection = createProtection(resolve({ default: { rate: { requests: 10, perSeconds: 1 } } }), createMemoryStore({ maxKeys: 10, now: () => now }));
+    const protection = createProtection(
+      resolve({ default: { rate: { requests: 10, perSeconds: 1 } } }),
+      createMemoryStore({ maxKeys: 10, now: () => now }),
+    );
     for (let i = 0; i < 10; i++) protection.admit('getV2Parties', 'p:alice');
     expect(refusalOf(() => protection.admit('getV2Parties', 'p:alice')).headers['retry-after']).toBe('1');
     now = 50;
@@ -140,7 +171,10 @@ describe('admission (memory store)', () => {
   });
 
   it('memory stays bounded: the least recently seen caller is forgotten (and starts rested)', () => {
-    const protection = createProtection(resolve({ default: { rate: { requests: 1, perSeconds: 60 } } }), createMemoryStore({ maxKeys: 2, now: () => 0 }));
+    const protection = createProtection(
+      resolve({ default: { rate: { requests: 1, perSeconds: 60 } } }),
+      createMemoryStore({ maxKeys: 2, now: () => 0 }),
+    );
     protection.admit('getV2Parties', 'p:a');
     protection.admit('getV2Parties', 'p:b');
     protection.admit('getV2Parties', 'p:c');
@@ -180,7 +214,9 @@ describe('admission when the shared store fails', () => {
 
   it('closed: refuses with 503 GATEWAY_PROTECTION_UNAVAILABLE and Retry-After, holding nothing', async () => {
     const failures: string[] = [];
-    const protection = createProtection(resolve({ ...limits, failMode: 'closed' }), failing, { onStoreFailure: (mode) => failures.push(mode) });
+    const protection = createProtection(resolve({ ...limits, failMode: 'closed' }), failing, {
+      onStoreFailure: (mode) => failures.push(mode),
+    });
     const refused = await asyncRefusalOf(() => protection.admit('submitAndWaitForTransaction', 'p:alice'));
     expect(refused.definition).toBe(Errors.GATEWAY_PROTECTION_UNAVAILABLE);
     expect(refused.definition.status).toBe(503);

@@ -29,8 +29,12 @@ describe('addressKey', () => {
 
   it('counts an IPv6 address by its /64, however it is written', () => {
     const key = '2001:db8:0:1::/64';
-    const written = ['2001:db8:0:1::1', '2001:db8:0:1:ffff:ffff:ffff:ffff', '2001:0db8:0000:0001:0:0:0:abcd',
-      '2001:DB8:0:1::5%eth0'];
+    const written = [
+      '2001:db8:0:1::1',
+      '2001:db8:0:1:ffff:ffff:ffff:ffff',
+      '2001:0db8:0000:0001:0:0:0:abcd',
+      '2001:DB8:0:1::5%eth0',
+    ];
     for (const address of written) {
       expect(addressKey(address), address).toBe(key);
     }

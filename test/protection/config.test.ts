@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, validateGatewayConfig } from '../../src/config/load.js';
 import { resolveProtectionConfig } from '../../src/protection/config.js';
 
-const resolve = (protection: Record<string, unknown>) => resolveProtectionConfig(validateGatewayConfig({ protection }, 'test'));
+const resolve = (protection: Record<string, unknown>) =>
+  resolveProtectionConfig(validateGatewayConfig({ protection }, 'test'));
 
 function problemsOf(action: () => unknown): readonly string[] {
   try {
@@ -22,7 +23,11 @@ describe('protection config', () => {
     expect(resolved.hasOperationLimits).toBe(false);
     expect(resolved.failMode).toBe('open');
     expect(resolved.redis.url).toBeUndefined();
-    expect(resolved.limitsOf('submitAndWaitForTransaction')).toEqual({ rate: undefined, maxInFlightPerPrincipal: undefined, maxInFlight: undefined });
+    expect(resolved.limitsOf('submitAndWaitForTransaction')).toEqual({
+      rate: undefined,
+      maxInFlightPerPrincipal: undefined,
+      maxInFlight: undefined,
+    });
   });
 
   it('an operation entry replaces the keys it sets and inherits the others; null and 0 switch a limit off', () => {
@@ -40,29 +45,42 @@ describe('protection config', () => {
       maxInFlightPerPrincipal: 20,
       maxInFlight: 64,
     });
-    expect(resolved.limitsOf('getVersion')).toEqual({ rate: undefined, maxInFlightPerPrincipal: undefined, maxInFlight: undefined });
+    expect(resolved.limitsOf('getVersion')).toEqual({
+      rate: undefined,
+      maxInFlightPerPrincipal: undefined,
+      maxInFlight: undefined,
+    });
     expect(resolved.limitsOf('getV2Parties').rate).toEqual({ requests: 50, perSeconds: 1, burst: 100, intervalMs: 20 });
   });
 
   it('refuses an unknown operation name, naming the key path', () => {
-    const problems = problemsOf(() => resolve({ operations: { submitAndWait: { maxInFlight: 1 }, onV2Updates: { maxInFlightPerPrincipal: 2 } } }));
+    const problems = problemsOf(() =>
+      resolve({ operations: { submitAndWait: { maxInFlight: 1 }, onV2Updates: { maxInFlightPerPrincipal: 2 } } }),
+    );
     expect(problems).toEqual([expect.stringMatching(/^protection\.operations\.submitAndWait: unknown operation name/)]);
   });
 
   it('the schema refuses unknown keys and bad values, naming each', () => {
-    const problems = problemsOf(() => validateGatewayConfig({
-      protection: {
-        failMode: 'maybe',
-        default: { rate: { requests: 0 }, burst: 3 },
-        redis: { url: 'http://redis:6379', leaseMs: 10 },
-      },
-    }, 'test'));
-    expect(problems).toEqual(expect.arrayContaining([
-      expect.stringMatching(/^protection\.failMode:/),
-      expect.stringMatching(/^protection\.default\.burst: unknown key/),
-      expect.stringMatching(/^protection\.default\.rate/),
-      expect.stringMatching(/^protection\.redis\.url:/),
-      expect.stringMatching(/^protection\.redis\.leaseMs:/),
-    ]));
+    const problems = problemsOf(() =>
+      validateGatewayConfig(
+        {
+          protection: {
+            failMode: 'maybe',
+            default: { rate: { requests: 0 }, burst: 3 },
+            redis: { url: 'http://redis:6379', leaseMs: 10 },
+          },
+        },
+        'test',
+      ),
+    );
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^protection\.failMode:/),
+        expect.stringMatching(/^protection\.default\.burst: unknown key/),
+        expect.stringMatching(/^protection\.default\.rate/),
+        expect.stringMatching(/^protection\.redis\.url:/),
+        expect.stringMatching(/^protection\.redis\.leaseMs:/),
+      ]),
+    );
   });
 });

@@ -39,36 +39,45 @@ describe('gcra', () => {
   });
 
   it('never admits more than burst + elapsed / interval in any window (property)', () => {
-    fc.assert(fc.property(
-      fc.array(fc.integer({ min: 0, max: 50 }), { minLength: 1, maxLength: 200 }),
-      fc.integer({ min: 1, max: 500 }),
-      fc.integer({ min: 1, max: 10 }),
-      (gaps, intervalMs, burst) => {
-        const times: number[] = [];
-        gaps.reduce((at, gap) => { times.push(at + gap); return at + gap; }, 0);
-        const allowed = run(times, intervalMs, burst);
-        const admittedTimes = times.filter((_, i) => allowed[i]);
-        for (let i = 0; i < admittedTimes.length; i++) {
-          for (let j = i; j < admittedTimes.length; j++) {
-            const admitted = j - i + 1;
-            expect(admitted).toBeLessThanOrEqual(burst + Math.floor((admittedTimes[j]! - admittedTimes[i]!) / intervalMs));
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 50 }), { minLength: 1, maxLength: 200 }),
+        fc.integer({ min: 1, max: 500 }),
+        fc.integer({ min: 1, max: 10 }),
+        (gaps, intervalMs, burst) => {
+          const times: number[] = [];
+          gaps.reduce((at, gap) => {
+            times.push(at + gap);
+            return at + gap;
+          }, 0);
+          const allowed = run(times, intervalMs, burst);
+          const admittedTimes = times.filter((_, i) => allowed[i]);
+          for (let i = 0; i < admittedTimes.length; i++) {
+            for (let j = i; j < admittedTimes.length; j++) {
+              const admitted = j - i + 1;
+              expect(admitted).toBeLessThanOrEqual(
+                burst + Math.floor((admittedTimes[j]! - admittedTimes[i]!) / intervalMs),
+              );
+            }
           }
-        }
-      },
-    ));
+        },
+      ),
+    );
   });
 });
 
 describe('gcra arithmetic', () => {
   it('never refuses a rested caller, whatever rounding the clock values bring (property)', () => {
-    fc.assert(fc.property(
-      fc.double({ min: 0, max: 1e13, noNaN: true }),
-      fc.double({ min: 0.001, max: 86_400_000, noNaN: true }),
-      fc.integer({ min: 1, max: 1000 }),
-      (now, intervalMs, burst) => {
-        expect(gcra(undefined, now, intervalMs, burst).allowed).toBe(true);
-        expect(gcra(now - 1, now, intervalMs, burst).allowed).toBe(true);
-      },
-    ));
+    fc.assert(
+      fc.property(
+        fc.double({ min: 0, max: 1e13, noNaN: true }),
+        fc.double({ min: 0.001, max: 86_400_000, noNaN: true }),
+        fc.integer({ min: 1, max: 1000 }),
+        (now, intervalMs, burst) => {
+          expect(gcra(undefined, now, intervalMs, burst).allowed).toBe(true);
+          expect(gcra(now - 1, now, intervalMs, burst).allowed).toBe(true);
+        },
+      ),
+    );
   });
 });

@@ -5,21 +5,45 @@ import WebSocket from 'ws';
 import { startRecordingUpstream, answerJson } from '../helpers/recording-upstream.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
-import { call, startHoldingUpstream, startWebSocketUpstream, submit, waitFor, SUBMIT, type Answer, type HoldingUpstream, type PendingCall } from './support.js';
+import {
+  call,
+  startHoldingUpstream,
+  startWebSocketUpstream,
+  submit,
+  waitFor,
+  SUBMIT,
+  type Answer,
+  type HoldingUpstream,
+  type PendingCall,
+} from './support.js';
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
 
-async function gatewayFor(upstream: { url: string; close(): Promise<void> }, overrides: Record<string, unknown>): Promise<RunningGateway> {
+async function gatewayFor(
+  upstream: { url: string; close(): Promise<void> },
+  overrides: Record<string, unknown>,
+): Promise<RunningGateway> {
   closers.push(() => upstream.close());
   const gateway = await startGateway(upstream.url, overrides);
   closers.push(() => gateway.close());
   return gateway;
 }
 
-const JS_CANTON_ERROR_KEYS = ['code', 'cause', 'correlationId', 'traceId', 'context', 'resources', 'errorCategory', 'grpcCodeValue', 'retryInfo', 'definiteAnswer'].sort();
+const JS_CANTON_ERROR_KEYS = [
+  'code',
+  'cause',
+  'correlationId',
+  'traceId',
+  'context',
+  'resources',
+  'errorCategory',
+  'grpcCodeValue',
+  'retryInfo',
+  'definiteAnswer',
+].sort();
 
 function expectResourceExhausted(answer: Answer, limit: string, operation: string): void {
   expect(answer.status).toBe(429);
@@ -44,8 +68,9 @@ function expectResourceExhausted(answer: Answer, limit: string, operation: strin
 async function metric(gateway: RunningGateway, name: string, labels: Record<string, string>): Promise<number> {
   const json = await gateway.registry.getMetricsAsJSON();
   const found = json.find((m) => m.name === name);
-  const value = (found?.values as Array<{ value: number; labels: Record<string, string | number> }> | undefined)
-    ?.find((v) => Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l));
+  const value = (found?.values as Array<{ value: number; labels: Record<string, string | number> }> | undefined)?.find(
+    (v) => Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l),
+  );
   return value?.value ?? 0;
 }
 
@@ -60,11 +85,20 @@ interface Burst {
 const live = (upstream: HoldingUpstream) => upstream.held.filter((h) => !h.response.destroyed).length;
 
 /** Fires `count` concurrent submits and waits until each is either held upstream or answered. */
-async function burst(gateway: RunningGateway, upstream: HoldingUpstream, headers: Record<string, string>, count: number): Promise<Burst> {
+async function burst(
+  gateway: RunningGateway,
+  upstream: HoldingUpstream,
+  headers: Record<string, string>,
+  count: number,
+): Promise<Burst> {
   const before = live(upstream);
   const calls = Array.from({ length: count }, () => submit(gateway.url, headers));
   const refused: Answer[] = [];
-  for (const pending of calls) void pending.answer.then((answer) => refused.push(answer), () => {});
+  for (const pending of calls)
+    void pending.answer.then(
+      (answer) => refused.push(answer),
+      () => {},
+    );
   await waitFor(() => live(upstream) - before + refused.length === count, `${count} calls held or answered`);
   return { calls, refused, held: live(upstream) - before };
 }
@@ -73,7 +107,13 @@ async function burst(gateway: RunningGateway, upstream: HoldingUpstream, headers
  * A burst once `held` slots are free. Slots of aborted calls come back when the gateway sees their
  * sockets close, a moment after the client closed them: retried (bounded) until then.
  */
-async function burstWhenFree(gateway: RunningGateway, upstream: HoldingUpstream, headers: Record<string, string>, count: number, held: number): Promise<Burst> {
+async function burstWhenFree(
+  gateway: RunningGateway,
+  upstream: HoldingUpstream,
+  headers: Record<string, string>,
+  count: number,
+  held: number,
+): Promise<Burst> {
   const deadline = Date.now() + 5_000;
   for (;;) {
     const attempt = await burst(gateway, upstream, headers, count);
@@ -87,7 +127,9 @@ async function burstWhenFree(gateway: RunningGateway, upstream: HoldingUpstream,
 describe('rate limits', () => {
   it('a principal over its rate gets 429 with Retry-After and a JsCantonError; another principal is unaffected', async () => {
     const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
-    const gateway = await gatewayFor(upstream, { protection: { operations: { getV2Parties: { rate: { requests: 2, perSeconds: 60 } } } } });
+    const gateway = await gatewayFor(upstream, {
+      protection: { operations: { getV2Parties: { rate: { requests: 2, perSeconds: 60 } } } },
+    });
     const alice = gateway.auth();
     const bob = { authorization: `Bearer ${await gateway.issuer.mint({ sub: 'bob' })}` };
 
@@ -103,8 +145,16 @@ describe('rate limits', () => {
     expect((await call(gateway.url, '/v2/packages', alice).answer).status).toBe(200);
 
     expect(upstream.requests.map((r) => r.url)).toEqual(['/v2/parties', '/v2/parties', '/v2/parties', '/v2/packages']);
-    expect(await metric(gateway, 'ledger_gateway_requests_total', { operation: 'getV2Parties', status: '429', error_code: 'GATEWAY_RESOURCE_EXHAUSTED' })).toBe(1);
-    expect(await metric(gateway, 'ledger_gateway_protection_refusals_total', { operation: 'getV2Parties', limit: 'rate' })).toBe(1);
+    expect(
+      await metric(gateway, 'ledger_gateway_requests_total', {
+        operation: 'getV2Parties',
+        status: '429',
+        error_code: 'GATEWAY_RESOURCE_EXHAUSTED',
+      }),
+    ).toBe(1);
+    expect(
+      await metric(gateway, 'ledger_gateway_protection_refusals_total', { operation: 'getV2Parties', limit: 'rate' }),
+    ).toBe(1);
   });
 
   it('a call without a principal (a public operation) is counted by client address', async () => {
@@ -156,7 +206,12 @@ describe('concurrency caps', () => {
     upstream.answerAll(200);
     await Promise.all(second.calls.map((c) => c.answer));
     expect(upstream.requests).toHaveLength(7);
-    expect(await metric(gateway, 'ledger_gateway_protection_refusals_total', { operation: 'submitAndWaitForTransaction', limit: 'principalConcurrency' })).toBe(2);
+    expect(
+      await metric(gateway, 'ledger_gateway_protection_refusals_total', {
+        operation: 'submitAndWaitForTransaction',
+        limit: 'principalConcurrency',
+      }),
+    ).toBe(2);
   });
 
   it('slots come back after client aborts, with no leak under a burst of aborts', async () => {
@@ -192,7 +247,9 @@ describe('concurrency caps', () => {
       expect(failed.status).toBeGreaterThanOrEqual(502);
       expect(JSON.parse(failed.body).code).toMatch(/^GATEWAY_UPSTREAM_/);
     }
-    upstream.respond(() => { /* never answers */ });
+    upstream.respond(() => {
+      /* never answers */
+    });
     for (let i = 0; i < 3; i++) {
       const timedOut = await submit(gateway.url, alice).answer;
       expect(timedOut.status).toBe(504);
@@ -200,7 +257,12 @@ describe('concurrency caps', () => {
     }
     upstream.respond(answerJson(200, { transaction: {} }));
     expect((await submit(gateway.url, alice).answer).status).toBe(200);
-    expect(await metric(gateway, 'ledger_gateway_protection_refusals_total', { operation: 'submitAndWaitForTransaction', limit: 'principalConcurrency' })).toBe(0);
+    expect(
+      await metric(gateway, 'ledger_gateway_protection_refusals_total', {
+        operation: 'submitAndWaitForTransaction',
+        limit: 'principalConcurrency',
+      }),
+    ).toBe(0);
   });
 
   it('a slot comes back when a later stage refuses the call (request rules, body limit)', async () => {
@@ -211,7 +273,12 @@ describe('concurrency caps', () => {
       const missingField = await call(gateway.url, SUBMIT, alice, '{"commands":{}}').answer;
       expect(missingField.status).toBe(400);
       expect(missingField.body).toBe("Invalid value for: body (Missing required field at 'commands.commands')"); // the decoder's refusal
-      const tooLarge = await call(gateway.url, SUBMIT, alice, JSON.stringify({ commands: { padding: 'x'.repeat(2048) } })).answer;
+      const tooLarge = await call(
+        gateway.url,
+        SUBMIT,
+        alice,
+        JSON.stringify({ commands: { padding: 'x'.repeat(2048) } }),
+      ).answer;
       expect(tooLarge.status).toBe(413);
     }
     expect((await submit(gateway.url, alice).answer).status).toBe(200);
@@ -236,20 +303,27 @@ describe('concurrency caps', () => {
 });
 
 describe('WebSocket streams', () => {
-  function openStream(url: string, token: string): Promise<{ socket: WebSocket } | { status: number; headers: Record<string, unknown>; body: string }> {
-    const socket = new WebSocket(`${url.replace('http', 'ws')}/v2/updates`, ['daml.ws.auth'], { headers: { authorization: `Bearer ${token}` } });
+  function openStream(
+    url: string,
+    token: string,
+  ): Promise<{ socket: WebSocket } | { status: number; headers: Record<string, unknown>; body: string }> {
+    const socket = new WebSocket(`${url.replace('http', 'ws')}/v2/updates`, ['daml.ws.auth'], {
+      headers: { authorization: `Bearer ${token}` },
+    });
     return new Promise((resolve, reject) => {
       socket.once('open', () => resolve({ socket }));
       socket.once('unexpected-response', (_request, response) => {
         let body = '';
-        response.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+        response.on('data', (chunk: Buffer) => {
+          body += chunk.toString();
+        });
         response.once('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body }));
       });
       socket.once('error', reject);
     });
   }
 
-  it('one user\'s streams take at most its share of the process-wide slots: others still get theirs', async () => {
+  it("one user's streams take at most its share of the process-wide slots: others still get theirs", async () => {
     const upstream = await startWebSocketUpstream();
     // The default principalShare (a quarter) of 8 slots: 2 per caller.
     const gateway = await gatewayFor(upstream, { protection: { maxInFlight: 8 } });
@@ -278,14 +352,19 @@ describe('WebSocket streams', () => {
 
   it('a stream holds its slot for its whole life and gives it back when it closes', async () => {
     const upstream = await startWebSocketUpstream();
-    const gateway = await gatewayFor(upstream, { protection: { operations: { onV2Updates: { maxInFlightPerPrincipal: 1 } } } });
+    const gateway = await gatewayFor(upstream, {
+      protection: { operations: { onV2Updates: { maxInFlightPerPrincipal: 1 } } },
+    });
     const token = await gateway.issuer.mint();
 
     const first = await openStream(gateway.url, token);
     expect('socket' in first).toBe(true);
     const refused = await openStream(gateway.url, token);
     expect(refused).toMatchObject({ status: 429, headers: { 'retry-after': '1' } });
-    expect(JSON.parse((refused as { body: string }).body)).toMatchObject({ code: 'GATEWAY_RESOURCE_EXHAUSTED', context: { operation: 'onV2Updates', limit: 'principalConcurrency' } });
+    expect(JSON.parse((refused as { body: string }).body)).toMatchObject({
+      code: 'GATEWAY_RESOURCE_EXHAUSTED',
+      context: { operation: 'onV2Updates', limit: 'principalConcurrency' },
+    });
     expect(upstream.open()).toBe(1);
 
     // Another user has a slot of their own.

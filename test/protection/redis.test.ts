@@ -27,7 +27,9 @@ async function redisServer(): Promise<RedisServer> {
 function inspect(server: RedisServer): Redis {
   const client = new Redis(server.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
   client.on('error', () => {});
-  closers.push(async () => { client.disconnect(); });
+  closers.push(async () => {
+    client.disconnect();
+  });
   return client;
 }
 
@@ -35,7 +37,8 @@ function inspect(server: RedisServer): Redis {
 async function expectEverySlotReleased(server: RedisServer): Promise<void> {
   const redis = inspect(server);
   const deadline = Date.now() + 5_000;
-  while ((await redis.keys('ledger-gateway:slots:*')).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  while ((await redis.keys('ledger-gateway:slots:*')).length > 0 && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 20));
   expect(await redis.keys('ledger-gateway:slots:*')).toEqual([]);
 }
 
@@ -55,21 +58,43 @@ async function verifyToken(replica: Replica, upstream: HoldingUpstream): Promise
 }
 
 /** Replicas in front of one upstream, trusting one issuer, sharing one Redis. */
-async function replicas(count: number, upstream: RecordingUpstream, protection: Record<string, unknown>): Promise<Replica[]> {
+async function replicas(
+  count: number,
+  upstream: RecordingUpstream,
+  protection: Record<string, unknown>,
+): Promise<Replica[]> {
   closers.push(() => upstream.close());
   const issuer = await createTestIssuer();
   const started: Replica[] = [];
   for (let i = 0; i < count; i++) {
     const logLines: string[] = [];
-    const logger = pino({ level: 'warn' }, new Writable({ write(chunk, _encoding, done) { logLines.push(chunk.toString()); done(); } }));
-    const gateway = await startGateway(upstream.url, {
-      auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT },
-      protection,
-    }, { logger });
+    const logger = pino(
+      { level: 'warn' },
+      new Writable({
+        write(chunk, _encoding, done) {
+          logLines.push(chunk.toString());
+          done();
+        },
+      }),
+    );
+    const gateway = await startGateway(
+      upstream.url,
+      {
+        auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT },
+        protection,
+      },
+      { logger },
+    );
     closers.push(() => gateway.close());
     const token = await issuer.mint();
     // Every replica trusts the same issuer: tokens minted by it work on all of them.
-    started.push(Object.assign(gateway, { logLines, issuer, auth: (extra: Record<string, string> = {}) => ({ authorization: `Bearer ${token}`, ...extra }) }));
+    started.push(
+      Object.assign(gateway, {
+        logLines,
+        issuer,
+        auth: (extra: Record<string, string> = {}) => ({ authorization: `Bearer ${token}`, ...extra }),
+      }),
+    );
   }
   for (const replica of started) await waitForStore(replica, 1);
   return started;
@@ -77,7 +102,7 @@ async function replicas(count: number, upstream: RecordingUpstream, protection: 
 
 const waitForStore = async (gateway: RunningGateway, up: 0 | 1) => {
   const deadline = Date.now() + 10_000;
-  while (await gauge(gateway, 'ledger_gateway_protection_store_up') !== up) {
+  while ((await gauge(gateway, 'ledger_gateway_protection_store_up')) !== up) {
     if (Date.now() > deadline) throw new Error(`store_up did not become ${up}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -99,7 +124,11 @@ const BOUND_MS = 3_000;
 async function frozenRedis(commandTimeoutMs: number, requests: number, perSeconds: number) {
   const server = await redisServer();
   const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
-  const [gateway] = await replicas(1, upstream, { failMode: 'open', redis: { url: server.url, commandTimeoutMs }, operations: { getV2Parties: { rate: { requests, perSeconds } } } });
+  const [gateway] = await replicas(1, upstream, {
+    failMode: 'open',
+    redis: { url: server.url, commandTimeoutMs },
+    operations: { getV2Parties: { rate: { requests, perSeconds } } },
+  });
   server.pause();
   return { server, a: gateway!, alice: gateway!.auth() };
 }
@@ -108,14 +137,21 @@ describe('two replicas and a real Redis', () => {
   it('share one rate budget per principal', async () => {
     const server = await redisServer();
     const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
-    const [a, b] = await replicas(2, upstream, { redis: { url: server.url }, operations: { getV2Parties: { rate: { requests: 4, perSeconds: 60 } } } });
+    const [a, b] = await replicas(2, upstream, {
+      redis: { url: server.url },
+      operations: { getV2Parties: { rate: { requests: 4, perSeconds: 60 } } },
+    });
     const alice = a!.auth();
 
-    for (const replica of [a, b, a, b]) expect((await call(replica!.url, '/v2/parties', alice).answer).status).toBe(200);
+    for (const replica of [a, b, a, b])
+      expect((await call(replica!.url, '/v2/parties', alice).answer).status).toBe(200);
     for (const replica of [a, b]) {
       const refused = await call(replica!.url, '/v2/parties', alice).answer;
       expect(refused.status).toBe(429);
-      expect(JSON.parse(refused.body)).toMatchObject({ code: 'GATEWAY_RESOURCE_EXHAUSTED', context: { limit: 'rate', operation: 'getV2Parties' } });
+      expect(JSON.parse(refused.body)).toMatchObject({
+        code: 'GATEWAY_RESOURCE_EXHAUSTED',
+        context: { limit: 'rate', operation: 'getV2Parties' },
+      });
       // One request per 15 s: the budget is back for one call in at most 15 s.
       expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
       expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(15);
@@ -185,7 +221,10 @@ describe('two replicas and a real Redis', () => {
   it('a lease whose replica died does not count; a live one does', async () => {
     const server = await redisServer();
     const upstream = await startHoldingUpstream();
-    const [a] = await replicas(1, upstream, { redis: { url: server.url }, operations: { submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 } } });
+    const [a] = await replicas(1, upstream, {
+      redis: { url: server.url },
+      operations: { submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 } },
+    });
     const redis = inspect(server);
     const { callerSlots } = limitKeys('ledger-gateway:', 'submitAndWaitForTransaction', 'p:alice');
     const [seconds] = await redis.time();
@@ -206,7 +245,11 @@ describe('when Redis goes away', () => {
   it('failMode open: calls pass unchecked and quickly, one warning, a metric, no secret in the log; limits return with Redis', async () => {
     const server = await redisServer();
     const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
-    const [a, b] = await replicas(2, upstream, { failMode: 'open', redis: { url: server.url }, operations: { getV2Parties: { rate: { requests: 1, perSeconds: 60 } } } });
+    const [a, b] = await replicas(2, upstream, {
+      failMode: 'open',
+      redis: { url: server.url },
+      operations: { getV2Parties: { rate: { requests: 1, perSeconds: 60 } } },
+    });
     const alice = a!.auth();
     expect((await call(a!.url, '/v2/parties', alice).answer).status).toBe(200);
     expect((await call(b!.url, '/v2/parties', alice).answer).status).toBe(429);
@@ -236,7 +279,11 @@ describe('when Redis goes away', () => {
   it('failMode closed: 503 GATEWAY_PROTECTION_UNAVAILABLE with Retry-After, quickly; unlimited operations still served; back with Redis', async () => {
     const server = await redisServer();
     const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
-    const [a, b] = await replicas(2, upstream, { failMode: 'closed', redis: { url: server.url }, operations: { getV2Parties: { rate: { requests: 100, perSeconds: 1 } } } });
+    const [a, b] = await replicas(2, upstream, {
+      failMode: 'closed',
+      redis: { url: server.url },
+      operations: { getV2Parties: { rate: { requests: 100, perSeconds: 1 } } },
+    });
     const alice = a!.auth();
     expect((await call(a!.url, '/v2/parties', alice).answer).status).toBe(200);
 
@@ -246,13 +293,26 @@ describe('when Redis goes away', () => {
       expect(answer.status).toBe(503);
       expect(answer.ms).toBeLessThan(BOUND_MS);
       expect(answer.headers['retry-after']).toBe('1');
-      expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_PROTECTION_UNAVAILABLE', errorCategory: 1, grpcCodeValue: 14, retryInfo: '1 second' });
-      expect(await gauge(replica!, 'ledger_gateway_requests_total', { operation: 'getV2Parties', status: '503', error_code: 'GATEWAY_PROTECTION_UNAVAILABLE' })).toBe(1);
+      expect(JSON.parse(answer.body)).toMatchObject({
+        code: 'GATEWAY_PROTECTION_UNAVAILABLE',
+        errorCategory: 1,
+        grpcCodeValue: 14,
+        retryInfo: '1 second',
+      });
+      expect(
+        await gauge(replica!, 'ledger_gateway_requests_total', {
+          operation: 'getV2Parties',
+          status: '503',
+          error_code: 'GATEWAY_PROTECTION_UNAVAILABLE',
+        }),
+      ).toBe(1);
       expect(await gauge(replica!, 'ledger_gateway_protection_store_failures_total', { fail_mode: 'closed' })).toBe(1);
       expect(await gauge(replica!, 'ledger_gateway_protection_store_up')).toBe(0);
       // Readiness does not follow Redis: the operations without limits are still served (below), and
       // every replica turning unready at once would only replace coded 503s by refused connections.
-      expect(((await (await fetch(`${replica!.adminUrl}/readyz`)).json()) as { checks: Record<string, string> }).checks).not.toHaveProperty('protectionStore');
+      expect(
+        ((await (await fetch(`${replica!.adminUrl}/readyz`)).json()) as { checks: Record<string, string> }).checks,
+      ).not.toHaveProperty('protectionStore');
     }
     // An operation without limits never needs Redis.
     expect((await call(a!.url, '/v2/packages', alice).answer).status).toBe(200);
@@ -266,7 +326,9 @@ describe('when Redis goes away', () => {
   it('a Redis that stops answering costs each call at most commandTimeoutMs, then the fail mode applies', async () => {
     const { server, a, alice } = await frozenRedis(200, 100, 1);
     try {
-      const answers = await Promise.all(Array.from({ length: 5 }, () => timed(call(a.url, '/v2/parties', alice).answer)));
+      const answers = await Promise.all(
+        Array.from({ length: 5 }, () => timed(call(a.url, '/v2/parties', alice).answer)),
+      );
       for (const answer of answers) {
         expect(answer.status).toBe(200);
         expect(answer.ms).toBeLessThan(BOUND_MS);
@@ -284,7 +346,9 @@ describe('when Redis goes away', () => {
       const first = await timed(call(a.url, '/v2/parties', alice).answer);
       expect(first.status).toBe(200);
       expect(first.ms).toBeGreaterThan(900); // it waited out commandTimeoutMs
-      const later = await Promise.all(Array.from({ length: 20 }, () => timed(call(a.url, '/v2/parties', alice).answer)));
+      const later = await Promise.all(
+        Array.from({ length: 20 }, () => timed(call(a.url, '/v2/parties', alice).answer)),
+      );
       for (const answer of later) {
         expect(answer.status).toBe(200);
         expect(answer.ms).toBeLessThan(500); // not another commandTimeoutMs each: no command was sent
@@ -307,7 +371,11 @@ describe('when Redis goes away', () => {
   it('an admission that timed out but ran late leaves no slot behind', async () => {
     const server = await redisServer();
     const upstream = await startHoldingUpstream();
-    const [a] = await replicas(1, upstream, { failMode: 'open', redis: { url: server.url, commandTimeoutMs: 200 }, operations: { submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 } } });
+    const [a] = await replicas(1, upstream, {
+      failMode: 'open',
+      redis: { url: server.url, commandTimeoutMs: 200 },
+      operations: { submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 } },
+    });
     const alice = a!.auth();
     await verifyToken(a!, upstream);
     server.pause();

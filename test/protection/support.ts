@@ -4,7 +4,12 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
-import { answerJson, startRecordingUpstream, type RecordedRequest, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import {
+  answerJson,
+  startRecordingUpstream,
+  type RecordedRequest,
+  type RecordingUpstream,
+} from '../helpers/recording-upstream.js';
 
 export const SUBMIT = '/v2/commands/submit-and-wait-for-transaction';
 
@@ -19,7 +24,8 @@ export interface HoldingUpstream extends RecordingUpstream {
 export async function startHoldingUpstream(): Promise<HoldingUpstream> {
   const held: HoldingUpstream['held'] = [];
   const upstream = await startRecordingUpstream((request, response) => {
-    if (request.headers['user-agent'] === READINESS_USER_AGENT) answerJson(200, { version: '3.4.12' })(request, response);
+    if (request.headers['user-agent'] === READINESS_USER_AGENT)
+      answerJson(200, { version: '3.4.12' })(request, response);
     else held.push({ request, response });
   });
   return Object.assign(upstream, {
@@ -48,18 +54,35 @@ export interface PendingCall {
 }
 
 /** A POST (or GET without body) on a fresh connection, so an abort closes only this call. */
-export function call(base: string, path: string, headers: Record<string, string>, body?: string, method = body === undefined ? 'GET' : 'POST'): PendingCall {
+export function call(
+  base: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: string,
+  method = body === undefined ? 'GET' : 'POST',
+): PendingCall {
   const request = http.request(`${base}${path}`, {
     method,
     agent: false,
-    headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }) },
+    headers: {
+      ...headers,
+      ...(body === undefined
+        ? {}
+        : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }),
+    },
   });
   const answer = new Promise<Answer>((resolve, reject) => {
     request.once('error', reject);
     request.once('response', (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.once('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString() }));
+      response.once('end', () =>
+        resolve({
+          status: response.statusCode ?? 0,
+          headers: response.headers,
+          body: Buffer.concat(chunks).toString(),
+        }),
+      );
       response.once('error', reject);
     });
   });
@@ -93,17 +116,21 @@ export async function startWebSocketUpstream(): Promise<{ url: string; open: () 
     response.writeHead(200, { 'content-type': 'application/json' });
     response.end('{"version":"3.4.12"}');
   });
-  const sockets = new WebSocketServer({ server, handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false) });
+  const sockets = new WebSocketServer({
+    server,
+    handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false),
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
     open: () => sockets.clients.size,
-    close: () => new Promise<void>((resolve) => {
-      for (const client of sockets.clients) client.terminate();
-      sockets.close();
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const client of sockets.clients) client.terminate();
+        sockets.close();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -10,7 +10,11 @@ import { answerJson } from '../helpers/recording-upstream.js';
 
 const running = gatewayForFile();
 
-interface RawAnswer { status: number; headers: string; body: string }
+interface RawAnswer {
+  status: number;
+  headers: string;
+  body: string;
+}
 
 /**
  * Sends raw requests one after another on ONE keep-alive connection (each written once the answer
@@ -24,7 +28,11 @@ function onOneConnection(requests: string[], timeoutMs = 10_000): Promise<RawAns
     let data = Buffer.alloc(0);
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new Error(`${answers.length} of ${requests.length} answers after ${timeoutMs} ms; pending: ${data.toString('latin1').slice(0, 200)}`));
+      reject(
+        new Error(
+          `${answers.length} of ${requests.length} answers after ${timeoutMs} ms; pending: ${data.toString('latin1').slice(0, 200)}`,
+        ),
+      );
     }, timeoutMs);
     socket.on('error', reject);
     socket.on('connect', () => socket.write(requests[0]!));
@@ -37,7 +45,11 @@ function onOneConnection(requests: string[], timeoutMs = 10_000): Promise<RawAns
         const length = Number(/\r\ncontent-length: *(\d+)/i.exec(headers)?.[1] ?? 'NaN');
         if (Number.isNaN(length)) return reject(new Error(`an answer without Content-Length: ${headers}`));
         if (data.length < split + 4 + length) return;
-        answers.push({ status: Number(headers.slice(9, 12)), headers, body: data.subarray(split + 4, split + 4 + length).toString('utf8') });
+        answers.push({
+          status: Number(headers.slice(9, 12)),
+          headers,
+          body: data.subarray(split + 4, split + 4 + length).toString('utf8'),
+        });
         data = data.subarray(split + 4 + length);
         if (answers.length === requests.length) {
           clearTimeout(timer);
@@ -64,7 +76,11 @@ describe('requests without a body', () => {
     expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200]);
     expect(answers.map((answer) => JSON.parse(answer.body))).toEqual([{ ok: true }, { ok: true }, { ok: true }]);
     const seen = running.upstream.requests.slice(before);
-    expect(seen.map((request) => `${request.method} ${request.url}`)).toEqual(['GET /v2/state/ledger-end', 'POST /v2/parties', 'GET /v2/state/ledger-end']);
+    expect(seen.map((request) => `${request.method} ${request.url}`)).toEqual([
+      'GET /v2/state/ledger-end',
+      'POST /v2/parties',
+      'GET /v2/state/ledger-end',
+    ]);
     for (const request of seen) {
       expect(request.body.length).toBe(0);
       expect(request.headers['transfer-encoding']).toBeUndefined();
@@ -78,11 +94,15 @@ describe('requests without a body', () => {
       `POST ${path} HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\n\r\n`,
       `GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${auth()}\r\n`,
     ]);
-    const [empty] = await onOneConnection([`POST ${path} HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nContent-Length: 0\r\n\r\n`]);
+    const [empty] = await onOneConnection([
+      `POST ${path} HTTP/1.1\r\nHost: gw\r\n${auth()}Content-Type: application/json\r\nContent-Length: 0\r\n\r\n`,
+    ]);
     expect(bodiless!.status).toBe(400);
     expect(bodiless!.status).toBe(empty!.status);
     // The participant's decoder refuses an empty body: its text/plain answer, the same both ways.
-    expect(bodiless!.body).toBe('Invalid value for: body (Malformed JSON: the body is empty; this route needs a JSON object)');
+    expect(bodiless!.body).toBe(
+      'Invalid value for: body (Malformed JSON: the body is empty; this route needs a JSON object)',
+    );
     expect(bodiless!.body).toBe(empty!.body);
     expect(next!.status).toBe(200);
     expect(running.upstream.requests.slice(before).map((request) => request.url)).toEqual(['/v2/state/ledger-end']);
@@ -99,9 +119,11 @@ describe('requests without a body', () => {
     expect(running.upstream.requests.slice(before).map((request) => request.body.toString())).toEqual([body, body]);
   });
 
-  it('cancels the participant\'s call when the client of a bodiless GET leaves', async () => {
+  it("cancels the participant's call when the client of a bodiless GET leaves", async () => {
     let cancelled!: () => void;
-    const upstreamSawClose = new Promise<void>((resolve) => { cancelled = resolve; });
+    const upstreamSawClose = new Promise<void>((resolve) => {
+      cancelled = resolve;
+    });
     running.upstream.respond((_request, response) => {
       response.on('close', () => cancelled()); // never answered: only the gateway can end it
     });
@@ -113,7 +135,12 @@ describe('requests without a body', () => {
       socket.write(`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${auth()}\r\n`);
       await expect.poll(() => running.upstream.requests.length, { timeout: 5_000 }).toBe(before + 1);
       socket.destroy();
-      await expect(Promise.race([upstreamSawClose.then(() => 'closed'), new Promise((resolve) => setTimeout(resolve, 5_000, 'still open'))])).resolves.toBe('closed');
+      await expect(
+        Promise.race([
+          upstreamSawClose.then(() => 'closed'),
+          new Promise((resolve) => setTimeout(resolve, 5_000, 'still open')),
+        ]),
+      ).resolves.toBe('closed');
     } finally {
       running.upstream.respond(answerJson(200, { ok: true }));
     }

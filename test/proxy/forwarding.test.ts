@@ -3,7 +3,12 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { answerJson, headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import {
+  answerJson,
+  headerValues,
+  startRecordingUpstream,
+  type RecordingUpstream,
+} from '../helpers/recording-upstream.js';
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
@@ -14,10 +19,25 @@ afterEach(async () => {
   upstream = undefined;
 });
 
-const JS_CANTON_ERROR_KEYS = ['cause', 'code', 'context', 'correlationId', 'definiteAnswer', 'errorCategory', 'grpcCodeValue', 'resources', 'retryInfo', 'traceId'];
+const JS_CANTON_ERROR_KEYS = [
+  'cause',
+  'code',
+  'context',
+  'correlationId',
+  'definiteAnswer',
+  'errorCategory',
+  'grpcCodeValue',
+  'resources',
+  'retryInfo',
+  'traceId',
+];
 
 /** A raw HTTP/1.1 exchange, so the test controls every byte the gateway receives. */
-function rawRequest(url: string, head: string, chunks: Array<string | Buffer> = []): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
+function rawRequest(
+  url: string,
+  head: string,
+  chunks: Array<string | Buffer> = [],
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname, () => {
@@ -76,8 +96,11 @@ describe('forwarding', () => {
     upstream = await startRecordingUpstream();
     gw = await startGateway(upstream.url);
     const body = '{"packageMetadataFilter":{"packageIds":["abc"]}}';
-    const response = await rawRequest(gw.url,
-      `GET /v2/package-vetting HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n${authLines(gw)}Connection: close\r\n\r\n`, [body]);
+    const response = await rawRequest(
+      gw.url,
+      `GET /v2/package-vetting HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n${authLines(gw)}Connection: close\r\n\r\n`,
+      [body],
+    );
     expect(response.status).toBe(200);
     expect(upstream.requests[0]!.method).toBe('GET');
     expect(upstream.requests[0]!.body.toString()).toBe(body);
@@ -86,29 +109,35 @@ describe('forwarding', () => {
   it('drops hop-by-hop headers, those the Connection header names, and forged X-Forwarded-*', async () => {
     upstream = await startRecordingUpstream();
     gw = await startGateway(upstream.url);
-    const response = await rawRequest(gw.url, [
-      'POST /v2/commands/async/submit HTTP/1.1',
-      'Host: client.example',
-      'Connection: close, X-Internal-Hop',
-      'X-Internal-Hop: secret',
-      'Keep-Alive: timeout=5',
-      'TE: trailers',
-      'Proxy-Authorization: Basic Zm9vOmJhcg==',
-      'X-Forwarded-For: 6.6.6.6',
-      'X-Forwarded-Host: evil.example',
-      'Forwarded: for=6.6.6.6;host=evil.example',
-      'X-Real-IP: 6.6.6.6',
-      'X-Kept: 1',
-      'X-Kept: 2',
-      'Content-Type: application/json',
-      'Content-Length: 2',
-      authLines(gw).trimEnd(),
-      '',
-      '{}',
-    ].filter((line, index, all) => line !== '' || index === all.length - 2).join('\r\n'));
+    const response = await rawRequest(
+      gw.url,
+      [
+        'POST /v2/commands/async/submit HTTP/1.1',
+        'Host: client.example',
+        'Connection: close, X-Internal-Hop',
+        'X-Internal-Hop: secret',
+        'Keep-Alive: timeout=5',
+        'TE: trailers',
+        'Proxy-Authorization: Basic Zm9vOmJhcg==',
+        'X-Forwarded-For: 6.6.6.6',
+        'X-Forwarded-Host: evil.example',
+        'Forwarded: for=6.6.6.6;host=evil.example',
+        'X-Real-IP: 6.6.6.6',
+        'X-Kept: 1',
+        'X-Kept: 2',
+        'Content-Type: application/json',
+        'Content-Length: 2',
+        authLines(gw).trimEnd(),
+        '',
+        '{}',
+      ]
+        .filter((line, index, all) => line !== '' || index === all.length - 2)
+        .join('\r\n'),
+    );
     expect(response.status).toBe(200);
     const received = upstream.requests[0]!;
-    for (const name of ['x-internal-hop', 'keep-alive', 'te', 'proxy-authorization', 'forwarded', 'x-real-ip']) expect(received.headers[name], name).toBeUndefined();
+    for (const name of ['x-internal-hop', 'keep-alive', 'te', 'proxy-authorization', 'forwarded', 'x-real-ip'])
+      expect(received.headers[name], name).toBeUndefined();
     expect(received.headers['x-forwarded-for']).toBe('127.0.0.1');
     expect(received.headers['x-forwarded-host']).toBe('client.example');
     expect(received.headers['x-forwarded-proto']).toBe('http');
@@ -117,10 +146,16 @@ describe('forwarding', () => {
     expect(headerValues(received, 'x-kept')).toEqual(['1', '2']);
   });
 
-  it('drops the participant\'s hop-by-hop answer headers and those its Connection header names, keeps the rest', async () => {
+  it("drops the participant's hop-by-hop answer headers and those its Connection header names, keeps the rest", async () => {
     for (const connection of ['keep-alive, X-Upstream-Hop', 'close, x-upstream-hop', 'keep-alive']) {
       upstream = await startRecordingUpstream((_request, response) => {
-        response.writeHead(200, { 'content-type': 'application/json', connection, 'x-upstream-hop': 'secret', 'keep-alive': 'timeout=5', 'x-answer-kept': '1' });
+        response.writeHead(200, {
+          'content-type': 'application/json',
+          connection,
+          'x-upstream-hop': 'secret',
+          'keep-alive': 'timeout=5',
+          'x-answer-kept': '1',
+        });
         response.end('{}');
       });
       gw = await startGateway(upstream.url);
@@ -140,7 +175,14 @@ describe('forwarding', () => {
   it('keeps X-Forwarded-For from a trusted proxy and appends the peer', async () => {
     upstream = await startRecordingUpstream();
     gw = await startGateway(upstream.url, { server: { trustedProxies: ['127.0.0.0/8'] } });
-    await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ 'x-forwarded-for': '203.0.113.7', 'x-forwarded-proto': 'https', forwarded: 'for=203.0.113.7', 'x-real-ip': '203.0.113.7' }) });
+    await fetch(`${gw.url}/v2/version`, {
+      headers: gw.auth({
+        'x-forwarded-for': '203.0.113.7',
+        'x-forwarded-proto': 'https',
+        forwarded: 'for=203.0.113.7',
+        'x-real-ip': '203.0.113.7',
+      }),
+    });
     expect(upstream.requests[0]!.headers['x-forwarded-for']).toBe('203.0.113.7, 127.0.0.1');
     expect(upstream.requests[0]!.headers['x-forwarded-proto']).toBe('https');
     expect(upstream.requests[0]!.headers.forwarded).toBe('for=203.0.113.7'); // the trusted proxy's own
@@ -153,9 +195,20 @@ describe('forwarding', () => {
     const body = Buffer.alloc(256 * 1024, 'x');
     const { hostname, port } = new URL(gw.url);
     const answer = await new Promise<string>((resolve, reject) => {
-      const socket = net.connect(Number(port), hostname, () => socket.write([
-        'POST /v2/dars HTTP/1.1', 'Host: gw', 'Content-Type: application/octet-stream', `Content-Length: ${body.length}`,
-        'Expect: 100-continue', authLines(gw!).trimEnd(), '', ''].join('\r\n')));
+      const socket = net.connect(Number(port), hostname, () =>
+        socket.write(
+          [
+            'POST /v2/dars HTTP/1.1',
+            'Host: gw',
+            'Content-Type: application/octet-stream',
+            `Content-Length: ${body.length}`,
+            'Expect: 100-continue',
+            authLines(gw!).trimEnd(),
+            '',
+            '',
+          ].join('\r\n'),
+        ),
+      );
       let text = '';
       socket.on('data', (data) => {
         text += data.toString('latin1');
@@ -171,7 +224,7 @@ describe('forwarding', () => {
     expect(upstream.requests[0]!.body.equals(body)).toBe(true);
   });
 
-  it('drops the headers a repeated Connection field of the participant\'s answer names', async () => {
+  it("drops the headers a repeated Connection field of the participant's answer names", async () => {
     upstream = await startRecordingUpstream((_request, response) => {
       response.setHeader('connection', ['X-Secret', 'X-Other']);
       response.writeHead(200, { 'content-type': 'application/json', 'x-secret': 's', 'x-other': 'o', 'x-kept': 'k' });
@@ -180,17 +233,30 @@ describe('forwarding', () => {
     gw = await startGateway(upstream.url);
     const response = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
     expect(response.status).toBe(200);
-    expect([response.headers.get('x-secret'), response.headers.get('x-other'), response.headers.get('x-kept')]).toEqual([null, null, 'k']);
+    expect([response.headers.get('x-secret'), response.headers.get('x-other'), response.headers.get('x-kept')]).toEqual(
+      [null, null, 'k'],
+    );
   });
 
-  it('returns the participant\'s status, headers and body unchanged, errors included', async () => {
-    const cantonError = '{"code":"TOPOLOGY_SERIAL_MISMATCH","cause":"The given serial Some(1) did not match the actual serial Some(5).","correlationId":null,"traceId":null,"context":{},"resources":[],"errorCategory":9,"grpcCodeValue":9,"retryInfo":null,"definiteAnswer":null}';
+  it("returns the participant's status, headers and body unchanged, errors included", async () => {
+    const cantonError =
+      '{"code":"TOPOLOGY_SERIAL_MISMATCH","cause":"The given serial Some(1) did not match the actual serial Some(5).","correlationId":null,"traceId":null,"context":{},"resources":[],"errorCategory":9,"grpcCodeValue":9,"retryInfo":null,"definiteAnswer":null}';
     upstream = await startRecordingUpstream((_request, response) => {
-      response.writeHead(400, [['Content-Type', 'application/json'], ['Set-Cookie', 'a=1'], ['Set-Cookie', 'b=2'], ['X-Participant', 'p1'], ['Content-Length', String(cantonError.length)]]);
+      response.writeHead(400, [
+        ['Content-Type', 'application/json'],
+        ['Set-Cookie', 'a=1'],
+        ['Set-Cookie', 'b=2'],
+        ['X-Participant', 'p1'],
+        ['Content-Length', String(cantonError.length)],
+      ]);
       response.end(cantonError);
     });
     gw = await startGateway(upstream.url);
-    const response = await fetch(`${gw.url}/v2/package-vetting/list`, { method: 'POST', body: '{}', headers: gw.auth({ 'content-type': 'application/json' }) });
+    const response = await fetch(`${gw.url}/v2/package-vetting/list`, {
+      method: 'POST',
+      body: '{}',
+      headers: gw.auth({ 'content-type': 'application/json' }),
+    });
     expect(response.status).toBe(400);
     expect(await response.text()).toBe(cantonError);
     expect(response.headers.get('x-participant')).toBe('p1');
@@ -200,7 +266,9 @@ describe('forwarding', () => {
 
   it('streams a large upload upstream while the client is still sending it', async () => {
     let firstBytesSeen: () => void = () => {};
-    const firstBytes = new Promise<void>((resolve) => { firstBytesSeen = resolve; });
+    const firstBytes = new Promise<void>((resolve) => {
+      firstBytesSeen = resolve;
+    });
     let receivedBytes = 0;
     const server = http.createServer((request, response) => {
       request.on('data', (chunk: Buffer) => {
@@ -214,11 +282,16 @@ describe('forwarding', () => {
     try {
       gw = await startGateway(upstreamUrl);
       const chunk = Buffer.alloc(256 * 1024, 7);
-      const request = http.request(`${gw.url}/v2/dars`, { method: 'POST', headers: gw.auth({ 'content-type': 'application/octet-stream', 'content-length': String(chunk.length * 8) }) });
+      const request = http.request(`${gw.url}/v2/dars`, {
+        method: 'POST',
+        headers: gw.auth({ 'content-type': 'application/octet-stream', 'content-length': String(chunk.length * 8) }),
+      });
       const responded = new Promise<string>((resolve, reject) => {
         request.on('response', (response) => {
           let text = '';
-          response.on('data', (d) => { text += d; });
+          response.on('data', (d) => {
+            text += d;
+          });
           response.on('end', () => resolve(text));
         });
         request.on('error', reject);
@@ -236,7 +309,6 @@ describe('forwarding', () => {
   });
 
   it('streams the answer to the client while the participant is still sending it', async () => {
-
     let finishAnswer: () => void = () => {};
     upstream = await startRecordingUpstream((_request, response) => {
       response.writeHead(200, { 'content-type': 'application/json' });
@@ -244,19 +316,24 @@ describe('forwarding', () => {
       finishAnswer = () => response.end(',"part2":2}');
     });
     gw = await startGateway(upstream.url);
-    const response = await fetch(`${gw.url}/v2/state/active-contracts`, { method: 'POST', body: '{}', headers: gw.auth({ 'content-type': 'application/json' }) });
+    const response = await fetch(`${gw.url}/v2/state/active-contracts`, {
+      method: 'POST',
+      body: '{}',
+      headers: gw.auth({ 'content-type': 'application/json' }),
+    });
     const reader = response.body!.getReader();
     const first = await reader.read();
     expect(Buffer.from(first.value!).toString()).toBe('{"part":1');
     finishAnswer();
     let rest = '';
-    for (let next = await reader.read(); !next.done; next = await reader.read()) rest += Buffer.from(next.value).toString();
+    for (let next = await reader.read(); !next.done; next = await reader.read())
+      rest += Buffer.from(next.value).toString();
     expect(rest).toBe(',"part2":2}');
   });
 });
 
 describe('upstream failures', () => {
-  it('answers 503 GATEWAY_UPSTREAM_UNAVAILABLE in Canton\'s shape when nothing listens upstream', async () => {
+  it("answers 503 GATEWAY_UPSTREAM_UNAVAILABLE in Canton's shape when nothing listens upstream", async () => {
     const closed = net.createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const port = (closed.address() as net.AddressInfo).port;
@@ -264,26 +341,43 @@ describe('upstream failures', () => {
     gw = await startGateway(`http://127.0.0.1:${port}`);
     const response = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
     expect(response.status).toBe(503);
-    const body = await response.json() as Record<string, unknown>;
+    const body = (await response.json()) as Record<string, unknown>;
     expect(Object.keys(body).sort()).toEqual(JS_CANTON_ERROR_KEYS);
-    expect(body).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE', errorCategory: 1, grpcCodeValue: 14, retryInfo: '1 second', correlationId: response.headers.get('x-request-id') });
+    expect(body).toMatchObject({
+      code: 'GATEWAY_UPSTREAM_UNAVAILABLE',
+      errorCategory: 1,
+      grpcCodeValue: 14,
+      retryInfo: '1 second',
+      correlationId: response.headers.get('x-request-id'),
+    });
     expect(JSON.stringify(body)).not.toMatch(/ECONNREFUSED|127\.0\.0\.1/);
   });
 
   it('answers 504 GATEWAY_UPSTREAM_TIMEOUT when the participant accepts and never answers', async () => {
-    upstream = await startRecordingUpstream(() => { /* never answers */ });
+    upstream = await startRecordingUpstream(() => {
+      /* never answers */
+    });
     gw = await startGateway(upstream.url, { upstream: { timeoutMs: 300 } });
     const started = Date.now();
     const response = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
     expect(response.status).toBe(504);
     expect(Date.now() - started).toBeLessThan(5_000);
-    expect(await response.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_TIMEOUT', errorCategory: 3, grpcCodeValue: 4, retryInfo: '1 second' });
+    expect(await response.json()).toMatchObject({
+      code: 'GATEWAY_UPSTREAM_TIMEOUT',
+      errorCategory: 3,
+      grpcCodeValue: 4,
+      retryInfo: '1 second',
+    });
   });
 
   it('applies a per-operation timeout override', async () => {
     // undici's timers have about one second of resolution: keep the delays well apart.
-    upstream = await startRecordingUpstream((_request, response) => { setTimeout(() => answerJson(200, { late: true })(_request, response), 2500); });
-    gw = await startGateway(upstream.url, { upstream: { timeoutMs: 200, operationTimeoutsMs: { 'getV2StateLedger-end': 8000 } } });
+    upstream = await startRecordingUpstream((_request, response) => {
+      setTimeout(() => answerJson(200, { late: true })(_request, response), 2500);
+    });
+    gw = await startGateway(upstream.url, {
+      upstream: { timeoutMs: 200, operationTimeoutsMs: { 'getV2StateLedger-end': 8000 } },
+    });
     expect((await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() })).status).toBe(200);
     expect((await fetch(`${gw.url}/v2/parties`, { headers: gw.auth() })).status).toBe(504);
   });
@@ -293,21 +387,35 @@ describe('upstream failures', () => {
     gw = await startGateway(upstream.url);
     expect((await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() })).status).toBe(503);
     upstream.respond((_request, response) => response.destroy());
-    expect((await fetch(`${gw.url}/v2/commands/async/submit`, { method: 'POST', body: '{}', headers: gw.auth({ 'content-type': 'application/json' }) })).status).toBe(503);
+    expect(
+      (
+        await fetch(`${gw.url}/v2/commands/async/submit`, {
+          method: 'POST',
+          body: '{}',
+          headers: gw.auth({ 'content-type': 'application/json' }),
+        })
+      ).status,
+    ).toBe(503);
     expect(upstream.requests.map((r) => r.method)).toEqual(['GET', 'POST']);
   });
 
   it('refuses a body over limits.bodyBytes with 413, declared or chunked, before the participant sees it', async () => {
     upstream = await startRecordingUpstream();
     gw = await startGateway(upstream.url, { limits: { bodyBytes: 1024 } });
-    const declared = await fetch(`${gw.url}/v2/dars`, { method: 'POST', body: Buffer.alloc(2048), headers: gw.auth({ 'content-type': 'application/octet-stream' }) });
+    const declared = await fetch(`${gw.url}/v2/dars`, {
+      method: 'POST',
+      body: Buffer.alloc(2048),
+      headers: gw.auth({ 'content-type': 'application/octet-stream' }),
+    });
     expect(declared.status).toBe(413);
     expect(await declared.json()).toMatchObject({ code: 'GATEWAY_REQUEST_TOO_LARGE' });
     expect(upstream.requests).toHaveLength(0);
 
-    const chunked = await rawRequest(gw.url,
+    const chunked = await rawRequest(
+      gw.url,
       `POST /v2/dars HTTP/1.1\r\nHost: gw\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n${authLines(gw)}Connection: close\r\n\r\n`,
-      ['400\r\n', Buffer.alloc(0x400, 1), '\r\n', '400\r\n', Buffer.alloc(0x400, 1), '\r\n', '0\r\n\r\n']);
+      ['400\r\n', Buffer.alloc(0x400, 1), '\r\n', '400\r\n', Buffer.alloc(0x400, 1), '\r\n', '0\r\n\r\n'],
+    );
     expect(chunked.status).toBe(413);
     expect(JSON.parse(chunked.body.toString())).toMatchObject({ code: 'GATEWAY_REQUEST_TOO_LARGE' });
     // A chunked upload streams: the participant may have seen the start, never the whole body.
@@ -316,13 +424,17 @@ describe('upstream failures', () => {
 });
 
 describe('routes outside /v2', () => {
-  it('hides the participant\'s /livez, /readyz and /docs unless exposed', async () => {
+  it("hides the participant's /livez, /readyz and /docs unless exposed", async () => {
     upstream = await startRecordingUpstream();
     gw = await startGateway(upstream.url);
     for (const path of ['/livez', '/readyz', '/docs/openapi', '/anything']) {
       const response = await fetch(`${gw.url}${path}`, { headers: gw.auth() });
       expect(response.status, path).toBe(404);
-      expect(await response.json()).toMatchObject({ code: 'GATEWAY_ROUTE_NOT_EXPOSED', errorCategory: 11, grpcCodeValue: 5 });
+      expect(await response.json()).toMatchObject({
+        code: 'GATEWAY_ROUTE_NOT_EXPOSED',
+        errorCategory: 11,
+        grpcCodeValue: 5,
+      });
     }
     expect(upstream.requests).toHaveLength(0);
   });
@@ -349,8 +461,18 @@ describe('routes outside /v2', () => {
   it('refuses dot segments and backslashes, encoded or not', async () => {
     upstream = await startRecordingUpstream();
     gw = await startGateway(upstream.url);
-    for (const path of ['/v2/../admin', '/v2/%2e%2e/x', '/v2/packages/.', '/v2/%2E/version', '/v2\\version', '/v2/a%5c..']) {
-      const response = await rawRequest(gw.url, `GET ${path} HTTP/1.1\r\nHost: gw\r\n${authLines(gw)}Connection: close\r\n\r\n`);
+    for (const path of [
+      '/v2/../admin',
+      '/v2/%2e%2e/x',
+      '/v2/packages/.',
+      '/v2/%2E/version',
+      '/v2\\version',
+      '/v2/a%5c..',
+    ]) {
+      const response = await rawRequest(
+        gw.url,
+        `GET ${path} HTTP/1.1\r\nHost: gw\r\n${authLines(gw)}Connection: close\r\n\r\n`,
+      );
       expect(response.status, path).toBe(400);
       expect(JSON.parse(response.body.toString())).toMatchObject({ code: 'GATEWAY_INVALID_PATH' });
     }
@@ -359,5 +481,7 @@ describe('routes outside /v2', () => {
 });
 
 function authLines(gateway: RunningGateway): string {
-  return Object.entries(gateway.auth()).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+  return Object.entries(gateway.auth())
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
 }

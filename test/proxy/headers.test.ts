@@ -21,8 +21,18 @@ function sent(raw: string[], forwarded = client, dropTraceContext = false, extra
 describe('upstreamRequestHeaders: underscore twins', () => {
   it('drops the underscore forms of the headers the gateway rewrites, whoever sent them', () => {
     const raw = [
-      'X_Forwarded_For', '6.6.6.6', 'x_forwarded_proto', 'https', 'X_Forwarded_Host', 'evil.example',
-      'X_Real_IP', '6.6.6.6', 'X-Forwarded_For', '6.6.6.6', 'Accept', '*/*',
+      'X_Forwarded_For',
+      '6.6.6.6',
+      'x_forwarded_proto',
+      'https',
+      'X_Forwarded_Host',
+      'evil.example',
+      'X_Real_IP',
+      '6.6.6.6',
+      'X-Forwarded_For',
+      '6.6.6.6',
+      'Accept',
+      '*/*',
     ];
     for (const forwarded of [client, trustedProxy]) {
       expect(sent(raw, forwarded)).toEqual([
@@ -36,9 +46,20 @@ describe('upstreamRequestHeaders: underscore twins', () => {
 
   it('drops the underscore forms of hop-by-hop and framing headers and of those Connection names', () => {
     const raw = [
-      'Connection', 'close, X-Internal-Hop', 'Transfer_Encoding', 'chunked', 'Content_Length', '5',
-      'Keep_Alive', 'timeout=5', 'Proxy_Authorization', 'Basic Zm9vOmJhcg==', 'X_Internal_Hop', 'secret',
-      'Content-Length', '2',
+      'Connection',
+      'close, X-Internal-Hop',
+      'Transfer_Encoding',
+      'chunked',
+      'Content_Length',
+      '5',
+      'Keep_Alive',
+      'timeout=5',
+      'Proxy_Authorization',
+      'Basic Zm9vOmJhcg==',
+      'X_Internal_Hop',
+      'secret',
+      'Content-Length',
+      '2',
     ];
     expect(sent(raw).filter(([name]) => !name.startsWith('x-forwarded-'))).toEqual([['Content-Length', '2']]);
   });
@@ -48,18 +69,23 @@ describe('upstreamRequestHeaders: underscore twins', () => {
     expect(sent(['Accept_Encoding', 'br', 'Accept', '*/*'], client, false, dropped)[0]).toEqual(['Accept', '*/*']);
   });
 
-  it('keeps other underscored headers, and a trusted proxy\'s real X-Forwarded-For', () => {
+  it("keeps other underscored headers, and a trusted proxy's real X-Forwarded-For", () => {
     expect(sent(['X_Custom_Id', '7', 'Tenant_Name', 'a_b'])).toEqual([
-      ['X_Custom_Id', '7'], ['Tenant_Name', 'a_b'],
-      ['x-forwarded-for', '198.51.100.9'], ['x-forwarded-proto', 'http'], ['x-forwarded-host', 'gw.example'],
+      ['X_Custom_Id', '7'],
+      ['Tenant_Name', 'a_b'],
+      ['x-forwarded-for', '198.51.100.9'],
+      ['x-forwarded-proto', 'http'],
+      ['x-forwarded-host', 'gw.example'],
     ]);
-    expect(sent(['X-Forwarded-For', '203.0.113.7', 'X_Forwarded_For', '6.6.6.6'], trustedProxy))
-      .toContainEqual(['x-forwarded-for', '203.0.113.7, 10.0.0.2']);
+    expect(sent(['X-Forwarded-For', '203.0.113.7', 'X_Forwarded_For', '6.6.6.6'], trustedProxy)).toContainEqual([
+      'x-forwarded-for',
+      '203.0.113.7, 10.0.0.2',
+    ]);
   });
 });
 
 describe('underscore twins through the gateway', () => {
-  it('the participant receives the gateway\'s X-Forwarded-For and no X_Forwarded_For', async () => {
+  it("the participant receives the gateway's X-Forwarded-For and no X_Forwarded_For", async () => {
     const upstream = (current.upstream = await startRecordingUpstream());
     const gw = (current.gw = await startGateway(upstream.url));
     const headers = gw.auth({ X_Forwarded_For: '6.6.6.6', X_Real_IP: '6.6.6.6', X_Tenant: 'kept' });

@@ -12,7 +12,9 @@ import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js'
 import { logCapture } from '../helpers/log-capture.js';
 
 let gw: RunningGateway | undefined;
-let upstream: { server: http.Server; wss: WebSocketServer; url: string; upgrades: http.IncomingHttpHeaders[]; paths: string[] } | undefined;
+let upstream:
+  | { server: http.Server; wss: WebSocketServer; url: string; upgrades: http.IncomingHttpHeaders[]; paths: string[] }
+  | undefined;
 
 afterEach(async () => {
   await gw?.close();
@@ -39,8 +41,14 @@ async function startWebSocketUpstream(refuseWith?: number) {
     upgrades.push(request.headers);
     paths.push(request.url ?? '');
     if (refuseWith !== undefined) {
-      const body = JSON.stringify({ code: 'NA', cause: 'A security-sensitive error has been received', grpcCodeValue: 16 });
-      socket.end(`HTTP/1.1 ${refuseWith} Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+      const body = JSON.stringify({
+        code: 'NA',
+        cause: 'A security-sensitive error has been received',
+        grpcCodeValue: 16,
+      });
+      socket.end(
+        `HTTP/1.1 ${refuseWith} Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
       return;
     }
     wss.handleUpgrade(request, socket, head, (ws) => {
@@ -55,11 +63,17 @@ async function startWebSocketUpstream(refuseWith?: number) {
   return upstream;
 }
 
-function open(url: string, protocols: string[], headers: Record<string, string>): Promise<{ ws: WebSocket; protocol: string }> {
+function open(
+  url: string,
+  protocols: string[],
+  headers: Record<string, string>,
+): Promise<{ ws: WebSocket; protocol: string }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, protocols, { headers });
     ws.once('open', () => resolve({ ws, protocol: ws.protocol }));
-    ws.once('unexpected-response', (_request, response) => reject(Object.assign(new Error(`status ${response.statusCode}`), { status: response.statusCode })));
+    ws.once('unexpected-response', (_request, response) =>
+      reject(Object.assign(new Error(`status ${response.statusCode}`), { status: response.statusCode })),
+    );
     ws.once('error', reject);
   });
 }
@@ -67,20 +81,36 @@ function open(url: string, protocols: string[], headers: Record<string, string>)
 function rawUpgrade(base: string, path: string, authorization: string, extra: string[] = []): Promise<string> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(port), hostname, () => socket.write([
-      `GET ${path} HTTP/1.1`, 'Host: gw', 'Connection: Upgrade', 'Upgrade: websocket', 'Sec-WebSocket-Version: 13',
-      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', `Authorization: ${authorization}`, ...extra, '', ''].join('\r\n')));
+    const socket = net.connect(Number(port), hostname, () =>
+      socket.write(
+        [
+          `GET ${path} HTTP/1.1`,
+          'Host: gw',
+          'Connection: Upgrade',
+          'Upgrade: websocket',
+          'Sec-WebSocket-Version: 13',
+          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
+          `Authorization: ${authorization}`,
+          ...extra,
+          '',
+          '',
+        ].join('\r\n'),
+      ),
+    );
     let text = '';
-    socket.on('data', (data) => { text += data.toString(); });
+    socket.on('data', (data) => {
+      text += data.toString();
+    });
     socket.on('close', () => resolve(text));
     socket.on('error', reject);
   });
 }
 
 describe('forwardedSubprotocols', () => {
-  it('sends the offer as one line of the client\'s elements, in its order, without spaces', () => {
-    expect(forwardedSubprotocols(['Sec-WebSocket-Protocol', 'daml.ws.auth, jwt.token.a.b.c']))
-      .toBe('daml.ws.auth,jwt.token.a.b.c');
+  it("sends the offer as one line of the client's elements, in its order, without spaces", () => {
+    expect(forwardedSubprotocols(['Sec-WebSocket-Protocol', 'daml.ws.auth, jwt.token.a.b.c'])).toBe(
+      'daml.ws.auth,jwt.token.a.b.c',
+    );
     const twoLines = ['sec-websocket-protocol', ' b ,\ta', 'Host', 'x', 'Sec-WebSocket-Protocol', ', c,'];
     expect(forwardedSubprotocols(twoLines)).toBe('b,a,c');
     expect(forwardedSubprotocols(['Sec-WebSocket-Protocol', ' , '])).toBeUndefined();
@@ -91,22 +121,24 @@ describe('forwardedSubprotocols', () => {
     const element = fc.constantFrom('daml.ws.auth', 'jwt.token.A', 'jwt.token.B', 'jwt.token.', 'x.jwt.token.C', '');
     const space = fc.constantFrom('', ' ', '  ', '\t', ' \t');
     const spaced = fc.tuple(space, element, space).map(([before, name, after]) => before + name + after);
-    const offer = fc.array(spaced, { minLength: 1, maxLength: 6 })
-      .map((elements) => elements.join(','));
-    fc.assert(fc.property(offer, (value) => {
-      const headers = ['Sec-WebSocket-Protocol', value];
-      let read: string | undefined;
-      try {
-        read = webSocketToken(headers).token;
-      } catch (error) {
-        if (!(error instanceof AuthFailure)) throw error;
-        read = error.reason === 'missing' ? undefined : ''; // malformed: the first jwt.token. element is empty
-      }
-      const forwarded = forwardedSubprotocols(headers);
-      expect(forwarded?.split(',') ?? []).toEqual(subprotocolElements(value));
-      expect(forwarded === undefined ? undefined : cantonToken(forwarded, 'split')).toBe(read);
-      expect(forwarded === undefined ? undefined : cantonToken(forwarded, 'trimmed')).toBe(read);
-    }), { numRuns: 500 });
+    const offer = fc.array(spaced, { minLength: 1, maxLength: 6 }).map((elements) => elements.join(','));
+    fc.assert(
+      fc.property(offer, (value) => {
+        const headers = ['Sec-WebSocket-Protocol', value];
+        let read: string | undefined;
+        try {
+          read = webSocketToken(headers).token;
+        } catch (error) {
+          if (!(error instanceof AuthFailure)) throw error;
+          read = error.reason === 'missing' ? undefined : ''; // malformed: the first jwt.token. element is empty
+        }
+        const forwarded = forwardedSubprotocols(headers);
+        expect(forwarded?.split(',') ?? []).toEqual(subprotocolElements(value));
+        expect(forwarded === undefined ? undefined : cantonToken(forwarded, 'split')).toBe(read);
+        expect(forwarded === undefined ? undefined : cantonToken(forwarded, 'trimmed')).toBe(read);
+      }),
+      { numRuns: 500 },
+    );
   });
 });
 
@@ -115,41 +147,53 @@ describe('websocket forwarding', () => {
     const participant = await startWebSocketUpstream();
     gw = await startGateway(participant.url);
     const token = gw.auth().authorization?.slice('Bearer '.length) ?? 'e30.e30.sig';
-    const { ws, protocol } = await open(`${gw.url.replace('http', 'ws')}/v2/updates?x=%2F1`, [`jwt.token.${token}`, 'daml.ws.auth'], {});
+    const { ws, protocol } = await open(
+      `${gw.url.replace('http', 'ws')}/v2/updates?x=%2F1`,
+      [`jwt.token.${token}`, 'daml.ws.auth'],
+      {},
+    );
     expect(protocol).toBe('daml.ws.auth');
-    const offered = String(participant.upgrades[0]!['sec-websocket-protocol']).split(',').map((p) => p.trim());
+    const offered = String(participant.upgrades[0]!['sec-websocket-protocol'])
+      .split(',')
+      .map((p) => p.trim());
     expect(offered).toEqual([`jwt.token.${token}`, 'daml.ws.auth']);
     expect(participant.paths[0]).toBe('/v2/updates?x=%2F1');
     const received: string[] = [];
-    const two = new Promise<void>((resolve) => ws.on('message', (data) => {
-      received.push(data.toString());
-      if (received.length === 2) resolve();
-    }));
+    const two = new Promise<void>((resolve) =>
+      ws.on('message', (data) => {
+        received.push(data.toString());
+        if (received.length === 2) resolve();
+      }),
+    );
     ws.send('{"beginExclusive":0}');
     await two;
     expect(received).toEqual(['echo:{"beginExclusive":0}', 'again:{"beginExclusive":0}']);
     ws.close();
   });
 
-  it('passes the participant\'s refusal of an upgrade back whole', async () => {
+  it("passes the participant's refusal of an upgrade back whole", async () => {
     const participant = await startWebSocketUpstream(401);
     gw = await startGateway(participant.url);
     const token = gw.auth().authorization?.slice('Bearer '.length) ?? 'e30.e30.sig';
-    await expect(open(`${gw.url.replace('http', 'ws')}/v2/state/active-contracts`, [`jwt.token.${token}`, 'daml.ws.auth'], {})).rejects.toMatchObject({ status: 401 });
+    await expect(
+      open(`${gw.url.replace('http', 'ws')}/v2/state/active-contracts`, [`jwt.token.${token}`, 'daml.ws.auth'], {}),
+    ).rejects.toMatchObject({ status: 401 });
     expect(participant.upgrades).toHaveLength(1);
   });
 
-  it('answers 503 in Canton\'s shape when the participant is unreachable', async () => {
+  it("answers 503 in Canton's shape when the participant is unreachable", async () => {
     const closed = net.createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const port = (closed.address() as net.AddressInfo).port;
     await new Promise((resolve) => closed.close(resolve));
     gw = await startGateway(`http://127.0.0.1:${port}`);
     const token = gw.auth().authorization?.slice('Bearer '.length) ?? 'e30.e30.sig';
-    await expect(open(`${gw.url.replace('http', 'ws')}/v2/updates`, [`jwt.token.${token}`, 'daml.ws.auth'], {})).rejects.toMatchObject({ status: 503 });
+    await expect(
+      open(`${gw.url.replace('http', 'ws')}/v2/updates`, [`jwt.token.${token}`, 'daml.ws.auth'], {}),
+    ).rejects.toMatchObject({ status: 503 });
   });
 
-  it('bounds the participant\'s answer to an upgrade by the channel\'s own timeout when it has one', async () => {
+  it("bounds the participant's answer to an upgrade by the channel's own timeout when it has one", async () => {
     // A participant that takes upgrades and never answers them.
     const silent = http.createServer();
     const held: net.Socket[] = [];
@@ -160,7 +204,9 @@ describe('websocket forwarding', () => {
       gw = await startGateway(url, { upstream: { timeoutMs: 60_000, operationTimeoutsMs: { onV2Updates: 1_000 } } });
       const token = gw.auth().authorization!.slice('Bearer '.length);
       const started = Date.now();
-      await expect(open(`${gw.url.replace('http', 'ws')}/v2/updates`, [`jwt.token.${token}`, 'daml.ws.auth'], {})).rejects.toMatchObject({ status: 504 });
+      await expect(
+        open(`${gw.url.replace('http', 'ws')}/v2/updates`, [`jwt.token.${token}`, 'daml.ws.auth'], {}),
+      ).rejects.toMatchObject({ status: 504 });
       expect(Date.now() - started).toBeLessThan(5_000); // the override (1 s), not timeoutMs (60 s)
       expect(held).toHaveLength(1);
     } finally {
@@ -172,10 +218,14 @@ describe('websocket forwarding', () => {
   it('refuses an upgrade outside /v2 and a dot-segment path without reaching the participant', async () => {
     const participant = await startWebSocketUpstream();
     gw = await startGateway(participant.url);
-    await expect(open(`${gw.url.replace('http', 'ws')}/livez`, ['daml.ws.auth'], gw.auth())).rejects.toMatchObject({ status: 404 });
+    await expect(open(`${gw.url.replace('http', 'ws')}/livez`, ['daml.ws.auth'], gw.auth())).rejects.toMatchObject({
+      status: 404,
+    });
     // A WHATWG URL would resolve the dot segment before sending: write the upgrade by hand.
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-    const answer = await rawUpgrade(gw.url, '/v2/%2e%2e/updates', gw.auth().authorization!, [`traceparent: 00-${traceId}-00f067aa0ba902b7-01`]);
+    const answer = await rawUpgrade(gw.url, '/v2/%2e%2e/updates', gw.auth().authorization!, [
+      `traceparent: 00-${traceId}-00f067aa0ba902b7-01`,
+    ]);
     expect(answer).toMatch(/^HTTP\/1.1 400 /);
     expect(answer).toContain('"code":"GATEWAY_INVALID_PATH"');
     expect(answer).toContain(`"traceId":"${traceId}"`);
@@ -186,13 +236,17 @@ describe('websocket forwarding', () => {
     const participant = await startWebSocketUpstream();
     gw = await startGateway(participant.url);
     const token = gw.auth().authorization?.slice('Bearer '.length) ?? 'e30.e30.sig';
-    const { ws } = await open(`${gw.url.replace('http', 'ws')}/v2/updates/flats`, [`jwt.token.${token}`, 'daml.ws.auth'], {});
+    const { ws } = await open(
+      `${gw.url.replace('http', 'ws')}/v2/updates/flats`,
+      [`jwt.token.${token}`, 'daml.ws.auth'],
+      {},
+    );
     ws.close();
     const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
     expect(metrics).toMatch(/operation="onV2UpdatesFlats",method="GET",status="101",error_code="none"/);
   });
 
-  it('gauges the open streams, and logs each stream\'s end with its duration and the side that closed first', async () => {
+  it("gauges the open streams, and logs each stream's end with its duration and the side that closed first", async () => {
     const participant = await startWebSocketUpstream();
     const log = logCapture();
     gw = await startGateway(participant.url, {}, { logger: log.logger });
@@ -218,7 +272,9 @@ describe('websocket forwarding', () => {
       expect(entry).toMatchObject({ operation: 'onV2Updates' });
       expect(entry.durationMs as number).toBeGreaterThanOrEqual(250);
       // The same id as the stream's request line.
-      expect(log.entries().some((line) => line.msg === 'request' && line.reqId === entry.reqId && line.status === 101)).toBe(true);
+      expect(
+        log.entries().some((line) => line.msg === 'request' && line.reqId === entry.reqId && line.status === 101),
+      ).toBe(true);
     }
   });
 
@@ -257,7 +313,8 @@ describe('websocket forwarding', () => {
       expect.objectContaining({ operation: 'onV2Updates', reason: 'idle_timeout', closedFirst: 'gateway' }),
     ]);
     expect(ended[0]!.durationMs as number).toBeGreaterThanOrEqual(3_000 + idleTimeoutMs - 300);
-    expect(await gw.registry.getSingleMetricAsString('ledger_gateway_websocket_streams_ended_total'))
-      .toContain('{operation="onV2Updates",ended_by="idle_timeout"} 1');
+    expect(await gw.registry.getSingleMetricAsString('ledger_gateway_websocket_streams_ended_total')).toContain(
+      '{operation="onV2Updates",ended_by="idle_timeout"} 1',
+    );
   });
 });

@@ -12,14 +12,26 @@ import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 
 const running = gatewayForFile({ limits: { bodyBytes: 2 * 1024 * 1024 } });
 
-const FORMAT = '"updateFormat":{"includeTransactions":{"eventFormat":{"filtersByParty":{"Alice::1220ab":{"cumulative":[]}}},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}';
+const FORMAT =
+  '"updateFormat":{"includeTransactions":{"eventFormat":{"filtersByParty":{"Alice::1220ab":{"cumulative":[]}}},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}';
 
-async function post(path: string, body: Buffer | string): Promise<{ status: number; text: string; json: Record<string, unknown> | undefined; forwarded: boolean }> {
+async function post(
+  path: string,
+  body: Buffer | string,
+): Promise<{ status: number; text: string; json: Record<string, unknown> | undefined; forwarded: boolean }> {
   const before = running.upstream.requests.length;
-  const response = await fetch(`${running.gw.url}${path}`, { method: 'POST', body, headers: running.gw.auth({ 'content-type': 'application/json' }) });
+  const response = await fetch(`${running.gw.url}${path}`, {
+    method: 'POST',
+    body,
+    headers: running.gw.auth({ 'content-type': 'application/json' }),
+  });
   const text = await response.text();
   let json: Record<string, unknown> | undefined;
-  try { json = JSON.parse(text) as Record<string, unknown>; } catch { json = undefined; }
+  try {
+    json = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    json = undefined;
+  }
   return { status: response.status, text, json, forwarded: running.upstream.requests.length > before };
 }
 
@@ -31,12 +43,20 @@ describe('hostile bodies on rule-checked routes', () => {
   it('invalid UTF-8 inside a string: judged as the participant decodes it (malformed bytes replaced), forwarded byte for byte', async () => {
     // Canton (pekko-http) decodes a body with its charset, replacing malformed sequences, and then
     // accepts the JSON: refusing it here would refuse what the participant accepts. The bytes go on unchanged.
-    const body = Buffer.concat([Buffer.from('{"offset":1,"x":"'), Buffer.from([0xc3, 0x28, 0xff]), Buffer.from(`",${FORMAT}}`)]);
+    const body = Buffer.concat([
+      Buffer.from('{"offset":1,"x":"'),
+      Buffer.from([0xc3, 0x28, 0xff]),
+      Buffer.from(`",${FORMAT}}`),
+    ]);
     const answer = await post('/v2/updates/update-by-offset', body);
     expect(answer.status).toBe(200);
     expect(running.upstream.requests.at(-1)!.body.equals(body)).toBe(true);
     // Invalid UTF-8 where the JSON structure is: refused.
-    const broken = Buffer.concat([Buffer.from('{"offset":1,'), Buffer.from([0xff, 0xfe]), Buffer.from(`:1,${FORMAT}}`)]);
+    const broken = Buffer.concat([
+      Buffer.from('{"offset":1,'),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from(`:1,${FORMAT}}`),
+    ]);
     const refused = await post('/v2/updates/update-by-offset', broken);
     expect(refused.status).toBe(400);
     expect(refused.forwarded).toBe(false);
@@ -62,7 +82,10 @@ describe('hostile bodies on rule-checked routes', () => {
   });
 
   it('an enormous array: answered, bounded by policy.maxBodyBytes, never a crash', async () => {
-    const items = Array.from({ length: 150_000 }, () => '{"CreateCommand":{"templateId":"p:M:E","createArguments":{}}}').join(',');
+    const items = Array.from(
+      { length: 150_000 },
+      () => '{"CreateCommand":{"templateId":"p:M:E","createArguments":{}}}',
+    ).join(',');
     const body = `{"commands":{"commands":[${items}],"commandId":"c","actAs":["Alice"]}}`;
     const answer = await post('/v2/commands/submit-and-wait-for-transaction', body);
     expect(answer.status).toBe(413); // 9 MB over the 1 MiB limit of rule-checked bodies
@@ -76,7 +99,7 @@ describe('hostile bodies on rule-checked routes', () => {
     await stillServes();
   });
 
-  it('numbers beyond int64: the decoder\'s 400 text/plain, not forwarded; int64 max arrives exactly', async () => {
+  it("numbers beyond int64: the decoder's 400 text/plain, not forwarded; int64 max arrives exactly", async () => {
     const beyond = await post('/v2/updates/update-by-offset', `{"offset":9223372036854775808,${FORMAT}}`);
     expect(beyond.status).toBe(400);
     expect(beyond.text).toMatch(/^Invalid value for: body \(9223372036854775808 is out of range .* at 'offset'\)$/);
@@ -107,7 +130,12 @@ function shippedNodeOptions(): string {
  * within that time: a refusal given on the declared length alone is read before the gateway closes the
  * connection (a body still arriving then would reset it, and the answer could be lost).
  */
-function postEarlyAnswer(url: string, headers: Record<string, string>, body: string, earlyAnswerMs = 0): Promise<number> {
+function postEarlyAnswer(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  earlyAnswerMs = 0,
+): Promise<number> {
   const head = { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) };
   return new Promise((resolve, reject) => {
     const request = http.request(url, { method: 'POST', headers: head }, (response) => {
@@ -117,13 +145,17 @@ function postEarlyAnswer(url: string, headers: Record<string, string>, body: str
         request.destroy();
       });
     });
-    request.on('error', (error) => { if (!request.res) reject(error); });
+    request.on('error', (error) => {
+      if (!request.res) reject(error);
+    });
     if (earlyAnswerMs === 0) {
       request.end(body);
       return;
     }
     request.flushHeaders();
-    setTimeout(() => { if (!request.res) request.end(body); }, earlyAnswerMs);
+    setTimeout(() => {
+      if (!request.res) request.end(body);
+    }, earlyAnswerMs);
   });
 }
 

@@ -12,14 +12,21 @@ import { TEST_AUDIENCE, TEST_PARTICIPANT } from '../helpers/tokens.js';
 type Mode = 'good' | 'down' | 'slow' | 'garbage' | 'empty';
 const ISSUER = 'https://idp.faulty.test';
 
-interface Key { readonly kid: string; readonly privateKey: CryptoKey; readonly jwk: JWK }
+interface Key {
+  readonly kid: string;
+  readonly privateKey: CryptoKey;
+  readonly jwk: JWK;
+}
 async function makeKey(kid: string): Promise<Key> {
   const { privateKey, publicKey } = await generateKeyPair('RS256');
   return { kid, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' } };
 }
 function mint(key: Key): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ sub: 'alice', aud: TEST_AUDIENCE, iat: now, exp: now + 240 }).setProtectedHeader({ alg: 'RS256', kid: key.kid }).setIssuer(ISSUER).sign(key.privateKey);
+  return new SignJWT({ sub: 'alice', aud: TEST_AUDIENCE, iat: now, exp: now + 240 })
+    .setProtectedHeader({ alg: 'RS256', kid: key.kid })
+    .setIssuer(ISSUER)
+    .sign(key.privateKey);
 }
 
 /** A JWKS endpoint whose behaviour the test switches. */
@@ -29,19 +36,38 @@ async function startJwks(keys: Key[], initial: Mode) {
   const server = http.createServer((_request, response) => {
     fetches += 1;
     switch (mode) {
-      case 'down': response.socket?.destroy(); return;
-      case 'slow': setTimeout(() => response.end(JSON.stringify({ keys: keys.map((k) => k.jwk) })), 5_000); return;
-      case 'garbage': response.writeHead(200, { 'content-type': 'application/json' }).end('<html>not a key set'); return;
-      case 'empty': response.writeHead(200, { 'content-type': 'application/json' }).end('{"keys":[]}'); return;
-      default: response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: keys.map((k) => k.jwk) }));
+      case 'down':
+        response.socket?.destroy();
+        return;
+      case 'slow':
+        setTimeout(() => response.end(JSON.stringify({ keys: keys.map((k) => k.jwk) })), 5_000);
+        return;
+      case 'garbage':
+        response.writeHead(200, { 'content-type': 'application/json' }).end('<html>not a key set');
+        return;
+      case 'empty':
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{"keys":[]}');
+        return;
+      default:
+        response
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ keys: keys.map((k) => k.jwk) }));
     }
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`,
-    set(next: Mode) { mode = next; },
-    get fetches() { return fetches; },
-    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    set(next: Mode) {
+      mode = next;
+    },
+    get fetches() {
+      return fetches;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -64,7 +90,8 @@ const settings = (url: string) => ({
     keySets: { fetchTimeoutMs: 300, unknownKeyCooldownMs: 100, refreshIntervalMs: 400 },
   },
 });
-const call = (token: string) => fetch(`${gw!.url}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${token}` } });
+const call = (token: string) =>
+  fetch(`${gw!.url}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${token}` } });
 const readyz = async () => (await fetch(`${gw!.adminUrl}/readyz`)).status;
 
 describe('key set faults', () => {

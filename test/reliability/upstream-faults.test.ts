@@ -7,7 +7,12 @@ import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js'
 import { createTestIssuer, TEST_ISSUER, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { startJwksServer, type JwksServer } from '../auth/support/jwks-server.js';
 import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
-import { answerJson, startRecordingUpstream, type RecordingUpstream, type UpstreamHandler } from '../helpers/recording-upstream.js';
+import {
+  answerJson,
+  startRecordingUpstream,
+  type RecordingUpstream,
+  type UpstreamHandler,
+} from '../helpers/recording-upstream.js';
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
@@ -94,7 +99,9 @@ describe('upstream faults', () => {
   });
 
   it('answers headers then stalls the body: the client gets the headers, then a cut answer within the bound', async () => {
-    const url = await rawUpstream((socket) => socket.write('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"partial":'));
+    const url = await rawUpstream((socket) =>
+      socket.write('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"partial":'),
+    );
     gw = await startGateway(url, { upstream: { timeoutMs: 500 } });
     const { value, ms } = await timed(async () => {
       const response = await fetch(`${gw!.url}/v2/state/ledger-end`, { headers: gw!.auth() });
@@ -118,7 +125,11 @@ describe('upstream faults', () => {
   it('resets the connection before answering: 503', async () => {
     const url = await rawUpstream((socket) => socket.resetAndDestroy());
     gw = await startGateway(url);
-    const response = await fetch(`${gw.url}/v2/commands/async/submit`, { method: 'POST', body: '{}', headers: gw.auth({ 'content-type': 'application/json' }) });
+    const response = await fetch(`${gw.url}/v2/commands/async/submit`, {
+      method: 'POST',
+      body: '{}',
+      headers: gw.auth({ 'content-type': 'application/json' }),
+    });
     expect(response.status).toBe(503);
     expect(await response.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE', grpcCodeValue: 14 });
   });
@@ -154,7 +165,7 @@ describe('upstream faults', () => {
         headers: gw.auth(get ? {} : { 'content-type': 'application/json' }),
         body: get ? undefined : '{}',
       });
-      const body = await response.json() as { code?: string };
+      const body = (await response.json()) as { code?: string };
       answers.push({ get, status: response.status, code: body.code });
       await new Promise((resolve) => setTimeout(resolve, Math.random() * 12));
     }
@@ -168,10 +179,19 @@ describe('upstream faults', () => {
   });
 
   it('delivers a completed answer whole, however large', async () => {
-    const big = JSON.stringify({ events: Array.from({ length: 20_000 }, (_, i) => ({ offset: i, contractId: `00${i.toString(16).padStart(64, 'a')}` })) });
+    const big = JSON.stringify({
+      events: Array.from({ length: 20_000 }, (_, i) => ({
+        offset: i,
+        contractId: `00${i.toString(16).padStart(64, 'a')}`,
+      })),
+    });
     upstream = await startRecordingUpstream(answerJson(200, big));
     gw = await startGateway(upstream.url);
-    const response = await fetch(`${gw.url}/v2/state/active-contracts`, { method: 'POST', body: '{}', headers: gw.auth({ 'content-type': 'application/json' }) });
+    const response = await fetch(`${gw.url}/v2/state/active-contracts`, {
+      method: 'POST',
+      body: '{}',
+      headers: gw.auth({ 'content-type': 'application/json' }),
+    });
     expect(await response.text()).toBe(big);
   });
 
@@ -190,21 +210,26 @@ describe('upstream faults', () => {
     });
     gw = await startGateway(upstream.url);
     const { port } = new URL(gw.url);
-    const { sentWhilePaused, received } = await new Promise<{ sentWhilePaused: number; received: number }>((resolve, reject) => {
-      const request = http.get({ host: '127.0.0.1', port, path: '/v2/state/ledger-end', headers: gw!.auth(), agent: false }, (response) => {
-        response.pause(); // a client that does not read for a while
-        setTimeout(() => {
-          const sentWhilePaused = sent;
-          let bytes = 0;
-          response.on('data', (data: Buffer) => {
-            bytes += data.length;
-          });
-          response.on('end', () => resolve({ sentWhilePaused, received: bytes }));
-          response.resume();
-        }, 500);
-      });
-      request.on('error', reject);
-    });
+    const { sentWhilePaused, received } = await new Promise<{ sentWhilePaused: number; received: number }>(
+      (resolve, reject) => {
+        const request = http.get(
+          { host: '127.0.0.1', port, path: '/v2/state/ledger-end', headers: gw!.auth(), agent: false },
+          (response) => {
+            response.pause(); // a client that does not read for a while
+            setTimeout(() => {
+              const sentWhilePaused = sent;
+              let bytes = 0;
+              response.on('data', (data: Buffer) => {
+                bytes += data.length;
+              });
+              response.on('end', () => resolve({ sentWhilePaused, received: bytes }));
+              response.resume();
+            }, 500);
+          },
+        );
+        request.on('error', reject);
+      },
+    );
     // Only the sockets' buffers lie in between; a gateway that read on regardless would have taken it all.
     expect(sentWhilePaused).toBeLessThan(total / 2);
     expect(received).toBe(total);
@@ -217,7 +242,8 @@ describe('upstream faults', () => {
  */
 function trickling(path: string, chunks: number): UpstreamHandler {
   return async (request, response) => {
-    if (request.url !== path || request.headers['user-agent'] === READINESS_USER_AGENT) return answerJson(200, { parties: [] })(request, response);
+    if (request.url !== path || request.headers['user-agent'] === READINESS_USER_AGENT)
+      return answerJson(200, { parties: [] })(request, response);
     response.writeHead(200, { 'content-type': 'text/plain' });
     for (let i = 0; i < chunks; i++) {
       response.write('.');
@@ -240,7 +266,7 @@ describe('bounds on the client side of a call', () => {
     return { socket, closed, text: () => text };
   }
 
-  it('passes on the participant\'s early refusal of an upload and closes the connection: the rest of the body is never read as a next request', async () => {
+  it("passes on the participant's early refusal of an upload and closes the connection: the rest of the body is never read as a next request", async () => {
     // The participant refuses as soon as it has the head (as pekko-http does for a request it will not
     // read), before the client has sent its body.
     const server = http.createServer((request, response) => {
@@ -250,11 +276,17 @@ describe('bounds on the client side of a call', () => {
     });
     servers.push(server);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    gw = await startGateway(`http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, { server: { requestTimeoutMs: 1_500 } });
+    gw = await startGateway(`http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, {
+      server: { requestTimeoutMs: 1_500 },
+    });
     const client = rawClient(Number(new URL(gw.url).port));
-    const auth = Object.entries(gw.auth()).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    const auth = Object.entries(gw.auth())
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('');
     const length = 300 * 1024;
-    client.socket.write(`POST /v2/dars HTTP/1.1\r\nHost: gw\r\n${auth}Content-Type: application/octet-stream\r\nContent-Length: ${length}\r\n\r\n`);
+    client.socket.write(
+      `POST /v2/dars HTTP/1.1\r\nHost: gw\r\n${auth}Content-Type: application/octet-stream\r\nContent-Length: ${length}\r\n\r\n`,
+    );
     client.socket.write(Buffer.alloc(64 * 1024, 'a'));
     await expect.poll(() => client.text(), { timeout: 5_000 }).toContain('TOO_BIG');
     // The client finishes its body and sends its next request on the same connection.
@@ -269,7 +301,7 @@ describe('bounds on the client side of a call', () => {
     expect(client.text()).toMatch(/\r\nconnection: close\r\n/i);
   });
 
-  it('ends an answer whose client stopped reading once the call\'s timeout passes, freeing the participant\'s connection', async () => {
+  it("ends an answer whose client stopped reading once the call's timeout passes, freeing the participant's connection", async () => {
     const chunk = Buffer.alloc(64 * 1024, 'x');
     const total = 1024 * chunk.length; // 64 MiB: far more than the sockets' buffers hold
     upstream = await startRecordingUpstream(async (request, response) => {
@@ -277,16 +309,26 @@ describe('bounds on the client side of a call', () => {
       response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(total) });
       response.on('error', () => undefined);
       for (let sent = 0; sent < total && !response.destroyed; sent += chunk.length) {
-        if (!response.write(chunk)) await new Promise((resolve) => { response.once('drain', resolve); response.once('close', resolve); });
+        if (!response.write(chunk))
+          await new Promise((resolve) => {
+            response.once('drain', resolve);
+            response.once('close', resolve);
+          });
       }
       response.end();
     });
     // The stalled call's timeout is 500 ms; the next call's is longer, so that it waits in the queue
     // for the connection the cut frees (with 500 ms it could reach its own deadline first: a 503).
-    gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 5_000, operationTimeoutsMs: { 'getV2StateLedger-end': 500 } } });
+    gw = await startGateway(upstream.url, {
+      upstream: { connections: 1, timeoutMs: 5_000, operationTimeoutsMs: { 'getV2StateLedger-end': 500 } },
+    });
     const client = rawClient(Number(new URL(gw.url).port));
     client.socket.pause(); // never reads
-    client.socket.write(`GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${Object.entries(gw.auth()).map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n`);
+    client.socket.write(
+      `GET /v2/state/ledger-end HTTP/1.1\r\nHost: gw\r\n${Object.entries(gw.auth())
+        .map(([n, v]) => `${n}: ${v}\r\n`)
+        .join('')}\r\n`,
+    );
     await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
     // The one upstream connection is free again: the next call is served.
     const started = Date.now();
@@ -296,10 +338,12 @@ describe('bounds on the client side of a call', () => {
     await next.arrayBuffer();
     client.socket.destroy();
     const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
-    expect(metrics).toMatch(/operation="getV2StateLedger-end",method="GET",status="200",error_code="CLIENT_STALLED"\} 1/);
+    expect(metrics).toMatch(
+      /operation="getV2StateLedger-end",method="GET",status="200",error_code="CLIENT_STALLED"\} 1/,
+    );
   });
 
-  it('a version fetch the participant never answers: 504 in Canton\'s shape; one queued behind a busy connection: 503 within its timeout', async () => {
+  it("a version fetch the participant never answers: 504 in Canton's shape; one queued behind a busy connection: 503 within its timeout", async () => {
     const busy = trickling('/v2/state/ledger-end', 30); // holds the only connection for 3 s
     upstream = await startRecordingUpstream((request, response) => {
       if (request.url === '/v2/version' && request.headers['user-agent'] !== READINESS_USER_AGENT) return; // never answers
@@ -311,7 +355,11 @@ describe('bounds on the client side of a call', () => {
     expect(await silent.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_TIMEOUT', grpcCodeValue: 4 });
 
     const holding = fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() }).then((response) => response.text());
-    await expect.poll(() => upstream!.requests.filter((request) => request.url === '/v2/state/ledger-end').length, { timeout: 5_000 }).toBe(1);
+    await expect
+      .poll(() => upstream!.requests.filter((request) => request.url === '/v2/state/ledger-end').length, {
+        timeout: 5_000,
+      })
+      .toBe(1);
     const started = Date.now();
     const queued = await fetch(`${gw.url}/v2/version`, { headers: gw.auth(), signal: AbortSignal.timeout(5_000) });
     expect(queued.status).toBe(503);
@@ -324,11 +372,16 @@ describe('bounds on the client side of a call', () => {
   it('a queued call past its deadline is answered 503 and never sent, even when a connection frees before the sweep runs', async () => {
     let releaseHeld: () => void = () => undefined;
     upstream = await startRecordingUpstream(async (request, response) => {
-      if (request.url === '/v2/state/ledger-end') await new Promise<void>((resolve) => { releaseHeld = resolve; });
+      if (request.url === '/v2/state/ledger-end')
+        await new Promise<void>((resolve) => {
+          releaseHeld = resolve;
+        });
       answerJson(200, { ok: true })(request, response);
     });
     // The held call has time; the queued one 500 ms.
-    gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 5_000, operationTimeoutsMs: { getV2Parties: 500 } } });
+    gw = await startGateway(upstream.url, {
+      upstream: { connections: 1, timeoutMs: 5_000, operationTimeoutsMs: { getV2Parties: 500 } },
+    });
     for (let round = 1; round <= 5; round++) {
       const held = fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
       await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(round);
@@ -348,7 +401,9 @@ describe('bounds on the client side of a call', () => {
     const holding = fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() }).then((response) => response.text());
     await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
     const leaving = new AbortController();
-    const left = fetch(`${gw.url}/v2/parties`, { headers: gw.auth(), signal: leaving.signal }).catch((error: Error) => error.name);
+    const left = fetch(`${gw.url}/v2/parties`, { headers: gw.auth(), signal: leaving.signal }).catch(
+      (error: Error) => error.name,
+    );
     await new Promise((resolve) => setTimeout(resolve, 200));
     leaving.abort();
     expect(await left).toBe('AbortError');
@@ -357,10 +412,12 @@ describe('bounds on the client side of a call', () => {
     expect(next.status).toBe(200);
     expect(upstream.requests.map((request) => request.url)).toEqual(['/v2/state/ledger-end', '/v2/parties']);
     const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
-    expect(metrics).toMatch(/operation="getV2Parties",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST"\} 1/);
+    expect(metrics).toMatch(
+      /operation="getV2Parties",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST"\} 1/,
+    );
   });
 
-  it('bounds the wait for a free upstream connection by the call\'s timeout: 503, and the call is never sent later', async () => {
+  it("bounds the wait for a free upstream connection by the call's timeout: 503, and the call is never sent later", async () => {
     upstream = await startRecordingUpstream(trickling('/v2/state/ledger-end', 20)); // busy for 2 s
     gw = await startGateway(upstream.url, { upstream: { connections: 1, timeoutMs: 500 } });
     let firstDone = false;
@@ -394,17 +451,28 @@ describe('bounds on the client side of a call', () => {
     upstream = await startRecordingUpstream(trickling('/v2/state/ledger-end', 20)); // busy for 2 s
     gw = await startGateway(upstream.url, {
       upstream: { connections: 1, timeoutMs: 5_000 },
-      auth: { issuers: [{ issuer: TEST_ISSUER, jwksUrl: jwks.jwksUrl }], participantId: TEST_PARTICIPANT, keySets: { unknownKeyCooldownMs: 100 } },
+      auth: {
+        issuers: [{ issuer: TEST_ISSUER, jwksUrl: jwks.jwksUrl }],
+        participantId: TEST_PARTICIPANT,
+        keySets: { unknownKeyCooldownMs: 100 },
+      },
     });
-    await expect.poll(async () => (await fetch(`${gw!.adminUrl}/readyz`)).status, { timeout: 5_000, interval: 50 }).toBe(200);
-    const holding = fetch(`${gw.url}/v2/state/ledger-end`, { headers: { authorization: `Bearer ${await first.mint()}` } }).then((response) => response.text());
+    await expect
+      .poll(async () => (await fetch(`${gw!.adminUrl}/readyz`)).status, { timeout: 5_000, interval: 50 })
+      .toBe(200);
+    const holding = fetch(`${gw.url}/v2/state/ledger-end`, {
+      headers: { authorization: `Bearer ${await first.mint()}` },
+    }).then((response) => response.text());
     await expect.poll(() => upstream!.requests.length, { timeout: 5_000 }).toBe(1);
     await new Promise((resolve) => setTimeout(resolve, 150)); // past the refetch cooldown since the start's fetch
     jwks.setKeys([...first.issuerConfig.jwks.keys, ...second.issuerConfig.jwks.keys]);
     jwks.setBehaviour({ delayMs: 600 });
     const fetchesBefore = jwks.requests;
     const leaving = new AbortController();
-    const left = fetch(`${gw.url}/v2/parties`, { headers: { authorization: `Bearer ${await second.mint()}` }, signal: leaving.signal }).catch((error: Error) => error.name);
+    const left = fetch(`${gw.url}/v2/parties`, {
+      headers: { authorization: `Bearer ${await second.mint()}` },
+      signal: leaving.signal,
+    }).catch((error: Error) => error.name);
     await expect.poll(() => jwks!.requests, { timeout: 1_000, interval: 10 }).toBe(fetchesBefore + 1); // the refetch is under way
     await new Promise((resolve) => setTimeout(resolve, 100));
     leaving.abort();
@@ -418,6 +486,8 @@ describe('bounds on the client side of a call', () => {
     expect(upstream.requests.map((request) => request.url)).toEqual(['/v2/state/ledger-end']);
     expect(await gauge(gw, 'ledger_gateway_upstream_calls_in_flight')).toBe(0);
     const metrics = await gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');
-    expect(metrics).toMatch(/operation="getV2Parties",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST"\} 1/);
+    expect(metrics).toMatch(
+      /operation="getV2Parties",method="GET",status="499",error_code="CLIENT_CLOSED_REQUEST"\} 1/,
+    );
   });
 });

@@ -17,7 +17,10 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
 }
 
 /** Runs `body` against a fresh sandbox and always closes it. */
-export async function withSandbox<T>(body: (sandbox: RunningSandbox) => Promise<T>, options: SandboxOptions = {}): Promise<T> {
+export async function withSandbox<T>(
+  body: (sandbox: RunningSandbox) => Promise<T>,
+  options: SandboxOptions = {},
+): Promise<T> {
   const sandbox = await startSandbox(options);
   try {
     return await body(sandbox);
@@ -26,7 +29,12 @@ export async function withSandbox<T>(body: (sandbox: RunningSandbox) => Promise<
   }
 }
 
-export function sendJson(url: string, method: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+export function sendJson(
+  url: string,
+  method: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<Response> {
   return fetch(url, {
     method,
     headers: { 'content-type': 'application/json', ...headers },
@@ -35,7 +43,11 @@ export function sendJson(url: string, method: string, body: unknown, headers: Re
 }
 
 /** GET with a JSON body (fetch refuses one; Canton serves GET /v2/package-vetting with a body). */
-export async function getWithJsonBody(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+export async function getWithJsonBody(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<Response> {
   const answer = await request(url, {
     method: 'GET',
     headers: { 'content-type': 'application/json', ...headers },
@@ -45,14 +57,26 @@ export async function getWithJsonBody(url: string, body: unknown, headers: Recor
   for (const [name, value] of Object.entries(answer.headers)) {
     if (typeof value === 'string') responseHeaders.set(name, value);
   }
-  return new Response(Buffer.from(await answer.body.arrayBuffer()), { status: answer.statusCode, headers: responseHeaders });
+  return new Response(Buffer.from(await answer.body.arrayBuffer()), {
+    status: answer.statusCode,
+    headers: responseHeaders,
+  });
 }
 
 export const postJson = (url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> =>
   sendJson(url, 'POST', body, headers);
 
 const JS_CANTON_ERROR_KEYS = [
-  'cause', 'code', 'context', 'correlationId', 'definiteAnswer', 'errorCategory', 'grpcCodeValue', 'resources', 'retryInfo', 'traceId',
+  'cause',
+  'code',
+  'context',
+  'correlationId',
+  'definiteAnswer',
+  'errorCategory',
+  'grpcCodeValue',
+  'resources',
+  'retryInfo',
+  'traceId',
 ];
 const GRPC_BY_CATEGORY: Record<number, number> = { 8: 3, 9: 9, 10: 6, 11: 5, 12: 11, 4: 13 };
 

@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { expectCantonError, expectDecodeFailure, getWithJsonBody, postJson, readJson, TRACE_ID, TRACEPARENT, withSandbox } from './helpers.js';
+import {
+  expectCantonError,
+  expectDecodeFailure,
+  getWithJsonBody,
+  postJson,
+  readJson,
+  TRACE_ID,
+  TRACEPARENT,
+  withSandbox,
+} from './helpers.js';
 
 describe('sandbox HTTP conventions', () => {
   it('answers an unknown route with the legacy v1 404 shape', async () => {
@@ -16,7 +25,12 @@ describe('sandbox HTTP conventions', () => {
 
   it('answers malformed JSON with 400 text/plain like tapir', async () => {
     await withSandbox(async ({ url }) => {
-      for (const path of ['/v2/updates/update-by-offset', '/v2/package-vetting/update', '/v2/idps', '/v2/commands/submit-and-wait-for-transaction']) {
+      for (const path of [
+        '/v2/updates/update-by-offset',
+        '/v2/package-vetting/update',
+        '/v2/idps',
+        '/v2/commands/submit-and-wait-for-transaction',
+      ]) {
         await expectDecodeFailure(await postJson(`${url}${path}`, '{"offset": 1,'));
       }
       await expectDecodeFailure(await postJson(`${url}/v2/updates/update-by-offset`, '[1, 2]'));
@@ -26,10 +40,15 @@ describe('sandbox HTTP conventions', () => {
 
   it('reads JSON bodies sent without a content type and ignores bodies on routes without body input', async () => {
     await withSandbox(async ({ url }) => {
-      const noContentType = await fetch(`${url}/v2/updates/update-by-offset`, { method: 'POST', body: new TextEncoder().encode('{"offset": 0}') });
+      const noContentType = await fetch(`${url}/v2/updates/update-by-offset`, {
+        method: 'POST',
+        body: new TextEncoder().encode('{"offset": 0}'),
+      });
       await expectCantonError(noContentType, { status: 400, code: 'NON_POSITIVE_OFFSET', category: 8 });
       const formContentType = await fetch(`${url}/v2/updates/update-by-offset`, {
-        method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: '{"offset": 0}',
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: '{"offset": 0}',
       });
       await expectCantonError(formContentType, { status: 400, code: 'NON_POSITIVE_OFFSET', category: 8 });
       const version = await getWithJsonBody(`${url}/v2/version`, 'not json at all');
@@ -41,11 +60,15 @@ describe('sandbox HTTP conventions', () => {
     await withSandbox(async ({ url }) => {
       const traced = await expectCantonError(
         await postJson(`${url}/v2/updates/update-by-offset`, { offset: 0 }, { traceparent: TRACEPARENT }),
-        { status: 400, code: 'NON_POSITIVE_OFFSET', category: 8 });
+        { status: 400, code: 'NON_POSITIVE_OFFSET', category: 8 },
+      );
       expect(traced['traceId']).toBe(TRACE_ID);
       expect(traced['context']['tid']).toBe(TRACE_ID);
-      const untraced = await expectCantonError(await postJson(`${url}/v2/updates/update-by-offset`, { offset: 0 }),
-        { status: 400, code: 'NON_POSITIVE_OFFSET', category: 8 });
+      const untraced = await expectCantonError(await postJson(`${url}/v2/updates/update-by-offset`, { offset: 0 }), {
+        status: 400,
+        code: 'NON_POSITIVE_OFFSET',
+        category: 8,
+      });
       expect(untraced['traceId']).not.toBe(TRACE_ID);
     });
   });
@@ -72,19 +95,24 @@ describe('sandbox HTTP conventions', () => {
   });
 
   it('reports the configured version with the full feature descriptor', async () => {
-    await withSandbox(async ({ url }) => {
-      const body = await readJson(await fetch(`${url}/v2/version`));
-      expect(body).toEqual({
-        version: '3.4.12',
-        features: {
-          experimental: { staticTime: { supported: false }, commandInspectionService: { supported: true } },
-          userManagement: { supported: true, maxRightsPerUser: 1000, maxUsersPageSize: 1000 },
-          partyManagement: { maxPartiesPageSize: 10000 },
-          offsetCheckpoint: { maxOffsetCheckpointEmissionDelay: { seconds: 75, nanos: 0, unknownFields: { fields: {} } } },
-          packageFeature: { maxVettedPackagesPageSize: 100 },
-        },
-      });
-    }, { version: '3.4.12' });
+    await withSandbox(
+      async ({ url }) => {
+        const body = await readJson(await fetch(`${url}/v2/version`));
+        expect(body).toEqual({
+          version: '3.4.12',
+          features: {
+            experimental: { staticTime: { supported: false }, commandInspectionService: { supported: true } },
+            userManagement: { supported: true, maxRightsPerUser: 1000, maxUsersPageSize: 1000 },
+            partyManagement: { maxPartiesPageSize: 10000 },
+            offsetCheckpoint: {
+              maxOffsetCheckpointEmissionDelay: { seconds: 75, nanos: 0, unknownFields: { fields: {} } },
+            },
+            packageFeature: { maxVettedPackagesPageSize: 100 },
+          },
+        });
+      },
+      { version: '3.4.12' },
+    );
     await withSandbox(async ({ url }) => {
       expect((await readJson(await fetch(`${url}/v2/version`))).version).toBe('3.5.10');
     });

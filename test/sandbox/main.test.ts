@@ -11,9 +11,13 @@ const mainScript = fileURLToPath(new URL('../../src/sandbox/main.ts', import.met
 
 describe('sandbox CLI', () => {
   it('listens on the requested port, prints its URL and closes cleanly on SIGTERM', async () => {
-    const child = spawn(process.execPath, [viteNode, mainScript, '--port', '0', '--host', '127.0.0.1', '--version', '3.4.12'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [viteNode, mainScript, '--port', '0', '--host', '127.0.0.1', '--version', '3.4.12'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     try {
       let output = '';
       const url = await new Promise<string>((resolve, reject) => {
@@ -35,9 +39,13 @@ describe('sandbox CLI', () => {
   }, 30_000);
 
   it('refuses a bad option with exit code 2', async () => {
-    const child = spawn(process.execPath, [viteNode, mainScript, '--port', 'eighty'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [viteNode, mainScript, '--port', 'eighty'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
     const [code] = await once(child, 'exit');
     expect(code).toBe(2);
     expect(stderr).toContain('--port must be a non-negative integer');

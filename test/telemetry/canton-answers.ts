@@ -11,14 +11,25 @@ export interface OperationCase {
   /** A body the gateway's request rules refuse (400) before anything is forwarded. */
   readonly refusedBody?: string;
   /** The participant's error answer and the error_code the gateway must label it with. */
-  readonly upstreamError: { readonly status: number; readonly contentType: string; readonly body: string; readonly label: string };
+  readonly upstreamError: {
+    readonly status: number;
+    readonly contentType: string;
+    readonly body: string;
+    readonly label: string;
+  };
 }
 
 const PARTY = 'Alice::1220a8f9c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0';
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 
 /** A JsCantonError as the participant prints it: all ten keys, nulls included (Canton `JsSchema.scala`). */
-export function cantonError(code: string, cause: string, category: number, grpc: number, extra: Record<string, unknown> = {}): string {
+export function cantonError(
+  code: string,
+  cause: string,
+  category: number,
+  grpc: number,
+  extra: Record<string, unknown> = {},
+): string {
   return JSON.stringify({
     code,
     cause,
@@ -42,7 +53,12 @@ export const OPERATION_CASES: readonly OperationCase[] = [
     method: 'GET',
     path: '/v2/version',
     // Redacted internal error: code NA, refined by grpcCodeValue 13.
-    upstreamError: { status: 500, contentType: JSON_TYPE, body: cantonError('NA', 'A security-sensitive error has been received', -1, 13), label: 'INTERNAL' },
+    upstreamError: {
+      status: 500,
+      contentType: JSON_TYPE,
+      body: cantonError('NA', 'A security-sensitive error has been received', -1, 13),
+      label: 'INTERNAL',
+    },
   },
   {
     operation: 'submitAndWaitForTransaction',
@@ -50,7 +66,14 @@ export const OPERATION_CASES: readonly OperationCase[] = [
     path: '/v2/commands/submit-and-wait-for-transaction',
     body: JSON.stringify({
       commands: {
-        commands: [{ CreateCommand: { templateId: '9a1b2c3d:Iou:Iou', createArguments: { issuer: PARTY, owner: PARTY, currency: 'USD', amount: '999.99', observers: [] } } }],
+        commands: [
+          {
+            CreateCommand: {
+              templateId: '9a1b2c3d:Iou:Iou',
+              createArguments: { issuer: PARTY, owner: PARTY, currency: 'USD', amount: '999.99', observers: [] },
+            },
+          },
+        ],
         commandId: 'cmd-7f3a',
         actAs: [PARTY],
         userId: 'alice',
@@ -61,7 +84,7 @@ export const OPERATION_CASES: readonly OperationCase[] = [
     upstreamError: {
       status: 400,
       contentType: 'text/plain; charset=UTF-8',
-      body: 'Invalid value for: body (Invalid identifier format (9a1b2c3d:Iou) not matching the expected format (<package>:<moduleName>:<entityName>) at \'commands[0].CreateCommand.templateId\')',
+      body: "Invalid value for: body (Invalid identifier format (9a1b2c3d:Iou) not matching the expected format (<package>:<moduleName>:<entityName>) at 'commands[0].CreateCommand.templateId')",
       label: 'DECODE_FAILURE',
     },
   },
@@ -71,13 +94,20 @@ export const OPERATION_CASES: readonly OperationCase[] = [
     path: '/v2/updates/update-by-offset',
     body: JSON.stringify({
       offset: 42,
-      updateFormat: { includeTransactions: { eventFormat: { filtersByParty: { [PARTY]: { cumulative: [] } }, verbose: true }, transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA' } },
+      updateFormat: {
+        includeTransactions: {
+          eventFormat: { filtersByParty: { [PARTY]: { cumulative: [] } }, verbose: true },
+          transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA',
+        },
+      },
     }),
     refusedBody: JSON.stringify({ offset: 0, updateFormat: {} }),
     upstreamError: {
       status: 404,
       contentType: JSON_TYPE,
-      body: cantonError('UPDATE_NOT_FOUND', 'Update not found, or not visible.', 11, 5, { resources: [['ErrorResource(OFFSET)', '42']] }),
+      body: cantonError('UPDATE_NOT_FOUND', 'Update not found, or not visible.', 11, 5, {
+        resources: [['ErrorResource(OFFSET)', '42']],
+      }),
       label: 'UPDATE_NOT_FOUND',
     },
   },
@@ -94,7 +124,12 @@ export const OPERATION_CASES: readonly OperationCase[] = [
     upstreamError: {
       status: 400,
       contentType: JSON_TYPE,
-      body: cantonError('TOPOLOGY_DEPENDENCIES_NOT_VETTED', 'Package vetting failed due to dependencies not being vetted', 9, 9),
+      body: cantonError(
+        'TOPOLOGY_DEPENDENCIES_NOT_VETTED',
+        'Package vetting failed due to dependencies not being vetted',
+        9,
+        9,
+      ),
       label: 'TOPOLOGY_DEPENDENCIES_NOT_VETTED',
     },
   },
@@ -103,19 +138,45 @@ export const OPERATION_CASES: readonly OperationCase[] = [
     method: 'PATCH',
     path: '/v2/idps/idp-1',
     body: JSON.stringify({
-      identityProviderConfig: { identityProviderId: 'idp-1', isDeactivated: true, issuer: '', jwksUrl: '', audience: '' },
+      identityProviderConfig: {
+        identityProviderId: 'idp-1',
+        isDeactivated: true,
+        issuer: '',
+        jwksUrl: '',
+        audience: '',
+      },
       updateMask: { paths: ['is_deactivated'] },
     }),
     refusedBody: JSON.stringify({
-      identityProviderConfig: { identityProviderId: 'idp-1', isDeactivated: true, issuer: '', jwksUrl: '', audience: '' },
+      identityProviderConfig: {
+        identityProviderId: 'idp-1',
+        isDeactivated: true,
+        issuer: '',
+        jwksUrl: '',
+        audience: '',
+      },
       updateMask: { paths: [] },
     }),
     // Redacted permission denied: code NA, refined by grpcCodeValue 7.
-    upstreamError: { status: 403, contentType: JSON_TYPE, body: cantonError('NA', 'A security-sensitive error has been received', -1, 7), label: 'PERMISSION_DENIED' },
+    upstreamError: {
+      status: 403,
+      contentType: JSON_TYPE,
+      body: cantonError('NA', 'A security-sensitive error has been received', -1, 7),
+      label: 'PERMISSION_DENIED',
+    },
   },
 ];
 
-export const VERSION_ANSWER = JSON.stringify({ version: '3.4.12', features: { experimental: {}, userManagement: { supported: true }, partyManagement: {}, offsetCheckpoint: {}, packageFeature: {} } });
+export const VERSION_ANSWER = JSON.stringify({
+  version: '3.4.12',
+  features: {
+    experimental: {},
+    userManagement: { supported: true },
+    partyManagement: {},
+    offsetCheckpoint: {},
+    packageFeature: {},
+  },
+});
 
 /** Header the tests set on a request to choose the participant's answer (forwarded like any other). */
 export const SCENARIO_HEADER = 'x-test-scenario';

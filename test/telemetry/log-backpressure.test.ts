@@ -54,7 +54,9 @@ describe('a stdout that takes nothing', () => {
     rmSync(dir, { recursive: true, force: true });
     expect(exited, `the child did not exit (or not with 0); stderr: ${stderr}`).toBe(0);
     expect(Date.now() - started).toBeLessThan(10_000); // 300 ms, then at most the 2 s exit flush bound
-    const report = JSON.parse(stderr.split('\n').find((line) => line.startsWith('{"dropped"')) ?? '{}') as { dropped?: number };
+    const report = JSON.parse(stderr.split('\n').find((line) => line.startsWith('{"dropped"')) ?? '{}') as {
+      dropped?: number;
+    };
     // ~4 MB of lines against 64 KB of pipe and 256 KB of buffer: most were dropped, and counted.
     expect(report.dropped).toBeGreaterThan(20_000);
     expect(report.dropped).toBeLessThan(40_000);

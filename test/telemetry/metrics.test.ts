@@ -4,7 +4,13 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { Errors } from '../../src/errors.js';
 import { ErrorCodeLabels, errorCodeLabeler } from '../../src/error-codes.js';
-import { DURATION_BUCKETS, MetricNames, createMetrics, methodLabel, operationLabel } from '../../src/telemetry/metrics.js';
+import {
+  DURATION_BUCKETS,
+  MetricNames,
+  createMetrics,
+  methodLabel,
+  operationLabel,
+} from '../../src/telemetry/metrics.js';
 
 interface MetricJson {
   name: string;
@@ -13,7 +19,9 @@ interface MetricJson {
 }
 
 async function metric(registry: Registry, name: string): Promise<MetricJson> {
-  const found = (await registry.getMetricsAsJSON() as unknown as MetricJson[]).find((m) => m.name === name || `${m.name}_total` === name);
+  const found = ((await registry.getMetricsAsJSON()) as unknown as MetricJson[]).find(
+    (m) => m.name === name || `${m.name}_total` === name,
+  );
   if (found === undefined) throw new Error(`no metric ${name}`);
   return found;
 }
@@ -26,10 +34,19 @@ describe('errorCodeLabeler', () => {
     expect(label(null, 502)).toBe('UNRECOGNIZED_ERROR');
   });
 
-  it('keeps the gateway\'s codes and the fixed classifications whatever the cap', () => {
+  it("keeps the gateway's codes and the fixed classifications whatever the cap", () => {
     const label = errorCodeLabeler(0);
-    for (const definition of Object.values(Errors)) expect(label(definition.code, definition.status)).toBe(definition.code);
-    for (const code of ['DECODE_FAILURE', 'ROUTE_NOT_FOUND', 'UNRECOGNIZED_ERROR', 'INTERNAL', 'PERMISSION_DENIED', 'NA', ErrorCodeLabels.clientClosedRequest]) {
+    for (const definition of Object.values(Errors))
+      expect(label(definition.code, definition.status)).toBe(definition.code);
+    for (const code of [
+      'DECODE_FAILURE',
+      'ROUTE_NOT_FOUND',
+      'UNRECOGNIZED_ERROR',
+      'INTERNAL',
+      'PERMISSION_DENIED',
+      'NA',
+      ErrorCodeLabels.clientClosedRequest,
+    ]) {
       expect(label(code, 400)).toBe(code);
     }
   });
@@ -45,7 +62,8 @@ describe('errorCodeLabeler', () => {
 
   it('never lets a value not shaped like a Canton code through', () => {
     const label = errorCodeLabeler(100);
-    for (const code of ['lower_case', '/v2/updates', 'Bearer eyJhbGciOi', 'A'.repeat(81), 'WITH SPACE', 'Ü_CODE']) expect(label(code, 400)).toBe('OTHER');
+    for (const code of ['lower_case', '/v2/updates', 'Bearer eyJhbGciOi', 'A'.repeat(81), 'WITH SPACE', 'Ü_CODE'])
+      expect(label(code, 400)).toBe('OTHER');
   });
 });
 
@@ -59,7 +77,7 @@ describe('label values', () => {
 });
 
 describe('createMetrics', () => {
-  it('exports the contract\'s names, types and labels, with duration buckets reaching 60 s', async () => {
+  it("exports the contract's names, types and labels, with duration buckets reaching 60 s", async () => {
     const registry = new Registry();
     const metrics = createMetrics(registry);
     metrics.observeRequest('submitAndWaitForTransaction', 'POST', 200, null, 42);
@@ -69,34 +87,76 @@ describe('createMetrics', () => {
     metrics.jwksRefresh('https://idp.example/realms/a', 'failure');
     metrics.inflight('getVersion', 1);
 
-    expect(await metric(registry, MetricNames.requests)).toMatchObject({ type: 'counter', values: [{ labels: { operation: 'submitAndWaitForTransaction', method: 'POST', status: '200', error_code: 'none' }, value: 1 }] });
+    expect(await metric(registry, MetricNames.requests)).toMatchObject({
+      type: 'counter',
+      values: [
+        {
+          labels: { operation: 'submitAndWaitForTransaction', method: 'POST', status: '200', error_code: 'none' },
+          value: 1,
+        },
+      ],
+    });
     const duration = await metric(registry, MetricNames.requestDuration);
     expect(duration.type).toBe('histogram');
     const buckets = duration.values.filter((v) => v.metricName?.endsWith('_bucket')).map((v) => v.labels.le);
     expect(buckets).toEqual([...DURATION_BUCKETS, '+Inf']);
     expect(DURATION_BUCKETS.at(-1)).toBe(60);
-    expect(duration.values.find((v) => v.labels.le === 60)).toMatchObject({ value: 1, labels: { operation: 'submitAndWaitForTransaction', method: 'POST', status: '200' } });
+    expect(duration.values.find((v) => v.labels.le === 60)).toMatchObject({
+      value: 1,
+      labels: { operation: 'submitAndWaitForTransaction', method: 'POST', status: '200' },
+    });
     expect(duration.values.find((v) => v.labels.le === 30)?.value).toBe(0);
-    expect((await metric(registry, MetricNames.upstreamDuration)).values[0]!.labels).toMatchObject({ operation: 'submitAndWaitForTransaction' });
-    expect((await metric(registry, MetricNames.authFailures)).values).toEqual([expect.objectContaining({ labels: { reason: 'expired' }, value: 1 })]);
-    expect((await metric(registry, MetricNames.versionCache)).values).toEqual([expect.objectContaining({ labels: { result: 'hit' }, value: 1 })]);
-    expect((await metric(registry, MetricNames.jwksRefreshes)).values).toEqual([expect.objectContaining({ labels: { issuer: 'https://idp.example/realms/a', result: 'failure' }, value: 1 })]);
-    expect(await metric(registry, MetricNames.inflight)).toMatchObject({ type: 'gauge', values: [{ labels: { operation: 'getVersion' }, value: 1 }] });
-    expect((await metric(registry, MetricNames.buildInfo)).values[0]).toMatchObject({ value: 1, labels: { version: expect.stringMatching(/^\d+\.\d+\.\d+/), node_version: process.version } });
+    expect((await metric(registry, MetricNames.upstreamDuration)).values[0]!.labels).toMatchObject({
+      operation: 'submitAndWaitForTransaction',
+    });
+    expect((await metric(registry, MetricNames.authFailures)).values).toEqual([
+      expect.objectContaining({ labels: { reason: 'expired' }, value: 1 }),
+    ]);
+    expect((await metric(registry, MetricNames.versionCache)).values).toEqual([
+      expect.objectContaining({ labels: { result: 'hit' }, value: 1 }),
+    ]);
+    expect((await metric(registry, MetricNames.jwksRefreshes)).values).toEqual([
+      expect.objectContaining({ labels: { issuer: 'https://idp.example/realms/a', result: 'failure' }, value: 1 }),
+    ]);
+    expect(await metric(registry, MetricNames.inflight)).toMatchObject({
+      type: 'gauge',
+      values: [{ labels: { operation: 'getVersion' }, value: 1 }],
+    });
+    expect((await metric(registry, MetricNames.buildInfo)).values[0]).toMatchObject({
+      value: 1,
+      labels: { version: expect.stringMatching(/^\d+\.\d+\.\d+/), node_version: process.version },
+    });
     // Default process metrics, minus the *_total gauges promtool rejects.
     const names = (await registry.getMetricsAsJSON()).map((m) => m.name);
-    expect(names).toEqual(expect.arrayContaining(['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_p99_seconds', 'nodejs_active_handles']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'process_cpu_seconds_total',
+        'process_resident_memory_bytes',
+        'nodejs_eventloop_lag_p99_seconds',
+        'nodejs_active_handles',
+      ]),
+    );
     expect(names).not.toContain('nodejs_active_handles_total');
   });
 
   it('counts every observation on its series, children reused', async () => {
     const registry = new Registry();
     const metrics = createMetrics(registry);
-    for (let i = 0; i < 1000; i++) metrics.observeRequest('getVersion', 'GET', i % 2 === 0 ? 200 : 401, i % 2 === 0 ? null : 'UNAUTHENTICATED', 0.001);
+    for (let i = 0; i < 1000; i++)
+      metrics.observeRequest(
+        'getVersion',
+        'GET',
+        i % 2 === 0 ? 200 : 401,
+        i % 2 === 0 ? null : 'UNAUTHENTICATED',
+        0.001,
+      );
     for (let i = 0; i < 10; i++) metrics.inflight('getVersion', 1);
     for (let i = 0; i < 10; i++) metrics.inflight('getVersion', -1);
     const requests = await metric(registry, MetricNames.requests);
-    expect(requests.values.map((v) => [v.labels.status, v.labels.error_code, v.value])).toEqual([['200', 'none', 500], ['401', 'UNAUTHENTICATED', 500]]);
+    expect(requests.values.map((v) => [v.labels.status, v.labels.error_code, v.value])).toEqual([
+      ['200', 'none', 500],
+      ['401', 'UNAUTHENTICATED', 500],
+    ]);
     expect((await metric(registry, MetricNames.inflight)).values[0]!.value).toBe(0);
   });
 
@@ -120,10 +180,18 @@ describe('createMetrics', () => {
     metrics.authFailure('missing');
     expect(registry.contentType).toBe(Registry.OPENMETRICS_CONTENT_TYPE);
     const text = await registry.metrics();
-    expect(text).toContain('ledger_gateway_requests_total{operation="getVersion",method="GET",status="200",error_code="none"} 2');
+    expect(text).toContain(
+      'ledger_gateway_requests_total{operation="getVersion",method="GET",status="200",error_code="none"} 2',
+    );
     expect(text).toContain('ledger_gateway_auth_failures_total{reason="missing"} 1');
-    expect(text).toMatch(/^ledger_gateway_request_duration_seconds_bucket\{le="0\.005",operation="getVersion",method="GET",status="200"\} 1 # \{trace_id="4bf92f3577b34da6a3ce929d0e0e4736"\} 0\.003 /m);
-    expect(text).toMatch(/^ledger_gateway_request_duration_seconds_bucket\{le="0\.25",operation="getVersion",method="GET",status="200"\} 2$/m);
-    expect(text).toMatch(/^ledger_gateway_upstream_request_duration_seconds_bucket\{le="0\.0025",operation="getVersion"\} 1 # \{trace_id="4bf92f3577b34da6a3ce929d0e0e4736"\}/m);
+    expect(text).toMatch(
+      /^ledger_gateway_request_duration_seconds_bucket\{le="0\.005",operation="getVersion",method="GET",status="200"\} 1 # \{trace_id="4bf92f3577b34da6a3ce929d0e0e4736"\} 0\.003 /m,
+    );
+    expect(text).toMatch(
+      /^ledger_gateway_request_duration_seconds_bucket\{le="0\.25",operation="getVersion",method="GET",status="200"\} 2$/m,
+    );
+    expect(text).toMatch(
+      /^ledger_gateway_upstream_request_duration_seconds_bucket\{le="0\.0025",operation="getVersion"\} 1 # \{trace_id="4bf92f3577b34da6a3ce929d0e0e4736"\}/m,
+    );
   });
 });

@@ -16,13 +16,25 @@ export interface ReceivedSpan {
 
 export const SpanKind = { server: 2, client: 3 } as const;
 
-interface OtlpValue { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number }
-interface OtlpAttribute { key: string; value: OtlpValue }
+interface OtlpValue {
+  stringValue?: string;
+  intValue?: string | number;
+  boolValue?: boolean;
+  doubleValue?: number;
+}
+interface OtlpAttribute {
+  key: string;
+  value: OtlpValue;
+}
 
 function attributeMap(attributes: OtlpAttribute[] | undefined): Record<string, string | number | boolean> {
   const out: Record<string, string | number | boolean> = {};
   for (const { key, value } of attributes ?? []) {
-    out[key] = value.stringValue ?? value.boolValue ?? value.doubleValue ?? (value.intValue !== undefined ? Number(value.intValue) : '');
+    out[key] =
+      value.stringValue ??
+      value.boolValue ??
+      value.doubleValue ??
+      (value.intValue !== undefined ? Number(value.intValue) : '');
   }
   return out;
 }
@@ -42,14 +54,30 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      if (request.method !== 'POST' || request.url !== '/v1/traces' || !/json/.test(request.headers['content-type'] ?? '')) {
+      if (
+        request.method !== 'POST' ||
+        request.url !== '/v1/traces' ||
+        !/json/.test(request.headers['content-type'] ?? '')
+      ) {
         response.writeHead(415).end();
         return;
       }
       const text = Buffer.concat(chunks).toString('utf8');
       bodies.push(text);
       const payload = JSON.parse(text) as {
-        resourceSpans?: Array<{ resource?: { attributes?: OtlpAttribute[] }; scopeSpans?: Array<{ spans?: Array<{ traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes?: OtlpAttribute[] }> }> }>;
+        resourceSpans?: Array<{
+          resource?: { attributes?: OtlpAttribute[] };
+          scopeSpans?: Array<{
+            spans?: Array<{
+              traceId: string;
+              spanId: string;
+              parentSpanId?: string;
+              name: string;
+              kind: number;
+              attributes?: OtlpAttribute[];
+            }>;
+          }>;
+        }>;
       };
       for (const resourceSpans of payload.resourceSpans ?? []) {
         const serviceName = attributeMap(resourceSpans.resource?.attributes)['service.name'];
@@ -76,9 +104,10 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     url: `http://127.0.0.1:${port}`,
     spans,
     bodies,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -15,7 +15,9 @@ export function requireExecutable(path: string): void {
   try {
     accessSync(path, constants.X_OK);
   } catch {
-    throw new Error(`${path} is not installed: these tests need Debian's "prometheus" package (apt-get install prometheus; .ci/run installs it), or PROMETHEUS_BIN/PROMTOOL_BIN pointing at the binaries.`);
+    throw new Error(
+      `${path} is not installed: these tests need Debian's "prometheus" package (apt-get install prometheus; .ci/run installs it), or PROMETHEUS_BIN/PROMTOOL_BIN pointing at the binaries.`,
+    );
   }
 }
 
@@ -61,27 +63,34 @@ export async function startPrometheus(target: URL, job = 'ledger-gateway'): Prom
   requireExecutable(PROMETHEUS_BIN);
   const directory = await mkdtemp(join(tmpdir(), 'ledger-gateway-prometheus-'));
   const configFile = join(directory, 'prometheus.yml');
-  await writeFile(configFile, [
-    'global:',
-    '  scrape_interval: 1s',
-    '  scrape_timeout: 1s',
-    '  evaluation_interval: 1s',
-    'scrape_configs:',
-    `  - job_name: ${job}`,
-    `    metrics_path: ${target.pathname}`,
-    '    static_configs:',
-    `      - targets: ['${target.host}']`,
-    '',
-  ].join('\n'));
+  await writeFile(
+    configFile,
+    [
+      'global:',
+      '  scrape_interval: 1s',
+      '  scrape_timeout: 1s',
+      '  evaluation_interval: 1s',
+      'scrape_configs:',
+      `  - job_name: ${job}`,
+      `    metrics_path: ${target.pathname}`,
+      '    static_configs:',
+      `      - targets: ['${target.host}']`,
+      '',
+    ].join('\n'),
+  );
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const output: string[] = [];
-  const child: ChildProcess = spawn(PROMETHEUS_BIN, [
-    `--config.file=${configFile}`,
-    `--storage.tsdb.path=${join(directory, 'data')}`,
-    `--web.listen-address=127.0.0.1:${port}`,
-    '--log.level=warn',
-  ], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(
+    PROMETHEUS_BIN,
+    [
+      `--config.file=${configFile}`,
+      `--storage.tsdb.path=${join(directory, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--log.level=warn',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   child.stdout?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -118,7 +127,11 @@ export async function startPrometheus(target: URL, job = 'ledger-gateway'): Prom
     url,
     async query(expression) {
       const response = await fetch(`${url}/api/v1/query?${new URLSearchParams({ query: expression })}`);
-      const answer = await response.json() as { status: string; error?: string; data?: { resultType: string; result: QueryResult[] } };
+      const answer = (await response.json()) as {
+        status: string;
+        error?: string;
+        data?: { resultType: string; result: QueryResult[] };
+      };
       if (answer.status !== 'success') throw new Error(`query ${expression} failed: ${answer.error}`);
       return answer.data?.resultType === 'vector' ? answer.data.result : [];
     },

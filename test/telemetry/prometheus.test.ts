@@ -46,7 +46,10 @@ interface Series {
   readonly error_code: string;
 }
 
-const selector = (labels: Record<string, string>) => `{${Object.entries(labels).map(([k, v]) => `${k}="${v}"`).join(',')}}`;
+const selector = (labels: Record<string, string>) =>
+  `{${Object.entries(labels)
+    .map(([k, v]) => `${k}="${v}"`)
+    .join(',')}}`;
 
 /** Polls Prometheus until every expression has a sample (scrapes are 1 s apart); bounded. */
 async function waitForAll(expressions: readonly string[], timeoutMs = 20_000): Promise<Map<string, number>> {
@@ -69,13 +72,18 @@ async function waitForAll(expressions: readonly string[], timeoutMs = 20_000): P
 }
 
 describe('metrics scraped by a real Prometheus', () => {
-  it('has each operation\'s success, local refusal and participant error with the contract\'s labels', async () => {
+  it("has each operation's success, local refusal and participant error with the contract's labels", async () => {
     const expected: Series[] = [];
     for (const c of OPERATION_CASES) {
       // Participant error first: GET /v2/version's cache would answer a later one from memory.
       const failed = await call(c, gw.auth({ [SCENARIO_HEADER]: 'error' }));
       expect(failed.status, c.operation).toBe(c.upstreamError.status);
-      expected.push({ operation: c.operation, method: c.method, status: String(c.upstreamError.status), error_code: c.upstreamError.label });
+      expected.push({
+        operation: c.operation,
+        method: c.method,
+        status: String(c.upstreamError.status),
+        error_code: c.upstreamError.label,
+      });
 
       const succeeded = await call(c, gw.auth());
       expect(succeeded.status, c.operation).toBe(200);
@@ -88,9 +96,13 @@ describe('metrics scraped by a real Prometheus', () => {
 
       // Refused by the gateway's request rules (policy/): labelled with the code of its answer.
       if (c.refusedBody !== undefined) {
-        const ruled = await fetch(`${gw.url}${c.path}`, { method: c.method, headers: gw.auth({ 'content-type': 'application/json' }), body: c.refusedBody });
+        const ruled = await fetch(`${gw.url}${c.path}`, {
+          method: c.method,
+          headers: gw.auth({ 'content-type': 'application/json' }),
+          body: c.refusedBody,
+        });
         expect(ruled.status, c.operation).toBe(400);
-        const { code } = await ruled.json() as { code: string };
+        const { code } = (await ruled.json()) as { code: string };
         expect(code, c.operation).toMatch(/^[A-Z_]+$/);
         expected.push({ operation: c.operation, method: c.method, status: '400', error_code: code });
       }
@@ -98,13 +110,23 @@ describe('metrics scraped by a real Prometheus', () => {
     // Other local refusals: a body over the limit, a route the gateway does not expose.
     const submit = OPERATION_CASES.find((c) => c.operation === 'submitAndWaitForTransaction')!;
     expect((await call(submit, gw.auth(), JSON.stringify({ padding: 'x'.repeat(BODY_LIMIT) }))).status).toBe(413);
-    expected.push({ operation: 'submitAndWaitForTransaction', method: 'POST', status: '413', error_code: 'GATEWAY_REQUEST_TOO_LARGE' });
+    expected.push({
+      operation: 'submitAndWaitForTransaction',
+      method: 'POST',
+      status: '413',
+      error_code: 'GATEWAY_REQUEST_TOO_LARGE',
+    });
     expect((await fetch(`${gw.url}/livez`, { headers: gw.auth() })).status).toBe(404);
     expected.push({ operation: 'unknown', method: 'GET', status: '404', error_code: 'GATEWAY_ROUTE_NOT_EXPOSED' });
 
     const requestSeries = expected.map((s) => `${MetricNames.requests}${selector({ ...s })}`);
-    const durationSeries = expected.map((s) => `${MetricNames.requestDuration}_bucket${selector({ operation: s.operation, method: s.method, status: s.status, le: '60' })}`);
-    const upstreamSeries = OPERATION_CASES.map((c) => `${MetricNames.upstreamDuration}_count${selector({ operation: c.operation })}`);
+    const durationSeries = expected.map(
+      (s) =>
+        `${MetricNames.requestDuration}_bucket${selector({ operation: s.operation, method: s.method, status: s.status, le: '60' })}`,
+    );
+    const upstreamSeries = OPERATION_CASES.map(
+      (c) => `${MetricNames.upstreamDuration}_count${selector({ operation: c.operation })}`,
+    );
     const otherSeries = [
       `${MetricNames.inflight}${selector({ operation: 'getVersion' })}`,
       `${MetricNames.authFailures}`,
@@ -120,12 +142,16 @@ describe('metrics scraped by a real Prometheus', () => {
     // The duration histogram has no error_code: its series add up the requests of each status.
     for (const [i, series] of durationSeries.entries()) {
       const { operation, method, status } = expected[i]!;
-      expect(values.get(series), series).toBe(expected.filter((s) => s.operation === operation && s.method === method && s.status === status).length);
+      expect(values.get(series), series).toBe(
+        expected.filter((s) => s.operation === operation && s.method === method && s.status === status).length,
+      );
     }
     for (const series of upstreamSeries) expect(values.get(series), series).toBeGreaterThanOrEqual(2);
     expect(values.get(`${MetricNames.inflight}${selector({ operation: 'getVersion' })}`)).toBe(0);
     // Nothing unbounded reached a label: no raw path, no token.
-    const labelValues = (await prometheus.query(`{__name__=~"ledger_gateway_.+"}`)).flatMap((r) => Object.values(r.metric));
+    const labelValues = (await prometheus.query(`{__name__=~"ledger_gateway_.+"}`)).flatMap((r) =>
+      Object.values(r.metric),
+    );
     expect(labelValues.some((v) => v.includes('/v2/') || v.includes('Bearer') || v.startsWith('eyJ'))).toBe(false);
   }, 50_000);
 
@@ -138,8 +164,12 @@ describe('metrics scraped by a real Prometheus', () => {
   });
 
   it('runs every dashboard and alert query without an error', async () => {
-    const dashboard = JSON.parse(readFileSync(new URL('../../deploy/grafana/ledger-gateway.json', import.meta.url), 'utf8')) as { panels: Array<{ targets?: Array<{ expr: string }> }> };
-    const rules = parse(readFileSync(new URL('../../deploy/prometheus/alerts.yaml', import.meta.url), 'utf8')) as { groups: Array<{ rules: Array<{ expr: string }> }> };
+    const dashboard = JSON.parse(
+      readFileSync(new URL('../../deploy/grafana/ledger-gateway.json', import.meta.url), 'utf8'),
+    ) as { panels: Array<{ targets?: Array<{ expr: string }> }> };
+    const rules = parse(readFileSync(new URL('../../deploy/prometheus/alerts.yaml', import.meta.url), 'utf8')) as {
+      groups: Array<{ rules: Array<{ expr: string }> }>;
+    };
     const expressions = [
       ...dashboard.panels.flatMap((panel) => panel.targets ?? []).map((target) => target.expr),
       ...rules.groups.flatMap((group) => group.rules).map((rule) => rule.expr),
@@ -147,7 +177,10 @@ describe('metrics scraped by a real Prometheus', () => {
     expect(expressions.length).toBeGreaterThan(10);
     for (const expression of expressions) {
       // Grafana's variables, as Grafana substitutes them.
-      const concrete = expression.replaceAll('$__rate_interval', '1m').replaceAll('$job', 'ledger-gateway').replaceAll('$operation', '.*');
+      const concrete = expression
+        .replaceAll('$__rate_interval', '1m')
+        .replaceAll('$job', 'ledger-gateway')
+        .replaceAll('$operation', '.*');
       await expect(prometheus.query(concrete), expression).resolves.toBeDefined();
     }
   });

@@ -9,7 +9,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { environmentExportsTraces, startTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
-import { headerValues, startRecordingUpstream, type RecordedRequest, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import {
+  headerValues,
+  startRecordingUpstream,
+  type RecordedRequest,
+  type RecordingUpstream,
+} from '../helpers/recording-upstream.js';
 import { scriptedParticipant } from './canton-answers.js';
 
 const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
@@ -20,7 +25,12 @@ let tracing: Tracing;
 let upstream: RecordingUpstream;
 let gw: RunningGateway;
 
-const traceEnvironment = ['OTEL_SDK_DISABLED', 'OTEL_TRACES_EXPORTER', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'];
+const traceEnvironment = [
+  'OTEL_SDK_DISABLED',
+  'OTEL_TRACES_EXPORTER',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+];
 
 beforeAll(() => {
   for (const name of traceEnvironment) delete process.env[name];
@@ -47,19 +57,27 @@ describe('tracing without an exporter', () => {
     expect(tracing.fastifyPlugin).toBeUndefined();
     expect(trace.getTracer('probe').startSpan('probe').spanContext().traceId).toBe('0'.repeat(32)); // the API's no-op tracer
     expect(environmentExportsTraces({})).toBe(false);
-    expect(environmentExportsTraces({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(false);
+    expect(
+      environmentExportsTraces({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }),
+    ).toBe(false);
     expect(environmentExportsTraces({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(true);
-    expect(environmentExportsTraces({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' })).toBe(true);
+    expect(environmentExportsTraces({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' })).toBe(
+      true,
+    );
     expect(environmentExportsTraces({ OTEL_TRACES_EXPORTER: 'otlp' })).toBe(true);
     expect(environmentExportsTraces({ OTEL_TRACES_EXPORTER: 'console' })).toBe(true);
   });
 
-  it('still continues the client\'s trace and gives the participant the gateway\'s own span id, once', async () => {
+  it("still continues the client's trace and gives the participant the gateway's own span id, once", async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     const log = logCapture();
     gw = await startGateway(upstream.url, {}, { tracingActive: true, logger: log.logger });
     const response = await fetch(`${gw.url}/v2/version`, {
-      headers: gw.auth({ traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_PARENT_ID}-01`, tracestate: 'vendor=opaque', baggage: 'tenant=acme' }),
+      headers: gw.auth({
+        traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_PARENT_ID}-01`,
+        tracestate: 'vendor=opaque',
+        baggage: 'tenant=acme',
+      }),
     });
     expect(response.status).toBe(200);
     await response.arrayBuffer();
@@ -78,17 +96,21 @@ describe('tracing without an exporter', () => {
     expect(line).toMatchObject({ traceId: CLIENT_TRACE_ID, spanId: parentId });
   });
 
-  it('keeps an unsampled caller\'s flags, and replaces an invalid traceparent with a new trace', async () => {
+  it("keeps an unsampled caller's flags, and replaces an invalid traceparent with a new trace", async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 0 } }, { tracingActive: true }); // every call reaches the participant
-    const unsampled = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_PARENT_ID}-00` }) });
+    const unsampled = await fetch(`${gw.url}/v2/version`, {
+      headers: gw.auth({ traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_PARENT_ID}-00` }),
+    });
     await unsampled.arrayBuffer();
     const [, traceId, parentId, flags] = TRACEPARENT.exec(traceparents(upstream.requests[0]!)[0]!)!;
     expect([traceId, flags]).toEqual([CLIENT_TRACE_ID, '00']);
     expect(parentId).not.toBe(CLIENT_PARENT_ID);
 
     const invalid = `00-${'0'.repeat(32)}-${CLIENT_PARENT_ID}-01`;
-    const replaced = await fetch(`${gw.url}/v2/version`, { headers: gw.auth({ traceparent: invalid, tracestate: 'vendor=opaque' }) });
+    const replaced = await fetch(`${gw.url}/v2/version`, {
+      headers: gw.auth({ traceparent: invalid, tracestate: 'vendor=opaque' }),
+    });
     await replaced.arrayBuffer();
     const sent = traceparents(upstream.requests[1]!);
     expect(sent).toHaveLength(1);
@@ -99,7 +121,7 @@ describe('tracing without an exporter', () => {
     expect(headerValues(upstream.requests[1]!, 'tracestate')).toEqual([]);
   });
 
-  it('starts a trace for a request without one: the participant and the gateway\'s errors share its id', async () => {
+  it("starts a trace for a request without one: the participant and the gateway's errors share its id", async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, {}, { tracingActive: true });
     const forwarded = await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
@@ -112,7 +134,7 @@ describe('tracing without an exporter', () => {
 
     const refused = await fetch(`${gw.url}/v2/version`);
     expect(refused.status).toBe(401);
-    const body = await refused.json() as { traceId: string | null };
+    const body = (await refused.json()) as { traceId: string | null };
     expect(body.traceId).toMatch(/^[\da-f]{32}$/);
     expect(body.traceId).toBe(TRACEPARENT.exec(refused.headers.get('traceresponse') ?? '')?.[1]);
   });

@@ -52,14 +52,20 @@ async function exportedSpans(predicate: (span: ReceivedSpan) => boolean, count =
 }
 
 function postUpdateByOffset(headers: Record<string, string>): Promise<Response> {
-  return fetch(`${gw.url}${updateByOffset.path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: updateByOffset.body! });
+  return fetch(`${gw.url}${updateByOffset.path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: updateByOffset.body!,
+  });
 }
 
 describe('tracing', () => {
-  it('continues the client\'s trace; the participant receives one traceparent, its parent the gateway\'s client span', async () => {
+  it("continues the client's trace; the participant receives one traceparent, its parent the gateway's client span", async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, {}, { tracingActive: true });
-    const response = await postUpdateByOffset(gw.auth({ traceparent: CLIENT_TRACEPARENT, tracestate: 'vendor=opaque', baggage: 'tenant=acme' }));
+    const response = await postUpdateByOffset(
+      gw.auth({ traceparent: CLIENT_TRACEPARENT, tracestate: 'vendor=opaque', baggage: 'tenant=acme' }),
+    );
     expect(response.status).toBe(200);
     await response.arrayBuffer();
 
@@ -81,7 +87,12 @@ describe('tracing', () => {
     // What the collector received.
     const [server] = await exportedSpans((s) => s.kind === SpanKind.server && s.spanId === serverSpanId);
     const [client] = await exportedSpans((s) => s.kind === SpanKind.client && s.spanId === upstreamParentId);
-    expect(server).toMatchObject({ traceId: CLIENT_TRACE_ID, parentSpanId: CLIENT_PARENT_ID, name: 'POST /v2/updates/update-by-offset', serviceName: 'ledger-gateway' });
+    expect(server).toMatchObject({
+      traceId: CLIENT_TRACE_ID,
+      parentSpanId: CLIENT_PARENT_ID,
+      name: 'POST /v2/updates/update-by-offset',
+      serviceName: 'ledger-gateway',
+    });
     expect(server!.attributes).toMatchObject({
       [SpanAttributes.operation]: 'getUpdateByOffset',
       [SpanAttributes.errorCode]: 'none',
@@ -98,19 +109,23 @@ describe('tracing', () => {
     expect(exported).not.toContain('TRANSACTION_SHAPE_ACS_DELTA');
   });
 
-  it('starts a trace without a traceparent; the gateway\'s error carries its trace id', async () => {
+  it("starts a trace without a traceparent; the gateway's error carries its trace id", async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, {}, { tracingActive: true });
     const response = await postUpdateByOffset({ authorization: `Bearer ${BAD_TOKEN}` });
     expect(response.status).toBe(401);
-    const body = await response.json() as { code: string; traceId: string | null; correlationId: string };
+    const body = (await response.json()) as { code: string; traceId: string | null; correlationId: string };
     const [, traceId, serverSpanId] = TRACEPARENT.exec(response.headers.get('traceresponse') ?? '')!;
     expect(body).toMatchObject({ code: 'NA', traceId, correlationId: response.headers.get('x-request-id') });
     expect(upstream.requests).toHaveLength(0);
 
     const [server] = await exportedSpans((s) => s.spanId === serverSpanId);
     expect(server).toMatchObject({ traceId, parentSpanId: '', kind: SpanKind.server });
-    expect(server!.attributes).toMatchObject({ [SpanAttributes.errorCode]: 'UNAUTHENTICATED', [SpanAttributes.status]: 401, [SpanAttributes.operation]: 'getUpdateByOffset' });
+    expect(server!.attributes).toMatchObject({
+      [SpanAttributes.errorCode]: 'UNAUTHENTICATED',
+      [SpanAttributes.status]: 401,
+      [SpanAttributes.operation]: 'getUpdateByOffset',
+    });
     expect(receiver.bodies.join('\n')).not.toContain(BAD_TOKEN.split('.')[2]);
   });
 
@@ -118,7 +133,9 @@ describe('tracing', () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, {}, { tracingActive: true });
     const query = `access_token=${BAD_TOKEN}&pageSize=5&${BAD_TOKEN}&SECRETBARE0123456789`;
-    const served = await fetch(`${gw.url}/v2/users?${query}`, { headers: gw.auth({ traceparent: CLIENT_TRACEPARENT }) });
+    const served = await fetch(`${gw.url}/v2/users?${query}`, {
+      headers: gw.auth({ traceparent: CLIENT_TRACEPARENT }),
+    });
     expect(served.status).toBe(200);
     await served.arrayBuffer();
     expect(upstream.requests[0]!.url).toBe(`/v2/users?${query}`); // forwarded unchanged
@@ -131,23 +148,34 @@ describe('tracing', () => {
     const [client] = await exportedSpans((s) => s.kind === SpanKind.client && s.parentSpanId === serverSpanId);
     const redacted = 'access_token=REDACTED&pageSize=REDACTED&REDACTED&REDACTED';
     expect(server!.attributes).toMatchObject({ 'url.path': '/v2/users', 'url.query': redacted });
-    expect(client!.attributes).toMatchObject({ 'url.path': '/v2/users', 'url.query': redacted, 'url.full': `${upstream.url}/v2/users?${redacted}` });
+    expect(client!.attributes).toMatchObject({
+      'url.path': '/v2/users',
+      'url.query': redacted,
+      'url.full': `${upstream.url}/v2/users?${redacted}`,
+    });
     await exportedSpans((s) => s.kind === SpanKind.server && s.attributes[SpanAttributes.status] === 401);
     // A fragment is refused (400), after its span has begun: the span has the path alone.
     // (fetch drops a fragment itself: sent raw.)
     const raw = await new Promise<string>((resolve) => {
-      const socket = createConnection(Number(new URL(gw.url).port), '127.0.0.1', () => socket.end(`GET /v2/users#access_token=SECRETFRAGMENT0123 HTTP/1.1\r\nHost: gw\r\nAuthorization: ${gw.auth().authorization}\r\nConnection: close\r\n\r\n`));
+      const socket = createConnection(Number(new URL(gw.url).port), '127.0.0.1', () =>
+        socket.end(
+          `GET /v2/users#access_token=SECRETFRAGMENT0123 HTTP/1.1\r\nHost: gw\r\nAuthorization: ${gw.auth().authorization}\r\nConnection: close\r\n\r\n`,
+        ),
+      );
       let text = '';
-      socket.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+      socket.on('data', (chunk: Buffer) => {
+        text += chunk.toString();
+      });
       socket.on('close', () => resolve(text));
     });
     expect(raw).toMatch(/^HTTP\/1\.1 400/);
     await exportedSpans((s) => s.kind === SpanKind.server && s.attributes[SpanAttributes.status] === 400);
     const exported = receiver.bodies.join('\n');
-    for (const part of [...BAD_TOKEN.split('.'), 'SECRETBARE0123456789', 'SECRETFRAGMENT0123']) expect(exported).not.toContain(part);
+    for (const part of [...BAD_TOKEN.split('.'), 'SECRETBARE0123456789', 'SECRETFRAGMENT0123'])
+      expect(exported).not.toContain(part);
   });
 
-  it('puts the participant\'s error code on the server span, read from the answer as it streams through', async () => {
+  it("puts the participant's error code on the server span, read from the answer as it streams through", async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, {}, { tracingActive: true });
     const response = await postUpdateByOffset(gw.auth({ [SCENARIO_HEADER]: 'error' }));
@@ -155,14 +183,21 @@ describe('tracing', () => {
     expect(await response.text()).toBe(updateByOffset.upstreamError.body);
     const [, , serverSpanId] = TRACEPARENT.exec(response.headers.get('traceresponse') ?? '')!;
     const [server] = await exportedSpans((s) => s.spanId === serverSpanId);
-    expect(server!.attributes).toMatchObject({ [SpanAttributes.errorCode]: 'UPDATE_NOT_FOUND', [SpanAttributes.status]: 404 });
+    expect(server!.attributes).toMatchObject({
+      [SpanAttributes.errorCode]: 'UPDATE_NOT_FOUND',
+      [SpanAttributes.status]: 404,
+    });
   });
 
-  it('writes the refused request\'s log line with its correlation id, trace id and span id, and no token', async () => {
+  it("writes the refused request's log line with its correlation id, trace id and span id, and no token", async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     const log = logCapture();
     gw = await startGateway(upstream.url, {}, { tracingActive: true, logger: log.logger });
-    const response = await postUpdateByOffset({ authorization: `Bearer ${BAD_TOKEN}`, traceparent: CLIENT_TRACEPARENT, cookie: 'session=cookie-secret' });
+    const response = await postUpdateByOffset({
+      authorization: `Bearer ${BAD_TOKEN}`,
+      traceparent: CLIENT_TRACEPARENT,
+      cookie: 'session=cookie-secret',
+    });
     expect(response.status).toBe(401);
     await response.arrayBuffer();
     const [, , serverSpanId] = TRACEPARENT.exec(response.headers.get('traceresponse') ?? '')!;
@@ -200,10 +235,22 @@ describe('tracing', () => {
     const metrics = await fetch(`${gw.adminUrl}/metrics`);
     expect(metrics.headers.get('content-type')).toContain('application/openmetrics-text');
     const text = await metrics.text();
-    expect(text).toMatch(new RegExp(`^ledger_gateway_request_duration_seconds_bucket\\{[^}]*operation="getUpdateByOffset"[^}]*\\} 1 # \\{trace_id="${CLIENT_TRACE_ID}"\\}`, 'm'));
-    expect(text).toMatch(new RegExp(`^ledger_gateway_upstream_request_duration_seconds_bucket\\{[^}]*operation="getUpdateByOffset"[^}]*\\} 1 # \\{trace_id="${CLIENT_TRACE_ID}"\\}`, 'm'));
+    expect(text).toMatch(
+      new RegExp(
+        `^ledger_gateway_request_duration_seconds_bucket\\{[^}]*operation="getUpdateByOffset"[^}]*\\} 1 # \\{trace_id="${CLIENT_TRACE_ID}"\\}`,
+        'm',
+      ),
+    );
+    expect(text).toMatch(
+      new RegExp(
+        `^ledger_gateway_upstream_request_duration_seconds_bucket\\{[^}]*operation="getUpdateByOffset"[^}]*\\} 1 # \\{trace_id="${CLIENT_TRACE_ID}"\\}`,
+        'm',
+      ),
+    );
     // The counter keeps its name in the OpenMetrics format.
-    expect(text).toMatch(/^ledger_gateway_requests_total\{operation="getUpdateByOffset",method="POST",status="200",error_code="none"\} 1$/m);
+    expect(text).toMatch(
+      /^ledger_gateway_requests_total\{operation="getUpdateByOffset",method="POST",status="200",error_code="none"\} 1$/m,
+    );
     expect(text.trimEnd().endsWith('# EOF')).toBe(true);
   });
 });

@@ -17,7 +17,11 @@ import {
   type Violation,
 } from '../violation.js';
 
-export const TRANSACTION_SHAPES = ['TRANSACTION_SHAPE_UNSPECIFIED', 'TRANSACTION_SHAPE_ACS_DELTA', 'TRANSACTION_SHAPE_LEDGER_EFFECTS'] as const;
+export const TRANSACTION_SHAPES = [
+  'TRANSACTION_SHAPE_UNSPECIFIED',
+  'TRANSACTION_SHAPE_ACS_DELTA',
+  'TRANSACTION_SHAPE_LEDGER_EFFECTS',
+] as const;
 const IDENTIFIER_FILTERS = ['Empty', 'InterfaceFilter', 'TemplateFilter', 'WildcardFilter'] as const;
 
 /**

@@ -79,8 +79,9 @@ function checkCommand(command: unknown, path: string, phase: 'decode' | 'validat
   let first: Violation | undefined;
   for (const variant of present) {
     const payload = command[variant];
-    const problem = decodeCommand(variant, payload, join(path, variant))
-      ?? (phase === 'validate' ? validateCommand(variant, payload as JsonObject) : undefined);
+    const problem =
+      decodeCommand(variant, payload, join(path, variant)) ??
+      (phase === 'validate' ? validateCommand(variant, payload as JsonObject) : undefined);
     if (problem === undefined) return undefined;
     first ??= problem;
   }
@@ -90,7 +91,10 @@ function checkCommand(command: unknown, path: string, phase: 'decode' | 'validat
 /** google.protobuf.Duration: seconds (int64) and nanos (int32), both optional. */
 function decodeDuration(value: unknown, path: string, context: RuleContext): Violation | undefined {
   if (!isObject(value)) return wrongType(path, 'an object', value);
-  for (const [name, min, max] of [['seconds', INT64_MIN, INT64_MAX], ['nanos', INT32_MIN, INT32_MAX]] as const) {
+  for (const [name, min, max] of [
+    ['seconds', INT64_MIN, INT64_MAX],
+    ['nanos', INT32_MIN, INT32_MAX],
+  ] as const) {
     const raw = field(value, name);
     if (isAbsent(raw)) continue;
     const reading = readInteger(raw, context.numberText(join(path, name)), min, max);
@@ -113,10 +117,12 @@ function decodeDeduplicationPeriod(value: unknown, path: string, context: RuleCo
       else {
         const inner = field(payload, 'value');
         if (inner === undefined) problem = missingRequired(join(variantPath, 'value'));
-        else if (variant === 'DeduplicationDuration') problem = decodeDuration(inner, join(variantPath, 'value'), context);
+        else if (variant === 'DeduplicationDuration')
+          problem = decodeDuration(inner, join(variantPath, 'value'), context);
         else {
           const reading = readInteger(inner, context.numberText(join(variantPath, 'value')), INT64_MIN, INT64_MAX);
-          if (!reading.ok) problem = decodeFailure(`${reading.reason}; expected an offset (int64)`, join(variantPath, 'value'));
+          if (!reading.ok)
+            problem = decodeFailure(`${reading.reason}; expected an offset (int64)`, join(variantPath, 'value'));
         }
       }
     }
@@ -149,16 +155,17 @@ function decodeCommands(commands: JsonObject, context: RuleContext): Violation |
   if (typeof commandId !== 'string') return wrongType('commands.commandId', 'a string', commandId);
   const actAs = field(commands, 'actAs');
   if (isAbsent(actAs)) return missingRequired('commands.actAs');
-  const typeProblem = optionalStringArray(commands, 'actAs', 'commands')
-    ?? optionalStringArray(commands, 'readAs', 'commands')
-    ?? optionalOfType(commands, 'userId', 'commands', 'string')
-    ?? optionalOfType(commands, 'workflowId', 'commands', 'string')
-    ?? optionalOfType(commands, 'submissionId', 'commands', 'string')
-    ?? optionalOfType(commands, 'synchronizerId', 'commands', 'string')
-    ?? optionalOfType(commands, 'minLedgerTimeAbs', 'commands', 'string')
-    ?? optionalStringArray(commands, 'packageIdSelectionPreference', 'commands')
-    ?? decodeObjectArray(commands, 'disclosedContracts')
-    ?? decodeObjectArray(commands, 'prefetchContractKeys');
+  const typeProblem =
+    optionalStringArray(commands, 'actAs', 'commands') ??
+    optionalStringArray(commands, 'readAs', 'commands') ??
+    optionalOfType(commands, 'userId', 'commands', 'string') ??
+    optionalOfType(commands, 'workflowId', 'commands', 'string') ??
+    optionalOfType(commands, 'submissionId', 'commands', 'string') ??
+    optionalOfType(commands, 'synchronizerId', 'commands', 'string') ??
+    optionalOfType(commands, 'minLedgerTimeAbs', 'commands', 'string') ??
+    optionalStringArray(commands, 'packageIdSelectionPreference', 'commands') ??
+    decodeObjectArray(commands, 'disclosedContracts') ??
+    decodeObjectArray(commands, 'prefetchContractKeys');
   if (typeProblem !== undefined) return typeProblem;
   const minLedgerTimeRel = field(commands, 'minLedgerTimeRel');
   if (!isAbsent(minLedgerTimeRel)) {

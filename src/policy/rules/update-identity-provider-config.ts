@@ -55,7 +55,9 @@ export function updateMaskProblem(paths: readonly string[]): string | undefined 
   // UpdatePathsTrie.containsPrefix: every known path is a leaf at the root, so a path is known when
   // it is empty (the root itself) or exactly one known field name.
   for (const fieldPath of parsed) {
-    const known = fieldPath.length === 0 || (fieldPath.length === 1 && (IDP_UPDATE_PATHS as readonly string[]).includes(fieldPath[0]!));
+    const known =
+      fieldPath.length === 0 ||
+      (fieldPath.length === 1 && (IDP_UPDATE_PATHS as readonly string[]).includes(fieldPath[0]!));
     if (!known) return `The update path: '${shorten(fieldPath.join('.'))}' points to an unknown field.`;
   }
   const seen = new Set<string>();
@@ -84,11 +86,12 @@ export const updateIdentityProviderConfigRule = requestRule([], (body, context):
   const config = field(body, 'identityProviderConfig');
   if (!isAbsent(config)) {
     if (!isObject(config)) return wrongType('identityProviderConfig', 'an object', config);
-    const problem = optionalOfType(config, 'identityProviderId', 'identityProviderConfig', 'string')
-      ?? optionalOfType(config, 'isDeactivated', 'identityProviderConfig', 'boolean')
-      ?? optionalOfType(config, 'issuer', 'identityProviderConfig', 'string')
-      ?? optionalOfType(config, 'jwksUrl', 'identityProviderConfig', 'string')
-      ?? optionalOfType(config, 'audience', 'identityProviderConfig', 'string');
+    const problem =
+      optionalOfType(config, 'identityProviderId', 'identityProviderConfig', 'string') ??
+      optionalOfType(config, 'isDeactivated', 'identityProviderConfig', 'boolean') ??
+      optionalOfType(config, 'issuer', 'identityProviderConfig', 'string') ??
+      optionalOfType(config, 'jwksUrl', 'identityProviderConfig', 'string') ??
+      optionalOfType(config, 'audience', 'identityProviderConfig', 'string');
     if (problem !== undefined) return problem;
   }
   const mask = field(body, 'updateMask');
@@ -102,8 +105,9 @@ export const updateIdentityProviderConfigRule = requestRule([], (body, context):
   const idpId = idpIdOf(context.path);
   if (idpId === undefined) return invalidField('idp-id', 'the path segment is not valid percent-encoding');
   const configObject = isObject(config) ? config : undefined;
-  const bodyId = configObject === undefined ? undefined : field(configObject, 'identityProviderId') ?? '';
-  if (bodyId !== idpId) return jsonLayerInvalidArgument(`${idpId} does not match idp in body: ${renderConfig(configObject)}`);
+  const bodyId = configObject === undefined ? undefined : (field(configObject, 'identityProviderId') ?? '');
+  if (bodyId !== idpId)
+    return jsonLayerInvalidArgument(`${idpId} does not match idp in body: ${renderConfig(configObject)}`);
 
   // The service, in its order. A malformed jwksUrl, which it refuses first (INVALID_FIELD jwks_url),
   // is left to it: its own answer reaches the client unchanged.

@@ -33,13 +33,16 @@ const OPERATIONS = ['Empty', 'Unvet', 'Vet'] as const;
 const SERIALS = ['Empty', 'NoPrior', 'Prior'] as const;
 
 /** Canton's VettedPackagesRef.process: the combinations of set (non-empty) fields it accepts. */
-const REF_COMBINATIONS = 'Either package_id must be set, or package_name and package_version must be set, or all three must be set.';
+const REF_COMBINATIONS =
+  'Either package_id must be set, or package_name and package_version must be set, or all three must be set.';
 
 function decodeRef(ref: unknown, path: string): Violation | undefined {
   if (!isObject(ref)) return wrongType(path, 'an object', ref);
-  return optionalOfType(ref, 'packageId', path, 'string')
-    ?? optionalOfType(ref, 'packageName', path, 'string')
-    ?? optionalOfType(ref, 'packageVersion', path, 'string');
+  return (
+    optionalOfType(ref, 'packageId', path, 'string') ??
+    optionalOfType(ref, 'packageName', path, 'string') ??
+    optionalOfType(ref, 'packageVersion', path, 'string')
+  );
 }
 
 function isSet(ref: JsonObject, name: string): boolean {
@@ -52,7 +55,9 @@ function validateRef(ref: JsonObject): Violation | undefined {
   const name = isSet(ref, 'packageName');
   const version = isSet(ref, 'packageVersion');
   const accepted = (id && name && version) || (!id && name) || (id && !name && !version);
-  return accepted ? undefined : protoDeserializationFailure(`InvariantViolation(Some(package_name),${REF_COMBINATIONS})`);
+  return accepted
+    ? undefined
+    : protoDeserializationFailure(`InvariantViolation(Some(package_name),${REF_COMBINATIONS})`);
 }
 
 /** The `{"value": {...}}` payload of a Vet or Unvet variant, as the decoder reads it. */
@@ -71,13 +76,19 @@ function decodeChangeVariant(variant: 'Vet' | 'Unvet', payload: unknown, path: s
     }
   }
   if (variant === 'Vet') {
-    return optionalOfType(value, 'newValidFromInclusive', valuePath, 'string')
-      ?? optionalOfType(value, 'newValidUntilExclusive', valuePath, 'string');
+    return (
+      optionalOfType(value, 'newValidFromInclusive', valuePath, 'string') ??
+      optionalOfType(value, 'newValidUntilExclusive', valuePath, 'string')
+    );
   }
   return undefined;
 }
 
-function validateChangeVariant(variant: 'Empty' | 'Vet' | 'Unvet', payload: unknown, index: number): Violation | undefined {
+function validateChangeVariant(
+  variant: 'Empty' | 'Vet' | 'Unvet',
+  payload: unknown,
+  index: number,
+): Violation | undefined {
   if (variant === 'Empty') return protoDeserializationFailure('FieldNotSet(operation)');
   const value = field(payload as JsonObject, 'value') as JsonObject;
   const packages = field(value, 'packages');
@@ -97,14 +108,21 @@ function checkChange(change: unknown, index: number, phase: 'decode' | 'validate
   const path = `changes[${index}]`;
   if (!isObject(change)) return wrongType(path, 'an object', change);
   const operation = field(change, 'operation');
-  if (operation === undefined) return phase === 'validate' ? protoDeserializationFailure('FieldNotSet(operation)') : undefined;
+  if (operation === undefined)
+    return phase === 'validate' ? protoDeserializationFailure('FieldNotSet(operation)') : undefined;
   const operationPath = join(path, 'operation');
   if (!isObject(operation)) return wrongType(operationPath, 'an object', operation);
   const present = variantKeys(operation, OPERATIONS) as Array<(typeof OPERATIONS)[number]>;
   if (present.length === 0) return decodeFailure(`expected one of ${OPERATIONS.join(', ')}`, operationPath);
-  const decodable = present.filter((variant) => variant === 'Empty' || decodeChangeVariant(variant, operation[variant], join(operationPath, variant)) === undefined);
+  const decodable = present.filter(
+    (variant) =>
+      variant === 'Empty' ||
+      decodeChangeVariant(variant, operation[variant], join(operationPath, variant)) === undefined,
+  );
   if (phase === 'decode') {
-    return decodable.length > 0 ? undefined : decodeChangeVariant(present[0] as 'Vet' | 'Unvet', operation[present[0]!], join(operationPath, present[0]!));
+    return decodable.length > 0
+      ? undefined
+      : decodeChangeVariant(present[0] as 'Vet' | 'Unvet', operation[present[0]!], join(operationPath, present[0]!));
   }
   let first: Violation | undefined;
   for (const variant of decodable) {
@@ -134,12 +152,16 @@ function checkSerial(body: JsonObject, context: RuleContext, phase: 'decode' | '
       if (!isObject(prior)) problem = wrongType(`${serialPath}.Prior`, 'an object', prior);
       else {
         const raw = field(prior, 'value');
-        const reading = raw === undefined
-          ? { ok: true as const, value: 0n }
-          : readInteger(raw, context.numberText(`${serialPath}.Prior.value`), INT32_MIN, INT32_MAX);
-        if (!reading.ok) problem = decodeFailure(`${reading.reason}; expected an integer (int32)`, `${serialPath}.Prior.value`);
+        const reading =
+          raw === undefined
+            ? { ok: true as const, value: 0n }
+            : readInteger(raw, context.numberText(`${serialPath}.Prior.value`), INT32_MIN, INT32_MAX);
+        if (!reading.ok)
+          problem = decodeFailure(`${reading.reason}; expected an integer (int32)`, `${serialPath}.Prior.value`);
         else if (phase === 'validate' && reading.value <= 0n) {
-          problem = protoDeserializationFailure(`expected_topology_serial: the prior topology serial must be a positive integer, got ${reading.value}`);
+          problem = protoDeserializationFailure(
+            `expected_topology_serial: the prior topology serial must be a positive integer, got ${reading.value}`,
+          );
         }
       }
     }
@@ -162,9 +184,10 @@ export const updateVettedPackagesRule = requestRule(EXACT_NUMBERS, (body, contex
     const problem = checkChange(change, index, 'decode');
     if (problem !== undefined) return problem;
   }
-  const typeProblem = optionalOfType(body, 'dryRun', '', 'boolean')
-    ?? optionalOfType(body, 'synchronizerId', '', 'string')
-    ?? checkSerial(body, context, 'decode');
+  const typeProblem =
+    optionalOfType(body, 'dryRun', '', 'boolean') ??
+    optionalOfType(body, 'synchronizerId', '', 'string') ??
+    checkSerial(body, context, 'decode');
   if (typeProblem !== undefined) return typeProblem;
   const flags = field(body, 'updateVettedPackagesForceFlags');
   if (!isAbsent(flags)) {

@@ -32,7 +32,9 @@ export async function startJwksServer(keys: readonly JWK[] = []): Promise<JwksSe
         return;
       }
       const body = behaviour.body ?? JSON.stringify({ keys: current });
-      response.writeHead(200, { 'content-type': 'application/jwk-set+json', 'content-length': Buffer.byteLength(body) }).end(body);
+      response
+        .writeHead(200, { 'content-type': 'application/jwk-set+json', 'content-length': Buffer.byteLength(body) })
+        .end(body);
     };
     if (behaviour.delayMs) setTimeout(answer, behaviour.delayMs);
     else answer();
@@ -52,9 +54,10 @@ export async function startJwksServer(keys: readonly JWK[] = []): Promise<JwksSe
     setBehaviour(next) {
       behaviour = next;
     },
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

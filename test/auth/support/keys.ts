@@ -13,7 +13,10 @@ export interface SigningKey {
   readonly publicPem: string;
 }
 
-export async function signingKey(alg: AsymmetricAlgorithm, kid: string = `${alg.toLowerCase()}-${randomUUID().slice(0, 8)}`): Promise<SigningKey> {
+export async function signingKey(
+  alg: AsymmetricAlgorithm,
+  kid: string = `${alg.toLowerCase()}-${randomUUID().slice(0, 8)}`,
+): Promise<SigningKey> {
   const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true, modulusLength: 2048 });
   const publicJwk = { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' };
   return { kid, alg, privateKey, publicJwk, publicPem: await exportSPKI(publicKey) };
@@ -24,9 +27,19 @@ export const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 export const participantAudience = (participantId: string): string => `${CANTON_AUDIENCE_PREFIX}${participantId}`;
 
 /** A token with sensible defaults (Canton audience for participant1, 60 s lifetime) and overrides. */
-export async function sign(key: SigningKey, claims: JWTPayload & Record<string, unknown> = {}, header: Record<string, unknown> = {}): Promise<string> {
+export async function sign(
+  key: SigningKey,
+  claims: JWTPayload & Record<string, unknown> = {},
+  header: Record<string, unknown> = {},
+): Promise<string> {
   const now = nowSeconds();
-  const payload: Record<string, unknown> = { sub: 'alice', aud: participantAudience('participant1'), iat: now, exp: now + 60, ...claims };
+  const payload: Record<string, unknown> = {
+    sub: 'alice',
+    aud: participantAudience('participant1'),
+    iat: now,
+    exp: now + 60,
+    ...claims,
+  };
   for (const [name, value] of Object.entries(payload)) if (value === undefined) delete payload[name];
   const protectedHeader: Record<string, unknown> = { alg: key.alg, kid: key.kid, typ: 'JWT', ...header };
   for (const [name, value] of Object.entries(protectedHeader)) if (value === undefined) delete protectedHeader[name];
@@ -48,7 +61,10 @@ export function tamperedPayload(token: string, changes: Record<string, unknown>)
 }
 
 /** The algorithm-confusion attack: HS256 with the issuer's public RSA key (PEM) as the HMAC secret. */
-export async function hs256WithPublicKey(key: SigningKey, claims: JWTPayload & Record<string, unknown>): Promise<string> {
+export async function hs256WithPublicKey(
+  key: SigningKey,
+  claims: JWTPayload & Record<string, unknown>,
+): Promise<string> {
   const now = nowSeconds();
   return new SignJWT({ sub: 'alice', aud: participantAudience('participant1'), iat: now, exp: now + 60, ...claims })
     .setProtectedHeader({ alg: 'HS256', kid: key.kid, typ: 'JWT' })

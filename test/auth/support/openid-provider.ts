@@ -55,7 +55,11 @@ export interface OpenIdProvider {
   close(): Promise<void>;
 }
 
-export async function startOpenIdProvider(options: { audience: string; privateJwks: readonly JWK[]; accessTokenTtlSeconds?: number }): Promise<OpenIdProvider> {
+export async function startOpenIdProvider(options: {
+  audience: string;
+  privateJwks: readonly JWK[];
+  accessTokenTtlSeconds?: number;
+}): Promise<OpenIdProvider> {
   const server = http.createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -67,15 +71,17 @@ export async function startOpenIdProvider(options: { audience: string; privateJw
     const signingAlg = keys[0]!.alg ?? 'RS256';
     const provider = new Provider(issuer, {
       adapter: MapAdapter,
-      clients: [{
-        client_id: CLIENT_ID,
-        client_secret: CLIENT_SECRET,
-        grant_types: ['client_credentials'],
-        redirect_uris: [],
-        response_types: [],
-        token_endpoint_auth_method: 'client_secret_post',
-        id_token_signed_response_alg: signingAlg,
-      }],
+      clients: [
+        {
+          client_id: CLIENT_ID,
+          client_secret: CLIENT_SECRET,
+          grant_types: ['client_credentials'],
+          redirect_uris: [],
+          response_types: [],
+          token_endpoint_auth_method: 'client_secret_post',
+          id_token_signed_response_alg: signingAlg,
+        },
+      ],
       jwks: { keys: keys.map((key) => ({ ...key })) },
       scopes: [LEDGER_SCOPE],
       ttl: { ClientCredentials: ttl },
@@ -88,7 +94,13 @@ export async function startOpenIdProvider(options: { audience: string; privateJw
           useGrantedResource: () => true,
           getResourceServerInfo: (_ctx: unknown, resource: string) => {
             if (resource !== options.audience) throw new Error(`unknown resource ${resource}`);
-            return { scope: LEDGER_SCOPE, audience: options.audience, accessTokenTTL: ttl, accessTokenFormat: 'jwt', jwt: { sign: { alg: signingAlg } } };
+            return {
+              scope: LEDGER_SCOPE,
+              audience: options.audience,
+              accessTokenTTL: ttl,
+              accessTokenFormat: 'jwt',
+              jwt: { sign: { alg: signingAlg } },
+            };
           },
         },
       },
@@ -109,7 +121,10 @@ export async function startOpenIdProvider(options: { audience: string; privateJw
     handle(request, response);
   });
 
-  const discovery = await (await fetch(`${issuer}/.well-known/openid-configuration`)).json() as { jwks_uri: string; token_endpoint: string };
+  const discovery = (await (await fetch(`${issuer}/.well-known/openid-configuration`)).json()) as {
+    jwks_uri: string;
+    token_endpoint: string;
+  };
 
   return {
     issuer,
@@ -120,10 +135,17 @@ export async function startOpenIdProvider(options: { audience: string; privateJw
     async accessToken() {
       const response = await fetch(discovery.token_endpoint, {
         method: 'POST',
-        body: new URLSearchParams({ grant_type: 'client_credentials', client_id: CLIENT_ID, client_secret: CLIENT_SECRET, scope: LEDGER_SCOPE, resource: options.audience }),
+        body: new URLSearchParams({
+          grant_type: 'client_credentials',
+          client_id: CLIENT_ID,
+          client_secret: CLIENT_SECRET,
+          scope: LEDGER_SCOPE,
+          resource: options.audience,
+        }),
       });
-      const body = await response.json() as { access_token?: string; error?: string; error_description?: string };
-      if (body.access_token === undefined) throw new Error(`token endpoint: ${response.status} ${body.error} ${body.error_description}`);
+      const body = (await response.json()) as { access_token?: string; error?: string; error_description?: string };
+      if (body.access_token === undefined)
+        throw new Error(`token endpoint: ${response.status} ${body.error} ${body.error_description}`);
       return body.access_token;
     },
     rotate(privateJwks) {
@@ -133,9 +155,10 @@ export async function startOpenIdProvider(options: { audience: string; privateJw
       down = next;
       if (next) server.closeAllConnections();
     },
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -1,20 +1,34 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { getUpdateByOffsetRule } from '../../../src/policy/rules/get-update-by-offset.js';
-import { SPEC_VERSIONS, loadSpec, requestSchemaName, schemaArbitrary, spacing, toJsonText } from '../support/openapi-arbitrary.js';
+import {
+  SPEC_VERSIONS,
+  loadSpec,
+  requestSchemaName,
+  schemaArbitrary,
+  spacing,
+  toJsonText,
+} from '../support/openapi-arbitrary.js';
 import { codeOf, judge } from '../support/judge.js';
 import { updateByOffsetRefinements } from '../support/refinements.js';
 
 const updateFormat = {
   includeTransactions: {
-    eventFormat: { filtersByParty: { 'Alice::1220ab': { cumulative: [{ identifierFilter: { WildcardFilter: { value: { includeCreatedEventBlob: false } } } }] } }, verbose: true },
+    eventFormat: {
+      filtersByParty: {
+        'Alice::1220ab': {
+          cumulative: [{ identifierFilter: { WildcardFilter: { value: { includeCreatedEventBlob: false } } } }],
+        },
+      },
+      verbose: true,
+    },
     transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA',
   },
 };
 const check = (body: unknown) => judge(getUpdateByOffsetRule, body);
 
 describe('getUpdateByOffset rule', () => {
-  it('accepts the documented request (Canton\'s OpenAPI GetUpdateByOffsetRequest)', () => {
+  it("accepts the documented request (Canton's OpenAPI GetUpdateByOffsetRequest)", () => {
     expect(check({ offset: 42, updateFormat })).toBeUndefined();
   });
 
@@ -25,12 +39,16 @@ describe('getUpdateByOffset rule', () => {
     expect(over?.cause).toMatch(/ at 'offset'$/);
   });
 
-  it('answers a zero, negative or absent offset with Canton\'s NON_POSITIVE_OFFSET cause', () => {
+  it("answers a zero, negative or absent offset with Canton's NON_POSITIVE_OFFSET cause", () => {
     expect(check({ offset: 0, updateFormat })).toMatchObject({
       cause: 'Offset 0 in offset is not a positive integer: the offset has to be a positive integer (>0)',
     });
-    expect(check({ offset: -5, updateFormat })?.cause).toBe('Offset -5 in offset is not a positive integer: the offset has to be a positive integer (>0)');
-    expect(check(`{"offset": -9223372036854775808, "updateFormat": {}}`)?.cause).toContain('Offset -9223372036854775808 in offset');
+    expect(check({ offset: -5, updateFormat })?.cause).toBe(
+      'Offset -5 in offset is not a positive integer: the offset has to be a positive integer (>0)',
+    );
+    expect(check(`{"offset": -9223372036854775808, "updateFormat": {}}`)?.cause).toContain(
+      'Offset -9223372036854775808 in offset',
+    );
     expect(codeOf(check({ updateFormat }))).toBe('NON_POSITIVE_OFFSET');
   });
 
@@ -43,34 +61,74 @@ describe('getUpdateByOffset rule', () => {
     }
   });
 
-  it('requires updateFormat, after the offset (Canton\'s order)', () => {
+  it("requires updateFormat, after the offset (Canton's order)", () => {
     const violation = check({ offset: 5 });
-    expect(violation).toMatchObject({ cause: 'The submitted command is missing a mandatory field: update_format', context: { field_name: 'update_format' } });
+    expect(violation).toMatchObject({
+      cause: 'The submitted command is missing a mandatory field: update_format',
+      context: { field_name: 'update_format' },
+    });
     expect(codeOf(check({ offset: 0 }))).toBe('NON_POSITIVE_OFFSET');
     expect(codeOf(check({ offset: 5, updateFormat: null }))).toBe('MISSING_FIELD');
   });
 
   it('validates the transaction format as FormatValidator does', () => {
-    const withShape = (transactionShape: unknown) => check({ offset: 1, updateFormat: { includeTransactions: { ...updateFormat.includeTransactions, transactionShape } } });
-    expect(withShape('TRANSACTION_SHAPE_UNSPECIFIED')?.cause).toBe('The submitted command is missing a mandatory field: transaction_shape');
+    const withShape = (transactionShape: unknown) =>
+      check({
+        offset: 1,
+        updateFormat: { includeTransactions: { ...updateFormat.includeTransactions, transactionShape } },
+      });
+    expect(withShape('TRANSACTION_SHAPE_UNSPECIFIED')?.cause).toBe(
+      'The submitted command is missing a mandatory field: transaction_shape',
+    );
     expect(withShape('TRANSACTION_SHAPE_LEDGER_EFFECTS')).toBeUndefined();
     expect(codeOf(withShape('SHAPE'))).toBe('DECODE_FAILURE');
     // ScalaPB's fromName knows the declared names only: "UNRECOGNIZED" does not decode either.
     expect(withShape('UNRECOGNIZED')).toMatchObject({
       definition: { code: 'DECODE_FAILURE' },
-      cause: "Unrecognized enum value UNRECOGNIZED. Supported values: [TRANSACTION_SHAPE_UNSPECIFIED, TRANSACTION_SHAPE_ACS_DELTA, TRANSACTION_SHAPE_LEDGER_EFFECTS] at 'updateFormat.includeTransactions.transactionShape'",
+      cause:
+        "Unrecognized enum value UNRECOGNIZED. Supported values: [TRANSACTION_SHAPE_UNSPECIFIED, TRANSACTION_SHAPE_ACS_DELTA, TRANSACTION_SHAPE_LEDGER_EFFECTS] at 'updateFormat.includeTransactions.transactionShape'",
     });
-    expect(check({ offset: 1, updateFormat: { includeTransactions: { transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA' } } })?.cause)
-      .toBe('The submitted command is missing a mandatory field: event_format');
-    const empty = check({ offset: 1, updateFormat: { includeTransactions: { transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA', eventFormat: { filtersByParty: {}, verbose: true } } } });
-    expect(empty).toMatchObject({ definition: { code: 'INVALID_ARGUMENT' }, cause: 'The submitted request has invalid arguments: filtersByParty and filtersForAnyParty cannot be empty simultaneously' });
-    expect(check({ offset: 1, updateFormat: { includeTransactions: { transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA', eventFormat: { filtersForAnyParty: {} } } } })).toBeUndefined();
+    expect(
+      check({ offset: 1, updateFormat: { includeTransactions: { transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA' } } })
+        ?.cause,
+    ).toBe('The submitted command is missing a mandatory field: event_format');
+    const empty = check({
+      offset: 1,
+      updateFormat: {
+        includeTransactions: {
+          transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA',
+          eventFormat: { filtersByParty: {}, verbose: true },
+        },
+      },
+    });
+    expect(empty).toMatchObject({
+      definition: { code: 'INVALID_ARGUMENT' },
+      cause:
+        'The submitted request has invalid arguments: filtersByParty and filtersForAnyParty cannot be empty simultaneously',
+    });
+    expect(
+      check({
+        offset: 1,
+        updateFormat: {
+          includeTransactions: {
+            transactionShape: 'TRANSACTION_SHAPE_ACS_DELTA',
+            eventFormat: { filtersForAnyParty: {} },
+          },
+        },
+      }),
+    ).toBeUndefined();
     expect(codeOf(check({ offset: 1, updateFormat: { includeReassignments: {} } }))).toBe('INVALID_ARGUMENT');
   });
 
   it('leaves to the participant what it answers itself (404 for no format, unknown fields)', () => {
     expect(check({ offset: 1, updateFormat: {} })).toBeUndefined();
-    expect(check({ offset: 1, updateFormat: { includeTopologyEvents: { includeParticipantAuthorizationEvents: {} } }, extra: [1, 2] })).toBeUndefined();
+    expect(
+      check({
+        offset: 1,
+        updateFormat: { includeTopologyEvents: { includeParticipantAuthorizationEvents: {} } },
+        extra: [1, 2],
+      }),
+    ).toBeUndefined();
   });
 
   it('refuses wrong JSON types with the field path', () => {
@@ -78,17 +136,28 @@ describe('getUpdateByOffset rule', () => {
       definition: { code: 'DECODE_FAILURE' },
       cause: "Got value with wrong type, expecting object at 'updateFormat.includeTransactions'",
     });
-    expect(check({ offset: 1, updateFormat: { includeTopologyEvents: { includeParticipantAuthorizationEvents: { parties: [1] } } } })?.cause)
-      .toContain('updateFormat.includeTopologyEvents.includeParticipantAuthorizationEvents.parties[0]');
+    expect(
+      check({
+        offset: 1,
+        updateFormat: { includeTopologyEvents: { includeParticipantAuthorizationEvents: { parties: [1] } } },
+      })?.cause,
+    ).toContain('updateFormat.includeTopologyEvents.includeParticipantAuthorizationEvents.parties[0]');
   });
 
   describe('property: bodies generated from the OpenAPI schema', () => {
     for (const version of SPEC_VERSIONS) {
       const spec = loadSpec(version);
-      const bodies = schemaArbitrary(spec, requestSchemaName(spec, 'post', '/v2/updates/update-by-offset'), updateByOffsetRefinements);
+      const bodies = schemaArbitrary(
+        spec,
+        requestSchemaName(spec, 'post', '/v2/updates/update-by-offset'),
+        updateByOffsetRefinements,
+      );
 
       it(`${version}: every valid body passes`, () => {
-        fc.assert(fc.property(bodies, spacing, (body, space) => check(toJsonText(body, space)) === undefined), { numRuns: 300 });
+        fc.assert(
+          fc.property(bodies, spacing, (body, space) => check(toJsonText(body, space)) === undefined),
+          { numRuns: 300 },
+        );
       });
 
       it(`${version}: every generated violation is refused with the right code`, () => {
@@ -99,12 +168,31 @@ describe('getUpdateByOffset rule', () => {
           ['offset above int64', (b) => ({ ...b, offset: 2n ** 63n }), 'DECODE_FAILURE'],
           ['fractional offset', (b) => ({ ...b, offset: 1.5 }), 'DECODE_FAILURE'],
           ['no updateFormat', ({ updateFormat: _format, ...b }) => b, 'MISSING_FIELD'],
-          ['unspecified shape', (b) => ({ ...b, updateFormat: { includeTransactions: { transactionShape: 'TRANSACTION_SHAPE_UNSPECIFIED', eventFormat: { filtersForAnyParty: {} } } } }), 'MISSING_FIELD'],
-          ['empty filters', (b) => ({ ...b, updateFormat: { includeReassignments: { verbose: false } } }), 'INVALID_ARGUMENT'],
+          [
+            'unspecified shape',
+            (b) => ({
+              ...b,
+              updateFormat: {
+                includeTransactions: {
+                  transactionShape: 'TRANSACTION_SHAPE_UNSPECIFIED',
+                  eventFormat: { filtersForAnyParty: {} },
+                },
+              },
+            }),
+            'MISSING_FIELD',
+          ],
+          [
+            'empty filters',
+            (b) => ({ ...b, updateFormat: { includeReassignments: { verbose: false } } }),
+            'INVALID_ARGUMENT',
+          ],
         ];
-        fc.assert(fc.property(bodies, fc.constantFrom(...mutations), (body, [, mutate, code]) => {
-          expect(codeOf(check(toJsonText(mutate(body as Record<string, unknown>))))).toBe(code);
-        }), { numRuns: 200 });
+        fc.assert(
+          fc.property(bodies, fc.constantFrom(...mutations), (body, [, mutate, code]) => {
+            expect(codeOf(check(toJsonText(mutate(body as Record<string, unknown>))))).toBe(code);
+          }),
+          { numRuns: 200 },
+        );
       });
     }
   });

@@ -32,7 +32,9 @@ const specs = new Map<SpecVersion, Spec>();
 export function loadSpec(version: SpecVersion): Spec {
   let spec = specs.get(version);
   if (spec === undefined) {
-    const document = parse(readFileSync(new URL(`../../../../shared/canton/openapi-${version}.yaml`, import.meta.url), 'utf8'));
+    const document = parse(
+      readFileSync(new URL(`../../../../shared/canton/openapi-${version}.yaml`, import.meta.url), 'utf8'),
+    );
     spec = { version, paths: document.paths, schemas: document.components.schemas };
     specs.set(version, spec);
   }
@@ -53,7 +55,14 @@ export const INT32_MAX = 2 ** 31 - 1;
  * Refinements by "Schema" or "Schema.property": given the arbitrary the schema alone gives (and a
  * builder for other schemas), return the one to use.
  */
-export type Refinements = Record<string, (generic: () => fc.Arbitrary<unknown>, build: (schema: Schema) => fc.Arbitrary<unknown>, schema: Schema) => fc.Arbitrary<unknown>>;
+export type Refinements = Record<
+  string,
+  (
+    generic: () => fc.Arbitrary<unknown>,
+    build: (schema: Schema) => fc.Arbitrary<unknown>,
+    schema: Schema,
+  ) => fc.Arbitrary<unknown>
+>;
 
 export function schemaArbitrary(spec: Spec, name: string, refinements: Refinements = {}): fc.Arbitrary<unknown> {
   const memo = new Map<string, fc.Arbitrary<unknown>>();
@@ -79,11 +88,16 @@ export function schemaArbitrary(spec: Spec, name: string, refinements: Refinemen
     if (schema.oneOf !== undefined) return fc.oneof(...schema.oneOf.map((variant) => build(variant)));
     if (schema.enum !== undefined) return fc.constantFrom(...schema.enum);
     switch (schema.type) {
-      case 'string': return fc.string({ maxLength: 8, unit: 'grapheme' });
-      case 'boolean': return fc.boolean();
-      case 'integer': return schema.format === 'int64' ? fc.bigInt(-(2n ** 63n), INT64_MAX) : fc.integer();
-      case 'number': return fc.double({ noNaN: true, noDefaultInfinity: true });
-      case 'array': return fc.array(build(schema.items!), { maxLength: 3 });
+      case 'string':
+        return fc.string({ maxLength: 8, unit: 'grapheme' });
+      case 'boolean':
+        return fc.boolean();
+      case 'integer':
+        return schema.format === 'int64' ? fc.bigInt(-(2n ** 63n), INT64_MAX) : fc.integer();
+      case 'number':
+        return fc.double({ noNaN: true, noDefaultInfinity: true });
+      case 'array':
+        return fc.array(build(schema.items!), { maxLength: 3 });
       case undefined:
       case 'object': {
         if (schema.type === undefined && schema.properties === undefined) {
@@ -92,7 +106,9 @@ export function schemaArbitrary(spec: Spec, name: string, refinements: Refinemen
         }
         if (schema.properties === undefined) {
           if (typeof schema.additionalProperties === 'object') {
-            return fc.dictionary(fc.string({ minLength: 1, maxLength: 6 }), build(schema.additionalProperties), { maxKeys: 2 });
+            return fc.dictionary(fc.string({ minLength: 1, maxLength: 6 }), build(schema.additionalProperties), {
+              maxKeys: 2,
+            });
           }
           return fc.constant({});
         }
@@ -100,11 +116,19 @@ export function schemaArbitrary(spec: Spec, name: string, refinements: Refinemen
         for (const [property, propertySchema] of Object.entries(schema.properties)) {
           const propertyKey = key === undefined ? undefined : `${key}.${property}`;
           const refine = propertyKey === undefined ? undefined : refinements[propertyKey];
-          model[property] = refine === undefined ? build(propertySchema) : refine(() => build(propertySchema), (inner) => build(inner), propertySchema);
+          model[property] =
+            refine === undefined
+              ? build(propertySchema)
+              : refine(
+                  () => build(propertySchema),
+                  (inner) => build(inner),
+                  propertySchema,
+                );
         }
         return fc.record(model, { requiredKeys: schema.required ?? [] });
       }
-      default: throw new Error(`unsupported schema type ${schema.type}`);
+      default:
+        throw new Error(`unsupported schema type ${schema.type}`);
     }
   };
 
@@ -112,13 +136,20 @@ export function schemaArbitrary(spec: Spec, name: string, refinements: Refinemen
 }
 
 /** The variants of a oneOf schema other than the excluded ones. */
-export function oneOfExcept(schema: Schema, build: (schema: Schema) => fc.Arbitrary<unknown>, excluded: readonly string[]): fc.Arbitrary<unknown> {
+export function oneOfExcept(
+  schema: Schema,
+  build: (schema: Schema) => fc.Arbitrary<unknown>,
+  excluded: readonly string[],
+): fc.Arbitrary<unknown> {
   const variants = schema.oneOf!.filter((variant) => !excluded.includes(Object.keys(variant.properties ?? {})[0]!));
   return fc.oneof(...variants.map((variant) => build(variant)));
 }
 
 /** A non-empty array of the schema's items. */
-export function nonEmptyArray(schema: Schema, build: (schema: Schema) => fc.Arbitrary<unknown>): fc.Arbitrary<unknown[]> {
+export function nonEmptyArray(
+  schema: Schema,
+  build: (schema: Schema) => fc.Arbitrary<unknown>,
+): fc.Arbitrary<unknown[]> {
   return fc.array(build(schema.items!), { minLength: 1, maxLength: 3 });
 }
 
@@ -126,7 +157,8 @@ export function nonEmptyArray(schema: Schema, build: (schema: Schema) => fc.Arbi
 export function toJsonText(value: unknown, space = ''): string {
   if (typeof value === 'bigint') return value.toString();
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${space}${value.map((item) => toJsonText(item, space)).join(`,${space}`)}${space}]`;
+  if (Array.isArray(value))
+    return `[${space}${value.map((item) => toJsonText(item, space)).join(`,${space}`)}${space}]`;
   const entries = Object.entries(value as Record<string, unknown>).filter(([, item]) => item !== undefined);
   return `{${space}${entries.map(([key, item]) => `${JSON.stringify(key)}${space}:${space}${toJsonText(item, space)}`).join(`,${space}`)}${space}}`;
 }
