@@ -2,7 +2,8 @@
 // walks one list: telemetry -> request context (operation, target check) -> authentication ->
 // protection (limits) -> authorization. Then a call goes on to its request rules, the version cache
 // and the forwarder, an upgrade to the tunnel. Telemetry writes each exchange's one log line.
-import { BlockList, isIP, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
+import proxyAddr from '@fastify/proxy-addr';
 import type { Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -91,17 +92,9 @@ const API_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
 
 function trustedProxyMatcher(entries: readonly string[]): (address: string) => boolean {
   if (entries.length === 0) return () => false;
-  const list = new BlockList();
-  for (const entry of entries) {
-    const [address, prefix] = entry.split('/');
-    const family = isIP(address ?? '') === 6 ? 'ipv6' : 'ipv4';
-    if (prefix === undefined) list.addAddress(address!, family);
-    else list.addSubnet(address!, Number(prefix), family);
-  }
-  return (address) => {
-    const plain = address.startsWith('::ffff:') ? address.slice(7) : address;
-    return list.check(plain, isIP(plain) === 6 ? 'ipv6' : 'ipv4');
-  };
+  // @fastify/proxy-addr reads IPv4-mapped IPv6 peers (::ffff:10.0.0.1) as the IPv4 address they carry.
+  const trust = proxyAddr.compile([...entries]);
+  return (address) => trust(address, 0);
 }
 
 /** The tracing started in this process (loaded only when tracing is on: the SDK is heavy). */
