@@ -1,10 +1,13 @@
 // The admin listener: probes, metrics and the version cache's purge, never on the API port. /readyz
 // reports the readiness checks (health.ts); the `upstream` one is kept by a probe of the participant,
-// on its own connection, every upstream.readinessIntervalMs.
-import Fastify, { type FastifyInstance } from 'fastify';
+// on its own connection, every upstream.readinessIntervalMs. Each change of readiness is logged once.
+import { timingSafeEqual } from 'node:crypto';
+import { BlockList, isIP } from 'node:net';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { GatewayConfig } from './config/schema.js';
 import type { Readiness } from './health.js';
+import type { ProbeOutcome } from './proxy/upstream-probe.js';
 
 /** A probe waits at most this long for the participant's answer (less when the interval is shorter). */
 const PROBE_TIMEOUT_MS = 2_000;
@@ -14,9 +17,38 @@ export interface AdminListenerOptions {
   readonly readiness: Readiness;
   readonly registry: Registry;
   /** Does the participant answer at all, within `timeoutMs` (the forwarder's probe)? */
-  readonly probeUpstream: (timeoutMs: number) => Promise<boolean>;
+  readonly probeUpstream: (timeoutMs: number) => Promise<ProbeOutcome>;
   /** POST /cache/version/purge. */
   readonly purgeVersionCache: () => void;
+  /** Where changes of readiness are logged (none: not logged). */
+  readonly log?: FastifyBaseLogger;
+  /** Is this peer address loopback? Tests replace it to act as a remote caller. */
+  readonly isLoopback?: (address: string | undefined) => boolean;
+}
+
+const loopback = new BlockList();
+loopback.addSubnet('127.0.0.0', 8, 'ipv4');
+loopback.addAddress('::1', 'ipv6');
+
+/** 127.0.0.0/8, ::1, and IPv4-mapped ::ffff:127.x.y.z. */
+export function isLoopbackAddress(address: string | undefined): boolean {
+  const family = address === undefined ? 0 : isIP(address);
+  return family !== 0 && loopback.check(address!, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+/** A purge is a loopback caller's, or one presenting `Authorization: Bearer <admin.purgeToken>`. */
+export function purgeAllowed(
+  loopbackPeer: boolean,
+  authorization: string | undefined,
+  token: string | undefined,
+): boolean {
+  if (loopbackPeer) return true;
+  if (token === undefined || authorization === undefined) return false;
+  const match = /^Bearer +(\S+)\s*$/i.exec(authorization);
+  if (match === null) return false;
+  const presented = Buffer.from(match[1]!);
+  const expected = Buffer.from(token);
+  return presented.length === expected.length && timingSafeEqual(presented, expected);
 }
 
 export interface AdminListener {
@@ -31,15 +63,24 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
   const interval = config.upstream.readinessIntervalMs;
   const server = Fastify({ logger: false });
 
-  let upstreamAnswers = false;
-  readiness.add({ name: 'upstream', ready: () => upstreamAnswers });
+  const isLoopback = options.isLoopback ?? isLoopbackAddress;
+  let upstream: ProbeOutcome = { answers: false, cause: 'not probed yet' };
+  readiness.add({
+    name: 'upstream',
+    ready: () => upstream.answers,
+    detail: () => (upstream.answers ? undefined : upstream.cause),
+  });
+  const logChanges = () => {
+    for (const change of readiness.changes()) options.log?.info(change, 'readiness changed');
+  };
   // One probe at a time: an interval tick or a /readyz while one runs waits for it.
   let probing: Promise<void> | undefined;
   const probeUpstream = () =>
     (probing ??= options
       .probeUpstream(Math.min(PROBE_TIMEOUT_MS, interval))
-      .then((answers) => {
-        upstreamAnswers = answers;
+      .then((outcome) => {
+        upstream = outcome;
+        logChanges();
       })
       .finally(() => {
         probing = undefined;
@@ -57,7 +98,9 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
     }
     return reply.code(report.ready ? 200 : 503).send(report);
   });
-  server.post('/cache/version/purge', async (_request, reply) => {
+  server.post('/cache/version/purge', async (request, reply) => {
+    if (!purgeAllowed(isLoopback(request.socket.remoteAddress), request.headers.authorization, config.admin.purgeToken))
+      return reply.code(403).send({ error: 'purge is allowed from loopback or with the admin purge token' });
     options.purgeVersionCache();
     return reply.code(204).send();
   });

@@ -330,6 +330,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     registry: metrics.registry,
     probeUpstream: (timeoutMs) => forwarder.probe(timeoutMs),
     purgeVersionCache: () => versionCache?.clear(),
+    log,
   });
 
   let closed = false;

@@ -22,7 +22,7 @@ import { UploadShares, uploadShareExhausted, uploadsPerCaller } from './upload-s
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamPoolOptions } from './upstream-pool.js';
-import { createUpstreamProbe } from './upstream-probe.js';
+import { createUpstreamProbe, type ProbeOutcome } from './upstream-probe.js';
 import { UpstreamSlots, type SlotWaiter } from './upstream-slots.js';
 
 // Kept here for the modules that import them from the forwarder.
@@ -60,8 +60,8 @@ export interface Forwarder {
     request: FastifyRequest,
     maxBytes: number,
   ): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
-  /** GET /v2/version with a short bound: does the participant answer at all? */
-  probe(timeoutMs: number): Promise<boolean>;
+  /** GET /v2/version with a short bound: does the participant answer at all, and if not, why? */
+  probe(timeoutMs: number): Promise<ProbeOutcome>;
   /** Calls handed to the upstream pool (at most upstream.connections), and calls waiting for one of its connections. */
   load(): { inFlight: number; queued: number };
   close(): Promise<void>;
