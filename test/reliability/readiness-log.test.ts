@@ -6,6 +6,8 @@ import { Readiness } from '../../src/health.js';
 import { startGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { perTest } from '../helpers/per-test.js';
+import { startRecordingUpstream } from '../helpers/recording-upstream.js';
+import { TEST_PARTICIPANT } from '../helpers/tokens.js';
 
 const current = perTest();
 
@@ -66,6 +68,32 @@ describe('readiness changes in the log', () => {
     current.gw = await startGateway(`http://127.0.0.1:${port}`, {}, { logger: log.logger });
     const change = () => log.entries().find((entry) => entry.msg === 'readiness changed' && entry.check === 'upstream');
     await expect.poll(change, { timeout: 5_000 }).toMatchObject({ state: 'failing', cause: 'status 503' });
+  });
+
+  it("names a key set's fetch error by its cause, not just 'fetch failed'", async () => {
+    const upstream = (current.upstream = await startRecordingUpstream());
+    const log = logCapture();
+    const jwksUrl = `http://127.0.0.1:${await closedPort()}/jwks`;
+    current.gw = await startGateway(
+      upstream.url,
+      {
+        auth: {
+          issuers: [{ issuer: 'https://idp.example', jwksUrl }],
+          participantId: TEST_PARTICIPANT,
+          keySets: { fetchTimeoutMs: 300, unknownKeyCooldownMs: 100, refreshIntervalMs: 400 },
+        },
+        upstream: { readinessIntervalMs: 100 },
+      },
+      { logger: log.logger },
+    );
+    const change = () => log.entries().find((entry) => entry.msg === 'readiness changed' && entry.check === 'keys');
+    await expect
+      .poll(change, { timeout: 5_000 })
+      .toMatchObject({ state: 'failing', cause: 'https://idp.example: fetch failed: ECONNREFUSED' });
+    const readyz = (await (await fetch(`${current.gw.adminUrl}/readyz`)).json()) as {
+      details?: Record<string, string>;
+    };
+    expect(readyz.details?.keys).toBe('https://idp.example: fetch failed: ECONNREFUSED');
   });
 
   it('returns each change once: a check turning failing with its detail, then ok again', () => {
