@@ -1,7 +1,10 @@
 // The admin listener: probes, metrics and the version cache's purge, never on the API port. /readyz
 // reports the readiness checks (health.ts); the `upstream` one is the participant's replicas, each
 // probed on its own connection every upstream.readinessIntervalMs (proxy/upstream-replicas.ts).
-import Fastify, { type FastifyInstance } from 'fastify';
+// Each change of readiness is logged once.
+import { timingSafeEqual } from 'node:crypto';
+import { BlockList, isIP } from 'node:net';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { GatewayConfig } from './config/schema.js';
 import type { Readiness } from './health.js';
@@ -10,10 +13,39 @@ export interface AdminListenerOptions {
   readonly config: GatewayConfig;
   readonly readiness: Readiness;
   readonly registry: Registry;
-  /** Whether a replica of the participant answers, and a probe of each replica now (settles once all answered). */
-  readonly upstream: { ready(): boolean; probeNow(): Promise<void> };
+  /** Whether a replica of the participant answers, why not, and a probe of each replica now (settles once all answered). */
+  readonly upstream: { ready(): boolean; cause(): string | undefined; probeNow(): Promise<void> };
   /** POST /cache/version/purge. */
   readonly purgeVersionCache: () => void;
+  /** Where changes of readiness are logged (none: not logged). */
+  readonly log?: FastifyBaseLogger;
+  /** Is this peer address loopback? Tests replace it to act as a remote caller. */
+  readonly isLoopback?: (address: string | undefined) => boolean;
+}
+
+const loopback = new BlockList();
+loopback.addSubnet('127.0.0.0', 8, 'ipv4');
+loopback.addAddress('::1', 'ipv6');
+
+/** 127.0.0.0/8, ::1, and IPv4-mapped ::ffff:127.x.y.z. */
+export function isLoopbackAddress(address: string | undefined): boolean {
+  const family = address === undefined ? 0 : isIP(address);
+  return family !== 0 && loopback.check(address!, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+/** A purge is a loopback caller's, or one presenting `Authorization: Bearer <admin.purgeToken>`. */
+export function purgeAllowed(
+  loopbackPeer: boolean,
+  authorization: string | undefined,
+  token: string | undefined,
+): boolean {
+  if (loopbackPeer) return true;
+  if (token === undefined || authorization === undefined) return false;
+  const match = /^Bearer +(\S+)\s*$/i.exec(authorization);
+  if (match === null) return false;
+  const presented = Buffer.from(match[1]!);
+  const expected = Buffer.from(token);
+  return presented.length === expected.length && timingSafeEqual(presented, expected);
 }
 
 export interface AdminListener {
@@ -27,9 +59,16 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
   const { config, readiness, registry, upstream } = options;
   const server = Fastify({ logger: false });
 
-  readiness.add({ name: 'upstream', ready: () => upstream.ready() });
+  const isLoopback = options.isLoopback ?? isLoopbackAddress;
+  readiness.add({ name: 'upstream', ready: () => upstream.ready(), detail: () => upstream.cause() });
+  const logChanges = () => {
+    for (const change of readiness.changes()) options.log?.info(change, 'readiness changed');
+  };
   // A probe already under way (an interval's) is joined, not doubled.
-  const probeUpstream = () => upstream.probeNow();
+  const probeUpstream = () => upstream.probeNow().then(logChanges);
+  // The replicas probe on their own interval: their changes (and the key sets') are logged on this one.
+  const changeTimer = setInterval(logChanges, config.upstream.readinessIntervalMs);
+  changeTimer.unref();
 
   server.get('/livez', async () => ({ status: 'ok' }));
   server.get('/readyz', async (_request, reply) => {
@@ -41,7 +80,9 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
     }
     return reply.code(report.ready ? 200 : 503).send(report);
   });
-  server.post('/cache/version/purge', async (_request, reply) => {
+  server.post('/cache/version/purge', async (request, reply) => {
+    if (!purgeAllowed(isLoopback(request.socket.remoteAddress), request.headers.authorization, config.admin.purgeToken))
+      return reply.code(403).send({ error: 'purge is allowed from loopback or with the admin purge token' });
     options.purgeVersionCache();
     return reply.code(204).send();
   });
@@ -57,6 +98,7 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
       return server.listen({ host: config.admin.host, port: config.admin.port });
     },
     async close() {
+      clearInterval(changeTimer);
       await server.close();
     },
   };

@@ -19,6 +19,7 @@ import { createReloadMetrics, reloadGateway, type ReloadOutcome } from './config
 import { Errors, GatewayError } from './errors.js';
 import type { Stage } from './exchange.js';
 import { Readiness } from './health.js';
+import { keySetsFailure } from './auth/key-set.js';
 import { createLiveConfig } from './live-config.js';
 import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './auth/participant-idps.js';
 import { NamedOperations } from './operations.js';
@@ -176,7 +177,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
   const authenticator = live.current.authenticator;
   for (const warning of authenticator.settings.warnings) log.warn(warning);
-  readiness.add({ name: 'keys', ready: () => live.current.authenticator.ready() });
+  const keySets = () => live.current.authenticator.keySets;
+  readiness.add({
+    name: 'keys',
+    ready: () => live.current.authenticator.ready(),
+    detail: () => keySetsFailure(keySets()),
+  });
   metrics.watchSignatureChecks(() => live.signatureChecks);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
   const authenticate = live.authenticate;
@@ -327,6 +333,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     registry: metrics.registry,
     upstream: replicas,
     purgeVersionCache: () => versionCache?.clear(),
+    log,
   });
 
   let closed = false;

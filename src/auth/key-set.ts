@@ -31,6 +31,8 @@ export interface KeySet {
    */
   resolve(header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<VerificationKey>;
   ready(): boolean;
+  /** While not ready: why the last fetch failed (e.g. 'fetch failed: ECONNREFUSED'); else undefined. */
+  failure?(): string | undefined;
   start(): void;
   close(): void;
 }
@@ -124,6 +126,7 @@ export class RemoteKeySet implements KeySet {
   private pending: Promise<boolean> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
+  private lastFailure: string | undefined;
   /** Completed fetches, successful or not (tests and the bench read it). */
   fetches = 0;
 
@@ -139,6 +142,10 @@ export class RemoteKeySet implements KeySet {
 
   ready(): boolean {
     return this.local !== undefined;
+  }
+
+  failure(): string | undefined {
+    return this.ready() ? undefined : (this.lastFailure ?? 'not fetched yet');
   }
 
   close(): void {
@@ -204,6 +211,7 @@ export class RemoteKeySet implements KeySet {
       this.local = local;
       this.current = next;
       ok = true;
+      this.lastFailure = undefined;
       if (withdrawn) this.options.onKeysWithdrawn?.();
       if (first || withdrawn) {
         this.options.log?.info({ issuer: this.issuer, keys: next.size }, 'JWKS loaded');
@@ -219,10 +227,8 @@ export class RemoteKeySet implements KeySet {
       }
     } catch (error) {
       if (!this.closed) {
-        const message =
-          (error as Error).name === 'TimeoutError'
-            ? `no answer within ${this.options.fetchTimeoutMs} ms`
-            : (error as Error).message;
+        const message = fetchFailureCause(error, this.options.fetchTimeoutMs);
+        this.lastFailure = message;
         this.options.log?.warn(
           { issuer: this.issuer, err: message },
           this.local === undefined
@@ -239,6 +245,28 @@ export class RemoteKeySet implements KeySet {
     this.timer.unref();
     return ok;
   }
+}
+
+/** fetch() rejects with 'fetch failed' alone; the reason (ECONNREFUSED, a TLS error, ...) is its cause. */
+export function fetchFailureCause(error: unknown, timeoutMs: number): string {
+  const { name, message, cause } = error as {
+    name?: string;
+    message?: string;
+    cause?: { code?: unknown; message?: unknown };
+  };
+  if (name === 'TimeoutError') return `no answer within ${timeoutMs} ms`;
+  const reason =
+    typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : undefined;
+  return reason === undefined ? String(message) : `${String(message)}: ${reason}`;
+}
+
+/** The first failing key set's issuer and cause (readiness check `keys`'s detail). */
+export function keySetsFailure(keySets: readonly KeySet[]): string | undefined {
+  for (const keySet of keySets) {
+    const failure = keySet.failure?.();
+    if (failure !== undefined) return `${keySet.issuer}: ${failure}`;
+  }
+  return undefined;
 }
 
 export function createKeySet(

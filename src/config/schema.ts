@@ -75,6 +75,14 @@ export const AdminSchema = Section(
   {
     host: Type.String({ minLength: 1, default: '0.0.0.0', description: 'Address of the admin listener.' }),
     port: Port(9464, 'Port of the admin listener: /livez, /readyz, /metrics. Never the API port.'),
+    purgeToken: Type.Optional(
+      Type.String({
+        minLength: 16,
+        secret: true,
+        description:
+          'Bearer token a caller off loopback presents for POST /cache/version/purge (e.g. ${file:/run/secrets/purge-token}); never logged. Unset: only loopback callers may purge. Probes and metrics stay open.',
+      }),
+    ),
   },
   'The admin listener: health probes and metrics.',
 );

@@ -48,6 +48,8 @@ interface ReplicaState extends Replica {
   /** Bumped when a call finds it down: a probe started before then is stale. */
   generation: number;
   probing: Promise<void> | undefined;
+  /** Why its last probe failed (refused, timeout, status 503, ...); undefined while it answers. */
+  cause: string | undefined;
 }
 
 interface ReplicaWaiter {
@@ -104,6 +106,7 @@ export class UpstreamReplicas {
         upSince: 0,
         generation: 0,
         probing: undefined,
+        cause: undefined,
       };
     });
     this.failover = upstream.replicas !== undefined;
@@ -121,6 +124,13 @@ export class UpstreamReplicas {
   /** Ready while a replica answers. */
   ready(): boolean {
     return this.active !== undefined;
+  }
+
+  /** Why no replica is active: each replica's last probe failure; undefined while one is. */
+  cause(): string | undefined {
+    if (this.active !== undefined) return undefined;
+    const causes = this.replicas.map((replica) => replica.cause ?? 'not probed yet');
+    return this.replicas.length === 1 ? causes[0] : this.replicas.map((r, i) => `${r.label}: ${causes[i]}`).join('; ');
   }
 
   /** Probes every replica now (a replica's probe already under way is joined); settles once all have answered. */
@@ -184,12 +194,13 @@ export class UpstreamReplicas {
   private probe(replica: ReplicaState): Promise<void> {
     if (replica.probing !== undefined) return replica.probing;
     const generation = replica.generation;
-    replica.probing = replica.probe.probe(this.probeTimeoutMs).then((answers) => {
+    replica.probing = replica.probe.probe(this.probeTimeoutMs).then((outcome) => {
       replica.probing = undefined;
       if (this.closed) return undefined;
       // A call found it down while this probe ran: the answer may predate that, so it is asked again.
       if (generation !== replica.generation) return this.probe(replica);
-      this.record(replica, answers);
+      replica.cause = outcome.answers ? undefined : outcome.cause;
+      this.record(replica, outcome.answers);
       return undefined;
     });
     return replica.probing;

@@ -98,7 +98,7 @@ describe('redaction', () => {
       settableKeys()
         .filter((key) => key.secret)
         .map((key) => key.path.join('.')),
-    ).toEqual(['protection.redis.url']);
+    ).toEqual(['admin.purgeToken', 'protection.redis.url']);
     expect(redactSecret(`redis://:${PASSWORD}@redis:6379`)).toBe('redis://REDACTED@redis:6379');
     expect(redactSecret(`rediss://default:${PASSWORD}@redis.internal:6380/2?password=${PASSWORD}`)).toBe(
       'rediss://REDACTED@redis.internal:6380/2?REDACTED',
