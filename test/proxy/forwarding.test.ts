@@ -323,7 +323,7 @@ describe('forwarding', () => {
     });
     const reader = response.body!.getReader();
     const first = await reader.read();
-    expect(Buffer.from(first.value!).toString()).toBe('{"part":1');
+    expect(Buffer.from(first.value).toString()).toBe('{"part":1');
     finishAnswer();
     let rest = '';
     for (let next = await reader.read(); !next.done; next = await reader.read())
