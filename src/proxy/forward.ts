@@ -61,9 +61,9 @@ export interface Forwarder {
     maxBytes: number,
   ): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
   /** GET /v2/version with a short bound: does the participant answer at all? */
-  probe(timeoutMs: number): Promise<boolean>;
+  probe: (timeoutMs: number) => Promise<boolean>;
   /** Calls handed to the upstream pool (at most upstream.connections), and calls waiting for one of its connections. */
-  load(): { inFlight: number; queued: number };
+  load: () => { inFlight: number; queued: number };
   close(): Promise<void>;
 }
 

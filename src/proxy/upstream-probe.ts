@@ -7,7 +7,7 @@ export const READINESS_USER_AGENT = 'ledger-gateway-readiness';
 
 export interface UpstreamProbe {
   /** GET /v2/version with a short bound: does the participant answer at all (anything below 500)? */
-  probe(timeoutMs: number): Promise<boolean>;
+  probe: (timeoutMs: number) => Promise<boolean>;
   close(): Promise<void>;
 }
 
