@@ -190,6 +190,7 @@ type HttpRoute = {
 interface GatewayListener {
   name: string;
   protocol?: string;
+  hostname?: string;
   tls?: { mode?: string; certificateRefs?: unknown[] };
   allowedRoutes?: { namespaces?: { from?: string } };
 }

@@ -63,7 +63,15 @@ export interface Container {
   readinessProbe?: Probe;
   lifecycle?: { preStop?: { sleep?: { seconds: number }; exec?: unknown; httpGet?: unknown } };
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
-  securityContext?: Record<string, unknown>;
+  securityContext?: {
+    readOnlyRootFilesystem?: boolean;
+    allowPrivilegeEscalation?: boolean;
+    privileged?: boolean;
+    runAsNonRoot?: boolean;
+    capabilities?: { drop?: string[]; add?: string[] };
+    seccompProfile?: { type?: string };
+    [key: string]: unknown;
+  };
 }
 
 const KUBECTL_NEEDED =
