@@ -28,6 +28,8 @@ function framesContent(request: IncomingMessage): boolean {
  * answered request, and a 100 after the answer would be a stray response on the connection.
  */
 function continueOnFirstRead(request: IncomingMessage, response: ServerResponse): void {
+  // Kept unbound on purpose: it is put back as-is and called with the stream as `this` below.
+  // eslint-disable-next-line @typescript-eslint/unbound-method
   const read = request._read;
   request._read = function readAfterContinue(this: IncomingMessage, size: number): void {
     request._read = read;

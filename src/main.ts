@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT; SIGHUP: onReload.
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { Gateway } from './app.js';
 import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication } from './auth/dev-mode.js';
 import { readArguments } from './cli/arguments.js';

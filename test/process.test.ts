@@ -96,9 +96,9 @@ describe('graceful shutdown', () => {
     const upstream = await startRecordingUpstream((request, response) => {
       if (request.url.startsWith('/v2/commands')) {
         received();
-        setTimeout(() => answerJson(200, { transaction: { offset: 7 } })(request, response), 1_500);
+        setTimeout(() => void answerJson(200, { transaction: { offset: 7 } })(request, response), 1_500);
       } else {
-        answerJson(200, { version: '3.5.10' })(request, response);
+        void answerJson(200, { version: '3.5.10' })(request, response);
       }
     });
     const issuer = await createTestIssuer();
@@ -143,7 +143,10 @@ describe('graceful shutdown under load', () => {
       if (!request.url.startsWith('/v2/commands')) return answerJson(200, { version: '3.5.10' })(request, response);
       arrivedCount += 1;
       if (arrivedCount === inFlight) allArrived();
-      setTimeout(() => answerJson(200, { n: request.headers['x-n'] })(request, response), 1_000 + Math.random() * 500);
+      setTimeout(
+        () => void answerJson(200, { n: request.headers['x-n'] })(request, response),
+        1_000 + Math.random() * 500,
+      );
     });
     const issuer = await createTestIssuer();
     const file = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, [

@@ -25,7 +25,7 @@ export function audiencesOf(claims: Claims): string[] {
   const aud = claims.aud;
   if (aud === undefined || aud === null) return [];
   if (typeof aud === 'string') return [aud];
-  if (Array.isArray(aud) && aud.every((entry) => typeof entry === 'string')) return aud as string[];
+  if (Array.isArray(aud) && aud.every((entry) => typeof entry === 'string')) return aud;
   throw new AuthFailure('malformed', 'aud is neither a string nor an array of strings');
 }
 
@@ -35,7 +35,7 @@ export function scopesOf(claims: Claims): string[] {
   const scp = claims.scp;
   if (scp === undefined || scp === null) return [];
   if (typeof scp === 'string') return [scp];
-  if (Array.isArray(scp) && scp.every((entry) => typeof entry === 'string')) return scp as string[];
+  if (Array.isArray(scp) && scp.every((entry) => typeof entry === 'string')) return scp;
   throw new AuthFailure('malformed', 'scp is neither a string nor an array of strings');
 }
 

@@ -80,7 +80,8 @@ async function readBounded(response: Response, limit: number): Promise<string> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   if (response.body !== null) {
-    for await (const chunk of response.body) {
+    for await (const piece of response.body) {
+      const chunk = piece as Uint8Array;
       size += chunk.byteLength;
       if (size > limit) throw new Error(`the JWKS is larger than ${limit} bytes`);
       chunks.push(chunk);

@@ -129,7 +129,7 @@ export function createTokenVerifier(
       ({ payload } = await jwtVerify(token, (header, input) => keySet.resolve(header, input), options));
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'ERR_JWKS_MULTIPLE_MATCHING_KEYS') throw failureOfJoseError(error);
-      payload = await verifyWithEachKey(token, error as unknown as AsyncIterable<VerificationKey>, options);
+      payload = await verifyWithEachKey(token, error as AsyncIterable<VerificationKey>, options);
     }
 
     const rules: ClaimRules = {

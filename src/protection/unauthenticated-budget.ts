@@ -19,7 +19,7 @@ import { CONCURRENCY_RETRY_AFTER_MS, StoreUnavailableError, type LimitStore, typ
 
 export interface UnauthenticatedBudget {
   /** Spends one unit of the request's client address; throws (or rejects with) the coded 429 when none is left. */
-  spend(request: IncomingMessage, operation: string): void | Promise<void>;
+  spend: (request: IncomingMessage, operation: string) => void | Promise<void>;
   /** Gives back the unit `request` spent: its token proved valid. */
   refund(request: IncomingMessage): void;
 }

@@ -60,7 +60,7 @@ export interface Forwarder {
     maxBytes: number,
   ): Promise<{ statusCode: number; headers: Record<string, string | string[]>; body: Buffer }>;
   /** Calls handed to the upstream pool (at most upstream.connections), and calls waiting for one of its connections. */
-  load(): { inFlight: number; queued: number };
+  load: () => { inFlight: number; queued: number };
   close(): Promise<void>;
 }
 

@@ -9,8 +9,8 @@ export const READINESS_USER_AGENT = 'ledger-gateway-readiness';
 export type ProbeOutcome = { readonly answers: true } | { readonly answers: false; readonly cause: string };
 
 export interface UpstreamProbe {
-  /** GET /v2/version with a short bound: does the participant answer at all? */
-  probe(timeoutMs: number): Promise<ProbeOutcome>;
+  /** GET /v2/version with a short bound: does the participant answer at all, and if not, why? */
+  probe: (timeoutMs: number) => Promise<ProbeOutcome>;
   close(): Promise<void>;
 }
 

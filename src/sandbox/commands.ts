@@ -38,7 +38,7 @@ import {
   type TransactionFormat,
 } from './transactions.js';
 
-const PARTY_ID = /^[A-Za-z0-9_.\-]+::1220[0-9a-f]{64}$/;
+const PARTY_ID = /^[A-Za-z0-9_.-]+::1220[0-9a-f]{64}$/;
 
 type Command =
   | { kind: 'create'; templateId: string; createArguments: Json }

@@ -110,7 +110,7 @@ export function loggerOptions(level: string): LoggerOptions {
         for (let i = 0; i < args.length; i++) {
           if (typeof args[i] === 'string') args[i] = scrubSecrets(args[i] as string);
         }
-        return method.apply(this, args as Parameters<typeof method>);
+        return method.apply(this, args);
       },
     },
   };

@@ -250,10 +250,11 @@ export function createMetrics(
   });
   function requestSeries(operation: string, method: string, status: number, code: string): RequestSeries {
     let byStatus = requestSeriesByOperation.get(operation);
-    if (byStatus === undefined) requestSeriesByOperation.set(operation, (byStatus = new Map()));
+    if (byStatus === undefined)
+      requestSeriesByOperation.set(operation, (byStatus = new Map<number, Map<string, RequestSeries>>()));
     const statusAndMethod = status * 16 + methodIndex(method);
     let byCode = byStatus.get(statusAndMethod);
-    if (byCode === undefined) byStatus.set(statusAndMethod, (byCode = new Map()));
+    if (byCode === undefined) byStatus.set(statusAndMethod, (byCode = new Map<string, RequestSeries>()));
     let series = byCode.get(code);
     if (series === undefined) {
       const methodName = methodLabel(method);

@@ -41,7 +41,7 @@ describe('authenticator', () => {
       iss: ISSUER,
       iat: nowSeconds(),
       exp: nowSeconds() + 60,
-    }).setProtectedHeader({ alg: 'ES256', kid: key.kid, crit: ['x-unknown'], 'x-unknown': 1 } as { alg: string });
+    }).setProtectedHeader({ alg: 'ES256', kid: key.kid, crit: ['x-unknown'], 'x-unknown': 1 });
     const token = await critical.sign(key.privateKey, { crit: { 'x-unknown': true } });
     expect(await reasonOf(auth.authenticate(token))).toBe('malformed');
   });

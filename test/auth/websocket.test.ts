@@ -25,7 +25,7 @@ function connect(url: string, protocols: string[], headers: Record<string, strin
     const socket = new WebSocket(url, protocols, { headers });
     socket.once('open', () => {
       socket.once('message', (data) => {
-        resolve({ opened: true, protocol: socket.protocol, echo: data.toString() });
+        resolve({ opened: true, protocol: socket.protocol, echo: Buffer.from(data as Buffer).toString() });
         socket.close();
       });
       socket.send('{"filter":{}}');

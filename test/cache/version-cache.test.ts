@@ -28,7 +28,7 @@ async function cacheCounts(gateway: RunningGateway): Promise<Record<string, numb
 describe('version cache', () => {
   it('answers 100 concurrent calls on a cold cache with exactly one upstream call', async () => {
     upstream = await startRecordingUpstream((request, response) => {
-      setTimeout(() => answerJson(200, VERSION)(request, response), 500); // a slow participant: the misses overlap
+      setTimeout(() => void answerJson(200, VERSION)(request, response), 500); // a slow participant: the misses overlap
     });
     gw = await startGateway(upstream.url);
     const answers = await Promise.all(
@@ -162,14 +162,16 @@ describe('version cache', () => {
       const subject = JSON.parse(Buffer.from(authorization.split('.')[1]!, 'base64url').toString()).sub as string;
       setTimeout(
         () =>
-          (subject === 'bob'
-            ? answerJson(403, {
-                code: 'NA',
-                cause: 'A security-sensitive error has been received',
-                correlationId: 'bob-call',
-                grpcCodeValue: 7,
-              })
-            : answerJson(200, VERSION))(request, response),
+          void (
+            subject === 'bob'
+              ? answerJson(403, {
+                  code: 'NA',
+                  cause: 'A security-sensitive error has been received',
+                  correlationId: 'bob-call',
+                  grpcCodeValue: 7,
+                })
+              : answerJson(200, VERSION)
+          )(request, response),
         subject === 'bob' ? 300 : 0,
       );
     });
@@ -236,7 +238,7 @@ describe('version cache', () => {
   it('answers callers waiting on a refresh that a purge cut short: with the answer it brings, which is not stored', async () => {
     upstream = await startRecordingUpstream((request, response) => {
       setTimeout(
-        () => answerJson(200, VERSION)(request, response),
+        () => void answerJson(200, VERSION)(request, response),
         request.headers.authorization === undefined ? 0 : 500,
       );
     });
@@ -259,7 +261,7 @@ describe('version cache', () => {
       if (request.headers.authorization === undefined) return answerJson(200, VERSION)(request, response); // the readiness probe
       setTimeout(
         () =>
-          answerJson(503, { code: 'SERVICE_NOT_RUNNING', cause: 'down', grpcCodeValue: 14, errorCategory: 1 })(
+          void answerJson(503, { code: 'SERVICE_NOT_RUNNING', cause: 'down', grpcCodeValue: 14, errorCategory: 1 })(
             request,
             response,
           ),

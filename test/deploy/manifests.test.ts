@@ -187,19 +187,27 @@ type HttpRoute = {
   };
 };
 
+interface GatewayListener {
+  name: string;
+  protocol?: string;
+  hostname?: string;
+  tls?: { mode?: string; certificateRefs?: unknown[] };
+  allowedRoutes?: { namespaces?: { from?: string } };
+}
+
 /** The Gateways an HTTPRoute attaches to, each with the listener it names. */
 function parentGateways(
   objects: readonly KubernetesObject[],
   route: HttpRoute,
-): Array<{ gateway: KubernetesObject; listener: any }> {
+): Array<{ gateway: KubernetesObject; listener: GatewayListener }> {
   return route.spec.parentRefs.map((parent) => {
     expect(parent.kind ?? 'Gateway').toBe('Gateway');
     const gateway = findObject(objects, 'Gateway', parent.name);
-    const listener = (gateway.spec.listeners as Array<{ name: string }>).find(
+    const listener = (gateway.spec.listeners as GatewayListener[]).find(
       (l) => parent.sectionName === undefined || l.name === parent.sectionName,
     );
     expect(listener, `${parent.name} has a listener ${parent.sectionName}`).toBeDefined();
-    return { gateway, listener };
+    return { gateway, listener: listener! };
   });
 }
 

@@ -29,6 +29,8 @@ export interface KubernetesObject {
   apiVersion: string;
   kind: string;
   metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  // Parsed YAML, walked freely by the assertions: a wrong path fails the test that takes it.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   spec?: any;
   data?: Record<string, string>;
   [key: string]: unknown;
@@ -61,7 +63,15 @@ export interface Container {
   readinessProbe?: Probe;
   lifecycle?: { preStop?: { sleep?: { seconds: number }; exec?: unknown; httpGet?: unknown } };
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
-  securityContext?: Record<string, any>;
+  securityContext?: {
+    readOnlyRootFilesystem?: boolean;
+    allowPrivilegeEscalation?: boolean;
+    privileged?: boolean;
+    runAsNonRoot?: boolean;
+    capabilities?: { drop?: string[]; add?: string[] };
+    seccompProfile?: { type?: string };
+    [key: string]: unknown;
+  };
 }
 
 const KUBECTL_NEEDED =
@@ -158,6 +168,8 @@ export function objectsOfKind(objects: readonly KubernetesObject[], kind: string
 
 export interface GatewayWorkload {
   readonly workload: KubernetesObject;
+  // The pod template's spec, parsed YAML like KubernetesObject.spec.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   readonly podSpec: any;
   readonly podLabels: Record<string, string>;
   readonly container: Container;

@@ -52,7 +52,7 @@ export function testConfig(
       upstream: { url: upstreamUrl },
       log: { level: 'silent' },
     },
-    structuredClone(overrides) as Record<string, unknown>,
+    structuredClone(overrides),
   );
   return validateGatewayConfig(raw, 'test');
 }

@@ -86,8 +86,8 @@ export function startProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeou
         buffered = buffered.slice(newline + 1);
       }
     };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
     void exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`gateway exited with ${code} before listening:\n${output.join('\n')}`));

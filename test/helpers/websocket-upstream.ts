@@ -25,7 +25,9 @@ export async function startWebSocketUpstream(tls?: { cert: Buffer; key: Buffer }
     noServer: true,
     handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false),
   });
-  wss.on('connection', (socket) => socket.on('message', (data) => socket.send(`echo:${data.toString()}`)));
+  wss.on('connection', (socket) =>
+    socket.on('message', (data) => socket.send(`echo:${Buffer.from(data as Buffer).toString()}`)),
+  );
   server.on('upgrade', (request, socket, head) => {
     upgrades.push(request.headers);
     wss.handleUpgrade(request, socket, head, (client) => wss.emit('connection', client, request));
@@ -52,7 +54,7 @@ export function echoOnce(url: string, protocols: string[], options: ClientOption
     const socket = new WebSocket(url, protocols, options);
     socket.once('open', () => socket.send(frame));
     socket.once('message', (data) => {
-      resolve(data.toString());
+      resolve(Buffer.from(data as Buffer).toString());
       socket.close();
     });
     socket.once('error', reject);

@@ -38,7 +38,7 @@ function rawPreflight(url: string, path: string): Promise<{ status: number; head
     );
     let data = '';
     socket.on('data', (chunk) => {
-      data += chunk;
+      data += chunk.toString();
     });
     socket.on('error', reject);
     socket.on('close', () => {

@@ -316,7 +316,7 @@ describe('request rules through the gateway', () => {
       body: stream,
       duplex: 'half',
       headers: gw!.auth(),
-    } as RequestInit);
+    });
     await expectRefusal(chunked, 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
     // Another route streams a body of the same size through, unread.
     await expectForwardedVerbatim(await send('POST', '/v2/updates/update-by-id', over), over);
@@ -406,7 +406,7 @@ describe('request rules through the gateway', () => {
       body: new Blob(['{"offset": 7,', ' "updateFormat": {}}']).stream(),
       duplex: 'half',
       headers: gw!.auth(),
-    } as RequestInit);
+    });
     await expectForwardedVerbatim(chunked, body);
   });
 

@@ -70,8 +70,8 @@ describe('admission (memory store)', () => {
       'operationConcurrency',
     );
     // Three callers: with the default principalShare, each may hold one of the three slots.
-    protection.admit('getV2Parties', 'p:bob');
-    protection.admit('getV2Parties', 'p:dave');
+    void protection.admit('getV2Parties', 'p:bob');
+    void protection.admit('getV2Parties', 'p:dave');
     expect(protection.inFlight).toBe(3);
     const full = refusalOf(() => protection.admit('getVersion', 'p:carol'));
     expect(full.details.context).toEqual({ operation: 'getVersion', limit: 'gatewayConcurrency' });
@@ -89,7 +89,7 @@ describe('admission (memory store)', () => {
     expect(refused.headers).toEqual({ 'retry-after': '1' });
     // The others keep the remaining six slots; a's refusal took none of them.
     for (const caller of ['p:bob', 'p:bob', 'a:203.0.113.7', 'a:203.0.113.7', 'p:carol', 'p:carol']) {
-      protection.admit('getV2Parties', caller);
+      void protection.admit('getV2Parties', caller);
     }
     expect(protection.inFlight).toBe(8);
     const limitOf = (caller: string, operation = 'getV2Parties') =>
@@ -107,7 +107,7 @@ describe('admission (memory store)', () => {
     expect(resolve({ principalShare: 1 }).maxInFlightPerCaller).toBeUndefined();
     expect(resolve({ maxInFlight: 0 }).maxInFlightPerCaller).toBeUndefined();
     const unshared = createProtection(resolve({ maxInFlight: 3, principalShare: 1 }), undefined);
-    for (let i = 0; i < 3; i++) unshared.admit('getV2Parties', 'p:alice');
+    for (let i = 0; i < 3; i++) void unshared.admit('getV2Parties', 'p:alice');
     const limit = refusalOf(() => unshared.admit('getV2Parties', 'p:alice')).details.context?.limit;
     expect(limit).toBe('gatewayConcurrency');
   });
@@ -164,7 +164,7 @@ describe('admission (memory store)', () => {
       resolve({ default: { rate: { requests: 10, perSeconds: 1 } } }),
       createMemoryStore({ maxKeys: 10, now: () => now }),
     );
-    for (let i = 0; i < 10; i++) protection.admit('getV2Parties', 'p:alice');
+    for (let i = 0; i < 10; i++) void protection.admit('getV2Parties', 'p:alice');
     expect(refusalOf(() => protection.admit('getV2Parties', 'p:alice')).headers['retry-after']).toBe('1');
     now = 50;
     expect(refusalOf(() => protection.admit('getV2Parties', 'p:alice')).headers['retry-after']).toBe('1');
@@ -175,9 +175,9 @@ describe('admission (memory store)', () => {
       resolve({ default: { rate: { requests: 1, perSeconds: 60 } } }),
       createMemoryStore({ maxKeys: 2, now: () => 0 }),
     );
-    protection.admit('getV2Parties', 'p:a');
-    protection.admit('getV2Parties', 'p:b');
-    protection.admit('getV2Parties', 'p:c');
+    void protection.admit('getV2Parties', 'p:a');
+    void protection.admit('getV2Parties', 'p:b');
+    void protection.admit('getV2Parties', 'p:c');
     expect(() => protection.admit('getV2Parties', 'p:a')).not.toThrow();
     expect(refusalOf(() => protection.admit('getV2Parties', 'p:c')).details.context?.limit).toBe('rate');
   });

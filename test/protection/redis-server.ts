@@ -51,12 +51,12 @@ function launch(port: number, password: string): Promise<ChildProcess> {
       if (!output.includes('Ready to accept connections')) return;
       clearTimeout(timer);
       child.off('exit', onEarlyExit);
-      child.stdout!.off('data', onData).resume();
-      child.stderr!.off('data', onData).resume();
+      child.stdout.off('data', onData).resume();
+      child.stderr.off('data', onData).resume();
       resolve(child);
     };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
   });
 }
 

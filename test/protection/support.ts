@@ -25,7 +25,7 @@ export async function startHoldingUpstream(): Promise<HoldingUpstream> {
   const held: HoldingUpstream['held'] = [];
   const upstream = await startRecordingUpstream((request, response) => {
     if (request.headers['user-agent'] === READINESS_USER_AGENT)
-      answerJson(200, { version: '3.4.12' })(request, response);
+      void answerJson(200, { version: '3.4.12' })(request, response);
     else held.push({ request, response });
   });
   return Object.assign(upstream, {

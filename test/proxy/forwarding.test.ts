@@ -323,7 +323,7 @@ describe('forwarding', () => {
     });
     const reader = response.body!.getReader();
     const first = await reader.read();
-    expect(Buffer.from(first.value!).toString()).toBe('{"part":1');
+    expect(Buffer.from(first.value).toString()).toBe('{"part":1');
     finishAnswer();
     let rest = '';
     for (let next = await reader.read(); !next.done; next = await reader.read())
@@ -373,7 +373,7 @@ describe('upstream failures', () => {
   it('applies a per-operation timeout override', async () => {
     // undici's timers have about one second of resolution: keep the delays well apart.
     upstream = await startRecordingUpstream((_request, response) => {
-      setTimeout(() => answerJson(200, { late: true })(_request, response), 2500);
+      setTimeout(() => void answerJson(200, { late: true })(_request, response), 2500);
     });
     gw = await startGateway(upstream.url, {
       upstream: { timeoutMs: 200, operationTimeoutsMs: { 'getV2StateLedger-end': 8000 } },

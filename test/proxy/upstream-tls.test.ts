@@ -139,7 +139,7 @@ describe('an https participant', () => {
         const socket = new WebSocket(url, ['daml.ws.auth'], { headers: current.gw!.auth() });
         socket.once('open', () => {
           socket.once('message', (data) => {
-            resolve({ opened: true, echo: data.toString() });
+            resolve({ opened: true, echo: Buffer.from(data as Buffer).toString() });
             socket.close();
           });
           socket.send('{}');

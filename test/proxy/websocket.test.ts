@@ -53,8 +53,8 @@ async function startWebSocketUpstream(refuseWith?: number) {
     }
     wss.handleUpgrade(request, socket, head, (ws) => {
       ws.on('message', (data) => {
-        ws.send(`echo:${data.toString()}`);
-        ws.send(`again:${data.toString()}`);
+        ws.send(`echo:${Buffer.from(data as Buffer).toString()}`);
+        ws.send(`again:${Buffer.from(data as Buffer).toString()}`);
       });
     });
   });
@@ -161,7 +161,7 @@ describe('websocket forwarding', () => {
     const received: string[] = [];
     const two = new Promise<void>((resolve) =>
       ws.on('message', (data) => {
-        received.push(data.toString());
+        received.push(Buffer.from(data as Buffer).toString());
         if (received.length === 2) resolve();
       }),
     );

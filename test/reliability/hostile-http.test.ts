@@ -40,13 +40,14 @@ function exchange(pieces: Array<string | Buffer | { waitMs: number }>, timeoutMs
         closedAfterMs: Date.now() - started,
       });
     });
-    socket.on('connect', async () => {
+    const writePieces = async () => {
       for (const piece of pieces) {
         if (socket.destroyed) return;
         if (typeof piece === 'object' && 'waitMs' in piece) await new Promise((r) => setTimeout(r, piece.waitMs));
         else socket.write(piece);
       }
-    });
+    };
+    socket.on('connect', () => void writePieces());
   });
 }
 

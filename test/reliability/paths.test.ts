@@ -18,7 +18,7 @@ function rawGet(path: string, headers: Record<string, string> = {}): Promise<{ s
     });
     let data = '';
     socket.on('data', (d) => {
-      data += d;
+      data += d.toString();
     });
     socket.on('error', reject);
     socket.on('close', () =>

@@ -71,7 +71,9 @@ describe('upstream faults', () => {
     expect(await refused.json()).toMatchObject({ code: 'GATEWAY_UPSTREAM_UNAVAILABLE' });
     expect((await fetch(`${gw.adminUrl}/readyz`)).status).toBe(503);
 
-    const server = http.createServer((request, response) => answerJson(200, { offset: 3 })(request as never, response));
+    const server = http.createServer(
+      (request, response) => void answerJson(200, { offset: 3 })(request as never, response),
+    );
     servers.push(server);
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     await expect.poll(async () => (await fetch(`${gw!.adminUrl}/readyz`)).status, { timeout: 5_000 }).toBe(200);
@@ -90,7 +92,9 @@ describe('upstream faults', () => {
     const down = await timed(() => fetch(`${gw!.url}/v2/state/ledger-end`, { headers: gw!.auth() }));
     expect(down.value.status).toBe(503);
     expect(down.ms).toBeLessThan(6_000);
-    const server = http.createServer((request, response) => answerJson(200, { offset: 2 })(request as never, response));
+    const server = http.createServer(
+      (request, response) => void answerJson(200, { offset: 2 })(request as never, response),
+    );
     servers.push(server);
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     const back = await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() });
@@ -376,7 +380,7 @@ describe('bounds on the client side of a call', () => {
         await new Promise<void>((resolve) => {
           releaseHeld = resolve;
         });
-      answerJson(200, { ok: true })(request, response);
+      void answerJson(200, { ok: true })(request, response);
     });
     // The held call has time; the queued one 500 ms.
     gw = await startGateway(upstream.url, {

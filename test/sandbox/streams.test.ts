@@ -34,7 +34,7 @@ function streamUpdates(
     const frames: JsonBody[] = [];
     socket.on('open', () => socket.send(JSON.stringify(request)));
     socket.on('message', (data) => {
-      const frame = JSON.parse(String(data)) as JsonBody;
+      const frame = JSON.parse(Buffer.from(data as Buffer).toString()) as JsonBody;
       frames.push(frame);
       options.onFrame?.(frame, socket);
     });
@@ -138,7 +138,7 @@ describe('sandbox WebSocket /v2/updates', () => {
       const rawFrame = await new Promise<string>((resolve, reject) => {
         const socket = new WebSocket(wsUrl(url, `/v2/updates?${SYNTHETIC_COUNT_PARAMETER}=1`), PROTOCOLS);
         socket.on('open', () => socket.send('{"beginExclusive": 9007199254740992}'));
-        socket.on('message', (data) => resolve(String(data)));
+        socket.on('message', (data) => resolve(Buffer.from(data as Buffer).toString()));
         socket.on('error', reject);
       });
       expect(rawFrame).toContain('"offset":9007199254740993,');

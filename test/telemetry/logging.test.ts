@@ -512,7 +512,7 @@ describe('the request log line without tracing', () => {
 
   it("never answers a malformed request pipelined behind a call in flight as if it were that call's answer; counts and logs it as its own", async () => {
     upstream = await startRecordingUpstream((request, response) => {
-      setTimeout(() => scriptedParticipant(request, response), request.url === '/v2/state/ledger-end' ? 500 : 0);
+      setTimeout(() => void scriptedParticipant(request, response), request.url === '/v2/state/ledger-end' ? 500 : 0);
     });
     const out = logCapture();
     gw = await startGateway(upstream.url, {}, { logger: out.logger });

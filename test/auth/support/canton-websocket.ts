@@ -12,6 +12,8 @@ import { WebSocketServer } from 'ws';
 export type CantonReading = 'split' | 'trimmed';
 
 const PREFIX = 'jwt.token.';
+// Scala's String.trim strips every character up to U+0020, control characters included.
+// eslint-disable-next-line no-control-regex
 const scalaTrim = (text: string) => text.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, '');
 
 /** The token a participant of that reading takes from one Sec-WebSocket-Protocol value, if any. */
