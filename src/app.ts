@@ -3,6 +3,7 @@
 // protection (limits) -> authorization. Then a call goes on to its request rules, the version cache
 // and the forwarder, an upgrade to the tunnel. Telemetry writes each exchange's one log line.
 import type { Socket } from 'node:net';
+import { isDeepStrictEqual } from 'node:util';
 import proxyAddr from '@fastify/proxy-addr';
 import type { Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -23,7 +24,6 @@ import { keySetsFailure } from './auth/key-set.js';
 import { createLiveConfig } from './live-config.js';
 import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './auth/participant-idps.js';
 import { NamedOperations } from './operations.js';
-import { corsOptions, registerCors } from './policy/cors.js';
 import { limitConnections } from './protection/connections.js';
 import { createForwarder } from './proxy/forward.js';
 import { UpstreamReplicas } from './proxy/upstream-replicas.js';
@@ -128,15 +128,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
   const api = createApiServer(config, { listenerTls, telemetry: requestTelemetry });
 
-  // With CORS configured, its plugin sets headers on the reply that every answer must carry.
-  const corsConfigured = corsOptions(config.cors) !== undefined;
   // The participant: its replicas (upstream.replicas) or the one upstream.url, each probed on its own.
   const replicas = new UpstreamReplicas(config.upstream, options.upstreamUrl, log);
   metrics.watchReplicas(replicas);
   const forwarder = createForwarder({
     replicas,
     config,
-    replyHeaders: corsConfigured,
     replacesTraceContext: serverSpanPlugin !== undefined,
     // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
     ...(propagateTraceContext && { propagateTraceContext }),
@@ -214,17 +211,16 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     live.authorize,
   ];
 
-  // Calls: the list runs as few hooks (stage-runner.ts), synchronously unless a stage has to wait.
-  // CORS (policy/cors.ts, @fastify/cors's own hook, when configured) answers a call's preflight
-  // before authentication: browsers send a preflight without any token.
-  if (!corsConfigured) {
-    api.addHook('onRequest', stageHook(stages));
-  } else {
-    const corsAt = stages.indexOf(authenticate);
-    api.addHook('onRequest', stageHook(stages.slice(0, corsAt)));
-    await registerCors(api, config.cors);
-    api.addHook('onRequest', stageHook(stages.slice(corsAt)));
-  }
+  // Calls: the list runs as one hook (stage-runner.ts), synchronously unless a stage has to wait.
+  // CORS, when the call's configuration has it (policy/cors.ts), adds its headers and answers a
+  // preflight before authentication: browsers send a preflight without any token.
+  api.addHook(
+    'onRequest',
+    stageHook(stages, {
+      before: authenticate,
+      answer: (request, reply) => request.generation.cors?.(request, reply) ?? false,
+    }),
+  );
   // The gateway's own headers on the answers Fastify sends (refusals, CORS preflights, a version
   // answer passed on whole); the answers the gateway writes itself get them from gatewayHeaders
   // (proxy/answer.ts). One the answer already has (the participant's) is kept.
@@ -235,22 +231,23 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     done(null, payload);
   });
 
-  // The GET /v2/version cache (cache/), keyed by upstream so that another participant's answer is never served.
-  const versionCache =
-    config.versionCache.ttlSeconds > 0
-      ? createVersionCache({
-          ttlSeconds: config.versionCache.ttlSeconds,
-          replyHeaders: corsConfigured,
-          staleIfErrorSeconds: config.versionCache.staleIfErrorSeconds,
-          fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),
-          count: (result) => metrics.versionCache(result),
-        })
-      : undefined;
+  // The GET /v2/version cache (cache/), keyed by upstream so that another participant's answer is
+  // never served; its TTLs are the call's configuration's (0: not cached), and a reload that changes
+  // them empties it.
+  const versionCache = createVersionCache({
+    fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),
+    count: (result) => metrics.versionCache(result),
+  });
+  live.onSwap((next, previous) => {
+    if (!isDeepStrictEqual(next.versionCache, previous.versionCache)) versionCache.clear();
+  });
   const upstreamKey = options.upstreamUrl;
-  const answer = (request: FastifyRequest, reply: FastifyReply) =>
-    versionCache !== undefined && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
-      ? versionCache.serve(request, reply, upstreamKey)
+  const answer = (request: FastifyRequest, reply: FastifyReply) => {
+    const cached = request.generation.versionCache;
+    return cached.ttlSeconds > 0 && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
+      ? versionCache.serve(request, reply, upstreamKey, cached)
       : forwarder.forward(request, reply);
+  };
   // The request rules run first in the handler, once Fastify has checked the media type: a promise
   // only on the rule-checked routes, whose bodies alone are read (no preHandler hook for every call).
   api.route({
@@ -303,12 +300,13 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     log,
   });
   api.server.on('upgrade', upgrades.handleUpgrade);
-  // Open client connections are capped as they are accepted, before TLS or any request (protection.connections,
-  // restart-only: the listener keeps the caps it started with).
+  // Open client connections are capped as they are accepted, before TLS or any request
+  // (protection.connections); a reload's caps apply to the connections accepted after it.
   const connections = limitConnections(api.server, live.current.protection.connectionCaps, {
     isTrustedProxy,
     onRefused: (limit) => metrics.connectionRefused(limit),
   });
+  live.onSwap((next) => connections.setCaps(next.protection.connectionCaps));
   metrics.watchConnections(() => connections.open);
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
 
@@ -332,7 +330,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     readiness,
     registry: metrics.registry,
     upstream: replicas,
-    purgeVersionCache: () => versionCache?.clear(),
+    purgeVersionCache: () => versionCache.clear(),
     log,
   });
 

@@ -3,7 +3,7 @@
 // FastifyRequest (the fields below are request decorators, so a call allocates nothing more); an
 // upgrade's is a small object of the same shape (upgrades.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Duplex } from 'node:stream';
 import type { Operation } from './operations.js';
 import type { TraceContext } from './trace-context.js';
@@ -35,6 +35,13 @@ export interface Generation {
   readonly authorize: Stage;
   /** A call's request rules (a promise only on the rule-checked routes). */
   enforceRequestRules(request: FastifyRequest): Promise<void> | undefined;
+  /**
+   * CORS, when configured (policy/cors.ts): adds its headers to a call's reply, or answers a
+   * preflight (true). Answers the gateway writes itself copy the reply's headers only then.
+   */
+  readonly cors: ((request: FastifyRequest, reply: FastifyReply) => boolean) | undefined;
+  /** How long a GET /v2/version answer is served from memory (0: not cached), and served stale on an upstream failure. */
+  readonly versionCache: { readonly ttlSeconds: number; readonly staleIfErrorSeconds: number };
 }
 
 export interface Exchange {

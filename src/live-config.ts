@@ -9,18 +9,15 @@ import type { AuthFailureReason } from './auth/failure.js';
 import { authenticationStage } from './auth/hooks.js';
 import type { GatewayConfig, IssuerConfig } from './config/schema.js';
 import type { Generation, Stage } from './exchange.js';
+import { createCorsHandler } from './policy/cors.js';
 import { createPolicyStage } from './policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from './protection/stage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
-const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'log'] as const;
-/**
- * Inside a live section, what still needs a restart: the Redis connection is opened once, and the
- * connection caps are set on the API listener as it starts (protection/connections.ts).
- */
+const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log'] as const;
+/** Inside a live section, what still needs a restart: the Redis connection is opened once. */
 const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [
   ['protection', 'redis'],
-  ['protection', 'connections'],
   ['auth', 'participantIdentityProviders'],
 ];
 
@@ -50,6 +47,8 @@ export interface LiveConfig {
    * authentication waits for it, then runs under the generation current by then.
    */
   holdAuthenticationWhile(gate: () => Promise<void> | undefined): void;
+  /** Calls `listener` after each swap, `next` current by then: what lives outside a generation follows it. */
+  onSwap(listener: (next: LiveGeneration, previous: LiveGeneration) => void): void;
   readonly protect: Stage;
   readonly authorize: Stage;
   /**
@@ -91,7 +90,6 @@ export function effectiveConfig(running: GatewayConfig, next: GatewayConfig): Ga
   for (const section of LIVE_SECTIONS) merged[section] = structuredClone(next[section]);
   const protection = merged.protection as Record<string, unknown>;
   protection.redis = structuredClone(running.protection.redis);
-  protection.connections = structuredClone(running.protection.connections);
   const auth = merged.auth as Record<string, unknown>;
   auth.participantIdentityProviders = structuredClone(running.auth.participantIdentityProviders);
   return merged as unknown as GatewayConfig;
@@ -160,6 +158,11 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       protect: protection.stage,
       authorize: policy.authorize,
       enforceRequestRules: (request) => policy.enforceRequestRules(request),
+      cors:
+        previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
+          ? previous.cors
+          : createCorsHandler(config.cors),
+      versionCache: config.versionCache,
     };
   }
 
@@ -170,6 +173,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
   let gate: (() => Promise<void> | undefined) | undefined;
   let retiredSignatureChecks = 0;
   const retiring = new Map<NodeJS.Timeout, () => Promise<void>>();
+  const swapListeners: Array<(next: LiveGeneration, previous: LiveGeneration) => void> = [];
 
   // A reload and a change of the participant's issuers each build on the current generation: one at a time.
   let queue: Promise<unknown> = Promise.resolve();
@@ -212,6 +216,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     if (old.authenticator !== candidate.authenticator) retiredSignatureChecks += old.authenticator.signatureChecks;
     current = candidate;
     retire(old, candidate);
+    for (const listener of swapListeners) listener(candidate, old);
     return candidate;
   }
 
@@ -249,6 +254,9 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     },
     holdAuthenticationWhile(next) {
       gate = next;
+    },
+    onSwap(listener) {
+      swapListeners.push(listener);
     },
     protect: (exchange) => exchange.generation.protect(exchange),
     authorize: (exchange) => exchange.generation.authorize(exchange),

@@ -17,21 +17,44 @@ export function runStages(stages: readonly Stage[], exchange: Exchange, from = 0
   return undefined;
 }
 
+/**
+ * Before one stage of a call, the gateway may answer the call itself (a CORS preflight, which carries
+ * no token, before authentication): `answer` returns true when it did, and the walk ends there.
+ */
+export interface CallAnswer {
+  readonly before: Stage;
+  readonly answer: (request: FastifyRequest, reply: FastifyReply) => boolean;
+}
+
 /** One callback-style hook (onRequest) that runs `stages` over a call; the request is the call's exchange. */
-export function stageHook(stages: readonly Stage[]) {
+export function stageHook(stages: readonly Stage[], callAnswer?: CallAnswer) {
+  const at = callAnswer === undefined ? -1 : stages.indexOf(callAnswer.before);
+  if (callAnswer !== undefined && at < 0) throw new Error('stageHook: the answer comes before a stage not in the list');
+  const head = at < 0 ? stages : stages.slice(0, at);
+  const tail = at < 0 ? [] : stages.slice(at);
+  /** The tail's walk: true when the call was answered before it, else undefined or the promise of the rest. */
+  const walkTail = (request: FastifyRequest, reply: FastifyReply): true | Promise<void> | undefined =>
+    callAnswer!.answer(request, reply) ? true : runStages(tail, request);
+
   return function runStageHook(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
     request.lifeline = reply.raw;
-    let pending: Promise<void> | undefined;
+    let pending: Promise<unknown> | true | undefined;
     try {
-      pending = runStages(stages, request);
+      const headDone = runStages(head, request);
+      if (at < 0) pending = headDone;
+      else if (headDone === undefined) pending = walkTail(request, reply);
+      else pending = headDone.then<true | void>(() => walkTail(request, reply));
     } catch (error) {
       done(error as Error);
       return;
     }
+    if (pending === true) return; // answered: Fastify is not told to go on
     if (pending === undefined) done();
     else
       pending.then(
-        () => done(),
+        (answered) => {
+          if (answered !== true) done();
+        },
         (error: unknown) => done(error as Error),
       );
   };

@@ -5,7 +5,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { Errors, GatewayError } from '../errors.js';
-import { gatewayHeaders, writeAnswerHead } from '../proxy/answer.js';
+import { combinedVary, gatewayHeaders, writeAnswerHead } from '../proxy/answer.js';
 import { upstreamErrorCode } from '../proxy/upstream-error-code.js';
 import type { VersionCacheResult } from '../telemetry/metrics.js';
 
@@ -34,18 +34,29 @@ class UncacheableAnswer extends Error {
 }
 
 export interface VersionCacheOptions {
-  readonly ttlSeconds: number;
-  /** Whether answers carry the headers set on the reply (CORS configured; see proxy/answer.ts gatewayHeaders). */
-  readonly replyHeaders?: boolean;
-  readonly staleIfErrorSeconds: number;
   /** One GET /v2/version upstream on behalf of `request`, read whole (bounded by the upstream timeout). */
   readonly fetchVersion: (request: FastifyRequest) => Promise<UpstreamAnswer>;
   readonly count: (result: VersionCacheResult) => void;
   readonly now?: () => number;
 }
 
+/** How long an answer is fresh, and how long past that it may be served when a refresh fails. */
+export interface VersionCacheSettings {
+  readonly ttlSeconds: number;
+  readonly staleIfErrorSeconds: number;
+}
+
 export interface VersionCache {
-  serve(request: FastifyRequest, reply: FastifyReply, upstreamKey: string): Promise<void> | undefined;
+  /**
+   * Answers from memory under `settings` (the call's configuration; ttlSeconds above 0). An answer is
+   * stored with the TTL of the call that fetched it: clear() when the settings change.
+   */
+  serve(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    upstreamKey: string,
+    settings: VersionCacheSettings,
+  ): Promise<void> | undefined;
   clear(): void;
 }
 
@@ -73,13 +84,10 @@ function isIdentity(headers: Record<string, string | string[]>): boolean {
 
 export function createVersionCache(options: VersionCacheOptions): VersionCache {
   const now = options.now ?? Date.now;
-  const ttlMs = options.ttlSeconds * 1000;
-  const replyHeaders = options.replyHeaders ?? false;
-  const staleMs = options.staleIfErrorSeconds * 1000;
 
   const cache = new LRUCache<string, CachedVersion, FastifyRequest>({
     max: 16, // one entry per upstream; a handful at most
-    ttl: ttlMs,
+    ttl: 1_000, // each fetch sets its entry's own (the call's configuration)
     perf: { now },
     allowStale: false,
     noDeleteOnStaleGet: true, // the stale answer stays for stale-if-error
@@ -105,8 +113,11 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
     entry: CachedVersion,
     status: 'HIT' | 'MISS' | 'STALE',
   ): undefined {
-    const head = gatewayHeaders(request, reply, replyHeaders);
+    const head = gatewayHeaders(request, reply);
+    const ownVary = head.vary;
     for (const name in entry.headers) head[name] = entry.headers[name]!;
+    if (typeof ownVary === 'string' && entry.headers.vary !== undefined)
+      head.vary = combinedVary(entry.headers.vary, ownVary);
     head['content-length'] = entry.bodyBytes;
     head.age = String(Math.max(0, Math.floor((now() - entry.storedAt) / 1000)));
     head['x-cache'] = status;
@@ -114,17 +125,23 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
     return undefined; // the reply is hijacked: nothing for Fastify to send or wait for
   }
 
-  async function refresh(request: FastifyRequest, reply: FastifyReply, key: string): Promise<void> {
+  async function refresh(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    key: string,
+    settings: VersionCacheSettings,
+  ): Promise<void> {
     const status: LRUCache.Status<string, CachedVersion, FastifyRequest> = {};
+    const ttlMs = settings.ttlSeconds * 1000;
     try {
-      const entry = (await cache.fetch(key, { context: request, status }))!;
+      const entry = (await cache.fetch(key, { context: request, status, ttl: ttlMs }))!;
       options.count(status.fetch === 'inflight' ? 'coalesced' : 'miss');
       return send(request, reply, entry, 'MISS');
     } catch (error) {
       const upstreamFailed =
         error instanceof GatewayError || (error instanceof UncacheableAnswer && error.answer.statusCode >= 500);
       const stale = upstreamFailed ? cache.peek(key, { allowStale: true }) : undefined;
-      if (stale !== undefined && now() - stale.storedAt <= ttlMs + staleMs) {
+      if (stale !== undefined && now() - stale.storedAt <= ttlMs + settings.staleIfErrorSeconds * 1000) {
         options.count('stale');
         return send(request, reply, stale, 'STALE');
       }
@@ -158,13 +175,13 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
   }
 
   return {
-    serve(request, reply, upstreamKey) {
+    serve(request, reply, upstreamKey, settings) {
       const entry = cache.get(upstreamKey);
       if (entry !== undefined) {
         options.count('hit');
         return send(request, reply, entry, 'HIT');
       }
-      return refresh(request, reply, upstreamKey);
+      return refresh(request, reply, upstreamKey, settings);
     },
     clear: () => cache.clear(),
   };

@@ -1,57 +1,51 @@
-// CORS for browser dApps, by @fastify/cors. Its onRequest hook answers a preflight itself, so it
-// must run before authentication: browsers never send credentials on a preflight (Fetch standard,
-// CORS-preflight request). Off by default.
-import fastifyCors, { type FastifyCorsOptions } from '@fastify/cors';
-import type { FastifyInstance } from 'fastify';
+// CORS for browser dApps (Fetch standard, "CORS protocol"), one handler per configuration generation,
+// so that a reload can turn CORS on or off and change its origins live. Written here rather than with
+// @fastify/cors: that plugin registers its hook and an `OPTIONS *` route once per server, and with a
+// per-request delegator it still adds `Vary: Origin` to every answer and takes every OPTIONS, even
+// while the running config has CORS off. What the gateway needs of the protocol is fixed lists.
+// The handler runs before authentication: browsers never send credentials on a preflight.
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CorsConfig } from '../config/schema.js';
 
+/** Adds the CORS headers to the reply, or answers a preflight itself: true then (the call's walk ends). */
+export type CorsHandler = (request: FastifyRequest, reply: FastifyReply) => boolean;
+
+/** Appends `Origin` to the reply's Vary header (an answer differs by origin: RFC 9110 §12.5.5). */
+function varyOnOrigin(reply: FastifyReply): void {
+  const vary = reply.getHeader('vary');
+  if (vary === undefined) reply.header('vary', 'Origin');
+  else if (!/(^|,)\s*(origin|\*)\s*(,|$)/i.test(String(vary))) reply.header('vary', `${String(vary)}, Origin`);
+}
+
 /**
- * The @fastify/cors options for one request's Origin. An allowed origin is echoed with the grant;
- * any other, or none, gets no Access-Control-Allow-Origin and no Allow-Credentials or Expose-Headers
- * either (@fastify/cors would send those two whatever the origin).
+ * The handler for the configured policy, or undefined when CORS is off. An allowed origin is echoed
+ * with the grant (credentials and exposed headers as configured); any other origin, or none, gets no
+ * Access-Control-Allow-Origin, Allow-Credentials or Expose-Headers. Any OPTIONS is a preflight while
+ * CORS is on: the participant serves no OPTIONS route of its own. With CORS off, OPTIONS is forwarded.
  */
-export function corsOptionsFor(cors: CorsConfig): (origin: string | undefined) => FastifyCorsOptions {
+export function createCorsHandler(cors: CorsConfig): CorsHandler | undefined {
+  if (!cors.enabled) return undefined;
   const anyOrigin = cors.origins.includes('*');
   const listed = new Set(cors.origins);
-  const common = {
-    methods: [...cors.methods],
-    allowedHeaders: [...cors.allowedHeaders],
-    maxAge: cors.maxAgeSeconds,
-    // Any OPTIONS is a preflight here: the participant serves no OPTIONS route of its own.
-    strictPreflight: false,
-  } satisfies FastifyCorsOptions;
-  const grant: FastifyCorsOptions = {
-    ...common,
-    origin: anyOrigin ? '*' : [...cors.origins],
-    credentials: cors.credentials,
-    exposedHeaders: [...cors.exposedHeaders],
-  };
-  const noGrant: FastifyCorsOptions = { ...common, origin: [], credentials: false };
-  return (origin) => (anyOrigin || (origin !== undefined && listed.has(origin)) ? grant : noGrant);
-}
+  const allowMethods = cors.methods.join(', ');
+  const allowHeaders = cors.allowedHeaders.join(', ');
+  const exposeHeaders = cors.exposedHeaders.join(', ');
+  const maxAge = String(cors.maxAgeSeconds);
 
-/** The @fastify/cors plugin options for the configured policy, or undefined when CORS is off. */
-export function corsOptions(cors: CorsConfig): FastifyCorsOptions | undefined {
-  if (!cors.enabled) return undefined;
-  const forOrigin = corsOptionsFor(cors);
-  return { hook: 'onRequest', delegator: (request, decide) => decide(null, forOrigin(request.headers.origin)) };
-}
-
-/**
- * Registers CORS on the API instance. @fastify/cors adds its own `OPTIONS *` route for preflights,
- * so the catch-all forwarding route, registered later, leaves OPTIONS to it.
- */
-export async function registerCors(api: FastifyInstance, cors: CorsConfig): Promise<void> {
-  const options = corsOptions(cors);
-  if (options === undefined) return;
-  api.addHook('onRoute', (route) => {
-    if (route.url === '/*' && Array.isArray(route.method) && route.method.includes('OPTIONS')) {
-      route.method = route.method.filter((method) => method !== 'OPTIONS');
-    } else if (route.url === '*' && route.method === 'OPTIONS') {
-      // The preflight route is built before app.ts sets the gateway's error handler, and would keep
-      // Fastify's default: a refusal before the preflight (a path not served) answered a bare 500.
-      route.errorHandler = (error, request, reply) => api.errorHandler(error, request, reply);
+  return function applyCors(request, reply) {
+    const origin = request.headers.origin;
+    varyOnOrigin(reply);
+    if (anyOrigin || (origin !== undefined && listed.has(origin))) {
+      reply.header('access-control-allow-origin', anyOrigin ? '*' : origin);
+      if (cors.credentials) reply.header('access-control-allow-credentials', 'true');
+      if (exposeHeaders !== '') reply.header('access-control-expose-headers', exposeHeaders);
     }
-  });
-  await api.register(fastifyCors, options);
+    if (request.method !== 'OPTIONS') return false;
+    reply.header('access-control-allow-methods', allowMethods);
+    if (allowHeaders !== '') reply.header('access-control-allow-headers', allowHeaders);
+    reply.header('access-control-max-age', maxAge);
+    // Some browsers wait for a body on a 204 without Content-Length.
+    void reply.code(204).header('content-length', '0').send();
+    return true;
+  };
 }

@@ -30,27 +30,36 @@ export interface ConnectionCount {
   readonly open: number;
   /** Peer addresses with at least one connection counted against maxPerAddress (tests: no leaks). */
   readonly addresses: number;
+  /**
+   * Applies new caps (a reload) to the connections accepted from now on; those already open stay
+   * open, and a lowered cap refuses new ones until enough have closed.
+   */
+  setCaps(caps: ConnectionCaps): void;
 }
 
 /** Applies `caps` to the connections `server` accepts from now on. */
 export function limitConnections(
   server: Server,
-  caps: ConnectionCaps,
+  initialCaps: ConnectionCaps,
   options: ConnectionLimitOptions,
 ): ConnectionCount {
-  const { maxPerAddress } = caps;
-  if (caps.max !== undefined) {
-    server.maxConnections = caps.max;
-    server.on('drop', () => options.onRefused?.('total'));
+  let maxPerAddress: number | undefined;
+  function setCaps(caps: ConnectionCaps): void {
+    // Node checks maxConnections at each accept; Infinity is its own default (no cap).
+    server.maxConnections = caps.max ?? Infinity;
+    maxPerAddress = caps.maxPerAddress;
   }
+  setCaps(initialCaps);
+  server.on('drop', () => options.onRefused?.('total'));
+  // Counted for every connection, capped or not, so that a cap set by a reload counts those already open.
   const byAddress = new SlotCounts();
   let open = 0;
   server.on('connection', (socket: Socket) => {
     const peer = socket.remoteAddress;
     let key: string | undefined;
-    if (maxPerAddress !== undefined && peer !== undefined && !options.isTrustedProxy(peer)) {
+    if (peer !== undefined && !options.isTrustedProxy(peer)) {
       key = addressKey(clientAddress(peer, undefined, options.isTrustedProxy));
-      if (byAddress.count(key) >= maxPerAddress) {
+      if (maxPerAddress !== undefined && byAddress.count(key) >= maxPerAddress) {
         options.onRefused?.('perAddress');
         socket.destroy();
         return;
@@ -70,5 +79,6 @@ export function limitConnections(
     get addresses() {
       return byAddress.heldKeys;
     },
+    setCaps,
   };
 }

@@ -7,16 +7,26 @@ export type AnswerHeaders = Record<string, string | string[] | number>;
 
 /**
  * The gateway's own headers for an answer it writes itself (forwarded, or a cached version): the
- * request id, `traceresponse` when tracing runs and, with `withReplyHeaders` (CORS configured: its
- * plugin sets them on the reply), the reply's headers. A fresh object: the answer's headers are
- * added to it. Built from the request rather than read back from the reply: reply.getHeaders() and
- * reply.header() were 1.5% of a proxied call's CPU. Answers Fastify sends (refusals, preflights)
- * get the same two headers in the API's onSend hook (app.ts).
+ * request id, `traceresponse` when tracing runs and, when the call's configuration has CORS (which
+ * sets its headers on the reply: policy/cors.ts), the reply's headers. A fresh object: the answer's
+ * headers are added to it. Built from the request rather than read back from the reply:
+ * reply.getHeaders() and reply.header() were 1.5% of a proxied call's CPU. Answers Fastify sends
+ * (refusals, preflights) get the same two headers in the API's onSend hook (app.ts).
  */
-export function gatewayHeaders(request: FastifyRequest, reply: FastifyReply, withReplyHeaders: boolean): AnswerHeaders {
+export function gatewayHeaders(request: FastifyRequest, reply: FastifyReply): AnswerHeaders {
   const head: AnswerHeaders = { 'x-request-id': request.id };
   if (request.traceresponse !== undefined) head.traceresponse = request.traceresponse;
-  return withReplyHeaders ? Object.assign(head, reply.getHeaders() as AnswerHeaders) : head;
+  return request.generation.cors !== undefined ? Object.assign(head, reply.getHeaders() as AnswerHeaders) : head;
+}
+
+/**
+ * The participant's Vary with the gateway's own (CORS adds Origin) joined to it: an answer varies by
+ * both. Unchanged when the participant's already lists it, or is `*` (RFC 9110 §12.5.5).
+ */
+export function combinedVary(participant: string | string[], own: string): string {
+  const listed = Array.isArray(participant) ? participant.join(', ') : participant;
+  const names = listed.split(',').map((name) => name.trim().toLowerCase());
+  return names.includes('*') || names.includes(own.toLowerCase()) ? listed : `${listed}, ${own}`;
 }
 
 /**

@@ -13,7 +13,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import { closingConnection, Errors, GatewayError } from '../errors.js';
 import { callerOf } from '../protection/caller.js';
 import { onResponseClose } from '../response-close.js';
-import { gatewayHeaders, writeAnswerHead } from './answer.js';
+import { combinedVary, gatewayHeaders, writeAnswerHead } from './answer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ErrorCodeLabels } from '../error-codes.js';
 import { injectTraceContext, traceContextFields } from '../trace-context.js';
@@ -40,8 +40,6 @@ export interface ForwarderOptions {
    * `traceContext` is injected in the OTEL_PROPAGATORS formats, instead of the client's headers of those formats.
    */
   readonly propagateTraceContext?: boolean;
-  /** Whether answers carry the headers set on the reply (CORS configured; see answer.ts gatewayHeaders). */
-  readonly replyHeaders?: boolean;
   /** Whether a connection's peer is a configured trusted proxy (its X-Forwarded-* are kept). */
   readonly isTrustedProxy: (address: string) => boolean;
   /** Called with the upstream part of each call, for the upstream latency histogram. */
@@ -113,7 +111,6 @@ function hasBody(headers: FastifyRequest['headers']): boolean {
 export function createForwarder(options: ForwarderOptions): Forwarder {
   const { config, replicas } = options;
   const bodyLimit = config.limits.bodyBytes;
-  const replyHeaders = options.replyHeaders ?? false;
   const timeouts = config.upstream.operationTimeoutsMs;
   const defaultTimeout = config.upstream.timeoutMs;
   const uploadLimits: UploadLimits = {
@@ -380,8 +377,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             return;
           }
           try {
-            // The participant's headers win over the gateway's own on a clash.
-            const head = clientResponseHeaders(headers, gatewayHeaders(request, reply, replyHeaders));
+            // The participant's headers win over the gateway's own on a clash, but for Vary, which joins both.
+            const own = gatewayHeaders(request, reply);
+            const ownVary = own.vary;
+            const head = clientResponseHeaders(headers, own);
+            if (typeof ownVary === 'string' && headers.vary !== undefined)
+              head.vary = combinedVary(headers.vary, ownVary);
             // Answered before the client finished sending its body (a refusal of an upload, say):
             // the rest of it would be read as the connection's next request (RFC 9112 §9.3).
             if (streamed && !raw.complete) head.connection = 'close';

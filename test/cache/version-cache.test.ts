@@ -317,3 +317,46 @@ describe('version cache', () => {
     expect(upstream.requests).toHaveLength(3);
   });
 });
+
+describe('version cache settings on a reload', () => {
+  /** The running config with these versionCache settings: what a reloaded file would give. */
+  const withTtl = (gateway: RunningGateway, ttlSeconds: number) => () => ({
+    ...gateway.config,
+    versionCache: { ...gateway.config.versionCache, ttlSeconds },
+  });
+  const cacheStatus = async (gateway: RunningGateway) => {
+    const answer = await fetch(`${gateway.url}/v2/version`, { headers: gateway.auth() });
+    expect(answer.status).toBe(200);
+    await answer.arrayBuffer();
+    return answer.headers.get('x-cache');
+  };
+
+  it('turns the cache on and off, and empties it when its TTL changes, without a restart', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, VERSION));
+    gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 0 } });
+    expect([await cacheStatus(gw), await cacheStatus(gw)]).toEqual([null, null]);
+    expect(upstream.requests).toHaveLength(2);
+
+    expect((await gw.gateway.reload(withTtl(gw, 60))).result).toBe('success');
+    expect([await cacheStatus(gw), await cacheStatus(gw)]).toEqual(['MISS', 'HIT']);
+    expect(upstream.requests).toHaveLength(3);
+
+    // A new TTL: the answer stored under the old one is dropped, the next call asks again.
+    expect((await gw.gateway.reload(withTtl(gw, 120))).result).toBe('success');
+    expect([await cacheStatus(gw), await cacheStatus(gw)]).toEqual(['MISS', 'HIT']);
+    expect(upstream.requests).toHaveLength(4);
+
+    expect((await gw.gateway.reload(withTtl(gw, 0))).result).toBe('success');
+    expect([await cacheStatus(gw), await cacheStatus(gw)]).toEqual([null, null]);
+    expect(upstream.requests).toHaveLength(6);
+  });
+
+  it('keeps a stored answer fresh for the TTL it was fetched under', async () => {
+    upstream = await startRecordingUpstream(answerJson(200, VERSION));
+    gw = await startGateway(upstream.url, { versionCache: { ttlSeconds: 1 } });
+    expect(await cacheStatus(gw)).toBe('MISS');
+    await sleep(1_100);
+    expect(await cacheStatus(gw)).toBe('MISS'); // past 1 s: stale, fetched again
+    expect(upstream.requests).toHaveLength(2);
+  });
+});

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig, validateGatewayConfig } from '../../src/config/load.js';
 import { createAuthorizer, policyConfigProblems, ruleMatches, scopesOf } from '../../src/policy/authorization.js';
-import { corsOptions, corsOptionsFor } from '../../src/policy/cors.js';
+import { createCorsHandler } from '../../src/policy/cors.js';
 import { createPolicyStage } from '../../src/policy/stage.js';
 import { principal } from './support/judge.js';
 
@@ -85,7 +85,7 @@ describe('policy configuration', () => {
     });
     expect(defaults.cors.enabled).toBe(false);
     expect(policyConfigProblems(defaults)).toEqual([]);
-    expect(corsOptions(defaults.cors)).toBeUndefined();
+    expect(createCorsHandler(defaults.cors)).toBeUndefined();
   });
 
   it('stops the start on an unknown operation name or a rule without a matcher, naming the key path', () => {
@@ -125,30 +125,5 @@ describe('policy configuration', () => {
     expect(authorize('submitAndWaitForTransaction', principal('bob')).allowed).toBe(true);
     expect(authorize('submitAndWaitForTransaction', principal('carol')).allowed).toBe(false);
     expect(authorize('getV2Parties', principal('carol')).allowed).toBe(true);
-  });
-
-  it('turns the CORS section into @fastify/cors options, per request origin', () => {
-    const forOrigin = corsOptionsFor(
-      config({}, { enabled: true, origins: ['https://app.example'], maxAgeSeconds: 60, credentials: true }).cors,
-    );
-    expect(forOrigin('https://app.example')).toMatchObject({
-      origin: ['https://app.example'],
-      methods: ['GET', 'POST', 'PATCH', 'DELETE'],
-      allowedHeaders: ['authorization', 'content-type', 'traceparent', 'tracestate'],
-      exposedHeaders: ['x-request-id'],
-      maxAge: 60,
-      credentials: true,
-    });
-    // Not listed, or no Origin: no origin to echo, no credentials, nothing exposed.
-    for (const origin of ['https://evil.example', 'null', undefined]) {
-      const options = forOrigin(origin);
-      expect(options, String(origin)).toMatchObject({ origin: [], credentials: false, maxAge: 60 });
-      expect(options.exposedHeaders, String(origin)).toBeUndefined();
-    }
-    expect(corsOptionsFor(config({}, { enabled: true, origins: ['https://a', '*'] }).cors)(undefined).origin).toBe('*');
-    expect(corsOptions(config({}, { enabled: true, origins: ['https://a'] }).cors)).toMatchObject({
-      hook: 'onRequest',
-    });
-    expect(corsOptions(config({}, { enabled: false, origins: ['https://a'] }).cors)).toBeUndefined();
   });
 });

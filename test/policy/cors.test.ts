@@ -132,3 +132,69 @@ describe('CORS: what an origin not listed gets', () => {
     expect(answer.headers.get('access-control-allow-credentials')).toBeNull();
   });
 });
+
+describe('CORS on a reload', () => {
+  it('is turned on, changed and turned off without a restart', async () => {
+    const upstream = (current.upstream = await startRecordingUpstream());
+    const gw = (current.gw = await startGateway(upstream.url));
+    const withCors = (section: Record<string, unknown>) => () => ({
+      ...gw.config,
+      cors: { ...gw.config.cors, ...section },
+    });
+    const preflightFrom = (origin: string) =>
+      fetch(`${gw.url}/v2/parties`, { method: 'OPTIONS', headers: { ...preflight, origin } });
+    const callFrom = (origin: string) => fetch(`${gw.url}/v2/parties`, { headers: gw.auth({ origin }) });
+
+    // Off: an OPTIONS is a call like any other (no token: 401), and no answer varies by origin.
+    expect((await preflightFrom('https://app.example')).status).toBe(401);
+    const plain = await callFrom('https://app.example');
+    expect(plain.headers.get('access-control-allow-origin')).toBeNull();
+    expect(plain.headers.get('vary')).toBeNull();
+
+    expect((await gw.gateway.reload(withCors({ enabled: true, origins: ['https://app.example'] }))).result).toBe(
+      'success',
+    );
+    const granted = await preflightFrom('https://app.example');
+    expect(granted.status).toBe(204);
+    expect(granted.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect(granted.headers.get('access-control-allow-methods')).toBe('GET, POST, PATCH, DELETE');
+    expect(granted.headers.get('access-control-allow-headers')).toBe(
+      'authorization, content-type, traceparent, tracestate',
+    );
+    expect(granted.headers.get('access-control-max-age')).toBe('600');
+    expect(granted.headers.get('content-length')).toBe('0');
+    const forwarded = await callFrom('https://app.example');
+    expect(forwarded.status).toBe(200);
+    expect(forwarded.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect(forwarded.headers.get('access-control-expose-headers')).toBe('x-request-id');
+    expect(forwarded.headers.get('vary')).toBe('Origin');
+
+    // Another origin list: the old origin gets nothing, the new one its grant.
+    await gw.gateway.reload(withCors({ enabled: true, origins: ['https://other.example'], credentials: true }));
+    const refused = await preflightFrom('https://app.example');
+    expect(refused.status).toBe(204);
+    expect(refused.headers.get('access-control-allow-origin')).toBeNull();
+    expect(refused.headers.get('access-control-allow-credentials')).toBeNull();
+    const other = await callFrom('https://other.example');
+    expect(other.headers.get('access-control-allow-origin')).toBe('https://other.example');
+    expect(other.headers.get('access-control-allow-credentials')).toBe('true');
+
+    await gw.gateway.reload(withCors({ enabled: false }));
+    expect((await preflightFrom('https://other.example')).status).toBe(401);
+    const off = await callFrom('https://other.example');
+    expect(off.headers.get('access-control-allow-origin')).toBeNull();
+    expect(off.headers.get('vary')).toBeNull();
+    // Only the calls with a token reached the participant: never a preflight.
+    expect(upstream.requests.map((request) => request.method)).toEqual(['GET', 'GET', 'GET', 'GET']);
+  });
+
+  it('grants any origin with "*", and adds Origin to a Vary the participant sent', async () => {
+    const upstream = (current.upstream = await startRecordingUpstream((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json', vary: 'Accept-Encoding' }).end('{}');
+    }));
+    const gw = (current.gw = await startGateway(upstream.url, { cors: { enabled: true, origins: ['*'] } }));
+    const answer = await fetch(`${gw.url}/v2/parties`, { headers: gw.auth({ origin: 'https://any.example' }) });
+    expect(answer.headers.get('access-control-allow-origin')).toBe('*');
+    expect(answer.headers.get('vary')).toBe('Accept-Encoding, Origin');
+  });
+});

@@ -148,3 +148,35 @@ describe('connection caps', () => {
     expect(await answer).toMatch(/^HTTP\/1\.1 200 /);
   });
 });
+
+describe('connection caps on a reload', () => {
+  it('applies new caps to the connections accepted after it; those open stay', async () => {
+    const gateway = await gatewayWith({});
+    const auth = gateway.auth().authorization!;
+    const held = [await connect(gateway), await connect(gateway), await connect(gateway)];
+
+    const outcome = await gateway.gateway.reload(() => ({
+      ...gateway.config,
+      protection: {
+        ...gateway.config.protection,
+        connections: { ...gateway.config.protection.connections, maxPerAddress: 2 },
+      },
+    }));
+    expect(outcome).toMatchObject({ result: 'success', restartRequired: [] });
+    // Three open, over the new cap of two: they stay and are served; a fourth is refused at accept.
+    for (const client of held) expect(await client.get(auth)).toBe('HTTP/1.1 200');
+    expect(await closedUnanswered(await connect(gateway))).toBe(true);
+    expect(await gauge(gateway, 'ledger_gateway_connections_refused_total', { limit: 'perAddress' })).toBe(1);
+
+    held[0]!.socket.destroy();
+    held[1]!.socket.destroy();
+    await expect.poll(() => gauge(gateway, 'ledger_gateway_connections_open'), { timeout: 5_000 }).toBe(1);
+    expect(await (await connect(gateway)).get(auth)).toBe('HTTP/1.1 200');
+
+    // And lifted again: the cap is gone for the next connections.
+    await gateway.gateway.reload(() => gateway.config);
+    const more = [await connect(gateway), await connect(gateway), await connect(gateway)];
+    for (const client of more) expect(await client.get(auth)).toBe('HTTP/1.1 200');
+    expect(await gauge(gateway, 'ledger_gateway_connections_refused_total', { limit: 'perAddress' })).toBe(1);
+  });
+});
