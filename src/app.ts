@@ -2,7 +2,6 @@
 // walks one list: telemetry -> request context (operation, target check) -> authentication ->
 // protection (limits) -> authorization. Then a call goes on to its request rules, the version cache
 // and the forwarder, an upgrade to the tunnel. Telemetry writes each exchange's one log line.
-import type { Socket } from 'node:net';
 import { isDeepStrictEqual } from 'node:util';
 import proxyAddr from '@fastify/proxy-addr';
 import type { Server as TlsServer } from 'node:tls';
@@ -31,6 +30,7 @@ import { createWebSocketTunnels } from './proxy/websocket.js';
 import { asGatewayError, sendGatewayError } from './refusal.js';
 import { randomRequestId } from './request-id.js';
 import { watchListenerTls } from './server-tls.js';
+import { gracefulShutdown } from './shutdown.js';
 import { stageHook } from './stage-runner.js';
 import { createLogger, requestLineWriter } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
@@ -151,15 +151,21 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // refusal there carries its trace id), and every exchange ends in one observation and one log line.
   if (serverSpanPlugin !== undefined) await api.register(serverSpanPlugin);
 
-  // Set once shutdown's drain delay is over and the listener closes: calls that still arrive on
-  // open connections are refused. During the delay (readiness already 503, while load balancers
-  // take the gateway out of rotation) they are served, each answer closing its connection.
-  let closing = false;
+  // Calls are served through shutdown's drain delay and refused once the listener closes (shutdown.ts).
+  const shutdown = gracefulShutdown({
+    api,
+    readiness,
+    settings: config.shutdown,
+    tls: listenerTls !== undefined,
+    cutOff: () => requestTelemetry.cutOff(),
+    close: () => close(),
+    log,
+  });
   const establishContext = createContextStage({
     routes: config.routes,
     enter: (exchange) => requestTelemetry.enter(exchange),
     shuttingDown: () => readiness.isShuttingDown,
-    closing: () => closing,
+    closing: () => shutdown.closing,
   });
 
   // Authentication, protection and the policy follow the config: built as one generation, swapped
@@ -314,16 +320,6 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     listenerTls === undefined
       ? undefined
       : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
-  // With TLS, a socket still in its handshake is not yet one of the HTTP server's connections, which
-  // closeAllConnections() ends when the grace is over: the raw sockets are tracked here too (per
-  // connection, not per call), and ended with them.
-  const rawSockets = new Set<Socket>();
-  if (listenerTls !== undefined) {
-    api.server.on('connection', (socket: Socket) => {
-      rawSockets.add(socket);
-      socket.once('close', () => rawSockets.delete(socket));
-    });
-  }
 
   const admin = createAdminListener({
     config,
@@ -361,28 +357,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       const apiUrl = await api.listen({ host: config.server.host, port: config.server.port });
       return { api: apiUrl, admin: adminUrl };
     },
-    async shutdown() {
-      readiness.beginShutdown();
-      api.draining = true;
-      if (config.shutdown.drainDelayMs > 0)
-        await new Promise((resolve) => setTimeout(resolve, config.shutdown.drainDelayMs));
-      closing = true;
-      const grace = new Promise<'timeout'>((resolve) =>
-        setTimeout(() => resolve('timeout'), config.shutdown.graceMs).unref(),
-      );
-      // api.close() stops accepting, closes idle keep-alive connections and waits for in-flight calls;
-      // a connection whose call finishes later is idle then, and closed on the next sweep.
-      const sweep = setInterval(() => api.server.closeIdleConnections(), 100);
-      const outcome = await Promise.race([api.close().then(() => 'drained' as const), grace]);
-      clearInterval(sweep);
-      if (outcome === 'timeout') {
-        log.warn({ graceMs: config.shutdown.graceMs }, 'shutdown grace elapsed; closing remaining connections');
-        requestTelemetry.cutOff(); // counted as SHUTDOWN_GRACE_ELAPSED, not as clients that left
-        api.server.closeAllConnections();
-        for (const socket of rawSockets) socket.destroy();
-      }
-      await close();
-    },
+    shutdown: () => shutdown.run(),
     close,
     reload: (load, trigger = 'api') =>
       reloadGateway(live, load, {
