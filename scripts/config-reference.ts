@@ -69,12 +69,17 @@ function pluralType(node: SchemaNode): string {
   return `${typeText(node)}s`;
 }
 
+/** The object a node describes: itself, or the object member of a union (a string or an object); else undefined. */
+function objectOf(node: SchemaNode): SchemaNode | undefined {
+  return node.properties ? node : node.anyOf?.find((member) => member.properties);
+}
+
 /**
  * One row per key, depth first; objects with properties of their own are opened up, except open
  * documents (an inline JWKS) and a map value whose keys are listed already (`seen`, by shape).
  */
 function rowsOf(node: SchemaNode, path: string, required: boolean, rows: Row[], seen: Map<string, string>): void {
-  const object = node.anyOf?.find((member) => member.properties) ?? node;
+  const object = objectOf(node) ?? node;
   const shape = object.properties ? JSON.stringify(object.properties) : undefined;
   const sameAs = shape === undefined ? undefined : seen.get(shape);
   const meaning = sameAs && !node.description ? `The keys of ${code(sameAs)}.` : (node.description ?? '');
@@ -85,8 +90,13 @@ function rowsOf(node: SchemaNode, path: string, required: boolean, rows: Row[], 
       rowsOf(child, `${path}.${name}`, object.required?.includes(name) ?? false, rows, seen);
     }
   }
-  const element = node.items?.properties ? node.items : undefined;
-  if (element) rowsOf({ ...element, description: undefined }, `${path}[]`, false, rows, seen);
+  // A list of objects, or of entries that may be one (a URL or { url, name }), gets a row per field;
+  // an entry that may be something else gets a row of its own saying so.
+  const entry = node.items;
+  if (entry && objectOf(entry)) {
+    const otherwise = entry.anyOf ? `Each entry is ${typeText(entry)}; an object's keys follow.` : undefined;
+    rowsOf({ ...entry, description: entry.description ?? otherwise }, `${path}[]`, false, rows, seen);
+  }
   const value = node.patternProperties ? Object.values(node.patternProperties)[0] : undefined;
   if (value?.properties || value?.items?.properties) {
     rowsOf({ ...value, description: undefined }, `${path}.<operation>`, false, rows, seen);

@@ -77,9 +77,57 @@ describe('docs/configuration.md', () => {
       'auth.issuers[].jwksUrl',
       'protection.redis.leaseMs',
       'policy.rules.<operation>[].subjects',
+      'upstream.replicas[].url',
+      'upstream.replicas[].name',
     ]) {
       expect(reference).toContain(`| \`${key}\` |`);
     }
+  });
+
+  it('gives each field of a list entry a row, an entry that may be a string or an object included', () => {
+    const field = (description: string) => ({ type: 'string', description });
+    // Each list's entry has a shape of its own: a shape seen before is referred to, not opened again.
+    const endpoint = (what: string) => ({
+      type: 'object',
+      properties: { url: field(`Where ${what}.`), name: field(`What ${what}.`) },
+      required: ['url'],
+    });
+    const reference = renderConfigReference({
+      properties: {
+        section: {
+          description: 'A section.',
+          properties: {
+            objects: { type: 'array', description: 'Objects only.', items: endpoint('a') },
+            described: {
+              type: 'array',
+              description: 'Strings or objects.',
+              items: { anyOf: [{ type: 'string' }, endpoint('b')], description: 'A URL alone, or { url, name }.' },
+            },
+            plain: {
+              type: 'array',
+              description: 'Strings or objects.',
+              items: { anyOf: [{ type: 'string' }, endpoint('c')] },
+            },
+            strings: { type: 'array', description: 'Strings only.', items: { type: 'string' } },
+          },
+        },
+      },
+    });
+    const rows = reference.split('\n').filter((line) => line.startsWith('| `'));
+    expect(rows).toEqual([
+      '| `section.objects` | list of objects | unset | Objects only. |',
+      '| `section.objects[].url` | string | required | Where a. |',
+      '| `section.objects[].name` | string | unset | What a. |',
+      '| `section.described` | list of (string or object) | unset | Strings or objects. |',
+      '| `section.described[]` | string or object | unset | A URL alone, or { url, name }. |',
+      '| `section.described[].url` | string | required | Where b. |',
+      '| `section.described[].name` | string | unset | What b. |',
+      '| `section.plain` | list of (string or object) | unset | Strings or objects. |',
+      "| `section.plain[]` | string or object | unset | Each entry is string or object; an object's keys follow. |",
+      '| `section.plain[].url` | string | required | Where c. |',
+      '| `section.plain[].name` | string | unset | What c. |',
+      '| `section.strings` | list of strings | unset | Strings only. |',
+    ]);
   });
 });
 

@@ -137,30 +137,33 @@ export const UpstreamSchema = Section(
     ),
     replicas: Type.Optional(
       Type.Array(
-        Type.Union([
-          Type.String({ minLength: 1 }),
-          Type.Object(
-            {
-              url: Type.String({
-                minLength: 1,
-                description: "The replica's JSON API base URL, checked like upstream.url.",
-              }),
-              name: Type.Optional(
-                Type.String({
-                  pattern: '^[A-Za-z0-9_.-]{1,64}$',
-                  description:
-                    "The replica's name in the replica_up metric and the log (default: its index in the list).",
+        Type.Union(
+          [
+            Type.String({ minLength: 1 }),
+            Type.Object(
+              {
+                url: Type.String({
+                  minLength: 1,
+                  description: "The replica's JSON API base URL, checked like upstream.url.",
                 }),
-              ),
-            },
-            { additionalProperties: false },
-          ),
-        ]),
+                name: Type.Optional(
+                  Type.String({
+                    pattern: '^[A-Za-z0-9_.-]{1,64}$',
+                    description:
+                      "The replica's name in the replica_up metric and the log (default: its index in the list).",
+                  }),
+                ),
+              },
+              { additionalProperties: false },
+            ),
+          ],
+          { description: 'A replica: its base URL as a plain string (the same as { url }), or { url, name }.' },
+        ),
         {
           minItems: 1,
           maxItems: 16,
           description:
-            "Instead of url: the base URLs of a participant's replicas (Canton active-passive HA), each a URL or { url, name }. Each is probed every readinessIntervalMs; calls go to the active one, and a call refused before any byte was sent waits for the next one (docs/replicas.md). The tls settings apply to every replica.",
+            "Instead of url: the base URLs of a participant's replicas (Canton active-passive HA), each a URL or { url, name }. Each is probed every readinessIntervalMs; calls and new WebSocket streams go to the active one, and one refused before any byte was sent waits for the next one (docs/replicas.md). The tls settings apply to every replica.",
         },
       ),
     ),

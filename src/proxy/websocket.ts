@@ -20,7 +20,7 @@ import { forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamTlsOptions } from './forward.js';
-import type { Replica, UpstreamReplicas } from './upstream-replicas.js';
+import { CONNECT_FAILURES, type Replica, type UpstreamReplicas } from './upstream-replicas.js';
 import { closeFrame, FrameBoundaries, SERVICE_RESTART } from './websocket-frames.js';
 
 /** What became of an admitted upgrade at the participant. */
@@ -108,6 +108,36 @@ export function forwardedSubprotocols(rawHeaders: readonly string[]): string | u
   return elements.length === 0 ? undefined : elements.join(',');
 }
 
+/** The participant refused the upgrade: its answer goes back whole, still bounded by the timeout. */
+function passRefusal(
+  exchange: Exchange,
+  socket: Duplex,
+  response: http.IncomingMessage,
+  traceparent: string,
+  outcome: TunnelOutcome,
+): void {
+  socket.write(statusLine(response, true, traceparent));
+  // Its error code, read from the first bytes of its body as for a plain call (the body passes on whole).
+  const status = response.statusCode ?? 502;
+  const contentType = response.headers['content-type'];
+  const capture: Buffer[] = [];
+  let captured = 0;
+  response.on('data', (chunk: Buffer) => {
+    if (captured < ERROR_BODY_CAPTURE_BYTES) capture.push(chunk.subarray(0, ERROR_BODY_CAPTURE_BYTES - captured));
+    captured += chunk.length;
+  });
+  response.once('close', () => {
+    exchange.errorCode =
+      status >= 400
+        ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES)
+        : null;
+    outcome.answered(status);
+  });
+  response.on('error', () => socket.destroy());
+  response.pipe(socket, { end: false });
+  response.once('end', () => endUpgradeAnswer(socket));
+}
+
 let rewrittenHeaders: ReadonlySet<string> | undefined;
 /**
  * Client headers the upgrade does not forward as sent (the gateway sends its own line for each):
@@ -137,146 +167,166 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
 
   function open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: TunnelOutcome): void {
     const request = exchange.raw;
-    const operation = exchange.operation;
-    const replica = replicas.target;
-    const base = replica.url;
-    const transport = base.protocol === 'https:' ? https : http;
     // Upgrades get no server span: the telemetry stage continued (or started) the trace without one,
     // and the participant is told the gateway's hop in the OTEL_PROPAGATORS formats (src/trace-context.ts).
     const traceparent = exchange.traceresponse!;
     // The client's trace headers are replaced by the gateway's hop (its tracestate goes on only with
     // the trace it belongs to).
     const forwarded = forwardedFor(request, options.isTrustedProxy);
-    const headers = upstreamRequestHeaders(request.rawHeaders, forwarded, false, rewritten());
-    // An array of headers makes Node send them as given, without a Host of its own.
+    const clientHeaders = upstreamRequestHeaders(request.rawHeaders, forwarded, false, rewritten());
     const upgrade = request.headers.upgrade ?? 'websocket';
-    headers.push('Host', base.host, 'Connection', 'Upgrade', 'Upgrade', upgrade);
-    if (exchange.traceContext !== undefined) injectTraceContext(exchange.traceContext, headers);
     const subprotocols = forwardedSubprotocols(request.rawHeaders);
-    if (subprotocols !== undefined) headers.push('Sec-WebSocket-Protocol', subprotocols);
-    const upstream = transport.request({
-      protocol: base.protocol,
-      hostname: base.hostname,
-      port: base.port,
-      path: replica.basePath + (request.url ?? '/'),
-      method: 'GET',
-      headers,
-      agent: false,
-      // Bounds connecting and the participant's answer to the upgrade (idle time on the socket);
-      // cleared once the tunnel is open, where a stream may be quiet for long.
-      timeout: operationTimeoutsMs[operation.name] ?? timeoutMs,
-      ...(transport === https && tls),
-    });
-    const onClientGone = () => upstream.destroy();
-    socket.once('close', onClientGone);
-    upstream.once('timeout', () =>
-      upstream.destroy(Object.assign(new Error('upgrade timed out'), { code: 'UND_ERR_HEADERS_TIMEOUT' })),
-    );
-    let answered = false;
-    upstream.on('error', (error) => {
-      socket.off('close', onClientGone);
-      // Once the participant's refusal is under way, a failure cuts it off: no second answer after it.
-      if (answered) socket.destroy();
-      else if (!socket.destroyed) outcome.failed(upstreamFailure(error));
-    });
-    upstream.once('response', (response) => {
-      // The participant refused the upgrade: its answer goes back whole, still bounded by the timeout.
-      answered = true;
-      socket.off('close', onClientGone);
-      socket.write(statusLine(response, true, traceparent));
-      // Its error code, read from the first bytes of its body as for a plain call (the body passes on whole).
-      const status = response.statusCode ?? 502;
-      const contentType = response.headers['content-type'];
-      const capture: Buffer[] = [];
-      let captured = 0;
-      response.on('data', (chunk: Buffer) => {
-        if (captured < ERROR_BODY_CAPTURE_BYTES) capture.push(chunk.subarray(0, ERROR_BODY_CAPTURE_BYTES - captured));
-        captured += chunk.length;
+    const timeout = operationTimeoutsMs[exchange.operation.name] ?? timeoutMs;
+    const deadline = performance.now() + timeout;
+
+    /**
+     * Sends the upgrade to `replica`. `mayFailOver`: with replicas, an upgrade refused before any byte
+     * of it was written waits for the next replica that answers (within its own timeout) and is sent
+     * there once, as a call is (forward.ts); one that was written is never sent again.
+     */
+    function send(replica: Replica, idleMs: number, mayFailOver: boolean): void {
+      const base = replica.url;
+      const transport = base.protocol === 'https:' ? https : http;
+      // An array of headers makes Node send them as given, without a Host of its own.
+      const headers = [...clientHeaders, 'Host', base.host, 'Connection', 'Upgrade', 'Upgrade', upgrade];
+      if (exchange.traceContext !== undefined) injectTraceContext(exchange.traceContext, headers);
+      if (subprotocols !== undefined) headers.push('Sec-WebSocket-Protocol', subprotocols);
+      const upstream = transport.request({
+        protocol: base.protocol,
+        hostname: base.hostname,
+        port: base.port,
+        path: replica.basePath + (request.url ?? '/'),
+        method: 'GET',
+        headers,
+        agent: false,
+        // Bounds connecting and the participant's answer to the upgrade (idle time on the socket);
+        // cleared once the tunnel is open, where a stream may be quiet for long.
+        timeout: idleMs,
+        ...(transport === https && tls),
       });
-      response.once('close', () => {
-        exchange.errorCode =
-          status >= 400
-            ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES)
-            : null;
-        outcome.answered(status);
+      // Node holds the request back until its connection is open (over TLS, until the handshake is
+      // done): before that, nothing of it reached the replica. The socket comes fresh (agent: false).
+      let written = false;
+      upstream.once('socket', (connection: Socket) =>
+        connection.once(transport === https ? 'secureConnect' : 'connect', () => (written = true)),
+      );
+      const onClientGone = () => upstream.destroy();
+      socket.once('close', onClientGone);
+      upstream.once('timeout', () =>
+        upstream.destroy(Object.assign(new Error('upgrade timed out'), { code: 'UND_ERR_HEADERS_TIMEOUT' })),
+      );
+      let answered = false;
+      upstream.on('error', (error) => {
+        socket.off('close', onClientGone);
+        const code = (error as { code?: string }).code ?? '';
+        // Once the participant's refusal is under way, a failure cuts it off: no second answer after it.
+        if (answered) socket.destroy();
+        else if (socket.destroyed) return;
+        else if (mayFailOver && !written && CONNECT_FAILURES.has(code)) failOver(replica, error, code);
+        else outcome.failed(upstreamFailure(error));
       });
-      response.on('error', () => socket.destroy());
-      response.pipe(socket, { end: false });
-      response.once('end', () => endUpgradeAnswer(socket));
-    });
-    upstream.once('upgrade', (response, upstreamSocket, upstreamHead) => {
-      socket.off('close', onClientGone);
-      upstream.setTimeout(0);
-      upstreamSocket.setTimeout(0);
-      if (socket.destroyed) {
-        upstreamSocket.destroy();
-        return;
-      }
-      socket.write(statusLine(response, false, traceparent));
-      if (upstreamHead.length > 0) socket.write(upstreamHead);
-      if (head.length > 0) upstreamSocket.write(head);
-      tunnels.add(socket);
-      const opened = performance.now();
-      let closed = false;
-      // The stream's own end, on a line of its own under the upgrade's id: how long it lasted, why
-      // it ended, and which side closed its connection first (after a WebSocket close handshake
-      // usually the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` when the
-      // gateway cut it: idle, shutdown or a replica change). The request line was written when the
-      // tunnel opened. `farewell`: a close frame for the client instead of cutting its connection.
-      const end = (cause: StreamEnd, farewell?: Buffer) => {
-        if (closed) return;
-        closed = true;
-        const endedBy = cuttingOff ? 'shutdown' : cause;
-        const closedFirst = endedBy === 'client' || endedBy === 'participant' ? endedBy : 'gateway';
-        const durationMs = Math.round(performance.now() - opened);
-        const line = { reqId: exchange.id, operation: operation.name, durationMs, closedFirst, reason: endedBy };
-        options.log.info(farewell === undefined ? line : { ...line, closeCode: SERVICE_RESTART }, 'stream ended');
-        options.onStreamEnded?.(operation, endedBy);
-        tunnels.delete(socket);
-        onReplica.delete(socket);
-        upstreamSocket.destroy();
-        if (farewell === undefined) {
-          socket.destroy();
+      upstream.once('response', (response) => {
+        answered = true;
+        socket.off('close', onClientGone);
+        passRefusal(exchange, socket, response, traceparent, outcome);
+      });
+      upstream.once('upgrade', (response, upstreamSocket, upstreamHead) => {
+        socket.off('close', onClientGone);
+        upstream.setTimeout(0);
+        upstreamSocket.setTimeout(0);
+        if (socket.destroyed) {
+          upstreamSocket.destroy();
           return;
         }
-        socket.unpipe(upstreamSocket);
-        farewells.add(socket);
-        socket.once('close', () => farewells.delete(socket));
-        sendFarewell(socket, farewell);
-      };
-      const byParticipant = () => end('participant');
-      const byClient = () => end('client');
-      socket.on('close', byClient);
-      // Every byte either way is read from or written to the client's socket, so its inactivity
-      // timer is the tunnel's. A byte tunnel knows no frame boundaries: it closes both connections
-      // (the client sees close code 1006) rather than write a close frame into a frame under way.
-      if (idleTimeoutMs > 0) (socket as Socket).setTimeout(idleTimeoutMs, () => end('idle_timeout'));
-      // From here on, a half-close goes through the tunnel (the caller stops treating it as giving up).
-      outcome.answered(101);
-      socket.pipe(upstreamSocket);
-      if (!replicas.failover) {
-        upstreamSocket.on('error', byParticipant).on('close', byParticipant);
-        upstreamSocket.pipe(socket);
+        socket.write(statusLine(response, false, traceparent));
+        if (upstreamHead.length > 0) socket.write(upstreamHead);
+        if (head.length > 0) upstreamSocket.write(head);
+        tunnel(exchange, socket, replica, upstreamSocket, upstreamHead, outcome);
+      });
+      upstream.end();
+    }
+
+    function failOver(replica: Replica, error: Error, code: string): void {
+      void replicas.failedToConnect(replica, code, deadline).then((next) => {
+        if (socket.destroyed) return; // its client left while it waited
+        if (next === undefined) outcome.failed(upstreamFailure(error));
+        else send(next, Math.max(1, deadline - performance.now()), false);
+      });
+    }
+
+    send(replicas.target, timeout, replicas.failover);
+  }
+
+  /** The participant agreed (101): the connection becomes a byte tunnel to `replica`. */
+  function tunnel(
+    exchange: Exchange,
+    socket: Duplex,
+    replica: Replica,
+    upstreamSocket: Duplex,
+    upstreamHead: Buffer,
+    outcome: TunnelOutcome,
+  ): void {
+    const operation = exchange.operation;
+    tunnels.add(socket);
+    const opened = performance.now();
+    let closed = false;
+    // The stream's own end, on a line of its own under the upgrade's id: how long it lasted, why
+    // it ended, and which side closed its connection first (after a WebSocket close handshake
+    // usually the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` when the
+    // gateway cut it: idle, shutdown or a replica change). The request line was written when the
+    // tunnel opened. `farewell`: a close frame for the client instead of cutting its connection.
+    const end = (cause: StreamEnd, farewell?: Buffer) => {
+      if (closed) return;
+      closed = true;
+      const endedBy = cuttingOff ? 'shutdown' : cause;
+      const closedFirst = endedBy === 'client' || endedBy === 'participant' ? endedBy : 'gateway';
+      const durationMs = Math.round(performance.now() - opened);
+      const line = { reqId: exchange.id, operation: operation.name, durationMs, closedFirst, reason: endedBy };
+      options.log.info(farewell === undefined ? line : { ...line, closeCode: SERVICE_RESTART }, 'stream ended');
+      options.onStreamEnded?.(operation, endedBy);
+      tunnels.delete(socket);
+      onReplica.delete(socket);
+      upstreamSocket.destroy();
+      if (farewell === undefined) {
+        socket.destroy();
         return;
       }
-      // A replica that goes away (or stops being the active one) is told to the client with close
-      // code 1012, between two of the participant's frames, so that it reconnects and resumes from
-      // its last offset; one cut inside a frame can only be cut.
-      const frames = new FrameBoundaries();
-      frames.feed(upstreamHead);
-      const reconnect = (cause: 'participant' | 'replica_changed') => {
-        upstreamSocket.unpipe(socket);
-        const clean = frames.atBoundary && !frames.sawClose && socket.writable;
-        end(cause, clean ? closeFrame(SERVICE_RESTART, 'participant replica changed; reconnect') : undefined);
-      };
-      const lost = () => (frames.sawClose ? end('participant') : reconnect('participant'));
-      upstreamSocket.on('data', frames.feed).on('error', lost).on('close', lost);
-      upstreamSocket.once('end', () => (frames.sawClose ? socket.end() : reconnect('participant')));
-      upstreamSocket.pipe(socket, { end: false });
-      onReplica.set(socket, { replica, reconnect: () => reconnect('replica_changed') });
-      if (replicas.target !== replica) reconnect('replica_changed'); // calls moved on while it opened
-    });
-    upstream.end();
+      socket.unpipe(upstreamSocket);
+      farewells.add(socket);
+      socket.once('close', () => farewells.delete(socket));
+      sendFarewell(socket, farewell);
+    };
+    const byParticipant = () => end('participant');
+    const byClient = () => end('client');
+    socket.on('close', byClient);
+    // Every byte either way is read from or written to the client's socket, so its inactivity
+    // timer is the tunnel's. A byte tunnel knows no frame boundaries: it closes both connections
+    // (the client sees close code 1006) rather than write a close frame into a frame under way.
+    if (idleTimeoutMs > 0) (socket as Socket).setTimeout(idleTimeoutMs, () => end('idle_timeout'));
+    // From here on, a half-close goes through the tunnel (the caller stops treating it as giving up).
+    outcome.answered(101);
+    socket.pipe(upstreamSocket);
+    if (!replicas.failover) {
+      upstreamSocket.on('error', byParticipant).on('close', byParticipant);
+      upstreamSocket.pipe(socket);
+      return;
+    }
+    // A replica that goes away (or stops being the active one) is told to the client with close
+    // code 1012, between two of the participant's frames, so that it reconnects and resumes from
+    // its last offset; one cut inside a frame can only be cut.
+    const frames = new FrameBoundaries();
+    frames.feed(upstreamHead);
+    const reconnect = (cause: 'participant' | 'replica_changed') => {
+      upstreamSocket.unpipe(socket);
+      const clean = frames.atBoundary && !frames.sawClose && socket.writable;
+      end(cause, clean ? closeFrame(SERVICE_RESTART, 'participant replica changed; reconnect') : undefined);
+    };
+    const lost = () => (frames.sawClose ? end('participant') : reconnect('participant'));
+    upstreamSocket.on('data', frames.feed).on('error', lost).on('close', lost);
+    upstreamSocket.once('end', () => (frames.sawClose ? socket.end() : reconnect('participant')));
+    upstreamSocket.pipe(socket, { end: false });
+    onReplica.set(socket, { replica, reconnect: () => reconnect('replica_changed') });
+    if (replicas.target !== replica) reconnect('replica_changed'); // calls moved on while it opened
   }
 
   return {

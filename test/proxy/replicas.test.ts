@@ -3,7 +3,7 @@
 // follow the active one; a call refused before it was written waits for the next one; a written call
 // is never sent twice.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -30,6 +30,7 @@ interface Received {
 class TestReplica {
   readonly received: Received[] = [];
   readonly upgrades: string[] = [];
+  readonly upgradeHeaders: http.IncomingHttpHeaders[] = [];
   probes = 0;
   /** performance.now() when it last began to listen. */
   listeningSince = 0;
@@ -78,6 +79,7 @@ class TestReplica {
     wss.on('connection', (socket) => socket.on('message', (data: Buffer) => socket.send(`echo:${data.toString()}`)));
     server.on('upgrade', (request, socket, head) => {
       this.upgrades.push(request.url ?? '');
+      this.upgradeHeaders.push(request.headers);
       wss.handleUpgrade(request, socket, head, (client) => wss.emit('connection', client, request));
     });
     await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
@@ -514,6 +516,134 @@ describe('upstream.replicas: WebSocket streams', () => {
     expect(await echo(reopened, 'again')).toBe('echo:again');
     reopened.close();
     expect(next.upgrades).toHaveLength(1);
+  });
+});
+
+/** An upgrade the gateway (or the participant) refused: its status and Canton-shaped body. */
+function refusedUpgrade(gateway: ReplicaGateway): Promise<{ status: number; body: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/v2/updates`, ['daml.ws.auth'], {
+      headers: gateway.headers,
+    });
+    socket.once('open', () => reject(new Error('the upgrade was tunnelled')));
+    socket.once('error', reject);
+    socket.once('unexpected-response', (_request, response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.once('end', () =>
+        resolve({
+          status: response.statusCode ?? 0,
+          body: JSON.parse(Buffer.concat(chunks).toString() || '{}') as Record<string, unknown>,
+        }),
+      );
+    });
+  });
+}
+
+/**
+ * A replica that answers the probe and accepts every connection, but fails each upgrade once it read
+ * its request: answers 500, or closes the connection without a word.
+ */
+async function startHandshakeFailingReplica(
+  failure: 'status 500' | 'close',
+): Promise<{ url: string; upgrades: number; close(): Promise<void> }> {
+  let upgrades = 0;
+  const server = http.createServer((_request, response) =>
+    response.writeHead(200, { 'content-type': 'application/json' }).end('{"version":"3.5.1"}'),
+  );
+  server.on('upgrade', (_request, socket: Socket) => {
+    upgrades++;
+    if (failure === 'close') socket.destroy();
+    else socket.end('HTTP/1.1 500 Internal Server Error\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get upgrades() {
+      return upgrades;
+    },
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe('upstream.replicas: failover of WebSocket upgrades', () => {
+  it('opens an upgrade refused before it was written on the next replica that answers; frames flow both ways', async () => {
+    const [dying, next] = (await reserveReplicas(2)).replicas as [TestReplica, TestReplica];
+    await dying.start();
+    // Probes at the interval would come far too late: the upgrade's own failure must start them.
+    gw = await startReplicaGateway([dying.url, next.url], { readinessIntervalMs: 60_000, timeoutMs: 5_000 });
+    await expect.poll(() => replicaUp(gw!, '0'), { timeout: 5_000 }).toBe(1);
+    await dying.kill(); // its port now refuses connections
+    await next.start();
+    const started = performance.now();
+    const stream = await openStream(gw);
+    expect(await echo(stream, 'moved')).toBe('echo:moved');
+    expect(await echo(stream, 'and back')).toBe('echo:and back');
+    expect(performance.now() - started).toBeLessThan(2_000);
+    const closed = closeOf(stream);
+    stream.close(1000, 'done');
+    expect(await closed).toEqual({ code: 1000, reason: 'done' });
+    expect(dying.upgrades).toEqual([]);
+    expect(next.upgrades).toEqual(['/v2/updates']);
+    expect(next.upgradeHeaders[0]).toMatchObject({
+      host: new URL(next.url).host,
+      'sec-websocket-protocol': 'daml.ws.auth',
+    });
+    expect(await failovers(gw)).toBe(1);
+    // Logged as a call's failover is: the refusal took replica 0 out, the probe it set off found 1.
+    expect(changes(gw).slice(1)).toMatchObject([
+      { activeReplica: null, previousReplica: '0', cause: 'a call could not connect to replica 0 (ECONNREFUSED)' },
+      { activeReplica: '1', previousReplica: null, cause: 'replica 1 answered the probe' },
+    ]);
+  });
+
+  for (const failure of ['close', 'status 500'] as const) {
+    it(`never sends a written upgrade again: a replica that took it and failed the handshake (${failure})`, async () => {
+      const [other] = (await reserveReplicas(1)).replicas as [TestReplica];
+      const failing = await startHandshakeFailingReplica(failure);
+      try {
+        gw = await startReplicaGateway([failing.url, other.url], { readinessIntervalMs: 100, timeoutMs: 5_000 });
+        await expect.poll(() => replicaUp(gw!, '0'), { timeout: 5_000 }).toBe(1);
+        await other.start();
+        await expect.poll(() => replicaUp(gw!, '1'), { timeout: 5_000 }).toBe(1);
+        const refused = await refusedUpgrade(gw);
+        await sleep(300); // long enough for any resend to have arrived
+        expect(failing.upgrades).toBe(1);
+        expect(other.upgrades).toEqual([]);
+        expect(await failovers(gw)).toBe(0);
+        expect(await replicaUp(gw, '0')).toBe(1); // still the active replica: it answers
+        if (failure === 'status 500') {
+          expect(refused.status).toBe(500); // the replica's answer, passed on
+          return;
+        }
+        // Reset after the request was written: ECONNRESET, which before a write would be a connect
+        // failure to fail over; here the gateway's own 503.
+        expect(refused).toMatchObject({ status: 503, body: { code: 'GATEWAY_UPSTREAM_UNAVAILABLE' } });
+        const line = await gw.log.requestLine(refused.body.correlationId as string);
+        expect(line).toMatchObject({ reason: 'ECONNRESET' });
+      } finally {
+        await failing.close();
+      }
+    });
+  }
+
+  it('holds a refused upgrade until a replica answers, within its own timeout; then 503', async () => {
+    const [first, second] = (await reserveReplicas(2)).replicas as [TestReplica, TestReplica];
+    gw = await startReplicaGateway([first.url, second.url], { readinessIntervalMs: 200, timeoutMs: 800 });
+    const started = performance.now();
+    expect(await refusedUpgrade(gw)).toMatchObject({ status: 503, body: { code: 'GATEWAY_UPSTREAM_UNAVAILABLE' } });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(700); // it waited its timeout for a replica
+    const waiting = openStream(gw);
+    await sleep(200);
+    await second.start();
+    const stream = await waiting;
+    expect(await echo(stream, 'late')).toBe('echo:late');
+    stream.close();
+    expect(second.upgrades).toEqual(['/v2/updates']);
+    expect(first.upgrades).toEqual([]);
   });
 });
 
