@@ -9,6 +9,9 @@ import { ENVIRONMENT_OVERRIDES, validateGatewayConfig } from '../src/config/load
 import { ConfigSchema } from '../src/config/schema.js';
 import { Errors } from '../src/errors.js';
 import { MetricNames } from '../src/telemetry/metrics.js';
+import { startGateway } from './helpers/gateway.js';
+import { answerJson, startRecordingUpstream } from './helpers/recording-upstream.js';
+import { createTestIssuer, TEST_PARTICIPANT } from './helpers/tokens.js';
 
 const read = (path: string): string => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 const readme = read('README.md');
@@ -45,24 +48,44 @@ describe('docs/errors-and-metrics.md', () => {
     }
   });
 
-  it('lists every metric with its labels, and no other', async () => {
+  it('lists every metric a running gateway exports, with its type and labels, and no other', async () => {
     const rows = tableRows(errorsAndMetrics, 'metrics');
     const documented = new Map(rows.map((cells) => [cells[0]!.replaceAll('`', ''), cells]));
-    expect([...documented.keys()].sort()).toEqual(Object.values(MetricNames).sort());
-    const { Registry } = await import('prom-client');
-    const { createMetrics } = await import('../src/telemetry/metrics.js');
-    const registry = new Registry();
-    createMetrics(registry);
-    for (const name of Object.values(MetricNames)) {
-      const metric = registry.getSingleMetric(name) as unknown as { labelNames: string[]; type?: string } | undefined;
-      expect(metric, name).toBeDefined();
-      const labels = documented
-        .get(name)![2]!
-        .replaceAll('`', '')
-        .split(',')
-        .map((l) => l.trim())
-        .filter(Boolean);
-      expect([...labels].sort(), name).toEqual([...metric!.labelNames].sort());
+    // A running gateway with every optional part that registers metrics of its own (participant IdPs).
+    const upstream = await startRecordingUpstream(answerJson(200, { identityProviderConfigs: [] }));
+    const issuer = await createTestIssuer();
+    const gateway = await startGateway(upstream.url, {
+      auth: {
+        issuers: [issuer.issuerConfig],
+        participantId: TEST_PARTICIPANT,
+        participantIdentityProviders: { enabled: true },
+      },
+    }).catch(async (error: unknown) => {
+      await upstream.close();
+      throw error;
+    });
+    try {
+      const exported = new Map(
+        (await gateway.registry.getMetricsAsJSON())
+          .filter((metric) => metric.name.startsWith('ledger_gateway_'))
+          .map((metric) => [metric.name, metric]),
+      );
+      expect([...documented.keys()].sort()).toEqual([...exported.keys()].sort());
+      for (const name of Object.values(MetricNames)) expect(exported.has(name), name).toBe(true);
+      for (const [name, metric] of exported) {
+        const [, type, labelCell] = documented.get(name)!;
+        expect(type, name).toBe(metric.type);
+        const labels = labelCell!
+          .replaceAll('`', '')
+          .split(',')
+          .map((l) => l.trim())
+          .filter(Boolean);
+        const registered = (gateway.registry.getSingleMetric(name) as unknown as { labelNames: string[] }).labelNames;
+        expect([...labels].sort(), name).toEqual([...registered].sort());
+      }
+    } finally {
+      await gateway.close();
+      await upstream.close();
     }
   });
 

@@ -22,6 +22,8 @@ export interface ReloadOutcome {
 export interface ReloadMetrics {
   count(result: ReloadResult): void;
   running(fingerprint: string): void;
+  /** How many keys of the last valid file wait for a restart. */
+  restartRequired(keys: number): void;
 }
 
 /** ledger_gateway_config_reloads_total{result} and ledger_gateway_config_info{fingerprint} (1 for the running config). */
@@ -40,8 +42,15 @@ export function createReloadMetrics(registry: Registry, fingerprint: string): Re
     registers: [registry],
   });
   info.set({ fingerprint }, 1);
+  const restartRequired = new Gauge({
+    name: 'ledger_gateway_config_restart_required',
+    help: 'Keys of the last valid config file read by a reload whose new values take effect only on a restart (0: the file runs whole).',
+    registers: [registry],
+  });
+  restartRequired.set(0);
   return {
     count: (result) => reloads.inc({ result }),
+    restartRequired: (keys) => restartRequired.set(keys),
     running(next) {
       info.reset();
       info.set({ fingerprint: next }, 1);
@@ -87,6 +96,7 @@ export async function reloadGateway(
     return unchanged('invalid', problems);
   }
   const restartRequired = live.restartOnlyChanges(next);
+  metrics.restartRequired(restartRequired.length);
   if (restartRequired.length > 0) {
     log.warn(
       { trigger, keys: restartRequired },

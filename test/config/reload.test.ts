@@ -156,6 +156,12 @@ describe('configuration reload', () => {
     expect(warned[0]).toMatchObject({ level: 'warn', keys: ['server.port', 'protection.redis.url'] });
     // The live part applied; the listener still answers where it listened.
     expect((await call()).status).toBe(403);
+    expect(await gauge(gateway, 'ledger_gateway_config_restart_required')).toBe(2);
+    // The file put back as it runs: nothing waits for a restart any more.
+    writeFileSync(file, readWith(file, 'server: { host: 127.0.0.1, port: 1 }', 'server: { host: 127.0.0.1, port: 0 }'));
+    writeFileSync(file, readWith(file, 'protection: { redis: { url: "redis://127.0.0.1:1" } }', ''));
+    expect((await gateway.gateway.reload(() => loadConfig(file), 'test')).restartRequired).toEqual([]);
+    expect(await gauge(gateway, 'ledger_gateway_config_restart_required')).toBe(0);
   });
 
   it('applies a new unauthenticated budget to the next calls', async () => {
