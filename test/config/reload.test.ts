@@ -1,13 +1,14 @@
 // Live configuration (config/reload.ts, live-config.ts): a reload swaps rules, issuers and the log
 // level while calls are in flight; an invalid file or unreachable keys change nothing; keys that
 // need a restart are named; a ConfigMap-style symlink swap is seen; metrics carry the fingerprint.
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { watchConfigFile } from '../../src/config/reload.js';
 import { loadConfig } from '../../src/config/load.js';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { writeKubeletVolume } from '../helpers/kubelet-volume.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from '../helpers/tokens.js';
@@ -245,22 +246,22 @@ function readWith(file: string, from: string, to: string): string {
 
 describe('watching the config file', () => {
   it('sees a Kubernetes ConfigMap update: the kubelet swaps the ..data symlink, the file is never written', async () => {
-    const volume = mkdtempSync(join(tmpdir(), 'configmap-'));
-    const publish = (version: string, text: string) => {
-      mkdirSync(join(volume, version));
-      writeFileSync(join(volume, version, 'gateway.yaml'), text);
-      symlinkSync(version, join(volume, '..data_tmp'));
-      renameSync(join(volume, '..data_tmp'), join(volume, '..data')); // atomic, as the kubelet does
-    };
-    publish('..2026_11_25_01', 'log: { level: info }\n');
-    symlinkSync('..data/gateway.yaml', join(volume, 'gateway.yaml'));
-    const file = join(volume, 'gateway.yaml');
+    // The layout of deploy/kubernetes: the ConfigMap mounted as a directory, --config <dir>/config.yaml.
+    const volume = join(mkdtempSync(join(tmpdir(), 'configmap-')), 'config');
+    writeKubeletVolume(volume, { 'config.yaml': 'log: { level: info }\n' });
+    const file = join(volume, 'config.yaml');
+    expect(lstatSync(file).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(file)).toBe('..data/config.yaml');
+    const [before] = readdirSync(volume).filter((name) => /^\.\.\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}\.\d+$/.test(name));
+    expect(readlinkSync(join(volume, '..data'))).toBe(before);
     let changes = 0;
     const watch = watchConfigFile(file, () => changes++, { debounceMs: 50 });
     try {
       await new Promise((resolve) => setTimeout(resolve, 100));
       expect(changes).toBe(0);
-      publish('..2026_11_25_02', 'log: { level: warn }\n');
+      writeKubeletVolume(volume, { 'config.yaml': 'log: { level: warn }\n' });
+      expect(readlinkSync(join(volume, '..data'))).not.toBe(before);
+      expect(readdirSync(volume)).not.toContain(before); // the old timestamped directory is gone
       await expect.poll(() => changes, { timeout: 3_000, interval: 20 }).toBe(1); // debounced: one call for the swap
       expect(loadConfig(file).log.level).toBe('warn');
     } finally {

@@ -3,13 +3,13 @@
 // parsed from the file so the two cannot drift) runs outside a container, the way each overlay's
 // pod would run it: the ConfigMap's config file, the container's environment, the image's ENV.
 // Only what a cluster provides is stood in for, on 127.0.0.1:
-//  - the mounts: the config file and the Secret's files are written to a temporary directory and
-//    the paths /etc/ledger-gateway/... point there;
+//  - the mounts: the ConfigMap's and the Secret's volumes are laid out under a temporary root as the
+//    kubelet lays them out (pod-filesystem.ts), and the paths /etc/ledger-gateway/... point there;
 //  - the participant: the embedded sandbox (LEDGER_GATEWAY_UPSTREAM_URL=sandbox);
 //  - the identity provider's JWKS URL and the OpenTelemetry collector: local servers;
 //  - the listeners: 127.0.0.1 on free ports (LEDGER_GATEWAY_[ADMIN_]HOST/PORT), so tests can run side by side.
 import { generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -21,15 +21,17 @@ import { ROOT, buildDist, startProcess, type GatewayProcess } from '../helpers/p
 import {
   DOWNWARD_API_TEST_VALUES,
   configPathOf,
+  containerArgv,
+  containerConfigPath,
   containerEnvironment,
   effectiveConfig,
+  findObject,
   gatewayWorkload,
-  mountedConfigMapFile,
   readDockerfile,
   renderKustomization,
+  type Volume,
 } from './manifests.js';
-
-const SECRETS_MOUNT = '/etc/ledger-gateway/secrets/';
+import { podFilesystem, type PodFilesystem } from './pod-filesystem.js';
 
 describe('Dockerfile', () => {
   const dockerfile = readDockerfile();
@@ -72,7 +74,7 @@ describe('Dockerfile', () => {
     expect(preload).toBeGreaterThanOrEqual(0);
     expect(preload).toBeLessThan(main);
     expect(args[preload + 1]).toMatch(/^\.\/dist\/telemetry\/.+\.js$/);
-    expect(configPathOf(dockerfile.argv)).toBe('/etc/ledger-gateway/config.yaml');
+    expect(configPathOf(dockerfile.argv)).toBe('/etc/ledger-gateway/config/config.yaml');
     expect(final.lines.some((line) => line.startsWith('HEALTHCHECK'))).toBe(false); // Kubernetes probes instead
   });
 
@@ -142,14 +144,136 @@ async function startCollector(): Promise<Collector> {
   return { url, exports, close: () => closeServer(server) };
 }
 
-/** What a pod of the overlay is given: config text, container env, the config path it reads. */
+/** What a pod of the overlay is given: its ConfigMap's config text, the container's env, the config path it is told. */
 function podOf(overlay: 'ingress' | 'sidecar') {
   const objects = renderKustomization(overlay);
   const gateway = gatewayWorkload(objects);
-  const configPath = configPathOf(readDockerfile().argv);
-  const configText = mountedConfigMapFile(objects, gateway, configPath);
   const env = containerEnvironment(gateway.container, DOWNWARD_API_TEST_VALUES);
-  return { configText, env, config: effectiveConfig(configText, env) };
+  const configPath = containerConfigPath(gateway.container, env, readDockerfile());
+  const volumes = gateway.podSpec.volumes as Volume[];
+  const configMaps = volumes
+    .filter((volume) => volume.configMap !== undefined)
+    .map((volume) => ({
+      volume: volume.name,
+      data: findObject(objects, 'ConfigMap', volume.configMap!.name).data ?? {},
+    }));
+  const texts = configMaps.flatMap(({ data }) => Object.values(data));
+  expect(texts.length, "the gateway's ConfigMaps hold its config file alone").toBe(1);
+  const configText = texts[0]!;
+  return { gateway, volumes, configMaps, configPath, configText, env, config: effectiveConfig(configText, env) };
+}
+
+interface StartedPod {
+  readonly pod: ReturnType<typeof podOf>;
+  readonly process: GatewayProcess;
+  readonly files: PodFilesystem;
+  /** The config as the ConfigMap holds it, with the cluster's stand-ins. */
+  readonly config: { log: { level: string }; [section: string]: unknown };
+  /** Kubernetes updates the ConfigMap with this config: the kubelet's sync of the volume. */
+  readonly updateConfig: (config: object) => void;
+  readonly token: () => Promise<string>;
+}
+
+/**
+ * A pod of the overlay started outside a container: its ConfigMap and Secret mounts laid out by
+ * the kubelet's rules under a temporary root, the identity provider's JWKS URL on 127.0.0.1, then the
+ * image's entry command (ENTRYPOINT + CMD, or the container's command and args) with the paths mapped.
+ */
+async function startPod(
+  overlay: 'ingress' | 'sidecar',
+  running: Array<() => Promise<unknown>>,
+  env: Record<string, string>,
+): Promise<StartedPod> {
+  const dockerfile = readDockerfile();
+  const pod = podOf(overlay);
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const kid = 'deploy-test-key';
+  const root = mkdtempSync(join(tmpdir(), 'ledger-gateway-pod-'));
+  running.push(async () => rmSync(root, { recursive: true, force: true }));
+
+  // The Secret's files: the issuer's public key where the config names it.
+  const secretsVolume = pod.volumes.find((volume) => volume.secret?.secretName === 'ledger-gateway-secrets')!;
+  const secretsMount = pod.gateway.container.volumeMounts!.find((m) => m.name === secretsVolume.name)!.mountPath;
+  const secretData: Record<string, string> = {};
+  const config = parse(pod.configText) as StartedPod['config'] & { auth: { issuers: Array<Record<string, string>> } };
+  for (const issuer of config.auth.issuers) {
+    if (issuer.publicKeyFile !== undefined) {
+      expect(issuer.publicKeyFile.startsWith(`${secretsMount}/`)).toBe(true);
+      secretData[issuer.publicKeyFile.slice(secretsMount.length + 1)] = publicKey
+        .export({ type: 'spki', format: 'pem' })
+        .toString();
+      issuer.publicKeyFile = join(root, issuer.publicKeyFile);
+    }
+    if (issuer.jwksUrl !== undefined) {
+      const jwks = await startJwksServer(publicKey, kid);
+      running.push(() => jwks.close());
+      issuer.jwksUrl = jwks.url;
+    }
+  }
+  const configMapData = (text: string) =>
+    Object.fromEntries(pod.configMaps.map(({ volume, data }) => [volume, { [Object.keys(data)[0]!]: text }]));
+  const files = podFilesystem(root, pod.volumes, pod.gateway.container, {
+    ...configMapData(stringify(config)),
+    [secretsVolume.name]: secretData,
+  });
+  // The path the gateway is told holds the ConfigMap's config.
+  expect(readFileSync(files.at(pod.configPath), 'utf8')).toBe(stringify(config));
+
+  const [, ...args] = containerArgv(pod.gateway.container, dockerfile);
+  const configIndex = args.indexOf(pod.configPath);
+  const mappedConfig = configIndex === -1 ? { LEDGER_GATEWAY_CONFIG: files.at(pod.configPath) } : {};
+  if (configIndex !== -1) args[configIndex] = files.at(pod.configPath);
+  const preload = args[args.indexOf('--import') + 1]!;
+  expect(existsSync(join(ROOT, preload)), `${preload} is built`).toBe(true);
+  const process = await startProcess(
+    args,
+    {
+      ...dockerfile.env,
+      ...pod.env,
+      ...mappedConfig,
+      LEDGER_GATEWAY_UPSTREAM_URL: 'sandbox',
+      LEDGER_GATEWAY_HOST: '127.0.0.1',
+      LEDGER_GATEWAY_PORT: '0',
+      LEDGER_GATEWAY_ADMIN_HOST: '127.0.0.1',
+      LEDGER_GATEWAY_ADMIN_PORT: '0',
+      ...env,
+    },
+    30_000,
+  );
+  running.push(async () => {
+    if (process.child.exitCode === null) process.child.kill('SIGKILL');
+    await process.exited;
+  });
+
+  const issuer = pod.config.auth.issuers[0]!;
+  const token = async () => {
+    const now = Math.floor(Date.now() / 1000);
+    return new SignJWT({ iss: issuer.issuer, aud: issuer.audience, sub: 'alice', iat: now, exp: now + 120 })
+      .setProtectedHeader({ alg: 'RS256', kid })
+      .sign(privateKey);
+  };
+  return {
+    pod,
+    process,
+    files,
+    config,
+    updateConfig: (next) => {
+      for (const [volume, data] of Object.entries(configMapData(stringify(next)))) files.update(volume, data);
+    },
+    token,
+  };
+}
+
+/** One sample of a metric with these labels on the admin listener's /metrics. */
+async function metricValue(admin: string, name: string, labels: string): Promise<number | undefined> {
+  const text = await (await fetch(`${admin}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+async function runningFingerprint(admin: string): Promise<string | undefined> {
+  const text = await (await fetch(`${admin}/metrics`)).text();
+  return /^ledger_gateway_config_info\{fingerprint="([^"]+)"\} 1$/m.exec(text)?.[1];
 }
 
 beforeAll(() => buildDist(), 120_000);
@@ -161,56 +285,14 @@ describe.each(['ingress', 'sidecar'] as const)("the image's entry command with t
   });
 
   it('gets /readyz 200 against the sandbox, forwards an authorized call, exports its span, and exits 0 on SIGTERM', async () => {
-    const dockerfile = readDockerfile();
-    const pod = podOf(overlay);
-    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-    const kid = 'deploy-test-key';
-
-    // The mounts: /etc/ledger-gateway/config.yaml and the Secret's files under a temporary directory.
-    const mounts = mkdtempSync(join(tmpdir(), 'ledger-gateway-pod-'));
-    const secrets = join(mounts, 'secrets');
-    mkdirSync(secrets);
-    const config = parse(pod.configText) as { auth: { issuers: Array<Record<string, string>> } };
-    for (const issuer of config.auth.issuers) {
-      if (issuer.publicKeyFile !== undefined) {
-        expect(issuer.publicKeyFile.startsWith(SECRETS_MOUNT)).toBe(true);
-        const file = join(secrets, issuer.publicKeyFile.slice(SECRETS_MOUNT.length));
-        writeFileSync(file, publicKey.export({ type: 'spki', format: 'pem' }), { mode: 0o440 });
-        issuer.publicKeyFile = file;
-      }
-      if (issuer.jwksUrl !== undefined) {
-        const jwks = await startJwksServer(publicKey, kid);
-        running.push(() => jwks.close());
-        issuer.jwksUrl = jwks.url;
-      }
-    }
-    const configFile = join(mounts, 'config.yaml');
-    writeFileSync(configFile, stringify(config));
-
     const collector = await startCollector();
     running.push(() => collector.close());
-
-    // The entry command: ENTRYPOINT + CMD, with the image's node binary as this Node and the mount path mapped.
-    const [, ...args] = dockerfile.argv;
-    const configIndex = args.indexOf(configPathOf(dockerfile.argv));
-    args[configIndex] = configFile;
-    const preload = args[args.indexOf('--import') + 1]!;
-    expect(existsSync(join(ROOT, preload)), `${preload} is built`).toBe(true);
-
-    const env = {
-      ...dockerfile.env,
-      ...pod.env,
+    const {
+      pod,
+      process: gateway,
+      token,
+    } = await startPod(overlay, running, {
       OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
-      LEDGER_GATEWAY_UPSTREAM_URL: 'sandbox',
-      LEDGER_GATEWAY_HOST: '127.0.0.1',
-      LEDGER_GATEWAY_PORT: '0',
-      LEDGER_GATEWAY_ADMIN_HOST: '127.0.0.1',
-      LEDGER_GATEWAY_ADMIN_PORT: '0',
-    };
-    const gateway: GatewayProcess = await startProcess(args, env, 30_000);
-    running.push(async () => {
-      if (gateway.child.exitCode === null) gateway.child.kill('SIGKILL');
-      await gateway.exited;
     });
 
     await expect
@@ -219,23 +301,12 @@ describe.each(['ingress', 'sidecar'] as const)("the image's entry command with t
     expect((await fetch(`${gateway.admin}/livez`)).status).toBe(200);
 
     // A token of the configured issuer passes; the caller's sampled trace is continued and exported.
-    const issuer = pod.config.auth.issuers[0]!;
-    const now = Math.floor(Date.now() / 1000);
-    const token = await new SignJWT({
-      iss: issuer.issuer,
-      aud: issuer.audience,
-      sub: 'alice',
-      iat: now,
-      exp: now + 120,
-    })
-      .setProtectedHeader({ alg: 'RS256', kid })
-      .sign(privateKey);
     const traceId = randomBytes(16).toString('hex');
     const traceparent = `00-${traceId}-${randomBytes(8).toString('hex')}-01`;
     const refused = await fetch(`${gateway.api}/v2/version`);
     expect(refused.status).toBe(401);
     const answer = await fetch(`${gateway.api}/v2/version`, {
-      headers: { authorization: `Bearer ${token}`, traceparent },
+      headers: { authorization: `Bearer ${await token()}`, traceparent },
     });
     expect(answer.status).toBe(200);
     expect(((await answer.json()) as { version: string }).version).toMatch(/^3\./);
@@ -252,4 +323,31 @@ describe.each(['ingress', 'sidecar'] as const)("the image's entry command with t
     expect(body.includes(Buffer.from(DOWNWARD_API_TEST_VALUES['metadata.name']!))).toBe(true);
     expect(body.includes(Buffer.from(pod.env.OTEL_SERVICE_NAME!))).toBe(true);
   }, 90_000);
+
+  it('reloads its config, without a restart, when the kubelet updates the mounted ConfigMap', async () => {
+    const {
+      process: gateway,
+      config,
+      updateConfig,
+    } = await startPod(overlay, running, {
+      OTEL_TRACES_EXPORTER: 'none',
+    });
+    const reloads = () => metricValue(gateway.admin, 'ledger_gateway_config_reloads_total', 'result="success"');
+    const before = await runningFingerprint(gateway.admin);
+    expect(before).toBeDefined();
+    expect(await reloads()).toBe(0);
+
+    // kubectl apply of a changed ConfigMap (same name); the kubelet's next sync swaps the volume's ..data.
+    expect(config.log.level).not.toBe('debug');
+    updateConfig({ ...config, log: { ...config.log, level: 'debug' } });
+    await expect.poll(reloads, { timeout: 10_000, interval: 100 }).toBe(1);
+    expect(await runningFingerprint(gateway.admin)).not.toBe(before);
+    expect(await metricValue(gateway.admin, 'ledger_gateway_config_reloads_total', 'result="invalid"')).toBe(0);
+    const reloaded = () => gateway.output.find((line) => line.includes('configuration reloaded'));
+    await expect.poll(reloaded, { timeout: 5_000, interval: 100 }).toBeDefined(); // the log is written asynchronously
+    expect(JSON.parse(reloaded()!) as { trigger: string }).toMatchObject({ trigger: 'file' });
+
+    gateway.child.kill('SIGTERM');
+    expect(await gateway.exited).toBe(0);
+  }, 60_000);
 });

@@ -5,7 +5,7 @@
 // NetworkPolicy selectors, the shutdown arithmetic, the native sidecar, the monitoring settings.
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import type { GatewayConfig } from '../../src/config/schema.js';
@@ -15,22 +15,26 @@ import {
   GATEWAY_CONTAINER,
   KUSTOMIZE_COMPONENTS,
   KUSTOMIZE_DIRS,
-  configPathOf,
+  containerConfigPath,
   containerEnvironment,
   effectiveConfig,
   findObject,
   gatewayWorkload,
   mountedConfigMapFile,
+  mountedFile,
   objectsOfKind,
   readDockerfile,
   renderKustomization,
   renderOwnOverlay,
   resolveContainerPort,
   selectorMatches,
+  subPathMounts,
   type Container,
   type GatewayWorkload,
   type KubernetesObject,
+  type Volume,
 } from './manifests.js';
+import { environmentVariable } from '../../src/config/environment.js';
 import { ROOT } from '../helpers/process.js';
 import { schemaProblems, unknownFieldProblems } from './schemas.js';
 
@@ -54,11 +58,11 @@ const renderedOverlays = new Map<string, Rendered>();
 function readRendered(objects: KubernetesObject[], secretFiles: Record<string, string> = {}): Rendered {
   const gateway = gatewayWorkload(objects);
   const env = containerEnvironment(gateway.container, DOWNWARD_API_TEST_VALUES);
-  const text = mountedConfigMapFile(objects, gateway, configPathOf(readDockerfile().argv));
+  const text = mountedConfigMapFile(objects, gateway, containerConfigPath(gateway.container, env, readDockerfile()));
   if (Object.keys(secretFiles).length === 0) return { objects, gateway, env, config: effectiveConfig(text, env) };
-  const volumes = gateway.podSpec.volumes as Array<{ name: string; secret?: unknown }>;
+  const volumes = gateway.podSpec.volumes as Volume[];
   const mount = gateway.container.volumeMounts!.find(
-    (m) => volumes.find((v) => v.name === m.name)?.secret !== undefined,
+    (m) => volumes.find((v) => v.name === m.name)?.secret?.secretName === 'ledger-gateway-secrets',
   )!.mountPath;
   const directory = mkdtempSync(join(tmpdir(), 'ledger-gateway-secrets-'));
   try {
@@ -84,9 +88,10 @@ function renderOverlay(overlay: (typeof OVERLAYS)[number]): Rendered {
   return rendered;
 }
 
-/** Files the config names: issuers' public keys, upstream and listener TLS files. */
+/** Files the config names: issuers' public keys, upstream and listener TLS files, the participant-admin token. */
 function configFiles(config: GatewayConfig): string[] {
   return [
+    config.auth.participantIdentityProviders.tokenFile,
     ...config.auth.issuers.flatMap((issuer) => (issuer.publicKeyFile === undefined ? [] : [issuer.publicKeyFile])),
     ...[config.upstream.tls.caFile, config.upstream.tls.certFile, config.upstream.tls.keyFile],
     ...[config.server.tls.certFile, config.server.tls.keyFile, config.server.tls.clientCaFile],
@@ -118,6 +123,50 @@ function expectConfigFilesFromSecrets(rendered: Rendered): void {
         'fsGroup for group-readable secret files',
       ).toBeGreaterThan(0);
   }
+}
+
+/**
+ * The config file the container is told (--config, else LEDGER_GATEWAY_CONFIG) lies at the root of a
+ * read-only directory mount of a ConfigMap or Secret volume that projects it alone: the kubelet's
+ * update (a `..data` symlink swap in that directory) reaches it, and the gateway, which watches the
+ * file's directory, sees it. `keysOf` gives a volume's object's keys (undefined: unknown, so the
+ * volume must list its `items`).
+ */
+function expectLiveConfigMount(
+  volumes: readonly Volume[],
+  container: Container,
+  keysOf: (volume: Volume) => string[] | undefined,
+): { path: string; key: string; volume: Volume } {
+  const env = containerEnvironment(container, DOWNWARD_API_TEST_VALUES);
+  const path = containerConfigPath(container, env, readDockerfile());
+  const file = mountedFile(volumes, container, path);
+  const directory = file.mount.mountPath.replace(/\/$/, '');
+  expect(dirname(path), 'the config file lies at the root of its volume').toBe(directory);
+  expect(file.mount.readOnly).toBe(true);
+  expect(file.projected ?? keysOf(file.volume), `what ${file.volume.name} projects into ${directory}`).toEqual([
+    basename(path),
+  ]);
+  const nested = (container.volumeMounts ?? []).filter((m) => m.mountPath.startsWith(`${directory}/`));
+  expect(
+    nested.map((m) => m.mountPath),
+    `mounts inside ${directory}`,
+  ).toEqual([]);
+  return { path, key: file.key, volume: file.volume };
+}
+
+/** The keys of the ConfigMap a volume projects, among rendered objects. */
+function configMapKeys(objects: readonly KubernetesObject[]): (volume: Volume) => string[] | undefined {
+  return (volume) =>
+    volume.configMap === undefined
+      ? undefined
+      : Object.keys(findObject(objects, 'ConfigMap', volume.configMap.name).data ?? {});
+}
+
+/** The pod specs of every workload among rendered objects. */
+function podSpecs(objects: readonly KubernetesObject[]): Array<{ volumes?: Volume[]; [list: string]: unknown }> {
+  return objects
+    .filter((o) => ['Deployment', 'StatefulSet', 'DaemonSet'].includes(o.kind))
+    .map((o) => o.spec.template.spec as { volumes?: Volume[] });
 }
 
 /**
@@ -309,6 +358,19 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
     expectConfigFilesFromSecrets(renderOverlay(overlay));
   });
 
+  it('mounts no ConfigMap or Secret through subPath, in any container (the kubelet never updates such a mount)', () => {
+    const pods = podSpecs(renderKustomization(overlay));
+    expect(pods.length).toBeGreaterThan(0);
+    expect(pods.flatMap((pod) => subPathMounts(pod))).toEqual([]);
+  });
+
+  it('tells the gateway a config file at the root of its ConfigMap directory mount, which projects that file alone', () => {
+    const objects = renderKustomization(overlay);
+    const { podSpec, container } = gatewayWorkload(objects);
+    const { key, volume } = expectLiveConfigMount(podSpec.volumes as Volume[], container, configMapKeys(objects));
+    expect(Object.keys(findObject(objects, 'ConfigMap', volume.configMap!.name).data ?? {})).toContain(key);
+  });
+
   it('probes /livez and /readyz on the admin port of the config', () => {
     const rendered = renderOverlay(overlay);
     const container = rendered.gateway.container;
@@ -416,6 +478,40 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
     expect(container.image).toMatch(/^[^:@]+(:[\w][\w.-]*|@sha256:[a-f0-9]{64})$/);
     expect(container.image).not.toMatch(/:latest$/);
   });
+});
+
+describe('the config ConfigMap for live reloads (docs/live-configuration.md "In Kubernetes")', () => {
+  it('keeps its name with disableNameSuffixHash, so that an apply updates in place what the pods mount', () => {
+    const objects = renderOwnOverlay(
+      {
+        resources: [KUSTOMIZE_DIRS.ingress],
+        configMapGenerator: [
+          {
+            name: 'ledger-gateway-config',
+            behavior: 'replace',
+            options: { disableNameSuffixHash: true },
+            files: ['config.yaml'],
+          },
+        ],
+      },
+      { 'config.yaml': readFileSync(join(KUSTOMIZE_DIRS.base, 'config.yaml'), 'utf8') },
+    );
+    const rendered = readRendered(objects);
+    const { volume } = expectLiveConfigMount(
+      rendered.gateway.podSpec.volumes as Volume[],
+      rendered.gateway.container,
+      configMapKeys(objects),
+    );
+    expect(volume.configMap?.name).toBe('ledger-gateway-config');
+    // By default the name carries a hash of the content: a changed config is a rollout instead.
+    const ingress = renderOverlay('ingress');
+    const { volume: hashed } = expectLiveConfigMount(
+      ingress.gateway.podSpec.volumes as Volume[],
+      ingress.gateway.container,
+      configMapKeys(ingress.objects),
+    );
+    expect(hashed.configMap?.name).toMatch(/^ledger-gateway-config-[a-z0-9]{10}$/);
+  }, 60_000);
 });
 
 describe('overlay ingress', () => {
@@ -669,6 +765,18 @@ describe('overlay sidecar', () => {
       ).toBeDefined();
     }
   });
+
+  it('gives the Splice sidecar its config Secret as a directory (no subPath), projecting the config file alone', () => {
+    const values = parse(readFileSync(SPLICE_VALUES, 'utf8'), { version: '1.1' }) as {
+      extraInitContainers: Container[];
+      extraVolumes: Volume[];
+    };
+    expect(subPathMounts({ volumes: values.extraVolumes, initContainers: values.extraInitContainers })).toEqual([]);
+    // The operator creates the Secret, so its keys are unknown here: the volume must list its items.
+    const { key, volume } = expectLiveConfigMount(values.extraVolumes, values.extraInitContainers[0]!, () => undefined);
+    expect(volume.secret?.secretName).toBe('ledger-gateway-config');
+    expect(key).toBe('config.yaml'); // deploy/README.md: --from-file=config.yaml=./gateway-config.yaml
+  });
 });
 
 describe('components', () => {
@@ -790,5 +898,66 @@ describe('components', () => {
     expect(rendered.config.server.tls.certFile).toBe('/etc/ledger-gateway/secrets/listener.crt');
     expectConfigFilesFromSecrets(rendered);
     expectBackendTlsMatchesListener(rendered);
+  }, 60_000);
+
+  const ADMIN_TOKEN_SECRET = 'ledger-gateway-participant-admin-token';
+  const IDP_VARIABLES = `${environmentVariable(['auth', 'participantIdentityProviders'])}__`;
+
+  /** The objects with what components/participant-identity-providers adds to the gateway's pod taken out. */
+  function withoutParticipantIdps(objects: readonly KubernetesObject[]): KubernetesObject[] {
+    const copy = structuredClone(objects) as KubernetesObject[];
+    const { podSpec, container } = gatewayWorkload(copy);
+    const volumes = podSpec.volumes as Volume[];
+    const added = volumes.filter((volume) => volume.secret?.secretName === ADMIN_TOKEN_SECRET).map((v) => v.name);
+    podSpec.volumes = volumes.filter((volume) => !added.includes(volume.name));
+    container.volumeMounts = container.volumeMounts?.filter((mount) => !added.includes(mount.name));
+    container.env = container.env?.filter((variable) => !variable.name.startsWith(IDP_VARIABLES));
+    return copy;
+  }
+
+  it.each(OVERLAYS)(
+    'participant-identity-providers: turns the feature on in the %s overlay, the admin token from a Secret mounted as a directory',
+    (overlay) => {
+      const objects = renderOwnOverlay({
+        resources: [KUSTOMIZE_DIRS[overlay]],
+        components: [KUSTOMIZE_COMPONENTS.participantIdentityProviders],
+      });
+      expect(schemaProblems(objects)).toEqual([]);
+      expect(unknownFieldProblems(objects)).toEqual([]);
+      // The keys come from the container's environment, validated with the ConfigMap's file.
+      const rendered = readRendered(objects);
+      const { gateway } = rendered;
+      const idps = rendered.config.auth.participantIdentityProviders;
+      expect(idps.enabled).toBe(true);
+      expect(idps.tokenFile).toBeDefined();
+
+      // The token file it configures is the Secret's key `token`, mounted read-only without subPath.
+      const token = mountedFile(gateway.podSpec.volumes as Volume[], gateway.container, idps.tokenFile!);
+      expect(token.volume.secret?.secretName).toBe(ADMIN_TOKEN_SECRET);
+      expect(token.key).toBe('token');
+      expect(token.mount.readOnly).toBe(true);
+      expect(token.volume.secret?.optional ?? false, 'the pod waits for the Secret').toBe(false);
+      expect(podSpecs(objects).flatMap((pod) => subPathMounts(pod))).toEqual([]);
+      expectConfigFilesFromSecrets(rendered);
+      // The token's mount leaves the config directory alone.
+      expectLiveConfigMount(gateway.podSpec.volumes as Volume[], gateway.container, configMapKeys(objects));
+
+      // Nothing else changes.
+      expect(withoutParticipantIdps(objects)).toEqual(renderOverlay(overlay).objects);
+    },
+    60_000,
+  );
+
+  it('participant-identity-providers: gives the gateway the same container in both overlays', () => {
+    const containers = OVERLAYS.map((overlay) => {
+      const objects = renderOwnOverlay({
+        resources: [KUSTOMIZE_DIRS[overlay]],
+        components: [KUSTOMIZE_COMPONENTS.participantIdentityProviders],
+      });
+      const { restartPolicy: _restartPolicy, ...container } = gatewayWorkload(objects).container;
+      return container;
+    });
+    expect(containers[1]).toEqual(containers[0]);
+    expect(containers[0]!.env?.filter((variable) => variable.name.startsWith(IDP_VARIABLES)).length).toBe(2);
   }, 60_000);
 });

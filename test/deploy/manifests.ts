@@ -19,6 +19,7 @@ export type KustomizeDir = keyof typeof KUSTOMIZE_DIRS;
 export const KUSTOMIZE_COMPONENTS = {
   monitoring: join(DEPLOY, 'kubernetes/components/monitoring'),
   backendTls: join(DEPLOY, 'kubernetes/components/backend-tls'),
+  participantIdentityProviders: join(DEPLOY, 'kubernetes/components/participant-identity-providers'),
 } as const;
 
 export const GATEWAY_CONTAINER = 'ledger-gateway';
@@ -49,6 +50,29 @@ export interface Probe {
   failureThreshold?: number;
 }
 
+export interface VolumeMount {
+  name: string;
+  mountPath: string;
+  subPath?: string;
+  subPathExpr?: string;
+  readOnly?: boolean;
+}
+
+/** A ConfigMap's or Secret's keys projected as files: all of them, or `items` (key -> path). */
+interface KeyProjection {
+  items?: Array<{ key: string; path: string; mode?: number }>;
+  defaultMode?: number;
+  optional?: boolean;
+}
+
+export interface Volume {
+  name: string;
+  configMap?: KeyProjection & { name: string };
+  secret?: KeyProjection & { secretName: string };
+  projected?: unknown;
+  [source: string]: unknown;
+}
+
 export interface Container {
   name: string;
   image: string;
@@ -57,7 +81,7 @@ export interface Container {
   restartPolicy?: string;
   ports?: Array<{ name?: string; containerPort: number }>;
   env?: EnvVar[];
-  volumeMounts?: Array<{ name: string; mountPath: string; subPath?: string; readOnly?: boolean }>;
+  volumeMounts?: VolumeMount[];
   startupProbe?: Probe;
   livenessProbe?: Probe;
   readinessProbe?: Probe;
@@ -193,23 +217,67 @@ export function gatewayWorkload(objects: readonly KubernetesObject[]): GatewayWo
   return found[0]!;
 }
 
-/** The ConfigMap volume mounted at `mountPath`, and the text of the key it mounts. */
+/** The file at `path` in the container, as a key of the ConfigMap or Secret volume that projects it. */
+export interface MountedFile {
+  readonly mount: VolumeMount;
+  readonly volume: Volume;
+  /** The ConfigMap's or Secret's key that the file holds. */
+  readonly key: string;
+  /** Every file name the volume projects into the mount's directory; undefined: one per key of the object. */
+  readonly projected: readonly string[] | undefined;
+}
+
+/** The volumes the kubelet updates in place when their object changes (never through a subPath mount). */
+export const UPDATED_VOLUME_SOURCES = ['configMap', 'secret', 'projected', 'downwardAPI'] as const;
+
+/**
+ * Where `path` comes from: the deepest mount above it, which must mount its volume as a directory
+ * (no subPath: the kubelet never updates a subPath mount), and the key its volume projects there.
+ */
+export function mountedFile(volumes: readonly Volume[], container: Container, path: string): MountedFile {
+  const mount = (container.volumeMounts ?? [])
+    .filter((m) => path === m.mountPath || path.startsWith(`${m.mountPath.replace(/\/$/, '')}/`))
+    .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+  if (mount === undefined) throw new Error(`nothing is mounted at or above ${path} in the ${container.name} container`);
+  if (mount.subPath !== undefined || mount.subPathExpr !== undefined || mount.mountPath === path)
+    throw new Error(`${path} is mounted as a single file (subPath): the kubelet never updates it`);
+  const volume = volumes.find((v) => v.name === mount.name);
+  if (volume === undefined) throw new Error(`no volume ${mount.name} for the mount at ${mount.mountPath}`);
+  const source = volume.configMap ?? volume.secret;
+  if (source === undefined) throw new Error(`${mount.mountPath} is mounted from neither a ConfigMap nor a Secret`);
+  const relativePath = path.slice(mount.mountPath.replace(/\/$/, '').length + 1);
+  if (source.items === undefined) return { mount, volume, key: relativePath, projected: undefined };
+  const item = source.items.find((i) => i.path === relativePath);
+  if (item === undefined) throw new Error(`volume ${volume.name} projects no file ${relativePath}`);
+  return { mount, volume, key: item.key, projected: source.items.map((i) => i.path) };
+}
+
+/** The text of the ConfigMap key the container reads at `path` (mounted as a directory). */
 export function mountedConfigMapFile(
   objects: readonly KubernetesObject[],
   gateway: GatewayWorkload,
-  mountPath: string,
+  path: string,
 ): string {
-  const mount = gateway.container.volumeMounts?.find((m) => m.mountPath === mountPath);
-  if (mount === undefined) throw new Error(`nothing is mounted at ${mountPath} in the gateway container`);
-  const volume = (gateway.podSpec.volumes as Array<{ name: string; configMap?: { name: string } }>).find(
-    (v) => v.name === mount.name,
-  );
-  if (volume?.configMap === undefined) throw new Error(`${mountPath} is not mounted from a ConfigMap`);
-  if (mount.subPath === undefined) throw new Error(`${mountPath} must be mounted with subPath (a single file)`);
-  const configMap = findObject(objects, 'ConfigMap', volume.configMap.name);
-  const text = configMap.data?.[mount.subPath];
-  if (text === undefined) throw new Error(`ConfigMap ${configMap.metadata.name} has no key ${mount.subPath}`);
+  const file = mountedFile(gateway.podSpec.volumes as Volume[], gateway.container, path);
+  if (file.volume.configMap === undefined) throw new Error(`${path} is not mounted from a ConfigMap`);
+  const configMap = findObject(objects, 'ConfigMap', file.volume.configMap.name);
+  const text = configMap.data?.[file.key];
+  if (text === undefined) throw new Error(`ConfigMap ${configMap.metadata.name} has no key ${file.key}`);
   return text;
+}
+
+/** Every mount of a ConfigMap, Secret, projected or downward API volume through subPath, in every container. */
+export function subPathMounts(podSpec: { volumes?: Volume[]; [list: string]: unknown }): string[] {
+  const updated = (podSpec.volumes ?? [])
+    .filter((volume) => UPDATED_VOLUME_SOURCES.some((source) => volume[source] !== undefined))
+    .map((volume) => volume.name);
+  return (['containers', 'initContainers'] as const).flatMap((list) =>
+    ((podSpec[list] as Container[] | undefined) ?? []).flatMap((container) =>
+      (container.volumeMounts ?? [])
+        .filter((m) => updated.includes(m.name) && (m.subPath !== undefined || m.subPathExpr !== undefined))
+        .map((m) => `${container.name}: ${m.mountPath} (volume ${m.name}, subPath ${m.subPath ?? m.subPathExpr})`),
+    ),
+  );
 }
 
 /**
@@ -267,6 +335,8 @@ export function selectorMatches(selector: Record<string, string> | undefined, la
 export interface EntryCommand {
   /** ENTRYPOINT + CMD of the final stage, exec form. */
   readonly argv: string[];
+  readonly entrypoint: string[];
+  readonly cmd: string[];
   /** ENV of the final stage. */
   readonly env: Record<string, string>;
   readonly workdir: string | undefined;
@@ -326,13 +396,39 @@ export function readDockerfile(): EntryCommand {
     .at(-1)
     ?.slice(8)
     .trim();
-  return { argv: [...execForm('ENTRYPOINT'), ...execForm('CMD')], env, workdir, user, stages };
+  const entrypoint = execForm('ENTRYPOINT');
+  const cmd = execForm('CMD');
+  return { argv: [...entrypoint, ...cmd], entrypoint, cmd, env, workdir, user, stages };
+}
+
+/** The value of `--config` (or `-c`) in a command line, if any. */
+export function configArgumentOf(argv: readonly string[]): string | undefined {
+  for (const [index, arg] of argv.entries()) {
+    if (arg === '--config' || arg === '-c') return argv[index + 1];
+    if (arg.startsWith('--config=')) return arg.slice('--config='.length);
+  }
+  return undefined;
 }
 
 /** The value after `--config` in the entry command. */
 export function configPathOf(argv: readonly string[]): string {
-  const index = argv.indexOf('--config');
-  const path = index === -1 ? undefined : argv[index + 1];
+  const path = configArgumentOf(argv);
   if (path === undefined) throw new Error('the entry command has no --config <file>');
+  return path;
+}
+
+/**
+ * The command line the container runs: Kubernetes' `command` replaces the image's ENTRYPOINT and
+ * `args` its CMD; with a `command` and no `args`, the image's CMD is dropped too.
+ */
+export function containerArgv(container: Container, image: EntryCommand): string[] {
+  if (container.command !== undefined) return [...container.command, ...(container.args ?? [])];
+  return [...image.entrypoint, ...(container.args ?? image.cmd)];
+}
+
+/** The config file the gateway in `container` reads: --config on its command line, else LEDGER_GATEWAY_CONFIG. */
+export function containerConfigPath(container: Container, env: Record<string, string>, image: EntryCommand): string {
+  const path = configArgumentOf(containerArgv(container, image)) ?? env.LEDGER_GATEWAY_CONFIG;
+  if (path === undefined) throw new Error(`the ${container.name} container is told no config file`);
   return path;
 }
