@@ -386,7 +386,9 @@ describe('upstream failures', () => {
     upstream = await startRecordingUpstream(answerJson(503, { code: 'X', cause: 'busy' }));
     gw = await startGateway(upstream.url);
     expect((await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() })).status).toBe(503);
-    upstream.respond((_request, response) => response.destroy());
+    upstream.respond((_request, response) => {
+      response.destroy();
+    });
     expect(
       (
         await fetch(`${gw.url}/v2/commands/async/submit`, {
