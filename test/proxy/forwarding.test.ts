@@ -9,6 +9,7 @@ import {
   startRecordingUpstream,
   type RecordingUpstream,
 } from '../helpers/recording-upstream.js';
+import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
@@ -18,19 +19,6 @@ afterEach(async () => {
   gw = undefined;
   upstream = undefined;
 });
-
-const JS_CANTON_ERROR_KEYS = [
-  'cause',
-  'code',
-  'context',
-  'correlationId',
-  'definiteAnswer',
-  'errorCategory',
-  'grpcCodeValue',
-  'resources',
-  'retryInfo',
-  'traceId',
-];
 
 /** A raw HTTP/1.1 exchange, so the test controls every byte the gateway receives. */
 function rawRequest(
