@@ -7,7 +7,7 @@ describe('ratios for a memory soak', () => {
     const list = ratios([], { requests: 1_000_000, verifications: 6, growthPercent: -4.9 });
     const tokenCache = list.find((entry: { name: string }) => entry.name.startsWith('token cache'));
     expect(tokenCache).toMatchObject({ value: 0.000006, pass: true });
-    expect(tokenCache.name).toContain('the soak');
+    expect(tokenCache!.name).toContain('the soak');
     expect(list.find((entry: { name: string }) => entry.name.startsWith('resident memory'))).toMatchObject({
       value: -4.9,
       pass: true,

@@ -5,26 +5,15 @@ import { describe, expect, it } from 'vitest';
 import { startGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { startRecordingUpstream } from '../helpers/recording-upstream.js';
+import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 
-const JS_CANTON_ERROR_KEYS = [
-  'cause',
-  'code',
-  'context',
-  'correlationId',
-  'definiteAnswer',
-  'errorCategory',
-  'grpcCodeValue',
-  'resources',
-  'retryInfo',
-  'traceId',
-];
 const cors = { enabled: true, origins: ['https://app.example'], credentials: true };
 const current = perTest();
 
 async function start() {
-  current.upstream = await startRecordingUpstream();
-  current.gw = await startGateway(current.upstream.url, { cors });
-  return { gw: current.gw, upstream: current.upstream };
+  const upstream = (current.upstream = await startRecordingUpstream());
+  const gw = (current.gw = await startGateway(upstream.url, { cors }));
+  return { gw, upstream };
 }
 
 /** A preflight sent byte for byte (fetch would resolve the dot segments itself). */
@@ -122,8 +111,8 @@ describe('CORS: what an origin not listed gets', () => {
   });
 
   it('"*" grants any origin, without credentials', async () => {
-    current.upstream = await startRecordingUpstream();
-    const gw = (current.gw = await startGateway(current.upstream.url, { cors: { enabled: true, origins: ['*'] } }));
+    const upstream = (current.upstream = await startRecordingUpstream());
+    const gw = (current.gw = await startGateway(upstream.url, { cors: { enabled: true, origins: ['*'] } }));
     const answer = await fetch(`${gw.url}/v2/version`, {
       method: 'OPTIONS',
       headers: { ...preflight, origin: 'https://any.example' },

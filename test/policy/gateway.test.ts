@@ -6,19 +6,8 @@ import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { echoOnce, startWebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 
-const JS_CANTON_ERROR_KEYS = [
-  'cause',
-  'code',
-  'context',
-  'correlationId',
-  'definiteAnswer',
-  'errorCategory',
-  'grpcCodeValue',
-  'resources',
-  'retryInfo',
-  'traceId',
-];
 const PKG = '3f1c0000000000000000000000000000000000000000000000000000000000e9';
 const TEMPLATE = `${PKG}:Iou:Iou`;
 

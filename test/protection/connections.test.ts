@@ -67,7 +67,7 @@ async function connect(gateway: RunningGateway): Promise<Client> {
 
 /** True when the gateway closes the connection within `ms` (and sent nothing on it). */
 async function closedUnanswered(client: Client, ms = 2_000): Promise<boolean> {
-  const outcome = await Promise.race([client.closed, new Promise<undefined>((resolve) => setTimeout(resolve, ms))]);
+  const outcome = await Promise.race([client.closed, new Promise<void>((resolve) => setTimeout(resolve, ms))]);
   return outcome === '';
 }
 

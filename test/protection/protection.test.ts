@@ -16,6 +16,7 @@ import {
   type HoldingUpstream,
   type PendingCall,
 } from './support.js';
+import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -31,19 +32,6 @@ async function gatewayFor(
   closers.push(() => gateway.close());
   return gateway;
 }
-
-const JS_CANTON_ERROR_KEYS = [
-  'code',
-  'cause',
-  'correlationId',
-  'traceId',
-  'context',
-  'resources',
-  'errorCategory',
-  'grpcCodeValue',
-  'retryInfo',
-  'definiteAnswer',
-].sort();
 
 function expectResourceExhausted(answer: Answer, limit: string, operation: string): void {
   expect(answer.status).toBe(429);

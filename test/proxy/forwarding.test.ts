@@ -9,6 +9,7 @@ import {
   startRecordingUpstream,
   type RecordingUpstream,
 } from '../helpers/recording-upstream.js';
+import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
@@ -18,19 +19,6 @@ afterEach(async () => {
   gw = undefined;
   upstream = undefined;
 });
-
-const JS_CANTON_ERROR_KEYS = [
-  'cause',
-  'code',
-  'context',
-  'correlationId',
-  'definiteAnswer',
-  'errorCategory',
-  'grpcCodeValue',
-  'resources',
-  'retryInfo',
-  'traceId',
-];
 
 /** A raw HTTP/1.1 exchange, so the test controls every byte the gateway receives. */
 function rawRequest(
@@ -386,7 +374,9 @@ describe('upstream failures', () => {
     upstream = await startRecordingUpstream(answerJson(503, { code: 'X', cause: 'busy' }));
     gw = await startGateway(upstream.url);
     expect((await fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth() })).status).toBe(503);
-    upstream.respond((_request, response) => response.destroy());
+    upstream.respond((_request, response) => {
+      response.destroy();
+    });
     expect(
       (
         await fetch(`${gw.url}/v2/commands/async/submit`, {

@@ -138,7 +138,9 @@ function postEarlyAnswer(
 ): Promise<number> {
   const head = { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) };
   return new Promise((resolve, reject) => {
+    let answered = false;
     const request = http.request(url, { method: 'POST', headers: head }, (response) => {
+      answered = true;
       response.resume();
       response.on('end', () => {
         resolve(response.statusCode!);
@@ -146,7 +148,7 @@ function postEarlyAnswer(
       });
     });
     request.on('error', (error) => {
-      if (!request.res) reject(error);
+      if (!answered) reject(error);
     });
     if (earlyAnswerMs === 0) {
       request.end(body);
@@ -154,7 +156,7 @@ function postEarlyAnswer(
     }
     request.flushHeaders();
     setTimeout(() => {
-      if (!request.res) request.end(body);
+      if (!answered) request.end(body);
     }, earlyAnswerMs);
   });
 }

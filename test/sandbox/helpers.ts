@@ -3,6 +3,7 @@
 import { request } from 'undici';
 import { expect } from 'vitest';
 import { buildSandbox, type SandboxApp, type SandboxOptions } from '../../src/sandbox/app.js';
+import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 
 export interface RunningSandbox {
   readonly app: SandboxApp;
@@ -66,18 +67,6 @@ export async function getWithJsonBody(
 export const postJson = (url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> =>
   sendJson(url, 'POST', body, headers);
 
-const JS_CANTON_ERROR_KEYS = [
-  'cause',
-  'code',
-  'context',
-  'correlationId',
-  'definiteAnswer',
-  'errorCategory',
-  'grpcCodeValue',
-  'resources',
-  'retryInfo',
-  'traceId',
-];
 const GRPC_BY_CATEGORY: Record<number, number> = { 8: 3, 9: 9, 10: 6, 11: 5, 12: 11, 4: 13 };
 
 // The participant's JSON answers, walked freely by the assertions: a wrong path fails the test that takes it.

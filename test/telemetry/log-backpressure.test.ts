@@ -36,7 +36,8 @@ describe('a stdout that takes nothing', () => {
     const child = spawn(NODE, ['--input-type=module', '-e', CHILD], { stdio: ['ignore', writer, 'pipe'] });
     closeSync(writer);
     let stderr = '';
-    child.stderr.on('data', (data: Buffer) => {
+    // stdio[2] is 'pipe'; @types/node's typed-stdio overloads take no file descriptor (stdout here).
+    child.stderr!.on('data', (data: Buffer) => {
       stderr += data.toString();
     });
     const started = Date.now();

@@ -42,8 +42,10 @@ function observations(count: number, seed: number): Observation[] {
 const withoutTimestamps = (text: string) => text.replace(/(# \{[^}]*\} \S+) \S+$/gm, '$1 T');
 
 async function bothWays(contentType: RegistryContentType, exemplars: boolean, counterName: string) {
-  const theirs = new Registry(contentType);
-  const ours = new Registry(contentType);
+  const theirs = new Registry();
+  const ours = new Registry();
+  // prom-client's constructor takes the content type, but its typings declare it on setContentType only.
+  for (const registry of [theirs, ours]) (registry as Registry<RegistryContentType>).setContentType(contentType);
   const counter = new Counter({
     name: counterName,
     help: 'Calls.',

@@ -118,7 +118,7 @@ export async function startOpenIdProvider(options: {
       return;
     }
     if (request.url?.startsWith('/jwks')) jwksRequests += 1;
-    handle(request, response);
+    void handle(request, response);
   });
 
   const discovery = (await (await fetch(`${issuer}/.well-known/openid-configuration`)).json()) as {

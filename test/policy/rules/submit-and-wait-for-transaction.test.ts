@@ -4,6 +4,7 @@ import {
   submitAndWaitForTransactionRule,
   templateIdProblem,
 } from '../../../src/policy/rules/submit-and-wait-for-transaction.js';
+import type { RuleContext } from '../../../src/policy/violation.js';
 import {
   SPEC_VERSIONS,
   loadSpec,
@@ -26,7 +27,7 @@ const request = (commands: Record<string, unknown> = {}, rest: Record<string, un
   commands: { commands: [create], commandId: 'cmd-7f3a', actAs: ['Alice::1220'], ...commands },
   ...rest,
 });
-const check = (body: unknown, who = principal('alice')) =>
+const check = (body: unknown, who: RuleContext['principal'] = principal('alice')) =>
   judge(submitAndWaitForTransactionRule, body, { principal: who });
 
 describe('submitAndWaitForTransaction rule', () => {

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { matchOperation } from '../../../src/operations.js';
 import { REQUEST_RULES } from '../../../src/policy/rules/index.js';
-import type { RequestRule } from '../../../src/policy/violation.js';
+import type { RequestRule, RuleContext } from '../../../src/policy/violation.js';
 import {
   SPEC_VERSIONS,
   loadSpec,
@@ -98,7 +98,8 @@ describe('submitting user', () => {
 
   for (const [path, holder] of SUBMISSIONS) {
     const base = minimal(holder);
-    const check = (body: Body, who = principal('alice')) => judge(ruleOf(path), body, { principal: who });
+    const check = (body: Body, who: RuleContext['principal'] = principal('alice')) =>
+      judge(ruleOf(path), body, { principal: who });
 
     it(`POST ${path}: refuses another user's userId, redacted; lets the token's own, an empty or an absent one through`, () => {
       const violation = check(withUserId(base, holder, 'bob'));
