@@ -26,24 +26,30 @@ export interface ReloadMetrics {
   restartRequired(keys: number): void;
 }
 
+export const ReloadMetricNames = {
+  reloads: 'ledger_gateway_config_reloads_total',
+  info: 'ledger_gateway_config_info',
+  restartRequired: 'ledger_gateway_config_restart_required',
+} as const;
+
 /** ledger_gateway_config_reloads_total{result} and ledger_gateway_config_info{fingerprint} (1 for the running config). */
 export function createReloadMetrics(registry: Registry, fingerprint: string): ReloadMetrics {
   const reloads = new Counter({
-    name: 'ledger_gateway_config_reloads_total',
+    name: ReloadMetricNames.reloads,
     help: "Configuration reloads by result: success, invalid (the file did not validate), refused (valid, but could not serve, e.g. an issuer's keys could not be fetched).",
     labelNames: ['result'] as const,
     registers: [registry],
   });
   for (const result of ['success', 'invalid', 'refused'] as const) reloads.inc({ result }, 0);
   const info = new Gauge({
-    name: 'ledger_gateway_config_info',
+    name: ReloadMetricNames.info,
     help: 'The running configuration: 1 for the fingerprint (a hash of the effective config) this replica runs.',
     labelNames: ['fingerprint'] as const,
     registers: [registry],
   });
   info.set({ fingerprint }, 1);
   const restartRequired = new Gauge({
-    name: 'ledger_gateway_config_restart_required',
+    name: ReloadMetricNames.restartRequired,
     help: 'Keys of the last valid config file read by a reload whose new values take effect only on a restart (0: the file runs whole).',
     registers: [registry],
   });
