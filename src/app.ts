@@ -190,7 +190,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const reloads = createReloadMetrics(metrics.registry, live.current.fingerprint);
   const participantIdps = config.auth.participantIdentityProviders.enabled
     ? trustParticipantIdentityProviders(live, {
-        upstreamUrl: options.upstreamUrl,
+        get: (request) => replicas.ownGet(request), // the active replica, upstream.tls, not the clients' pool
         registry: metrics.registry,
         log,
         readiness,

@@ -37,10 +37,32 @@ export interface ParticipantIdentityProviders {
   close(): void;
 }
 
+/**
+ * The gateway's own GET to the participant: to the active replica, with upstream.tls, on the probe's
+ * connections (proxy/upstream-replicas.ts `ownGet`, passed in by app.ts). The whole answer, or a
+ * rejection whose message is a short cause (never the URL).
+ */
+export type ParticipantGet = (request: {
+  readonly path: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly timeoutMs: number;
+  readonly maxBytes: number;
+}) => Promise<{ readonly statusCode: number; readonly body: Buffer }>;
+
+/** Marks the listing in the participant's logs: the gateway's own call, not a client's. */
+export const IDP_SYNC_USER_AGENT = 'ledger-gateway-idp-sync';
+
+/**
+ * Bound on the listing's answer. Canton caps the IdP configs a participant holds
+ * (TOO_MANY_IDENTITY_PROVIDER_CONFIGS), each a few hundred bytes: 4 MiB is far above any real list,
+ * and bounds what a faulty answer makes the gateway hold and parse. A longer one is a failed refresh.
+ */
+export const IDP_LIST_MAX_BYTES = 4 * 1024 * 1024;
+
 export interface ParticipantIdentityProvidersOptions {
-  readonly upstreamUrl: string;
+  readonly get: ParticipantGet;
   readonly config: GatewayConfig['auth']['participantIdentityProviders'];
-  /** Bound on one GET /v2/idps. */
+  /** Bound on one GET /v2/idps (connection, headers and body). */
   readonly fetchTimeoutMs: number;
   /** Checks one listed IdP as a configured issuer would be checked (auth/config.ts); a problem drops it. */
   readonly issuerProblem: (issuer: IssuerConfig) => string | undefined;
@@ -101,7 +123,6 @@ export function createParticipantIdentityProviders(
   let settleChange: (() => void) | undefined;
   // A change's wait is bounded: the participant's answer, then one list fetch and its key sets.
   const changeBoundMs = options.changeBoundMs;
-  const listUrl = `${options.upstreamUrl.replace(/\/$/, '')}/v2/idps`;
   let applied: string | undefined;
   let running: Promise<void> | undefined;
   let queued: Promise<void> | undefined;
@@ -109,17 +130,30 @@ export function createParticipantIdentityProviders(
   let failure: string | undefined;
 
   async function list(): Promise<unknown[]> {
-    const headers: Record<string, string> = { accept: 'application/json' };
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': IDP_SYNC_USER_AGENT };
     // Read at each use: a mounted secret is rotated in place.
     if (config.tokenFile !== undefined)
       headers.authorization = `Bearer ${readFileSync(config.tokenFile, 'utf8').trim()}`;
-    const answer = await fetch(listUrl, { headers, signal: AbortSignal.timeout(options.fetchTimeoutMs) });
-    if (!answer.ok) {
-      await answer.body?.cancel();
-      throw new Error(`GET /v2/idps answered ${answer.status}`);
+    let answer: Awaited<ReturnType<ParticipantGet>>;
+    try {
+      answer = await options.get({
+        path: '/v2/idps',
+        headers,
+        timeoutMs: options.fetchTimeoutMs,
+        maxBytes: IDP_LIST_MAX_BYTES,
+      });
+    } catch (error) {
+      throw new Error(`GET /v2/idps failed: ${(error as Error).message}`, { cause: error });
     }
-    const body = (await answer.json()) as { identityProviderConfigs?: unknown };
-    if (!Array.isArray(body.identityProviderConfigs))
+    if (answer.statusCode < 200 || answer.statusCode >= 300)
+      throw new Error(`GET /v2/idps answered ${answer.statusCode}`);
+    let body: { identityProviderConfigs?: unknown };
+    try {
+      body = JSON.parse(answer.body.toString('utf8')) as { identityProviderConfigs?: unknown };
+    } catch (error) {
+      throw new Error('GET /v2/idps answered with a body that is not JSON', { cause: error });
+    }
+    if (!Array.isArray(body?.identityProviderConfigs))
       throw new Error('GET /v2/idps answered without identityProviderConfigs');
     return body.identityProviderConfigs as unknown[];
   }
@@ -218,7 +252,7 @@ export const IDENTITY_PROVIDER_CHANGES: ReadonlySet<string> = new Set([
 ]);
 
 export interface ParticipantTrustOptions {
-  readonly upstreamUrl: string;
+  readonly get: ParticipantGet;
   readonly registry: Registry;
   readonly log: ParticipantIdentityProvidersOptions['log'];
   readonly readiness: Readiness;
@@ -234,7 +268,7 @@ export function trustParticipantIdentityProviders(
   const config = live.current.config;
   const fetchTimeoutMs = config.auth.keySets.fetchTimeoutMs;
   const idps = createParticipantIdentityProviders({
-    upstreamUrl: options.upstreamUrl,
+    get: options.get,
     config: config.auth.participantIdentityProviders,
     fetchTimeoutMs,
     // The participant's answer, one list fetch, its key sets: each bounded.

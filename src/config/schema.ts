@@ -382,7 +382,7 @@ export const AuthSchema = Section(
     issuers: Type.Array(IssuerSchema, {
       default: [],
       description:
-        'One entry per identity provider; the token\'s `iss` selects it. Required unless upstream.url is "sandbox", where an empty list turns on the development issuer.',
+        'One entry per identity provider; the token\'s `iss` selects it. Required unless participantIdentityProviders.enabled (the participant\'s IdPs alone) or upstream.url is "sandbox", where an empty list turns on the development issuer.',
     }),
     participantId: Type.Optional(
       Type.String({
