@@ -21,7 +21,6 @@ const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'log'] as const;
 const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [
   ['protection', 'redis'],
   ['protection', 'connections'],
-  ['auth', 'participantIdentityProviders'],
 ];
 
 export interface LiveGeneration extends Generation {
@@ -65,6 +64,8 @@ export interface LiveConfig {
    * win on a conflict. Those whose keys cannot be fetched are left out (logged); the rest swap in.
    */
   setParticipantIssuers(issuers: readonly IssuerConfig[]): Promise<LiveGeneration>;
+  /** Called with each generation a reload swapped in (auth/participant-idps.ts follows its section). */
+  onReload(listener: (generation: LiveGeneration) => void): void;
   close(): Promise<void>;
 }
 
@@ -92,8 +93,6 @@ export function effectiveConfig(running: GatewayConfig, next: GatewayConfig): Ga
   const protection = merged.protection as Record<string, unknown>;
   protection.redis = structuredClone(running.protection.redis);
   protection.connections = structuredClone(running.protection.connections);
-  const auth = merged.auth as Record<string, unknown>;
-  auth.participantIdentityProviders = structuredClone(running.auth.participantIdentityProviders);
   return merged as unknown as GatewayConfig;
 }
 
@@ -168,6 +167,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
   let participantIssuers: readonly IssuerConfig[] = [];
   let current = build(initial, undefined);
   let gate: (() => Promise<void> | undefined) | undefined;
+  const reloadListeners: Array<(generation: LiveGeneration) => void> = [];
   let retiredSignatureChecks = 0;
   const retiring = new Map<NodeJS.Timeout, () => Promise<void>>();
 
@@ -250,22 +250,32 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     holdAuthenticationWhile(next) {
       gate = next;
     },
+    onReload(listener) {
+      reloadListeners.push(listener);
+    },
     protect: (exchange) => exchange.generation.protect(exchange),
     authorize: (exchange) => exchange.generation.authorize(exchange),
     apply: (next) =>
       serialized(async () => {
         const nextBase = effectiveConfig(base, next);
-        const candidate = build(composed(nextBase, participantIssuers), current);
+        // Turned off by this reload: the participant's issuers leave in the same swap.
+        const extra = nextBase.auth.participantIdentityProviders.enabled ? participantIssuers : [];
+        const candidate = build(composed(nextBase, extra), current);
         const missing = await missingKeys(candidate);
         if (missing.length > 0) {
           await discard(candidate);
           throw new Error(`the keys of ${missing.join(', ')} could not be fetched; the reload is refused`);
         }
         base = nextBase;
-        return swap(candidate);
+        participantIssuers = extra;
+        const swapped = swap(candidate);
+        for (const listener of reloadListeners) listener(swapped);
+        return swapped;
       }),
     setParticipantIssuers: (issuers) =>
       serialized(async () => {
+        // A list that was on its way when a reload turned the participant's IdPs off.
+        if (!base.auth.participantIdentityProviders.enabled) return current;
         let wanted = issuers;
         let candidate = build(composed(base, wanted), current);
         const missing = await missingKeys(candidate);

@@ -1,8 +1,10 @@
 // The participant's identity provider configs (POST/PATCH/DELETE /v2/idps), trusted at the edge as
 // the participant trusts them: each active one by its issuer, its jwksUrl and its audience when set
 // (Canton `IdentityProviderAwareAuthService.scala`); a deactivated one is dropped. The list is fetched
-// at start, every refreshIntervalSeconds, and at once after a change made through the gateway.
+// at start (or the reload that turns it on), every refreshIntervalSeconds, and at once after a change
+// made through the gateway.
 import { readFileSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import { Counter, type Registry } from 'prom-client';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
@@ -34,8 +36,13 @@ export interface ParticipantIdentityProviders {
   beginChange(): (statusCode: number) => void;
   /** What authentication waits for while a change is under way (bounded), else undefined. */
   pendingChange(): Promise<void> | undefined;
+  /** A reload changed the section: the token file and time bound apply from the next list, the interval at once. */
+  follow(config: ParticipantIdpsConfig, fetchTimeoutMs: number): void;
+  /** Stops the interval; a change under way stops holding authentication. */
   close(): void;
 }
+
+type ParticipantIdpsConfig = GatewayConfig['auth']['participantIdentityProviders'];
 
 /**
  * The gateway's own GET to the participant: to the active replica, with upstream.tls, on the probe's
@@ -61,14 +68,15 @@ export const IDP_LIST_MAX_BYTES = 4 * 1024 * 1024;
 
 export interface ParticipantIdentityProvidersOptions {
   readonly get: ParticipantGet;
-  readonly config: GatewayConfig['auth']['participantIdentityProviders'];
+  readonly config: ParticipantIdpsConfig;
   /** Bound on one GET /v2/idps (connection, headers and body). */
   readonly fetchTimeoutMs: number;
   /** Checks one listed IdP as a configured issuer would be checked (auth/config.ts); a problem drops it. */
   readonly issuerProblem: (issuer: IssuerConfig) => string | undefined;
   /** Swaps in the issuers of the active IdPs; rejects when they cannot serve (the last set stays). */
   readonly apply: (issuers: readonly IssuerConfig[]) => Promise<void>;
-  readonly registry: Registry;
+  /** Counts one refresh (ledger_gateway_participant_idp_refreshes_total). */
+  readonly count: (result: 'success' | 'failure') => void;
   /** Bound on how long authentication waits for a change (its answer and the refresh after it). */
   readonly changeBoundMs: number;
   readonly log: { info(details: object, message: string): void; warn(details: object, message: string): void };
@@ -110,13 +118,9 @@ export function identityProviderProblem(config: GatewayConfig, issuer: IssuerCon
 export function createParticipantIdentityProviders(
   options: ParticipantIdentityProvidersOptions,
 ): ParticipantIdentityProviders {
-  const { config, log } = options;
-  const refreshes = new Counter({
-    name: 'ledger_gateway_participant_idp_refreshes_total',
-    help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
-    labelNames: ['result'] as const,
-    registers: [options.registry],
-  });
+  const { log } = options;
+  let config = options.config;
+  let fetchTimeoutMs = options.fetchTimeoutMs;
   // Changes under way, and the promise authentication waits for meanwhile.
   let openChanges = 0;
   let changeSettled: Promise<void> | undefined;
@@ -139,7 +143,7 @@ export function createParticipantIdentityProviders(
       answer = await options.get({
         path: '/v2/idps',
         headers,
-        timeoutMs: options.fetchTimeoutMs,
+        timeoutMs: fetchTimeoutMs,
         maxBytes: IDP_LIST_MAX_BYTES,
       });
     } catch (error) {
@@ -167,15 +171,16 @@ export function createParticipantIdentityProviders(
         return problem === undefined;
       });
       const fingerprint = JSON.stringify(issuers);
+      if (closed) return; // no longer trusted (a reload turned it off) while the list was on its way
       if (fingerprint !== applied) {
         await options.apply(issuers);
         applied = fingerprint;
         log.info({ reason, issuers: issuers.map((issuer) => issuer.issuer) }, 'participant identity providers applied');
       }
-      refreshes.inc({ result: 'success' });
+      options.count('success');
       failure = undefined;
     } catch (error) {
-      refreshes.inc({ result: 'failure' });
+      options.count('failure');
       failure = `the last refresh (${reason}) failed: ${(error as Error).message}; the last known set stays`;
       log.warn(
         { reason, err: (error as Error).message },
@@ -200,8 +205,8 @@ export function createParticipantIdentityProviders(
     return queued;
   }
 
-  const timer = setInterval(() => void refresh('interval'), config.refreshIntervalSeconds * 1_000);
-  timer.unref();
+  const every = (seconds: number) => setInterval(() => void refresh('interval'), seconds * 1_000).unref();
+  let timer = every(config.refreshIntervalSeconds);
   function beginChange(): (statusCode: number) => void {
     openChanges++;
     if (changeSettled === undefined) {
@@ -237,9 +242,20 @@ export function createParticipantIdentityProviders(
     lastFailure: () => failure,
     beginChange,
     pendingChange: () => changeSettled,
+    follow(next, nextFetchTimeoutMs) {
+      if (isDeepStrictEqual(next, config) && nextFetchTimeoutMs === fetchTimeoutMs) return;
+      if (next.refreshIntervalSeconds !== config.refreshIntervalSeconds) {
+        clearInterval(timer);
+        timer = every(next.refreshIntervalSeconds);
+      }
+      config = next;
+      fetchTimeoutMs = nextFetchTimeoutMs;
+      void refresh('reload');
+    },
     close() {
       closed = true;
       clearInterval(timer);
+      settleChange?.();
     },
   };
 }
@@ -260,28 +276,81 @@ export interface ParticipantTrustOptions {
   readonly running: (fingerprint: string) => void;
 }
 
-/** Keeps `live`'s participant issuers in step with the participant's IdP configs, from start on. */
+/** The participant's IdPs as the running config wants them: on from start or a reload, off after one. */
+export interface ParticipantTrust {
+  /** See ParticipantIdentityProviders.beginChange; a no-op while they are not trusted. */
+  beginChange(): (statusCode: number) => void;
+  close(): void;
+}
+
+/**
+ * Keeps `live`'s participant issuers in step with the participant's IdP configs while
+ * auth.participantIdentityProviders.enabled, following reloads: a reload that turns it on starts the
+ * listing, one that turns it off stops it (live-config.ts drops the participant's issuers in the same
+ * swap), one that changes its settings re-times it and lists at once.
+ */
 export function trustParticipantIdentityProviders(
   live: LiveConfig,
   options: ParticipantTrustOptions,
-): ParticipantIdentityProviders {
-  const config = live.current.config;
-  const fetchTimeoutMs = config.auth.keySets.fetchTimeoutMs;
-  const idps = createParticipantIdentityProviders({
-    get: options.get,
-    config: config.auth.participantIdentityProviders,
-    fetchTimeoutMs,
-    // The participant's answer, one list fetch, its key sets: each bounded.
-    changeBoundMs:
-      Math.max(config.upstream.timeoutMs, ...Object.values(config.upstream.operationTimeoutsMs)) + 3 * fetchTimeoutMs,
-    issuerProblem: (issuer) => identityProviderProblem(live.current.config, issuer),
-    apply: async (issuers) => options.running((await live.setParticipantIssuers(issuers)).fingerprint),
-    registry: options.registry,
-    log: options.log,
-  });
-  live.holdAuthenticationWhile(() => idps.pendingChange());
-  // Unready until one list was applied; a failed refresh after that keeps the last set (and readiness).
-  options.readiness.add({ name: 'participantIdps', ready: () => idps.hasList(), detail: () => idps.lastFailure() });
-  void idps.refresh('start');
-  return idps;
+): ParticipantTrust {
+  let idps: ParticipantIdentityProviders | undefined;
+  let refreshes: Counter<'result'> | undefined;
+  let checked = false;
+
+  function start(config: GatewayConfig, reason: string): ParticipantIdentityProviders {
+    // Registered on first use, once: a disabled gateway shows neither the metric nor the check.
+    refreshes ??= new Counter({
+      name: 'ledger_gateway_participant_idp_refreshes_total',
+      help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
+      labelNames: ['result'] as const,
+      registers: [options.registry],
+    });
+    const counter = refreshes;
+    const fetchTimeoutMs = config.auth.keySets.fetchTimeoutMs;
+    const started = createParticipantIdentityProviders({
+      get: options.get,
+      config: config.auth.participantIdentityProviders,
+      fetchTimeoutMs,
+      // The participant's answer, one list fetch, its key sets: each bounded.
+      changeBoundMs:
+        Math.max(config.upstream.timeoutMs, ...Object.values(config.upstream.operationTimeoutsMs)) + 3 * fetchTimeoutMs,
+      issuerProblem: (issuer) => identityProviderProblem(live.current.config, issuer),
+      apply: async (issuers) => options.running((await live.setParticipantIssuers(issuers)).fingerprint),
+      count: (result) => counter.inc({ result }),
+      log: options.log,
+    });
+    if (!checked) {
+      checked = true;
+      // Unready until one list was applied; a failed refresh after that keeps the last set (and readiness).
+      options.readiness.add({
+        name: 'participantIdps',
+        ready: () => idps?.hasList() ?? true,
+        detail: () => idps?.lastFailure(),
+      });
+    }
+    void started.refresh(reason);
+    return started;
+  }
+
+  function follow(config: GatewayConfig, reason: string): void {
+    const wanted = config.auth.participantIdentityProviders;
+    if (!wanted.enabled) {
+      if (idps === undefined) return;
+      idps.close();
+      idps = undefined;
+      options.log.info({ reason }, 'participant identity providers no longer trusted at the edge');
+    } else if (idps === undefined) idps = start(config, reason);
+    else idps.follow(wanted, config.auth.keySets.fetchTimeoutMs);
+  }
+
+  live.holdAuthenticationWhile(() => idps?.pendingChange());
+  live.onReload((generation) => follow(generation.config, 'reload'));
+  follow(live.current.config, 'start');
+  return {
+    beginChange: () => idps?.beginChange() ?? (() => undefined),
+    close() {
+      idps?.close();
+      idps = undefined;
+    },
+  };
 }

@@ -1,7 +1,8 @@
 // How the gateway lists the participant's identity providers (auth/participant-idps.ts): its own GET
 // /v2/idps, named by its user-agent, with the admin token of tokenFile, to the active replica, with
 // exactly upstream.tls (CA, client certificate, server name), bounded in answer size; and with no
-// configured issuer at all, trusting only what the participant lists.
+// configured issuer at all, trusting only what the participant lists. Then how the section follows a
+// reload: turned on, re-timed, turned off (in the reload's own swap, a late list ignored).
 // Certificates: test/proxy/fixtures (a test CA; participant.test's certificate; the gateway's client one).
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -164,7 +165,7 @@ const callWith = async (url: string, token: string) =>
   (await fetch(`${url}${LEDGER_END}`, { headers: { authorization: `Bearer ${token}` } })).status;
 
 describe("the listing of the participant's identity providers", () => {
-  it('reaches a participant behind TLS with exactly upstream.tls (CA, client certificate, server name), as itself', async () => {
+  it('reaches a participant behind TLS with upstream.tls (CA, client certificate, name), as itself', async () => {
     const idp = await newcomerIdp();
     // Its certificate names participant.test (not 127.0.0.1), and it requires a client certificate of the test CA.
     const participant = await startStandIn({
@@ -198,7 +199,7 @@ describe("the listing of the participant's identity providers", () => {
     expect(await gauge(gateway, REFRESHES, { result: 'failure' })).toBe(0);
   });
 
-  it('fails the refresh, counted and reported in /readyz, when the participant certificate is not trusted', async () => {
+  it('fails the refresh, counted and in /readyz, when the participant certificate is not trusted', async () => {
     const idp = await newcomerIdp();
     const participant = await startStandIn({
       cert: read('test-participant.pem'),
@@ -216,7 +217,7 @@ describe("the listing of the participant's identity providers", () => {
     expect(report.checks.participantIdps).toBe('failing');
     // The cause names the TLS failure, never the URL.
     expect(report.details?.participantIdps).toMatch(
-      /^the last refresh \(\w+\) failed: GET \/v2\/idps failed: UNABLE_TO_VERIFY_LEAF_SIGNATURE; the last known set stays$/,
+      /^the last refresh \(\w+\) failed: GET \/v2\/idps failed: UNABLE_TO_VERIFY_LEAF_SIGNATURE; the last known set/,
     );
     expect(participant.seen).toEqual([]);
     expect(await callWith(gateway.url, await idp.newcomer.mint({ sub: 'carol' }))).toBe(401);
@@ -337,5 +338,120 @@ describe("the listing of the participant's identity providers", () => {
     expect(await callWith(gateway.url, token)).toBe(200);
     expect((await readyz(gateway.adminUrl)).status).toBe(200);
     expect(participant.seen.filter((seen) => seen.path === LEDGER_END)).toHaveLength(1);
+  });
+});
+
+describe('auth.participantIdentityProviders follows a reload', () => {
+  it('starts on a reload turning it on, re-times, and drops the IdPs in the reload turning it off', async () => {
+    const idp = await newcomerIdp();
+    const participant = await startStandIn();
+    toClose.push(participant);
+    participant.idps = { configs: [idp.config] };
+    const admin = await createTestIssuer();
+    const tokenFile = adminTokenFile(await admin.mint({ sub: 'participant_admin' }));
+    const gateway = await startGateway(participant.url, {
+      upstream: { timeoutMs: 5_000 },
+      auth: { issuers: [admin.issuerConfig], participantId: TEST_PARTICIPANT, keySets: { fetchTimeoutMs: 2_000 } },
+    });
+    toClose.push(gateway);
+    const token = await idp.newcomer.mint({ sub: 'carol' });
+    const listings = () => participant.seen.filter((seen) => seen.path === '/v2/idps').length;
+    const reloadWith = (section: Record<string, unknown>) => {
+      const next = structuredClone(gateway.config);
+      Object.assign(next.auth.participantIdentityProviders, section);
+      return gateway.gateway.reload(() => next, 'test');
+    };
+    expect(await callWith(gateway.url, token)).toBe(401);
+    expect((await readyz(gateway.adminUrl)).checks.participantIdps).toBeUndefined();
+
+    const on = await reloadWith({ enabled: true, refreshIntervalSeconds: 3_600, tokenFile });
+    expect(on).toMatchObject({ result: 'success', restartRequired: [] });
+    await expect
+      .poll(() => gateway.gateway.readiness.report().checks.participantIdps, { timeout: 5_000, interval: 20 })
+      .toBe('ok');
+    expect(await callWith(gateway.url, token)).toBe(200);
+    expect(participant.seen.find((seen) => seen.path === '/v2/idps')?.authorization).toMatch(/^Bearer /);
+
+    // Re-timed: from once an hour to every second (the reload itself lists once at once).
+    const before = listings();
+    expect(await reloadWith({ enabled: true, refreshIntervalSeconds: 1, tokenFile })).toMatchObject({
+      result: 'success',
+    });
+    await expect.poll(listings, { timeout: 5_000, interval: 100 }).toBeGreaterThanOrEqual(before + 3);
+
+    const off = await reloadWith({ enabled: false, refreshIntervalSeconds: 1, tokenFile });
+    expect(off).toMatchObject({ result: 'success', restartRequired: [] });
+    // At once: the participant's issuers left in the reload's own swap.
+    expect(await callWith(gateway.url, token)).toBe(401);
+    const stopped = listings();
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(listings()).toBe(stopped);
+    expect(await callWith(gateway.url, token)).toBe(401);
+    const report = await readyz(gateway.adminUrl);
+    expect(report.status).toBe(200);
+    expect(report.checks.participantIdps).toBe('ok');
+  });
+
+  it('ignores a list that was on its way when the reload turning it off ran', async () => {
+    const idp = await newcomerIdp();
+    const participant = await startStandIn();
+    toClose.push(participant);
+    participant.idps = { configs: [] };
+    const { gateway } = await gatewayTrustingIdps(participant.url, {
+      auth: {
+        keySets: { fetchTimeoutMs: 3_000 },
+        participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 3_600 },
+      },
+    });
+    await expect
+      .poll(() => gateway.gateway.readiness.report().checks.participantIdps, { timeout: 5_000, interval: 20 })
+      .toBe('ok');
+    // A configured issuer whose keys come slowly: the reload that adds it waits for them before its swap.
+    const slow = await createTestIssuer('https://slow.test', 'slow-key');
+    const slowJwks = await startJwksServer(slow.issuerConfig.jwks.keys);
+    toClose.push(slowJwks);
+    slowJwks.setBehaviour({ delayMs: 1_000 });
+
+    // A listing naming the newcomer, held by the participant; a reload (a new token file) asks for it.
+    let release: () => void = () => undefined;
+    participant.hold = new Promise<void>((resolve) => (release = resolve));
+    participant.idps = { configs: [idp.config] };
+    const listings = participant.seen.length;
+    const retimed = structuredClone(gateway.config);
+    retimed.auth.participantIdentityProviders.tokenFile = adminTokenFile('another-admin-token');
+    expect((await gateway.gateway.reload(() => retimed, 'test')).result).toBe('success');
+    await expect.poll(() => participant.seen.length, { timeout: 5_000 }).toBeGreaterThan(listings);
+
+    // The reload turning it off waits for the slow keys; the held list arrives meanwhile.
+    const off = structuredClone(retimed);
+    off.auth.participantIdentityProviders.enabled = false;
+    off.auth.issuers.push({ issuer: 'https://slow.test', jwksUrl: slowJwks.jwksUrl });
+    const reloaded = gateway.gateway.reload(() => off, 'test');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    release();
+    expect((await reloaded).result).toBe('success');
+    slowJwks.setBehaviour({}); // quick again: a late list's swap (its key sets fetched anew) would be done in time
+    await new Promise((resolve) => setTimeout(resolve, 750));
+    expect(await callWith(gateway.url, await idp.newcomer.mint({ sub: 'carol' }))).toBe(401);
+    expect(await callWith(gateway.url, await slow.mint({ sub: 'dave' }))).toBe(200);
+  });
+
+  it('refuses a reload that turns it off while auth.issuers is empty: nothing would be trusted', async () => {
+    const idp = await newcomerIdp();
+    const participant = await startStandIn();
+    toClose.push(participant);
+    participant.idps = { configs: [idp.config] };
+    const { gateway } = await gatewayTrustingIdps(participant.url, {
+      auth: { issuers: [], participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 3_600 } },
+    });
+    await expect
+      .poll(() => gateway.gateway.readiness.report().checks.participantIdps, { timeout: 5_000, interval: 20 })
+      .toBe('ok');
+    const next = structuredClone(gateway.config);
+    next.auth.participantIdentityProviders.enabled = false;
+    const outcome = await gateway.gateway.reload(() => next, 'test');
+    expect(outcome.result).toBe('invalid');
+    expect(outcome.problems).toEqual([expect.stringMatching(/^auth\.issuers: at least one issuer is required/)]);
+    expect(await callWith(gateway.url, await idp.newcomer.mint({ sub: 'carol' }))).toBe(200);
   });
 });
