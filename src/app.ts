@@ -191,15 +191,14 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const authenticate = live.authenticate;
   api.addHook('onClose', () => live.close());
   const reloads = createReloadMetrics(metrics.registry, live.current.fingerprint);
-  const participantIdps = config.auth.participantIdentityProviders.enabled
-    ? trustParticipantIdentityProviders(live, {
-        upstreamUrl: options.upstreamUrl,
-        registry: metrics.registry,
-        log,
-        readiness,
-        running: (fingerprint) => reloads.running(fingerprint),
-      })
-    : undefined;
+  // The participant's IdPs, while auth.participantIdentityProviders.enabled (it follows reloads).
+  const participantIdps = trustParticipantIdentityProviders(live, {
+    get: (request) => replicas.ownGet(request), // the active replica, upstream.tls, not the clients' pool
+    registry: metrics.registry,
+    log,
+    readiness,
+    running: (fingerprint) => reloads.running(fingerprint),
+  });
 
   // The one list. Authentication comes before any body is read and before the version cache, so an
   // unauthenticated caller never costs a body read or sees a cached answer; a token it has not verified
@@ -260,7 +259,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     method: [...API_METHODS],
     url: '/*',
     handler: (request, reply) => {
-      if (participantIdps !== undefined && IDENTITY_PROVIDER_CHANGES.has(request.operation.name)) {
+      if (IDENTITY_PROVIDER_CHANGES.has(request.operation.name)) {
         const ended = participantIdps.beginChange();
         reply.raw.once('close', () => ended(reply.raw.headersSent ? reply.raw.statusCode : 0));
       }
@@ -335,7 +334,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     if (closed) return;
     closed = true;
     stopTlsReload?.();
-    participantIdps?.close();
+    participantIdps.close();
     // During a shutdown, what is still open now is the gateway's cut (SHUTDOWN_GRACE_ELAPSED), not
     // clients that left; gateway.close() alone (tests) keeps them as clients that left.
     if (readiness.isShuttingDown) requestTelemetry.cutOff();

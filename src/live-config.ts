@@ -16,10 +16,7 @@ import { createProtectionStage, type ProtectionStage, type ProtectionStageOption
 /** The sections a reload applies; every other key keeps its running value until a restart. */
 const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log'] as const;
 /** Inside a live section, what still needs a restart: the Redis connection is opened once. */
-const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [
-  ['protection', 'redis'],
-  ['auth', 'participantIdentityProviders'],
-];
+const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [['protection', 'redis']];
 
 export interface LiveGeneration extends Generation {
   readonly config: GatewayConfig;
@@ -90,8 +87,6 @@ export function effectiveConfig(running: GatewayConfig, next: GatewayConfig): Ga
   for (const section of LIVE_SECTIONS) merged[section] = structuredClone(next[section]);
   const protection = merged.protection as Record<string, unknown>;
   protection.redis = structuredClone(running.protection.redis);
-  const auth = merged.auth as Record<string, unknown>;
-  auth.participantIdentityProviders = structuredClone(running.auth.participantIdentityProviders);
   return merged as unknown as GatewayConfig;
 }
 
@@ -263,17 +258,22 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     apply: (next) =>
       serialized(async () => {
         const nextBase = effectiveConfig(base, next);
-        const candidate = build(composed(nextBase, participantIssuers), current);
+        // Turned off by this reload: the participant's issuers leave in the same swap.
+        const extra = nextBase.auth.participantIdentityProviders.enabled ? participantIssuers : [];
+        const candidate = build(composed(nextBase, extra), current);
         const missing = await missingKeys(candidate);
         if (missing.length > 0) {
           await discard(candidate);
           throw new Error(`the keys of ${missing.join(', ')} could not be fetched; the reload is refused`);
         }
         base = nextBase;
+        participantIssuers = extra;
         return swap(candidate);
       }),
     setParticipantIssuers: (issuers) =>
       serialized(async () => {
+        // A list that was on its way when a reload turned the participant's IdPs off.
+        if (!base.auth.participantIdentityProviders.enabled) return current;
         let wanted = issuers;
         let candidate = build(composed(base, wanted), current);
         const missing = await missingKeys(candidate);

@@ -1,6 +1,7 @@
 // What the schema cannot say about auth: exactly one key source per issuer, algorithms that fit the
 // key, no HS256 without unsafeHmacSecret, readable key files, known operation names. Checked once at
-// start; every problem is named by its key path in one ConfigError (fail closed: no issuers, no start).
+// start; every problem is named by its key path in one ConfigError (fail closed: no issuers, no start,
+// unless the participant's identity providers are trusted).
 import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
@@ -217,9 +218,12 @@ export function resolveAuthConfig(config: GatewayConfig): ResolvedAuth {
   const auth = config.auth;
   const problems: string[] = [];
   const warnings: string[] = [];
-  if (auth.issuers.length === 0) {
+  // A participant may trust only the IdPs created through its API: then the list can start empty, and
+  // a token is refused as of an unknown issuer until the participant's first list names its issuer.
+  if (auth.issuers.length === 0 && !auth.participantIdentityProviders.enabled) {
     problems.push(
-      'auth.issuers: at least one issuer is required (only with upstream.url "sandbox" does the gateway start its development issuer)',
+      'auth.issuers: at least one issuer is required unless auth.participantIdentityProviders.enabled ' +
+        '(with upstream.url "sandbox", an empty list starts the development issuer)',
     );
   }
   const seen = new Map<string, number>();

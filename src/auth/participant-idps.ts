@@ -1,8 +1,10 @@
 // The participant's identity provider configs (POST/PATCH/DELETE /v2/idps), trusted at the edge as
 // the participant trusts them: each active one by its issuer, its jwksUrl and its audience when set
 // (Canton `IdentityProviderAwareAuthService.scala`); a deactivated one is dropped. The list is fetched
-// at start, every refreshIntervalSeconds, and at once after a change made through the gateway.
+// at start (or the reload that turns it on), every refreshIntervalSeconds, and at once after a change
+// made through the gateway.
 import { readFileSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import { Counter, type Registry } from 'prom-client';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
@@ -34,19 +36,47 @@ export interface ParticipantIdentityProviders {
   beginChange(): (statusCode: number) => void;
   /** What authentication waits for while a change is under way (bounded), else undefined. */
   pendingChange(): Promise<void> | undefined;
+  /** A reload changed the section: the token file and time bound apply from the next list, the interval at once. */
+  follow(config: ParticipantIdpsConfig, fetchTimeoutMs: number): void;
+  /** Stops the interval; a change under way stops holding authentication. */
   close(): void;
 }
 
+type ParticipantIdpsConfig = GatewayConfig['auth']['participantIdentityProviders'];
+
+/**
+ * The gateway's own GET to the participant: to the active replica, with upstream.tls, on the probe's
+ * connections (proxy/upstream-replicas.ts `ownGet`, passed in by app.ts). The whole answer, or a
+ * rejection whose message is a short cause (never the URL).
+ */
+export type ParticipantGet = (request: {
+  readonly path: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly timeoutMs: number;
+  readonly maxBytes: number;
+}) => Promise<{ readonly statusCode: number; readonly body: Buffer }>;
+
+/** Marks the listing in the participant's logs: the gateway's own call, not a client's. */
+export const IDP_SYNC_USER_AGENT = 'ledger-gateway-idp-sync';
+
+/**
+ * Bound on the listing's answer. Canton caps the IdP configs a participant holds
+ * (TOO_MANY_IDENTITY_PROVIDER_CONFIGS), each a few hundred bytes: 4 MiB is far above any real list,
+ * and bounds what a faulty answer makes the gateway hold and parse. A longer one is a failed refresh.
+ */
+export const IDP_LIST_MAX_BYTES = 4 * 1024 * 1024;
+
 export interface ParticipantIdentityProvidersOptions {
-  readonly upstreamUrl: string;
-  readonly config: GatewayConfig['auth']['participantIdentityProviders'];
-  /** Bound on one GET /v2/idps. */
+  readonly get: ParticipantGet;
+  readonly config: ParticipantIdpsConfig;
+  /** Bound on one GET /v2/idps (connection, headers and body). */
   readonly fetchTimeoutMs: number;
   /** Checks one listed IdP as a configured issuer would be checked (auth/config.ts); a problem drops it. */
   readonly issuerProblem: (issuer: IssuerConfig) => string | undefined;
   /** Swaps in the issuers of the active IdPs; rejects when they cannot serve (the last set stays). */
   readonly apply: (issuers: readonly IssuerConfig[]) => Promise<void>;
-  readonly registry: Registry;
+  /** Counts one refresh (ledger_gateway_participant_idp_refreshes_total). */
+  readonly count: (result: 'success' | 'failure') => void;
   /** Bound on how long authentication waits for a change (its answer and the refresh after it). */
   readonly changeBoundMs: number;
   readonly log: { info(details: object, message: string): void; warn(details: object, message: string): void };
@@ -88,20 +118,15 @@ export function identityProviderProblem(config: GatewayConfig, issuer: IssuerCon
 export function createParticipantIdentityProviders(
   options: ParticipantIdentityProvidersOptions,
 ): ParticipantIdentityProviders {
-  const { config, log } = options;
-  const refreshes = new Counter({
-    name: 'ledger_gateway_participant_idp_refreshes_total',
-    help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
-    labelNames: ['result'] as const,
-    registers: [options.registry],
-  });
+  const { log } = options;
+  let config = options.config;
+  let fetchTimeoutMs = options.fetchTimeoutMs;
   // Changes under way, and the promise authentication waits for meanwhile.
   let openChanges = 0;
   let changeSettled: Promise<void> | undefined;
   let settleChange: (() => void) | undefined;
   // A change's wait is bounded: the participant's answer, then one list fetch and its key sets.
   const changeBoundMs = options.changeBoundMs;
-  const listUrl = `${options.upstreamUrl.replace(/\/$/, '')}/v2/idps`;
   let applied: string | undefined;
   let running: Promise<void> | undefined;
   let queued: Promise<void> | undefined;
@@ -109,17 +134,30 @@ export function createParticipantIdentityProviders(
   let failure: string | undefined;
 
   async function list(): Promise<unknown[]> {
-    const headers: Record<string, string> = { accept: 'application/json' };
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': IDP_SYNC_USER_AGENT };
     // Read at each use: a mounted secret is rotated in place.
     if (config.tokenFile !== undefined)
       headers.authorization = `Bearer ${readFileSync(config.tokenFile, 'utf8').trim()}`;
-    const answer = await fetch(listUrl, { headers, signal: AbortSignal.timeout(options.fetchTimeoutMs) });
-    if (!answer.ok) {
-      await answer.body?.cancel();
-      throw new Error(`GET /v2/idps answered ${answer.status}`);
+    let answer: Awaited<ReturnType<ParticipantGet>>;
+    try {
+      answer = await options.get({
+        path: '/v2/idps',
+        headers,
+        timeoutMs: fetchTimeoutMs,
+        maxBytes: IDP_LIST_MAX_BYTES,
+      });
+    } catch (error) {
+      throw new Error(`GET /v2/idps failed: ${(error as Error).message}`, { cause: error });
     }
-    const body = (await answer.json()) as { identityProviderConfigs?: unknown };
-    if (!Array.isArray(body.identityProviderConfigs))
+    if (answer.statusCode < 200 || answer.statusCode >= 300)
+      throw new Error(`GET /v2/idps answered ${answer.statusCode}`);
+    let body: { identityProviderConfigs?: unknown };
+    try {
+      body = JSON.parse(answer.body.toString('utf8')) as { identityProviderConfigs?: unknown };
+    } catch (error) {
+      throw new Error('GET /v2/idps answered with a body that is not JSON', { cause: error });
+    }
+    if (!Array.isArray(body?.identityProviderConfigs))
       throw new Error('GET /v2/idps answered without identityProviderConfigs');
     return body.identityProviderConfigs as unknown[];
   }
@@ -133,15 +171,16 @@ export function createParticipantIdentityProviders(
         return problem === undefined;
       });
       const fingerprint = JSON.stringify(issuers);
+      if (closed) return; // no longer trusted (a reload turned it off) while the list was on its way
       if (fingerprint !== applied) {
         await options.apply(issuers);
         applied = fingerprint;
         log.info({ reason, issuers: issuers.map((issuer) => issuer.issuer) }, 'participant identity providers applied');
       }
-      refreshes.inc({ result: 'success' });
+      options.count('success');
       failure = undefined;
     } catch (error) {
-      refreshes.inc({ result: 'failure' });
+      options.count('failure');
       failure = `the last refresh (${reason}) failed: ${(error as Error).message}; the last known set stays`;
       log.warn(
         { reason, err: (error as Error).message },
@@ -166,8 +205,8 @@ export function createParticipantIdentityProviders(
     return queued;
   }
 
-  const timer = setInterval(() => void refresh('interval'), config.refreshIntervalSeconds * 1_000);
-  timer.unref();
+  const every = (seconds: number) => setInterval(() => void refresh('interval'), seconds * 1_000).unref();
+  let timer = every(config.refreshIntervalSeconds);
   function beginChange(): (statusCode: number) => void {
     openChanges++;
     if (changeSettled === undefined) {
@@ -203,9 +242,20 @@ export function createParticipantIdentityProviders(
     lastFailure: () => failure,
     beginChange,
     pendingChange: () => changeSettled,
+    follow(next, nextFetchTimeoutMs) {
+      if (isDeepStrictEqual(next, config) && nextFetchTimeoutMs === fetchTimeoutMs) return;
+      if (next.refreshIntervalSeconds !== config.refreshIntervalSeconds) {
+        clearInterval(timer);
+        timer = every(next.refreshIntervalSeconds);
+      }
+      config = next;
+      fetchTimeoutMs = nextFetchTimeoutMs;
+      void refresh('reload');
+    },
     close() {
       closed = true;
       clearInterval(timer);
+      settleChange?.();
     },
   };
 }
@@ -218,7 +268,7 @@ export const IDENTITY_PROVIDER_CHANGES: ReadonlySet<string> = new Set([
 ]);
 
 export interface ParticipantTrustOptions {
-  readonly upstreamUrl: string;
+  readonly get: ParticipantGet;
   readonly registry: Registry;
   readonly log: ParticipantIdentityProvidersOptions['log'];
   readonly readiness: Readiness;
@@ -226,28 +276,82 @@ export interface ParticipantTrustOptions {
   readonly running: (fingerprint: string) => void;
 }
 
-/** Keeps `live`'s participant issuers in step with the participant's IdP configs, from start on. */
+/** The participant's IdPs as the running config wants them: on from start or a reload, off after one. */
+export interface ParticipantTrust {
+  /** See ParticipantIdentityProviders.beginChange; a no-op while they are not trusted. */
+  beginChange(): (statusCode: number) => void;
+  close(): void;
+}
+
+/**
+ * Keeps `live`'s participant issuers in step with the participant's IdP configs while
+ * auth.participantIdentityProviders.enabled, following reloads: a reload that turns it on starts the
+ * listing, one that turns it off stops it (live-config.ts drops the participant's issuers in the same
+ * swap), one that changes its settings re-times it and lists at once.
+ */
 export function trustParticipantIdentityProviders(
   live: LiveConfig,
   options: ParticipantTrustOptions,
-): ParticipantIdentityProviders {
-  const config = live.current.config;
-  const fetchTimeoutMs = config.auth.keySets.fetchTimeoutMs;
-  const idps = createParticipantIdentityProviders({
-    upstreamUrl: options.upstreamUrl,
-    config: config.auth.participantIdentityProviders,
-    fetchTimeoutMs,
-    // The participant's answer, one list fetch, its key sets: each bounded.
-    changeBoundMs:
-      Math.max(config.upstream.timeoutMs, ...Object.values(config.upstream.operationTimeoutsMs)) + 3 * fetchTimeoutMs,
-    issuerProblem: (issuer) => identityProviderProblem(live.current.config, issuer),
-    apply: async (issuers) => options.running((await live.setParticipantIssuers(issuers)).fingerprint),
-    registry: options.registry,
-    log: options.log,
-  });
-  live.holdAuthenticationWhile(() => idps.pendingChange());
-  // Unready until one list was applied; a failed refresh after that keeps the last set (and readiness).
-  options.readiness.add({ name: 'participantIdps', ready: () => idps.hasList(), detail: () => idps.lastFailure() });
-  void idps.refresh('start');
-  return idps;
+): ParticipantTrust {
+  let idps: ParticipantIdentityProviders | undefined;
+  let refreshes: Counter<'result'> | undefined;
+  let checked = false;
+
+  function start(config: GatewayConfig, reason: string): ParticipantIdentityProviders {
+    // Registered on first use, once: a disabled gateway shows neither the metric nor the check.
+    refreshes ??= new Counter({
+      name: 'ledger_gateway_participant_idp_refreshes_total',
+      help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
+      labelNames: ['result'] as const,
+      registers: [options.registry],
+    });
+    const counter = refreshes;
+    const fetchTimeoutMs = config.auth.keySets.fetchTimeoutMs;
+    const started = createParticipantIdentityProviders({
+      get: options.get,
+      config: config.auth.participantIdentityProviders,
+      fetchTimeoutMs,
+      // The participant's answer, one list fetch, its key sets: each bounded.
+      changeBoundMs:
+        Math.max(config.upstream.timeoutMs, ...Object.values(config.upstream.operationTimeoutsMs)) + 3 * fetchTimeoutMs,
+      issuerProblem: (issuer) => identityProviderProblem(live.current.config, issuer),
+      apply: async (issuers) => options.running((await live.setParticipantIssuers(issuers)).fingerprint),
+      count: (result) => counter.inc({ result }),
+      log: options.log,
+    });
+    if (!checked) {
+      checked = true;
+      // Unready until one list was applied; a failed refresh after that keeps the last set (and readiness).
+      options.readiness.add({
+        name: 'participantIdps',
+        ready: () => idps?.hasList() ?? true,
+        detail: () => idps?.lastFailure(),
+      });
+    }
+    void started.refresh(reason);
+    return started;
+  }
+
+  function follow(config: GatewayConfig, reason: string): void {
+    const wanted = config.auth.participantIdentityProviders;
+    if (!wanted.enabled) {
+      if (idps === undefined) return;
+      idps.close();
+      idps = undefined;
+      options.log.info({ reason }, 'participant identity providers no longer trusted at the edge');
+    } else if (idps === undefined) idps = start(config, reason);
+    else idps.follow(wanted, config.auth.keySets.fetchTimeoutMs);
+  }
+
+  live.holdAuthenticationWhile(() => idps?.pendingChange());
+  // Every swap: a reload may change the section; a swap of the participant's issuers leaves it as it is.
+  live.onSwap((next) => follow(next.config, 'reload'));
+  follow(live.current.config, 'start');
+  return {
+    beginChange: () => idps?.beginChange() ?? (() => undefined),
+    close() {
+      idps?.close();
+      idps = undefined;
+    },
+  };
 }

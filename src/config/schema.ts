@@ -385,7 +385,7 @@ export const AuthSchema = Section(
     issuers: Type.Array(IssuerSchema, {
       default: [],
       description:
-        'One entry per identity provider; the token\'s `iss` selects it. Required unless upstream.url is "sandbox", where an empty list turns on the development issuer.',
+        'One entry per identity provider; the token\'s `iss` selects it. Required unless participantIdentityProviders.enabled (the participant\'s IdPs alone) or upstream.url is "sandbox", where an empty list turns on the development issuer.',
     }),
     participantId: Type.Optional(
       Type.String({
@@ -455,7 +455,7 @@ export const AuthSchema = Section(
         enabled: Type.Boolean({
           default: false,
           description:
-            'Also trust the identity providers configured on the participant (GET /v2/idps), as the participant does: each active one by its issuer, jwksUrl and audience; deactivated ones are dropped. Configured issuers win on a conflict. Changed only on a restart (docs/live-configuration.md).',
+            'Also trust the identity providers configured on the participant (GET /v2/idps), as the participant does: each active one by its issuer, jwksUrl and audience; deactivated ones are dropped. Configured issuers win on a conflict. Reloads live: turned on, off or re-timed by a reload (docs/live-configuration.md).',
         }),
         refreshIntervalSeconds: Type.Integer({
           minimum: 1,

@@ -8,7 +8,13 @@ import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
 import { upstreamPoolOptions } from './upstream-pool.js';
-import { createUpstreamProbe, type UpstreamProbe } from './upstream-probe.js';
+import {
+  createUpstreamProbe,
+  type OwnCallFailure,
+  type OwnAnswer,
+  type OwnRequest,
+  type UpstreamProbe,
+} from './upstream-probe.js';
 
 /**
  * Failures of a connection that was never opened (or cut while opening): the call was not written,
@@ -181,6 +187,26 @@ export class UpstreamReplicas {
       };
       this.waiters.add(waiter);
     });
+  }
+
+  /**
+   * A GET of the gateway's own (the identity provider listing) to where calls go now, on that replica's
+   * probe connections with upstream.tls: never a connection or a slot of the clients'. Refused before it
+   * was written, it moves to the next replica that answers, as a client's GET does, within its time bound.
+   */
+  async ownGet(request: OwnRequest): Promise<OwnAnswer> {
+    const deadline = performance.now() + request.timeoutMs;
+    const replica = this.target as ReplicaState;
+    try {
+      return await replica.probe.get(request);
+    } catch (error) {
+      const code = (error as OwnCallFailure).code;
+      if (!this.failover || code === undefined || !CONNECT_FAILURES.has(code)) throw error;
+      const next = (await this.failedToConnect(replica, code, deadline)) as ReplicaState | undefined;
+      if (next === undefined) throw error;
+      const timeoutMs = Math.max(1, Math.ceil(deadline - performance.now()));
+      return next.probe.get({ ...request, timeoutMs });
+    }
   }
 
   /** Stops probing; calls waiting for a replica get none; every pool is destroyed (calls in flight are aborted). */

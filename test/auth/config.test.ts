@@ -62,6 +62,11 @@ describe('auth config: schema', () => {
 describe('auth config: what the schema cannot say', () => {
   it('fails closed without an issuer (outside development mode)', () => {
     expect(problemsOf({})).toEqual([expect.stringMatching(/^auth\.issuers: at least one issuer is required/)]);
+    expect(problemsOf({ auth: { participantIdentityProviders: { enabled: false } } })).toHaveLength(1);
+  });
+
+  it("starts without an issuer when the participant's identity providers are trusted", () => {
+    expect(problemsOf({ auth: { participantIdentityProviders: { enabled: true } } })).toEqual([]);
   });
 
   it('wants exactly one key source per issuer', () => {
