@@ -58,9 +58,12 @@ export interface LiveConfig {
   restartOnlyChanges(next: GatewayConfig): string[];
   /**
    * Trusts these issuers (the participant's identity providers) besides the configured ones, which
-   * win on a conflict. Those whose keys cannot be fetched are left out (logged); the rest swap in.
+   * win on a conflict. Those whose keys cannot be fetched are left out (logged, and named in
+   * `leftOut`); the rest swap in.
    */
-  setParticipantIssuers(issuers: readonly IssuerConfig[]): Promise<LiveGeneration>;
+  setParticipantIssuers(
+    issuers: readonly IssuerConfig[],
+  ): Promise<{ readonly generation: LiveGeneration; readonly leftOut: readonly string[] }>;
   close(): Promise<void>;
 }
 
@@ -273,17 +276,19 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     setParticipantIssuers: (issuers) =>
       serialized(async () => {
         // A list that was on its way when a reload turned the participant's IdPs off.
-        if (!base.auth.participantIdentityProviders.enabled) return current;
+        if (!base.auth.participantIdentityProviders.enabled) return { generation: current, leftOut: [] };
         let wanted = issuers;
         let candidate = build(composed(base, wanted), current);
         const missing = await missingKeys(candidate);
+        const leftOut = missing.filter((name) => issuers.some((issuer) => issuer.issuer === name));
         if (missing.length > 0) {
-          options.log.warn(
-            { issuers: missing },
-            'participant identity providers left out: their keys could not be fetched',
-          );
+          if (leftOut.length > 0)
+            options.log.warn(
+              { issuers: leftOut },
+              'participant identity providers left out: their keys could not be fetched',
+            );
           await discard(candidate);
-          wanted = wanted.filter((issuer) => !missing.includes(issuer.issuer));
+          wanted = wanted.filter((issuer) => !leftOut.includes(issuer.issuer));
           candidate = build(composed(base, wanted), current);
           if ((await missingKeys(candidate)).length > 0) {
             await discard(candidate);
@@ -291,7 +296,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
           }
         }
         participantIssuers = wanted;
-        return swap(candidate);
+        return { generation: swap(candidate), leftOut };
       }),
     restartOnlyChanges(next) {
       const changed: string[] = [];

@@ -73,8 +73,11 @@ export interface ParticipantIdentityProvidersOptions {
   readonly fetchTimeoutMs: number;
   /** Checks one listed IdP as a configured issuer would be checked (auth/config.ts); a problem drops it. */
   readonly issuerProblem: (issuer: IssuerConfig) => string | undefined;
-  /** Swaps in the issuers of the active IdPs; rejects when they cannot serve (the last set stays). */
-  readonly apply: (issuers: readonly IssuerConfig[]) => Promise<void>;
+  /**
+   * Swaps in the issuers of the active IdPs; resolves with those left out because their keys could
+   * not be fetched, rejects when the rest cannot serve (the last set stays).
+   */
+  readonly apply: (issuers: readonly IssuerConfig[]) => Promise<readonly string[]>;
   /** Counts one refresh (ledger_gateway_participant_idp_refreshes_total). */
   readonly count: (result: 'success' | 'failure') => void;
   /** Bound on how long authentication waits for a change (its answer and the refresh after it). */
@@ -127,7 +130,9 @@ export function createParticipantIdentityProviders(
   let settleChange: (() => void) | undefined;
   // A change's wait is bounded: the participant's answer, then one list fetch and its key sets.
   const changeBoundMs = options.changeBoundMs;
+  /** The list applied in full (JSON of its issuers): an unchanged list is not applied again. */
   let applied: string | undefined;
+  let hasList = false;
   let running: Promise<void> | undefined;
   let queued: Promise<void> | undefined;
   let closed = false;
@@ -173,9 +178,15 @@ export function createParticipantIdentityProviders(
       const fingerprint = JSON.stringify(issuers);
       if (closed) return; // no longer trusted (a reload turned it off) while the list was on its way
       if (fingerprint !== applied) {
-        await options.apply(issuers);
-        applied = fingerprint;
-        log.info({ reason, issuers: issuers.map((issuer) => issuer.issuer) }, 'participant identity providers applied');
+        const leftOut = await options.apply(issuers);
+        hasList = true;
+        // One left out (its keys could not be fetched) is tried again at the next refresh.
+        applied = leftOut.length === 0 ? fingerprint : undefined;
+        const trusted = issuers.map((issuer) => issuer.issuer).filter((issuer) => !leftOut.includes(issuer));
+        log.info(
+          { reason, issuers: trusted, ...(leftOut.length > 0 && { leftOut }) },
+          'participant identity providers applied',
+        );
       }
       options.count('success');
       failure = undefined;
@@ -238,7 +249,7 @@ export function createParticipantIdentityProviders(
 
   return {
     refresh,
-    hasList: () => applied !== undefined,
+    hasList: () => hasList,
     lastFailure: () => failure,
     beginChange,
     pendingChange: () => changeSettled,
@@ -315,7 +326,11 @@ export function trustParticipantIdentityProviders(
       changeBoundMs:
         Math.max(config.upstream.timeoutMs, ...Object.values(config.upstream.operationTimeoutsMs)) + 3 * fetchTimeoutMs,
       issuerProblem: (issuer) => identityProviderProblem(live.current.config, issuer),
-      apply: async (issuers) => options.running((await live.setParticipantIssuers(issuers)).fingerprint),
+      apply: async (issuers) => {
+        const { generation, leftOut } = await live.setParticipantIssuers(issuers);
+        options.running(generation.fingerprint);
+        return leftOut;
+      },
       count: (result) => counter.inc({ result }),
       log: options.log,
     });

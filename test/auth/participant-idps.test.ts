@@ -137,4 +137,14 @@ describe('identity providers from the participant', () => {
     expect(report.checks.participantIdps).toBe('ok');
     expect(report.details?.participantIdps).toMatch(/failed: .*the last known set stays/);
   });
+  it('tries an IdP left out because its keys could not be fetched again at the next refresh', async () => {
+    const { gateway, idp, call, change } = await started(1);
+    jwks!.setBehaviour({ status: 503 }); // the IdP's key set does not answer yet
+    expect(await change('POST', '/v2/idps', { identityProviderConfig: idp })).toBe(200);
+    expect(await call()).toBe(401); // left out: its keys could not be fetched
+
+    jwks!.setBehaviour({}); // the key set is back; the participant's list has not changed
+    await expect.poll(call, { timeout: 10_000, interval: 200 }).toBe(200);
+    expect(await gauge(gateway, 'ledger_gateway_participant_idp_refreshes_total', { result: 'failure' })).toBe(0);
+  });
 });
