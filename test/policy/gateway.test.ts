@@ -549,7 +549,7 @@ describe('CORS', () => {
       'authorization, content-type, traceparent, tracestate',
     );
     expect(response.headers.get('access-control-max-age')).toBe('300');
-    expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/); // answered by the CORS plugin, still identified
+    expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/); // answered by the gateway itself, still identified
     expect(upstream!.requests).toHaveLength(0);
   });
 
