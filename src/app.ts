@@ -168,8 +168,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     closing: () => shutdown.closing,
   });
 
-  // Authentication, protection and the policy follow the config: built as one generation, swapped
-  // whole on a reload (live-config.ts); each exchange pins the current one as it enters.
+  // Authentication, protection, the policy, CORS and the version cache's TTLs follow the config: built
+  // as one generation, swapped whole on a reload (live-config.ts); each exchange pins the current one.
   const live = createLiveConfig(config, {
     metrics,
     log,

@@ -1,6 +1,6 @@
-// Live configuration: the stages that follow the config (authentication, protection, authorization,
-// request rules) are built whole from one config as a Generation (exchange.ts) and swapped whole on
-// a reload. Each exchange pins the current generation when it enters and finishes under it; an old
+// Live configuration: what follows the config (authentication, protection, authorization, request
+// rules, CORS, the version cache's TTLs) is built whole from one config as a Generation (exchange.ts)
+// and swapped whole on a reload. Each exchange pins the current generation when it enters and finishes under it; an old
 // generation's resources (key-set timers, a limit store) are closed once no call can still hold it.
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
