@@ -112,13 +112,17 @@ function keyWaitMs(config: GatewayConfig): number {
   return config.auth.keySets.fetchTimeoutMs + 1_000;
 }
 
+/**
+ * Whether every key set of `authenticator` loaded. A key set whose first fetch failed is not waited
+ * for: its next try comes only after the key set cooldown (a JWKS host that does not resolve fails at once).
+ */
 async function keysLoaded(authenticator: Authenticator, withinMs: number): Promise<boolean> {
   const deadline = Date.now() + withinMs;
-  while (!authenticator.ready()) {
+  while (!authenticator.keySets.every((keySet) => keySet.ready() || keySet.attempted())) {
     if (Date.now() >= deadline) return false;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  return true;
+  return authenticator.ready();
 }
 
 export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {

@@ -31,6 +31,8 @@ export interface KeySet {
    */
   resolve(header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<VerificationKey>;
   ready(): boolean;
+  /** A first fetch has ended, with keys or a failure (static keys: always). */
+  attempted(): boolean;
   /** While not ready: why the last fetch failed (e.g. 'fetch failed: ECONNREFUSED'); else undefined. */
   failure?(): string | undefined;
   start(): void;
@@ -41,7 +43,7 @@ type LocalKeySet = (header: JWSHeaderParameters, token: FlattenedJWSInput) => Pr
 
 /** A configured key that never changes: inline JWKS, PEM public key or certificate, HMAC secret. */
 export function staticKeySet(issuer: string, source: Exclude<KeySource, { kind: 'jwksUrl' }>): KeySet {
-  const base = { issuer, ready: () => true, start: () => undefined, close: () => undefined };
+  const base = { issuer, ready: () => true, attempted: () => true, start: () => undefined, close: () => undefined };
   switch (source.kind) {
     case 'jwks': {
       const local: LocalKeySet = createLocalJWKSet(source.jwks);
@@ -143,6 +145,10 @@ export class RemoteKeySet implements KeySet {
 
   ready(): boolean {
     return this.local !== undefined;
+  }
+
+  attempted(): boolean {
+    return this.fetches > 0;
   }
 
   failure(): string | undefined {

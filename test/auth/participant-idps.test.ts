@@ -24,7 +24,7 @@ afterEach(async () => {
   jwks = undefined;
 });
 
-async function started(refreshIntervalSeconds: number) {
+async function started(refreshIntervalSeconds: number, fetchTimeoutMs = 300) {
   sandbox = await startSandbox();
   const newcomer = await createTestIssuer(NEWCOMER, 'newcomer-key');
   jwks = await startJwksServer(newcomer.issuerConfig.jwks.keys);
@@ -35,14 +35,14 @@ async function started(refreshIntervalSeconds: number) {
     auth: {
       issuers: [admin.issuerConfig],
       participantId: TEST_PARTICIPANT,
-      keySets: { fetchTimeoutMs: 300 },
+      keySets: { fetchTimeoutMs },
       participantIdentityProviders: { enabled: true, refreshIntervalSeconds, tokenFile },
     },
   });
   const gateway = running;
   // The first list (the sandbox's seeded IdP, whose keys cannot be fetched, is left out).
   await expect
-    .poll(() => gateway.gateway.readiness.report().checks.participantIdps, { timeout: 5_000, interval: 20 })
+    .poll(() => gateway.gateway.readiness.report().checks.participantIdps, { timeout: 10_000, interval: 20 })
     .toBe('ok');
   const adminHeaders = {
     authorization: `Bearer ${await admin.mint({ sub: 'participant_admin' })}`,
@@ -147,4 +147,14 @@ describe('identity providers from the participant', () => {
     await expect.poll(call, { timeout: 10_000, interval: 200 }).toBe(200);
     expect(await gauge(gateway, 'ledger_gateway_participant_idp_refreshes_total', { result: 'failure' })).toBe(0);
   });
+  it('holds a change only until a failing key set has failed once, not for the whole fetch bound', async () => {
+    // The fetch bound is 8 s; the IdP's key set fails at once (its port refuses connections).
+    const { idp, call, change } = await started(60, 8_000);
+    await jwks!.close();
+    jwks = undefined;
+    expect(await change('POST', '/v2/idps', { identityProviderConfig: idp })).toBe(200);
+    const before = performance.now();
+    expect(await call()).toBe(401); // waited for the change, which left the IdP out
+    expect(performance.now() - before).toBeLessThan(4_000);
+  }, 30_000);
 });
