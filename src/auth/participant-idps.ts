@@ -8,7 +8,6 @@ import { isDeepStrictEqual } from 'node:util';
 import { Counter, type Registry } from 'prom-client';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
-import type { LiveConfig } from '../live-config.js';
 import { NamedOperations } from '../operations.js';
 import { resolveAuthConfig } from './config.js';
 
@@ -294,6 +293,19 @@ export interface ParticipantTrust {
   close(): void;
 }
 
+/** What the participant's issuers are trusted through (live-config.ts's LiveConfig). */
+export interface TrustTarget {
+  readonly current: { readonly config: GatewayConfig };
+  /** Swaps in these issuers besides the configured ones; names those left out for want of keys. */
+  setParticipantIssuers(
+    issuers: readonly IssuerConfig[],
+  ): Promise<{ readonly generation: { readonly fingerprint: string }; readonly leftOut: readonly string[] }>;
+  /** Authentication waits while `gate` answers a promise. */
+  holdAuthenticationWhile(gate: () => Promise<void> | undefined): void;
+  /** Calls `listener` after each swap of the configuration. */
+  onSwap(listener: (next: { readonly config: GatewayConfig }) => void): void;
+}
+
 /**
  * Keeps `live`'s participant issuers in step with the participant's IdP configs while
  * auth.participantIdentityProviders.enabled, following reloads: a reload that turns it on starts the
@@ -301,7 +313,7 @@ export interface ParticipantTrust {
  * swap), one that changes its settings re-times it and lists at once.
  */
 export function trustParticipantIdentityProviders(
-  live: LiveConfig,
+  live: TrustTarget,
   options: ParticipantTrustOptions,
 ): ParticipantTrust {
   let idps: ParticipantIdentityProviders | undefined;

@@ -4,7 +4,6 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { LiveConfig } from '../live-config.js';
 import { ConfigError, type GatewayConfig } from './schema.js';
 
 export type ReloadResult = 'success' | 'invalid' | 'refused';
@@ -70,9 +69,18 @@ export interface ReloadLog {
   error(details: object, message: string): void;
 }
 
+/** What a reload swaps the configuration of (live-config.ts's LiveConfig). */
+export interface ReloadTarget {
+  readonly current: { readonly fingerprint: string };
+  /** The key paths of `next` that differ from the running config and need a restart. */
+  restartOnlyChanges(next: GatewayConfig): string[];
+  /** Swaps in what can change live; throws and keeps the running config when it cannot serve. */
+  apply(next: GatewayConfig): Promise<{ readonly fingerprint: string; readonly config: GatewayConfig }>;
+}
+
 /** One reload: load (throws ConfigError when invalid), name restart-only keys, apply; logged and counted. */
 export async function reloadGateway(
-  live: LiveConfig,
+  live: ReloadTarget,
   load: () => Promise<GatewayConfig> | GatewayConfig,
   dependencies: {
     readonly log: ReloadLog;
