@@ -1,4 +1,5 @@
-// The admin listener: probes, metrics and the version cache's purge, never on the API port. /readyz
+// The admin listener: probes, metrics, the running configuration and the version cache's purge,
+// never on the API port. /readyz
 // reports the readiness checks (health.ts); the `upstream` one is the participant's replicas, each
 // probed on its own connection every upstream.readinessIntervalMs (proxy/upstream-replicas.ts).
 // Each change of readiness is logged once.
@@ -17,10 +18,22 @@ export interface AdminListenerOptions {
   readonly upstream: { ready(): boolean; cause(): string | undefined; probeNow(): Promise<void> };
   /** POST /cache/version/purge. */
   readonly purgeVersionCache: () => void;
+  /** GET /config: the configuration running now, secrets redacted. */
+  readonly runningConfig: () => RunningConfigReport;
   /** Where changes of readiness are logged (none: not logged). */
   readonly log?: FastifyBaseLogger;
   /** Is this peer address loopback? Tests replace it to act as a remote caller. */
   readonly isLoopback?: (address: string | undefined) => boolean;
+}
+
+/** What GET /config answers: which configuration runs, and what of the file waits for a restart. */
+export interface RunningConfigReport {
+  /** As ledger_gateway_config_info{fingerprint} shows it. */
+  readonly fingerprint: string;
+  /** Keys of the last valid file a reload read that keep their running values until a restart. */
+  readonly restartRequired: readonly string[];
+  /** The effective configuration (defaults filled in, the participant's IdPs among the issuers), secrets redacted. */
+  readonly config: Record<string, unknown>;
 }
 
 const loopback = new BlockList();
@@ -33,7 +46,10 @@ export function isLoopbackAddress(address: string | undefined): boolean {
   return family !== 0 && loopback.check(address!, family === 4 ? 'ipv4' : 'ipv6');
 }
 
-/** A purge is a loopback caller's, or one presenting `Authorization: Bearer <admin.purgeToken>`. */
+/**
+ * A purge (or a read of the running configuration) is a loopback caller's, or one presenting
+ * `Authorization: Bearer <admin.purgeToken>`.
+ */
 export function purgeAllowed(
   loopbackPeer: boolean,
   authorization: string | undefined,
@@ -85,6 +101,13 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
       return reply.code(403).send({ error: 'purge is allowed from loopback or with the admin purge token' });
     options.purgeVersionCache();
     return reply.code(204).send();
+  });
+  // The running configuration, as Envoy's /config_dump shows its own: from loopback (kubectl
+  // port-forward arrives there) or with the admin token, like the purge.
+  server.get('/config', async (request, reply) => {
+    if (!purgeAllowed(isLoopback(request.socket.remoteAddress), request.headers.authorization, config.admin.purgeToken))
+      return reply.code(403).send({ error: 'the configuration is shown to loopback or with the admin purge token' });
+    return reply.header('cache-control', 'no-store').send(options.runningConfig());
   });
   server.get('/metrics', async (_request, reply) => {
     reply.type(registry.contentType);

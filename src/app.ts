@@ -12,7 +12,8 @@ import { createAdminListener } from './admin-listener.js';
 import { createApiServer } from './api-server.js';
 import type { AuthFailureReason } from './auth/failure.js';
 import { createVersionCache } from './cache/version-cache.js';
-import { readServerTls } from './config/load.js';
+import { readServerTls, type LoadedConfig } from './config/load.js';
+import { redactedConfig } from './config/effective.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createContextStage } from './context-stage.js';
 import { createReloadMetrics, reloadGateway, type ReloadOutcome } from './config/reload.js';
@@ -53,7 +54,15 @@ export interface GatewayOptions {
    * context by hand and the forwarder sends its traceparent instead of the client's.
    */
   readonly tracingActive?: boolean;
+  /**
+   * Keys whose values were read from files at start (`${file:...}`: config/provenance.ts fromFiles),
+   * redacted wherever the configuration is shown (GET /config), as are the keys the schema marks secret.
+   */
+  readonly secretPaths?: ReadonlySet<string>;
 }
+
+/** A configuration a reload applies, with where its values came from when known (their file-read secrets). */
+export type ReloadSource = GatewayConfig | LoadedConfig;
 
 export interface Gateway {
   readonly api: FastifyInstance;
@@ -72,7 +81,7 @@ export interface Gateway {
    * Re-reads the configuration with `load` (which throws a ConfigError when it is invalid) and swaps
    * in what can change live (config/reload.ts); logged, counted, never thrown. `trigger` names the cause in the log.
    */
-  reload(load: () => Promise<GatewayConfig> | GatewayConfig, trigger?: string): Promise<ReloadOutcome>;
+  reload(load: () => Promise<ReloadSource> | ReloadSource, trigger?: string): Promise<ReloadOutcome>;
   /** The fingerprint of the configuration the gateway runs now. */
   readonly fingerprint: string;
 }
@@ -320,12 +329,21 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       ? undefined
       : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
 
+  // What GET /config shows besides the running configuration: the secrets read from files are redacted
+  // (those of every file applied so far), and the keys of the last valid file that wait for a restart.
+  const secretPaths = new Set(options.secretPaths);
+  let restartRequired: readonly string[] = [];
   const admin = createAdminListener({
     config,
     readiness,
     registry: metrics.registry,
     upstream: replicas,
     purgeVersionCache: () => versionCache.clear(),
+    runningConfig: () => ({
+      fingerprint: live.current.fingerprint,
+      restartRequired,
+      config: redactedConfig(live.current.config, { fromFiles: secretPaths }),
+    }),
     log,
   });
 
@@ -358,15 +376,27 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     },
     shutdown: () => shutdown.run(),
     close,
-    reload: (load, trigger = 'api') =>
-      reloadGateway(live, load, {
-        log,
-        metrics: reloads,
-        trigger,
-        setLogLevel: (level) => {
-          if (logger !== false) logger.level = level;
+    reload: async (load, trigger = 'api') => {
+      const outcome = await reloadGateway(
+        live,
+        async () => {
+          const source = await load();
+          if (!('provenance' in source)) return source;
+          for (const path of source.provenance.fromFiles) secretPaths.add(path); // redacted from then on
+          return source.config;
         },
-      }),
+        {
+          log,
+          metrics: reloads,
+          trigger,
+          setLogLevel: (level) => {
+            if (logger !== false) logger.level = level;
+          },
+        },
+      );
+      if (outcome.result !== 'invalid') restartRequired = outcome.restartRequired;
+      return outcome;
+    },
     get fingerprint() {
       return live.current.fingerprint;
     },

@@ -6,7 +6,7 @@ import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication } from './
 import { readArguments } from './cli/arguments.js';
 import { checkConfiguration } from './cli/check.js';
 import { listenFailure, ListenFailure } from './cli/listen-failure.js';
-import { ConfigError, loadConfig, loadConfiguration } from './config/load.js';
+import { ConfigError, loadConfiguration } from './config/load.js';
 import { serializeReloads, watchConfigFile } from './config/reload.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createLogger } from './telemetry/logging.js';
@@ -36,7 +36,10 @@ function configReloader(
     };
   }
   const run = serializeReloads((trigger) =>
-    gateway.reload(async () => (await prepareAuthentication(loadConfig(file))).config, trigger),
+    gateway.reload(async () => {
+      const loaded = loadConfiguration(file);
+      return { config: (await prepareAuthentication(loaded.config)).config, provenance: loaded.provenance };
+    }, trigger),
   );
   const watcher = watchConfigFile(file, () => void run('file'), {
     onError: (error) =>
@@ -85,6 +88,7 @@ async function main(): Promise<void> {
     upstreamUrl: upstream.url,
     logger: createLogger(config.log.level),
     tracingActive: tracing !== undefined,
+    secretPaths: loadedConfig.provenance.fromFiles,
   });
   const log = gateway.log;
   const tracingMode = tracing === undefined ? 'off' : tracing.exporting ? 'exporting' : 'propagating, not exporting';

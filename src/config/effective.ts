@@ -31,7 +31,10 @@ export function redactSecret(value: unknown): unknown {
   return REDACTED;
 }
 
-function redactInPlace(value: unknown, path: KeyPath, provenance: ConfigProvenance): unknown {
+/** What redaction needs to know of where the values came from: which were read from files. */
+type SecretSources = Pick<ConfigProvenance, 'fromFiles'>;
+
+function redactInPlace(value: unknown, path: KeyPath, provenance: SecretSources): unknown {
   if (provenance.fromFiles.has(pathText(path)) || schemaAt(path)?.secret === true) return redactSecret(value);
   if (Array.isArray(value)) return value.map((item, index) => redactInPlace(item, [...path, index], provenance));
   if (value !== null && typeof value === 'object') {
@@ -44,8 +47,11 @@ function redactInPlace(value: unknown, path: KeyPath, provenance: ConfigProvenan
   return value;
 }
 
-/** A copy of the config with every secret redacted. */
-export function redactedConfig(config: GatewayConfig, provenance: ConfigProvenance): Record<string, unknown> {
+/**
+ * A copy of the config with every secret redacted: the keys the schema marks `secret`, and every
+ * value `provenance.fromFiles` names (read with ${file:...}).
+ */
+export function redactedConfig(config: GatewayConfig, provenance: SecretSources): Record<string, unknown> {
   return redactInPlace(config, [], provenance) as Record<string, unknown>;
 }
 

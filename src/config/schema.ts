@@ -80,7 +80,7 @@ export const AdminSchema = Section(
         minLength: 16,
         secret: true,
         description:
-          'Bearer token a caller off loopback presents for POST /cache/version/purge (e.g. ${file:/run/secrets/purge-token}); never logged. Unset: only loopback callers may purge. Probes and metrics stay open.',
+          'Bearer token a caller off loopback presents for POST /cache/version/purge and GET /config (e.g. ${file:/run/secrets/purge-token}); never logged. Unset: only loopback callers may purge or read the running configuration. Probes and metrics stay open.',
       }),
     ),
   },
