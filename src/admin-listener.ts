@@ -1,8 +1,7 @@
 // The admin listener: probes, metrics, the running configuration and the version cache's purge,
-// never on the API port. /readyz
-// reports the readiness checks (health.ts); the `upstream` one is the participant's replicas, each
-// probed on its own connection every upstream.readinessIntervalMs (proxy/upstream-replicas.ts).
-// Each change of readiness is logged once.
+// never on the API port. /readyz reports the readiness checks (health.ts); the `upstream` one is the
+// participant's replicas, each probed on its own connection every upstream.readinessIntervalMs
+// (proxy/upstream-replicas.ts). Each change of readiness is logged once.
 import { timingSafeEqual } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
