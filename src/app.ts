@@ -8,37 +8,37 @@ import type { Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { createAdminListener } from './admin-listener.js';
-import { createApiServer } from './api-server.js';
+import { createAdminListener } from './server/admin-listener.js';
+import { createApiServer } from './server/api-server.js';
 import type { AuthFailureReason } from './auth/failure.js';
 import { createVersionCache } from './cache/version-cache.js';
 import { readServerTls, type LoadedConfig } from './config/load.js';
 import { redactedConfig } from './config/effective.js';
 import type { GatewayConfig } from './config/schema.js';
-import { createContextStage } from './context-stage.js';
-import { createReloadMetrics, reloadGateway, type ReloadOutcome } from './config/reload.js';
+import { createContextStage } from './exchange/context-stage.js';
+import { createReloadMetrics, reloadGateway, type ReloadOutcome } from './live/reload.js';
 import { Errors, GatewayError } from './errors.js';
-import type { Stage } from './exchange.js';
+import type { Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { keySetsFailure } from './auth/key-set.js';
-import { createLiveConfig } from './live-config.js';
-import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './auth/participant-idps.js';
+import { createLiveConfig } from './live/generations.js';
+import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './live/participant-idps.js';
 import { NamedOperations } from './operations.js';
 import { limitConnections } from './protection/connections.js';
 import { createForwarder } from './proxy/forward.js';
 import { UpstreamReplicas } from './proxy/upstream-replicas.js';
 import { createWebSocketTunnels } from './proxy/websocket.js';
-import { asGatewayError, sendGatewayError } from './refusal.js';
-import { randomRequestId } from './request-id.js';
-import { watchListenerTls } from './server-tls.js';
-import { gracefulShutdown } from './shutdown.js';
-import { stageHook } from './stage-runner.js';
+import { asGatewayError, sendGatewayError } from './exchange/refusal.js';
+import { randomRequestId } from './exchange/request-id.js';
+import { watchListenerTls } from './server/listener-tls.js';
+import { gracefulShutdown } from './server/shutdown.js';
+import { stageHook } from './exchange/stage-runner.js';
 import { createLogger, requestLineWriter } from './telemetry/logging.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
 import { sampledTraceIdOf } from './telemetry/server-span.js';
 import type { Tracing } from './telemetry/tracing.js';
-import { createUpgradeHandler } from './upgrades.js';
+import { createUpgradeHandler } from './server/upgrades.js';
 
 export interface GatewayOptions {
   /** The participant's base URL, already resolved (main.ts starts the sandbox for "sandbox"). */
@@ -79,7 +79,7 @@ export interface Gateway {
   close(): Promise<void>;
   /**
    * Re-reads the configuration with `load` (which throws a ConfigError when it is invalid) and swaps
-   * in what can change live (config/reload.ts); logged, counted, never thrown. `trigger` names the cause in the log.
+   * in what can change live (live/reload.ts); logged, counted, never thrown. `trigger` names the cause in the log.
    */
   reload(load: () => Promise<ReloadSource> | ReloadSource, trigger?: string): Promise<ReloadOutcome>;
   /** The fingerprint of the configuration the gateway runs now. */
@@ -178,7 +178,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
 
   // Authentication, protection, the policy, CORS and the version cache's TTLs follow the config: built
-  // as one generation, swapped whole on a reload (live-config.ts); each exchange pins the current one.
+  // as one generation, swapped whole on a reload (live/generations.ts); each exchange pins the current one.
   const live = createLiveConfig(config, {
     metrics,
     log,
@@ -237,7 +237,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   );
   // The gateway's own headers on the answers Fastify sends (refusals, CORS preflights, a version
   // answer passed on whole); the answers the gateway writes itself get them from gatewayHeaders
-  // (proxy/answer.ts). One the answer already has (the participant's) is kept.
+  // (exchange/answer.ts). One the answer already has (the participant's) is kept.
   api.addHook('onSend', (request, reply, payload, done) => {
     if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
     if (request.traceresponse !== undefined && !reply.hasHeader('traceresponse'))

@@ -7,7 +7,7 @@ import { readArguments } from './cli/arguments.js';
 import { checkConfiguration } from './cli/check.js';
 import { listenFailure, ListenFailure } from './cli/listen-failure.js';
 import { ConfigError, loadConfiguration } from './config/load.js';
-import { serializeReloads, watchConfigFile } from './config/reload.js';
+import { serializeReloads, watchConfigFile } from './live/reload.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createLogger } from './telemetry/logging.js';
 
@@ -22,7 +22,7 @@ async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sa
 
 /**
  * What SIGHUP asks of a running gateway: by the daemons' convention, to re-read its configuration;
- * a change of the config file asks the same (config/reload.ts). Without a file there is nothing to re-read.
+ * a change of the config file asks the same (live/reload.ts). Without a file there is nothing to re-read.
  */
 function configReloader(
   gateway: Gateway,

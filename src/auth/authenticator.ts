@@ -2,7 +2,7 @@
 // verifier and the issuers' key sets. No Fastify here (hooks.ts attaches it).
 import type { GatewayConfig } from '../config/schema.js';
 import type { Operation } from '../operations.js';
-import type { Principal } from '../exchange.js';
+import type { Principal } from '../exchange/exchange.js';
 import { resolveAuthConfig, type ResolvedAuth } from './config.js';
 import { checkTokenShape, type TokenSource } from './extract.js';
 import { AuthFailure } from './failure.js';

@@ -1,7 +1,7 @@
 // The authentication stage, for calls and upgrades alike: before any body is read, the version
 // cache or the forwarder. The kinds differ only in where the token is read from.
 import type { IncomingMessage } from 'node:http';
-import type { Exchange, Principal, Stage } from '../exchange.js';
+import type { Exchange, Principal, Stage } from '../exchange/exchange.js';
 import type { Authenticator, SpendUnverified } from './authenticator.js';
 import { authorizationHeader, bearerTokenOf, webSocketToken } from './extract.js';
 import { AuthFailure, unauthenticated, type AuthFailureReason } from './failure.js';

@@ -3,7 +3,7 @@
 // pinned algorithms and keys, then the Canton claim checks run (claims.ts).
 import { decodeJwt, decodeProtectedHeader, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose';
 import { JWS_ALGORITHMS } from '../config/schema.js';
-import type { Principal } from '../exchange.js';
+import type { Principal } from '../exchange/exchange.js';
 import { checkClaims, type ClaimRules } from './claims.js';
 import type { ResolvedIssuer } from './config.js';
 import { AuthFailure } from './failure.js';

@@ -5,7 +5,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { Errors, GatewayError } from '../errors.js';
-import { combinedVary, gatewayHeaders, writeAnswerHead } from '../proxy/answer.js';
+import { combinedVary, gatewayHeaders, writeAnswerHead } from '../exchange/answer.js';
 import { upstreamErrorCode } from '../proxy/upstream-error-code.js';
 import type { VersionCacheResult } from '../telemetry/metrics.js';
 
@@ -106,7 +106,7 @@ export function createVersionCache(options: VersionCacheOptions): VersionCache {
     },
   });
 
-  /** The stored answer, written straight to the socket (proxy/answer.ts), as a forwarded one is. */
+  /** The stored answer, written straight to the socket (exchange/answer.ts), as a forwarded one is. */
   function send(
     request: FastifyRequest,
     reply: FastifyReply,

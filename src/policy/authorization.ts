@@ -4,7 +4,7 @@
 import { ConfigError, type AuthorizationRuleConfig, type GatewayConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { OPERATION_NAMES } from '../operations.js';
-import type { Principal } from '../exchange.js';
+import type { Principal } from '../exchange/exchange.js';
 
 const MATCHERS = ['anyAuthenticated', 'subjects', 'issuers', 'scope', 'audience', 'claims'] as const;
 

@@ -9,7 +9,7 @@ import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
 import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { GatewayConfig } from '../config/schema.js';
-import type { Principal, Stage } from '../exchange.js';
+import type { Principal, Stage } from '../exchange/exchange.js';
 import { pathOf } from '../operations.js';
 import { assertPolicyConfig, createAuthorizer, permissionDeniedError } from './authorization.js';
 import { REQUEST_RULES } from './rules/index.js';

@@ -1,7 +1,7 @@
 // What a request rule answers: a catalogue error with the cause, context and resources Canton
 // would put in its own answer (causes: Canton's RequestValidationErrors, ProtoDeserializationError,
 // IdentityProviderConfigServiceErrors).
-import type { Principal } from '../exchange.js';
+import type { Principal } from '../exchange/exchange.js';
 import { Errors, GatewayError, type ErrorDefinition, type ErrorOrigin } from '../errors.js';
 
 export interface Violation {

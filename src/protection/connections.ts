@@ -7,7 +7,7 @@
 // their connections, are counted in the total only.
 import type { Server } from 'node:net';
 import type { Socket } from 'node:net';
-import { addressKey, clientAddress } from './caller.js';
+import { addressKey, clientAddress } from '../exchange/caller.js';
 import { SlotCounts } from './slot-counts.js';
 
 export type ConnectionLimit = 'total' | 'perAddress';

@@ -4,11 +4,11 @@
 // response (sent, refused later, upstream error, timeout, client abort) or an upgrade's client socket
 // (the tunnel's whole life).
 import type { GatewayConfig } from '../config/schema.js';
-import type { Stage } from '../exchange.js';
+import type { Stage } from '../exchange/exchange.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
-import { onResponseClose } from '../response-close.js';
+import { onResponseClose } from '../exchange/response-close.js';
 import { createProtection, type Protection } from './admission.js';
-import { callerOf } from './caller.js';
+import { callerOf } from '../exchange/caller.js';
 import type { ConnectionCaps } from './connections.js';
 import { resolveProtectionConfig } from './config.js';
 import { createMemoryStore } from './memory-store.js';

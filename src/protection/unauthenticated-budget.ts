@@ -12,7 +12,7 @@ import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { LRUCache } from 'lru-cache';
 import { resourceExhausted } from './admission.js';
-import { addressOf } from './caller.js';
+import { addressOf } from '../exchange/caller.js';
 import type { OperationLimits, RateLimit } from './config.js';
 import { gcra } from './gcra.js';
 import { CONCURRENCY_RETRY_AFTER_MS, StoreUnavailableError, type LimitStore, type StoreVerdict } from './store.js';

@@ -4,10 +4,10 @@
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../error-codes.js';
-import type { Exchange, Stage } from '../exchange.js';
+import type { Exchange, Stage } from '../exchange/exchange.js';
 import { UNKNOWN_OPERATION, type Operation } from '../operations.js';
-import { traceIdOf } from '../request-context.js';
-import { onResponseClose } from '../response-close.js';
+import { traceIdOf } from '../exchange/request-context.js';
+import { onResponseClose } from '../exchange/response-close.js';
 import { continueTrace, formatTraceparent } from '../trace-context.js';
 import { scrubSecrets, type RequestLine } from './logging.js';
 import type { GatewayMetrics } from './metrics.js';

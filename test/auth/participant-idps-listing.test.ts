@@ -1,4 +1,4 @@
-// How the gateway lists the participant's identity providers (auth/participant-idps.ts): its own GET
+// How the gateway lists the participant's identity providers (live/participant-idps.ts): its own GET
 // /v2/idps, named by its user-agent, with the admin token of tokenFile, to the active replica, with
 // exactly upstream.tls (CA, client certificate, server name), bounded in answer size; and with no
 // configured issuer at all, trusting only what the participant lists. Then how the section follows a
@@ -14,7 +14,7 @@ import type { TLSSocket } from 'node:tls';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildGateway } from '../../src/app.js';
-import { IDP_LIST_MAX_BYTES, IDP_SYNC_USER_AGENT } from '../../src/auth/participant-idps.js';
+import { IDP_LIST_MAX_BYTES, IDP_SYNC_USER_AGENT } from '../../src/live/participant-idps.js';
 import { validateGatewayConfig } from '../../src/config/load.js';
 import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
 import { gauge, startGateway } from '../helpers/gateway.js';

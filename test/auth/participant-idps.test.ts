@@ -1,4 +1,4 @@
-// The participant's identity providers at the edge (auth/participant-idps.ts): a token of an IdP
+// The participant's identity providers at the edge (live/participant-idps.ts): a token of an IdP
 // created through the gateway is accepted on the next call, refused once the IdP is deactivated, and
 // the last known set keeps serving while the participant cannot be listed.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,6 +1,6 @@
 // POST /cache/version/purge on the admin listener: loopback callers, or the admin.purgeToken bearer.
 import { describe, expect, it } from 'vitest';
-import { isLoopbackAddress, purgeAllowed } from '../../src/admin-listener.js';
+import { isLoopbackAddress, purgeAllowed } from '../../src/server/admin-listener.js';
 import { startGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { startRecordingUpstream } from '../helpers/recording-upstream.js';

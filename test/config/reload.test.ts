@@ -1,11 +1,11 @@
-// Live configuration (config/reload.ts, live-config.ts): a reload swaps rules, issuers and the log
+// Live configuration (live/reload.ts, live/generations.ts): a reload swaps rules, issuers and the log
 // level while calls are in flight; an invalid file or unreachable keys change nothing; keys that
 // need a restart are named; a ConfigMap-style symlink swap is seen; metrics carry the fingerprint.
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { watchConfigFile } from '../../src/config/reload.js';
+import { watchConfigFile } from '../../src/live/reload.js';
 import { loadConfig } from '../../src/config/load.js';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { writeKubeletVolume } from '../helpers/kubelet-volume.js';

@@ -1,7 +1,7 @@
 // Who a call counts against: the principal, else the client address (behind trusted proxies, the
 // right-most untrusted X-Forwarded-For hop).
 import { describe, expect, it } from 'vitest';
-import { addressKey, clientAddress } from '../../src/protection/caller.js';
+import { addressKey, clientAddress } from '../../src/exchange/caller.js';
 
 const trusted = (address: string) => address === '10.0.0.1' || address === '10.0.0.2';
 

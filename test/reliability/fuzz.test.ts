@@ -4,7 +4,7 @@
 import net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requestTargetProblem } from '../../src/request-context.js';
+import { requestTargetProblem } from '../../src/exchange/request-context.js';
 import { canonicalPath } from '../../src/operations.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';

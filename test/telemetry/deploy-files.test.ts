@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { ReloadMetricNames } from '../../src/config/reload.js';
+import { ReloadMetricNames } from '../../src/live/reload.js';
 import { MetricNames } from '../../src/telemetry/metrics.js';
 import { promtool } from './prometheus-process.js';
 

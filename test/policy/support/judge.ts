@@ -1,6 +1,6 @@
 // Runs a request rule the way the gateway does: JSON text -> parseJsonObject -> rule.
 import { parseJsonObject } from '../../../src/body/json.js';
-import type { Principal } from '../../../src/exchange.js';
+import type { Principal } from '../../../src/exchange/exchange.js';
 import type { RequestRule, RuleContext, Violation } from '../../../src/policy/violation.js';
 import { toJsonText } from './openapi-arbitrary.js';
 

@@ -2,7 +2,7 @@
 // for a call without one (a public operation), its client address.
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
-import type { Principal } from '../exchange.js';
+import type { Principal } from './exchange.js';
 
 function plainAddress(address: string): string {
   return address.startsWith('::ffff:') ? address.slice(7) : address;

@@ -4,8 +4,8 @@
 // what is still open after that is cut, counted as the gateway's cut, not as clients that left.
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import type { GatewayConfig } from './config/schema.js';
-import type { Readiness } from './health.js';
+import type { GatewayConfig } from '../config/schema.js';
+import type { Readiness } from '../health.js';
 
 export interface GracefulShutdownOptions {
   readonly api: FastifyInstance;

@@ -3,9 +3,9 @@
 // a clean target and the operation from the route catalogue (request-context.ts); and no new exchange
 // once the gateway is shutting down.
 import type { FastifyRequest } from 'fastify';
-import { parseContentType } from './body/content-type.js';
-import type { GatewayConfig } from './config/schema.js';
-import { Errors, GatewayError } from './errors.js';
+import { parseContentType } from '../body/content-type.js';
+import type { GatewayConfig } from '../config/schema.js';
+import { Errors, GatewayError } from '../errors.js';
 import type { Exchange, Stage } from './exchange.js';
 import {
   connectionOptionProblem,

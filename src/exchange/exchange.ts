@@ -5,8 +5,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Duplex } from 'node:stream';
-import type { Operation } from './operations.js';
-import type { TraceContext } from './trace-context.js';
+import type { Operation } from '../operations.js';
+import type { TraceContext } from '../trace-context.js';
 
 /** Who called: set by the authentication stage from verified claims, never from a header. */
 export interface Principal {
@@ -25,7 +25,7 @@ export type Lifeline = ServerResponse | Duplex;
 
 /**
  * The stages that follow the configuration: built whole from one config and swapped whole on a
- * reload (live-config.ts). An exchange pins the current one when it enters, and finishes under it.
+ * reload (live/generations.ts). An exchange pins the current one when it enters, and finishes under it.
  */
 export interface Generation {
   /** The effective config's fingerprint (a hash): which config an exchange ran under. */

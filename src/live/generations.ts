@@ -4,14 +4,14 @@
 // generation's resources (key-set timers, a limit store) are closed once no call can still hold it.
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
-import { createAuthenticator, type Authenticator } from './auth/authenticator.js';
-import type { AuthFailureReason } from './auth/failure.js';
-import { authenticationStage } from './auth/hooks.js';
-import type { GatewayConfig, IssuerConfig } from './config/schema.js';
-import type { Generation, Stage } from './exchange.js';
-import { createCorsHandler } from './policy/cors.js';
-import { createPolicyStage } from './policy/stage.js';
-import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from './protection/stage.js';
+import { createAuthenticator, type Authenticator } from '../auth/authenticator.js';
+import type { AuthFailureReason } from '../auth/failure.js';
+import { authenticationStage } from '../auth/hooks.js';
+import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
+import type { Generation, Stage } from '../exchange/exchange.js';
+import { createCorsHandler } from '../policy/cors.js';
+import { createPolicyStage } from '../policy/stage.js';
+import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
 const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log'] as const;

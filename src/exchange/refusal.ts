@@ -4,7 +4,7 @@
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { Errors, GatewayError, renderCantonError, renderDecodeFailure } from './errors.js';
+import { Errors, GatewayError, renderCantonError, renderDecodeFailure } from '../errors.js';
 import type { Exchange } from './exchange.js';
 import { traceIdOf } from './request-context.js';
 

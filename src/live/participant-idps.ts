@@ -9,7 +9,7 @@ import { Counter, type Registry } from 'prom-client';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
 import { NamedOperations } from '../operations.js';
-import { resolveAuthConfig } from './config.js';
+import { resolveAuthConfig } from '../auth/config.js';
 
 /** An identity provider config as GET /v2/idps lists it (Canton's JSON API `IdentityProviderConfig`). */
 interface ListedIdentityProvider {
@@ -293,7 +293,7 @@ export interface ParticipantTrust {
   close(): void;
 }
 
-/** What the participant's issuers are trusted through (live-config.ts's LiveConfig). */
+/** What the participant's issuers are trusted through (live/generations.ts's LiveConfig). */
 export interface TrustTarget {
   readonly current: { readonly config: GatewayConfig };
   /** Swaps in these issuers besides the configured ones; names those left out for want of keys. */
@@ -309,7 +309,7 @@ export interface TrustTarget {
 /**
  * Keeps `live`'s participant issuers in step with the participant's IdP configs while
  * auth.participantIdentityProviders.enabled, following reloads: a reload that turns it on starts the
- * listing, one that turns it off stops it (live-config.ts drops the participant's issuers in the same
+ * listing, one that turns it off stops it (live/generations.ts drops the participant's issuers in the same
  * swap), one that changes its settings re-times it and lists at once.
  */
 export function trustParticipantIdentityProviders(

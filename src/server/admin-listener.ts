@@ -6,8 +6,8 @@ import { timingSafeEqual } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
-import type { GatewayConfig } from './config/schema.js';
-import type { Readiness } from './health.js';
+import type { GatewayConfig } from '../config/schema.js';
+import type { Readiness } from '../health.js';
 
 export interface AdminListenerOptions {
   readonly config: GatewayConfig;

@@ -4,14 +4,14 @@
 // included (request-telemetry.ts), as a call's is.
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { Errors, GatewayError } from './errors.js';
-import type { Exchange, Generation, Principal, Stage } from './exchange.js';
-import type { Operation } from './operations.js';
-import type { WebSocketTunnels } from './proxy/websocket.js';
-import { writeUpgradeRefusal } from './refusal.js';
-import { admitUpgrade } from './stage-runner.js';
-import type { RequestTelemetry } from './telemetry/request-telemetry.js';
-import type { TraceContext } from './trace-context.js';
+import { Errors, GatewayError } from '../errors.js';
+import type { Exchange, Generation, Principal, Stage } from '../exchange/exchange.js';
+import type { Operation } from '../operations.js';
+import type { WebSocketTunnels } from '../proxy/websocket.js';
+import { writeUpgradeRefusal } from '../exchange/refusal.js';
+import { admitUpgrade } from '../exchange/stage-runner.js';
+import type { RequestTelemetry } from '../telemetry/request-telemetry.js';
+import type { TraceContext } from '../trace-context.js';
 
 /** An upgrade's exchange (a call's is its FastifyRequest): one shape for every upgrade. */
 class UpgradeExchange implements Exchange {

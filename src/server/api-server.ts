@@ -5,14 +5,14 @@
 import type { IncomingMessage } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { createClientErrorHandler } from './client-errors.js';
-import type { GatewayConfig } from './config/schema.js';
-import { Errors, GatewayError } from './errors.js';
+import type { GatewayConfig } from '../config/schema.js';
+import { Errors, GatewayError } from '../errors.js';
 import { deferContinue } from './expect-continue.js';
-import { sendGatewayError } from './refusal.js';
-import { framingProblem, framingRefusal, webSocketOperationOf } from './request-context.js';
-import { randomRequestId } from './request-id.js';
-import { listenerSecureOptions, type ListenerTlsFiles } from './server-tls.js';
-import type { RequestTelemetry } from './telemetry/request-telemetry.js';
+import { sendGatewayError } from '../exchange/refusal.js';
+import { framingProblem, framingRefusal, webSocketOperationOf } from '../exchange/request-context.js';
+import { randomRequestId } from '../exchange/request-id.js';
+import { listenerSecureOptions, type ListenerTlsFiles } from './listener-tls.js';
+import type { RequestTelemetry } from '../telemetry/request-telemetry.js';
 
 export interface ApiServerOptions {
   /** server.tls's files, read: HTTPS and WSS on the API listener. */
@@ -110,7 +110,7 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
   // A call's exchange is its request (exchange.ts): these decorators are its fields.
   api.decorateRequest('kind', 'call');
   api.decorateRequest('lifeline', null as never); // set by the stage hook
-  api.decorateRequest('generation', null as never); // pinned by the first stage (live-config.ts)
+  api.decorateRequest('generation', null as never); // pinned by the first stage (live/generations.ts)
   api.decorateRequest('operation', null as never); // set by the request context stage
   api.decorateRequest('principal', null);
   api.decorateRequest('errorCode', null);

@@ -2,8 +2,8 @@
 // the files, so that a renewed certificate (cert-manager writes the Secret's files anew) serves new
 // connections without a restart. Connections already open keep the context they began with.
 import { createSecureContext, type Server as TlsServer } from 'node:tls';
-import type { GatewayConfig } from './config/schema.js';
-import { readServerTls } from './config/load.js';
+import type { GatewayConfig } from '../config/schema.js';
+import { readServerTls } from '../config/load.js';
 
 export interface ListenerTlsFiles {
   readonly cert: Buffer;

@@ -1,10 +1,10 @@
 // Reloading the configuration of a running gateway: on SIGHUP and when the config file changes. The
 // whole file is read and validated as at start; an invalid one changes nothing (every bad key path
-// is logged), a valid one is swapped in (live-config.ts), and keys that need a restart are named.
+// is logged), a valid one is swapped in (live/generations.ts), and keys that need a restart are named.
 import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { ConfigError, type GatewayConfig } from './schema.js';
+import { ConfigError, type GatewayConfig } from '../config/schema.js';
 
 export type ReloadResult = 'success' | 'invalid' | 'refused';
 
@@ -69,7 +69,7 @@ export interface ReloadLog {
   error(details: object, message: string): void;
 }
 
-/** What a reload swaps the configuration of (live-config.ts's LiveConfig). */
+/** What a reload swaps the configuration of (live/generations.ts's LiveConfig). */
 export interface ReloadTarget {
   readonly current: { readonly fingerprint: string };
   /** The key paths of `next` that differ from the running config and need a restart. */

@@ -2,11 +2,11 @@
 // framing, a clean request target, the operation from the route catalogue; and the trace id for errors.
 import type { IncomingMessage } from 'node:http';
 import { trace, isSpanContextValid } from '@opentelemetry/api';
-import type { GatewayConfig } from './config/schema.js';
-import { contentTypesConflict } from './body/content-type.js';
-import { Errors, GatewayError } from './errors.js';
+import type { GatewayConfig } from '../config/schema.js';
+import { contentTypesConflict } from '../body/content-type.js';
+import { Errors, GatewayError } from '../errors.js';
 import type { Exchange } from './exchange.js';
-import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from './operations.js';
+import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from '../operations.js';
 
 const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
 const ENCODED_SLASH = /%2f/i;

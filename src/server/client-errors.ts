@@ -3,7 +3,7 @@
 // Canton's shape on the raw socket, then the connection is closed.
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
-import { Errors, renderCantonError, type ErrorDefinition } from './errors.js';
+import { Errors, renderCantonError, type ErrorDefinition } from '../errors.js';
 
 export function clientErrorDefinition(code: string | undefined): ErrorDefinition {
   if (code === 'HPE_HEADER_OVERFLOW') return Errors.GATEWAY_HEADERS_TOO_LARGE;
