@@ -14,9 +14,32 @@ import { createPolicyStage } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
-const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log'] as const;
-/** Inside a live section, what still needs a restart: the Redis connection is opened once. */
-const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [['protection', 'redis']];
+const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log', 'audit'] as const;
+/**
+ * Inside a live section, what still needs a restart: the Redis connection is opened once; the audit
+ * trail's files, key and writer are opened once (only its policy, which writes at which level, is live).
+ */
+const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [
+  ['protection', 'redis'],
+  ...(
+    [
+      'enabled',
+      'directory',
+      'durable',
+      'failMode',
+      'writeTimeoutMs',
+      'maxPendingRecords',
+      'maxBatchRecords',
+      'rotateBytes',
+      'retainFiles',
+      'retryIntervalMs',
+      'signingKeyFile',
+      'digestIntervalMs',
+      'stdout',
+      'responseCaptureBytes',
+    ] as const
+  ).map((key) => ['audit', key]),
+];
 
 export interface LiveGeneration extends Generation {
   readonly config: GatewayConfig;
@@ -90,6 +113,7 @@ export function effectiveConfig(running: GatewayConfig, next: GatewayConfig): Ga
   for (const section of LIVE_SECTIONS) merged[section] = structuredClone(next[section]);
   const protection = merged.protection as Record<string, unknown>;
   protection.redis = structuredClone(running.protection.redis);
+  merged.audit = { ...structuredClone(running.audit), policy: structuredClone(next.audit.policy) };
   return merged as unknown as GatewayConfig;
 }
 

@@ -103,6 +103,7 @@ describe('authenticator', () => {
       template: '/',
       kind: 'http' as const,
       participantInternal,
+      writes: false,
     });
     expect(auth.requiresToken(op('getVersion'))).toBe(false);
     expect(auth.requiresToken(op('getReadyz', true))).toBe(false);
