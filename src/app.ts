@@ -9,6 +9,7 @@ import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, Fa
 import pino, { type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createAdminListener } from './server/admin-listener.js';
+import { createAuditTrail } from './audit/audit-trail.js';
 import { createApiServer } from './server/api-server.js';
 import type { AuthFailureReason } from './auth/failure.js';
 import { createVersionCache } from './cache/version-cache.js';
@@ -33,8 +34,9 @@ import { randomRequestId } from './exchange/request-id.js';
 import { watchListenerTls } from './server/listener-tls.js';
 import { gracefulShutdown } from './server/shutdown.js';
 import { stageHook } from './exchange/stage-runner.js';
+import { createAccessLog } from './telemetry/access-log.js';
 import { createLogger, requestLineWriter } from './telemetry/logging.js';
-import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
+import { createAuditMetrics, createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { createRequestTelemetry } from './telemetry/request-telemetry.js';
 import { sampledTraceIdOf } from './telemetry/server-span.js';
 import type { Tracing } from './telemetry/tracing.js';
@@ -133,6 +135,14 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     ...(writeLine !== undefined && { writeLine }),
   });
 
+  // The access log (log.access) follows reloads: its fields, sampling and redaction.
+  let accessLogOn = false;
+  const applyAccessLog = (access: GatewayConfig['log']['access']) => {
+    accessLogOn = access.enabled;
+    requestTelemetry.setAccessLog(access.enabled ? createAccessLog(access, isTrustedProxy) : undefined);
+  };
+  applyAccessLog(config.log.access);
+
   // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
   const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
   const api = createApiServer(config, { listenerTls, telemetry: requestTelemetry });
@@ -147,12 +157,14 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
     ...(propagateTraceContext && { propagateTraceContext }),
     isTrustedProxy,
-    onUpstreamTiming: (request, seconds) =>
+    onUpstreamTiming: (request, seconds) => {
       metrics.observeUpstream(
         request.operation.name,
         seconds,
         metrics.exemplars ? sampledTraceIdOf(request) : undefined,
-      ),
+      );
+      if (accessLogOn) requestTelemetry.noteUpstream(request, seconds, replicas.target.label);
+    },
   });
   metrics.watchUpstream(forwarder.load);
 
@@ -216,6 +228,29 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // precedes the policy's body read, so a refused call costs none; a WebSocket stream holds its
   // slot for the tunnel's life. Authorization ends the list: before the version cache, so an
   // unauthorized caller never sees a cached body.
+  // The audit trail (audit/) marks the ledger writes it records once they are authorized: a call
+  // refused before is in the access log, not the trail. Its intent record is written in the handler,
+  // after the request rules read the body (the identifying fields are in it), right before forwarding.
+  const audit = config.audit.enabled
+    ? await createAuditTrail(config.audit, {
+        bodyLimits: {
+          maxBytes: Math.min(config.policy.maxBodyBytes, config.limits.bodyBytes),
+          maxBytesKey:
+            config.policy.maxBodyBytes <= config.limits.bodyBytes ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
+          timeoutMs: config.policy.bodyReadTimeoutMs,
+          timeoutKey: 'policy.bodyReadTimeoutMs',
+        },
+        isTrustedProxy,
+        metrics: createAuditMetrics(metrics.registry, metrics.exemplars),
+        log,
+        ...(config.audit.stdout && writeLine !== undefined && { echo: (line: string) => writeLine.raw(line) }),
+      })
+    : undefined;
+  if (audit !== undefined) live.onSwap((next) => audit.setPolicy(next.config.audit.policy));
+  live.onSwap((next, previous) => {
+    if (!isDeepStrictEqual(next.config.log.access, previous.config.log.access)) applyAccessLog(next.config.log.access);
+  });
+
   const stages: readonly Stage[] = [
     requestTelemetry.begin,
     live.pin,
@@ -223,6 +258,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     authenticate,
     live.protect,
     live.authorize,
+    ...(audit === undefined ? [] : [audit.stage]),
   ];
 
   // Calls: the list runs as one hook (stage-runner.ts), synchronously unless a stage has to wait.
@@ -256,12 +292,20 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     if (!isDeepStrictEqual(next.versionCache, previous.versionCache)) versionCache.clear();
   });
   const upstreamKey = options.upstreamUrl;
-  const answer = (request: FastifyRequest, reply: FastifyReply) => {
+  const answerCall = (request: FastifyRequest, reply: FastifyReply) => {
     const cached = request.generation.versionCache;
     return cached.ttlSeconds > 0 && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
       ? versionCache.serve(request, reply, upstreamKey, cached)
       : forwarder.forward(request, reply);
   };
+  // An audited write is forwarded once its intent record is written (a promise for writes only).
+  const answer =
+    audit === undefined
+      ? answerCall
+      : (request: FastifyRequest, reply: FastifyReply) => {
+          const recorded = audit.beforeForward(request);
+          return recorded === undefined ? answerCall(request, reply) : recorded.then(() => answerCall(request, reply));
+        };
   // The request rules run first in the handler, once Fastify has checked the media type: a promise
   // only on the rule-checked routes, whose bodies alone are read (no preHandler hook for every call).
   api.route({
@@ -358,6 +402,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     if (readiness.isShuttingDown) requestTelemetry.cutOff();
     upgrades.closeAll(readiness.isShuttingDown);
     await Promise.allSettled([api.close(), admin.close()]);
+    await audit?.close(); // the last outcomes and a signed digest, before the last lines
     writeLine?.close(); // the last requests' lines
     await forwarder.close();
     await replicas.close();

@@ -235,6 +235,12 @@ export const Errors = {
     GrpcCode.UNAVAILABLE,
     'The shared limit store (protection.redis) cannot answer and protection.failMode is closed; the caller is not over a limit. Retry-After: 1.',
   ),
+  GATEWAY_AUDIT_UNAVAILABLE: defineError(
+    'GATEWAY_AUDIT_UNAVAILABLE',
+    1,
+    GrpcCode.UNAVAILABLE,
+    'A ledger write was refused because its audit record could not be written (disk full, I/O error, the trail slower than audit.writeTimeoutMs) and audit.failMode is closed; it was not sent to the participant. Reads go on. Retry-After: 1.',
+  ),
   GATEWAY_UPSTREAM_UNAVAILABLE: defineError(
     'GATEWAY_UPSTREAM_UNAVAILABLE',
     1,

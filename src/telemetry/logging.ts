@@ -212,6 +212,8 @@ export interface RequestLine {
   readonly spanId: string | null;
   /** Why a stage refused the call, already scrubbed (noteRefusal). */
   readonly reason?: string;
+  /** The access log's fields as JSON text (`,"name":value...`: access-log.ts), when log.access is on. */
+  readonly access?: string;
 }
 
 /**
@@ -281,6 +283,8 @@ export interface RequestLineWriter {
   flush(): void;
   /** flush(), and no longer flush at process exit. */
   close(): void;
+  /** Writes a JSON object's text (a record of the audit trail's stdout copy) as a line among the request lines. */
+  raw(json: string): void;
 }
 
 /**
@@ -342,12 +346,19 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
       `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}"` +
       `,"method":"${line.method}","status":${integerText(line.status)},"errorCode":${quotedCode(line.errorCode)}` +
       `,"durationMs":${millisText(line.durationMs)},"traceId":${traceId},"spanId":${spanId}` +
-      `,"trace_id":${traceId},"span_id":${spanId}${reason},"msg":"request"}\n`;
+      `,"trace_id":${traceId},"span_id":${spanId}${reason}${line.access ?? ''},"msg":"request"}\n`;
+    held();
+  };
+  function held(): void {
     if (closed || pending.length >= WRITE_BATCH_BYTES) handOver();
     else timer ??= setTimeout(flush, WRITE_AT_LEAST_EVERY_MS).unref();
-  };
+  }
   return Object.assign(write, {
     flush,
+    raw(json: string) {
+      pending += `{"level":"info","time":"${isoTime(Date.now())}"${base},"msg":"audit","record":${json}}\n`;
+      held();
+    },
     close() {
       closed = true;
       flush();

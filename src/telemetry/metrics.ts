@@ -1,7 +1,7 @@
 // Metric names and labels: a contract documented in docs/errors-and-metrics.md. One Registry per app.
 // Every label value comes from a bounded set: the route catalogue, the error catalogue, codes
 // that match Canton's code pattern (capped), a status number. Never a raw URL, a user or a token.
-import { Counter, Gauge, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
 import { errorCodeLabeler } from '../error-codes.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 import { BUILD_VERSION } from './build-info.js';
@@ -37,6 +37,13 @@ export const MetricNames = {
   webSocketStreamsEnded: 'ledger_gateway_websocket_streams_ended_total',
   connectionsOpen: 'ledger_gateway_connections_open',
   connectionsRefused: 'ledger_gateway_connections_refused_total',
+  auditRecordsWritten: 'ledger_gateway_audit_records_written_total',
+  auditBytesWritten: 'ledger_gateway_audit_bytes_written_total',
+  auditSyncDuration: 'ledger_gateway_audit_sync_duration_seconds',
+  auditRecordsLost: 'ledger_gateway_audit_records_lost_total',
+  auditWritesRefused: 'ledger_gateway_audit_writes_refused_total',
+  auditWriteFailures: 'ledger_gateway_audit_write_failures_total',
+  auditTrailWritable: 'ledger_gateway_audit_trail_writable',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -460,6 +467,84 @@ export function createMetrics(
     },
     watchReplicas(report) {
       replicas = report;
+    },
+  };
+}
+
+/** The audit trail's metrics (src/audit/): counted as records are written, never per read. */
+export interface AuditMetrics {
+  written(records: number, bytes: number): void;
+  synced(seconds: number): void;
+  /** A record the trail could not write; `kind`: intent or outcome (failMode open forwards the write). */
+  lost(kind: 'intent' | 'outcome'): void;
+  /** A write refused because its intent record could not be written (failMode closed). */
+  refused(operation: string): void;
+  /** A failed write or sync of the trail file. */
+  writeFailed(): void;
+  /** Where ledger_gateway_audit_trail_writable reads whether the trail takes records (at scrape). */
+  watchWritable(writable: () => boolean): void;
+}
+
+/** Sync latencies from a fast NVMe's tens of microseconds to a struggling disk's seconds. */
+const SYNC_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+export function createAuditMetrics(registry: Registry, exemplars: boolean): AuditMetrics {
+  const counterName = (name: string) => (exemplars ? name.replace(/_total$/, '') : name);
+  const written = new Counter({
+    name: counterName(MetricNames.auditRecordsWritten),
+    help: 'Audit records written to the trail (intent and outcome; file and digest records not counted).',
+    registers: [registry],
+  });
+  const bytes = new Counter({
+    name: counterName(MetricNames.auditBytesWritten),
+    help: 'Bytes written to the audit trail files.',
+    registers: [registry],
+  });
+  const sync = new Histogram({
+    name: MetricNames.auditSyncDuration,
+    help: 'Time of each fdatasync of the audit trail (one per batch of records: group commit).',
+    buckets: SYNC_BUCKETS,
+    registers: [registry],
+  });
+  const lost = new Counter({
+    name: counterName(MetricNames.auditRecordsLost),
+    help: 'Audit records that could not be written; an intent lost means a write forwarded unrecorded (audit.failMode open).',
+    labelNames: ['kind'],
+    registers: [registry],
+  });
+  const refused = new Counter({
+    name: counterName(MetricNames.auditWritesRefused),
+    help: 'Ledger writes refused with GATEWAY_AUDIT_UNAVAILABLE because their intent record could not be written (audit.failMode closed).',
+    labelNames: ['operation'],
+    registers: [registry],
+  });
+  const failures = new Counter({
+    name: counterName(MetricNames.auditWriteFailures),
+    help: 'Failed writes or syncs of the audit trail file (each fails the records of its batch and those waiting).',
+    registers: [registry],
+  });
+  let writable = () => true;
+  new Gauge({
+    name: MetricNames.auditTrailWritable,
+    help: '1 while the audit trail takes records, 0 from a write failure until a new file is begun.',
+    registers: [registry],
+    collect() {
+      this.set(writable() ? 1 : 0);
+    },
+  });
+  lost.labels('intent');
+  lost.labels('outcome');
+  return {
+    written(records, size) {
+      written.inc(records);
+      bytes.inc(size);
+    },
+    synced: (seconds) => sync.observe(seconds),
+    lost: (kind) => lost.labels(kind).inc(),
+    refused: (operation) => refused.labels(operationLabel(operation)).inc(),
+    writeFailed: () => failures.inc(),
+    watchWritable(read) {
+      writable = read;
     },
   };
 }

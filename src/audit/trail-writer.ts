@@ -1,0 +1,293 @@
+// The trail's writer: records are appended to a JSON Lines file in batches, one write and one
+// fdatasync for every record waiting (group commit: while one batch is synced, the next gathers),
+// so a caller waits for one sync, not for its turn behind every other. Each record is chained to
+// the line before it as it is written (chain.ts); a signed digest follows at a bounded interval and
+// ends each file. Past rotateBytes a file is closed and the next begun, its first record naming the
+// last hash of the one before. A failed write or sync fails its batch and every record waiting
+// (their callers decide: refuse or forward, stage.ts), and the trail tries a new file after
+// retryIntervalMs: never a record acknowledged that is not on disk.
+import { mkdir, open, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { AUDIT_RECORD_VERSION, GENESIS_HASH, lineHash, type DigestSigner } from './chain.js';
+import { applyRetention, chainEnd, trailFileName } from './trail-files.js';
+
+/** A record as the trail's callers build it: its kind, its time and its own fields. */
+export interface RecordBody {
+  readonly kind: string;
+  readonly time: string;
+  readonly [field: string]: unknown;
+}
+
+export interface TrailWriterOptions {
+  readonly directory: string;
+  readonly durable: boolean;
+  readonly maxPendingRecords: number;
+  readonly maxBatchRecords: number;
+  readonly rotateBytes: number;
+  readonly retainFiles: number;
+  readonly retryIntervalMs: number;
+  readonly digestIntervalMs: number;
+  readonly signer: DigestSigner | undefined;
+  /** Each line once it is written (the best-effort stdout copy). */
+  readonly echo?: (line: string) => void;
+  readonly observe?: TrailObserver;
+}
+
+export interface TrailObserver {
+  written(records: number, bytes: number): void;
+  synced(seconds: number): void;
+  /** The trail could not be written (it retries after retryIntervalMs); `records` waiting were failed. */
+  failed(error: Error, records: number): void;
+  /** A file was begun after a failure. */
+  recovered(file: string): void;
+}
+
+/** Why a record was not written: the message names the cause (never a record's content). */
+export class TrailUnavailable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TrailUnavailable';
+  }
+}
+
+export interface TrailWriter {
+  /** Resolves once the record is written (synced when durable); rejects with TrailUnavailable. */
+  append(body: RecordBody): Promise<void>;
+  /** False from a failure until a new file is begun. */
+  readonly writable: boolean;
+  /** The file being written, if any. */
+  readonly currentFile: string | undefined;
+  /** Writes what waits, a last signed digest, and closes the file. */
+  close(): Promise<void>;
+}
+
+interface Entry {
+  readonly body: RecordBody | null; // null: a digest
+  readonly resolve: () => void;
+  readonly reject: (error: Error) => void;
+}
+
+const noop = () => undefined;
+
+export async function openTrailWriter(options: TrailWriterOptions): Promise<TrailWriter> {
+  const { directory, signer, observe } = options;
+  await mkdir(directory, { recursive: true });
+  const end = await chainEnd(directory, lineHash);
+  let seq = end?.seq ?? 0;
+  let lastHash = end?.hash ?? GENESIS_HASH;
+  let previousFile: string | null = end?.file ?? null;
+
+  let handle: FileHandle | undefined;
+  let file: string | undefined;
+  let fileBytes = 0;
+  let queue: Entry[] = [];
+  let writing: Promise<void> | undefined;
+  let failure: TrailUnavailable | undefined;
+  let retryAt = 0;
+  let closed = false;
+  let lastDigestAt = performance.now();
+  let undigested = 0; // records since the last digest
+  let firstUndigested = seq + 1;
+
+  const line = (at: number, prev: string, body: RecordBody) =>
+    `{"v":${AUDIT_RECORD_VERSION},"seq":${at},"prev":"${prev}",${JSON.stringify(body).slice(1)}`;
+
+  function digestBody(at: number, prev: string): RecordBody {
+    const time = new Date().toISOString();
+    return {
+      kind: 'digest',
+      time,
+      keyId: signer!.keyId,
+      from: firstUndigested,
+      signature: signer!.sign(at, time, prev),
+    };
+  }
+
+  /** Writes lines chained from `lastHash` and syncs them; commits seq and hash only once they are on disk. */
+  async function writeLines(bodies: readonly (RecordBody | null)[], digestAfter: boolean): Promise<number> {
+    let at = seq;
+    let prev = lastHash;
+    let records = 0;
+    const lines: string[] = [];
+    const add = (body: RecordBody | null) => {
+      at++;
+      const text = body === null ? line(at, prev, digestBody(at, prev)) : line(at, prev, body);
+      if (body === null) firstUndigested = at + 1;
+      else records++;
+      prev = lineHash(text);
+      lines.push(text);
+    };
+    const undigestedBefore = firstUndigested;
+    for (const body of bodies) if (body !== null || signer !== undefined) add(body);
+    if (digestAfter && signer !== undefined) add(null);
+    if (lines.length === 0) return 0;
+    const buffer = Buffer.from(`${lines.join('\n')}\n`);
+    try {
+      await handle!.write(buffer, 0, buffer.length, null);
+      if (options.durable) {
+        const started = performance.now();
+        await handle!.datasync();
+        observe?.synced((performance.now() - started) / 1000);
+      }
+    } catch (error) {
+      firstUndigested = undigestedBefore;
+      throw error;
+    }
+    seq = at;
+    lastHash = prev;
+    fileBytes += buffer.length;
+    observe?.written(records, buffer.length);
+    if (options.echo !== undefined) for (const text of lines) options.echo(text);
+    return records;
+  }
+
+  async function beginFile(): Promise<void> {
+    const name = trailFileName(seq + 1, new Date());
+    const opened = await open(join(directory, name), 'a');
+    handle = opened;
+    file = name;
+    fileBytes = 0;
+    try {
+      // A new file's entry in the directory is durable only once the directory is synced.
+      if (options.durable) {
+        const dir = await open(directory, 'r');
+        try {
+          await dir.sync();
+        } finally {
+          await dir.close();
+        }
+      }
+      await writeLines([{ kind: 'file', time: new Date().toISOString(), file: name, previousFile }], true);
+      lastDigestAt = performance.now();
+      undigested = 0;
+    } catch (error) {
+      handle = undefined;
+      file = undefined;
+      await opened.close().catch(noop);
+      throw error;
+    }
+    previousFile = name;
+  }
+
+  async function endFile(): Promise<void> {
+    const ending = handle!;
+    if (undigested > 0 && signer !== undefined) await writeLines([], true);
+    handle = undefined;
+    file = undefined;
+    await ending.close();
+    undigested = 0;
+    if (options.retainFiles > 0) await applyRetention(directory, options.retainFiles, previousFile ?? '');
+  }
+
+  function failAll(error: unknown, batch: readonly Entry[]): void {
+    const cause =
+      error instanceof Error
+        ? `${(error as NodeJS.ErrnoException).code ?? error.name}: ${error.message}`
+        : String(error);
+    failure = new TrailUnavailable(`the audit trail cannot be written (${cause})`);
+    retryAt = performance.now() + options.retryIntervalMs;
+    const waiting = [...batch, ...queue];
+    queue = [];
+    const broken = handle;
+    handle = undefined;
+    file = undefined;
+    if (broken !== undefined) {
+      // What a failed write may have left of its batch is cut off, where the disk allows.
+      void broken
+        .truncate(fileBytes)
+        .catch(noop)
+        .finally(() => broken.close().catch(noop));
+    }
+    observe?.failed(failure, waiting.filter((entry) => entry.body !== null).length);
+    for (const entry of waiting) entry.reject(failure);
+  }
+
+  async function drain(): Promise<void> {
+    while (queue.length > 0) {
+      let batch: Entry[] = [];
+      try {
+        if (handle === undefined) {
+          const recovering = failure !== undefined;
+          await beginFile();
+          failure = undefined;
+          if (recovering) observe?.recovered(file!);
+        }
+        batch = queue.splice(0, options.maxBatchRecords);
+        const due = signer !== undefined && performance.now() - lastDigestAt >= options.digestIntervalMs;
+        const records = await writeLines(
+          batch.map((entry) => entry.body),
+          due,
+        );
+        undigested += records;
+        if (due || batch.some((entry) => entry.body === null)) {
+          lastDigestAt = performance.now();
+          undigested = due ? 0 : undigested;
+        }
+        for (const entry of batch) entry.resolve();
+        if (fileBytes >= options.rotateBytes) await endFile();
+      } catch (error) {
+        failAll(error, batch);
+        return;
+      }
+    }
+  }
+
+  function kick(): void {
+    writing ??= drain().finally(() => {
+      writing = undefined;
+      if (queue.length > 0 && failure === undefined) kick();
+    });
+  }
+
+  function enqueue(body: RecordBody | null): Promise<void> {
+    if (closed) return Promise.reject(new TrailUnavailable('the audit trail is closed'));
+    if (failure !== undefined && performance.now() < retryAt) return Promise.reject(failure);
+    if (queue.length >= options.maxPendingRecords)
+      return Promise.reject(
+        new TrailUnavailable(
+          `the audit trail has ${options.maxPendingRecords} records waiting (audit.maxPendingRecords)`,
+        ),
+      );
+    return new Promise<void>((resolve, reject) => {
+      queue.push({ body, resolve, reject });
+      kick();
+    });
+  }
+
+  // A quiet trail's last records are signed too, within digestIntervalMs.
+  const digestTimer =
+    signer === undefined
+      ? undefined
+      : setInterval(() => {
+          if (undigested > 0 && handle !== undefined && writing === undefined)
+            enqueue(null).then(() => {
+              undigested = 0;
+            }, noop);
+        }, options.digestIntervalMs).unref();
+
+  await (async () => {
+    try {
+      await beginFile();
+    } catch (error) {
+      failAll(error, []);
+    }
+  })();
+
+  return {
+    append: (body) => enqueue(body),
+    get writable() {
+      return failure === undefined;
+    },
+    get currentFile() {
+      return file;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (digestTimer !== undefined) clearInterval(digestTimer);
+      while (writing !== undefined) await writing;
+      if (handle !== undefined) await endFile().catch(noop);
+    },
+  };
+}
