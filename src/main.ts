@@ -56,6 +56,14 @@ async function main(): Promise<void> {
   // handled from the start, and ignored until the gateway runs.
   const onSighup: { reload?: () => void } = {};
   process.on('SIGHUP', () => onSighup.reload?.());
+  // `ledger-gateway audit verify ...`: a command of its own, no server.
+  if (process.argv[2] === 'audit') {
+    const { runAuditCommand } = await import('./cli/audit-verify.js');
+    const result = runAuditCommand(process.argv.slice(3));
+    (result.code === 0 ? process.stdout : process.stderr).write(result.output);
+    process.exitCode = result.code;
+    return;
+  }
   // A ConfigError from anywhere in start-up (file, auth section, policy rules) exits 2 (see below).
   const args = readArguments();
   if (args.check) {

@@ -80,10 +80,15 @@ export function verifyTrail(files: readonly TrailText[], key?: DigestCheck): Tra
       if (seq === null || typeof record.prev !== 'string')
         return report({ ...at, seq, problem: 'no seq or prev (changed)' });
       if (expectedSeq !== undefined && seq !== expectedSeq) {
+        const later = lines
+          .slice(index + 1)
+          .some((other) => other.startsWith(`{"v":${AUDIT_RECORD_VERSION},"seq":${expectedSeq},`));
         const problem =
-          seq > expectedSeq
-            ? `records ${expectedSeq}${seq - 1 > expectedSeq ? `..${seq - 1}` : ''} are missing (removed)`
-            : `seq ${seq} where ${expectedSeq} was expected (reordered or repeated)`;
+          seq < expectedSeq
+            ? `seq ${seq} where ${expectedSeq} was expected (reordered or repeated)`
+            : later
+              ? `seq ${seq} where ${expectedSeq} was expected: record ${expectedSeq} comes later (reordered)`
+              : `records ${expectedSeq}${seq - 1 > expectedSeq ? `..${seq - 1}` : ''} are missing (removed)`;
         return report({ ...at, seq, problem });
       }
       if (prevHash !== undefined && record.prev !== prevHash) {

@@ -50,7 +50,7 @@ function bytesOf(value: string | string[] | number | undefined): number | null {
 
 /** The answer's Content-Length: set on the reply, or in the head the forwarder wrote whole. */
 function responseBytes(response: ServerResponse): number | null {
-  const set = bytesOf(response.getHeader('content-length') as string | number | undefined);
+  const set = bytesOf(response.getHeader('content-length'));
   if (set !== null) return set;
   const head = (response as unknown as { _header?: string | null })._header;
   const match = typeof head === 'string' ? /\r\ncontent-length:\s*(\d+)/i.exec(head) : null;
