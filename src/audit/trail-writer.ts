@@ -114,7 +114,7 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
       at++;
       const text = body === null ? line(at, prev, digestBody(at, prev)) : line(at, prev, body);
       if (body === null) firstUndigested = at + 1;
-      else records++;
+      else if (body.kind !== 'file') records++;
       prev = lineHash(text);
       lines.push(text);
     };

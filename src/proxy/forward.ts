@@ -14,6 +14,7 @@ import { closingConnection, Errors, GatewayError } from '../errors.js';
 import { callerOf } from '../exchange/caller.js';
 import { onResponseClose } from '../exchange/response-close.js';
 import { combinedVary, gatewayHeaders, writeAnswerHead } from '../exchange/answer.js';
+import { answerObserverOf, type AnswerObserver } from '../exchange/answer-observer.js';
 import { clientResponseHeaders, forwardedFor, upstreamRequestHeaders } from './headers.js';
 import { ErrorCodeLabels } from '../error-codes.js';
 import { injectTraceContext, traceContextFields } from '../trace-context.js';
@@ -319,6 +320,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       let stallTimer: NodeJS.Timeout | undefined;
       // The error body's first bytes, for the error code (4xx/5xx answers only).
       let capture: { chunks: Buffer[]; size: number; truncated: boolean; contentType: string | undefined } | undefined;
+      let observer: AnswerObserver | undefined;
 
       // A client that goes away cancels the upstream call, before or during the answer (a submit
       // still in flight is the participant's to finish; we stop waiting for it).
@@ -400,6 +402,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             return;
           }
           answering = true;
+          observer = answerObserverOf(request); // the audit trail reads an audited write's answer
+          observer?.head(statusCode, headers);
           if (statusCode >= 400) {
             const contentType = headers['content-type'];
             capture = {
@@ -414,6 +418,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         onResponseData(current, chunk) {
           if (!answering) return;
           if (capture !== undefined) keep(capture, chunk);
+          observer?.data(chunk);
           if (!res.write(chunk)) {
             current.pause();
             res.once('drain', resume);
@@ -440,6 +445,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
               Buffer.concat(capture.chunks, capture.size),
               capture.truncated,
             );
+          observer?.end();
           res.end();
         },
         onResponseError(_current, error) {
