@@ -191,8 +191,10 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
     };
     const write = (body: Record<string, unknown> & { kind: string; time: string }, kind: 'intent' | 'outcome') =>
       writer.append(body).catch(() => metrics.lost(kind));
-    // A write refused before it was forwarded (its request rules, its body) has no intent yet.
-    if (state.intent === 'unsent') void write(intentRecord(exchange, state), 'intent');
+    // A write refused before it was forwarded (its request rules, its body) has no intent yet; one
+    // whose intent could not be written is recorded now if the trail takes it again, marked late.
+    if (state.intent !== 'written')
+      void write({ ...intentRecord(exchange, state), ...(state.intent === 'lost' && { late: true }) }, 'intent');
     void write(record, 'outcome');
   }
 

@@ -124,7 +124,9 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
     if (lines.length === 0) return 0;
     const buffer = Buffer.from(`${lines.join('\n')}\n`);
     try {
-      await handle!.write(buffer, 0, buffer.length, null);
+      // A short write (a file size limit reached) is followed by one that fails.
+      for (let written = 0; written < buffer.length; )
+        written += (await handle!.write(buffer, written, buffer.length - written, null)).bytesWritten;
       if (options.durable) {
         const started = performance.now();
         await handle!.datasync();
