@@ -303,6 +303,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     audit === undefined
       ? answerCall
       : (request: FastifyRequest, reply: FastifyReply) => {
+          if (!request.operation.writes) return answerCall(request, reply);
           const recorded = audit.beforeForward(request);
           return recorded === undefined ? answerCall(request, reply) : recorded.then(() => answerCall(request, reply));
         };

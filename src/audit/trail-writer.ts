@@ -109,12 +109,18 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
     let at = seq;
     let prev = lastHash;
     let records = 0;
+    let since = undigested; // records after the last digest, once these lines are written
     const lines: string[] = [];
     const add = (body: RecordBody | null) => {
       at++;
       const text = body === null ? line(at, prev, digestBody(at, prev)) : line(at, prev, body);
-      if (body === null) firstUndigested = at + 1;
-      else if (body.kind !== 'file') records++;
+      if (body === null) {
+        firstUndigested = at + 1;
+        since = 0;
+      } else if (body.kind !== 'file') {
+        records++;
+        since++;
+      }
       prev = lineHash(text);
       lines.push(text);
     };
@@ -125,7 +131,7 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
     const buffer = Buffer.from(`${lines.join('\n')}\n`);
     try {
       // A short write (a file size limit reached) is followed by one that fails.
-      for (let written = 0; written < buffer.length; )
+      for (let written = 0; written < buffer.length;)
         written += (await handle!.write(buffer, written, buffer.length - written, null)).bytesWritten;
       if (options.durable) {
         const started = performance.now();
@@ -138,6 +144,7 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
     }
     seq = at;
     lastHash = prev;
+    undigested = since;
     fileBytes += buffer.length;
     observe?.written(records, buffer.length);
     if (options.echo !== undefined) for (const text of lines) options.echo(text);
@@ -162,7 +169,6 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
       }
       await writeLines([{ kind: 'file', time: new Date().toISOString(), file: name, previousFile }], true);
       lastDigestAt = performance.now();
-      undigested = 0;
     } catch (error) {
       handle = undefined;
       file = undefined;
@@ -178,7 +184,6 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
     handle = undefined;
     file = undefined;
     await ending.close();
-    undigested = 0;
     if (options.retainFiles > 0) await applyRetention(directory, options.retainFiles, previousFile ?? '');
   }
 
@@ -217,15 +222,11 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
         }
         batch = queue.splice(0, options.maxBatchRecords);
         const due = signer !== undefined && performance.now() - lastDigestAt >= options.digestIntervalMs;
-        const records = await writeLines(
+        await writeLines(
           batch.map((entry) => entry.body),
           due,
         );
-        undigested += records;
-        if (due || batch.some((entry) => entry.body === null)) {
-          lastDigestAt = performance.now();
-          undigested = due ? 0 : undigested;
-        }
+        if (due || batch.some((entry) => entry.body === null)) lastDigestAt = performance.now();
         for (const entry of batch) entry.resolve();
         if (fileBytes >= options.rotateBytes) await endFile();
       } catch (error) {
@@ -262,10 +263,7 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
     signer === undefined
       ? undefined
       : setInterval(() => {
-          if (undigested > 0 && handle !== undefined && writing === undefined)
-            enqueue(null).then(() => {
-              undigested = 0;
-            }, noop);
+          if (undigested > 0 && handle !== undefined && writing === undefined) enqueue(null).catch(noop);
         }, options.digestIntervalMs).unref();
 
   await (async () => {

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { digestChecker, digestSigner, GENESIS_HASH } from '../../src/audit/chain.js';
 import { openTrailWriter, type TrailWriterOptions } from '../../src/audit/trail-writer.js';
 import { verifyTrail } from '../../src/audit/verify.js';
+import { runAuditCommand } from '../../src/cli/audit-verify.js';
 import { keyFiles, readTrail, rechain, records, trailDirectory } from './support.js';
 
 const keys = keyFiles();
@@ -82,6 +83,9 @@ describe('audit verify', () => {
     expect(report.problem).toMatchObject({ seq: 7, problem: expect.stringContaining('records 6 are missing') });
     // Without the key the chain alone finds it too.
     expect(verifyTrail(readTrail(directory)).ok).toBe(false);
+    // And the command line says so, exit 1.
+    const command = runAuditCommand(['verify', '--public-key', keys.publicKeyFile, directory]);
+    expect(command).toMatchObject({ code: 1, output: expect.stringMatching(/^FAILED: .*line 6 \(seq 7\): records 6 are missing/) });
   });
 
   it('reports an edited record', async () => {
