@@ -100,6 +100,7 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
     retainFiles: config.retainFiles,
     retryIntervalMs: config.retryIntervalMs,
     digestIntervalMs: config.digestIntervalMs,
+    writeTimeoutMs: config.writeTimeoutMs,
     signer,
     ...(options.echo !== undefined && { echo: options.echo }),
     observe: {
@@ -189,28 +190,18 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
       durationMs: Math.round((performance.now() - state.started) * 1000) / 1000,
       ...(state.forwarded && state.capture.fields(response.writableFinished)),
     };
-    const write = (body: Record<string, unknown> & { kind: string; time: string }, kind: 'intent' | 'outcome') =>
-      writer.append(body).catch(() => metrics.lost(kind));
-    // A write refused before it was forwarded (its request rules, its body) has no intent yet; one
-    // whose intent could not be written is recorded now if the trail takes it again, marked late.
+    // Nobody waits for these: they join the next batch of intents (or are written within 20 ms).
     if (state.intent !== 'written')
-      void write({ ...intentRecord(exchange, state), ...(state.intent === 'lost' && { late: true }) }, 'intent');
-    void write(record, 'outcome');
+      writer.appendLater({ ...intentRecord(exchange, state), ...(state.intent === 'lost' && { late: true }) }, () =>
+        metrics.lost('intent'),
+      );
+    writer.appendLater(record, () => metrics.lost('outcome'));
   }
 
   async function recordIntent(request: FastifyRequest, state: AuditState): Promise<void> {
     await readFields(request, state);
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        writer.append(intentRecord(request, state)),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new TrailUnavailable(`not written within audit.writeTimeoutMs (${config.writeTimeoutMs} ms)`)),
-            config.writeTimeoutMs,
-          );
-        }),
-      ]);
+      await writer.append(intentRecord(request, state));
       state.intent = 'written';
     } catch (error) {
       state.intent = 'lost';
@@ -220,8 +211,6 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
         throw auditUnavailable(request.operation.name, error.message);
       }
       metrics.lost('intent');
-    } finally {
-      clearTimeout(timer);
     }
     state.forwarded = true;
   }

@@ -28,6 +28,8 @@ export interface TrailWriterOptions {
   readonly retainFiles: number;
   readonly retryIntervalMs: number;
   readonly digestIntervalMs: number;
+  /** A record not written within this long is failed (TrailUnavailable); it may still be written later. */
+  readonly writeTimeoutMs: number;
   readonly signer: DigestSigner | undefined;
   /** Each line once it is written (the best-effort stdout copy). */
   readonly echo?: (line: string) => void;
@@ -54,6 +56,11 @@ export class TrailUnavailable extends Error {
 export interface TrailWriter {
   /** Resolves once the record is written (synced when durable); rejects with TrailUnavailable. */
   append(body: RecordBody): Promise<void>;
+  /**
+   * Queues a record that nobody waits for (an outcome): written with the next batch, or within
+   * LATER_MS; a failure is reported to `failed`.
+   */
+  appendLater(body: RecordBody, failed: () => void): void;
   /** False from a failure until a new file is begun. */
   readonly writable: boolean;
   /** The file being written, if any. */
@@ -66,7 +73,31 @@ interface Entry {
   readonly body: RecordBody | null; // null: a digest
   readonly resolve: () => void;
   readonly reject: (error: Error) => void;
+  /** performance.now() past which the record is failed if still not written. */
+  readonly deadline: number;
 }
+
+/** An entry whose resolve and reject run at most once between them (a deadline and the write race). */
+function entry(body: RecordBody | null, resolve: () => void, reject: (error: Error) => void, deadline: number): Entry {
+  let settled = false;
+  return {
+    body,
+    deadline,
+    resolve: () => {
+      if (settled) return;
+      settled = true;
+      resolve();
+    },
+    reject: (error) => {
+      if (settled) return;
+      settled = true;
+      reject(error);
+    },
+  };
+}
+
+/** How long a record nobody waits for may wait for a batch to join (it costs no write of its own then). */
+const LATER_MS = 20;
 
 const noop = () => undefined;
 
@@ -82,6 +113,7 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
   let file: string | undefined;
   let fileBytes = 0;
   let queue: Entry[] = [];
+  let inFlight: readonly Entry[] = []; // the batch being written
   let writing: Promise<void> | undefined;
   let failure: TrailUnavailable | undefined;
   let retryAt = 0;
@@ -196,6 +228,7 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
     retryAt = performance.now() + options.retryIntervalMs;
     const waiting = [...batch, ...queue];
     queue = [];
+    inFlight = [];
     const broken = handle;
     handle = undefined;
     file = undefined;
@@ -221,12 +254,14 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
           if (recovering) observe?.recovered(file!);
         }
         batch = queue.splice(0, options.maxBatchRecords);
+        inFlight = batch;
         const due = signer !== undefined && performance.now() - lastDigestAt >= options.digestIntervalMs;
         await writeLines(
           batch.map((entry) => entry.body),
           due,
         );
         if (due || batch.some((entry) => entry.body === null)) lastDigestAt = performance.now();
+        inFlight = [];
         for (const entry of batch) entry.resolve();
         if (fileBytes >= options.rotateBytes) await endFile();
       } catch (error) {
@@ -243,20 +278,57 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
     });
   }
 
-  function enqueue(body: RecordBody | null): Promise<void> {
-    if (closed) return Promise.reject(new TrailUnavailable('the audit trail is closed'));
-    if (failure !== undefined && performance.now() < retryAt) return Promise.reject(failure);
+  function refusal(): TrailUnavailable | undefined {
+    if (closed) return new TrailUnavailable('the audit trail is closed');
+    if (failure !== undefined && performance.now() < retryAt) return failure;
     if (queue.length >= options.maxPendingRecords)
-      return Promise.reject(
-        new TrailUnavailable(
-          `the audit trail has ${options.maxPendingRecords} records waiting (audit.maxPendingRecords)`,
-        ),
+      return new TrailUnavailable(
+        `the audit trail has ${options.maxPendingRecords} records waiting (audit.maxPendingRecords)`,
       );
+    return undefined;
+  }
+
+  function enqueue(body: RecordBody | null): Promise<void> {
+    const refused = refusal();
+    if (refused !== undefined) return Promise.reject(refused);
     return new Promise<void>((resolve, reject) => {
-      queue.push({ body, resolve, reject });
+      queue.push(entry(body, resolve, reject, performance.now() + options.writeTimeoutMs));
       kick();
     });
   }
+
+  let laterTimer: NodeJS.Timeout | undefined;
+  function enqueueLater(body: RecordBody, failed: () => void): void {
+    if (refusal() !== undefined) {
+      failed();
+      return;
+    }
+    queue.push(entry(body, noop, failed, performance.now() + options.writeTimeoutMs));
+    if (writing === undefined)
+      laterTimer ??= setTimeout(() => {
+        laterTimer = undefined;
+        if (queue.length > 0 && failure === undefined) kick();
+      }, LATER_MS);
+  }
+
+  // Records past their deadline are failed where they wait (a hung disk holds no caller longer).
+  const deadlineTimer = setInterval(
+    () => {
+      const now = performance.now();
+      if (inFlight.length === 0 && (queue.length === 0 || queue[0]!.deadline > now)) return;
+      const overdue = new TrailUnavailable(`not written within audit.writeTimeoutMs (${options.writeTimeoutMs} ms)`);
+      // A batch the disk holds: its callers are failed now (settled once, its late success is ignored).
+      if (inFlight.length > 0 && inFlight[0]!.deadline <= now) for (const held of inFlight) held.reject(overdue);
+      if (queue.length === 0 || queue[0]!.deadline > now) return;
+      const kept: Entry[] = [];
+      for (const waiting of queue) {
+        if (waiting.deadline <= now) waiting.reject(overdue);
+        else kept.push(waiting);
+      }
+      queue = kept;
+    },
+    Math.max(10, Math.floor(options.writeTimeoutMs / 4)),
+  ).unref();
 
   // A quiet trail's last records are signed too, within digestIntervalMs.
   const digestTimer =
@@ -276,6 +348,7 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
 
   return {
     append: (body) => enqueue(body),
+    appendLater: (body, failed) => enqueueLater(body, failed),
     get writable() {
       return failure === undefined;
     },
@@ -286,6 +359,9 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
       if (closed) return;
       closed = true;
       if (digestTimer !== undefined) clearInterval(digestTimer);
+      clearInterval(deadlineTimer);
+      if (laterTimer !== undefined) clearTimeout(laterTimer);
+      if (queue.length > 0 && writing === undefined && failure === undefined) kick();
       while (writing !== undefined) await writing;
       if (handle !== undefined) await endFile().catch(noop);
     },

@@ -21,6 +21,7 @@ function options(directory: string, overrides: Partial<TrailWriterOptions> = {})
     retainFiles: 0,
     retryIntervalMs: 50,
     digestIntervalMs: 60_000,
+    writeTimeoutMs: 5_000,
     signer: digestSigner(readFileSync(keys.privateKeyFile)),
     ...overrides,
   };
