@@ -1,11 +1,12 @@
-// The trail's writer: records are appended to a JSON Lines file in batches, one write and one
-// fdatasync for every record waiting (group commit: while one batch is synced, the next gathers),
+// The trail's writer: records are appended to a JSON Lines file in batches, one synchronous-data
+// write (O_DSYNC) for every record waiting (group commit: while one batch is synced, the next gathers),
 // so a caller waits for one sync, not for its turn behind every other. Each record is chained to
 // the line before it as it is written (chain.ts); a signed digest follows at a bounded interval and
 // ends each file. Past rotateBytes a file is closed and the next begun, its first record naming the
 // last hash of the one before. A failed write or sync fails its batch and every record waiting
 // (their callers decide: refuse or forward, stage.ts), and the trail tries a new file after
 // retryIntervalMs: never a record acknowledged that is not on disk.
+import { constants } from 'node:fs';
 import { mkdir, open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -96,6 +97,9 @@ function entry(body: RecordBody | null, resolve: () => void, reject: (error: Err
   };
 }
 
+/** Append, create, and return from each write once it is on disk (O_DSYNC: the data and what reading it back needs). */
+const DURABLE_APPEND = constants.O_APPEND | constants.O_CREAT | constants.O_WRONLY | constants.O_DSYNC;
+
 /** How long a record nobody waits for may wait for a batch to join (it costs no write of its own then). */
 const LATER_MS = 20;
 
@@ -162,14 +166,13 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
     if (lines.length === 0) return 0;
     const buffer = Buffer.from(`${lines.join('\n')}\n`);
     try {
-      // A short write (a file size limit reached) is followed by one that fails.
+      const started = performance.now();
+      // A short write (a file size limit reached) is followed by one that fails. Durable, the file is
+      // open with O_DSYNC: each write returns once its data is on disk, as write + fdatasync would,
+      // in one system call instead of two (a third less CPU per batch, measured: docs/performance.md).
       for (let written = 0; written < buffer.length;)
         written += (await handle!.write(buffer, written, buffer.length - written, null)).bytesWritten;
-      if (options.durable) {
-        const started = performance.now();
-        await handle!.datasync();
-        observe?.synced((performance.now() - started) / 1000);
-      }
+      if (options.durable) observe?.synced((performance.now() - started) / 1000);
     } catch (error) {
       firstUndigested = undigestedBefore;
       throw error;
@@ -185,7 +188,7 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
 
   async function beginFile(): Promise<void> {
     const name = trailFileName(seq + 1, new Date());
-    const opened = await open(join(directory, name), 'a');
+    const opened = await open(join(directory, name), options.durable ? DURABLE_APPEND : 'a');
     handle = opened;
     file = name;
     fileBytes = 0;

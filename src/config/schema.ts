@@ -346,7 +346,7 @@ export const AuditSchema = Section(
     durable: Type.Boolean({
       default: true,
       description:
-        'A write is forwarded only once its intent record is on disk (fdatasync, group-committed): a process killed at any point leaves no write the participant received unrecorded. false: written but not synced (a process crash keeps it, a power loss may not).',
+        'A write is forwarded only once its intent record is on disk (O_DSYNC writes, group-committed): a process killed at any point leaves no write the participant received unrecorded. false: written but not synced (a process crash keeps it, a power loss may not).',
     }),
     failMode: Type.Union([Type.Literal('closed'), Type.Literal('open')], {
       default: 'closed',
@@ -368,7 +368,7 @@ export const AuditSchema = Section(
       minimum: 1,
       maximum: 65_536,
       default: 512,
-      description: 'Most records written and synced by one write + fdatasync (group commit).',
+      description: 'Most records written and synced by one durable write (group commit).',
     }),
     rotateBytes: Type.Integer({
       minimum: 4096,

@@ -502,7 +502,7 @@ export function createAuditMetrics(registry: Registry, exemplars: boolean): Audi
   });
   const sync = new Histogram({
     name: MetricNames.auditSyncDuration,
-    help: 'Time of each fdatasync of the audit trail (one per batch of records: group commit).',
+    help: 'Time of each durable write (O_DSYNC) of the audit trail: one per batch of records (group commit).',
     buckets: SYNC_BUCKETS,
     registers: [registry],
   });
