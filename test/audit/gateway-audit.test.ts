@@ -7,15 +7,35 @@ import { verifyTrail } from '../../src/audit/verify.js';
 import { digestChecker } from '../../src/audit/chain.js';
 import { gauge, startGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
-import { startRecordingUpstream } from '../helpers/recording-upstream.js';
+import { startRecordingUpstream, type UpstreamHandler } from '../helpers/recording-upstream.js';
 import { keyOf, mixedLoad, participantAnswers, recordKey } from './load.js';
 import { keyFiles, readTrail, records, trailDirectory } from './support.js';
 
 const current = perTest();
 const keys = keyFiles();
 
-async function auditedGateway(directory: string, audit: Record<string, unknown> = {}) {
-  const upstream = await startRecordingUpstream(participantAnswers);
+/**
+ * The participant's answers, and for each write it receives, whether its intent record was in the
+ * trail's files already (read as the participant gets the call): never lost means written first.
+ */
+function answersCheckingTrail(directory: string, onDisk: Map<string, boolean>): UpstreamHandler {
+  return (recorded, response) => {
+    const key = recorded.method === 'POST' ? keyOf(recorded) : undefined;
+    if (key !== undefined)
+      onDisk.set(
+        key,
+        readTrail(directory, 2).some(({ text }) => text.includes(`"${key}"`)),
+      );
+    return participantAnswers(recorded, response);
+  };
+}
+
+async function auditedGateway(
+  directory: string,
+  audit: Record<string, unknown> = {},
+  answers: UpstreamHandler = participantAnswers,
+) {
+  const upstream = await startRecordingUpstream(answers);
   current.upstream = upstream;
   const gw = await startGateway(upstream.url, {
     audit: { enabled: true, directory, signingKeyFile: keys.privateKeyFile, rotateBytes: 64 * 1024, ...audit },
@@ -27,7 +47,8 @@ async function auditedGateway(directory: string, audit: Record<string, unknown> 
 describe('the audit trail of ledger writes', () => {
   it('records every write the participant received once as intent and once as outcome, with its updateId; reads make none', async () => {
     const directory = trailDirectory();
-    const { upstream, gw } = await auditedGateway(directory);
+    const onDisk = new Map<string, boolean>();
+    const { upstream, gw } = await auditedGateway(directory, {}, answersCheckingTrail(directory, onDisk));
     const sent = await mixedLoad(gw.url, gw.auth(), 8, 5_000);
     await gw.close(); // the last outcomes are written and the file ends with a signed digest
     expect(sent.filter((call) => call.status !== 200)).toEqual([]);
@@ -41,6 +62,9 @@ describe('the audit trail of ledger writes', () => {
     // Reads (GET /v2/state/ledger-end) make no record.
     expect(trail.filter((record) => record.operation === 'getV2StateLedger-end')).toEqual([]);
     expect(intents).toHaveLength(writes.length);
+    // Each write's intent was on disk before the participant got it.
+    expect(onDisk.size).toBe(writes.length);
+    expect([...onDisk].filter(([, written]) => !written)).toEqual([]);
     expect(outcomes).toHaveLength(writes.length);
 
     const intentByKey = new Map(intents.map((record) => [recordKey(record), record]));

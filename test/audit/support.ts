@@ -25,11 +25,11 @@ export function keyFiles(): KeyFiles {
 
 export const trailDirectory = () => mkdtempSync(join(tmpdir(), 'audit-trail-'));
 
-/** The trail files of a directory, oldest first, as { name, text } (what verifyTrail reads). */
-export function readTrail(directory: string): Array<{ name: string; text: string }> {
-  return readdirSync(directory)
-    .filter(isTrailFileName)
-    .sort()
+/** The trail files of a directory, oldest first (the newest `last` only), as { name, text } (what verifyTrail reads). */
+export function readTrail(directory: string, last = Infinity): Array<{ name: string; text: string }> {
+  const names = readdirSync(directory).filter(isTrailFileName).sort();
+  return names
+    .slice(Math.max(0, names.length - last))
     .map((name) => ({ name: join(directory, name), text: readFileSync(join(directory, name), 'utf8') }));
 }
 

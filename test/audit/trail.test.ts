@@ -86,7 +86,10 @@ describe('audit verify', () => {
     expect(verifyTrail(readTrail(directory)).ok).toBe(false);
     // And the command line says so, exit 1.
     const command = runAuditCommand(['verify', '--public-key', keys.publicKeyFile, directory]);
-    expect(command).toMatchObject({ code: 1, output: expect.stringMatching(/^FAILED: .*line 6 \(seq 7\): records 6 are missing/) });
+    expect(command).toMatchObject({
+      code: 1,
+      output: expect.stringMatching(/^FAILED: .*line 6 \(seq 7\): records 6 are missing/),
+    });
   });
 
   it('reports an edited record', async () => {
