@@ -19,7 +19,7 @@ import { ErrorCodeLabels } from '../error-codes.js';
 import { injectTraceContext, traceContextFields } from '../trace-context.js';
 import { readUpload, tooLarge, UploadStream, type UploadLimits } from './upload-body.js';
 import { UploadShares, uploadShareExhausted, uploadsPerCaller } from './upload-shares.js';
-import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
+import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from '../exchange/upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { CONNECT_FAILURES, type Replica, type UpstreamReplicas } from './upstream-replicas.js';
 import { UpstreamSlots, type SlotWaiter } from './upstream-slots.js';

@@ -9,15 +9,15 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { subprotocolElements } from '../auth/extract.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { GatewayError } from '../errors.js';
 import type { Exchange } from '../exchange/exchange.js';
 import type { Operation } from '../operations.js';
 import { endUpgradeAnswer } from '../exchange/refusal.js';
+import { subprotocolElements } from '../exchange/subprotocols.js';
 import { injectTraceContext, traceContextFields } from '../trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
-import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
+import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from '../exchange/upstream-error-code.js';
 import { upstreamFailure } from './upstream-failure.js';
 import { upstreamTlsOptions } from './forward.js';
 import { CONNECT_FAILURES, type Replica, type UpstreamReplicas } from './upstream-replicas.js';
@@ -92,7 +92,7 @@ function statusLine(response: http.IncomingMessage, refused: boolean, tracerespo
 
 /**
  * The one Sec-WebSocket-Protocol line sent to the participant, or undefined when nothing was offered:
- * every offered element (auth/extract.ts subprotocolElements), in the client's order of preference,
+ * every offered element (exchange/subprotocols.ts), in the client's order of preference,
  * joined by "," without spaces. A participant that splits the value on "," without trimming (Canton
  * before digital-asset/canton#613) then reads the same first `jwt.token.` element as one that trims
  * and as the gateway verified; a browser's `daml.ws.auth, jwt.token.X` would hide X from it, or show
