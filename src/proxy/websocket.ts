@@ -14,7 +14,7 @@ import type { Operation } from '../operations.js';
 import { subprotocolElements } from '../exchange/subprotocols.js';
 import { traceContextFields } from '../trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
-import { UpgradeCall, type TunnelOutcome } from './upgrade-call.js';
+import { UpgradeCall, type TunnelOutcome, type UpgradeRequest } from './upgrade-call.js';
 import { upstreamTlsOptions } from './upstream-pool.js';
 import type { Replica, UpstreamReplicas } from './upstream-replicas.js';
 import { closeFrame, FrameBoundaries, SERVICE_RESTART } from './websocket-frames.js';
@@ -86,11 +86,44 @@ function rewritten(): ReadonlySet<string> {
   return rewrittenHeaders;
 }
 
+/** Sends an upgrade every stage admitted to the participant (upgrade-call.ts); `tunnel` takes the connection once it agrees. */
+function sendUpgrade(
+  options: WebSocketTunnelOptions,
+  tls: object,
+  exchange: Exchange,
+  socket: Duplex,
+  head: Buffer,
+  outcome: TunnelOutcome,
+  tunnel: UpgradeRequest['tunnel'],
+): void {
+  const request = exchange.raw;
+  // Upgrades get no server span: the telemetry stage continued (or started) the trace without one,
+  // and the participant is told the gateway's hop in the OTEL_PROPAGATORS formats (src/trace-context.ts).
+  // The client's trace headers are replaced by the gateway's hop (its tracestate goes on only with
+  // the trace it belongs to).
+  const forwarded = forwardedFor(request, options.isTrustedProxy);
+  const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
+  const timeout = operationTimeoutsMs[exchange.operation.name] ?? timeoutMs;
+  const call = new UpgradeCall(options.replicas, performance.now() + timeout, {
+    exchange,
+    socket,
+    head,
+    headers: upstreamRequestHeaders(request.rawHeaders, forwarded, false, rewritten()),
+    upgrade: request.headers.upgrade ?? 'websocket',
+    subprotocols: forwardedSubprotocols(request.rawHeaders),
+    tls,
+    outcome,
+    tunnel,
+  });
+  // With replicas, an upgrade refused before any byte of it was written waits for the next replica
+  // that answers (within its own timeout) and is sent there once, as a call is (upstream-call.ts).
+  call.start(timeout);
+}
+
 export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSocketTunnels {
   const { replicas } = options;
   const secure = replicas.all.some((replica) => replica.url.protocol === 'https:');
   const tls = secure ? upstreamTlsOptions(options.config.upstream.tls) : {};
-  const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
   const { idleTimeoutMs } = options.config.websocket;
   const tunnels = new Set<Duplex>();
   // With replicas: each stream's replica, and how to close it with a close frame telling its client to reconnect.
@@ -104,28 +137,9 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
   let cuttingOff = false;
 
   function open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: TunnelOutcome): void {
-    const request = exchange.raw;
-    // Upgrades get no server span: the telemetry stage continued (or started) the trace without one,
-    // and the participant is told the gateway's hop in the OTEL_PROPAGATORS formats (src/trace-context.ts).
-    // The client's trace headers are replaced by the gateway's hop (its tracestate goes on only with
-    // the trace it belongs to).
-    const forwarded = forwardedFor(request, options.isTrustedProxy);
-    const timeout = operationTimeoutsMs[exchange.operation.name] ?? timeoutMs;
-    const call = new UpgradeCall(replicas, performance.now() + timeout, {
-      exchange,
-      socket,
-      head,
-      headers: upstreamRequestHeaders(request.rawHeaders, forwarded, false, rewritten()),
-      upgrade: request.headers.upgrade ?? 'websocket',
-      subprotocols: forwardedSubprotocols(request.rawHeaders),
-      tls,
-      outcome,
-      tunnel: (replica, upstreamSocket, upstreamHead) =>
-        tunnel(exchange, socket, replica, upstreamSocket, upstreamHead, outcome),
-    });
-    // With replicas, an upgrade refused before any byte of it was written waits for the next replica
-    // that answers (within its own timeout) and is sent there once, as a call is (upstream-call.ts).
-    call.start(timeout);
+    sendUpgrade(options, tls, exchange, socket, head, outcome, (replica, upstreamSocket, upstreamHead) =>
+      tunnel(exchange, socket, replica, upstreamSocket, upstreamHead, outcome),
+    );
   }
 
   /** The participant agreed (101): the connection becomes a byte tunnel to `replica`. */
