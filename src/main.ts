@@ -5,7 +5,6 @@ import type { Gateway, ReloadSource } from './app.js';
 import {
   DEVELOPMENT_ISSUER,
   developmentBanner,
-  isDevelopmentMode,
   loadOrCreateDevelopmentKey,
   prepareAuthentication,
   withDevelopmentIssuer,
