@@ -9,6 +9,8 @@ import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 
 beforeAll(() => buildDist(), 120_000);
 
+const TEST_MS = 60_000;
+
 /** A port free on 127.0.0.1 right now (the gateway is then configured with it). */
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -35,70 +37,82 @@ function serviceLinks(service: string, ip: string, port: number): Record<string,
 }
 
 describe('the rate objects', () => {
-  it('--help lists the variable of each key of a rate', async () => {
-    const help = await runToExit(['dist/main.js', '--help']);
-    expect(help.code).toBe(0);
-    for (const key of ['REQUESTS', 'PER_SECONDS', 'BURST'])
-      expect(help.stdout).toMatch(new RegExp(`^ {4}LEDGER_GATEWAY_PROTECTION__DEFAULT__RATE__${key} +integer$`, 'm'));
-  });
+  it(
+    '--help lists the variable of each key of a rate',
+    async () => {
+      const help = await runToExit(['dist/main.js', '--help']);
+      expect(help.code).toBe(0);
+      for (const key of ['REQUESTS', 'PER_SECONDS', 'BURST'])
+        expect(help.stdout).toMatch(new RegExp(`^ {4}LEDGER_GATEWAY_PROTECTION__DEFAULT__RATE__${key} +integer$`, 'm'));
+    },
+    TEST_MS,
+  );
 
-  it('a partial rate takes its defaults; a bad one is named once', async () => {
-    const partial = writeConfig('protection: { default: { rate: { requests: 10 } } }\n');
-    const accepted = await runToExit(['dist/main.js', '--check', '--config', partial]);
-    expect(accepted.code).toBe(0);
-    expect(accepted.stdout).toMatch(/ {4}rate:\n {6}requests: 10\n {6}perSeconds: 1\n/);
-    const fromVariable = await runToExit(['dist/main.js', '--check'], {
-      LEDGER_GATEWAY_PROTECTION__DEFAULT__RATE__REQUESTS: '20',
-    });
-    expect(fromVariable.code).toBe(0);
-    expect(fromVariable.stdout).toMatch(
-      / {6}requests: 20 # LEDGER_GATEWAY_PROTECTION__DEFAULT__RATE__REQUESTS\n {6}perSeconds: 1\n/,
-    );
-    const bad = writeConfig('protection: { default: { rate: { requests: 10, perSeconds: 0 } } }\n');
-    const refused = await runToExit(['dist/main.js', '--check', '--config', bad]);
-    expect(refused.code).toBe(2);
-    expect(refused.stderr.split('\n').filter((line) => line.startsWith('  - '))).toEqual([
-      '  - protection.default.rate.perSeconds: must be >= 1',
-    ]);
-  });
+  it(
+    'a partial rate takes its defaults; a bad one is named once',
+    async () => {
+      const partial = writeConfig('protection: { default: { rate: { requests: 10 } } }\n');
+      const accepted = await runToExit(['dist/main.js', '--check', '--config', partial]);
+      expect(accepted.code).toBe(0);
+      expect(accepted.stdout).toMatch(/ {4}rate:\n {6}requests: 10\n {6}perSeconds: 1\n/);
+      const fromVariable = await runToExit(['dist/main.js', '--check'], {
+        LEDGER_GATEWAY_PROTECTION__DEFAULT__RATE__REQUESTS: '20',
+      });
+      expect(fromVariable.code).toBe(0);
+      expect(fromVariable.stdout).toMatch(
+        / {6}requests: 20 # LEDGER_GATEWAY_PROTECTION__DEFAULT__RATE__REQUESTS\n {6}perSeconds: 1\n/,
+      );
+      const bad = writeConfig('protection: { default: { rate: { requests: 10, perSeconds: 0 } } }\n');
+      const refused = await runToExit(['dist/main.js', '--check', '--config', bad]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr.split('\n').filter((line) => line.startsWith('  - '))).toEqual([
+        '  - protection.default.rate.perSeconds: must be >= 1',
+      ]);
+    },
+    TEST_MS,
+  );
 });
 
 describe("Kubernetes' service links", () => {
-  it('the variables of Services named ledger-gateway and ledger-gateway-admin leave the configured ports alone', async () => {
-    const upstream = await startRecordingUpstream(answerJson(200, { version: '3.5.10' }));
-    const issuer = await createTestIssuer();
-    const [port, adminPort] = [await freePort(), await freePort()];
-    const file = writeConfig(
-      [
-        `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
-        `upstream: { url: "${upstream.url}" }`,
-        `server: { host: 127.0.0.1, port: ${port} }`,
-        `admin: { host: 127.0.0.1, port: ${adminPort} }`,
-      ].join('\n'),
-    );
-    const env = {
-      ...serviceLinks('ledger-gateway', '10.96.0.12', 8080),
-      ...serviceLinks('ledger-gateway-admin', '10.96.0.13', 9464),
-      ...serviceLinks('ledger-gateway-server--x', '10.96.0.14', 80),
-    };
-    const gateway = await startProcess(['dist/main.js', '--config', file], env);
-    try {
-      expect(new URL(gateway.api).port).toBe(String(port));
-      expect(new URL(gateway.admin).port).toBe(String(adminPort));
-      const answer = await fetch(`${gateway.api}/v2/version`, {
-        headers: { authorization: `Bearer ${await issuer.mint()}` },
-      });
-      expect(answer.status).toBe(200);
-      const warnings = gateway.output.filter((line) => line.includes('service link'));
-      expect(warnings).toHaveLength(1);
-      expect(JSON.parse(warnings[0]!)).toMatchObject({
-        level: 'warn',
-        variables: ['LEDGER_GATEWAY_ADMIN_PORT', 'LEDGER_GATEWAY_PORT', 'LEDGER_GATEWAY_SERVER__X_PORT'],
-      });
-    } finally {
-      gateway.child.kill('SIGTERM');
-      await gateway.exited;
-      await upstream.close();
-    }
-  });
+  it(
+    'the variables of Services named ledger-gateway and ledger-gateway-admin leave the configured ports alone',
+    async () => {
+      const upstream = await startRecordingUpstream(answerJson(200, { version: '3.5.10' }));
+      const issuer = await createTestIssuer();
+      const [port, adminPort] = [await freePort(), await freePort()];
+      const file = writeConfig(
+        [
+          `auth: { participantId: ${TEST_PARTICIPANT}, issuers: [${JSON.stringify(issuer.issuerConfig)}] }`,
+          `upstream: { url: "${upstream.url}" }`,
+          `server: { host: 127.0.0.1, port: ${port} }`,
+          `admin: { host: 127.0.0.1, port: ${adminPort} }`,
+        ].join('\n'),
+      );
+      const env = {
+        ...serviceLinks('ledger-gateway', '10.96.0.12', 8080),
+        ...serviceLinks('ledger-gateway-admin', '10.96.0.13', 9464),
+        ...serviceLinks('ledger-gateway-server--x', '10.96.0.14', 80),
+      };
+      const gateway = await startProcess(['dist/main.js', '--config', file], env);
+      try {
+        expect(new URL(gateway.api).port).toBe(String(port));
+        expect(new URL(gateway.admin).port).toBe(String(adminPort));
+        const answer = await fetch(`${gateway.api}/v2/version`, {
+          headers: { authorization: `Bearer ${await issuer.mint()}` },
+        });
+        expect(answer.status).toBe(200);
+        const warnings = gateway.output.filter((line) => line.includes('service link'));
+        expect(warnings).toHaveLength(1);
+        expect(JSON.parse(warnings[0]!)).toMatchObject({
+          level: 'warn',
+          variables: ['LEDGER_GATEWAY_ADMIN_PORT', 'LEDGER_GATEWAY_PORT', 'LEDGER_GATEWAY_SERVER__X_PORT'],
+        });
+      } finally {
+        gateway.child.kill('SIGTERM');
+        await gateway.exited;
+        await upstream.close();
+      }
+    },
+    TEST_MS,
+  );
 });
