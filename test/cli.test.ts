@@ -142,8 +142,8 @@ describe('--check', () => {
     const problems = third.stderr.split('\n').filter((line) => line.startsWith('  - '));
     expect(problems).toEqual([
       '  - server.prot: unknown key; did you mean `port`?',
-      '  - auth.issuers[0].audiance: unknown key; did you mean `audience`?',
       '  - log.level: must be one of fatal, error, warn, info, debug, trace, silent',
+      '  - auth.issuers[0].audiance: unknown key; did you mean `audience`?',
       '  - upstream.url: participant:7575 has no scheme: add http:// or https://, e.g. http://participant:7575',
       expect.stringMatching(/^ {2}- protection\.operations\.noSuchOperation: unknown operation name/),
       expect.stringMatching(/^ {2}- policy\.rules\.noSuchOperation: unknown operation/),

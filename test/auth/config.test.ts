@@ -51,8 +51,8 @@ describe('auth config: schema', () => {
       expect((error as ConfigError).problems).toEqual(
         expect.arrayContaining([
           'auth.issuers[0].bogus: unknown key',
-          expect.stringMatching(/^auth\.issuers\.0\.algorithms\.0: must be one of/),
-          expect.stringMatching(/^auth\.issuers\.0\.algorithms\.1: must be one of/),
+          expect.stringMatching(/^auth\.issuers\[0\]\.algorithms\[0\]: must be one of/),
+          expect.stringMatching(/^auth\.issuers\[0\]\.algorithms\[1\]: must be one of/),
         ]),
       );
     }
