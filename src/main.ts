@@ -39,7 +39,13 @@ async function reloadedConfiguration(file: string, development: boolean): Promis
     judged = judgeConfiguration(file, process.env, development);
   } catch (error) {
     const auth = error instanceof ConfigError ? error.partial?.config.auth : undefined;
-    if (!development && auth?.issuers.length === 0 && !auth.participantIdentityProviders.enabled) {
+    // The partial config of an invalid file may have any shape where the schema found a problem.
+    const noIssuer = Array.isArray(auth?.issuers) && auth.issuers.length === 0;
+    if (
+      !development &&
+      noIssuer &&
+      (auth.participantIdentityProviders as { enabled?: boolean } | undefined)?.enabled !== true
+    ) {
       throw new ReloadRefused([
         'auth.issuers: the file names no issuer, and this gateway runs in front of a participant: it would trust ' +
           'no token (development mode is decided at start, never by a reload)',

@@ -56,7 +56,7 @@ async function started(env: NodeJS.ProcessEnv = {}) {
   const directory = mkdtempSync(join(tmpdir(), 'reload-safety-'));
   const file = join(directory, 'gateway.yaml');
   writeFileSync(file, configLines(upstream.url, issuer).join(''));
-  gateway = await startProcess(['dist/main.js', '--config', file], env);
+  gateway = await startProcess(['dist/main.js', '--config', file], env, 30_000);
   const running = gateway;
   const call = async (sub: string) => {
     const answer = await fetch(`${running.api}/v2/state/ledger-end`, {
