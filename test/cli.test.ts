@@ -221,7 +221,7 @@ describe('a port that cannot be listened on', () => {
     } finally {
       await held.release();
     }
-  });
+  }, 60_000); // three process starts, each seconds long on a loaded machine
 });
 
 describe('secrets from files', () => {
