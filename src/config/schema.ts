@@ -1,14 +1,23 @@
 // The configuration schema: every key, its type, its default and what it means.
 // config/default.yaml documents the same keys for operators; a test keeps the two in step.
 import { Type, type Static } from '@sinclair/typebox';
+import { withoutFileSecrets } from './file-secrets.js';
 
 /** A configuration the gateway cannot start with: every bad key path named (the process exits 2). */
 export class ConfigError extends Error {
   readonly problems: readonly string[];
-  constructor(source: string, problems: readonly string[]) {
-    super(`invalid configuration (${source}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  /**
+   * Set by the loader when the file could be read: the config as far as it validated, and which of
+   * its sections are sound (their types right), so that later checks can still judge those.
+   */
+  readonly partial?: { readonly config: GatewayConfig; readonly sound: (section: string) => boolean };
+  constructor(source: string, problems: readonly string[], partial?: ConfigError['partial']) {
+    // Whichever check found a problem, a value read with ${file:...} is never printed in it.
+    const told = problems.map(withoutFileSecrets);
+    super(`invalid configuration (${source}):\n${told.map((p) => `  - ${p}`).join('\n')}`);
     this.name = 'ConfigError';
-    this.problems = problems;
+    this.problems = told;
+    if (partial !== undefined) this.partial = partial;
   }
 }
 

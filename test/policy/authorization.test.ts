@@ -107,7 +107,7 @@ describe('policy configuration', () => {
 
   it('refuses malformed rules at load: unknown matcher keys, empty lists, anyAuthenticated: false', () => {
     expect(() => config({ rules: { getVersion: [{ role: 'admin' }] } })).toThrow(
-      /policy\.rules\.getVersion\.0\.role: unknown key/,
+      /policy\.rules\.getVersion\[0\]\.role: unknown key/,
     );
     expect(() => config({ rules: { getVersion: [] } })).toThrow(/policy\.rules\.getVersion/);
     expect(() => config({ rules: { getVersion: [{ subjects: [] }] } })).toThrow(/subjects/);
