@@ -263,7 +263,19 @@ async function main() {
       `median  ${fixed(middle(([b]) => b.cpuUs))}     ${fixed(middle(([b]) => b.rps))}      ${fixed(middle(([, t]) => t.cpuUs))}    ${fixed(middle(([, t]) => t.rps))}      ${fixed(median(ratios), 3)}`,
     );
     log(
-      `latency p50 / p99 (ms, median of the rounds): base ${fixed(middle(([b]) => b.latencyMs.p50), 2)} / ${fixed(middle(([b]) => b.latencyMs.p99), 2)}, this ${fixed(middle(([, t]) => t.latencyMs.p50), 2)} / ${fixed(middle(([, t]) => t.latencyMs.p99), 2)}`,
+      `latency p50 / p99 (ms, median of the rounds): base ${fixed(
+        middle(([b]) => b.latencyMs.p50),
+        2,
+      )} / ${fixed(
+        middle(([b]) => b.latencyMs.p99),
+        2,
+      )}, this ${fixed(
+        middle(([, t]) => t.latencyMs.p50),
+        2,
+      )} / ${fixed(
+        middle(([, t]) => t.latencyMs.p99),
+        2,
+      )}`,
     );
     const ratio = median(ratios);
     const steal = stealPercent(ticksBefore, machineCpuTicks());
