@@ -83,11 +83,23 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
       config.admin.purgeToken,
     );
   readiness.add({ name: 'upstream', ready: () => upstream.ready(), detail: () => upstream.cause() });
+  // Not before the first probe has ended: the upstream check would be logged as failing with cause
+  // "not probed yet", and its real cause (refused, say) never, as failing to failing is no change.
+  // A check turning failing is a warning (what an operator filters for), unless the gateway is
+  // shutting down; turning ok is info.
+  let probed = false;
   const logChanges = () => {
-    for (const change of readiness.changes()) options.log?.info(change, 'readiness changed');
+    if (!probed) return;
+    for (const change of readiness.changes())
+      if (change.state === 'failing' && !readiness.isShuttingDown) options.log?.warn(change, 'readiness changed');
+      else options.log?.info(change, 'readiness changed');
   };
   // A probe already under way (an interval's) is joined, not doubled.
-  const probeUpstream = () => upstream.probeNow().then(logChanges);
+  const probeUpstream = () =>
+    upstream.probeNow().then(() => {
+      probed = true;
+      logChanges();
+    });
   // The replicas probe on their own interval: their changes (and the key sets') are logged on this one.
   const changeTimer = setInterval(logChanges, config.upstream.readinessIntervalMs);
   changeTimer.unref();
