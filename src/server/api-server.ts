@@ -64,7 +64,7 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
           https: {
             ...serverOptions,
             handshakeTimeout: config.server.headersTimeoutMs,
-            ...listenerSecureOptions(listenerTls),
+            ...listenerSecureOptions(listenerTls, config.server.tls.clientCertificate),
           },
         }),
     bodyLimit: config.limits.bodyBytes,
