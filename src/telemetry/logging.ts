@@ -233,7 +233,7 @@ export interface RequestLine {
   /** Why a stage refused the call, already scrubbed (noteRefusal). */
   readonly reason?: string;
   /** The access log's fields as JSON text (`,"name":value...`: access-log.ts), when log.access is on. */
-  readonly access?: string;
+  readonly access?: string | undefined;
 }
 
 /**
