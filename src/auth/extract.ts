@@ -121,8 +121,7 @@ export function webSocketToken(rawHeaders: readonly string[]): { token: string; 
  */
 export function unverifiedIssuerOf(rawHeaders: readonly string[], kind: 'call' | 'upgrade'): string | undefined {
   try {
-    const token =
-      kind === 'call' ? bearerTokenOf(authorizationHeader(rawHeaders)) : webSocketToken(rawHeaders).token;
+    const token = kind === 'call' ? bearerTokenOf(authorizationHeader(rawHeaders)) : webSocketToken(rawHeaders).token;
     const payload = token.split('.')[1];
     if (payload === undefined) return undefined;
     const iss = (JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { iss?: unknown } | null)?.iss;

@@ -50,7 +50,13 @@ export function allowedJwksHostProblem(entry: string): string | undefined {
     const prefix = Number(entry.slice(slash + 1));
     const family = isIP(address);
     const max = family === 4 ? 32 : 128;
-    if (family === 0 || !Number.isInteger(prefix) || prefix < 0 || prefix > max || !/^\d+$/.test(entry.slice(slash + 1)))
+    if (
+      family === 0 ||
+      !Number.isInteger(prefix) ||
+      prefix < 0 ||
+      prefix > max ||
+      !/^\d+$/.test(entry.slice(slash + 1))
+    )
       return 'not a CIDR (address/prefix)';
     return undefined;
   }

@@ -482,7 +482,7 @@ export const AuthSchema = Section(
           maximum: 10_000,
           default: 100,
           description:
-            "At most this many of the participant's active IdPs are trusted (in the order listed); the rest are left out, logged and counted in ledger_gateway_participant_idps_left_out{reason=\"cap\"}. Each one trusted costs a key set, fetched at each change of the list.",
+            'At most this many of the participant\'s active IdPs are trusted (in the order listed); the rest are left out, logged and counted in ledger_gateway_participant_idps_left_out{reason="cap"}. Each one trusted costs a key set, fetched at each change of the list.',
         }),
         retryBackoffMaxSeconds: Type.Integer({
           minimum: 1,

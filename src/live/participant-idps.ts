@@ -162,7 +162,11 @@ function selectIssuers(
   problemOf: (issuer: IssuerConfig) => string | undefined,
   waiting: (issuer: IssuerConfig) => boolean,
   cap: number,
-): { chosen: IssuerConfig[]; refused: Array<{ issuer: string; problem: string }>; counts: Record<LeftOutReason, number> } {
+): {
+  chosen: IssuerConfig[];
+  refused: Array<{ issuer: string; problem: string }>;
+  counts: Record<LeftOutReason, number>;
+} {
   const counts: Record<LeftOutReason, number> = { rule: 0, cap: 0, keys: 0 };
   const refused: Array<{ issuer: string; problem: string }> = [];
   const chosen: IssuerConfig[] = [];
