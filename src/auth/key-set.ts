@@ -208,7 +208,7 @@ export class RemoteKeySet implements KeySet {
         redirect: 'error',
         headers: { accept: 'application/jwk-set+json, application/json' },
         ...(this.options.dispatcher !== undefined && { dispatcher: this.options.dispatcher }),
-      } as RequestInit);
+      });
       if (response.status !== 200) {
         await response.body?.cancel();
         throw new Error(`HTTP ${response.status} from the JWKS URL`);

@@ -182,6 +182,77 @@ function selectIssuers(
   return { chosen, refused, counts };
 }
 
+/** GET /v2/idps on the participant: its identity provider configs, or a rejection naming a short cause. */
+async function listIdentityProviders(
+  get: ParticipantGet,
+  tokenFile: string | undefined,
+  timeoutMs: number,
+): Promise<unknown[]> {
+  const headers: Record<string, string> = { accept: 'application/json', 'user-agent': IDP_SYNC_USER_AGENT };
+  // Read at each use: a mounted secret is rotated in place.
+  if (tokenFile !== undefined) headers.authorization = `Bearer ${readFileSync(tokenFile, 'utf8').trim()}`;
+  let answer: Awaited<ReturnType<ParticipantGet>>;
+  try {
+    answer = await get({ path: '/v2/idps', headers, timeoutMs, maxBytes: IDP_LIST_MAX_BYTES });
+  } catch (error) {
+    throw new Error(`GET /v2/idps failed: ${(error as Error).message}`, { cause: error });
+  }
+  if (answer.statusCode < 200 || answer.statusCode >= 300)
+    throw new Error(`GET /v2/idps answered ${answer.statusCode}`);
+  let body: { identityProviderConfigs?: unknown };
+  try {
+    body = JSON.parse(answer.body.toString('utf8')) as { identityProviderConfigs?: unknown };
+  } catch (error) {
+    throw new Error('GET /v2/idps answered with a body that is not JSON', { cause: error });
+  }
+  if (!Array.isArray(body?.identityProviderConfigs))
+    throw new Error('GET /v2/idps answered without identityProviderConfigs');
+  return body.identityProviderConfigs as unknown[];
+}
+
+/**
+ * What tokens wait for while refreshes after answered changes run: one bounded promise shared by the
+ * changes refreshed together, and the issuers of the IdPs they change (counted: two changes of one IdP).
+ */
+function changeHolds(boundMs: number) {
+  let open = 0;
+  const changing = new Map<string, number>();
+  let settled: Promise<void> | undefined;
+  let settle: (() => void) | undefined;
+  return {
+    /** A change's refresh starts; call the returned function when it has ended. */
+    arm(issuer: string | undefined): () => void {
+      if (issuer !== undefined) changing.set(issuer, (changing.get(issuer) ?? 0) + 1);
+      open++;
+      settled ??= new Promise<void>((resolve) => {
+        const bound = setTimeout(resolve, boundMs);
+        bound.unref();
+        settle = () => {
+          clearTimeout(bound);
+          resolve();
+        };
+      }).finally(() => {
+        settled = undefined;
+        settle = undefined;
+      });
+      const mine = settled;
+      return () => {
+        open--;
+        if (issuer !== undefined) {
+          const left = (changing.get(issuer) ?? 1) - 1;
+          if (left === 0) changing.delete(issuer);
+          else changing.set(issuer, left);
+        }
+        if (open === 0 && settled === mine) settle?.();
+      };
+    },
+    changing: () => settled !== undefined,
+    heldFor: (issuer: string, trusted: boolean) =>
+      settled === undefined || (trusted && !changing.has(issuer)) ? undefined : settled,
+    release: () => settle?.(),
+  };
+}
+
 export function createParticipantIdentityProviders(
   options: ParticipantIdentityProvidersOptions,
 ): ParticipantIdentityProviders {
@@ -190,11 +261,7 @@ export function createParticipantIdentityProviders(
   let config = options.config;
   let fetchTimeoutMs = options.fetchTimeoutMs;
   const failing = failingKeySets(now);
-  // Refreshes after answered changes still running, the issuers they change, and what their tokens wait for.
-  let openChanges = 0;
-  const changingIssuers = new Map<string, number>();
-  let changeSettled: Promise<void> | undefined;
-  let settleChange: (() => void) | undefined;
+  const holds = changeHolds(options.changeBoundMs);
   /** The last list's IdPs by id (deactivated ones too): the issuer a PATCH or DELETE changes. */
   let issuerOfId = new Map<string, string>();
   /** The rule's refusals logged already (each is logged once while it stays listed). */
@@ -206,35 +273,6 @@ export function createParticipantIdentityProviders(
   let queued: Promise<void> | undefined;
   let closed = false;
   let failure: string | undefined;
-
-  async function list(): Promise<unknown[]> {
-    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': IDP_SYNC_USER_AGENT };
-    // Read at each use: a mounted secret is rotated in place.
-    if (config.tokenFile !== undefined)
-      headers.authorization = `Bearer ${readFileSync(config.tokenFile, 'utf8').trim()}`;
-    let answer: Awaited<ReturnType<ParticipantGet>>;
-    try {
-      answer = await options.get({
-        path: '/v2/idps',
-        headers,
-        timeoutMs: fetchTimeoutMs,
-        maxBytes: IDP_LIST_MAX_BYTES,
-      });
-    } catch (error) {
-      throw new Error(`GET /v2/idps failed: ${(error as Error).message}`, { cause: error });
-    }
-    if (answer.statusCode < 200 || answer.statusCode >= 300)
-      throw new Error(`GET /v2/idps answered ${answer.statusCode}`);
-    let body: { identityProviderConfigs?: unknown };
-    try {
-      body = JSON.parse(answer.body.toString('utf8')) as { identityProviderConfigs?: unknown };
-    } catch (error) {
-      throw new Error('GET /v2/idps answered with a body that is not JSON', { cause: error });
-    }
-    if (!Array.isArray(body?.identityProviderConfigs))
-      throw new Error('GET /v2/idps answered without identityProviderConfigs');
-    return body.identityProviderConfigs as unknown[];
-  }
 
   /** The listed IdPs to build, the rule's refusals logged once each, the left-out counts reported. */
   function choose(listed: readonly unknown[]): IssuerConfig[] {
@@ -264,7 +302,7 @@ export function createParticipantIdentityProviders(
 
   async function fetchAndApply(reason: string): Promise<void> {
     try {
-      const listed = await list();
+      const listed = await listIdentityProviders(options.get, config.tokenFile, fetchTimeoutMs);
       issuerOfId = new Map(listed.filter(isListedIdentityProvider).map((idp) => [idp.identityProviderId, idp.issuer]));
       const issuers = choose(listed);
       const fingerprint = JSON.stringify({ issuers, allowedJwksHosts: config.allowedJwksHosts });
@@ -314,42 +352,14 @@ export function createParticipantIdentityProviders(
   const every = (seconds: number) => setInterval(() => void refresh('interval'), seconds * 1_000).unref();
   let timer = every(config.refreshIntervalSeconds);
 
-  /** The bounded promise the held tokens wait on, shared by the changes refreshed together. */
-  function changeWait(): Promise<void> {
-    changeSettled ??= new Promise<void>((resolve) => {
-      const bound = setTimeout(resolve, options.changeBoundMs);
-      bound.unref();
-      settleChange = () => {
-        clearTimeout(bound);
-        resolve();
-      };
-    }).finally(() => {
-      changeSettled = undefined;
-      settleChange = undefined;
-    });
-    return changeSettled;
-  }
-
   function changeAnswered(statusCode: number, identityProviderId: string | undefined): void {
     // Refused, failed or never answered: nothing changed at the participant, nothing waits.
     if (closed || statusCode < 200 || statusCode >= 300) return;
     const changed = identityProviderId === undefined ? undefined : issuerOfId.get(identityProviderId);
-    if (changed !== undefined) {
-      changingIssuers.set(changed, (changingIssuers.get(changed) ?? 0) + 1);
-      // The administrator acted on this IdP: a failing one is tried again at once.
-      failing.forget((key) => !key.startsWith(`${changed}\n`));
-    }
-    openChanges++;
-    const settled = changeWait();
-    void refresh('change').finally(() => {
-      openChanges--;
-      if (changed !== undefined) {
-        const left = (changingIssuers.get(changed) ?? 1) - 1;
-        if (left === 0) changingIssuers.delete(changed);
-        else changingIssuers.set(changed, left);
-      }
-      if (openChanges === 0 && changeSettled === settled) settleChange?.();
-    });
+    // The administrator acted on this IdP: a failing one is tried again at once.
+    if (changed !== undefined) failing.forget((key) => !key.startsWith(`${changed}\n`));
+    const done = holds.arm(changed);
+    void refresh('change').finally(done);
   }
 
   return {
@@ -357,9 +367,8 @@ export function createParticipantIdentityProviders(
     hasList: () => hasList,
     lastFailure: () => failure,
     changeAnswered,
-    changing: () => changeSettled !== undefined,
-    heldFor: (issuer, trusted) =>
-      changeSettled === undefined || (trusted && !changingIssuers.has(issuer)) ? undefined : changeSettled,
+    changing: holds.changing,
+    heldFor: holds.heldFor,
     follow(next, nextFetchTimeoutMs) {
       if (isDeepStrictEqual(next, config) && nextFetchTimeoutMs === fetchTimeoutMs) return;
       if (next.refreshIntervalSeconds !== config.refreshIntervalSeconds) {
@@ -373,7 +382,7 @@ export function createParticipantIdentityProviders(
     close() {
       closed = true;
       clearInterval(timer);
-      settleChange?.();
+      holds.release();
     },
   };
 }

@@ -89,7 +89,7 @@ describe('guardedKeySetAgent', () => {
     let rule = jwksHostRule([]);
     const agent = guardedKeySetAgent(() => rule);
     toClose.push(() => agent.close());
-    const refused = await fetch(url, { dispatcher: agent } as RequestInit).then(
+    const refused = await fetch(url, { dispatcher: agent }).then(
       () => undefined,
       (error: Error & { cause?: { code?: string } }) => error.cause?.code,
     );
@@ -97,7 +97,7 @@ describe('guardedKeySetAgent', () => {
     expect(served).toBe(0);
 
     rule = jwksHostRule(['localhost']); // read at each connection: a reload's list applies at once
-    const answer = await fetch(url, { dispatcher: agent } as RequestInit);
+    const answer = await fetch(url, { dispatcher: agent });
     expect(answer.status).toBe(200);
     expect(served).toBe(1);
   });
