@@ -144,7 +144,7 @@ describe('a change of the participant identity providers holds no other caller',
     console.log(
       `calls answered in 1 s: ${without} without, ${during} during the unfinished PATCH (ratio ${ratio.toFixed(2)})`,
     );
-    expect(without).toBeGreaterThan(10);
+    expect(without).toBeGreaterThanOrEqual(5);
     expect(ratio).toBeGreaterThan(0.2);
     expect(standIn.listings).toBe(1); // nothing was refreshed for it
   }, 30_000);
