@@ -491,8 +491,9 @@ export function trustParticipantIdentityProviders(
       get: options.get,
       config: config.auth.participantIdentityProviders,
       fetchTimeoutMs,
-      // One list fetch, then its key sets (live/generations.ts keyWaitMs, twice when some are left out).
-      changeBoundMs: 3 * fetchTimeoutMs + 2_000,
+      // A refresh is one list fetch, then its key sets (live/generations.ts keyWaitMs, twice when some
+      // are left out); the change's may queue behind one already running. Only the held tokens wait.
+      changeBoundMs: 2 * (3 * fetchTimeoutMs + 2_000),
       issuerProblem: (issuer) =>
         hostRule.problemOf(issuer.jwksUrl ?? '') ?? identityProviderProblem(live.current.config, issuer),
       leftOut: (counts) => {

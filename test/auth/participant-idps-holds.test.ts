@@ -145,7 +145,7 @@ describe('a change of the participant identity providers holds no other caller',
       `calls answered in 1 s: ${without} without, ${during} during the unfinished PATCH (ratio ${ratio.toFixed(2)})`,
     );
     expect(without).toBeGreaterThanOrEqual(5);
-    expect(ratio).toBeGreaterThan(0.2);
+    expect(ratio).toBeGreaterThan(0.1); // held, it is 0: every call waits for the PATCH's end (30 s or more)
     expect(standIn.listings).toBe(1); // nothing was refreshed for it
   }, 30_000);
 
