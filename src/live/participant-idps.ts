@@ -277,7 +277,8 @@ export function createParticipantIdentityProviders(
   /** The listed IdPs to build, the rule's refusals logged once each, the left-out counts reported. */
   function choose(listed: readonly unknown[]): IssuerConfig[] {
     const active = issuersOfIdentityProviders(listed);
-    failing.forget((key) => active.some((issuer) => failing.keyOf(issuer) === key));
+    const listedKeys = new Set(active.map(failing.keyOf));
+    failing.forget((key) => listedKeys.has(key));
     const { chosen, refused, counts } = selectIssuers(
       active,
       options.issuerProblem,
