@@ -3,12 +3,14 @@
 // before the version cache (an unauthorized caller never sees a cached body); the request rules run
 // in a call's route handler and only on the rule-checked routes, whose bodies alone are read (and
 // then forwarded as those exact bytes).
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { BodyBudget } from '../body/budget.js';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
 import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { GatewayConfig } from '../config/schema.js';
+import { callerOf } from '../exchange/caller.js';
 import type { Principal, Stage } from '../exchange/exchange.js';
 import { pathOf } from '../operations.js';
 import { assertPolicyConfig, createAuthorizer, permissionDeniedError } from './authorization.js';
@@ -19,11 +21,18 @@ export interface PolicyStage {
   /** Per-operation authorization (synchronous). */
   readonly authorize: Stage;
   /** Read, parse and judge the body of a rule-checked call (a promise only on those routes). */
-  enforceRequestRules(request: FastifyRequest): Promise<void> | undefined;
+  enforceRequestRules(request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined;
+}
+
+export interface PolicyStageOptions {
+  /** The process's budget of bodies held in memory (limits.bufferedBodyBytes), shared with the forwarder. */
+  readonly bodyBudget: BodyBudget;
+  /** Whether a connection's peer is a trusted proxy: a call without a principal is counted by its client address. */
+  readonly isTrustedProxy: (address: string) => boolean;
 }
 
 /** Builds the stage; a policy the schema could not check fully stops the process here (ConfigError). */
-export function createPolicyStage(config: GatewayConfig): PolicyStage {
+export function createPolicyStage(config: GatewayConfig, options: PolicyStageOptions): PolicyStage {
   assertPolicyConfig(config);
   const authorizer = createAuthorizer(config.policy.rules);
   // A rule-checked body is read whole and parsed: its own, lower limit (the other routes' bodies stream).
@@ -45,15 +54,18 @@ export function createPolicyStage(config: GatewayConfig): PolicyStage {
     authorize(exchange) {
       check(exchange.operation.name, exchange.principal);
     },
-    enforceRequestRules(request) {
+    enforceRequestRules(request, reply) {
       const rule = requestRules ? REQUEST_RULES.get(request.operation.name) : undefined;
       if (rule === undefined) return undefined;
-      return judge(request, rule);
+      return judge(request, reply, rule);
     },
   };
 
-  async function judge(request: FastifyRequest, rule: RequestRule): Promise<void> {
-    const bytes = await readRequestBody(request.raw, limits);
+  async function judge(request: FastifyRequest, reply: FastifyReply, rule: RequestRule): Promise<void> {
+    // The bytes stay in memory until the exchange ends (they are forwarded as received).
+    const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
+    reply.raw.once('close', hold.release);
+    const bytes = await readRequestBody(request.raw, limits, hold);
     request.rawBody = bytes;
     const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
     const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });

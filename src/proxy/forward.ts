@@ -11,6 +11,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher, Pool } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
 import { closingConnection, Errors, GatewayError } from '../errors.js';
+import type { BodyBudget, BodyHold } from '../body/budget.js';
 import { callerOf } from '../exchange/caller.js';
 import { onResponseClose } from '../exchange/response-close.js';
 import { combinedVary, gatewayHeaders, writeAnswerHead } from '../exchange/answer.js';
@@ -42,6 +43,8 @@ export interface ForwarderOptions {
   readonly propagateTraceContext?: boolean;
   /** Whether a connection's peer is a configured trusted proxy (its X-Forwarded-* are kept). */
   readonly isTrustedProxy: (address: string) => boolean;
+  /** The process's budget of bodies held in memory (limits.bufferedBodyBytes), shared with the policy stage. */
+  readonly bodyBudget: BodyBudget;
   /** Called with the upstream part of each call, for the upstream latency histogram. */
   readonly onUpstreamTiming?: (request: FastifyRequest, seconds: number) => void;
 }
@@ -256,11 +259,18 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     if (declared !== undefined && Number(declared) > uploadLimits.bufferBytes) {
       return send(request, reply, undefined, streamedUpload(request, []));
     }
-    return readUpload(raw, uploadLimits).then((read) => {
+    return readUpload(raw, uploadLimits, bodyHold(request, reply)).then((read) => {
       if (read === undefined) return undefined; // the client left while sending it: nobody to answer
       if (Buffer.isBuffer(read)) return send(request, reply, read, undefined);
       return send(request, reply, undefined, streamedUpload(request, read.prefix));
     });
+  }
+
+  /** A body read whole is held against the process's body budget until its exchange ends. */
+  function bodyHold(request: FastifyRequest, reply: FastifyReply): BodyHold {
+    const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
+    reply.raw.once('close', hold.release);
+    return hold;
   }
 
   /** A body larger than the buffer, streamed upstream as it arrives: on its caller's share while it lasts. */
