@@ -143,6 +143,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   metrics.watchReplicas(replicas);
   // One budget for every body held in memory (limits is read at start: a reload keeps it).
   const bodyBudget = new BodyBudget(config.limits);
+  metrics.watchBodyBuffer(() => bodyBudget.heldBytes);
   const forwarder = createForwarder({
     replicas,
     bodyBudget,
