@@ -15,9 +15,9 @@ export interface BodyBudgetLimits {
 /** The bytes one body holds against the budget; given back once, when its exchange ends. */
 export interface BodyHold {
   /** Counts `bytes` more; the refusal (the connection closing) when the budget or the share would pass. */
-  take(bytes: number): GatewayError | undefined;
-  /** Gives back everything taken (idempotent). */
-  release(): void;
+  readonly take: (bytes: number) => GatewayError | undefined;
+  /** Gives back everything taken (idempotent; a function of its own, to be passed as a listener). */
+  readonly release: () => void;
 }
 
 const RETRY_AFTER = { 'retry-after': '1' };

@@ -227,14 +227,14 @@ export const LimitsSchema = Section(
       maximum: 1024 * 1024 * 1024,
       default: 67_108_864,
       description:
-        "Bytes of request bodies held in memory at once, all callers together: rule-checked bodies (policy.maxBodyBytes) and bodies up to upstream.bufferBodyBytes, counted from their declared Content-Length (chunked: as they arrive) until their exchange ends. A body that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of it is read. The default keeps the process inside a 512 MiB memory limit with the budget full (docs/security.md). 0: no budget.",
+        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies (policy.maxBodyBytes) and bodies up to upstream.bufferBodyBytes, counted from their declared Content-Length (chunked: as they arrive) until their exchange ends. A body that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of it is read. The default keeps the process inside a 512 MiB memory limit with the budget full (docs/security.md). 0: no budget.',
     }),
     bufferedBodyShare: Type.Number({
       exclusiveMinimum: 0,
       maximum: 1,
       default: 0.25,
       description:
-        "The largest share of bufferedBodyBytes one caller (its principal; its client address for a call without one) may hold; over it: 429 GATEWAY_RESOURCE_EXHAUSTED with limit gatewayPrincipalBodyBytes, Retry-After: 1. 1: no share.",
+        'The largest share of bufferedBodyBytes one caller (its principal; its client address for a call without one) may hold; over it: 429 GATEWAY_RESOURCE_EXHAUSTED with limit gatewayPrincipalBodyBytes, Retry-After: 1. 1: no share.',
     }),
   },
   'Request limits.',

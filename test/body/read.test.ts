@@ -105,7 +105,7 @@ describe('readRequestBody', () => {
     const b = unfinished('b', 40);
     await expect.poll(() => budget.heldBytes).toBe(90);
     const post = (caller: string, body: string | ReadableStream) =>
-      fetch(url, { method: 'POST', body, headers: { 'x-caller': caller }, duplex: 'half' } as RequestInit);
+      fetch(url, { method: 'POST', body, headers: { 'x-caller': caller }, duplex: 'half' });
     const overShare = await post('a', 'y');
     expect(overShare.status).toBe(429);
     expect(overShare.headers.get('retry-after')).toBe('1');
@@ -115,7 +115,7 @@ describe('readRequestBody', () => {
     const chunked = await post('c', new Blob(['y'.repeat(8), 'y'.repeat(8)]).stream());
     expect(chunked.status).toBe(503);
     expect((await post('c', 'y'.repeat(10))).status).toBe(200);
-    expect(outcomes.filter((o) => o instanceof GatewayError).map((o) => (o as GatewayError).definition.code)).toEqual([
+    expect(outcomes.filter((o) => o instanceof GatewayError).map((o) => o.definition.code)).toEqual([
       'GATEWAY_RESOURCE_EXHAUSTED',
       'GATEWAY_BODY_BUFFER_EXHAUSTED',
       'GATEWAY_BODY_BUFFER_EXHAUSTED',
