@@ -13,7 +13,9 @@ import type { GatewayConfig } from '../config/schema.js';
 import { callerOf } from '../exchange/caller.js';
 import type { Principal, Stage } from '../exchange/exchange.js';
 import { pathOf } from '../operations.js';
+import { Errors, GatewayError } from '../errors.js';
 import { assertPolicyConfig, createAuthorizer, permissionDeniedError } from './authorization.js';
+import { createSourceCheck } from './sources.js';
 import { REQUEST_RULES } from './rules/index.js';
 import { toGatewayError, type RequestRule } from './violation.js';
 
@@ -27,7 +29,10 @@ export interface PolicyStage {
 export interface PolicyStageOptions {
   /** The process's budget of bodies held in memory (limits.bufferedBodyBytes), shared with the forwarder. */
   readonly bodyBudget: BodyBudget;
-  /** Whether a connection's peer is a trusted proxy: a call without a principal is counted by its client address. */
+  /**
+   * Whose X-Forwarded-For is believed (server.trustedProxies), for the source rules' client address
+   * and the caller a body without a principal is counted by.
+   */
   readonly isTrustedProxy: (address: string) => boolean;
 }
 
@@ -35,6 +40,7 @@ export interface PolicyStageOptions {
 export function createPolicyStage(config: GatewayConfig, options: PolicyStageOptions): PolicyStage {
   assertPolicyConfig(config);
   const authorizer = createAuthorizer(config.policy.rules);
+  const sourceCheck = createSourceCheck(config.policy.sources, options.isTrustedProxy);
   // A rule-checked body is read whole and parsed: its own, lower limit (the other routes' bodies stream).
   const ownLimit = config.policy.maxBodyBytes <= config.limits.bodyBytes;
   const limits: BodyReadLimits = {
@@ -52,6 +58,9 @@ export function createPolicyStage(config: GatewayConfig, options: PolicyStageOpt
 
   return {
     authorize(exchange) {
+      const refused = sourceCheck?.(exchange.operation.name, exchange.raw);
+      if (refused !== undefined)
+        throw new GatewayError(Errors.GATEWAY_SOURCE_NOT_ALLOWED, { context: { source: refused } });
       check(exchange.operation.name, exchange.principal);
     },
     enforceRequestRules(request, reply) {

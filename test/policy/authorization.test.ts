@@ -79,6 +79,7 @@ describe('policy configuration', () => {
     const defaults = config({});
     expect(defaults.policy).toEqual({
       rules: {},
+      sources: [],
       requestRules: true,
       maxBodyBytes: 1_048_576,
       maxBodyDepth: 512,
@@ -107,7 +108,7 @@ describe('policy configuration', () => {
 
   it('refuses malformed rules at load: unknown matcher keys, empty lists, anyAuthenticated: false', () => {
     expect(() => config({ rules: { getVersion: [{ role: 'admin' }] } })).toThrow(
-      /policy\.rules\.getVersion\.0\.role: unknown key/,
+      /policy\.rules\.getVersion\[0\]\.role: unknown key/,
     );
     expect(() => config({ rules: { getVersion: [] } })).toThrow(/policy\.rules\.getVersion/);
     expect(() => config({ rules: { getVersion: [{ subjects: [] }] } })).toThrow(/subjects/);
