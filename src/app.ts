@@ -276,10 +276,16 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     method: [...API_METHODS],
     url: '/*',
     handler: (request, reply) => {
-      if (IDENTITY_PROVIDER_CHANGES.has(request.operation.name)) {
-        const ended = participantIdps.beginChange();
-        reply.raw.once('close', () => ended(reply.raw.headersSent ? reply.raw.statusCode : 0));
-      }
+      // A change of the participant's IdPs arms a refresh only once the participant answered it with
+      // success (live/participant-idps.ts): never for a body still arriving or a caller it refused.
+      if (IDENTITY_PROVIDER_CHANGES.has(request.operation.name))
+        reply.raw.once('close', () =>
+          participantIdps.changeAnswered(
+            request.operation.name,
+            request.url,
+            reply.raw.headersSent ? reply.raw.statusCode : 0,
+          ),
+        );
       const judged = request.generation.enforceRequestRules(request, reply);
       return judged === undefined ? answer(request, reply) : judged.then(() => answer(request, reply));
     },
