@@ -22,6 +22,7 @@ import { Errors, GatewayError } from './errors.js';
 import type { Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { keySetsFailure } from './auth/key-set.js';
+import { BodyBudget } from './body/budget.js';
 import { createLiveConfig } from './live/generations.js';
 import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './live/participant-idps.js';
 import { NamedOperations } from './operations.js';
@@ -151,8 +152,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // The participant: its replicas (upstream.replicas) or the one upstream.url, each probed on its own.
   const replicas = new UpstreamReplicas(config.upstream, options.upstreamUrl, log);
   metrics.watchReplicas(replicas);
+  // One budget for every body held in memory (limits is read at start: a reload keeps it).
+  const bodyBudget = new BodyBudget(config.limits);
+  metrics.watchBodyBuffer(() => bodyBudget.heldBytes);
   const forwarder = createForwarder({
     replicas,
+    bodyBudget,
     config,
     replacesTraceContext: serverSpanPlugin !== undefined,
     // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
@@ -200,6 +205,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
     onAuthFailure: (reason: AuthFailureReason) => metrics.authFailure(reason),
     retireAfterMs: retireAfterMs(config),
+    bodyBudget,
   });
   const authenticator = live.current.authenticator;
   for (const warning of authenticator.settings.warnings) log.warn(warning);
@@ -325,7 +331,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
             reply.raw.headersSent ? reply.raw.statusCode : 0,
           ),
         );
-      const judged = request.generation.enforceRequestRules(request);
+      const judged = request.generation.enforceRequestRules(request, reply);
       return judged === undefined ? answer(request, reply) : judged.then(() => answer(request, reply));
     },
   });

@@ -246,6 +246,11 @@ export const Errors = {
     1,
     GrpcCode.UNAVAILABLE,
     'A ledger write was refused because its audit record could not be written (disk full, I/O error, the trail slower than audit.writeTimeoutMs) and audit.failMode is closed; it was not sent to the participant. Reads go on. Retry-After: 1.',
+  GATEWAY_BODY_BUFFER_EXHAUSTED: defineError(
+    'GATEWAY_BODY_BUFFER_EXHAUSTED',
+    1,
+    GrpcCode.UNAVAILABLE,
+    'The request bodies the gateway holds in memory (rule-checked bodies, and bodies up to upstream.bufferBodyBytes) fill limits.bufferedBodyBytes; the caller is not over a limit. Retry-After: 1, the connection closed.',
   ),
   GATEWAY_UPSTREAM_UNAVAILABLE: defineError(
     'GATEWAY_UPSTREAM_UNAVAILABLE',

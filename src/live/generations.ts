@@ -11,7 +11,7 @@ import { authenticationStage } from '../auth/hooks.js';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Exchange, Generation, Stage } from '../exchange/exchange.js';
 import { createCorsHandler } from '../policy/cors.js';
-import { createPolicyStage } from '../policy/stage.js';
+import { createPolicyStage, type PolicyStageOptions } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
@@ -48,7 +48,7 @@ export interface LiveGeneration extends Generation {
   readonly protection: ProtectionStage;
 }
 
-export interface LiveConfigOptions extends ProtectionStageOptions {
+export interface LiveConfigOptions extends ProtectionStageOptions, PolicyStageOptions {
   readonly onKeySetFetch: (issuer: string, result: 'success' | 'failure') => void;
   readonly onAuthFailure: (reason: AuthFailureReason) => void;
   /** How long an old generation may still serve a call: its resources are closed after that. */
@@ -198,7 +198,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
           : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
       protect: protection.stage,
       authorize: policy.authorize,
-      enforceRequestRules: (request) => policy.enforceRequestRules(request),
+      enforceRequestRules: (request, reply) => policy.enforceRequestRules(request, reply),
       cors:
         previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
           ? previous.cors

@@ -44,6 +44,7 @@ export const MetricNames = {
   auditWritesRefused: 'ledger_gateway_audit_writes_refused_total',
   auditWriteFailures: 'ledger_gateway_audit_write_failures_total',
   auditTrailWritable: 'ledger_gateway_audit_trail_writable',
+  bodyBufferBytes: 'ledger_gateway_body_buffer_bytes',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -146,6 +147,8 @@ export interface GatewayMetrics {
   watchConnections(open: () => number): void;
   /** Where the replica gauge and the failover counter read the upstream replicas (at scrape). */
   watchReplicas(replicas: ReplicaReport): void;
+  /** Where ledger_gateway_body_buffer_bytes reads the request bodies held in memory (at scrape). */
+  watchBodyBuffer(heldBytes: () => number): void;
 }
 
 /** What the replica metrics read: each replica's label (a configured name or its index, never a URL). */
@@ -394,6 +397,15 @@ export function createMetrics(
       this.set(openConnections());
     },
   });
+  let bodyBufferBytes = () => 0;
+  new Gauge({
+    name: MetricNames.bodyBufferBytes,
+    help: 'Bytes of request bodies held in memory, against limits.bufferedBodyBytes.',
+    registers: [registry],
+    collect() {
+      this.set(bodyBufferBytes());
+    },
+  });
   const connectionsRefused = new Counter({
     name: counterName(MetricNames.connectionsRefused),
     help: 'Client connections closed as they were accepted, by the cap they were over (total, perAddress).',
@@ -467,6 +479,9 @@ export function createMetrics(
     },
     watchReplicas(report) {
       replicas = report;
+    },
+    watchBodyBuffer(heldBytes) {
+      bodyBufferBytes = heldBytes;
     },
   };
 }
