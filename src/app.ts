@@ -248,6 +248,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
           timeoutMs: config.policy.bodyReadTimeoutMs,
           timeoutKey: 'policy.bodyReadTimeoutMs',
         },
+        bodyBudget,
         isTrustedProxy,
         metrics: createAuditMetrics(metrics.registry, metrics.exemplars),
         log,

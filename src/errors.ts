@@ -246,6 +246,7 @@ export const Errors = {
     1,
     GrpcCode.UNAVAILABLE,
     'A ledger write was refused because its audit record could not be written (disk full, I/O error, the trail slower than audit.writeTimeoutMs) and audit.failMode is closed; it was not sent to the participant. Reads go on. Retry-After: 1.',
+  ),
   GATEWAY_BODY_BUFFER_EXHAUSTED: defineError(
     'GATEWAY_BODY_BUFFER_EXHAUSTED',
     1,

@@ -9,12 +9,13 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyRequest } from 'fastify';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
+import type { BodyBudget } from '../body/budget.js';
 import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { AuditConfig, AuditLevelName } from '../config/schema.js';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../error-codes.js';
 import { Errors, GatewayError } from '../errors.js';
 import { observeAnswer } from '../exchange/answer-observer.js';
-import { clientAddress } from '../exchange/caller.js';
+import { callerOf, clientAddress } from '../exchange/caller.js';
 import type { Exchange, Stage } from '../exchange/exchange.js';
 import { traceIdOf } from '../exchange/request-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
@@ -31,6 +32,8 @@ export type AuditPolicy = AuditConfig['policy'];
 export interface AuditTrailOptions {
   /** How a write's body is read when no request rule read it (policy.maxBodyBytes, policy.bodyReadTimeoutMs). */
   readonly bodyLimits: BodyReadLimits;
+  /** The gateway's budget of request bodies held in memory (body/budget.ts). */
+  readonly bodyBudget: BodyBudget;
   readonly isTrustedProxy: (address: string) => boolean;
   readonly metrics: AuditMetrics;
   readonly log: { warn(object: object, message: string): void; error(object: object, message: string): void };
@@ -156,8 +159,12 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
       if (hasBody(request)) state.request = { contentLength: Number(request.headers['content-length'] ?? NaN) || null };
       return;
     }
-    if (request.rawBody === undefined && hasBody(request))
-      request.rawBody = await readRequestBody(request.raw, options.bodyLimits);
+    if (request.rawBody === undefined && hasBody(request)) {
+      // Held until the exchange ends, counted against the gateway's body budget as the policy's are.
+      const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
+      onResponseClose(request.lifeline, hold.release);
+      request.rawBody = await readRequestBody(request.raw, options.bodyLimits, hold);
+    }
     if (request.rawBody === undefined || request.rawBody.length === 0) {
       state.request = {};
       return;
