@@ -37,6 +37,10 @@ import {
 import { environmentVariable } from '../../src/config/environment.js';
 import { ROOT } from '../helpers/process.js';
 import { schemaProblems, unknownFieldProblems } from './schemas.js';
+import { describeNeeding } from '../helpers/tool-groups.js';
+
+// Every group renders the overlays with `kubectl kustomize`.
+const describeRendered = describeNeeding('kubectl');
 
 const OVERLAYS = ['ingress', 'sidecar'] as const;
 const SPLICE_VALUES = join(DEPLOY, 'kubernetes/overlays/sidecar/splice-participant-values.yaml');
@@ -281,7 +285,7 @@ function servicePortTargets(service: KubernetesObject, container: Container): nu
   );
 }
 
-describe('schemas', () => {
+describeRendered('schemas', () => {
   it("every rendered object, and the Splice values' sidecar, validates and has no unknown field", () => {
     const objects = [...renderKustomization('base'), ...OVERLAYS.flatMap((overlay) => renderKustomization(overlay))];
     expect(schemaProblems(objects)).toEqual([]);
@@ -342,7 +346,7 @@ describe('schemas', () => {
   }, 60_000);
 });
 
-describe.each(OVERLAYS)('overlay %s', (overlay) => {
+describeRendered.each(OVERLAYS)('overlay %s', (overlay) => {
   it("mounts a valid gateway config where the image's entry command reads it, for a real participant", () => {
     const rendered = renderOverlay(overlay);
     const container = rendered.gateway.container;
@@ -480,7 +484,7 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
   });
 });
 
-describe('the config ConfigMap for live reloads (docs/live-configuration.md "In Kubernetes")', () => {
+describeRendered('the config ConfigMap for live reloads (docs/live-configuration.md "In Kubernetes")', () => {
   it('keeps its name with disableNameSuffixHash, so that an apply updates in place what the pods mount', () => {
     const objects = renderOwnOverlay(
       {
@@ -514,7 +518,7 @@ describe('the config ConfigMap for live reloads (docs/live-configuration.md "In 
   }, 60_000);
 });
 
-describe('overlay ingress', () => {
+describeRendered('overlay ingress', () => {
   it('runs two or more replicas, autoscaled, spread across nodes, with a disruption budget', () => {
     const rendered = renderOverlay('ingress');
     const { workload, podLabels, podSpec } = rendered.gateway;
@@ -709,7 +713,7 @@ describe('overlay ingress', () => {
   });
 });
 
-describe('overlay sidecar', () => {
+describeRendered('overlay sidecar', () => {
   it("runs the gateway as a native sidecar in the participant's pod, the base's container unchanged", () => {
     const rendered = renderOverlay('sidecar');
     const { gateway, objects } = rendered;
@@ -779,7 +783,7 @@ describe('overlay sidecar', () => {
   });
 });
 
-describe('components', () => {
+describeRendered('components', () => {
   /** What the Splice charts' Prometheus wants (their ServiceMonitors carry this release label). */
   const SPLICE_MONITORING = {
     release: 'prometheus-grafana-monitoring',
