@@ -3,11 +3,12 @@
 // Kubernetes, Gateway API and Prometheus Operator schemas, then what no schema catches: ports and
 // paths against the config the pods mount, what the Gateway API routes and the Services expose,
 // NetworkPolicy selectors, the shutdown arithmetic, the native sidecar, the monitoring settings.
+import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parse, stringify } from 'yaml';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 import type { GatewayConfig } from '../../src/config/schema.js';
 import {
   DEPLOY,
@@ -44,6 +45,7 @@ const describeRendered = describeNeeding('kubectl');
 
 const OVERLAYS = ['ingress', 'sidecar'] as const;
 const SPLICE_VALUES = join(DEPLOY, 'kubernetes/overlays/sidecar/splice-participant-values.yaml');
+const SPLICE_POST_RENDERER = join(DEPLOY, 'kubernetes/overlays/sidecar/splice-post-renderer.sh');
 
 interface Rendered {
   readonly objects: KubernetesObject[];
@@ -360,6 +362,12 @@ describeRendered.each(OVERLAYS)('overlay %s', (overlay) => {
 
   it('mounts every file the config names from a Secret', () => {
     expectConfigFilesFromSecrets(renderOverlay(overlay));
+  });
+
+  it('turns Service links off in every pod: the Service ledger-gateway would give it LEDGER_GATEWAY_PORT=tcp://...', () => {
+    const pods = podSpecs(renderKustomization(overlay));
+    expect(pods.length).toBeGreaterThan(0);
+    for (const pod of pods) expect(pod.enableServiceLinks).toBe(false);
   });
 
   it('mounts no ConfigMap or Secret through subPath, in any container (the kubelet never updates such a mount)', () => {
@@ -768,6 +776,36 @@ describeRendered('overlay sidecar', () => {
         mount.name,
       ).toBeDefined();
     }
+  });
+
+  it("turns Service links off in the Splice chart's pod with the post-renderer deploy/README.md gives helm", () => {
+    const chart = [
+      { apiVersion: 'v1', kind: 'Service', metadata: { name: 'participant' }, spec: { ports: [{ port: 7575 }] } },
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'participant' },
+        spec: {
+          selector: { matchLabels: { app: 'participant' } },
+          template: {
+            metadata: { labels: { app: 'participant' } },
+            spec: { containers: [{ name: 'participant', image: 'canton-participant' }] },
+          },
+        },
+      },
+    ];
+    const result = spawnSync(SPLICE_POST_RENDERER, {
+      input: chart.map((object) => stringify(object)).join('---\n'),
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.stderr).toBe('');
+    const rendered = parseAllDocuments(result.stdout).map((document) => document.toJS() as KubernetesObject);
+    expect(podSpecs(rendered).map((pod) => pod.enableServiceLinks)).toEqual([false]);
+    expect(rendered.find((o) => o.kind === 'Service')).toEqual(chart[0]);
+    expect(readFileSync(join(DEPLOY, 'README.md'), 'utf8')).toContain(
+      '--post-renderer deploy/kubernetes/overlays/sidecar/splice-post-renderer.sh',
+    );
   });
 
   it('gives the Splice sidecar its config Secret as a directory (no subPath), projecting the config file alone', () => {
