@@ -28,6 +28,7 @@ const { values } = parseArgs({
     'max-rss-growth': { type: 'string', default: '' },
     streams: { type: 'string', default: '' },
     image: { type: 'boolean', default: false },
+    'node-options': { type: 'string' },
   },
 });
 const durationS = Number(values.duration);
@@ -164,6 +165,7 @@ async function imageEnvironment() {
     env[name] = value.replace(/\$\((\w+)\)/g, (_, v) => env[v] ?? '');
   }
   env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${sink.address().port}`;
+  if (values['node-options'] !== undefined) env.NODE_OPTIONS = values['node-options']; // trying other flags
   console.log(
     `soak: the image's environment: NODE_OPTIONS=${env.NODE_OPTIONS}, spans to a sink (${env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on'} ${env.OTEL_TRACES_SAMPLER_ARG ?? ''})`,
   );
