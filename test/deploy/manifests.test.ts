@@ -433,7 +433,7 @@ describeRendered.each(OVERLAYS)('overlay %s', (overlay) => {
     expect(rendered.gateway.podSpec.automountServiceAccountToken).toBe(false);
   });
 
-  it('sets resource requests and limits, with the V8 heap below the memory limit', () => {
+  it('sets resource requests and limits, with the V8 heap and 64 MiB beside it below the memory limit', () => {
     const rendered = renderOverlay(overlay);
     const container = rendered.gateway.container;
     const { requests, limits } = container.resources ?? {};
@@ -443,7 +443,8 @@ describeRendered.each(OVERLAYS)('overlay %s', (overlay) => {
     }
     expect(bytesOf(requests!.memory!)).toBeLessThanOrEqual(bytesOf(limits!.memory!));
     const heapMiB = Number(/--max-old-space-size=(\d+)/.exec(rendered.env.NODE_OPTIONS ?? '')?.[1]);
-    expect(heapMiB * 2 ** 20).toBeLessThan(bytesOf(limits!.memory!));
+    // Beside the old space: the binary's code, the young space and buffers (~70 MiB; docs/operations.md "Memory").
+    expect((heapMiB + 64) * 2 ** 20).toBeLessThanOrEqual(bytesOf(limits!.memory!));
   });
 
   it('configures OpenTelemetry through the standard variables', () => {
