@@ -778,9 +778,10 @@ export const CorsSchema = Section(
       description: 'Request headers a preflight allows.',
     }),
     exposedHeaders: Type.Array(Type.String({ minLength: 1 }), {
-      default: ['x-request-id'],
+      default: ['x-request-id', 'retry-after'],
       uniqueItems: true,
-      description: 'Response headers a browser script may read.',
+      description:
+        'Response headers a browser script may read: the correlation id of every answer, and how long to wait after a 429 or 503.',
     }),
     maxAgeSeconds: Type.Integer({
       minimum: 0,
