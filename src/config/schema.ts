@@ -1,14 +1,23 @@
 // The configuration schema: every key, its type, its default and what it means.
 // config/default.yaml documents the same keys for operators; a test keeps the two in step.
 import { Type, type Static } from '@sinclair/typebox';
+import { withoutFileSecrets } from './file-secrets.js';
 
 /** A configuration the gateway cannot start with: every bad key path named (the process exits 2). */
 export class ConfigError extends Error {
   readonly problems: readonly string[];
-  constructor(source: string, problems: readonly string[]) {
-    super(`invalid configuration (${source}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  /**
+   * Set by the loader when the file could be read: the config as far as it validated, and which of
+   * its sections are sound (their types right), so that later checks can still judge those.
+   */
+  readonly partial?: { readonly config: GatewayConfig; readonly sound: (section: string) => boolean };
+  constructor(source: string, problems: readonly string[], partial?: ConfigError['partial']) {
+    // Whichever check found a problem, a value read with ${file:...} is never printed in it.
+    const told = problems.map(withoutFileSecrets);
+    super(`invalid configuration (${source}):\n${told.map((p) => `  - ${p}`).join('\n')}`);
     this.name = 'ConfigError';
-    this.problems = problems;
+    this.problems = told;
+    if (partial !== undefined) this.partial = partial;
   }
 }
 
@@ -56,9 +65,14 @@ export const ServerSchema = Section(
           Type.String({
             minLength: 1,
             description:
-              'PEM CA certificates: when set, every client must present a certificate one of them signs (mutual TLS).',
+              'PEM CA certificates that verify client certificates (mutual TLS); clientCertificate says whether one is required.',
           }),
         ),
+        clientCertificate: Type.Union([Type.Literal('require'), Type.Literal('request')], {
+          default: 'require',
+          description:
+            'With clientCaFile: "require" refuses a TLS connection without a certificate clientCaFile verifies; "request" asks for one and accepts the connection without it (policy.sources decides per operation).',
+        }),
         reloadIntervalMs: Milliseconds(
           60_000,
           'How often the files are read again: a changed certificate, key or client CA serves new connections without a restart (cert-manager renewals); an unreadable or invalid one is logged and the last good one kept.',
@@ -80,9 +94,14 @@ export const AdminSchema = Section(
         minLength: 16,
         secret: true,
         description:
-          'Bearer token a caller off loopback presents for POST /cache/version/purge and GET /config (e.g. ${file:/run/secrets/purge-token}); never logged. Unset: only loopback callers may purge or read the running configuration. Probes and metrics stay open.',
+          'Bearer token a caller presents for POST /cache/version/purge and GET /config (e.g. ${file:/run/secrets/purge-token}); compared in constant time, never logged. Unset: nobody may purge or read the running configuration, unless trustLoopback is on. Probes and metrics stay open.',
       }),
     ),
+    trustLoopback: Type.Boolean({
+      default: false,
+      description:
+        "Serve POST /cache/version/purge and GET /config to any loopback peer (127.0.0.0/8, ::1) without the token. Off by default: behind a mesh sidecar every inbound connection is a loopback one (Istio's passthrough comes from 127.0.0.6), so loopback says nothing about who called. Turn it on only where nothing forwards to the admin port from off the pod (kubectl port-forward arrives on loopback too).",
+    }),
   },
   'The admin listener: health probes and metrics.',
 );
@@ -722,8 +741,62 @@ export const AuthorizationRuleSchema = Type.Object(
   { additionalProperties: false },
 );
 
+const AddressList = (description: string) =>
+  Type.Optional(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, uniqueItems: true, description }));
+
+/** One source rule: where a call may come from, by client address and client certificate (policy/sources.ts). */
+export const SourceRuleSchema = Type.Object(
+  {
+    operations: Type.Optional(
+      Type.Array(Type.String({ minLength: 1 }), {
+        minItems: 1,
+        uniqueItems: true,
+        description: 'Operation names the rule applies to; without it, every operation (calls and WebSocket streams).',
+      }),
+    ),
+    allow: AddressList(
+      'IP addresses or CIDRs: a call whose client address (resolved through server.trustedProxies) is in none of them is refused 403 GATEWAY_SOURCE_NOT_ALLOWED.',
+    ),
+    deny: AddressList(
+      'IP addresses or CIDRs: a call whose client address is in one of them is refused (before allow).',
+    ),
+    clientCertificate: Type.Optional(
+      Type.Object(
+        {
+          subjects: Type.Optional(
+            Type.Array(Type.String({ minLength: 1 }), {
+              minItems: 1,
+              uniqueItems: true,
+              description:
+                "Accepted subjects, as RFC 4514 strings of the certificate's subject (e.g. CN=platform-ops, or CN=ops,O=Example).",
+            }),
+          ),
+          dnsNames: Type.Optional(
+            Type.Array(Type.String({ minLength: 1 }), {
+              minItems: 1,
+              uniqueItems: true,
+              description: "Accepted DNS names of the certificate's subjectAltName.",
+            }),
+          ),
+        },
+        {
+          additionalProperties: false,
+          description:
+            'The call must come with a client certificate that server.tls.clientCaFile verified and that names one of these subjects or DNS names; it never replaces the token.',
+        },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const PolicySchema = Section(
   {
+    sources: Type.Array(SourceRuleSchema, {
+      default: [],
+      description:
+        "Where calls may come from: every rule whose operations include the call's (or that names none) must let it through (deny, then allow, then clientCertificate); otherwise 403 GATEWAY_SOURCE_NOT_ALLOWED. Applies to WebSocket upgrades alike; reloads live.",
+    }),
     rules: Type.Record(Type.String({ minLength: 1 }), Type.Array(AuthorizationRuleSchema, { minItems: 1 }), {
       default: {},
       description:
@@ -828,3 +901,4 @@ export type RateLimitConfig = Static<typeof RateLimitSchema>;
 export type PolicyConfig = Static<typeof PolicySchema>;
 export type AuthorizationRuleConfig = Static<typeof AuthorizationRuleSchema>;
 export type CorsConfig = Static<typeof CorsSchema>;
+export type SourceRuleConfig = Static<typeof SourceRuleSchema>;

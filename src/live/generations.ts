@@ -141,7 +141,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     }
     let policy: ReturnType<typeof createPolicyStage>;
     try {
-      policy = createPolicyStage(config);
+      policy = createPolicyStage(config, options);
     } catch (error) {
       if (!sameAuth) authenticator.close();
       if (!sameProtection) void protection.close();

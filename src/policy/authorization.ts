@@ -5,6 +5,7 @@ import { ConfigError, type AuthorizationRuleConfig, type GatewayConfig } from '.
 import { Errors, GatewayError } from '../errors.js';
 import { OPERATION_NAMES } from '../operations.js';
 import type { Principal } from '../exchange/exchange.js';
+import { sourceRuleProblems } from './sources.js';
 
 const MATCHERS = ['anyAuthenticated', 'subjects', 'issuers', 'scope', 'audience', 'claims'] as const;
 
@@ -27,6 +28,7 @@ export function policyConfigProblems(config: Pick<GatewayConfig, 'policy' | 'cor
       }
     });
   }
+  problems.push(...sourceRuleProblems(config.policy.sources, OPERATION_NAMES));
   if (config.cors.credentials && config.cors.origins.includes('*')) {
     problems.push(
       'cors.origins: "*" cannot be combined with cors.credentials: true (browsers refuse it); list the origins',

@@ -11,7 +11,9 @@ import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Principal, Stage } from '../exchange/exchange.js';
 import { pathOf } from '../operations.js';
+import { Errors, GatewayError } from '../errors.js';
 import { assertPolicyConfig, createAuthorizer, permissionDeniedError } from './authorization.js';
+import { createSourceCheck } from './sources.js';
 import { REQUEST_RULES } from './rules/index.js';
 import { toGatewayError, type RequestRule } from './violation.js';
 
@@ -22,10 +24,16 @@ export interface PolicyStage {
   enforceRequestRules(request: FastifyRequest): Promise<void> | undefined;
 }
 
+export interface PolicyStageOptions {
+  /** Whose X-Forwarded-For is believed (server.trustedProxies), for the source rules' client address. */
+  readonly isTrustedProxy: (address: string) => boolean;
+}
+
 /** Builds the stage; a policy the schema could not check fully stops the process here (ConfigError). */
-export function createPolicyStage(config: GatewayConfig): PolicyStage {
+export function createPolicyStage(config: GatewayConfig, options: PolicyStageOptions): PolicyStage {
   assertPolicyConfig(config);
   const authorizer = createAuthorizer(config.policy.rules);
+  const sourceCheck = createSourceCheck(config.policy.sources, options.isTrustedProxy);
   // A rule-checked body is read whole and parsed: its own, lower limit (the other routes' bodies stream).
   const ownLimit = config.policy.maxBodyBytes <= config.limits.bodyBytes;
   const limits: BodyReadLimits = {
@@ -43,6 +51,9 @@ export function createPolicyStage(config: GatewayConfig): PolicyStage {
 
   return {
     authorize(exchange) {
+      const refused = sourceCheck?.(exchange.operation.name, exchange.raw);
+      if (refused !== undefined)
+        throw new GatewayError(Errors.GATEWAY_SOURCE_NOT_ALLOWED, { context: { source: refused } });
       check(exchange.operation.name, exchange.principal);
     },
     enforceRequestRules(request) {
