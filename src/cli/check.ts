@@ -32,7 +32,7 @@ export function checkConfiguration(file: string | undefined, env: NodeJS.Process
   if (isDevelopmentMode(config)) {
     notes.push('development mode: upstream.url is "sandbox" and no auth.issuers; the development issuer is used');
   } else {
-    judge(() => notes.push(...resolveAuthConfig(config).warnings));
+    judge(() => notes.push(...resolveAuthConfig(config.auth, config.upstream.url).warnings));
   }
   judge(() => resolveProtectionConfig(config));
   judge(() => assertPolicyConfig(config));

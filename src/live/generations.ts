@@ -130,7 +130,10 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
     const authenticator = sameAuth
       ? previous.authenticator
-      : createAuthenticator(config, { onKeySetFetch: options.onKeySetFetch, log: options.log });
+      : createAuthenticator(config.auth, config.upstream.url, {
+          onKeySetFetch: options.onKeySetFetch,
+          log: options.log,
+        });
     const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
     let protection: ProtectionStage;
     try {

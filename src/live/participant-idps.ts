@@ -110,7 +110,7 @@ export function issuersOfIdentityProviders(listed: readonly unknown[]): IssuerCo
 /** Checks an IdP's issuer entry with the configured issuers' rules (auth/config.ts), alone. */
 export function identityProviderProblem(config: GatewayConfig, issuer: IssuerConfig): string | undefined {
   try {
-    resolveAuthConfig({ ...config, auth: { ...config.auth, issuers: [issuer] } });
+    resolveAuthConfig({ ...config.auth, issuers: [issuer] }, config.upstream.url);
     return undefined;
   } catch (error) {
     return (error as Error).message;

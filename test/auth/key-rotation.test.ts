@@ -42,7 +42,8 @@ async function authenticatorOver(published: readonly SigningKey[]): Promise<Auth
         issuers: [{ issuer: ISSUER, jwksUrl: jwks.jwksUrl, algorithms: ['ES256', 'RS256'] }],
         participantId: 'participant1',
       },
-    }),
+    }).auth,
+    'http://participant:7575',
   );
   auth.start();
   await expect.poll(() => auth!.ready()).toBe(true);
