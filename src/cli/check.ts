@@ -34,7 +34,7 @@ export function checkConfiguration(file: string | undefined, env: NodeJS.Process
   } else {
     judge(() => notes.push(...resolveAuthConfig(config.auth, config.upstream.url).warnings));
   }
-  judge(() => resolveProtectionConfig(config));
+  judge(() => resolveProtectionConfig(config.protection));
   judge(() => assertPolicyConfig(config));
   if (problems.length > 0) throw new ConfigError(file ?? 'defaults + environment', problems);
   return { effective: effectiveConfigYaml(config, provenance), notes };

@@ -9,6 +9,7 @@ import type { AuthFailureReason } from '../auth/failure.js';
 import { authenticationStage } from '../auth/hooks.js';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Generation, Stage } from '../exchange/exchange.js';
+import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler } from '../policy/cors.js';
 import { createPolicyStage } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
@@ -127,6 +128,7 @@ async function keysLoaded(authenticator: Authenticator, withinMs: number): Promi
 
 export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
   function build(config: GatewayConfig, previous: LiveGeneration | undefined): LiveGeneration {
+    assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
     const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
     const authenticator = sameAuth
       ? previous.authenticator
@@ -137,14 +139,14 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
     let protection: ProtectionStage;
     try {
-      protection = sameProtection ? previous.protection : createProtectionStage(config, options);
+      protection = sameProtection ? previous.protection : createProtectionStage(config.protection, options);
     } catch (error) {
       if (!sameAuth) authenticator.close();
       throw error;
     }
     let policy: ReturnType<typeof createPolicyStage>;
     try {
-      policy = createPolicyStage(config);
+      policy = createPolicyStage(config.policy, config.limits);
     } catch (error) {
       if (!sameAuth) authenticator.close();
       if (!sameProtection) void protection.close();

@@ -99,7 +99,7 @@ describe('policy configuration', () => {
       'policy.rules.getVersion[1]: the rule has no matcher (one of anyAuthenticated, subjects, issuers, scope, audience, claims)',
       'cors.origins: "*" cannot be combined with cors.credentials: true (browsers refuse it); list the origins',
     ]);
-    expect(() => createPolicyStage(bad)).toThrow(
+    expect(() => createPolicyStage(bad.policy, bad.limits)).toThrow(
       /invalid configuration \(policy\)[\s\S]*policy\.rules\.updateVetedPackages: unknown operation/,
     );
   });
