@@ -135,7 +135,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
 
   // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
   const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
-  const api = createApiServer(config, { listenerTls, telemetry: requestTelemetry });
+  const api = createApiServer(config.server, config.limits, { listenerTls, telemetry: requestTelemetry });
 
   // The participant: its replicas (upstream.replicas) or the one upstream.url, each probed on its own.
   const replicas = new UpstreamReplicas(config.upstream, options.upstreamUrl, log);
@@ -334,7 +334,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const secretPaths = new Set(options.secretPaths);
   let restartRequired: readonly string[] = [];
   const admin = createAdminListener({
-    config,
+    admin: config.admin,
+    readinessIntervalMs: config.upstream.readinessIntervalMs,
     readiness,
     registry: metrics.registry,
     upstream: replicas,

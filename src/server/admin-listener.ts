@@ -6,11 +6,13 @@ import { timingSafeEqual } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
-import type { GatewayConfig } from '../config/schema.js';
+import type { AdminConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
 
 export interface AdminListenerOptions {
-  readonly config: GatewayConfig;
+  readonly admin: AdminConfig;
+  /** upstream.readinessIntervalMs: how often readiness changes are looked for (and logged). */
+  readonly readinessIntervalMs: number;
   readonly readiness: Readiness;
   readonly registry: Registry;
   /** Whether a replica of the participant answers, why not, and a probe of each replica now (settles once all answered). */
@@ -71,7 +73,7 @@ export interface AdminListener {
 }
 
 export function createAdminListener(options: AdminListenerOptions): AdminListener {
-  const { config, readiness, registry, upstream } = options;
+  const { admin, readiness, registry, upstream } = options;
   const server = Fastify({ logger: false });
 
   const isLoopback = options.isLoopback ?? isLoopbackAddress;
@@ -82,7 +84,7 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
   // A probe already under way (an interval's) is joined, not doubled.
   const probeUpstream = () => upstream.probeNow().then(logChanges);
   // The replicas probe on their own interval: their changes (and the key sets') are logged on this one.
-  const changeTimer = setInterval(logChanges, config.upstream.readinessIntervalMs);
+  const changeTimer = setInterval(logChanges, options.readinessIntervalMs);
   changeTimer.unref();
 
   server.get('/livez', async () => ({ status: 'ok' }));
@@ -96,7 +98,7 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
     return reply.code(report.ready ? 200 : 503).send(report);
   });
   server.post('/cache/version/purge', async (request, reply) => {
-    if (!purgeAllowed(isLoopback(request.socket.remoteAddress), request.headers.authorization, config.admin.purgeToken))
+    if (!purgeAllowed(isLoopback(request.socket.remoteAddress), request.headers.authorization, admin.purgeToken))
       return reply.code(403).send({ error: 'purge is allowed from loopback or with the admin purge token' });
     options.purgeVersionCache();
     return reply.code(204).send();
@@ -104,7 +106,7 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
   // The running configuration, as Envoy's /config_dump shows its own: from loopback (kubectl
   // port-forward arrives there) or with the admin token, like the purge.
   server.get('/config', async (request, reply) => {
-    if (!purgeAllowed(isLoopback(request.socket.remoteAddress), request.headers.authorization, config.admin.purgeToken))
+    if (!purgeAllowed(isLoopback(request.socket.remoteAddress), request.headers.authorization, admin.purgeToken))
       return reply.code(403).send({ error: 'the configuration is shown to loopback or with the admin purge token' });
     return reply.header('cache-control', 'no-store').send(options.runningConfig());
   });
@@ -117,7 +119,7 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
     server,
     async listen() {
       void probeUpstream(); // readiness follows; /readyz re-probes on demand while failing
-      return server.listen({ host: config.admin.host, port: config.admin.port });
+      return server.listen({ host: admin.host, port: admin.port });
     },
     async close() {
       clearInterval(changeTimer);

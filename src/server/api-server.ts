@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { createClientErrorHandler } from './client-errors.js';
-import type { GatewayConfig } from '../config/schema.js';
+import type { LimitsConfig, ServerConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { deferContinue } from './expect-continue.js';
 import { sendGatewayError } from '../exchange/refusal.js';
@@ -20,12 +20,16 @@ export interface ApiServerOptions {
   readonly telemetry: Pick<RequestTelemetry, 'unroutedRefusal'>;
 }
 
-export function createApiServer(config: GatewayConfig, options: ApiServerOptions): FastifyInstance {
+export function createApiServer(
+  server: ServerConfig,
+  limits: LimitsConfig,
+  options: ApiServerOptions,
+): FastifyInstance {
   const { listenerTls, telemetry } = options;
   // Node's own server options, for the HTTP listener or, with server.tls, the HTTPS one.
   const serverOptions = {
-    maxHeaderSize: config.server.maxHeaderBytes,
-    headersTimeout: config.server.headersTimeoutMs,
+    maxHeaderSize: server.maxHeaderBytes,
+    headersTimeout: server.headersTimeoutMs,
     // Node checks header and request timeouts every connectionsCheckingInterval (30 s by default):
     // check every second so a slow-loris client is cut close to its bound.
     connectionsCheckingInterval: 1_000,
@@ -53,8 +57,8 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
     requestIdHeader: false,
     return503OnClosing: false, // shutdown answers in Canton's shape (request context stage)
     forceCloseConnections: 'idle',
-    keepAliveTimeout: config.server.keepAliveTimeoutMs,
-    requestTimeout: config.server.requestTimeoutMs,
+    keepAliveTimeout: server.keepAliveTimeoutMs,
+    requestTimeout: server.requestTimeoutMs,
     // A client that never finishes the TLS handshake is no HTTP connection yet: headersTimeoutMs bounds it
     // too (Node's default: 120 s).
     ...(listenerTls === undefined
@@ -62,11 +66,11 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
       : {
           https: {
             ...serverOptions,
-            handshakeTimeout: config.server.headersTimeoutMs,
+            handshakeTimeout: server.headersTimeoutMs,
             ...listenerSecureOptions(listenerTls),
           },
         }),
-    bodyLimit: config.limits.bodyBytes,
+    bodyLimit: limits.bodyBytes,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
     // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER (the parser
     // gave up before a method could be trusted), with a request id and a request line of its own.

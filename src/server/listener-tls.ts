@@ -2,7 +2,7 @@
 // the files, so that a renewed certificate (cert-manager writes the Secret's files anew) serves new
 // connections without a restart. Connections already open keep the context they began with.
 import { createSecureContext, type Server as TlsServer } from 'node:tls';
-import type { GatewayConfig } from '../config/schema.js';
+import type { ListenerTlsConfig } from '../config/schema.js';
 import { readServerTls } from '../config/load.js';
 
 export interface ListenerTlsFiles {
@@ -40,7 +40,7 @@ interface Log {
  */
 export function watchListenerTls(
   server: TlsServer,
-  tls: GatewayConfig['server']['tls'],
+  tls: ListenerTlsConfig,
   initial: ListenerTlsFiles,
   log: Log,
 ): () => void {
