@@ -126,57 +126,94 @@ async function keysLoaded(authenticator: Authenticator, withinMs: number): Promi
   return authenticator.ready();
 }
 
-export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
-  function build(config: GatewayConfig, previous: LiveGeneration | undefined): LiveGeneration {
-    assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
-    const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
-    const authenticator = sameAuth
-      ? previous.authenticator
-      : createAuthenticator(config.auth, config.upstream.url, {
-          onKeySetFetch: options.onKeySetFetch,
-          log: options.log,
-        });
-    const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
-    let protection: ProtectionStage;
-    try {
-      protection = sameProtection ? previous.protection : createProtectionStage(config.protection, options);
-    } catch (error) {
-      if (!sameAuth) authenticator.close();
-      throw error;
-    }
-    let policy: ReturnType<typeof createPolicyStage>;
-    try {
-      policy = createPolicyStage(config.policy, config.limits);
-    } catch (error) {
-      if (!sameAuth) authenticator.close();
-      if (!sameProtection) void protection.close();
-      throw error;
-    }
-    return {
-      config,
-      fingerprint: configFingerprint(config),
-      authenticator,
-      protection,
-      // The unauthenticated budget is the protection section's: a new one (or new keys) makes a new stage.
-      authenticate:
-        sameAuth && sameProtection
-          ? previous.authenticate
-          : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
-      protect: protection.stage,
-      authorize: policy.authorize,
-      enforceRequestRules: (request) => policy.enforceRequestRules(request),
-      cors:
-        previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
-          ? previous.cors
-          : createCorsHandler(config.cors),
-      versionCache: config.versionCache,
-    };
+/** A generation from `config`, reusing what `previous` built from the same sections. */
+function buildGeneration(
+  config: GatewayConfig,
+  previous: LiveGeneration | undefined,
+  options: LiveConfigOptions,
+): LiveGeneration {
+  assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
+  const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
+  const authenticator = sameAuth
+    ? previous.authenticator
+    : createAuthenticator(config.auth, config.upstream.url, {
+        onKeySetFetch: options.onKeySetFetch,
+        log: options.log,
+      });
+  const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
+  let protection: ProtectionStage;
+  try {
+    protection = sameProtection ? previous.protection : createProtectionStage(config.protection, options);
+  } catch (error) {
+    if (!sameAuth) authenticator.close();
+    throw error;
   }
+  let policy: ReturnType<typeof createPolicyStage>;
+  try {
+    policy = createPolicyStage(config.policy, config.limits);
+  } catch (error) {
+    if (!sameAuth) authenticator.close();
+    if (!sameProtection) void protection.close();
+    throw error;
+  }
+  return {
+    config,
+    fingerprint: configFingerprint(config),
+    authenticator,
+    protection,
+    // The unauthenticated budget is the protection section's: a new one (or new keys) makes a new stage.
+    authenticate:
+      sameAuth && sameProtection
+        ? previous.authenticate
+        : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
+    protect: protection.stage,
+    authorize: policy.authorize,
+    enforceRequestRules: (request) => policy.enforceRequestRules(request),
+    cors:
+      previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
+        ? previous.cors
+        : createCorsHandler(config.cors),
+    versionCache: config.versionCache,
+  };
+}
 
+/** `config` with the participant's issuers added after its own; a configured issuer wins a conflict. */
+function composed(config: GatewayConfig, extra: readonly IssuerConfig[], log: LiveConfigOptions['log']): GatewayConfig {
+  if (extra.length === 0) return config;
+  const configured = new Set(config.auth.issuers.map((issuer) => issuer.issuer));
+  const added = extra.filter((issuer) => {
+    if (!configured.has(issuer.issuer)) return true;
+    log.warn(
+      { issuer: issuer.issuer },
+      'a participant identity provider has the issuer of a configured one: the configured one is used',
+    );
+    return false;
+  });
+  return { ...config, auth: { ...config.auth, issuers: [...config.auth.issuers, ...added] } };
+}
+
+/** The key paths of `next` that differ from `runningConfig` and need a restart. */
+function restartOnlyChanges(runningConfig: GatewayConfig, next: GatewayConfig): string[] {
+  const changed: string[] = [];
+  const running = runningConfig as unknown as Record<string, unknown>;
+  const wanted = next as unknown as Record<string, unknown>;
+  for (const key of Object.keys({ ...running, ...wanted }).sort()) {
+    if ((LIVE_SECTIONS as readonly string[]).includes(key)) continue;
+    differingPaths(running[key], wanted[key], [key], changed);
+  }
+  for (const path of RESTART_ONLY_IN_LIVE) {
+    const pick = (config: Record<string, unknown>) =>
+      path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], config);
+    differingPaths(pick(running), pick(wanted), [...path], changed);
+  }
+  return changed;
+}
+
+export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
   // The config from the file (its live sections as last applied), and the participant's issuers.
   let base = initial;
   let participantIssuers: readonly IssuerConfig[] = [];
-  let current = build(initial, undefined);
+  let current = buildGeneration(initial, undefined, options);
   let gate: (() => Promise<void> | undefined) | undefined;
   let retiredSignatureChecks = 0;
   const retiring = new Map<NodeJS.Timeout, () => Promise<void>>();
@@ -188,21 +225,6 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     const run = queue.then(work, work);
     queue = run.catch(() => undefined);
     return run;
-  }
-
-  /** `config` with the participant's issuers added after its own; a configured issuer wins a conflict. */
-  function composed(config: GatewayConfig, extra: readonly IssuerConfig[]): GatewayConfig {
-    if (extra.length === 0) return config;
-    const configured = new Set(config.auth.issuers.map((issuer) => issuer.issuer));
-    const added = extra.filter((issuer) => {
-      if (!configured.has(issuer.issuer)) return true;
-      options.log.warn(
-        { issuer: issuer.issuer },
-        'a participant identity provider has the issuer of a configured one: the configured one is used',
-      );
-      return false;
-    });
-    return { ...config, auth: { ...config.auth, issuers: [...config.auth.issuers, ...added] } };
   }
 
   /** The issuers of `candidate` whose keys could not be loaded in time (none when it keeps the current authenticator). */
@@ -272,7 +294,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         const nextBase = effectiveConfig(base, next);
         // Turned off by this reload: the participant's issuers leave in the same swap.
         const extra = nextBase.auth.participantIdentityProviders.enabled ? participantIssuers : [];
-        const candidate = build(composed(nextBase, extra), current);
+        const candidate = buildGeneration(composed(nextBase, extra, options.log), current, options);
         const missing = await missingKeys(candidate);
         if (missing.length > 0) {
           await discard(candidate);
@@ -287,7 +309,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         // A list that was on its way when a reload turned the participant's IdPs off.
         if (!base.auth.participantIdentityProviders.enabled) return { generation: current, leftOut: [] };
         let wanted = issuers;
-        let candidate = build(composed(base, wanted), current);
+        let candidate = buildGeneration(composed(base, wanted, options.log), current, options);
         const missing = await missingKeys(candidate);
         const leftOut = missing.filter((name) => issuers.some((issuer) => issuer.issuer === name));
         if (missing.length > 0) {
@@ -298,7 +320,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
             );
           await discard(candidate);
           wanted = wanted.filter((issuer) => !leftOut.includes(issuer.issuer));
-          candidate = build(composed(base, wanted), current);
+          candidate = buildGeneration(composed(base, wanted, options.log), current, options);
           if ((await missingKeys(candidate)).length > 0) {
             await discard(candidate);
             throw new Error("the configured issuers' keys could not be fetched");
@@ -307,21 +329,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         participantIssuers = wanted;
         return { generation: swap(candidate), leftOut };
       }),
-    restartOnlyChanges(next) {
-      const changed: string[] = [];
-      const running = current.config as unknown as Record<string, unknown>;
-      const wanted = next as unknown as Record<string, unknown>;
-      for (const key of Object.keys({ ...running, ...wanted }).sort()) {
-        if ((LIVE_SECTIONS as readonly string[]).includes(key)) continue;
-        differingPaths(running[key], wanted[key], [key], changed);
-      }
-      for (const path of RESTART_ONLY_IN_LIVE) {
-        const pick = (config: Record<string, unknown>) =>
-          path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], config);
-        differingPaths(pick(running), pick(wanted), [...path], changed);
-      }
-      return changed;
-    },
+    restartOnlyChanges: (next) => restartOnlyChanges(current.config, next),
     async close() {
       current.authenticator.close();
       await current.protection.close();
