@@ -77,6 +77,58 @@ export interface RequestTelemetry {
   cutOff(): void;
 }
 
+/** The one observation and the one line; `lineCode` is `code` but for an open stream (upgradeAnswered). */
+function finishExchange(
+  metrics: GatewayMetrics,
+  writeLine: RequestTelemetryOptions['writeLine'],
+  exchange: Exchange,
+  status: number,
+  code: string,
+  lineCode: string | null,
+): void {
+  const state = (exchange as WithState)[kState];
+  if (state === undefined || state.finished) return;
+  state.finished = true;
+  if (state.inflightOperation !== undefined) metrics.inflight(state.inflightOperation, -1);
+
+  // exchange.operation is still unset when the first stage refused the target (not exposed, bad path).
+  const operation = (exchange.operation as Operation | null) ?? undefined;
+  const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
+  const method = exchange.raw.method!;
+  const seconds = (performance.now() - state.started) / 1000;
+  metrics.observeRequest(
+    operationName,
+    method,
+    status,
+    code,
+    seconds,
+    metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
+  );
+
+  const propagated = exchange.traceContext;
+  const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
+  // The attributes are built only for a span that exists (a call's, with tracing exporting).
+  if (propagated === undefined && serverSpanOf(exchange) !== undefined)
+    endServerSpan(exchange, operation === undefined ? method : `${method} ${operation.template}`, {
+      [SpanAttributes.operation]: operationName,
+      [SpanAttributes.errorCode]: code,
+      [SpanAttributes.status]: status,
+      ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
+    });
+  // Fixed fields only; the reason was scrubbed when noted.
+  writeLine?.({
+    reqId: exchange.id,
+    operation: operationName,
+    method,
+    status,
+    errorCode: lineCode,
+    durationMs: Math.round(seconds * 1e6) / 1e3,
+    traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
+    spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
+    ...(state.reason !== undefined && { reason: state.reason }),
+  });
+}
+
 export function createRequestTelemetry(
   metrics: GatewayMetrics,
   options: RequestTelemetryOptions = {},
@@ -127,50 +179,8 @@ export function createRequestTelemetry(
     }
   }
 
-  /** The one observation and the one line; `lineCode` is `code` but for an open stream (upgradeAnswered). */
-  function finish(exchange: Exchange, status: number, code: string, lineCode: string | null): void {
-    const state = (exchange as WithState)[kState];
-    if (state === undefined || state.finished) return;
-    state.finished = true;
-    if (state.inflightOperation !== undefined) metrics.inflight(state.inflightOperation, -1);
-
-    // exchange.operation is still unset when the first stage refused the target (not exposed, bad path).
-    const operation = (exchange.operation as Operation | null) ?? undefined;
-    const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
-    const method = exchange.raw.method!;
-    const seconds = (performance.now() - state.started) / 1000;
-    metrics.observeRequest(
-      operationName,
-      method,
-      status,
-      code,
-      seconds,
-      metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
-    );
-
-    const propagated = exchange.traceContext;
-    const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
-    // The attributes are built only for a span that exists (a call's, with tracing exporting).
-    if (propagated === undefined && serverSpanOf(exchange) !== undefined)
-      endServerSpan(exchange, operation === undefined ? method : `${method} ${operation.template}`, {
-        [SpanAttributes.operation]: operationName,
-        [SpanAttributes.errorCode]: code,
-        [SpanAttributes.status]: status,
-        ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
-      });
-    // Fixed fields only; the reason was scrubbed when noted.
-    writeLine?.({
-      reqId: exchange.id,
-      operation: operationName,
-      method,
-      status,
-      errorCode: lineCode,
-      durationMs: Math.round(seconds * 1e6) / 1e3,
-      traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
-      spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
-      ...(state.reason !== undefined && { reason: state.reason }),
-    });
-  }
+  const finish = (exchange: Exchange, status: number, code: string, lineCode: string | null) =>
+    finishExchange(metrics, writeLine, exchange, status, code, lineCode);
 
   return {
     begin(exchange) {
