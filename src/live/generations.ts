@@ -209,6 +209,30 @@ function restartOnlyChanges(runningConfig: GatewayConfig, next: GatewayConfig): 
   return changed;
 }
 
+/** The issuers of `candidate` whose keys could not be loaded in time (none when it keeps the current authenticator). */
+async function missingKeys(candidate: LiveGeneration, current: LiveGeneration): Promise<string[]> {
+  if (candidate.authenticator === current.authenticator) return [];
+  candidate.authenticator.start();
+  if (await keysLoaded(candidate.authenticator, keyWaitMs(candidate.config))) return [];
+  return candidate.authenticator.keySets.filter((keySet) => !keySet.ready()).map((keySet) => keySet.issuer);
+}
+
+/** Closes what `candidate` built that `current` does not hold. */
+async function discard(candidate: LiveGeneration, current: LiveGeneration): Promise<void> {
+  if (candidate.authenticator !== current.authenticator) candidate.authenticator.close();
+  if (candidate.protection !== current.protection) await candidate.protection.close();
+}
+
+/** Runs the works it is given one after the other, each once the previous one settled. */
+function oneAtATime(): <T>(work: () => Promise<T>) => Promise<T> {
+  let queue: Promise<unknown> = Promise.resolve();
+  return <T>(work: () => Promise<T>) => {
+    const run = queue.then(work, work);
+    queue = run.catch(() => undefined);
+    return run;
+  };
+}
+
 export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
   // The config from the file (its live sections as last applied), and the participant's issuers.
   let base = initial;
@@ -220,25 +244,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
   const swapListeners: Array<(next: LiveGeneration, previous: LiveGeneration) => void> = [];
 
   // A reload and a change of the participant's issuers each build on the current generation: one at a time.
-  let queue: Promise<unknown> = Promise.resolve();
-  function serialized<T>(work: () => Promise<T>): Promise<T> {
-    const run = queue.then(work, work);
-    queue = run.catch(() => undefined);
-    return run;
-  }
-
-  /** The issuers of `candidate` whose keys could not be loaded in time (none when it keeps the current authenticator). */
-  async function missingKeys(candidate: LiveGeneration): Promise<string[]> {
-    if (candidate.authenticator === current.authenticator) return [];
-    candidate.authenticator.start();
-    if (await keysLoaded(candidate.authenticator, keyWaitMs(candidate.config))) return [];
-    return candidate.authenticator.keySets.filter((keySet) => !keySet.ready()).map((keySet) => keySet.issuer);
-  }
-
-  async function discard(candidate: LiveGeneration): Promise<void> {
-    if (candidate.authenticator !== current.authenticator) candidate.authenticator.close();
-    if (candidate.protection !== current.protection) await candidate.protection.close();
-  }
+  const serialized = oneAtATime();
 
   function swap(candidate: LiveGeneration): LiveGeneration {
     const old = current;
@@ -295,9 +301,9 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         // Turned off by this reload: the participant's issuers leave in the same swap.
         const extra = nextBase.auth.participantIdentityProviders.enabled ? participantIssuers : [];
         const candidate = buildGeneration(composed(nextBase, extra, options.log), current, options);
-        const missing = await missingKeys(candidate);
+        const missing = await missingKeys(candidate, current);
         if (missing.length > 0) {
-          await discard(candidate);
+          await discard(candidate, current);
           throw new Error(`the keys of ${missing.join(', ')} could not be fetched; the reload is refused`);
         }
         base = nextBase;
@@ -310,7 +316,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         if (!base.auth.participantIdentityProviders.enabled) return { generation: current, leftOut: [] };
         let wanted = issuers;
         let candidate = buildGeneration(composed(base, wanted, options.log), current, options);
-        const missing = await missingKeys(candidate);
+        const missing = await missingKeys(candidate, current);
         const leftOut = missing.filter((name) => issuers.some((issuer) => issuer.issuer === name));
         if (missing.length > 0) {
           if (leftOut.length > 0)
@@ -318,11 +324,11 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
               { issuers: leftOut },
               'participant identity providers left out: their keys could not be fetched',
             );
-          await discard(candidate);
+          await discard(candidate, current);
           wanted = wanted.filter((issuer) => !leftOut.includes(issuer.issuer));
           candidate = buildGeneration(composed(base, wanted, options.log), current, options);
-          if ((await missingKeys(candidate)).length > 0) {
-            await discard(candidate);
+          if ((await missingKeys(candidate, current)).length > 0) {
+            await discard(candidate, current);
             throw new Error("the configured issuers' keys could not be fetched");
           }
         }
