@@ -334,6 +334,63 @@ function serveUpgrades(
   return upgrades;
 }
 
+/**
+ * What GET /config shows besides the running configuration: the secrets read from files are redacted
+ * (those of every file applied so far), and the keys of the last valid file that wait for a restart.
+ */
+function shownConfig(live: LiveConfig, secretPathsAtStart: ReadonlySet<string> | undefined) {
+  const secretPaths = new Set(secretPathsAtStart);
+  let restartRequired: readonly string[] = [];
+  return {
+    report: () => ({
+      fingerprint: live.current.fingerprint,
+      restartRequired,
+      config: redactedConfig(live.current.config, { fromFiles: secretPaths }),
+    }),
+    /** A file's values read with ${file:...}: redacted from then on. */
+    addSecretPaths(paths: Iterable<string>) {
+      for (const path of paths) secretPaths.add(path);
+    },
+    setRestartRequired(paths: readonly string[]) {
+      restartRequired = paths;
+    },
+  };
+}
+
+/** Re-reads the configuration and swaps in what can change live (live/reload.ts). */
+async function reloadLive(
+  live: LiveConfig,
+  load: () => Promise<ReloadSource> | ReloadSource,
+  trigger: string,
+  around: {
+    readonly log: FastifyBaseLogger;
+    readonly logger: false | Logger;
+    readonly reloads: ReturnType<typeof createReloadMetrics>;
+    readonly shown: ReturnType<typeof shownConfig>;
+  },
+): Promise<ReloadOutcome> {
+  const { logger, shown } = around;
+  const outcome = await reloadGateway(
+    live,
+    async () => {
+      const source = await load();
+      if (!('provenance' in source)) return source;
+      shown.addSecretPaths(source.provenance.fromFiles);
+      return source.config;
+    },
+    {
+      log: around.log,
+      metrics: around.reloads,
+      trigger,
+      setLogLevel: (level) => {
+        if (logger !== false) logger.level = level;
+      },
+    },
+  );
+  if (outcome.result !== 'invalid') shown.setRestartRequired(outcome.restartRequired);
+  return outcome;
+}
+
 export async function buildGateway(config: GatewayConfig, options: GatewayOptions): Promise<Gateway> {
   const metrics = createMetrics(options.registry, config.telemetry.metrics);
   const readiness = new Readiness();
@@ -407,10 +464,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       ? undefined
       : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
 
-  // What GET /config shows besides the running configuration: the secrets read from files are redacted
-  // (those of every file applied so far), and the keys of the last valid file that wait for a restart.
-  const secretPaths = new Set(options.secretPaths);
-  let restartRequired: readonly string[] = [];
+  const shown = shownConfig(live, options.secretPaths);
   const admin = createAdminListener({
     admin: config.admin,
     readinessIntervalMs: config.upstream.readinessIntervalMs,
@@ -418,11 +472,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     registry: metrics.registry,
     upstream: replicas,
     purgeVersionCache: () => versionCache.clear(),
-    runningConfig: () => ({
-      fingerprint: live.current.fingerprint,
-      restartRequired,
-      config: redactedConfig(live.current.config, { fromFiles: secretPaths }),
-    }),
+    runningConfig: shown.report,
     log,
   });
 
@@ -442,29 +492,6 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     await replicas.close();
   }
 
-  /** Re-reads the configuration and swaps in what can change live; the secrets of its files are redacted from then on. */
-  async function reload(load: () => Promise<ReloadSource> | ReloadSource, trigger = 'api'): Promise<ReloadOutcome> {
-    const outcome = await reloadGateway(
-      live,
-      async () => {
-        const source = await load();
-        if (!('provenance' in source)) return source;
-        for (const path of source.provenance.fromFiles) secretPaths.add(path); // redacted from then on
-        return source.config;
-      },
-      {
-        log,
-        metrics: reloads,
-        trigger,
-        setLogLevel: (level) => {
-          if (logger !== false) logger.level = level;
-        },
-      },
-    );
-    if (outcome.result !== 'invalid') restartRequired = outcome.restartRequired;
-    return outcome;
-  }
-
   return {
     api,
     log,
@@ -478,7 +505,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     },
     shutdown: () => shutdown.run(),
     close,
-    reload,
+    reload: (load, trigger = 'api') => reloadLive(live, load, trigger, { log, logger, reloads, shown }),
     get fingerprint() {
       return live.current.fingerprint;
     },
