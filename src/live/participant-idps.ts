@@ -10,6 +10,7 @@ import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
 import { NamedOperations } from '../operations.js';
 import { resolveAuthConfig } from '../auth/config.js';
+import { MetricNames } from '../telemetry/metrics.js';
 
 /** An identity provider config as GET /v2/idps lists it (Canton's JSON API `IdentityProviderConfig`). */
 interface ListedIdentityProvider {
@@ -323,7 +324,7 @@ export function trustParticipantIdentityProviders(
   function start(config: GatewayConfig, reason: string): ParticipantIdentityProviders {
     // Registered on first use, once: a disabled gateway shows neither the metric nor the check.
     refreshes ??= new Counter({
-      name: 'ledger_gateway_participant_idp_refreshes_total',
+      name: MetricNames.participantIdpRefreshes,
       help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
       labelNames: ['result'] as const,
       registers: [options.registry],

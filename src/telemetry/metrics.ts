@@ -37,6 +37,10 @@ export const MetricNames = {
   webSocketStreamsEnded: 'ledger_gateway_websocket_streams_ended_total',
   connectionsOpen: 'ledger_gateway_connections_open',
   connectionsRefused: 'ledger_gateway_connections_refused_total',
+  configReloads: 'ledger_gateway_config_reloads_total',
+  configInfo: 'ledger_gateway_config_info',
+  configRestartRequired: 'ledger_gateway_config_restart_required',
+  participantIdpRefreshes: 'ledger_gateway_participant_idp_refreshes_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
