@@ -35,7 +35,7 @@ export function createApiServer(
     connectionsCheckingInterval: 1_000,
     // A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3): Node
     // then hands it over already ended, with no 'data', 'end' or 'close' events to run (Node
-    // 24.12+; older versions ignore the option). 2-6% less CPU per proxied or cached GET, paired.
+    // 24.12+; older versions ignore the option); measured in docs/performance.md.
     // Nothing here listens for a request's own events on such a call (a client that leaves is
     // seen on the response's close), and such a request is bodiless to the gateway's own body
     // tests too (forward.ts hasBody, body/read.ts readRequestBody).
@@ -50,7 +50,7 @@ export function createApiServer(
 
   const api = Fastify({
     // No Fastify logger on the API: with one, Fastify makes (and validates) a child logger and adds
-    // two response listeners for every call (2.5% of a proxied call's CPU, measured). The gateway
+    // two response listeners for every call (docs/performance.md). The gateway
     // logs through its own logger: one line per request (request-telemetry) and its own events.
     logger: false,
     genReqId: randomRequestId,
