@@ -286,9 +286,9 @@ export interface RequestLineWriter {
 /**
  * Writes the per-request line to the logger's destination, serialized here: the line pino would
  * write for a request's child logger with these fixed fields (level label, ISO time, pid, hostname,
- * reqId, the fields, msg; logging.test.ts compares the two), at about half the CPU. It is written
- * for every call, and pino's generic path (child bindings, hooks, formatters, a serializer lookup
- * per key) was the largest item of the request path after the socket I/O.
+ * reqId, the fields, msg; logging.test.ts compares the two). It is written for every call, and
+ * pino's generic path (child bindings, hooks, formatters, a serializer lookup per key) costs more:
+ * kept for the CPU it saves against pino's public API, paired in docs/performance.md.
  *
  * The lines are held here and handed to the destination a batch (WRITE_BATCH_BYTES) at a time, or
  * once a second when fewer come: sonic-boom measures the UTF-8 length of what it is given and of
