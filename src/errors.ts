@@ -217,6 +217,12 @@ export const Errors = {
     GrpcCode.INVALID_ARGUMENT,
     'The request target is not a plain origin-form path (dot segments, encoded dot segments, backslashes, empty segments, a fragment, or absolute-form).',
   ),
+  GATEWAY_SOURCE_NOT_ALLOWED: defineError(
+    'GATEWAY_SOURCE_NOT_ALLOWED',
+    7,
+    GrpcCode.PERMISSION_DENIED,
+    'A source rule (policy.sources) refuses the call whatever its token: its client address is denied or not allowed, or it has no verified client certificate with an accepted subject; context.source names which (address or certificate).',
+  ),
   GATEWAY_RESOURCE_EXHAUSTED: defineError(
     'GATEWAY_RESOURCE_EXHAUSTED',
     2,

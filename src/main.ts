@@ -1,13 +1,20 @@
 #!/usr/bin/env node
 // The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT; SIGHUP: onReload.
 import type { FastifyInstance } from 'fastify';
-import type { Gateway } from './app.js';
-import { DEVELOPMENT_ISSUER, developmentBanner, prepareAuthentication } from './auth/dev-mode.js';
+import type { Gateway, ReloadSource } from './app.js';
+import {
+  DEVELOPMENT_ISSUER,
+  developmentBanner,
+  loadOrCreateDevelopmentKey,
+  prepareAuthentication,
+  withDevelopmentIssuer,
+} from './auth/dev-mode.js';
 import { readArguments } from './cli/arguments.js';
-import { checkConfiguration } from './cli/check.js';
+import { checkConfiguration, judgeConfiguration } from './cli/check.js';
 import { listenFailure, ListenFailure } from './cli/listen-failure.js';
-import { ConfigError, loadConfiguration } from './config/load.js';
-import { serializeReloads, watchConfigFile } from './live/reload.js';
+import { ConfigError } from './config/load.js';
+import { withoutFileSecrets } from './config/file-secrets.js';
+import { createFileReloads, ReloadRefused } from './live/reload.js';
 import type { GatewayConfig } from './config/schema.js';
 import { createLogger } from './telemetry/logging.js';
 
@@ -21,12 +28,46 @@ async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sa
 }
 
 /**
+ * The configuration a reload applies. Development mode was decided at start and stays: in it the
+ * development issuer stays trusted (its key is the one start used); in front of a participant, a
+ * file that names no issuer (an empty file, one with `log:` only) is refused, never a switch to the
+ * development issuer.
+ */
+async function reloadedConfiguration(file: string, development: boolean): Promise<ReloadSource> {
+  let judged;
+  try {
+    judged = judgeConfiguration(file, process.env, development);
+  } catch (error) {
+    const auth = error instanceof ConfigError ? error.partial?.config.auth : undefined;
+    // The partial config of an invalid file may have any shape where the schema found a problem.
+    const noIssuer = Array.isArray(auth?.issuers) && auth.issuers.length === 0;
+    if (
+      !development &&
+      noIssuer &&
+      (auth.participantIdentityProviders as { enabled?: boolean } | undefined)?.enabled !== true
+    ) {
+      throw new ReloadRefused([
+        'auth.issuers: the file names no issuer, and this gateway runs in front of a participant: it would trust ' +
+          'no token (development mode is decided at start, never by a reload)',
+      ]);
+    }
+    throw error;
+  }
+  const { config } = judged.loaded;
+  if (!development) return judged.loaded;
+  const withKey = withDevelopmentIssuer(config, await loadOrCreateDevelopmentKey());
+  withKey.auth.issuers = [...config.auth.issuers, ...withKey.auth.issuers];
+  return { ...judged.loaded, config: withKey };
+}
+
+/**
  * What SIGHUP asks of a running gateway: by the daemons' convention, to re-read its configuration;
  * a change of the config file asks the same (live/reload.ts). Without a file there is nothing to re-read.
  */
 function configReloader(
   gateway: Gateway,
   file: string | undefined,
+  development: boolean,
 ): { reload: (trigger: string) => void; close: () => void } {
   if (file === undefined) {
     return {
@@ -35,20 +76,11 @@ function configReloader(
       close: () => undefined,
     };
   }
-  const run = serializeReloads((trigger) =>
-    gateway.reload(async () => {
-      const loaded = loadConfiguration(file);
-      return { config: (await prepareAuthentication(loaded.config)).config, provenance: loaded.provenance };
-    }, trigger),
-  );
-  const watcher = watchConfigFile(file, () => void run('file'), {
-    onError: (error) =>
-      gateway.log.warn(
-        { err: error.message },
-        'configuration reload: cannot watch the config file; SIGHUP still reloads',
-      ),
+  return createFileReloads({
+    file,
+    log: gateway.log,
+    reload: (trigger) => gateway.reload(() => reloadedConfiguration(file, development), trigger),
   });
-  return { reload: (trigger) => void run(trigger), close: () => watcher.close() };
 }
 
 async function main(): Promise<void> {
@@ -65,7 +97,8 @@ async function main(): Promise<void> {
     console.error(`ledger-gateway: the configuration is valid (${args.config ?? 'defaults + environment'})`);
     return;
   }
-  const loadedConfig = loadConfiguration(args.config);
+  // Every problem of every section in one run (cli/check.ts), as --check names them.
+  const loadedConfig = judgeConfiguration(args.config).loaded;
   const loaded = loadedConfig.config;
   // Loaded once the config is valid: --help, --version, --check and a bad config answer without the
   // server and the OpenTelemetry SDK (a second or more of start-up).
@@ -100,6 +133,12 @@ async function main(): Promise<void> {
       'OTEL_PROPAGATORS names unknown propagators; they are ignored',
     );
   }
+  if (loadedConfig.serviceLinks.length > 0) {
+    log.warn(
+      { variables: loadedConfig.serviceLinks },
+      "ignored: these variables hold a Kubernetes service link's address (tcp://...), not a setting",
+    );
+  }
   if (upstream.sandbox !== undefined) {
     log.warn(
       { upstream: upstream.url },
@@ -116,7 +155,7 @@ async function main(): Promise<void> {
     console.log(developmentBanner(urls.api, development));
   }
 
-  const reloader = configReloader(gateway, configFile);
+  const reloader = configReloader(gateway, configFile, development !== undefined);
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -166,9 +205,9 @@ process.on('unhandledRejection', (reason) => {
 main().catch((error: unknown) => {
   const badArgument = (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
   if (error instanceof ConfigError || error instanceof ListenFailure || badArgument) {
-    console.error(`ledger-gateway: ${(error as Error).message}`);
+    console.error(`ledger-gateway: ${withoutFileSecrets((error as Error).message)}`);
     process.exit(2);
   }
-  console.error(`ledger-gateway: failed to start: ${(error as Error).stack ?? String(error)}`);
+  console.error(`ledger-gateway: failed to start: ${withoutFileSecrets((error as Error).stack ?? String(error))}`);
   process.exit(1);
 });

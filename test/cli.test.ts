@@ -123,55 +123,51 @@ describe('--check', () => {
     }
   });
 
-  it("names every problem with exit 2: the file's keys, then the issuers' key files and the policy", async () => {
-    const schema = writeConfig(
-      ['server: { prot: 8080 }', 'log: { level: loud }', 'upstream: { url: "participant:7575" }'].join('\n'),
-    );
-    const first = await runToExit(['dist/main.js', '--check', '--config', schema]);
-    expect(first.code).toBe(2);
-    expect(first.stdout).toBe('');
-    expect(first.stderr).toBe(
-      [
-        `ledger-gateway: invalid configuration (${schema}):`,
-        '  - server.prot: unknown key; did you mean `port`?',
-        '  - log.level: must be one of fatal, error, warn, info, debug, trace, silent',
-        '',
-      ].join('\n'),
-    );
-
-    const sections = writeConfig(
-      [
-        `upstream: { url: "participant:7575" }`,
-        'auth: { issuers: [{ issuer: "https://idp.example", publicKeyFile: "/nonexistent/idp.pem" }] }',
-        'policy: { rules: { noSuchOperation: [{ anyAuthenticated: true }] } }',
-      ].join('\n'),
-    );
-    const second = await runToExit(['dist/main.js', '--check', '--config', sections]);
-    expect(second.code).toBe(2);
-    expect(second.stderr).toBe(
-      [
-        `ledger-gateway: invalid configuration (${sections}):`,
-        '  - upstream.url: participant:7575 has no scheme: add http:// or https://, e.g. http://participant:7575',
-        '',
-      ].join('\n'),
-    );
-
+  it('names every problem of every section in one run with exit 2, each key spelled one way', async () => {
+    // Independent problems of six sections: the schema's (server, auth, log), a value's (upstream), the
+    // protection's and the policy's (operation names).
     const later = writeConfig(
       [
-        `upstream: { url: "${upstream.url}" }`,
-        'auth: { issuers: [{ issuer: "https://idp.example", publicKeyFile: "/nonexistent/idp.pem" }] }',
+        'server: { prot: 8080 }',
+        'log: { level: loud }',
+        'upstream: { url: "participant:7575" }',
+        'auth: { issuers: [{ issuer: "https://idp.example", publicKeyFile: "/nonexistent/idp.pem", audiance: x }] }',
+        'protection: { operations: { noSuchOperation: { maxInFlight: 1 } } }',
         'policy: { rules: { noSuchOperation: [{ anyAuthenticated: true }] } }',
       ].join('\n'),
     );
     const third = await runToExit(['dist/main.js', '--check', '--config', later]);
     expect(third.code).toBe(2);
-    expect(third.stderr).toMatch(
+    expect(third.stdout).toBe('');
+    const problems = third.stderr.split('\n').filter((line) => line.startsWith('  - '));
+    expect(problems).toEqual([
+      '  - server.prot: unknown key; did you mean `port`?',
+      '  - log.level: must be one of fatal, error, warn, info, debug, trace, silent',
+      '  - auth.issuers[0].audiance: unknown key; did you mean `audience`?',
+      '  - upstream.url: participant:7575 has no scheme: add http:// or https://, e.g. http://participant:7575',
+      expect.stringMatching(/^ {2}- protection\.operations\.noSuchOperation: unknown operation name/),
+      expect.stringMatching(/^ {2}- policy\.rules\.noSuchOperation: unknown operation/),
+    ]);
+    // The auth section is judged once its own keys are sound: fixing the typo shows its key file next.
+    const fixed = writeConfig(
+      [
+        'upstream: { url: "http://127.0.0.1:1" }',
+        'auth: { issuers: [{ issuer: "https://idp.example", publicKeyFile: "/nonexistent/idp.pem" }] }',
+        'policy: { rules: { noSuchOperation: [{ anyAuthenticated: true }] } }',
+      ].join('\n'),
+    );
+    const next = await runToExit(['dist/main.js', '--check', '--config', fixed]);
+    expect(next.stderr).toMatch(
       new RegExp(
-        `^ledger-gateway: invalid configuration \\(${later}\\):\\n` +
+        `^ledger-gateway: invalid configuration \\(${fixed}\\):\\n` +
           '  - auth\\.issuers\\[0\\]\\.publicKeyFile: .*/nonexistent/idp\\.pem.*\\n' +
           '  - policy\\.rules\\.noSuchOperation: unknown operation',
       ),
     );
+    // At start, the same problems in the same run (not only --check).
+    const started = await runToExit(['dist/main.js', '--config', later]);
+    expect(started.code).toBe(2);
+    expect(started.stderr.split('\n').filter((line) => line.startsWith('  - '))).toHaveLength(problems.length);
     expect(third.stderr).not.toMatch(/\n\s+at /);
   });
 
@@ -225,7 +221,7 @@ describe('a port that cannot be listened on', () => {
     } finally {
       await held.release();
     }
-  });
+  }, 60_000); // three process starts, each seconds long on a loaded machine
 });
 
 describe('secrets from files', () => {

@@ -52,7 +52,7 @@ describe('SIGHUP', () => {
       expect(lines.find((line) => String(line.msg).includes('invalid configuration'))).toMatchObject({
         level: 'error',
         trigger: 'file',
-        problems: ['policy.rules.getVersion.0.role: unknown key'],
+        problems: ['policy.rules.getVersion[0].role: unknown key'],
       });
       expect(lines.find((line) => line.msg === 'configuration reloaded')).toMatchObject({
         level: 'info',

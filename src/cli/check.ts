@@ -5,7 +5,8 @@
 import { resolveAuthConfig } from '../auth/config.js';
 import { isDevelopmentMode } from '../auth/dev-mode.js';
 import { effectiveConfigYaml } from '../config/effective.js';
-import { ConfigError, loadConfiguration } from '../config/load.js';
+import { ConfigError, loadConfiguration, type LoadedConfig } from '../config/load.js';
+import type { GatewayConfig } from '../config/schema.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
 import { resolveProtectionConfig } from '../protection/config.js';
 
@@ -16,26 +17,60 @@ export interface CheckResult {
   readonly notes: readonly string[];
 }
 
-/** Throws one ConfigError naming every problem of every section. */
-export function checkConfiguration(file: string | undefined, env: NodeJS.ProcessEnv = process.env): CheckResult {
-  const { config, provenance } = loadConfiguration(file, env);
+/**
+ * Whether the gateway runs in development mode (the embedded sandbox and the development issuer):
+ * decided once, at start, by the upstream that runs and the issuers of the start's file. A reload
+ * passes the running answer: it can neither enter nor leave the mode.
+ */
+export type DevelopmentMode = boolean | ((config: GatewayConfig) => boolean);
+
+/**
+ * Loads the configuration and judges every section (the schema and values, then auth, protection
+ * and policy, each section whose types are sound), so that one run names every problem, in one
+ * spelling. Throws one ConfigError with all of them. Returns the notes of the auth section too.
+ */
+export function judgeConfiguration(
+  file: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+  development: DevelopmentMode = isDevelopmentMode,
+): { loaded: LoadedConfig; notes: string[] } {
+  let loaded: LoadedConfig | undefined;
+  let config: GatewayConfig;
+  let sound: (section: string) => boolean = () => true;
   const problems: string[] = [];
+  try {
+    loaded = loadConfiguration(file, env);
+    config = loaded.config;
+  } catch (error) {
+    if (!(error instanceof ConfigError) || error.partial === undefined) throw error;
+    problems.push(...error.problems);
+    ({ config, sound } = error.partial);
+  }
   const notes: string[] = [];
-  const judge = (check: () => void) => {
+  const judge = (sections: readonly string[], check: () => void) => {
+    if (!sections.every(sound)) return;
     try {
       check();
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error;
-      problems.push(...error.problems);
+      problems.push(...error.problems.filter((problem) => !problems.includes(problem)));
     }
   };
-  if (isDevelopmentMode(config)) {
+  const inDevelopment = typeof development === 'function' ? development(config) : development;
+  if (inDevelopment && config.auth.issuers.length === 0) {
     notes.push('development mode: upstream.url is "sandbox" and no auth.issuers; the development issuer is used');
   } else {
-    judge(() => notes.push(...resolveAuthConfig(config.auth, config.upstream.url).warnings));
+    judge(['auth', 'upstream'], () => notes.push(...resolveAuthConfig(config.auth, config.upstream.url).warnings));
   }
-  judge(() => resolveProtectionConfig(config.protection));
-  judge(() => assertPolicyConfig(config));
-  if (problems.length > 0) throw new ConfigError(file ?? 'defaults + environment', problems);
-  return { effective: effectiveConfigYaml(config, provenance), notes };
+  judge(['protection'], () => resolveProtectionConfig(config.protection));
+  judge(['policy', 'cors'], () => assertPolicyConfig(config));
+  if (problems.length > 0 || loaded === undefined)
+    throw new ConfigError(file ?? 'defaults + environment', problems, { config, sound });
+  return { loaded, notes };
+}
+
+/** Throws one ConfigError naming every problem of every section. */
+export function checkConfiguration(file: string | undefined, env: NodeJS.ProcessEnv = process.env): CheckResult {
+  const { loaded, notes } = judgeConfiguration(file, env);
+  return { effective: effectiveConfigYaml(loaded.config, loaded.provenance), notes };
 }

@@ -37,6 +37,16 @@ export const PROCESS_VARIABLES: ReadonlyArray<{ readonly variable: string; reado
   },
 ];
 
+/**
+ * The names of Kubernetes' service-link variables (`<SERVICE>_SERVICE_HOST`, `<SERVICE>_SERVICE_PORT[_<port>]`,
+ * `<SERVICE>_PORT_<n>_<PROTO>[_PROTO|_PORT|_ADDR]`), which the kubelet sets for every Service of the
+ * namespace: a Service named `ledger-gateway-...` gives them this prefix. No key's variable has these shapes.
+ */
+const SERVICE_LINK_NAME =
+  /_SERVICE_HOST$|_SERVICE_PORT(?:_[A-Z\d_]+)?$|_PORT_\d+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?$/;
+/** `<SERVICE>_PORT=tcp://10.96.0.12:8080`: the one service link whose name can be a key's (LEDGER_GATEWAY_PORT). */
+const SERVICE_LINK_VALUE = /^(?:tcp|udp|sctp):\/\/[^/\s]+:\d+$/;
+
 export interface EnvironmentSetting {
   readonly variable: string;
   readonly path: KeyPath;
@@ -129,14 +139,26 @@ function pathOf(variable: string, corrections = 0): { path: KeyPath } | { proble
  * The settings the environment makes, ordered so that a more specific variable is applied after a
  * whole section or list, and every problem (named by variable). Empty values count as unset.
  */
-export function environmentSettings(env: NodeJS.ProcessEnv): { settings: EnvironmentSetting[]; problems: string[] } {
+export function environmentSettings(env: NodeJS.ProcessEnv): {
+  settings: EnvironmentSetting[];
+  problems: string[];
+  /** Variables that name a key but hold a service link's value (`tcp://...`): ignored, to be warned of once. */
+  serviceLinks: string[];
+} {
   const settings: EnvironmentSetting[] = [];
   const problems: string[] = [];
+  const serviceLinks: string[] = [];
   const notKeys = new Set(PROCESS_VARIABLES.map(({ variable }) => variable));
   for (const variable of Object.keys(env).sort()) {
     const text = env[variable];
     if (!variable.startsWith(ENVIRONMENT_PREFIX) || text === undefined || text === '' || notKeys.has(variable))
       continue;
+    // A Service's name must never be able to stop the gateway (issue 34: LEDGER_GATEWAY_PORT=tcp://...).
+    if (SERVICE_LINK_NAME.test(variable)) continue;
+    if (variable.endsWith('_PORT') && SERVICE_LINK_VALUE.test(text)) {
+      serviceLinks.push(variable);
+      continue;
+    }
     const alias = ENVIRONMENT_ALIASES.find((entry) => entry.variable === variable);
     const resolved = alias !== undefined ? { path: alias.path } : pathOf(variable);
     if (resolved === undefined) continue;
@@ -158,7 +180,7 @@ export function environmentSettings(env: NodeJS.ProcessEnv): { settings: Environ
     }
   }
   settings.sort((a, b) => a.path.length - b.path.length);
-  return { settings, problems };
+  return { settings, problems, serviceLinks };
 }
 
 /**

@@ -3,6 +3,7 @@
 // secret can stay in a mounted Kubernetes Secret instead of the config file. The syntax is the
 // OpenTelemetry Collector's file config provider's. Values read this way are never printed.
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import { rememberFileSecret } from './file-secrets.js';
 import { pathText, type KeyPath } from './schema-paths.js';
 
 const REFERENCE = /\$\{file:([^}]*)\}/g;
@@ -69,9 +70,11 @@ export function resolveFileReferences(
         failed = true;
         return '';
       }
+      rememberFileSecret(read.text);
       return read.text;
     });
     (failed ? outcome.failed : outcome.resolved).push(path);
+    if (!failed) rememberFileSecret(text); // the whole value too: `host:${file:...}` echoed whole
     return failed ? value : text;
   }
   if (Array.isArray(value)) {

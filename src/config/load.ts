@@ -8,10 +8,20 @@ import { createSecureContext } from 'node:tls';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
 import { OPERATION_NAMES } from '../operations.js';
+import { MAX_CONFIG_NESTING, readConfigText, yamlNestingDepth } from './config-file.js';
 import { applySetting, ENVIRONMENT_ALIASES, environmentSettings, nearest } from './environment.js';
 import { resolveFileReferences, type ReferenceOutcome } from './file-references.js';
 import { variableOf, type ConfigProvenance } from './provenance.js';
-import { allowedValues, namedKeys, pathText, schemaAt, type KeyPath } from './schema-paths.js';
+import {
+  allowedValues,
+  childSchema,
+  namedKeys,
+  pathText,
+  ROOT_SCHEMA,
+  schemaAt,
+  type KeyPath,
+  type SchemaNode,
+} from './schema-paths.js';
 import { ConfigError, ConfigSchema, type GatewayConfig } from './schema.js';
 
 // What loadConfig() throws, for its callers (main.ts, the token tool).
@@ -53,10 +63,8 @@ function keyOf(error: ErrorObject, data: unknown): KeyPath {
   return base;
 }
 
-/** How problems name a key: dotted, list indexes included (`auth.issuers.0.bogus`). */
-function dotted(path: KeyPath): string {
-  return path.length === 0 ? '(root)' : path.join('.');
-}
+/** How problems name a key, as every other check and --check name it: `auth.issuers[0].bogus`. */
+const dotted = pathText;
 
 /** Every key path the schema names, for a key written at the wrong level (`port` at the top). */
 const KNOWN_PATHS: readonly (readonly string[])[] = (() => {
@@ -125,7 +133,9 @@ function describe(error: ErrorObject, data: unknown): Problem {
     case 'const':
     case 'anyOf': {
       const allowed = allowedValues(schema);
-      return problem(allowed === undefined ? 'must be one of the allowed values' : oneOf(allowed));
+      if (allowed !== undefined) return problem(oneOf(allowed));
+      const shapes = (schema?.anyOf ?? []).map((branch) => (branch.type === 'object' ? 'an object' : branch.type));
+      return problem(shapes.length > 0 ? `must be ${shapes.join(' or ')}` : 'must be one of the allowed values');
     }
     case 'pattern': {
       // ^rediss?:// -> redis:// or rediss://
@@ -145,6 +155,50 @@ function describe(error: ErrorObject, data: unknown): Problem {
   }
 }
 
+/**
+ * Ajv fills no default inside a union's branch (`rate: { ... } | null`): fills the object branch's
+ * defaults where the value is an object, so that `rate: { requests: 10 }` takes perSeconds' default.
+ */
+function fillUnionDefaults(value: unknown, node: SchemaNode | undefined): void {
+  if (node === undefined || value === null || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    const items = node.anyOf?.find((branch) => branch.items !== undefined)?.items ?? node.items;
+    for (const item of value) fillUnionDefaults(item, items);
+    return;
+  }
+  const object = value as Record<string, unknown>;
+  if (node.anyOf !== undefined) {
+    const branch = node.anyOf.find((candidate) => candidate.properties !== undefined);
+    for (const [key, child] of Object.entries(branch?.properties ?? {}))
+      if (object[key] === undefined && (child as { default?: unknown }).default !== undefined)
+        object[key] = structuredClone((child as { default?: unknown }).default);
+  }
+  for (const key of Object.keys(object)) fillUnionDefaults(object[key], childSchema(node, key));
+}
+
+/**
+ * Whether an error is a union's bookkeeping rather than a problem: the union's own "must match a
+ * schema in anyOf", and the branches the value plainly is not (`must be null` for an object), when
+ * the branch of the value's shape named the real problem.
+ */
+function unionNoise(error: ErrorObject, errors: readonly ErrorObject[], data: unknown): boolean {
+  const path = error.instancePath;
+  const value = valueAt(data, segmentsOf(path, data));
+  const structuredValue = value !== null && typeof value === 'object';
+  const deeper = errors.some(
+    (other) =>
+      other !== error &&
+      other.keyword !== 'anyOf' &&
+      !(other.keyword === 'type' && other.instancePath === path) &&
+      (other.instancePath.startsWith(`${path}/`) || (other.instancePath === path && other.keyword !== 'const')),
+  );
+  const union = errors.some((other) => other.keyword === 'anyOf' && other.instancePath === path);
+  // A value of no branch's shape (`rate: "x"`): the union's line alone says what it may be.
+  if (!(structuredValue && deeper)) return union && error.keyword === 'type';
+  if (error.keyword === 'anyOf') return true;
+  return error.keyword === 'type' && (error.params as { type?: string }).type === 'null';
+}
+
 function schemaProblems(errors: readonly ErrorObject[], data: unknown): Problem[] {
   // A union (log.level) reports one error per branch and one for the union; say it once.
   const seen = new Set<string>();
@@ -152,6 +206,7 @@ function schemaProblems(errors: readonly ErrorObject[], data: unknown): Problem[
   for (const error of errors) {
     if (error.keyword === 'const' && errors.some((e) => e.keyword === 'anyOf' && e.instancePath === error.instancePath))
       continue;
+    if (unionNoise(error, errors, data)) continue;
     const problem = describe(error, data);
     if (!seen.has(problem.text)) {
       seen.add(problem.text);
@@ -275,14 +330,26 @@ function upstreamTlsProblems(tls: GatewayConfig['upstream']['tls'], say: (path: 
   }
 }
 
-/** Values the schema's types cannot judge, named by key path like the schema's own problems. */
-function valueProblems(config: GatewayConfig, urlGiven: boolean): Problem[] {
+/**
+ * Values the schema's types cannot judge, named by key path like the schema's own problems; only in
+ * the sections the schema found sound (`clean`), so that one run names every problem it can.
+ */
+function valueProblems(config: GatewayConfig, urlGiven: boolean, clean: (section: string) => boolean): Problem[] {
   const problems: Problem[] = [];
   const say = (path: KeyPath, text: string) => problems.push({ path, text });
-  config.server.trustedProxies.forEach((entry, index) => {
-    const problem = addressOrCidrProblem(entry);
-    if (problem !== undefined) say(['server', 'trustedProxies', index], `server.trustedProxies[${index}]: ${problem}`);
-  });
+  if (clean('server')) serverValueProblems(config, say);
+  if (clean('upstream')) upstreamValueProblems(config, urlGiven, say);
+  // Both listeners on one port fail only at listen (EADDRINUSE, exit 1); port 0 picks a free one each.
+  if (clean('server') && clean('admin') && config.admin.port !== 0 && config.admin.port === config.server.port) {
+    say(
+      ['admin', 'port'],
+      `admin.port: ${config.admin.port} is server.port too: the admin listener needs a port of its own`,
+    );
+  }
+  return problems;
+}
+
+function upstreamValueProblems(config: GatewayConfig, urlGiven: boolean, say: (path: KeyPath, text: string) => void) {
   const url = upstreamUrlProblem(config.upstream.url);
   if (url !== undefined) say(['upstream', 'url'], `upstream.url: ${url}`);
   if (config.upstream.replicas !== undefined) replicaProblems(config, urlGiven, say);
@@ -295,6 +362,13 @@ function valueProblems(config: GatewayConfig, urlGiven: boolean): Problem[] {
   }
   // Read at start by the forwarder: a missing file was an unnamed ENOENT and exit 1.
   upstreamTlsProblems(config.upstream.tls, say);
+}
+
+function serverValueProblems(config: GatewayConfig, say: (path: KeyPath, text: string) => void) {
+  config.server.trustedProxies.forEach((entry, index) => {
+    const problem = addressOrCidrProblem(entry);
+    if (problem !== undefined) say(['server', 'trustedProxies', index], `server.trustedProxies[${index}]: ${problem}`);
+  });
   const serverTls = config.server.tls;
   if ((serverTls.certFile === undefined) !== (serverTls.keyFile === undefined)) {
     say(['server', 'tls'], "server.tls: certFile and keyFile go together (the listener's certificate and its key)");
@@ -307,14 +381,6 @@ function valueProblems(config: GatewayConfig, urlGiven: boolean): Problem[] {
     const problem = serverTlsProblem(serverTls);
     if (problem !== undefined) say(['server', 'tls'], problem);
   }
-  // Both listeners on one port fail only at listen (EADDRINUSE, exit 1); port 0 picks a free one each.
-  if (config.admin.port !== 0 && config.admin.port === config.server.port) {
-    say(
-      ['admin', 'port'],
-      `admin.port: ${config.admin.port} is server.port too: the admin listener needs a port of its own`,
-    );
-  }
-  return problems;
 }
 
 /** The listener's TLS files, read (throws naming the key of a file that cannot be read). */
@@ -358,6 +424,8 @@ function serverTlsProblem(tls: GatewayConfig['server']['tls']): string | undefin
 export interface LoadedConfig {
   readonly config: GatewayConfig;
   readonly provenance: ConfigProvenance;
+  /** Variables ignored because they hold a Kubernetes service link (`LEDGER_GATEWAY_PORT=tcp://...`). */
+  readonly serviceLinks: readonly string[];
 }
 
 /**
@@ -378,7 +446,7 @@ export function validateConfiguration(
   const copy = structuredClone(raw) as Record<string, unknown>;
   const references: ReferenceOutcome = { resolved: [], failed: [], problems: [] };
   resolveFileReferences(copy, [], references);
-  const { settings, problems } = environmentSettings(env);
+  const { settings, problems, serviceLinks } = environmentSettings(env);
   for (const setting of settings) {
     const value = resolveFileReferences(
       setting.value,
@@ -405,19 +473,19 @@ export function validateConfiguration(
     const variable = variableOf(provenance, path);
     return variable === undefined ? text : `${text} (set by ${variable})`;
   };
-  if (!validateConfig(copy))
-    problems.push(
-      ...schemaProblems(validateConfig.errors ?? [], copy)
-        .filter((problem) => !unread(problem))
-        .map(named),
-    );
-  else if (problems.length === 0) problems.push(...valueProblems(copy, urlGiven).map(named));
-  if (problems.length > 0) throw new ConfigError(source, problems);
+  fillUnionDefaults(copy, ROOT_SCHEMA);
+  const found = validateConfig(copy) ? [] : schemaProblems(validateConfig.errors ?? [], copy);
+  // Every problem in one run: the checks of values run in each section whose types are sound.
+  const dirty = new Set([...found.map(({ path }) => path), ...references.failed].map((path) => String(path[0] ?? '')));
+  const sound = (section: string) => !dirty.has(section) && !dirty.has('');
+  problems.push(...found.filter((problem) => !unread(problem)).map(named));
   const config = copy as unknown as GatewayConfig;
+  problems.push(...valueProblems(config, urlGiven, sound).map(named));
+  if (problems.length > 0) throw new ConfigError(source, problems, { config, sound });
   // With replicas, url holds the first replica's: code that asks "the sandbox or a participant?" stays right.
   const first = config.upstream.replicas?.[0];
   if (first !== undefined) config.upstream.url = typeof first === 'string' ? first : first.url;
-  return { config, provenance };
+  return { config, provenance, serviceLinks };
 }
 
 /** validateConfiguration's config alone. */
@@ -428,12 +496,12 @@ export function validateGatewayConfig(raw: unknown, source = 'config', env: Node
 /** Read, parse and validate a YAML config file (none: the defaults), with the environment's settings. */
 export function loadConfiguration(file: string | undefined, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
   if (file === undefined) return validateConfiguration({}, 'defaults + environment', env);
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new ConfigError(file, [`cannot read the file: ${(error as Error).message}`]);
-  }
+  const read = readConfigText(file);
+  if ('problem' in read) throw new ConfigError(file, [read.problem]);
+  const { text } = read;
+  const depth = yamlNestingDepth(text);
+  if (depth > MAX_CONFIG_NESTING)
+    throw new ConfigError(file, [`the file nests ${depth} levels deep; at most ${MAX_CONFIG_NESTING} are read`]);
   let parsed: unknown;
   try {
     parsed = parseYaml(text, { prettyErrors: true, uniqueKeys: true });

@@ -116,6 +116,10 @@ export function settableKeys(node: SchemaNode = ROOT_SCHEMA, prefix: readonly st
   return Object.entries(node.properties ?? {}).flatMap(([key, child]) => {
     const path = [...prefix, key];
     if (child.properties !== undefined && !hasFreeKeys(child)) return settableKeys(child, path);
-    return [{ path, kind: valueKind(child), secret: child.secret === true }];
+    const whole = { path, kind: valueKind(child), secret: child.secret === true };
+    // An object or null (`rate`): set whole in JSON, or key by key (the environment walks into it too).
+    const branch = child.anyOf?.find((candidate) => candidate.properties !== undefined);
+    if (branch !== undefined && !hasFreeKeys(branch)) return [whole, ...settableKeys(branch, path)];
+    return [whole];
   });
 }

@@ -1,14 +1,23 @@
 // The configuration schema: every key, its type, its default and what it means.
 // config/default.yaml documents the same keys for operators; a test keeps the two in step.
 import { Type, type Static } from '@sinclair/typebox';
+import { withoutFileSecrets } from './file-secrets.js';
 
 /** A configuration the gateway cannot start with: every bad key path named (the process exits 2). */
 export class ConfigError extends Error {
   readonly problems: readonly string[];
-  constructor(source: string, problems: readonly string[]) {
-    super(`invalid configuration (${source}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  /**
+   * Set by the loader when the file could be read: the config as far as it validated, and which of
+   * its sections are sound (their types right), so that later checks can still judge those.
+   */
+  readonly partial?: { readonly config: GatewayConfig; readonly sound: (section: string) => boolean };
+  constructor(source: string, problems: readonly string[], partial?: ConfigError['partial']) {
+    // Whichever check found a problem, a value read with ${file:...} is never printed in it.
+    const told = problems.map(withoutFileSecrets);
+    super(`invalid configuration (${source}):\n${told.map((p) => `  - ${p}`).join('\n')}`);
     this.name = 'ConfigError';
-    this.problems = problems;
+    this.problems = told;
+    if (partial !== undefined) this.partial = partial;
   }
 }
 
@@ -56,9 +65,14 @@ export const ServerSchema = Section(
           Type.String({
             minLength: 1,
             description:
-              'PEM CA certificates: when set, every client must present a certificate one of them signs (mutual TLS).',
+              'PEM CA certificates that verify client certificates (mutual TLS); clientCertificate says whether one is required.',
           }),
         ),
+        clientCertificate: Type.Union([Type.Literal('require'), Type.Literal('request')], {
+          default: 'require',
+          description:
+            'With clientCaFile: "require" refuses a TLS connection without a certificate clientCaFile verifies; "request" asks for one and accepts the connection without it (policy.sources decides per operation).',
+        }),
         reloadIntervalMs: Milliseconds(
           60_000,
           'How often the files are read again: a changed certificate, key or client CA serves new connections without a restart (cert-manager renewals); an unreadable or invalid one is logged and the last good one kept.',
@@ -722,8 +736,62 @@ export const AuthorizationRuleSchema = Type.Object(
   { additionalProperties: false },
 );
 
+const AddressList = (description: string) =>
+  Type.Optional(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, uniqueItems: true, description }));
+
+/** One source rule: where a call may come from, by client address and client certificate (policy/sources.ts). */
+export const SourceRuleSchema = Type.Object(
+  {
+    operations: Type.Optional(
+      Type.Array(Type.String({ minLength: 1 }), {
+        minItems: 1,
+        uniqueItems: true,
+        description: 'Operation names the rule applies to; without it, every operation (calls and WebSocket streams).',
+      }),
+    ),
+    allow: AddressList(
+      'IP addresses or CIDRs: a call whose client address (resolved through server.trustedProxies) is in none of them is refused 403 GATEWAY_SOURCE_NOT_ALLOWED.',
+    ),
+    deny: AddressList(
+      'IP addresses or CIDRs: a call whose client address is in one of them is refused (before allow).',
+    ),
+    clientCertificate: Type.Optional(
+      Type.Object(
+        {
+          subjects: Type.Optional(
+            Type.Array(Type.String({ minLength: 1 }), {
+              minItems: 1,
+              uniqueItems: true,
+              description:
+                "Accepted subjects, as RFC 4514 strings of the certificate's subject (e.g. CN=platform-ops, or CN=ops,O=Example).",
+            }),
+          ),
+          dnsNames: Type.Optional(
+            Type.Array(Type.String({ minLength: 1 }), {
+              minItems: 1,
+              uniqueItems: true,
+              description: "Accepted DNS names of the certificate's subjectAltName.",
+            }),
+          ),
+        },
+        {
+          additionalProperties: false,
+          description:
+            'The call must come with a client certificate that server.tls.clientCaFile verified and that names one of these subjects or DNS names; it never replaces the token.',
+        },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const PolicySchema = Section(
   {
+    sources: Type.Array(SourceRuleSchema, {
+      default: [],
+      description:
+        "Where calls may come from: every rule whose operations include the call's (or that names none) must let it through (deny, then allow, then clientCertificate); otherwise 403 GATEWAY_SOURCE_NOT_ALLOWED. Applies to WebSocket upgrades alike; reloads live.",
+    }),
     rules: Type.Record(Type.String({ minLength: 1 }), Type.Array(AuthorizationRuleSchema, { minItems: 1 }), {
       default: {},
       description:
@@ -778,9 +846,10 @@ export const CorsSchema = Section(
       description: 'Request headers a preflight allows.',
     }),
     exposedHeaders: Type.Array(Type.String({ minLength: 1 }), {
-      default: ['x-request-id'],
+      default: ['x-request-id', 'retry-after'],
       uniqueItems: true,
-      description: 'Response headers a browser script may read.',
+      description:
+        'Response headers a browser script may read: the correlation id of every answer, and how long to wait after a 429 or 503.',
     }),
     maxAgeSeconds: Type.Integer({
       minimum: 0,
@@ -838,3 +907,4 @@ export type LogConfig = Static<typeof LogSchema>;
 export type VersionCacheConfig = Static<typeof VersionCacheSchema>;
 export type TelemetryConfig = Static<typeof TelemetrySchema>;
 export type MetricsConfig = TelemetryConfig['metrics'];
+export type SourceRuleConfig = Static<typeof SourceRuleSchema>;

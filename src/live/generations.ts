@@ -150,7 +150,7 @@ function buildGeneration(
   }
   let policy: ReturnType<typeof createPolicyStage>;
   try {
-    policy = createPolicyStage(config.policy, config.limits);
+    policy = createPolicyStage(config.policy, config.limits, options);
   } catch (error) {
     if (!sameAuth) authenticator.close();
     if (!sameProtection) void protection.close();

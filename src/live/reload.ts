@@ -1,13 +1,39 @@
 // Reloading the configuration of a running gateway: on SIGHUP and when the config file changes. The
 // whole file is read and validated as at start; an invalid one changes nothing (every bad key path
 // is logged), a valid one is swapped in (live/generations.ts), and keys that need a restart are named.
-import { watch, type FSWatcher } from 'node:fs';
+import { statSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { configFileShape } from '../config/config-file.js';
+import { withoutFileSecrets } from '../config/file-secrets.js';
 import { ConfigError, type GatewayConfig } from '../config/schema.js';
 import { MetricNames } from '../telemetry/metrics.js';
 
 export type ReloadResult = 'success' | 'invalid' | 'refused';
+
+/** The log line of each outcome that keeps the running configuration. */
+export const OUTCOME_MESSAGES = {
+  invalid: 'configuration reload: invalid configuration, keeping the running one',
+  refused: 'configuration reload refused, keeping the running configuration',
+} as const;
+
+/**
+ * A valid file the running gateway cannot take: thrown by a reload's load step (e.g. a file that
+ * would leave a real participant without an issuer); counted and logged as `refused`.
+ */
+export class ReloadRefused extends Error {
+  readonly problems: readonly string[];
+  constructor(problems: readonly string[]) {
+    super(problems.join('; '));
+    this.name = 'ReloadRefused';
+    this.problems = problems;
+  }
+}
+
+function problemsOf(error: unknown): readonly string[] {
+  if (error instanceof ConfigError || error instanceof ReloadRefused) return error.problems;
+  return [withoutFileSecrets((error as Error).message)];
+}
 
 export interface ReloadOutcome {
   readonly result: ReloadResult;
@@ -92,11 +118,13 @@ export async function reloadGateway(
   },
 ): Promise<ReloadOutcome> {
   const { log, metrics, trigger } = dependencies;
+  // One wording per outcome, whichever step found it (docs/live-configuration.md).
   const unchanged = (
-    result: ReloadResult,
+    result: Exclude<ReloadResult, 'success'>,
     problems: readonly string[],
     restartRequired: readonly string[] = [],
   ): ReloadOutcome => {
+    log.error({ trigger, problems, fingerprint: live.current.fingerprint }, OUTCOME_MESSAGES[result]);
     metrics.count(result);
     return { result, fingerprint: live.current.fingerprint, restartRequired, problems };
   };
@@ -104,12 +132,7 @@ export async function reloadGateway(
   try {
     next = await load();
   } catch (error) {
-    const problems = error instanceof ConfigError ? error.problems : [(error as Error).message];
-    log.error(
-      { trigger, problems, fingerprint: live.current.fingerprint },
-      'configuration reload: invalid configuration, keeping the running one',
-    );
-    return unchanged('invalid', problems);
+    return unchanged(error instanceof ReloadRefused ? 'refused' : 'invalid', problemsOf(error));
   }
   const restartRequired = live.restartOnlyChanges(next);
   metrics.restartRequired(restartRequired.length);
@@ -123,13 +146,7 @@ export async function reloadGateway(
   try {
     applied = await live.apply(next);
   } catch (error) {
-    const problems = error instanceof ConfigError ? error.problems : [(error as Error).message];
-    const result = error instanceof ConfigError ? 'invalid' : 'refused';
-    log.error(
-      { trigger, problems, fingerprint: live.current.fingerprint },
-      'configuration reload refused, keeping the running configuration',
-    );
-    return unchanged(result, problems, restartRequired);
+    return unchanged(error instanceof ConfigError ? 'invalid' : 'refused', problemsOf(error), restartRequired);
   }
   dependencies.setLogLevel(applied.config.log.level);
   metrics.count('success');
@@ -142,10 +159,22 @@ export interface ConfigFileWatch {
   close(): void;
 }
 
+/** What tells one version of the file from another without reading it. */
+function statOf(file: string): string {
+  try {
+    const stat = statSync(file);
+    return `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
+  } catch {
+    return 'missing';
+  }
+}
+
 /**
- * Calls `changed` once things settle (`debounceMs`) after the config file or anything in its
- * directory changes: the directory is watched, so that a Kubernetes ConfigMap volume's update (the
- * kubelet swaps a `..data` symlink, the file itself is never written) is seen as well as an edit.
+ * Calls `changed` once things settle after the config file or anything in its directory changes: the
+ * directory is watched, so that a Kubernetes ConfigMap volume's update (the kubelet swaps a `..data`
+ * symlink, the file itself is never written) is seen as well as an edit. Settled: no event for
+ * `debounceMs`, and the file's size and modification time the same over one more `debounceMs` (a
+ * write in place is read once it holds still; Node cannot see the writer close the file).
  */
 export function watchConfigFile(
   file: string,
@@ -155,16 +184,29 @@ export function watchConfigFile(
   const debounceMs = options.debounceMs ?? 250;
   const name = basename(file);
   let timer: NodeJS.Timeout | undefined;
+  let seen: string | undefined;
+  const arm = () => {
+    if (timer !== undefined) clearTimeout(timer);
+    timer = setTimeout(settle, debounceMs);
+    timer.unref();
+  };
+  function settle() {
+    timer = undefined;
+    const now = statOf(file);
+    if (now !== seen) {
+      seen = now;
+      arm();
+      return;
+    }
+    seen = undefined;
+    changed();
+  }
   const schedule = (_event: string, entry: string | Buffer | null) => {
     // In a ConfigMap volume, the entries that move are `..data` and the timestamped directories.
     const relevant = entry === null || String(entry) === name || String(entry).startsWith('..');
     if (!relevant) return;
-    if (timer !== undefined) clearTimeout(timer);
-    timer = setTimeout(() => {
-      timer = undefined;
-      changed();
-    }, debounceMs);
-    timer.unref();
+    seen = undefined;
+    arm();
   };
   let watcher: FSWatcher;
   try {
@@ -177,6 +219,64 @@ export function watchConfigFile(
   return {
     close() {
       if (timer !== undefined) clearTimeout(timer);
+      watcher.close();
+    },
+  };
+}
+
+export interface FileReloads {
+  /** Asks for a reload; `file` (a change seen by the watch) is checked for dropped keys first. */
+  reload(trigger: string): void;
+  close(): void;
+}
+
+/**
+ * The reloads of one config file, one at a time. A change seen by the watch that drops a section or
+ * a key of a section that the applied file has (what a half-written file looks like: a valid YAML
+ * prefix) is not applied on this read: it is read again once it has not changed for `secondLookMs`,
+ * and applied only if it is still the same. SIGHUP is the operator's own look: it applies what it reads.
+ */
+export function createFileReloads(options: {
+  readonly file: string;
+  readonly reload: (trigger: string) => Promise<ReloadOutcome>;
+  readonly log: ReloadLog;
+  readonly secondLookMs?: number;
+  readonly debounceMs?: number;
+}): FileReloads {
+  const { file, log } = options;
+  const secondLookMs = options.secondLookMs ?? 2_000;
+  let applied = configFileShape(file);
+  let pending: string | undefined;
+  let secondLook: NodeJS.Timeout | undefined;
+  const attempt = async (trigger: string): Promise<void> => {
+    clearTimeout(secondLook);
+    const shape = configFileShape(file);
+    const dropped =
+      shape === undefined || applied === undefined ? [] : [...applied.keys].filter((key) => !shape.keys.has(key));
+    if (trigger === 'file' && shape !== undefined && dropped.length > 0 && shape.digest !== pending) {
+      pending = shape.digest;
+      log.warn(
+        { trigger, dropped, secondLookMs },
+        'configuration reload: the file drops keys the running configuration has; it is read again once unchanged',
+      );
+      secondLook = setTimeout(() => void run('file'), secondLookMs);
+      secondLook.unref();
+      return;
+    }
+    pending = undefined;
+    const outcome = await options.reload(trigger);
+    if (outcome.result === 'success' && shape !== undefined) applied = shape;
+  };
+  const run = serializeReloads(attempt);
+  const watcher = watchConfigFile(file, () => void run('file'), {
+    debounceMs: options.debounceMs,
+    onError: (error) =>
+      log.warn({ err: error.message }, 'configuration reload: cannot watch the config file; SIGHUP still reloads'),
+  });
+  return {
+    reload: (trigger) => void run(trigger),
+    close() {
+      clearTimeout(secondLook);
       watcher.close();
     },
   };

@@ -5,6 +5,7 @@ import { ConfigError, type AuthorizationRuleConfig, type CorsConfig, type Policy
 import { Errors, GatewayError } from '../errors.js';
 import { OPERATION_NAMES } from '../operations.js';
 import type { Principal } from '../exchange/exchange.js';
+import { sourceRuleProblems } from './sources.js';
 
 const MATCHERS = ['anyAuthenticated', 'subjects', 'issuers', 'scope', 'audience', 'claims'] as const;
 
@@ -27,6 +28,7 @@ export function policyRuleProblems(policy: PolicyConfig): string[] {
       }
     });
   }
+  problems.push(...sourceRuleProblems(policy.sources, OPERATION_NAMES));
   return problems;
 }
 

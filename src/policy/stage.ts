@@ -11,7 +11,9 @@ import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
 import type { Principal, Stage } from '../exchange/exchange.js';
 import { pathOf } from '../operations.js';
+import { Errors, GatewayError } from '../errors.js';
 import { createAuthorizer, permissionDeniedError, policyRuleProblems } from './authorization.js';
+import { createSourceCheck } from './sources.js';
 import { REQUEST_RULES } from './rules/index.js';
 import { toGatewayError, type RequestRule } from './violation.js';
 
@@ -22,14 +24,24 @@ export interface PolicyStage {
   enforceRequestRules(request: FastifyRequest): Promise<void> | undefined;
 }
 
+export interface PolicyStageOptions {
+  /** Whose X-Forwarded-For is believed (server.trustedProxies), for the source rules' client address. */
+  readonly isTrustedProxy: (address: string) => boolean;
+}
+
 /**
  * Builds the stage from the policy section and limits.bodyBytes; a policy the schema could not check
  * fully stops the process here (ConfigError).
  */
-export function createPolicyStage(policy: PolicyConfig, bodyLimits: LimitsConfig): PolicyStage {
+export function createPolicyStage(
+  policy: PolicyConfig,
+  bodyLimits: LimitsConfig,
+  options: PolicyStageOptions,
+): PolicyStage {
   const problems = policyRuleProblems(policy);
   if (problems.length > 0) throw new ConfigError('policy', problems);
   const authorizer = createAuthorizer(policy.rules);
+  const sourceCheck = createSourceCheck(policy.sources, options.isTrustedProxy);
   // A rule-checked body is read whole and parsed: its own, lower limit (the other routes' bodies stream).
   const ownLimit = policy.maxBodyBytes <= bodyLimits.bodyBytes;
   const limits: BodyReadLimits = {
@@ -47,6 +59,9 @@ export function createPolicyStage(policy: PolicyConfig, bodyLimits: LimitsConfig
 
   return {
     authorize(exchange) {
+      const refused = sourceCheck?.(exchange.operation.name, exchange.raw);
+      if (refused !== undefined)
+        throw new GatewayError(Errors.GATEWAY_SOURCE_NOT_ALLOWED, { context: { source: refused } });
       check(exchange.operation.name, exchange.principal);
     },
     enforceRequestRules(request) {

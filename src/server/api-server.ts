@@ -67,7 +67,7 @@ export function createApiServer(
           https: {
             ...serverOptions,
             handshakeTimeout: server.headersTimeoutMs,
-            ...listenerSecureOptions(listenerTls),
+            ...listenerSecureOptions(listenerTls, server.tls.clientCertificate),
           },
         }),
     bodyLimit: limits.bodyBytes,

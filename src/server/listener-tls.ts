@@ -11,12 +11,22 @@ export interface ListenerTlsFiles {
   readonly ca?: Buffer;
 }
 
-/** The secure context's options; with a client CA every client must present a certificate it signs. */
-export function listenerSecureOptions(files: ListenerTlsFiles) {
+export type ClientCertificateMode = ListenerTlsConfig['clientCertificate'];
+
+/**
+ * The secure context's options. With a client CA the listener asks every client for a certificate it
+ * signs: "require" refuses the handshake without one; "request" accepts it, unverified connections
+ * then have none as far as policy.sources is concerned.
+ */
+export function listenerSecureOptions(files: ListenerTlsFiles, clientCertificate: ClientCertificateMode) {
   return {
     cert: files.cert,
     key: files.key,
-    ...(files.ca !== undefined && { ca: files.ca, requestCert: true, rejectUnauthorized: true }),
+    ...(files.ca !== undefined && {
+      ca: files.ca,
+      requestCert: true,
+      rejectUnauthorized: clientCertificate === 'require',
+    }),
   };
 }
 
@@ -54,7 +64,7 @@ export function watchListenerTls(
         reported = undefined;
         return;
       }
-      createSecureContext(listenerSecureOptions(next)); // throws for a key that does not match, or not PEM
+      createSecureContext(listenerSecureOptions(next, tls.clientCertificate)); // throws for a key that does not match, or not PEM
     } catch (error) {
       const problem = (error as Error).message;
       if (problem !== reported)
@@ -62,7 +72,7 @@ export function watchListenerTls(
       reported = problem;
       return;
     }
-    server.setSecureContext(listenerSecureOptions(next));
+    server.setSecureContext(listenerSecureOptions(next, tls.clientCertificate));
     current = next;
     reported = undefined;
     log.info({ certFile: tls.certFile }, 'server TLS certificate reloaded: new connections use it');

@@ -51,9 +51,9 @@ describe('auth config: schema', () => {
     } catch (error) {
       expect((error as ConfigError).problems).toEqual(
         expect.arrayContaining([
-          'auth.issuers.0.bogus: unknown key',
-          expect.stringMatching(/^auth\.issuers\.0\.algorithms\.0: must be one of/),
-          expect.stringMatching(/^auth\.issuers\.0\.algorithms\.1: must be one of/),
+          'auth.issuers[0].bogus: unknown key',
+          expect.stringMatching(/^auth\.issuers\[0\]\.algorithms\[0\]: must be one of/),
+          expect.stringMatching(/^auth\.issuers\[0\]\.algorithms\[1\]: must be one of/),
         ]),
       );
     }

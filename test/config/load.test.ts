@@ -255,7 +255,7 @@ describe('config errors that help', () => {
       auth: { issuers: [{ issuer: 'https://idp', jwksUrl: 'https://idp/jwks', algorithms: ['RS256', 'none'] }] },
     });
     expect(algorithms).toEqual([
-      'auth.issuers.0.algorithms.1: must be one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA, Ed25519, HS256',
+      'auth.issuers[0].algorithms[1]: must be one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA, Ed25519, HS256',
     ]);
   });
 

@@ -110,7 +110,7 @@ describe('configuration reload', () => {
     const outcome = await gateway.gateway.reload(() => loadConfig(file), 'test');
 
     expect(outcome.result).toBe('invalid');
-    expect(outcome.problems.join('\n')).toMatch(/policy\.rules\.getV2StateLedger-end\.0\.role: unknown key/);
+    expect(outcome.problems.join('\n')).toMatch(/policy\.rules\.getV2StateLedger-end\[0\]\.role: unknown key/);
     expect(outcome.problems.join('\n')).toMatch(/protection\.maxInFlight/);
     expect(gateway.gateway.fingerprint).toBe(before);
     expect((await call()).status).toBe(200);

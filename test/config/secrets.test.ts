@@ -86,7 +86,7 @@ describe('${file:...} references', () => {
       protection: { redis: { url: `\${file:${badUrl}}` } },
     });
     expect(problems).toEqual([
-      'auth.issuers.0.unsafeHmacSecret: must NOT have fewer than 32 characters',
+      'auth.issuers[0].unsafeHmacSecret: must NOT have fewer than 32 characters',
       'protection.redis.url: has no scheme: add redis:// or rediss://',
     ]);
   });

@@ -78,6 +78,7 @@ describe('policy configuration', () => {
     const defaults = config({});
     expect(defaults.policy).toEqual({
       rules: {},
+      sources: [],
       requestRules: true,
       maxBodyBytes: 1_048_576,
       maxBodyDepth: 512,
@@ -99,14 +100,14 @@ describe('policy configuration', () => {
       'policy.rules.getVersion[1]: the rule has no matcher (one of anyAuthenticated, subjects, issuers, scope, audience, claims)',
       'cors.origins: "*" cannot be combined with cors.credentials: true (browsers refuse it); list the origins',
     ]);
-    expect(() => createPolicyStage(bad.policy, bad.limits)).toThrow(
+    expect(() => createPolicyStage(bad.policy, bad.limits, { isTrustedProxy: () => false })).toThrow(
       /invalid configuration \(policy\)[\s\S]*policy\.rules\.updateVetedPackages: unknown operation/,
     );
   });
 
   it('refuses malformed rules at load: unknown matcher keys, empty lists, anyAuthenticated: false', () => {
     expect(() => config({ rules: { getVersion: [{ role: 'admin' }] } })).toThrow(
-      /policy\.rules\.getVersion\.0\.role: unknown key/,
+      /policy\.rules\.getVersion\[0\]\.role: unknown key/,
     );
     expect(() => config({ rules: { getVersion: [] } })).toThrow(/policy\.rules\.getVersion/);
     expect(() => config({ rules: { getVersion: [{ subjects: [] }] } })).toThrow(/subjects/);

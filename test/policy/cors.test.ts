@@ -105,7 +105,7 @@ describe('CORS: what an origin not listed gets', () => {
     for (const answer of answers) {
       expect(answer.headers.get('access-control-allow-origin')).toBe('https://app.example');
       expect(answer.headers.get('access-control-allow-credentials')).toBe('true');
-      expect(answer.headers.get('access-control-expose-headers')).toBe('x-request-id');
+      expect(answer.headers.get('access-control-expose-headers')).toBe('x-request-id, retry-after');
     }
     expect(answers[0]!.headers.get('access-control-allow-methods')).toBe('GET, POST, PATCH, DELETE');
   });
@@ -151,7 +151,7 @@ describe('CORS on a reload', () => {
     const forwarded = await callFrom('https://app.example');
     expect(forwarded.status).toBe(200);
     expect(forwarded.headers.get('access-control-allow-origin')).toBe('https://app.example');
-    expect(forwarded.headers.get('access-control-expose-headers')).toBe('x-request-id');
+    expect(forwarded.headers.get('access-control-expose-headers')).toBe('x-request-id, retry-after');
     expect(forwarded.headers.get('vary')).toBe('Origin');
 
     // Another origin list: the old origin gets nothing, the new one its grant.
@@ -181,5 +181,22 @@ describe('CORS on a reload', () => {
     const answer = await fetch(`${gw.url}/v2/parties`, { headers: gw.auth({ origin: 'https://any.example' }) });
     expect(answer.headers.get('access-control-allow-origin')).toBe('*');
     expect(answer.headers.get('vary')).toBe('Accept-Encoding, Origin');
+  });
+});
+
+describe('CORS: what a browser script may read', () => {
+  it('exposes Retry-After by default, so that browser code can wait as a 429 says', async () => {
+    const upstream = (current.upstream = await startRecordingUpstream());
+    const gw = (current.gw = await startGateway(upstream.url, {
+      cors: { enabled: true, origins: ['https://app.example'] },
+      protection: { operations: { 'getV2StateLedger-end': { rate: { requests: 1, perSeconds: 60 } } } },
+    }));
+    const call = () => fetch(`${gw.url}/v2/state/ledger-end`, { headers: gw.auth({ origin: 'https://app.example' }) });
+    expect((await call()).status).toBe(200);
+    const limited = await call();
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    const exposed = (limited.headers.get('access-control-expose-headers') ?? '').split(/,\s*/);
+    expect(exposed).toEqual(expect.arrayContaining(['retry-after', 'x-request-id']));
   });
 });

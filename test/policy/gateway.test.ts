@@ -569,7 +569,7 @@ describe('CORS', () => {
     });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('access-control-allow-origin')).toBe('https://app.example');
-    expect(ok.headers.get('access-control-expose-headers')).toBe('x-request-id');
+    expect(ok.headers.get('access-control-expose-headers')).toBe('x-request-id, retry-after');
     expect(ok.headers.get('vary')).toContain('Origin');
     expect(ok.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     const noToken = await fetch(`${gw!.url}/v2/state/ledger-end`, { headers: { origin: 'https://app.example' } });

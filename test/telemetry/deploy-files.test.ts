@@ -97,6 +97,22 @@ describe('deploy/prometheus/alerts.yaml', () => {
     );
   });
 
+  it('alerts on readiness, replicas, failovers, dropped log lines, authentication failures and refused connections, traffic or not', () => {
+    const byName = new Map(rules.groups.flatMap((group) => group.rules).map((rule) => [rule.alert, rule.expr]));
+    const expected: Array<[string, string]> = [
+      ['LedgerGatewayNotReady', MetricNames.ready],
+      ['LedgerGatewayNoActiveReplica', MetricNames.upstreamReplicaUp],
+      ['LedgerGatewayUpstreamFailover', MetricNames.upstreamFailovers],
+      ['LedgerGatewayLogLinesDropped', MetricNames.logLinesDropped],
+      ['LedgerGatewayAuthFailureSpike', MetricNames.authFailures],
+      ['LedgerGatewayConnectionsRefused', MetricNames.connectionsRefused],
+    ];
+    for (const [alert, metric] of expected) expect(byName.get(alert), alert).toContain(metric);
+    // Readiness and replicas are judged on gauges alone, so that an idle gateway's outage fires too.
+    expect(byName.get('LedgerGatewayNoActiveReplica')).not.toContain('requests_total');
+    expect(byName.get('LedgerGatewayNotReady')).not.toContain('requests_total');
+  });
+
   it("alerts when the gateway's metrics are absent from Prometheus, for the job the shipped monitors set", () => {
     const absent = rules.groups.flatMap((group) => group.rules).filter((rule) => /^\s*absent\(/.test(rule.expr));
     expect(absent.map((rule) => rule.alert)).toEqual(['LedgerGatewayMetricsAbsent']);
@@ -143,7 +159,19 @@ describe('deploy/grafana/ledger-gateway.json', () => {
     const all = expressions.join('\n');
     for (const name of CONTRACT) expect(all, name).toContain(name);
     expect(all).toContain('histogram_quantile(0.99');
-    expect(dashboard.templating.list.map((variable) => variable.name)).toEqual(['datasource', 'job', 'operation']);
+    expect(dashboard.templating.list.map((variable) => variable.name)).toEqual([
+      'datasource',
+      'namespace',
+      'job',
+      'instance',
+      'operation',
+    ]);
+    // Every query is narrowed to the chosen namespaces, jobs and pods.
+    for (const expression of expressions) {
+      for (const selector of ['job=~"$job"', 'namespace=~"$namespace"', 'instance=~"$instance"']) {
+        expect(expression, expression).toContain(selector);
+      }
+    }
   });
 
   it('shows readiness by check, open WebSocket streams, signature checks and dropped log lines per pod', () => {
@@ -158,6 +186,17 @@ describe('deploy/grafana/ledger-gateway.json', () => {
         new RegExp(`by \\(instance\\) \\(rate\\(${MetricNames.tokenSignatureChecks}\\{`),
       ],
       ['Dropped log lines per second', new RegExp(`by \\(instance\\) \\(rate\\(${MetricNames.logLinesDropped}\\{`)],
+      ['Participant replicas up', new RegExp(`by \\(instance, replica\\) \\(${MetricNames.upstreamReplicaUp}\\{`)],
+      ['Failovers', new RegExp(`by \\(instance\\) \\(increase\\(${MetricNames.upstreamFailovers}\\{`)],
+      ['Client connections open', new RegExp(`by \\(instance\\) \\(${MetricNames.connectionsOpen}\\{`)],
+      [
+        'Connections refused at accept',
+        new RegExp(`by \\(instance, limit\\) \\(rate\\(${MetricNames.connectionsRefused}\\{`),
+      ],
+      [
+        'WebSocket stream ends by cause',
+        new RegExp(`by \\(ended_by\\) \\(rate\\(${MetricNames.webSocketStreamsEnded}\\{`),
+      ],
     ];
     for (const [title, query] of expected) expect(panels.get(title), title).toMatch(query);
   });
