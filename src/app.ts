@@ -35,6 +35,7 @@ import { createWebSocketTunnels } from './proxy/websocket.js';
 import { asGatewayError, sendGatewayError } from './exchange/refusal.js';
 import { randomRequestId } from './exchange/request-id.js';
 import { watchListenerTls } from './server/listener-tls.js';
+import { boundUrl } from './server/bound-url.js';
 import { gracefulShutdown } from './server/shutdown.js';
 import { stageHook } from './exchange/stage-runner.js';
 import { createLogger, requestLineWriter } from './telemetry/logging.js';
@@ -130,7 +131,7 @@ async function startRequestTelemetry(metrics: GatewayMetrics, logger: false | Lo
     propagateTraceContext,
     ...(writeLine !== undefined && { writeLine }),
   });
-  return { serverSpanPlugin, propagateTraceContext, writeLine, requestTelemetry };
+  return { tracing, serverSpanPlugin, propagateTraceContext, writeLine, requestTelemetry };
 }
 
 interface Surroundings {
@@ -263,10 +264,16 @@ function serveCalls(
     method: [...API_METHODS],
     url: '/*',
     handler: (request, reply) => {
-      if (IDENTITY_PROVIDER_CHANGES.has(request.operation.name)) {
-        const ended = participantIdps.beginChange();
-        reply.raw.once('close', () => ended(reply.raw.headersSent ? reply.raw.statusCode : 0));
-      }
+      // A change of the participant's IdPs arms a refresh only once the participant answered it with
+      // success (live/participant-idps.ts): never for a body still arriving or a caller it refused.
+      if (IDENTITY_PROVIDER_CHANGES.has(request.operation.name))
+        reply.raw.once('close', () =>
+          participantIdps.changeAnswered(
+            request.operation.name,
+            request.url,
+            reply.raw.headersSent ? reply.raw.statusCode : 0,
+          ),
+        );
       const judged = request.generation.enforceRequestRules(request);
       return judged === undefined ? answer(request, reply) : judged.then(() => answer(request, reply));
     },
@@ -400,7 +407,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const log = (logger === false ? pino({ level: 'silent' }) : logger) as FastifyBaseLogger;
   const around: Surroundings = { metrics, log, readiness, isTrustedProxy };
 
-  const { serverSpanPlugin, propagateTraceContext, writeLine, requestTelemetry } = await startRequestTelemetry(
+  const { tracing, serverSpanPlugin, propagateTraceContext, writeLine, requestTelemetry } = await startRequestTelemetry(
     metrics,
     logger,
     options.tracingActive ?? false,
@@ -425,6 +432,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     tls: listenerTls !== undefined,
     cutOff: () => requestTelemetry.cutOff(),
     close: () => close(),
+    ...(tracing !== undefined && { flushTelemetry: () => tracing.shutdown() }),
     log,
   });
   const establishContext = createContextStage({
@@ -501,7 +509,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     async listen() {
       const adminUrl = await admin.listen();
       const apiUrl = await api.listen({ host: config.server.host, port: config.server.port });
-      return { api: apiUrl, admin: adminUrl };
+      return {
+        api: boundUrl(api.server.address(), new URL(apiUrl).protocol),
+        admin: boundUrl(admin.server.server.address(), new URL(adminUrl).protocol),
+      };
     },
     shutdown: () => shutdown.run(),
     close,

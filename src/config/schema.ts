@@ -94,9 +94,14 @@ export const AdminSchema = Section(
         minLength: 16,
         secret: true,
         description:
-          'Bearer token a caller off loopback presents for POST /cache/version/purge and GET /config (e.g. ${file:/run/secrets/purge-token}); never logged. Unset: only loopback callers may purge or read the running configuration. Probes and metrics stay open.',
+          'Bearer token a caller presents for POST /cache/version/purge and GET /config (e.g. ${file:/run/secrets/purge-token}); compared in constant time, never logged. Unset: nobody may purge or read the running configuration, unless trustLoopback is on. Probes and metrics stay open.',
       }),
     ),
+    trustLoopback: Type.Boolean({
+      default: false,
+      description:
+        "Serve POST /cache/version/purge and GET /config to any loopback peer (127.0.0.0/8, ::1) without the token. Off by default: behind a mesh sidecar every inbound connection is a loopback one (Istio's passthrough comes from 127.0.0.6), so loopback says nothing about who called. Turn it on only where nothing forwards to the admin port from off the pod (kubectl port-forward arrives on loopback too).",
+    }),
   },
   'The admin listener: health probes and metrics.',
 );
@@ -485,6 +490,26 @@ export const AuthSchema = Section(
               'File holding a participant-admin bearer token for GET /v2/idps, read at each use (a mounted secret can rotate). Unset: the list is fetched without a token.',
           }),
         ),
+        allowedJwksHosts: Type.Array(Type.String({ minLength: 1 }), {
+          default: [],
+          uniqueItems: true,
+          description:
+            "Host names, IP addresses or CIDRs (e.g. 10.20.0.0/16) an IdP's jwksUrl may name although they are loopback, link-local or private: such addresses are refused otherwise, whether written in the URL or resolved from its name. The participant's IdPs are set by whoever administers the participant, not by the gateway's operator. An allowed host is held to the configured issuers' rule (https; http only on loopback); any other jwksUrl must be https.",
+        }),
+        maxIdentityProviders: Type.Integer({
+          minimum: 1,
+          maximum: 10_000,
+          default: 100,
+          description:
+            'At most this many of the participant\'s active IdPs are trusted (in the order listed); the rest are left out, logged and counted in ledger_gateway_participant_idps_left_out{reason="cap"}. Each one trusted costs a key set, fetched at each change of the list.',
+        }),
+        retryBackoffMaxSeconds: Type.Integer({
+          minimum: 1,
+          maximum: 86_400,
+          default: 3_600,
+          description:
+            'An IdP left out because its keys could not be fetched is tried again after refreshIntervalSeconds, then after twice as long at each further failure, up to this bound; a change of that IdP through the gateway tries it at once.',
+        }),
       },
       "The participant's identity provider configs, trusted as the participant trusts them.",
     ),

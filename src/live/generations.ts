@@ -3,12 +3,13 @@
 // and swapped whole on a reload. Each exchange pins the current generation when it enters and finishes under it; an old
 // generation's resources (key-set timers, a limit store) are closed once no call can still hold it.
 import { createHash } from 'node:crypto';
+import type { Dispatcher } from 'undici';
 import { isDeepStrictEqual } from 'node:util';
 import { createAuthenticator, type Authenticator } from '../auth/authenticator.js';
 import type { AuthFailureReason } from '../auth/failure.js';
 import { authenticationStage } from '../auth/hooks.js';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
-import type { Generation, Stage } from '../exchange/exchange.js';
+import type { Exchange, Generation, Stage } from '../exchange/exchange.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler } from '../policy/cors.js';
 import { createPolicyStage } from '../policy/stage.js';
@@ -32,6 +33,9 @@ export interface LiveConfigOptions extends ProtectionStageOptions {
   readonly retireAfterMs: number;
 }
 
+/** Whether an exchange's authentication must wait, and for what (live/participant-idps.ts). */
+export type AuthenticationGate = (exchange: Exchange) => Promise<void> | undefined;
+
 export interface LiveConfig {
   readonly current: LiveGeneration;
   /** Signature verifications so far, over every generation's authenticator. */
@@ -41,10 +45,13 @@ export interface LiveConfig {
   /** The list's stages that read the pinned generation. */
   readonly authenticate: Stage;
   /**
-   * While `gate` answers a promise (a change of the participant's identity providers is under way),
-   * authentication waits for it, then runs under the generation current by then.
+   * When `gate` answers a promise for an exchange (its token is one a change of the participant's
+   * identity providers may change), that exchange's authentication waits for it, then runs under the
+   * generation current by then; an exchange it answers undefined for is authenticated at once.
    */
-  holdAuthenticationWhile(gate: () => Promise<void> | undefined): void;
+  holdAuthenticationWhile(gate: AuthenticationGate): void;
+  /** The connections the participant's issuers' key sets are fetched on, from the next generation built. */
+  fetchParticipantKeySetsOn(dispatcher: Dispatcher): void;
   /** Calls `listener` after each swap, `next` current by then: what lives outside a generation follows it. */
   onSwap(listener: (next: LiveGeneration, previous: LiveGeneration) => void): void;
   readonly protect: Stage;
@@ -126,125 +133,103 @@ async function keysLoaded(authenticator: Authenticator, withinMs: number): Promi
   return authenticator.ready();
 }
 
-/** A generation from `config`, reusing what `previous` built from the same sections. */
-function buildGeneration(
-  config: GatewayConfig,
-  previous: LiveGeneration | undefined,
-  options: LiveConfigOptions,
-): LiveGeneration {
-  assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
-  const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
-  const authenticator = sameAuth
-    ? previous.authenticator
-    : createAuthenticator(config.auth, config.upstream.url, {
-        onKeySetFetch: options.onKeySetFetch,
-        log: options.log,
-      });
-  const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
-  let protection: ProtectionStage;
-  try {
-    protection = sameProtection ? previous.protection : createProtectionStage(config.protection, options);
-  } catch (error) {
-    if (!sameAuth) authenticator.close();
-    throw error;
-  }
-  let policy: ReturnType<typeof createPolicyStage>;
-  try {
-    policy = createPolicyStage(config.policy, config.limits, options);
-  } catch (error) {
-    if (!sameAuth) authenticator.close();
-    if (!sameProtection) void protection.close();
-    throw error;
-  }
-  return {
-    config,
-    fingerprint: configFingerprint(config),
-    authenticator,
-    protection,
-    // The unauthenticated budget is the protection section's: a new one (or new keys) makes a new stage.
-    authenticate:
-      sameAuth && sameProtection
-        ? previous.authenticate
-        : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
-    protect: protection.stage,
-    authorize: policy.authorize,
-    enforceRequestRules: (request) => policy.enforceRequestRules(request),
-    cors:
-      previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
-        ? previous.cors
-        : createCorsHandler(config.cors),
-    versionCache: config.versionCache,
-  };
-}
-
-/** `config` with the participant's issuers added after its own; a configured issuer wins a conflict. */
-function composed(config: GatewayConfig, extra: readonly IssuerConfig[], log: LiveConfigOptions['log']): GatewayConfig {
-  if (extra.length === 0) return config;
-  const configured = new Set(config.auth.issuers.map((issuer) => issuer.issuer));
-  const added = extra.filter((issuer) => {
-    if (!configured.has(issuer.issuer)) return true;
-    log.warn(
-      { issuer: issuer.issuer },
-      'a participant identity provider has the issuer of a configured one: the configured one is used',
-    );
-    return false;
-  });
-  return { ...config, auth: { ...config.auth, issuers: [...config.auth.issuers, ...added] } };
-}
-
-/** The key paths of `next` that differ from `runningConfig` and need a restart. */
-function restartOnlyChanges(runningConfig: GatewayConfig, next: GatewayConfig): string[] {
-  const changed: string[] = [];
-  const running = runningConfig as unknown as Record<string, unknown>;
-  const wanted = next as unknown as Record<string, unknown>;
-  for (const key of Object.keys({ ...running, ...wanted }).sort()) {
-    if ((LIVE_SECTIONS as readonly string[]).includes(key)) continue;
-    differingPaths(running[key], wanted[key], [key], changed);
-  }
-  for (const path of RESTART_ONLY_IN_LIVE) {
-    const pick = (config: Record<string, unknown>) =>
-      path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], config);
-    differingPaths(pick(running), pick(wanted), [...path], changed);
-  }
-  return changed;
-}
-
-/** The issuers of `candidate` whose keys could not be loaded in time (none when it keeps the current authenticator). */
-async function missingKeys(candidate: LiveGeneration, current: LiveGeneration): Promise<string[]> {
-  if (candidate.authenticator === current.authenticator) return [];
-  candidate.authenticator.start();
-  if (await keysLoaded(candidate.authenticator, keyWaitMs(candidate.config))) return [];
-  return candidate.authenticator.keySets.filter((keySet) => !keySet.ready()).map((keySet) => keySet.issuer);
-}
-
-/** Closes what `candidate` built that `current` does not hold. */
-async function discard(candidate: LiveGeneration, current: LiveGeneration): Promise<void> {
-  if (candidate.authenticator !== current.authenticator) candidate.authenticator.close();
-  if (candidate.protection !== current.protection) await candidate.protection.close();
-}
-
-/** Runs the works it is given one after the other, each once the previous one settled. */
-function oneAtATime(): <T>(work: () => Promise<T>) => Promise<T> {
-  let queue: Promise<unknown> = Promise.resolve();
-  return <T>(work: () => Promise<T>) => {
-    const run = queue.then(work, work);
-    queue = run.catch(() => undefined);
-    return run;
-  };
-}
-
 export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
+  /** `own`: the config file's part of `config` (its issuers are the operator's, not the participant's). */
+  function build(config: GatewayConfig, previous: LiveGeneration | undefined, own = base): LiveGeneration {
+    assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
+    const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
+    const configured = new Set(own.auth.issuers.map((issuer) => issuer.issuer));
+    // The participant's IdPs' key sets are fetched on guarded connections (auth/jwks-hosts.ts).
+    const guard = participantKeySets;
+    const authenticator = sameAuth
+      ? previous.authenticator
+      : createAuthenticator(config.auth, config.upstream.url, {
+          onKeySetFetch: options.onKeySetFetch,
+          log: options.log,
+          keySetDispatcher: (issuer) => (configured.has(issuer) ? undefined : guard),
+        });
+    const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
+    let protection: ProtectionStage;
+    try {
+      protection = sameProtection ? previous.protection : createProtectionStage(config.protection, options);
+    } catch (error) {
+      if (!sameAuth) authenticator.close();
+      throw error;
+    }
+    let policy: ReturnType<typeof createPolicyStage>;
+    try {
+      policy = createPolicyStage(config.policy, config.limits, options);
+    } catch (error) {
+      if (!sameAuth) authenticator.close();
+      if (!sameProtection) void protection.close();
+      throw error;
+    }
+    return {
+      config,
+      fingerprint: configFingerprint(config),
+      authenticator,
+      protection,
+      // The unauthenticated budget is the protection section's: a new one (or new keys) makes a new stage.
+      authenticate:
+        sameAuth && sameProtection
+          ? previous.authenticate
+          : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
+      protect: protection.stage,
+      authorize: policy.authorize,
+      enforceRequestRules: (request) => policy.enforceRequestRules(request),
+      cors:
+        previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
+          ? previous.cors
+          : createCorsHandler(config.cors),
+      versionCache: config.versionCache,
+    };
+  }
+
   // The config from the file (its live sections as last applied), and the participant's issuers.
   let base = initial;
   let participantIssuers: readonly IssuerConfig[] = [];
-  let current = buildGeneration(initial, undefined, options);
-  let gate: (() => Promise<void> | undefined) | undefined;
+  let participantKeySets: Dispatcher | undefined;
+  let current = build(initial, undefined);
+  let gate: AuthenticationGate | undefined;
   let retiredSignatureChecks = 0;
   const retiring = new Map<NodeJS.Timeout, () => Promise<void>>();
   const swapListeners: Array<(next: LiveGeneration, previous: LiveGeneration) => void> = [];
 
   // A reload and a change of the participant's issuers each build on the current generation: one at a time.
-  const serialized = oneAtATime();
+  let queue: Promise<unknown> = Promise.resolve();
+  function serialized<T>(work: () => Promise<T>): Promise<T> {
+    const run = queue.then(work, work);
+    queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** `config` with the participant's issuers added after its own; a configured issuer wins a conflict. */
+  function composed(config: GatewayConfig, extra: readonly IssuerConfig[]): GatewayConfig {
+    if (extra.length === 0) return config;
+    const configured = new Set(config.auth.issuers.map((issuer) => issuer.issuer));
+    const added = extra.filter((issuer) => {
+      if (!configured.has(issuer.issuer)) return true;
+      options.log.warn(
+        { issuer: issuer.issuer },
+        'a participant identity provider has the issuer of a configured one: the configured one is used',
+      );
+      return false;
+    });
+    return { ...config, auth: { ...config.auth, issuers: [...config.auth.issuers, ...added] } };
+  }
+
+  /** The issuers of `candidate` whose keys could not be loaded in time (none when it keeps the current authenticator). */
+  async function missingKeys(candidate: LiveGeneration): Promise<string[]> {
+    if (candidate.authenticator === current.authenticator) return [];
+    candidate.authenticator.start();
+    if (await keysLoaded(candidate.authenticator, keyWaitMs(candidate.config))) return [];
+    return candidate.authenticator.keySets.filter((keySet) => !keySet.ready()).map((keySet) => keySet.issuer);
+  }
+
+  async function discard(candidate: LiveGeneration): Promise<void> {
+    if (candidate.authenticator !== current.authenticator) candidate.authenticator.close();
+    if (candidate.protection !== current.protection) await candidate.protection.close();
+  }
 
   function swap(candidate: LiveGeneration): LiveGeneration {
     const old = current;
@@ -280,7 +265,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       exchange.generation = current;
     },
     authenticate(exchange) {
-      const held = gate?.();
+      const held = gate?.(exchange);
       if (held === undefined) return exchange.generation.authenticate(exchange);
       return held.then(() => {
         exchange.generation = current;
@@ -289,6 +274,9 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     },
     holdAuthenticationWhile(next) {
       gate = next;
+    },
+    fetchParticipantKeySetsOn(dispatcher) {
+      participantKeySets = dispatcher;
     },
     onSwap(listener) {
       swapListeners.push(listener);
@@ -300,10 +288,10 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         const nextBase = effectiveConfig(base, next);
         // Turned off by this reload: the participant's issuers leave in the same swap.
         const extra = nextBase.auth.participantIdentityProviders.enabled ? participantIssuers : [];
-        const candidate = buildGeneration(composed(nextBase, extra, options.log), current, options);
-        const missing = await missingKeys(candidate, current);
+        const candidate = build(composed(nextBase, extra), current, nextBase);
+        const missing = await missingKeys(candidate);
         if (missing.length > 0) {
-          await discard(candidate, current);
+          await discard(candidate);
           throw new Error(`the keys of ${missing.join(', ')} could not be fetched; the reload is refused`);
         }
         base = nextBase;
@@ -315,8 +303,8 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         // A list that was on its way when a reload turned the participant's IdPs off.
         if (!base.auth.participantIdentityProviders.enabled) return { generation: current, leftOut: [] };
         let wanted = issuers;
-        let candidate = buildGeneration(composed(base, wanted, options.log), current, options);
-        const missing = await missingKeys(candidate, current);
+        let candidate = build(composed(base, wanted), current);
+        const missing = await missingKeys(candidate);
         const leftOut = missing.filter((name) => issuers.some((issuer) => issuer.issuer === name));
         if (missing.length > 0) {
           if (leftOut.length > 0)
@@ -324,18 +312,32 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
               { issuers: leftOut },
               'participant identity providers left out: their keys could not be fetched',
             );
-          await discard(candidate, current);
+          await discard(candidate);
           wanted = wanted.filter((issuer) => !leftOut.includes(issuer.issuer));
-          candidate = buildGeneration(composed(base, wanted, options.log), current, options);
-          if ((await missingKeys(candidate, current)).length > 0) {
-            await discard(candidate, current);
+          candidate = build(composed(base, wanted), current);
+          if ((await missingKeys(candidate)).length > 0) {
+            await discard(candidate);
             throw new Error("the configured issuers' keys could not be fetched");
           }
         }
         participantIssuers = wanted;
         return { generation: swap(candidate), leftOut };
       }),
-    restartOnlyChanges: (next) => restartOnlyChanges(current.config, next),
+    restartOnlyChanges(next) {
+      const changed: string[] = [];
+      const running = current.config as unknown as Record<string, unknown>;
+      const wanted = next as unknown as Record<string, unknown>;
+      for (const key of Object.keys({ ...running, ...wanted }).sort()) {
+        if ((LIVE_SECTIONS as readonly string[]).includes(key)) continue;
+        differingPaths(running[key], wanted[key], [key], changed);
+      }
+      for (const path of RESTART_ONLY_IN_LIVE) {
+        const pick = (config: Record<string, unknown>) =>
+          path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], config);
+        differingPaths(pick(running), pick(wanted), [...path], changed);
+      }
+      return changed;
+    },
     async close() {
       current.authenticator.close();
       await current.protection.close();

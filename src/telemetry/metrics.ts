@@ -41,6 +41,7 @@ export const MetricNames = {
   configInfo: 'ledger_gateway_config_info',
   configRestartRequired: 'ledger_gateway_config_restart_required',
   participantIdpRefreshes: 'ledger_gateway_participant_idp_refreshes_total',
+  participantIdpsLeftOut: 'ledger_gateway_participant_idps_left_out',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */

@@ -77,58 +77,6 @@ export interface RequestTelemetry {
   cutOff(): void;
 }
 
-/** The one observation and the one line; `lineCode` is `code` but for an open stream (upgradeAnswered). */
-function finishExchange(
-  metrics: GatewayMetrics,
-  writeLine: RequestTelemetryOptions['writeLine'],
-  exchange: Exchange,
-  status: number,
-  code: string,
-  lineCode: string | null,
-): void {
-  const state = (exchange as WithState)[kState];
-  if (state === undefined || state.finished) return;
-  state.finished = true;
-  if (state.inflightOperation !== undefined) metrics.inflight(state.inflightOperation, -1);
-
-  // exchange.operation is still unset when the first stage refused the target (not exposed, bad path).
-  const operation = (exchange.operation as Operation | null) ?? undefined;
-  const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
-  const method = exchange.raw.method!;
-  const seconds = (performance.now() - state.started) / 1000;
-  metrics.observeRequest(
-    operationName,
-    method,
-    status,
-    code,
-    seconds,
-    metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
-  );
-
-  const propagated = exchange.traceContext;
-  const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
-  // The attributes are built only for a span that exists (a call's, with tracing exporting).
-  if (propagated === undefined && serverSpanOf(exchange) !== undefined)
-    endServerSpan(exchange, operation === undefined ? method : `${method} ${operation.template}`, {
-      [SpanAttributes.operation]: operationName,
-      [SpanAttributes.errorCode]: code,
-      [SpanAttributes.status]: status,
-      ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
-    });
-  // Fixed fields only; the reason was scrubbed when noted.
-  writeLine?.({
-    reqId: exchange.id,
-    operation: operationName,
-    method,
-    status,
-    errorCode: lineCode,
-    durationMs: Math.round(seconds * 1e6) / 1e3,
-    traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
-    spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
-    ...(state.reason !== undefined && { reason: state.reason }),
-  });
-}
-
 export function createRequestTelemetry(
   metrics: GatewayMetrics,
   options: RequestTelemetryOptions = {},
@@ -165,22 +113,64 @@ export function createRequestTelemetry(
         : clientLeft
           ? ErrorCodeLabels.clientClosedRequest
           : outcomeCode(status, exchange.errorCode);
-    finish(exchange, status, code, code);
+    finish(exchange, status, code);
   }
 
   /** An upgrade whose socket closed before it was answered: its client left, or the gateway cut it at shutdown. */
   function finishUnanswered(exchange: Exchange): void {
     if (cuttingOff) {
       const code = ErrorCodeLabels.shutdownGraceElapsed;
-      finish(exchange, 503, code, code);
+      finish(exchange, 503, code);
     } else {
       const code = ErrorCodeLabels.clientClosedRequest;
-      finish(exchange, CLIENT_CLOSED_STATUS, code, code);
+      finish(exchange, CLIENT_CLOSED_STATUS, code);
     }
   }
 
-  const finish = (exchange: Exchange, status: number, code: string, lineCode: string | null) =>
-    finishExchange(metrics, writeLine, exchange, status, code, lineCode);
+  /** The one observation and the one line, with the same code. */
+  function finish(exchange: Exchange, status: number, code: string): void {
+    const state = (exchange as WithState)[kState];
+    if (state === undefined || state.finished) return;
+    state.finished = true;
+    if (state.inflightOperation !== undefined) metrics.inflight(state.inflightOperation, -1);
+
+    // exchange.operation is still unset when the first stage refused the target (not exposed, bad path).
+    const operation = (exchange.operation as Operation | null) ?? undefined;
+    const operationName = operation?.name ?? UNKNOWN_OPERATION.name;
+    const method = exchange.raw.method!;
+    const seconds = (performance.now() - state.started) / 1000;
+    metrics.observeRequest(
+      operationName,
+      method,
+      status,
+      code,
+      seconds,
+      metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
+    );
+
+    const propagated = exchange.traceContext;
+    const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
+    // The attributes are built only for a span that exists (a call's, with tracing exporting).
+    if (propagated === undefined && serverSpanOf(exchange) !== undefined)
+      endServerSpan(exchange, operation === undefined ? method : `${method} ${operation.template}`, {
+        [SpanAttributes.operation]: operationName,
+        [SpanAttributes.errorCode]: code,
+        [SpanAttributes.status]: status,
+        ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
+      });
+    // Fixed fields only; the reason was scrubbed when noted.
+    writeLine?.({
+      reqId: exchange.id,
+      operation: operationName,
+      method,
+      status,
+      errorCode: code,
+      durationMs: Math.round(seconds * 1e6) / 1e3,
+      traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
+      spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
+      ...(state.reason !== undefined && { reason: state.reason }),
+    });
+  }
 
   return {
     begin(exchange) {
@@ -216,9 +206,10 @@ export function createRequestTelemetry(
       if (state !== undefined) state.reason = scrubSecrets(String(reason)); // a non-string reason must not throw here
     },
     upgradeAnswered(exchange, status) {
+      // A 101 is written when the stream opens, with the code its metric label has (`none`);
+      // how the stream ended is its 'stream ended' line.
       const code = outcomeCode(status, exchange.errorCode);
-      // Written when the stream opens, before it has an outcome: no error code yet ('stream ended' follows).
-      finish(exchange, status, code, status === 101 ? null : code);
+      finish(exchange, status, code);
     },
     unroutedRefusal(refusal) {
       metrics.observeRequest(UNKNOWN_OPERATION.name, refusal.method, refusal.status, refusal.errorCode, 0);
