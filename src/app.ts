@@ -21,6 +21,7 @@ import { Errors, GatewayError } from './errors.js';
 import type { Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { keySetsFailure } from './auth/key-set.js';
+import { BodyBudget } from './body/budget.js';
 import { createLiveConfig, type LiveConfig } from './live/generations.js';
 import {
   IDENTITY_PROVIDER_CHANGES,
@@ -150,8 +151,12 @@ function connectUpstream(
 ) {
   const replicas = new UpstreamReplicas(config.upstream, upstreamUrl, log);
   metrics.watchReplicas(replicas);
+  // One budget for every body held in memory (limits is read at start: a reload keeps it).
+  const bodyBudget = new BodyBudget(config.limits);
+  metrics.watchBodyBuffer(() => bodyBudget.heldBytes);
   const forwarder = createForwarder({
     replicas,
+    bodyBudget,
     config,
     replacesTraceContext: trace.replacesTraceContext,
     // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
@@ -165,7 +170,7 @@ function connectUpstream(
       ),
   });
   metrics.watchUpstream(forwarder.load);
-  return { replicas, forwarder };
+  return { replicas, forwarder, bodyBudget };
 }
 
 /**
@@ -177,6 +182,7 @@ function startLiveConfig(
   config: GatewayConfig,
   { metrics, log, readiness, isTrustedProxy }: Surroundings,
   replicas: UpstreamReplicas,
+  bodyBudget: BodyBudget,
 ) {
   const live = createLiveConfig(config, {
     metrics,
@@ -185,6 +191,7 @@ function startLiveConfig(
     onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
     onAuthFailure: (reason: AuthFailureReason) => metrics.authFailure(reason),
     retireAfterMs: retireAfterMs(config),
+    bodyBudget,
   });
   const authenticator = live.current.authenticator;
   for (const warning of authenticator.settings.warnings) log.warn(warning);
@@ -274,7 +281,7 @@ function serveCalls(
             reply.raw.headersSent ? reply.raw.statusCode : 0,
           ),
         );
-      const judged = request.generation.enforceRequestRules(request);
+      const judged = request.generation.enforceRequestRules(request, reply);
       return judged === undefined ? answer(request, reply) : judged.then(() => answer(request, reply));
     },
   });
@@ -415,7 +422,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
   const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
   const api = createApiServer(config.server, config.limits, { listenerTls, telemetry: requestTelemetry });
-  const { replicas, forwarder } = connectUpstream(config, options.upstreamUrl, around, {
+  const { replicas, forwarder, bodyBudget } = connectUpstream(config, options.upstreamUrl, around, {
     replacesTraceContext: serverSpanPlugin !== undefined,
     propagateTraceContext,
   });
@@ -441,7 +448,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     shuttingDown: () => readiness.isShuttingDown,
     closing: () => shutdown.closing,
   });
-  const { live, reloads, participantIdps } = startLiveConfig(config, around, replicas);
+  const { live, reloads, participantIdps } = startLiveConfig(config, around, replicas, bodyBudget);
   api.addHook('onClose', () => live.close());
 
   // The one list. Authentication comes before any body is read and before the version cache, so an

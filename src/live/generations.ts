@@ -12,7 +12,7 @@ import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Exchange, Generation, Stage } from '../exchange/exchange.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler } from '../policy/cors.js';
-import { createPolicyStage } from '../policy/stage.js';
+import { createPolicyStage, type PolicyStageOptions } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
@@ -26,7 +26,7 @@ export interface LiveGeneration extends Generation {
   readonly protection: ProtectionStage;
 }
 
-export interface LiveConfigOptions extends ProtectionStageOptions {
+export interface LiveConfigOptions extends ProtectionStageOptions, PolicyStageOptions {
   readonly onKeySetFetch: (issuer: string, result: 'success' | 'failure') => void;
   readonly onAuthFailure: (reason: AuthFailureReason) => void;
   /** How long an old generation may still serve a call: its resources are closed after that. */
@@ -176,7 +176,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
           : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
       protect: protection.stage,
       authorize: policy.authorize,
-      enforceRequestRules: (request) => policy.enforceRequestRules(request),
+      enforceRequestRules: (request, reply) => policy.enforceRequestRules(request, reply),
       cors:
         previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
           ? previous.cors

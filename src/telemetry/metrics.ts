@@ -42,6 +42,7 @@ export const MetricNames = {
   configRestartRequired: 'ledger_gateway_config_restart_required',
   participantIdpRefreshes: 'ledger_gateway_participant_idp_refreshes_total',
   participantIdpsLeftOut: 'ledger_gateway_participant_idps_left_out',
+  bodyBufferBytes: 'ledger_gateway_body_buffer_bytes',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -144,6 +145,8 @@ export interface GatewayMetrics {
   watchConnections(open: () => number): void;
   /** Where the replica gauge and the failover counter read the upstream replicas (at scrape). */
   watchReplicas(replicas: ReplicaReport): void;
+  /** Where ledger_gateway_body_buffer_bytes reads the request bodies held in memory (at scrape). */
+  watchBodyBuffer(heldBytes: () => number): void;
 }
 
 /** What the replica metrics read: each replica's label (a configured name or its index, never a URL). */
@@ -381,6 +384,7 @@ type Watchers = Pick<
   | 'watchReadiness'
   | 'watchConnections'
   | 'watchReplicas'
+  | 'watchBodyBuffer'
 >;
 
 /** Gauges and counters read at scrape from counts other rooms keep (no cost on the request path). */
@@ -444,6 +448,10 @@ function scrapedMetrics(registry: Registry, counterName: CounterNamer): Watchers
     'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).',
     () => openStreams(),
   );
+  let bodyBufferBytes = () => 0;
+  gauge(MetricNames.bodyBufferBytes, 'Bytes of request bodies held in memory, against limits.bufferedBodyBytes.', () =>
+    bodyBufferBytes(),
+  );
   let openConnections = () => 0;
   gauge(MetricNames.connectionsOpen, 'Client connections open on the API listener (WebSocket streams included).', () =>
     openConnections(),
@@ -500,6 +508,9 @@ function scrapedMetrics(registry: Registry, counterName: CounterNamer): Watchers
     },
     watchReplicas(report) {
       replicas = report;
+    },
+    watchBodyBuffer(heldBytes) {
+      bodyBufferBytes = heldBytes;
     },
   };
 }
