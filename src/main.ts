@@ -134,6 +134,12 @@ async function main(): Promise<void> {
       'OTEL_PROPAGATORS names unknown propagators; they are ignored',
     );
   }
+  if (tracing !== undefined && tracing.unsupportedExporters.length > 0) {
+    log.warn(
+      { unsupported: tracing.unsupportedExporters, supported: 'otlp (http/protobuf, http/json), console, none' },
+      'OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_PROTOCOL names an exporter the gateway does not ship; ignored',
+    );
+  }
   if (loadedConfig.serviceLinks.length > 0) {
     log.warn(
       { variables: loadedConfig.serviceLinks },

@@ -16,6 +16,8 @@ export const OTEL_VARIABLES: ReadonlyArray<readonly [string, string]> = [
   ],
   ['OTEL_EXPORTER_OTLP_ENDPOINT', 'Where spans are exported (OTLP); setting it turns exporting on.'],
   ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'The same, for traces only.'],
+  ['OTEL_EXPORTER_OTLP_PROTOCOL', 'http/protobuf (default) or http/json; grpc is not shipped.'],
+  ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'The same, for traces only.'],
   ['OTEL_SERVICE_NAME', 'The service name on spans (default ledger-gateway).'],
   ['OTEL_RESOURCE_ATTRIBUTES', 'More resource attributes on spans (key=value,...).'],
 ];

@@ -8,6 +8,7 @@ import { parse } from 'yaml';
 import { ReloadMetricNames } from '../../src/live/reload.js';
 import { MetricNames } from '../../src/telemetry/metrics.js';
 import { promtool } from './prometheus-process.js';
+import { itNeeding } from '../helpers/tool-groups.js';
 
 const path = (relative: string) => fileURLToPath(new URL(`../../deploy/${relative}`, import.meta.url));
 
@@ -73,13 +74,13 @@ function metricNames(expression: string): string[] {
 }
 
 describe('deploy/prometheus/alerts.yaml', () => {
-  it('passes promtool check rules', async () => {
+  itNeeding('promtool', 'passes promtool check rules', async () => {
     const result = await promtool(['check', 'rules', path('prometheus/alerts.yaml')]);
     expect(result.output).toContain('SUCCESS');
     expect(result.code).toBe(0);
   });
 
-  it('passes its unit tests (promtool test rules)', async () => {
+  itNeeding('promtool', 'passes its unit tests (promtool test rules)', async () => {
     const result = await promtool(['test', 'rules', path('prometheus/alerts.test.yaml')]);
     expect(result.output).toContain('SUCCESS');
     expect(result.code).toBe(0);

@@ -1,4 +1,4 @@
-// fast-check arbitraries built from Canton's own OpenAPI specs (shared/canton/openapi-*.yaml), so the
+// fast-check arbitraries built from Canton's own OpenAPI specs (spec/canton/<version>/openapi.yaml), so the
 // property tests generate request bodies of the real shapes, every version. Refinements encode what
 // the participant additionally requires of a valid request (non-empty lists, positive offsets, ...);
 // they are the documented rules, not the schema. int64 values are bigints, written as raw digits.
@@ -33,7 +33,7 @@ export function loadSpec(version: SpecVersion): Spec {
   let spec = specs.get(version);
   if (spec === undefined) {
     const document = parse(
-      readFileSync(new URL(`../../../../shared/canton/openapi-${version}.yaml`, import.meta.url), 'utf8'),
+      readFileSync(new URL(`../../../spec/canton/${version}/openapi.yaml`, import.meta.url), 'utf8'),
     );
     spec = { version, paths: document.paths, schemas: document.components.schemas };
     specs.set(version, spec);
