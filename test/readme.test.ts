@@ -125,7 +125,7 @@ describe('README', () => {
     expect(block, 'a yaml block under "Running against a participant"').not.toBeNull();
     const config = validateGatewayConfig(parseYaml(block![1]!), 'README');
     expect(config.upstream.url).not.toBe('sandbox');
-    const auth = resolveAuthConfig(config);
+    const auth = resolveAuthConfig(config.auth, config.upstream.url);
     expect(auth.issuers.map((issuer) => issuer.source.kind)).toEqual(['jwksUrl']);
   });
 

@@ -10,6 +10,7 @@ import type { AuthFailureReason } from '../auth/failure.js';
 import { authenticationStage } from '../auth/hooks.js';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Exchange, Generation, Stage } from '../exchange/exchange.js';
+import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler } from '../policy/cors.js';
 import { createPolicyStage, type PolicyStageOptions } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
@@ -159,13 +160,14 @@ async function keysLoaded(authenticator: Authenticator, withinMs: number): Promi
 export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
   /** `own`: the config file's part of `config` (its issuers are the operator's, not the participant's). */
   function build(config: GatewayConfig, previous: LiveGeneration | undefined, own = base): LiveGeneration {
+    assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
     const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
     const configured = new Set(own.auth.issuers.map((issuer) => issuer.issuer));
     // The participant's IdPs' key sets are fetched on guarded connections (auth/jwks-hosts.ts).
     const guard = participantKeySets;
     const authenticator = sameAuth
       ? previous.authenticator
-      : createAuthenticator(config, {
+      : createAuthenticator(config.auth, config.upstream.url, {
           onKeySetFetch: options.onKeySetFetch,
           log: options.log,
           keySetDispatcher: (issuer) => (configured.has(issuer) ? undefined : guard),
@@ -173,14 +175,14 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
     let protection: ProtectionStage;
     try {
-      protection = sameProtection ? previous.protection : createProtectionStage(config, options);
+      protection = sameProtection ? previous.protection : createProtectionStage(config.protection, options);
     } catch (error) {
       if (!sameAuth) authenticator.close();
       throw error;
     }
     let policy: ReturnType<typeof createPolicyStage>;
     try {
-      policy = createPolicyStage(config, options);
+      policy = createPolicyStage(config.policy, config.limits, options);
     } catch (error) {
       if (!sameAuth) authenticator.close();
       if (!sameProtection) void protection.close();

@@ -134,7 +134,8 @@ const RENEW_BATCH = 256;
 /** Most failed releases kept for a retry (each one's lease lapses within leaseMs anyway). */
 const MAX_UNRELEASED = 10_000;
 
-export function createRedisStore(options: RedisStoreOptions): RedisStore {
+/** The client, its scripts defined; readiness changes reported to options.onReadyChange. */
+function connectRedis(options: RedisStoreOptions): { client: Redis; scripts: ScriptClient } {
   const client = new Redis(options.url, {
     connectionName: 'ledger-gateway',
     connectTimeout: options.connectTimeoutMs,
@@ -161,17 +162,27 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   client.defineCommand('ledgerGatewayRenew', { lua: RENEW });
   client.defineCommand('ledgerGatewayRelease', { lua: RELEASE });
   client.defineCommand('ledgerGatewayRefund', { lua: REFUND });
-  const scripts = client as unknown as ScriptClient;
+  return { client, scripts: client as unknown as ScriptClient };
+}
 
-  const prefix = options.keyPrefix;
+/** The slots this replica holds in Redis: renewed until released, releases retried, and the stall probe. */
+interface Leases {
+  /** Lease member -> its slot keys. */
+  readonly held: Map<string, readonly string[]>;
+  readonly stalled: boolean;
+  /** Ready and not stalled: commands may be sent. */
+  readonly answering: () => boolean;
+  /** A command failed: send nothing more until a PING answers. */
+  readonly stall: () => void;
+  readonly release: (member: string, keys: readonly string[]) => void;
+  close(): Promise<void>;
+}
+
+function keepLeases(client: Redis, scripts: ScriptClient, options: RedisStoreOptions): Leases {
   const leaseMs = String(options.leaseMs);
-  const instance = randomUUID();
-  let sequence = 0;
-  /** Lease member -> its slot keys: what this replica holds, renewed until released. */
   const held = new Map<string, readonly string[]>();
   /** Releases that failed while Redis was away: retried until the lease lapsed anyway (bounded). */
   const unreleased = new Map<string, { keys: readonly string[]; until: number }>();
-
   const isReady = () => client.status === 'ready';
 
   // A Redis that holds its connection open and answers nothing (frozen, a network black hole) keeps
@@ -268,9 +279,44 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   renewal.unref();
 
   return {
+    held,
+    get stalled() {
+      return stalled;
+    },
+    answering,
+    stall,
+    release: (member, keys) => sendRelease(member, keys),
+    async close() {
+      closed = true;
+      clearInterval(renewal);
+      if (probeTimer !== undefined) clearTimeout(probeTimer);
+      stalled = false;
+      // Best effort, bounded by commandTimeoutMs: free what is still held so other replicas need not wait for the leases.
+      if (isReady() && held.size > 0) {
+        await Promise.allSettled(
+          [...held].map(([member, keys]) => scripts.ledgerGatewayRelease(keys.length, ...keys, member)),
+        );
+      }
+      held.clear();
+      unreleased.clear();
+    },
+  };
+}
+
+export function createRedisStore(options: RedisStoreOptions): RedisStore {
+  const { client, scripts } = connectRedis(options);
+  const leases = keepLeases(client, scripts, options);
+  const { held, stall, answering } = leases;
+  const sendRelease = leases.release;
+  const prefix = options.keyPrefix;
+  const leaseMs = String(options.leaseMs);
+  const instance = randomUUID();
+  let sequence = 0;
+
+  return {
     async admit({ operation, caller, limits }: AdmissionQuery): Promise<StoreVerdict> {
-      if (!isReady()) throw new StoreUnavailableError(`Redis is ${client.status}`);
-      if (stalled) throw new StoreUnavailableError('Redis has not answered since a command failed (probing)');
+      if (client.status !== 'ready') throw new StoreUnavailableError(`Redis is ${client.status}`);
+      if (leases.stalled) throw new StoreUnavailableError('Redis has not answered since a command failed (probing)');
       const { rate: rateKey, callerSlots, operationSlots } = limitKeys(prefix, operation, caller);
       const perPrincipal = limits.maxInFlightPerPrincipal ?? 0;
       const perOperation = limits.maxInFlight ?? 0;
@@ -324,18 +370,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     },
     ready: answering, // 0 on ledger_gateway_protection_store_up while stalled too
     async close() {
-      closed = true;
-      clearInterval(renewal);
-      if (probeTimer !== undefined) clearTimeout(probeTimer);
-      stalled = false;
-      // Best effort, bounded by commandTimeoutMs: free what is still held so other replicas need not wait for the leases.
-      if (isReady() && held.size > 0) {
-        await Promise.allSettled(
-          [...held].map(([member, keys]) => scripts.ledgerGatewayRelease(keys.length, ...keys, member)),
-        );
-      }
-      held.clear();
-      unreleased.clear();
+      await leases.close();
       client.disconnect();
     },
     get heldLeases() {

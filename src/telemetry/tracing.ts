@@ -9,7 +9,7 @@
 // OTEL_TRACES_EXPORTER). One difference from the SDK's defaults: without an exporter named
 // (no OTEL_TRACES_EXPORTER, no OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) nothing is exported, instead
 // of sending to localhost:4318, and the SDK is not started at all: spans nobody receives cost a
-// fifth or more of a proxied call's CPU. Trace context is then propagated without a span
+// large share of a proxied call's CPU (docs/performance.md). Trace context is then propagated without a span
 // (src/trace-context.ts): continued, given to the participant and returned in `traceresponse`. Either
 // way the propagators are the ones OTEL_PROPAGATORS names (trace-context.ts builds them once).
 import { FastifyOtelInstrumentation } from '@fastify/otel';

@@ -48,6 +48,28 @@ export function requestSchemaName(spec: Spec, method: string, path: string): str
   return schema.$ref.split('/').pop()!;
 }
 
+/** The generated JSON request bodies of one route, as the spec describes them, refined. */
+export function requestBodies(
+  spec: Spec,
+  method: string,
+  path: string,
+  refinements: Refinements = {},
+): fc.Arbitrary<unknown> {
+  return schemaArbitrary(spec, requestSchemaName(spec, method, path), refinements);
+}
+
+/** The rule suites' shared setup: for every spec version, its spec and one route's generated bodies. */
+export function requestBodiesPerVersion(
+  method: string,
+  path: string,
+  refinements: Refinements = {},
+): ReadonlyArray<{ readonly version: SpecVersion; readonly spec: Spec; readonly bodies: fc.Arbitrary<unknown> }> {
+  return SPEC_VERSIONS.map((version) => {
+    const spec = loadSpec(version);
+    return { version, spec, bodies: requestBodies(spec, method, path, refinements) };
+  });
+}
+
 export const INT64_MAX = 2n ** 63n - 1n;
 export const INT32_MAX = 2 ** 31 - 1;
 
