@@ -13,7 +13,7 @@ module.exports = {
     {
       name: 'telemetry-not-to-proxy',
       severity: 'error',
-      comment: 'telemetry/ and proxy/ never import each other: what they share lives below both (error-codes.ts).',
+      comment: 'telemetry/ and proxy/ never import each other: what they share lives below both (errors.ts).',
       from: { path: '^src/telemetry/' },
       to: { path: '^src/proxy/' },
     },

@@ -6,7 +6,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { closingConnection, type GatewayError } from '../errors.js';
-import { ErrorCodeLabels } from '../error-codes.js';
+import { ErrorCodeLabels } from '../errors.js';
 import { combinedVary, gatewayHeaders, writeAnswerHead } from '../exchange/answer.js';
 import { answerObserverOf, type AnswerObserver } from '../exchange/answer-observer.js';
 import { onResponseClose } from '../exchange/response-close.js';

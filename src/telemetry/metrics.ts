@@ -2,7 +2,7 @@
 // Every label value comes from a bounded set: the route catalogue, the error catalogue, codes
 // that match Canton's code pattern (capped), a status number. Never a raw URL, a user or a token.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
-import { errorCodeLabeler } from '../error-codes.js';
+import { errorCodeLabeler } from '../errors.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 import { BUILD_VERSION } from './build-info.js';
 import { droppedLogLines } from './logging.js';

@@ -3,7 +3,7 @@
 // only) and, for a call, one ended server span.
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
-import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../error-codes.js';
+import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../errors.js';
 import type { Exchange, Stage } from '../exchange/exchange.js';
 import { UNKNOWN_OPERATION, type Operation } from '../operations.js';
 import { traceIdOf } from '../exchange/request-context.js';
