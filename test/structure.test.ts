@@ -1,6 +1,6 @@
 // The structure of src/ (issues 28 and 33; .dependency-cruiser.cjs): no import cycle, type-only
 // imports included; telemetry/ and proxy/ never import each other; nothing but main.ts imports the
-// sandbox; the stages (auth, protection, policy, cache, proxy) import no other stage and nothing above
+// sandbox; the stages (auth, protection, policy, cache, proxy, audit) import no other stage and nothing above
 // them; telemetry/ imports no stage; exchange/, body/ and config/ import none of the floors above.
 // The rules are also run on a small tree that breaks each of them, so that a rule which stopped
 // matching (a renamed folder, a changed option) cannot pass for a clean src/.
