@@ -157,67 +157,191 @@ async function keysLoaded(authenticator: Authenticator, withinMs: number): Promi
   return authenticator.ready();
 }
 
-export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
-  /** `own`: the config file's part of `config` (its issuers are the operator's, not the participant's). */
-  function build(config: GatewayConfig, previous: LiveGeneration | undefined, own = base): LiveGeneration {
-    assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
-    const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
-    const configured = new Set(own.auth.issuers.map((issuer) => issuer.issuer));
-    // The participant's IdPs' key sets are fetched on guarded connections (auth/jwks-hosts.ts).
-    const guard = participantKeySets;
-    const authenticator = sameAuth
-      ? previous.authenticator
-      : createAuthenticator(config.auth, config.upstream.url, {
-          onKeySetFetch: options.onKeySetFetch,
-          log: options.log,
-          keySetDispatcher: (issuer) => (configured.has(issuer) ? undefined : guard),
-        });
-    const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
-    let protection: ProtectionStage;
-    try {
-      protection = sameProtection ? previous.protection : createProtectionStage(config.protection, options);
-    } catch (error) {
-      if (!sameAuth) authenticator.close();
-      throw error;
-    }
-    let policy: ReturnType<typeof createPolicyStage>;
-    try {
-      policy = createPolicyStage(config.policy, config.limits, options);
-    } catch (error) {
-      if (!sameAuth) authenticator.close();
-      if (!sameProtection) void protection.close();
-      throw error;
-    }
-    return {
-      config,
-      fingerprint: configFingerprint(config),
-      authenticator,
-      protection,
-      // The unauthenticated budget is the protection section's: a new one (or new keys) makes a new stage.
-      authenticate:
-        sameAuth && sameProtection
-          ? previous.authenticate
-          : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
-      protect: protection.stage,
-      authorize: policy.authorize,
-      enforceRequestRules: (request, reply) => policy.enforceRequestRules(request, reply),
-      cors:
-        previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
-          ? previous.cors
-          : createCorsHandler(config.cors),
-      versionCache: config.versionCache,
-    };
-  }
+/** What a generation is built with besides its config: the options, and the participant's key-set connections. */
+interface GenerationInputs {
+  readonly options: LiveConfigOptions;
+  /** The participant's IdPs' key sets are fetched on guarded connections (auth/jwks-hosts.ts). */
+  readonly participantKeySets: Dispatcher | undefined;
+}
 
+/**
+ * A generation built from `config`, reusing what `previous` built from equal sections. `own`: the
+ * config file's part of `config` (its issuers are the operator's, not the participant's).
+ */
+function buildGeneration(
+  config: GatewayConfig,
+  previous: LiveGeneration | undefined,
+  own: GatewayConfig,
+  { options, participantKeySets }: GenerationInputs,
+): LiveGeneration {
+  assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
+  const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
+  const configured = new Set(own.auth.issuers.map((issuer) => issuer.issuer));
+  const authenticator = sameAuth
+    ? previous.authenticator
+    : createAuthenticator(config.auth, config.upstream.url, {
+        onKeySetFetch: options.onKeySetFetch,
+        log: options.log,
+        keySetDispatcher: (issuer) => (configured.has(issuer) ? undefined : participantKeySets),
+      });
+  const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
+  let protection: ProtectionStage;
+  try {
+    protection = sameProtection ? previous.protection : createProtectionStage(config.protection, options);
+  } catch (error) {
+    if (!sameAuth) authenticator.close();
+    throw error;
+  }
+  let policy: ReturnType<typeof createPolicyStage>;
+  try {
+    policy = createPolicyStage(config.policy, config.limits, options);
+  } catch (error) {
+    if (!sameAuth) authenticator.close();
+    if (!sameProtection) void protection.close();
+    throw error;
+  }
+  return {
+    config,
+    fingerprint: configFingerprint(config),
+    authenticator,
+    protection,
+    // The unauthenticated budget is the protection section's: a new one (or new keys) makes a new stage.
+    authenticate:
+      sameAuth && sameProtection
+        ? previous.authenticate
+        : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
+    protect: protection.stage,
+    authorize: policy.authorize,
+    enforceRequestRules: (request, reply) => policy.enforceRequestRules(request, reply),
+    cors:
+      previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
+        ? previous.cors
+        : createCorsHandler(config.cors),
+    versionCache: config.versionCache,
+  };
+}
+
+/** `config` with the participant's issuers added after its own; a configured issuer wins a conflict. */
+function withParticipantIssuers(
+  config: GatewayConfig,
+  extra: readonly IssuerConfig[],
+  log: LiveConfigOptions['log'],
+): GatewayConfig {
+  if (extra.length === 0) return config;
+  const configured = new Set(config.auth.issuers.map((issuer) => issuer.issuer));
+  const added = extra.filter((issuer) => {
+    if (!configured.has(issuer.issuer)) return true;
+    log.warn(
+      { issuer: issuer.issuer },
+      'a participant identity provider has the issuer of a configured one: the configured one is used',
+    );
+    return false;
+  });
+  return { ...config, auth: { ...config.auth, issuers: [...config.auth.issuers, ...added] } };
+}
+
+/** The issuers of `candidate` whose keys could not be loaded in time (none when it keeps `running`'s authenticator). */
+async function missingKeys(candidate: LiveGeneration, running: LiveGeneration): Promise<string[]> {
+  if (candidate.authenticator === running.authenticator) return [];
+  candidate.authenticator.start();
+  if (await keysLoaded(candidate.authenticator, keyWaitMs(candidate.config))) return [];
+  return candidate.authenticator.keySets.filter((keySet) => !keySet.ready()).map((keySet) => keySet.issuer);
+}
+
+/** Closes what `dropped` holds and `kept` does not (a candidate refused, or a generation retired). */
+async function closeUnshared(dropped: LiveGeneration, kept: LiveGeneration): Promise<void> {
+  if (dropped.authenticator !== kept.authenticator) dropped.authenticator.close();
+  if (dropped.protection !== kept.protection) await dropped.protection.close();
+}
+
+/**
+ * A candidate with the participant's `issuers` on `running`: those whose keys cannot be fetched are
+ * left out (logged, and named in `leftOut`) and the rest built again; throws when even that cannot serve.
+ */
+async function participantCandidate(
+  issuers: readonly IssuerConfig[],
+  candidateWith: (extra: readonly IssuerConfig[]) => LiveGeneration,
+  running: LiveGeneration,
+  log: LiveConfigOptions['log'],
+): Promise<{ candidate: LiveGeneration; trusted: readonly IssuerConfig[]; leftOut: string[] }> {
+  let trusted = issuers;
+  let candidate = candidateWith(trusted);
+  const missing = await missingKeys(candidate, running);
+  const leftOut = missing.filter((name) => issuers.some((issuer) => issuer.issuer === name));
+  if (missing.length > 0) {
+    if (leftOut.length > 0)
+      log.warn({ issuers: leftOut }, 'participant identity providers left out: their keys could not be fetched');
+    await closeUnshared(candidate, running);
+    trusted = trusted.filter((issuer) => !leftOut.includes(issuer.issuer));
+    candidate = candidateWith(trusted);
+    if ((await missingKeys(candidate, running)).length > 0) {
+      await closeUnshared(candidate, running);
+      throw new Error("the configured issuers' keys could not be fetched");
+    }
+  }
+  return { candidate, trusted, leftOut };
+}
+
+/** The key paths of `next` that differ from `running` and need a restart. */
+function restartOnlyPaths(running: GatewayConfig, next: GatewayConfig): string[] {
+  const changed: string[] = [];
+  const runningKeys = running as unknown as Record<string, unknown>;
+  const wanted = next as unknown as Record<string, unknown>;
+  for (const key of Object.keys({ ...runningKeys, ...wanted }).sort()) {
+    if ((LIVE_SECTIONS as readonly string[]).includes(key)) continue;
+    differingPaths(runningKeys[key], wanted[key], [key], changed);
+  }
+  for (const path of RESTART_ONLY_IN_LIVE) {
+    const pick = (config: Record<string, unknown>) =>
+      path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], config);
+    differingPaths(pick(runningKeys), pick(wanted), [...path], changed);
+  }
+  return changed;
+}
+
+/**
+ * Old generations waiting to be closed: each once no call can still be running under it
+ * (`afterMs`), or at once on close().
+ */
+function retiredGenerations(afterMs: number) {
+  const retiring = new Map<NodeJS.Timeout, () => Promise<void>>();
+  return {
+    /** Closes what `old` holds and `next` does not, after `afterMs`. */
+    retire(old: LiveGeneration, next: LiveGeneration): void {
+      const closeOld = () => closeUnshared(old, next);
+      const timer = setTimeout(() => {
+        retiring.delete(timer);
+        void closeOld();
+      }, afterMs);
+      timer.unref();
+      retiring.set(timer, closeOld);
+    },
+    async closeAll(): Promise<void> {
+      const pending = [...retiring];
+      retiring.clear();
+      await Promise.allSettled(
+        pending.map(([timer, closeOld]) => {
+          clearTimeout(timer);
+          return closeOld();
+        }),
+      );
+    },
+  };
+}
+
+export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
+  const inputs = { options, participantKeySets: undefined as Dispatcher | undefined };
   // The config from the file (its live sections as last applied), and the participant's issuers.
   let base = initial;
   let participantIssuers: readonly IssuerConfig[] = [];
-  let participantKeySets: Dispatcher | undefined;
-  let current = build(initial, undefined);
+  let current = buildGeneration(initial, undefined, initial, inputs);
   let gate: AuthenticationGate | undefined;
   let retiredSignatureChecks = 0;
-  const retiring = new Map<NodeJS.Timeout, () => Promise<void>>();
+  const retired = retiredGenerations(options.retireAfterMs);
   const swapListeners: Array<(next: LiveGeneration, previous: LiveGeneration) => void> = [];
+  /** A candidate from `base` (or `own`) with these participant issuers, on the current generation. */
+  const candidateWith = (extra: readonly IssuerConfig[], own = base) =>
+    buildGeneration(withParticipantIssuers(own, extra, options.log), current, own, inputs);
 
   // A reload and a change of the participant's issuers each build on the current generation: one at a time.
   let queue: Promise<unknown> = Promise.resolve();
@@ -227,55 +351,14 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     return run;
   }
 
-  /** `config` with the participant's issuers added after its own; a configured issuer wins a conflict. */
-  function composed(config: GatewayConfig, extra: readonly IssuerConfig[]): GatewayConfig {
-    if (extra.length === 0) return config;
-    const configured = new Set(config.auth.issuers.map((issuer) => issuer.issuer));
-    const added = extra.filter((issuer) => {
-      if (!configured.has(issuer.issuer)) return true;
-      options.log.warn(
-        { issuer: issuer.issuer },
-        'a participant identity provider has the issuer of a configured one: the configured one is used',
-      );
-      return false;
-    });
-    return { ...config, auth: { ...config.auth, issuers: [...config.auth.issuers, ...added] } };
-  }
-
-  /** The issuers of `candidate` whose keys could not be loaded in time (none when it keeps the current authenticator). */
-  async function missingKeys(candidate: LiveGeneration): Promise<string[]> {
-    if (candidate.authenticator === current.authenticator) return [];
-    candidate.authenticator.start();
-    if (await keysLoaded(candidate.authenticator, keyWaitMs(candidate.config))) return [];
-    return candidate.authenticator.keySets.filter((keySet) => !keySet.ready()).map((keySet) => keySet.issuer);
-  }
-
-  async function discard(candidate: LiveGeneration): Promise<void> {
-    if (candidate.authenticator !== current.authenticator) candidate.authenticator.close();
-    if (candidate.protection !== current.protection) await candidate.protection.close();
-  }
-
+  /** `candidate` becomes current: the old one retires, its signature checks kept in the count. */
   function swap(candidate: LiveGeneration): LiveGeneration {
     const old = current;
     if (old.authenticator !== candidate.authenticator) retiredSignatureChecks += old.authenticator.signatureChecks;
     current = candidate;
-    retire(old, candidate);
+    retired.retire(old, candidate);
     for (const listener of swapListeners) listener(candidate, old);
     return candidate;
-  }
-
-  /** Closes what `old` holds and `next` does not, once no call can still be running under `old`. */
-  function retire(old: LiveGeneration, next: LiveGeneration): void {
-    const closeOld = async () => {
-      if (old.authenticator !== next.authenticator) old.authenticator.close();
-      if (old.protection !== next.protection) await old.protection.close();
-    };
-    const timer = setTimeout(() => {
-      retiring.delete(timer);
-      void closeOld();
-    }, options.retireAfterMs);
-    timer.unref();
-    retiring.set(timer, closeOld);
   }
 
   return {
@@ -300,7 +383,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       gate = next;
     },
     fetchParticipantKeySetsOn(dispatcher) {
-      participantKeySets = dispatcher;
+      inputs.participantKeySets = dispatcher;
     },
     onSwap(listener) {
       swapListeners.push(listener);
@@ -312,10 +395,10 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         const nextBase = effectiveConfig(base, next);
         // Turned off by this reload: the participant's issuers leave in the same swap.
         const extra = nextBase.auth.participantIdentityProviders.enabled ? participantIssuers : [];
-        const candidate = build(composed(nextBase, extra), current, nextBase);
-        const missing = await missingKeys(candidate);
+        const candidate = candidateWith(extra, nextBase);
+        const missing = await missingKeys(candidate, current);
         if (missing.length > 0) {
-          await discard(candidate);
+          await closeUnshared(candidate, current);
           throw new Error(`the keys of ${missing.join(', ')} could not be fetched; the reload is refused`);
         }
         base = nextBase;
@@ -326,53 +409,20 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       serialized(async () => {
         // A list that was on its way when a reload turned the participant's IdPs off.
         if (!base.auth.participantIdentityProviders.enabled) return { generation: current, leftOut: [] };
-        let wanted = issuers;
-        let candidate = build(composed(base, wanted), current);
-        const missing = await missingKeys(candidate);
-        const leftOut = missing.filter((name) => issuers.some((issuer) => issuer.issuer === name));
-        if (missing.length > 0) {
-          if (leftOut.length > 0)
-            options.log.warn(
-              { issuers: leftOut },
-              'participant identity providers left out: their keys could not be fetched',
-            );
-          await discard(candidate);
-          wanted = wanted.filter((issuer) => !leftOut.includes(issuer.issuer));
-          candidate = build(composed(base, wanted), current);
-          if ((await missingKeys(candidate)).length > 0) {
-            await discard(candidate);
-            throw new Error("the configured issuers' keys could not be fetched");
-          }
-        }
-        participantIssuers = wanted;
+        const { candidate, trusted, leftOut } = await participantCandidate(
+          issuers,
+          candidateWith,
+          current,
+          options.log,
+        );
+        participantIssuers = trusted;
         return { generation: swap(candidate), leftOut };
       }),
-    restartOnlyChanges(next) {
-      const changed: string[] = [];
-      const running = current.config as unknown as Record<string, unknown>;
-      const wanted = next as unknown as Record<string, unknown>;
-      for (const key of Object.keys({ ...running, ...wanted }).sort()) {
-        if ((LIVE_SECTIONS as readonly string[]).includes(key)) continue;
-        differingPaths(running[key], wanted[key], [key], changed);
-      }
-      for (const path of RESTART_ONLY_IN_LIVE) {
-        const pick = (config: Record<string, unknown>) =>
-          path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], config);
-        differingPaths(pick(running), pick(wanted), [...path], changed);
-      }
-      return changed;
-    },
+    restartOnlyChanges: (next) => restartOnlyPaths(current.config, next),
     async close() {
       current.authenticator.close();
       await current.protection.close();
-      const pending = [...retiring];
-      retiring.clear();
-      await Promise.allSettled(
-        pending.map(([timer, closeOld]) => {
-          clearTimeout(timer);
-          return closeOld();
-        }),
-      );
+      await retired.closeAll();
     },
   };
 }
