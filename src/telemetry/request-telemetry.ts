@@ -3,6 +3,7 @@
 // only) and, for a call, one ended server span.
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
+import type { SpanContext } from '@opentelemetry/api';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../errors.js';
 import type { Exchange, Stage } from '../exchange/exchange.js';
 import { UNKNOWN_OPERATION, type Operation } from '../operations.js';
@@ -85,6 +86,136 @@ export interface RequestTelemetry {
   cutOff(): void;
 }
 
+/** The exchange's state, set by begin (undefined for an exchange that never began). */
+function stateOf(exchange: Exchange): RequestState | undefined {
+  return (exchange as WithState)[kState];
+}
+
+function noteRefusal(exchange: Exchange, reason: string): void {
+  const state = stateOf(exchange);
+  if (state !== undefined) state.reason = scrubSecrets(String(reason)); // a non-string reason must not throw here
+}
+
+function noteUpstream(exchange: Exchange, seconds: number, replica: string): void {
+  const state = stateOf(exchange);
+  if (state === undefined) return;
+  state.upstreamMs = Math.round(seconds * 1e6) / 1e3;
+  state.upstreamReplica = replica;
+}
+
+/**
+ * Continues the caller's trace by hand, or reads the server span's context, for the traceresponse
+ * header. An upgrade has no server span (Fastify's hooks never see it): its trace is continued without one.
+ */
+function startTrace(exchange: Exchange, propagateTraceContext: boolean): void {
+  if (propagateTraceContext || exchange.kind === 'upgrade') {
+    const context = continueTrace(exchange.raw.headers);
+    exchange.traceContext = context;
+    exchange.traceresponse = formatTraceparent(context);
+  } else {
+    const spanContext = serverSpanContextOf(exchange);
+    if (spanContext !== undefined) exchange.traceresponse = traceresponse(spanContext);
+  }
+}
+
+/**
+ * The answer was broken off by the participant, or ended by the gateway because its client stopped
+ * reading: that ends the connection too, but it is not the client leaving.
+ */
+function answerCut(exchange: Exchange): boolean {
+  return (
+    exchange.errorCode === ErrorCodeLabels.upstreamAnswerBroken || exchange.errorCode === ErrorCodeLabels.clientStalled
+  );
+}
+
+/**
+ * A closed call's status (finishCall): its client gone (`clientLeft`), or `cutOff` by the gateway at
+ * shutdown, which is a 5xx unless an answer was under way.
+ */
+function callStatus(response: ServerResponse, clientLeft: boolean, cutOff: boolean, cut: boolean): number {
+  if (cutOff) return response.headersSent ? response.statusCode : 503;
+  return clientLeft && !cut ? CLIENT_CLOSED_STATUS : response.statusCode;
+}
+
+/** The code of a closed call, from the same facts as its callStatus. */
+function callCode(exchange: Exchange, status: number, clientLeft: boolean, cutOff: boolean, cut: boolean): string {
+  if (cut) return exchange.errorCode!;
+  if (cutOff) return ErrorCodeLabels.shutdownGraceElapsed;
+  return clientLeft ? ErrorCodeLabels.clientClosedRequest : outcomeCode(status, exchange.errorCode);
+}
+
+/** Ends a call's server span, named by its route, when tracing exports one (the attributes are built only then). */
+function endSpan(
+  exchange: Exchange,
+  operation: Operation | undefined,
+  operationName: string,
+  method: string,
+  status: number,
+  code: string,
+): void {
+  if (serverSpanOf(exchange) === undefined) return;
+  endServerSpan(exchange, operation === undefined ? method : `${method} ${operation.template}`, {
+    [SpanAttributes.operation]: operationName,
+    [SpanAttributes.errorCode]: code,
+    [SpanAttributes.status]: status,
+    ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
+  });
+}
+
+/** The exchange's one log line: fixed fields only (the reason was scrubbed when noted). */
+function requestLine(
+  exchange: Exchange,
+  state: RequestState,
+  accessLog: AccessLog | undefined,
+  operationName: string,
+  status: number,
+  code: string,
+  seconds: number,
+  spanContext: SpanContext | undefined,
+): RequestLine {
+  const propagated = exchange.traceContext;
+  return {
+    reqId: exchange.id,
+    operation: operationName,
+    method: exchange.raw.method!,
+    status,
+    errorCode: code,
+    durationMs: Math.round(seconds * 1e6) / 1e3,
+    traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
+    spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
+    ...(state.reason !== undefined && { reason: state.reason }),
+    // A plain property, not a second spread: the line's object stays one fast literal.
+    access:
+      accessLog === undefined
+        ? undefined
+        : accessLog.fields(exchange, {
+            startedAt: performance.timeOrigin + state.started,
+            upstreamMs: state.upstreamMs,
+            upstreamReplica: state.upstreamReplica,
+          }),
+  };
+}
+
+/** Counts and logs a refusal that had no exchange, as operation unknown. */
+function countUnroutedRefusal(
+  metrics: GatewayMetrics,
+  writeLine: ((line: RequestLine) => void) | undefined,
+  refusal: UnroutedRefusal,
+): void {
+  metrics.observeRequest(UNKNOWN_OPERATION.name, refusal.method, refusal.status, refusal.errorCode, 0);
+  writeLine?.({
+    reqId: refusal.id,
+    operation: UNKNOWN_OPERATION.name,
+    method: refusal.method,
+    status: refusal.status,
+    errorCode: refusal.errorCode,
+    durationMs: 0,
+    traceId: null,
+    spanId: null,
+    reason: scrubSecrets(refusal.reason),
+  });
+}
+
 export function createRequestTelemetry(
   metrics: GatewayMetrics,
   options: RequestTelemetryOptions = {},
@@ -97,48 +228,24 @@ export function createRequestTelemetry(
   /** A call's outcome, read from its response once it closed (answered, or its client gone). */
   function finishCall(exchange: Exchange, response: ServerResponse): void {
     const clientLeft = !response.writableFinished;
-    // An answer the participant broke off, or one the gateway ended because its client stopped
-    // reading, ends the connection too, but it is not the client leaving.
-    // Cut when the shutdown grace ended: the gateway's doing, so a 5xx unless an answer was under way.
-    // It wins over UPSTREAM_ANSWER_BROKEN, which the upstream pool's destruction at close reports
-    // for an answer under way before the client's socket close is seen.
+    // Cut when the shutdown grace ended: the gateway's doing. It wins over UPSTREAM_ANSWER_BROKEN, which
+    // the upstream pool's destruction at close reports for an answer under way before the client's
+    // socket close is seen.
     const cutOff = clientLeft && cuttingOff && exchange.errorCode !== ErrorCodeLabels.clientStalled;
-    const cut =
-      !cutOff &&
-      clientLeft &&
-      (exchange.errorCode === ErrorCodeLabels.upstreamAnswerBroken ||
-        exchange.errorCode === ErrorCodeLabels.clientStalled);
-    const status = cutOff
-      ? response.headersSent
-        ? response.statusCode
-        : 503
-      : clientLeft && !cut
-        ? CLIENT_CLOSED_STATUS
-        : response.statusCode;
-    const code = cut
-      ? exchange.errorCode!
-      : cutOff
-        ? ErrorCodeLabels.shutdownGraceElapsed
-        : clientLeft
-          ? ErrorCodeLabels.clientClosedRequest
-          : outcomeCode(status, exchange.errorCode);
-    finish(exchange, status, code);
+    const cut = !cutOff && clientLeft && answerCut(exchange);
+    const status = callStatus(response, clientLeft, cutOff, cut);
+    finish(exchange, status, callCode(exchange, status, clientLeft, cutOff, cut));
   }
 
   /** An upgrade whose socket closed before it was answered: its client left, or the gateway cut it at shutdown. */
   function finishUnanswered(exchange: Exchange): void {
-    if (cuttingOff) {
-      const code = ErrorCodeLabels.shutdownGraceElapsed;
-      finish(exchange, 503, code);
-    } else {
-      const code = ErrorCodeLabels.clientClosedRequest;
-      finish(exchange, CLIENT_CLOSED_STATUS, code);
-    }
+    if (cuttingOff) finish(exchange, 503, ErrorCodeLabels.shutdownGraceElapsed);
+    else finish(exchange, CLIENT_CLOSED_STATUS, ErrorCodeLabels.clientClosedRequest);
   }
 
   /** The one observation and the one line, with the same code. */
   function finish(exchange: Exchange, status: number, code: string): void {
-    const state = (exchange as WithState)[kState];
+    const state = stateOf(exchange);
     if (state === undefined || state.finished) return;
     state.finished = true;
     if (state.inflightOperation !== undefined) metrics.inflight(state.inflightOperation, -1);
@@ -156,40 +263,13 @@ export function createRequestTelemetry(
       seconds,
       metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
     );
-
+    // The span's ids are read before it ends: the line carries them.
     const propagated = exchange.traceContext;
     const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
-    // The attributes are built only for a span that exists (a call's, with tracing exporting).
-    if (propagated === undefined && serverSpanOf(exchange) !== undefined)
-      endServerSpan(exchange, operation === undefined ? method : `${method} ${operation.template}`, {
-        [SpanAttributes.operation]: operationName,
-        [SpanAttributes.errorCode]: code,
-        [SpanAttributes.status]: status,
-        ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
-      });
+    if (propagated === undefined) endSpan(exchange, operation, operationName, method, status, code);
     // A sampled-out success writes no line (log.access.successSampleRatio); a refusal always does.
     if (writeLine === undefined || (accessLog !== undefined && !accessLog.keeps(status))) return;
-    // Fixed fields only; the reason was scrubbed when noted.
-    writeLine({
-      reqId: exchange.id,
-      operation: operationName,
-      method,
-      status,
-      errorCode: code,
-      durationMs: Math.round(seconds * 1e6) / 1e3,
-      traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
-      spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
-      ...(state.reason !== undefined && { reason: state.reason }),
-      // A plain property, not a second spread: the line's object stays one fast literal.
-      access:
-        accessLog === undefined
-          ? undefined
-          : accessLog.fields(exchange, {
-              startedAt: performance.timeOrigin + state.started,
-              upstreamMs: state.upstreamMs,
-              upstreamReplica: state.upstreamReplica,
-            }),
-    });
+    writeLine(requestLine(exchange, state, accessLog, operationName, status, code, seconds, spanContext));
   }
 
   return {
@@ -202,15 +282,7 @@ export function createRequestTelemetry(
         finished: false,
         reason: undefined,
       };
-      // An upgrade has no server span (Fastify's hooks never see it): its trace is continued without one.
-      if (propagateTraceContext || exchange.kind === 'upgrade') {
-        const context = continueTrace(exchange.raw.headers);
-        exchange.traceContext = context;
-        exchange.traceresponse = formatTraceparent(context);
-      } else {
-        const spanContext = serverSpanContextOf(exchange);
-        if (spanContext !== undefined) exchange.traceresponse = traceresponse(spanContext);
-      }
+      startTrace(exchange, propagateTraceContext);
       // A call's response closes once its answer is complete, or when its client left before that;
       // an upgrade is answered before its socket closes (upgradeAnswered), unless its client leaves.
       const lifeline = exchange.lifeline;
@@ -218,44 +290,22 @@ export function createRequestTelemetry(
       else onResponseClose(lifeline, () => finishUnanswered(exchange));
     },
     enter(exchange) {
-      const state = (exchange as WithState)[kState];
+      const state = stateOf(exchange);
       if (state === undefined || state.inflightOperation !== undefined) return;
       state.inflightOperation = exchange.operation.name;
       metrics.inflight(state.inflightOperation, 1);
     },
-    noteRefusal(exchange, reason) {
-      const state = (exchange as WithState)[kState];
-      if (state !== undefined) state.reason = scrubSecrets(String(reason)); // a non-string reason must not throw here
-    },
-    noteUpstream(exchange, seconds, replica) {
-      const state = (exchange as WithState)[kState];
-      if (state === undefined) return;
-      state.upstreamMs = Math.round(seconds * 1e6) / 1e3;
-      state.upstreamReplica = replica;
-    },
+    noteRefusal,
+    noteUpstream,
     setAccessLog(next) {
       accessLog = next;
     },
     upgradeAnswered(exchange, status) {
       // A 101 is written when the stream opens, with the code its metric label has (`none`);
       // how the stream ended is its 'stream ended' line.
-      const code = outcomeCode(status, exchange.errorCode);
-      finish(exchange, status, code);
+      finish(exchange, status, outcomeCode(status, exchange.errorCode));
     },
-    unroutedRefusal(refusal) {
-      metrics.observeRequest(UNKNOWN_OPERATION.name, refusal.method, refusal.status, refusal.errorCode, 0);
-      writeLine?.({
-        reqId: refusal.id,
-        operation: UNKNOWN_OPERATION.name,
-        method: refusal.method,
-        status: refusal.status,
-        errorCode: refusal.errorCode,
-        durationMs: 0,
-        traceId: null,
-        spanId: null,
-        reason: scrubSecrets(refusal.reason),
-      });
-    },
+    unroutedRefusal: (refusal) => countUnroutedRefusal(metrics, writeLine, refusal),
     cutOff() {
       cuttingOff = true;
     },
