@@ -9,7 +9,7 @@ import { checkTokenShape, type TokenSource } from './extract.js';
 import { AuthFailure } from './failure.js';
 import { createKeySet, type KeySet, type RemoteKeySetOptions } from './key-set.js';
 import { TokenCache, tokenCacheKey, type Connection } from './token-cache.js';
-import { createTokenVerifier, failureOfJoseError, type VerifiedToken } from './verify.js';
+import { createTokenVerifier, failureOfJoseError, type TokenVerifier, type VerifiedToken } from './verify.js';
 
 export interface Authenticator {
   /** The principal a token proves; rejects with AuthFailure. */
@@ -66,21 +66,14 @@ interface PendingVerification {
   readonly outcome: Promise<VerifiedToken>;
 }
 
-/** Throws a ConfigError when the auth section cannot work (auth/config.ts; upstreamUrl is upstream.url). */
-export function createAuthenticator(
-  auth: AuthConfig,
-  upstreamUrl: string,
-  options: AuthenticatorOptions = {},
-): Authenticator {
-  const settings = resolveAuthConfig(auth, upstreamUrl);
-  const now = options.now ?? Date.now;
-  const cache = new TokenCache({
-    maxEntries: settings.tokenCache.maxEntries,
-    negativeTtlMs: settings.tokenCache.negativeTtlMs,
-    clockToleranceSeconds: settings.clockToleranceSeconds,
-    now,
-  });
-  const keySets = settings.issuers.map((issuer) =>
+/** One key set per issuer, in the settings' order; a key withdrawn from one empties the token cache. */
+function issuerKeySets(
+  settings: ResolvedAuth,
+  cache: TokenCache,
+  options: AuthenticatorOptions,
+  now: () => number,
+): KeySet[] {
+  return settings.issuers.map((issuer) =>
     createKeySet(issuer.issuer, issuer.source, {
       fetchTimeoutMs: settings.keySets.fetchTimeoutMs,
       refreshIntervalMs: settings.keySets.refreshIntervalMs,
@@ -93,17 +86,17 @@ export function createAuthenticator(
       dispatcher: options.keySetDispatcher?.(issuer.issuer),
     }),
   );
-  const issuerNames = new Set(settings.issuers.map((issuer) => issuer.issuer));
-  const verifier = createTokenVerifier(
-    settings.issuers.map((issuer, index) => ({ config: issuer, keySet: keySets[index]! })),
-    settings,
-    now,
-  );
-  // Concurrent requests with the same new token share one verification, if it started in the cache's
-  // current generation: one that started before a key was withdrawn may be checking with that key.
+}
+
+/**
+ * Signature checks of tokens the cache does not know. Concurrent requests with the same new token
+ * share one verification, if it started in the cache's current generation: one that started before
+ * a key was withdrawn may be checking with that key.
+ */
+function sharedVerifications(cache: TokenCache, verifier: TokenVerifier) {
   const inflight = new Map<string, PendingVerification>();
 
-  /** Verifies a token the cache does not know; the outcome is stored only if no key was withdrawn meanwhile. */
+  /** Verifies a token; the outcome is stored only if no key was withdrawn meanwhile. */
   function startVerification(token: string, key: string): PendingVerification {
     const generation = cache.generation;
     const pending: PendingVerification = {
@@ -128,6 +121,36 @@ export function createAuthenticator(
     inflight.set(key, pending);
     return pending;
   }
+
+  /** The verification of `token` (`key`: its cache key) under way in this generation, or a new one. */
+  return (token: string, key: string): PendingVerification => {
+    const pending = inflight.get(key);
+    return pending === undefined || pending.generation !== cache.generation ? startVerification(token, key) : pending;
+  };
+}
+
+/** Throws a ConfigError when the auth section cannot work (auth/config.ts; upstreamUrl is upstream.url). */
+export function createAuthenticator(
+  auth: AuthConfig,
+  upstreamUrl: string,
+  options: AuthenticatorOptions = {},
+): Authenticator {
+  const settings = resolveAuthConfig(auth, upstreamUrl);
+  const now = options.now ?? Date.now;
+  const cache = new TokenCache({
+    maxEntries: settings.tokenCache.maxEntries,
+    negativeTtlMs: settings.tokenCache.negativeTtlMs,
+    clockToleranceSeconds: settings.clockToleranceSeconds,
+    now,
+  });
+  const keySets = issuerKeySets(settings, cache, options, now);
+  const issuerNames = new Set(settings.issuers.map((issuer) => issuer.issuer));
+  const verifier = createTokenVerifier(
+    settings.issuers.map((issuer, index) => ({ config: issuer, keySet: keySets[index]! })),
+    settings,
+    now,
+  );
+  const verificationOf = sharedVerifications(cache, verifier);
 
   function principalOf(
     token: string,
@@ -167,9 +190,7 @@ export function createAuthenticator(
   ): Principal | Promise<Principal> {
     if (refused !== undefined) throw refused;
     checkTokenShape(token, source);
-    let pending = inflight.get(key);
-    if (pending === undefined || pending.generation !== cache.generation) pending = startVerification(token, key);
-    const { generation, outcome } = pending;
+    const { generation, outcome } = verificationOf(token, key);
     return outcome.then((verified) => {
       if (connection !== undefined) cache.rememberOn(connection, credential, verified, generation);
       return verified.principal;
