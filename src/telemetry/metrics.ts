@@ -394,75 +394,135 @@ type Watchers = Pick<
   | 'watchBodyBuffer'
 >;
 
+/** A gauge whose one value is read at each scrape. */
+function scrapedGauge(registry: Registry, name: string, help: string, read: () => number): void {
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      this.set(read());
+    },
+  });
+}
+
+/** A counter that reports, at each scrape, how far a count kept elsewhere has grown. */
+function countedElsewhere(
+  registry: Registry,
+  counterName: CounterNamer,
+  name: string,
+  help: string,
+  read: () => number,
+): void {
+  let reported = 0;
+  new Counter({
+    name: counterName(name),
+    help,
+    registers: [registry],
+    collect() {
+      const now = read();
+      if (now > reported) this.inc(now - reported);
+      reported = now;
+    },
+  });
+}
+
 /** Gauges and counters read at scrape from counts other rooms keep (no cost on the request path). */
 function scrapedMetrics(registry: Registry, counterName: CounterNamer): Watchers {
-  /** A gauge whose one value is read at each scrape. */
-  const gauge = (name: string, help: string, read: () => number) =>
-    new Gauge({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.set(read());
-      },
-    });
-  /** A counter that reports, at each scrape, how far a count kept elsewhere has grown. */
-  const countedElsewhere = (name: string, help: string, read: () => number) => {
-    let reported = 0;
-    new Counter({
-      name: counterName(name),
-      help,
-      registers: [registry],
-      collect() {
-        const now = read();
-        if (now > reported) this.inc(now - reported);
-        reported = now;
-      },
-    });
-  };
-
   let signatureChecks = () => 0;
   countedElsewhere(
+    registry,
+    counterName,
     MetricNames.tokenSignatureChecks,
     'Token signature verifications; a verified-token cache hit costs none, so this grows with new tokens, not with calls.',
     () => signatureChecks(),
   );
   countedElsewhere(
+    registry,
+    counterName,
     MetricNames.logLinesDropped,
     'Log lines dropped because stdout did not take them and 16 MiB of lines were already waiting for it.',
     droppedLogLines,
   );
   let protectionStoreReady = () => true;
-  gauge(
+  scrapedGauge(
+    registry,
     MetricNames.protectionStoreUp,
     '1 while the limit store answers (always, in memory); 0 while Redis is unreachable and protection.failMode applies.',
     () => (protectionStoreReady() ? 1 : 0),
   );
+  // Registered after those, in this order: the exposition lists them as before.
+  return {
+    watchSignatureChecks(count) {
+      signatureChecks = count;
+    },
+    watchProtectionStore(ready) {
+      protectionStoreReady = ready;
+    },
+    ...loadMetrics(registry),
+    ...healthMetrics(registry, counterName),
+  };
+}
+
+/** What the gateway holds now: upstream calls, streams, body bytes, client connections (read at scrape). */
+function loadMetrics(
+  registry: Registry,
+): Pick<GatewayMetrics, 'watchUpstream' | 'watchWebSocketStreams' | 'watchBodyBuffer' | 'watchConnections'> {
   let upstreamLoad = () => ({ inFlight: 0, queued: 0 });
-  gauge(
+  scrapedGauge(
+    registry,
     MetricNames.upstreamCallsInFlight,
     "Calls handed to the participant's connection pool, at most upstream.connections (version fetches included).",
     () => upstreamLoad().inFlight,
   );
-  gauge(
+  scrapedGauge(
+    registry,
     MetricNames.upstreamCallsQueued,
     'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.',
     () => upstreamLoad().queued,
   );
   let openStreams = () => 0;
-  gauge(
+  scrapedGauge(
+    registry,
     MetricNames.webSocketStreamsOpen,
     'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).',
     () => openStreams(),
   );
   let bodyBufferBytes = () => 0;
-  gauge(MetricNames.bodyBufferBytes, 'Bytes of request bodies held in memory, against limits.bufferedBodyBytes.', () =>
-    bodyBufferBytes(),
+  scrapedGauge(
+    registry,
+    MetricNames.bodyBufferBytes,
+    'Bytes of request bodies held in memory, against limits.bufferedBodyBytes.',
+    () => bodyBufferBytes(),
   );
   let openConnections = () => 0;
-  gauge(MetricNames.connectionsOpen, 'Client connections open on the API listener (WebSocket streams included).', () =>
-    openConnections(),
+  scrapedGauge(
+    registry,
+    MetricNames.connectionsOpen,
+    'Client connections open on the API listener (WebSocket streams included).',
+    () => openConnections(),
   );
+  return {
+    watchUpstream(load) {
+      upstreamLoad = load;
+    },
+    watchWebSocketStreams(open) {
+      openStreams = open;
+    },
+    watchBodyBuffer(heldBytes) {
+      bodyBufferBytes = heldBytes;
+    },
+    watchConnections(open) {
+      openConnections = open;
+    },
+  };
+}
+
+/** The participant's replicas (up, failovers) and the readiness checks, by label (read at scrape). */
+function healthMetrics(
+  registry: Registry,
+  counterName: CounterNamer,
+): Pick<GatewayMetrics, 'watchReplicas' | 'watchReadiness'> {
   let replicas: ReplicaReport = { states: () => [], failovers: 0 };
   new Gauge({
     name: MetricNames.upstreamReplicaUp,
@@ -476,6 +536,8 @@ function scrapedMetrics(registry: Registry, counterName: CounterNamer): Watchers
     },
   });
   countedElsewhere(
+    registry,
+    counterName,
     MetricNames.upstreamFailovers,
     'Times calls moved from the active participant replica to another.',
     () => replicas.failovers,
@@ -493,31 +555,12 @@ function scrapedMetrics(registry: Registry, counterName: CounterNamer): Watchers
       for (const [check, state] of Object.entries(readinessChecks())) this.labels(check).set(state === 'ok' ? 1 : 0);
     },
   });
-
   return {
-    watchProtectionStore(ready) {
-      protectionStoreReady = ready;
-    },
-    watchSignatureChecks(count) {
-      signatureChecks = count;
-    },
-    watchUpstream(load) {
-      upstreamLoad = load;
-    },
-    watchWebSocketStreams(open) {
-      openStreams = open;
-    },
-    watchReadiness(checks) {
-      readinessChecks = checks;
-    },
-    watchConnections(open) {
-      openConnections = open;
-    },
     watchReplicas(report) {
       replicas = report;
     },
-    watchBodyBuffer(heldBytes) {
-      bodyBufferBytes = heldBytes;
+    watchReadiness(checks) {
+      readinessChecks = checks;
     },
   };
 }
