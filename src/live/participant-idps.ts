@@ -254,6 +254,66 @@ function changeHolds(boundMs: number) {
   };
 }
 
+/**
+ * Chooses the listed IdPs to build: the rule's refusals logged once each while they stay listed,
+ * those over the cap (`maxIdentityProviders`) logged, the left-out counts reported.
+ */
+function issuerChooser(options: ParticipantIdentityProvidersOptions, failing: ReturnType<typeof failingKeySets>) {
+  const { log } = options;
+  let reported = new Set<string>();
+  return (listed: readonly unknown[], maxIdentityProviders: number): IssuerConfig[] => {
+    const active = issuersOfIdentityProviders(listed);
+    const listedKeys = new Set(active.map(failing.keyOf));
+    failing.forget((key) => listedKeys.has(key));
+    const { chosen, refused, counts } = selectIssuers(
+      active,
+      options.issuerProblem,
+      failing.waiting,
+      maxIdentityProviders,
+    );
+    const seen = new Set<string>();
+    for (const { issuer, problem } of refused) {
+      const key = `${issuer}\n${problem}`;
+      seen.add(key);
+      if (!reported.has(key)) log.warn({ issuer, problem }, 'participant identity provider not trusted at the edge');
+    }
+    reported = seen;
+    if (counts.cap > 0)
+      log.warn(
+        { leftOut: counts.cap, maxIdentityProviders },
+        'participant identity providers over auth.participantIdentityProviders.maxIdentityProviders: the rest are left out',
+      );
+    options.leftOut?.(counts);
+    return chosen;
+  };
+}
+
+/**
+ * `fetch` one at a time: a call made while one runs waits for one more after it (a change answered
+ * while a fetch runs may not be in that fetch's list); nothing once `closed`.
+ */
+function oneFetchAtATime(
+  fetch: (reason: string) => Promise<void>,
+  closed: () => boolean,
+): (reason: string) => Promise<void> {
+  let running: Promise<void> | undefined;
+  let queued: Promise<void> | undefined;
+  return function refresh(reason: string): Promise<void> {
+    if (closed()) return Promise.resolve();
+    if (running === undefined) {
+      running = fetch(reason).finally(() => {
+        running = undefined;
+      });
+      return running;
+    }
+    queued ??= running.then(() => {
+      queued = undefined;
+      return refresh(reason);
+    });
+    return queued;
+  };
+}
+
 export function createParticipantIdentityProviders(
   options: ParticipantIdentityProvidersOptions,
 ): ParticipantIdentityProviders {
@@ -265,48 +325,18 @@ export function createParticipantIdentityProviders(
   const holds = changeHolds(options.changeBoundMs);
   /** The last list's IdPs by id (deactivated ones too): the issuer a PATCH or DELETE changes. */
   let issuerOfId = new Map<string, string>();
-  /** The rule's refusals logged already (each is logged once while it stays listed). */
-  let reported = new Set<string>();
+  const choose = issuerChooser(options, failing);
   /** What was applied (JSON of the issuers trusted and the rule): an unchanged one is not applied again. */
   let applied: string | undefined;
   let hasList = false;
-  let running: Promise<void> | undefined;
-  let queued: Promise<void> | undefined;
   let closed = false;
   let failure: string | undefined;
-
-  /** The listed IdPs to build, the rule's refusals logged once each, the left-out counts reported. */
-  function choose(listed: readonly unknown[]): IssuerConfig[] {
-    const active = issuersOfIdentityProviders(listed);
-    const listedKeys = new Set(active.map(failing.keyOf));
-    failing.forget((key) => listedKeys.has(key));
-    const { chosen, refused, counts } = selectIssuers(
-      active,
-      options.issuerProblem,
-      failing.waiting,
-      config.maxIdentityProviders,
-    );
-    const seen = new Set<string>();
-    for (const { issuer, problem } of refused) {
-      const key = `${issuer}\n${problem}`;
-      seen.add(key);
-      if (!reported.has(key)) log.warn({ issuer, problem }, 'participant identity provider not trusted at the edge');
-    }
-    reported = seen;
-    if (counts.cap > 0)
-      log.warn(
-        { leftOut: counts.cap, maxIdentityProviders: config.maxIdentityProviders },
-        'participant identity providers over auth.participantIdentityProviders.maxIdentityProviders: the rest are left out',
-      );
-    options.leftOut?.(counts);
-    return chosen;
-  }
 
   async function fetchAndApply(reason: string): Promise<void> {
     try {
       const listed = await listIdentityProviders(options.get, config.tokenFile, fetchTimeoutMs);
       issuerOfId = new Map(listed.filter(isListedIdentityProvider).map((idp) => [idp.identityProviderId, idp.issuer]));
-      const issuers = choose(listed);
+      const issuers = choose(listed, config.maxIdentityProviders);
       const fingerprint = JSON.stringify({ issuers, allowedJwksHosts: config.allowedJwksHosts });
       if (closed) return; // no longer trusted (a reload turned it off) while the list was on its way
       if (fingerprint !== applied) {
@@ -335,21 +365,7 @@ export function createParticipantIdentityProviders(
     }
   }
 
-  function refresh(reason: string): Promise<void> {
-    if (closed) return Promise.resolve();
-    if (running === undefined) {
-      running = fetchAndApply(reason).finally(() => {
-        running = undefined;
-      });
-      return running;
-    }
-    // A change answered while a fetch runs may not be in that fetch's list: one more follows it.
-    queued ??= running.then(() => {
-      queued = undefined;
-      return refresh(reason);
-    });
-    return queued;
-  }
+  const refresh = oneFetchAtATime(fetchAndApply, () => closed);
 
   const every = (seconds: number) => setInterval(() => void refresh('interval'), seconds * 1_000).unref();
   let timer = every(config.refreshIntervalSeconds);
