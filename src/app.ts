@@ -8,7 +8,7 @@ import type { Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { createAdminListener } from './server/admin-listener.js';
+import { createAdminListener, type AdminListener } from './server/admin-listener.js';
 import { createApiServer } from './server/api-server.js';
 import type { AuthFailureReason } from './auth/failure.js';
 import { createVersionCache, type VersionCache } from './cache/version-cache.js';
@@ -220,6 +220,28 @@ function startLiveConfig(
   return { live, reloads, participantIdps };
 }
 
+/** How a call that passed the list and its request rules is answered: from the version cache, or forwarded. */
+function callAnswer(
+  versionCache: VersionCache,
+  forwarder: Forwarder,
+  upstreamKey: string,
+  audit: AuditTrail | undefined,
+): (request: FastifyRequest, reply: FastifyReply) => Promise<void> | undefined {
+  const answerCall = (request: FastifyRequest, reply: FastifyReply) => {
+    const cached = request.generation.versionCache;
+    return cached.ttlSeconds > 0 && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
+      ? versionCache.serve(request, reply, upstreamKey, cached)
+      : forwarder.forward(request, reply);
+  };
+  // An audited write is forwarded once its intent record is written (a promise for writes only).
+  if (audit === undefined) return answerCall;
+  return (request, reply) => {
+    if (!request.operation.writes) return answerCall(request, reply);
+    const recorded = audit.beforeForward(request);
+    return recorded === undefined ? answerCall(request, reply) : recorded.then(() => answerCall(request, reply));
+  };
+}
+
 /** The gateway's own headers, the version cache, the request rules, the forwarder and the error answers: a call after the list. */
 function serveCalls(
   api: FastifyInstance,
@@ -265,22 +287,7 @@ function serveCalls(
   live.onSwap((next, previous) => {
     if (!isDeepStrictEqual(next.versionCache, previous.versionCache)) versionCache.clear();
   });
-  const upstreamKey = parts.upstreamKey;
-  const answerCall = (request: FastifyRequest, reply: FastifyReply) => {
-    const cached = request.generation.versionCache;
-    return cached.ttlSeconds > 0 && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
-      ? versionCache.serve(request, reply, upstreamKey, cached)
-      : forwarder.forward(request, reply);
-  };
-  // An audited write is forwarded once its intent record is written (a promise for writes only).
-  const answer =
-    audit === undefined
-      ? answerCall
-      : (request: FastifyRequest, reply: FastifyReply) => {
-          if (!request.operation.writes) return answerCall(request, reply);
-          const recorded = audit.beforeForward(request);
-          return recorded === undefined ? answerCall(request, reply) : recorded.then(() => answerCall(request, reply));
-        };
+  const answer = callAnswer(versionCache, forwarder, parts.upstreamKey, audit);
   // The request rules run first in the handler, once Fastify has checked the media type: a promise
   // only on the rule-checked routes, whose bodies alone are read (no preHandler hook for every call).
   api.route({
@@ -448,39 +455,116 @@ function startAuditTrail(
   });
 }
 
-export async function buildGateway(config: GatewayConfig, options: GatewayOptions): Promise<Gateway> {
+/** The metrics, readiness and logger every part is built with, and who may speak for a client's address. */
+function surroundings(
+  config: GatewayConfig,
+  options: GatewayOptions,
+): { logger: false | Logger; around: Surroundings } {
   const metrics = createMetrics(options.registry, config.telemetry.metrics);
   const readiness = new Readiness();
   metrics.watchReadiness(() => readiness.report().checks);
   const isTrustedProxy = trustedProxyMatcher(config.server.trustedProxies);
   const logger = options.logger ?? createLogger(config.log.level);
   const log = (logger === false ? pino({ level: 'silent' }) : logger) as FastifyBaseLogger;
-  const around: Surroundings = { metrics, log, readiness, isTrustedProxy };
+  return { logger, around: { metrics, log, readiness, isTrustedProxy } };
+}
 
-  const { tracing, serverSpanPlugin, propagateTraceContext, writeLine, requestTelemetry } = await startRequestTelemetry(
-    metrics,
-    logger,
-    options.tracingActive ?? false,
-  );
-  // The access log (log.access) follows reloads: its fields, sampling and redaction.
-  let accessLogOn = false;
-  const applyAccessLog = (access: GatewayConfig['log']['access']) => {
-    accessLogOn = access.enabled;
+/** The access log (log.access), applied now and on each reload that changes it: its fields, sampling and redaction. */
+function followAccessLog(
+  requestTelemetry: RequestTelemetry,
+  initial: GatewayConfig['log']['access'],
+  isTrustedProxy: (address: string) => boolean,
+) {
+  let on = false;
+  const apply = (access: GatewayConfig['log']['access']) => {
+    on = access.enabled;
     requestTelemetry.setAccessLog(access.enabled ? createAccessLog(access, isTrustedProxy) : undefined);
   };
-  applyAccessLog(config.log.access);
+  apply(initial);
+  return {
+    apply,
+    /** A call's upstream part and its replica: only the access log shows them. */
+    noteUpstream: (request: FastifyRequest, seconds: number, replica: string) => {
+      if (on) requestTelemetry.noteUpstream(request, seconds, replica);
+    },
+  };
+}
+
+/**
+ * What the stage list runs between: the request telemetry (and how traces travel), the access log,
+ * the API listener and the participant's side (replicas, body budget, forwarder).
+ */
+async function startEdges(
+  config: GatewayConfig,
+  options: GatewayOptions,
+  logger: false | Logger,
+  around: Surroundings,
+) {
+  const telemetry = await startRequestTelemetry(around.metrics, logger, options.tracingActive ?? false);
+  const { serverSpanPlugin, propagateTraceContext, requestTelemetry } = telemetry;
+  const accessLog = followAccessLog(requestTelemetry, config.log.access, around.isTrustedProxy);
   // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
   const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
   const api = createApiServer(config.server, config.limits, { listenerTls, telemetry: requestTelemetry });
-  const { replicas, forwarder, bodyBudget } = connectUpstream(
+  const upstream = connectUpstream(
     config,
     options.upstreamUrl,
     around,
     { replacesTraceContext: serverSpanPlugin !== undefined, propagateTraceContext },
-    (request, seconds, replica) => {
-      if (accessLogOn) requestTelemetry.noteUpstream(request, seconds, replica);
-    },
+    accessLog.noteUpstream,
   );
+  return { ...telemetry, accessLog, listenerTls, api, ...upstream };
+}
+
+/** The admin listener (health, metrics, GET /config as `shown`, the version cache's purge). */
+function startAdmin(
+  config: GatewayConfig,
+  parts: { readonly live: LiveConfig; readonly replicas: UpstreamReplicas; readonly versionCache: VersionCache },
+  secretPaths: ReadonlySet<string> | undefined,
+  { metrics, log, readiness }: Surroundings,
+) {
+  const shown = shownConfig(parts.live, secretPaths);
+  const admin = createAdminListener({
+    admin: config.admin,
+    readinessIntervalMs: config.upstream.readinessIntervalMs,
+    readiness,
+    registry: metrics.registry,
+    upstream: parts.replicas,
+    purgeVersionCache: () => parts.versionCache.clear(),
+    runningConfig: shown.report,
+    log,
+  });
+  return { admin, shown };
+}
+
+/** With server.tls, the API listener's certificate files are re-read every reloadIntervalMs; returns the stop. */
+function watchTls(
+  api: FastifyInstance,
+  tls: GatewayConfig['server']['tls'],
+  listenerTls: ReturnType<typeof readServerTls> | undefined,
+  log: FastifyBaseLogger,
+): (() => void) | undefined {
+  return listenerTls === undefined
+    ? undefined
+    : watchListenerTls(api.server as unknown as TlsServer, tls, listenerTls, log);
+}
+
+/** Listens on the admin address, then the API's; the bound URLs. */
+async function listenBoth(api: FastifyInstance, admin: AdminListener, server: GatewayConfig['server']) {
+  const adminUrl = await admin.listen();
+  const apiUrl = await api.listen({ host: server.host, port: server.port });
+  return {
+    api: boundUrl(api.server.address(), new URL(apiUrl).protocol),
+    admin: boundUrl(admin.server.server.address(), new URL(adminUrl).protocol),
+  };
+}
+
+export async function buildGateway(config: GatewayConfig, options: GatewayOptions): Promise<Gateway> {
+  const { logger, around } = surroundings(config, options);
+  const { metrics, log, readiness } = around;
+  const { tracing, serverSpanPlugin, writeLine, requestTelemetry, accessLog, listenerTls, api, ...upstream } =
+    await startEdges(config, options, logger, around);
+  const { replicas, forwarder, bodyBudget } = upstream;
 
   // Telemetry encloses every stage: a call's server span opens before the first stage runs (a
   // refusal there carries its trace id), and every exchange ends in one observation and one log line.
@@ -508,7 +592,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const audit = await startAuditTrail(config, bodyBudget, writeLine, around);
   if (audit !== undefined) live.onSwap((next) => audit.setPolicy(next.config.audit.policy));
   live.onSwap((next, previous) => {
-    if (!isDeepStrictEqual(next.config.log.access, previous.config.log.access)) applyAccessLog(next.config.log.access);
+    if (!isDeepStrictEqual(next.config.log.access, previous.config.log.access)) accessLog.apply(next.config.log.access);
   });
 
   // The one list. Authentication comes before any body is read and before the version cache, so an
@@ -538,22 +622,8 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   );
   const upgrades = serveUpgrades(api, stages, config, { live, replicas, requestTelemetry }, around);
 
-  const stopTlsReload =
-    listenerTls === undefined
-      ? undefined
-      : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
-
-  const shown = shownConfig(live, options.secretPaths);
-  const admin = createAdminListener({
-    admin: config.admin,
-    readinessIntervalMs: config.upstream.readinessIntervalMs,
-    readiness,
-    registry: metrics.registry,
-    upstream: replicas,
-    purgeVersionCache: () => versionCache.clear(),
-    runningConfig: shown.report,
-    log,
-  });
+  const stopTlsReload = watchTls(api, config.server.tls, listenerTls, log);
+  const { admin, shown } = startAdmin(config, { live, replicas, versionCache }, options.secretPaths, around);
 
   let closed = false;
   async function close(): Promise<void> {
@@ -578,14 +648,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     admin: admin.server,
     metrics,
     readiness,
-    async listen() {
-      const adminUrl = await admin.listen();
-      const apiUrl = await api.listen({ host: config.server.host, port: config.server.port });
-      return {
-        api: boundUrl(api.server.address(), new URL(apiUrl).protocol),
-        admin: boundUrl(admin.server.server.address(), new URL(adminUrl).protocol),
-      };
-    },
+    listen: () => listenBoth(api, admin, config.server),
     shutdown: () => shutdown.run(),
     close,
     reload: (load, trigger = 'api') => reloadLive(live, load, trigger, { log, logger, reloads, shown }),
