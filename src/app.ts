@@ -562,9 +562,9 @@ async function listenBoth(api: FastifyInstance, admin: AdminListener, server: Ga
 export async function buildGateway(config: GatewayConfig, options: GatewayOptions): Promise<Gateway> {
   const { logger, around } = surroundings(config, options);
   const { metrics, log, readiness } = around;
-  const { tracing, serverSpanPlugin, writeLine, requestTelemetry, accessLog, listenerTls, api, ...upstream } =
-    await startEdges(config, options, logger, around);
-  const { replicas, forwarder, bodyBudget } = upstream;
+  const edges = await startEdges(config, options, logger, around);
+  const { tracing, serverSpanPlugin, writeLine, requestTelemetry, accessLog, listenerTls, api } = edges;
+  const { replicas, forwarder, bodyBudget } = edges;
 
   // Telemetry encloses every stage: a call's server span opens before the first stage runs (a
   // refusal there carries its trace id), and every exchange ends in one observation and one log line.
