@@ -8,7 +8,7 @@
 import { mkdir } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { lineHash, type DigestSigner } from './chain.js';
-import { ChainWriter, type RecordBody } from './chain-writer.js';
+import { ChainWriter, type ChainObserver, type RecordBody } from './chain-writer.js';
 import { chainEnd } from './trail-files.js';
 
 export type { RecordBody } from './chain-writer.js';
@@ -30,9 +30,7 @@ export interface TrailWriterOptions {
   readonly observe?: TrailObserver;
 }
 
-export interface TrailObserver {
-  written(records: number, bytes: number): void;
-  synced(seconds: number): void;
+export interface TrailObserver extends ChainObserver {
   /** The trail could not be written (it retries after retryIntervalMs); `records` waiting were failed. */
   failed(error: Error, records: number): void;
   /** A file was begun after a failure. */
