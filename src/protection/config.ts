@@ -2,6 +2,7 @@
 // Resolved once at start into one table of limits per operation (the hot path does one Map lookup).
 import { ConfigError, type GatewayConfig, type OperationLimitsConfig, type RateLimitConfig } from '../config/schema.js';
 import { OPERATION_NAMES } from '../operations.js';
+import { redisConfigProblems } from './redis-connection.js';
 
 /** A GCRA rate: one request per `intervalMs`, `burst` at once for a rested caller. */
 export interface RateLimit {
@@ -83,6 +84,7 @@ export function resolveProtectionConfig(config: GatewayConfig): ResolvedProtecti
       (name) =>
         `protection.operations.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`,
     );
+  problems.push(...redisConfigProblems(section.redis));
   if (problems.length > 0) throw new ConfigError('protection', problems);
 
   const fallback = resolveLimits(undefined, section.default);

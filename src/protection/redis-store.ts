@@ -4,9 +4,10 @@
 // Concurrency slots are leases in a sorted set scored by expiry (the counting semaphore of
 // "Redis in Action" §6.3): a replica renews its leases every leaseMs/3 and removes them on release,
 // so the slots of a replica that died come back within leaseMs.
-// Every command is bounded: no offline queue, no resend after a reconnect, a command timeout.
+// Every command is bounded: no offline queue, no resend after a reconnect, a command timeout
+// (redis-connection.ts, for a single node, Sentinel and Cluster alike).
 import { createHash, randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { connectRedis, pingRedis, redisMode, type RedisConnectionConfig } from './redis-connection.js';
 import {
   CONCURRENCY_RETRY_AFTER_MS,
   NO_LEASE,
@@ -18,7 +19,7 @@ import {
 } from './store.js';
 
 export interface RedisStoreOptions {
-  readonly url: string;
+  readonly connection: RedisConnectionConfig;
   readonly keyPrefix: string;
   readonly commandTimeoutMs: number;
   readonly connectTimeoutMs: number;
@@ -32,7 +33,7 @@ export interface RedisStore extends LimitStore {
   readonly heldLeases: number;
 }
 
-// KEYS: rate key, caller's slot set, operation's slot set.
+// KEYS: rate key, caller's slot set, operation's slot set (only with an operation cap).
 // ARGV: emission interval ms (0: no rate), burst, lease ms, lease member, caller cap, operation cap (0: none).
 // Returns {0, 0} admitted, {1, retry ms} over the rate, {2, 0} caller cap, {3, 0} operation cap.
 const ADMIT = `
@@ -114,20 +115,27 @@ const REFUSALS: Record<number, LimitName> = { 1: 'rate', 2: 'principalConcurrenc
 
 /**
  * The keys of one caller and operation. They carry a hash of the caller (bounded length, no user id
- * in Redis); operation names come from the route catalogue.
+ * in Redis); operation names come from the route catalogue. Redis Cluster runs a script only on keys
+ * of one hash slot, chosen by the part in braces: the caller's keys share the caller's slot, or the
+ * operation's when the operation has a cap for all callers (its slot set is in every admission).
  */
 export function limitKeys(
   prefix: string,
   operation: string,
   caller: string,
+  operationCap = false,
 ): { rate: string; callerSlots: string; operationSlots: string } {
   const hash = createHash('sha256').update(caller).digest('base64url').slice(0, 22);
+  const callerTag = operationCap ? `{${operation}}:${hash}` : `{${operation}:${hash}}`;
   return {
-    rate: `${prefix}rate:${operation}:${hash}`,
-    callerSlots: `${prefix}slots:${operation}:${hash}`,
-    operationSlots: `${prefix}slots:${operation}`,
+    rate: `${prefix}rate:${callerTag}`,
+    callerSlots: `${prefix}slots:${callerTag}`,
+    operationSlots: `${prefix}slots:{${operation}}`,
   };
 }
+
+/** The part of a key in its first braces: keys with the same tag share a Cluster slot. */
+const hashTag = (key: string) => /\{([^}]*)\}/.exec(key)?.[1] ?? key;
 
 /** Keys renewed per script call. */
 const RENEW_BATCH = 256;
@@ -135,22 +143,16 @@ const RENEW_BATCH = 256;
 const MAX_UNRELEASED = 10_000;
 
 export function createRedisStore(options: RedisStoreOptions): RedisStore {
-  const client = new Redis(options.url, {
-    connectionName: 'ledger-gateway',
-    connectTimeout: options.connectTimeoutMs,
-    commandTimeout: options.commandTimeoutMs,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    autoResendUnfulfilledCommands: false,
-    retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
-    lazyConnect: false,
-  });
+  const client = connectRedis(options.connection);
+  const clustered = redisMode(options.connection) === 'cluster';
   // Connection errors surface as failed admissions (the fail mode) and as readiness changes here.
   client.on('error', () => {});
   let wasReady = false;
   client.on('ready', () => {
     wasReady = true;
     options.onReadyChange?.(true);
+    // A new master (after a failover) may lack this replica's leases: re-establish them now.
+    if (held.size > 0) renewSoon();
   });
   client.on('close', () => {
     if (!wasReady) return;
@@ -190,10 +192,11 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
       return;
     }
-    client.ping().then(
+    pingRedis(client).then(
       () => {
         stalled = false;
         for (const [member, { keys, until }] of [...unreleased]) sendRelease(member, keys, until);
+        if (held.size > 0) renewSoon(); // the leases may be missing on a new master
       },
       () => {
         probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
@@ -232,30 +235,33 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       if (until < now) unreleased.delete(member);
       else sendRelease(member, keys, until);
     }
-    let keys: string[] = [];
-    let members: string[] = [];
-    const flush = async () => {
-      if (keys.length === 0) return;
+    // One script runs on one Cluster slot: keys are batched by their hash tag there.
+    const batches = new Map<string, { keys: string[]; members: string[] }>();
+    const flush = async (batch: { keys: string[]; members: string[] }) => {
+      if (batch.keys.length === 0) return;
       if (!answering()) throw new StoreUnavailableError('Redis stopped answering during the renewal');
-      const batch = [...keys, leaseMs, ...members];
-      const count = keys.length;
-      keys = [];
-      members = [];
+      const args = [...batch.keys, leaseMs, ...batch.members];
+      const count = batch.keys.length;
+      batch.keys = [];
+      batch.members = [];
       try {
-        await scripts.ledgerGatewayRenew(count, ...batch);
+        await scripts.ledgerGatewayRenew(count, ...args);
       } catch (error) {
         stall();
         throw error;
       }
     };
     for (const [member, slotKeys] of held) {
+      const tag = clustered ? hashTag(slotKeys[0]!) : '';
+      let batch = batches.get(tag);
+      if (batch === undefined) batches.set(tag, (batch = { keys: [], members: [] }));
       for (const key of slotKeys) {
-        keys.push(key);
-        members.push(member);
+        batch.keys.push(key);
+        batch.members.push(member);
       }
-      if (keys.length >= RENEW_BATCH) await flush();
+      if (batch.keys.length >= RENEW_BATCH) await flush(batch);
     }
-    await flush();
+    for (const batch of batches.values()) await flush(batch);
   }
   const renewal = setInterval(
     () => {
@@ -266,23 +272,27 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     Math.floor(options.leaseMs / 3),
   );
   renewal.unref();
+  const renewSoon = () =>
+    setImmediate(() => {
+      renew().catch(() => {});
+    });
 
   return {
     async admit({ operation, caller, limits }: AdmissionQuery): Promise<StoreVerdict> {
       if (!isReady()) throw new StoreUnavailableError(`Redis is ${client.status}`);
       if (stalled) throw new StoreUnavailableError('Redis has not answered since a command failed (probing)');
-      const { rate: rateKey, callerSlots, operationSlots } = limitKeys(prefix, operation, caller);
       const perPrincipal = limits.maxInFlightPerPrincipal ?? 0;
       const perOperation = limits.maxInFlight ?? 0;
+      const { rate: rateKey, callerSlots, operationSlots } = limitKeys(prefix, operation, caller, perOperation > 0);
       const member = `${instance}:${(sequence += 1)}`;
       const slotKeys = [...(perPrincipal > 0 ? [callerSlots] : []), ...(perOperation > 0 ? [operationSlots] : [])];
       let answer: unknown;
       try {
         answer = await scripts.ledgerGatewayAdmit(
-          3,
+          perOperation > 0 ? 3 : 2,
           rateKey,
           callerSlots,
-          operationSlots,
+          ...(perOperation > 0 ? [operationSlots] : []),
           String(limits.rate?.intervalMs ?? 0),
           String(limits.rate?.burst ?? 0),
           leaseMs,
@@ -319,7 +329,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     },
     refund({ operation, caller, limits }: AdmissionQuery): void {
       if (limits.rate === undefined || !answering()) return;
-      const { rate: rateKey } = limitKeys(prefix, operation, caller);
+      const { rate: rateKey } = limitKeys(prefix, operation, caller, (limits.maxInFlight ?? 0) > 0);
       scripts.ledgerGatewayRefund(1, rateKey, String(limits.rate.intervalMs)).catch(stall);
     },
     ready: answering, // 0 on ledger_gateway_protection_store_up while stalled too
