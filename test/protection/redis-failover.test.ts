@@ -82,8 +82,11 @@ async function drive(gateways: readonly RunningGateway[], headers: Record<string
   void stop.then(() => (stopped = true));
   const loop = async (gateway: number) => {
     while (!stopped) {
-      const answer = await call(gateways[gateway]!.url, '/v2/parties', headers).answer;
-      outcomes.push({ gateway, at: performance.now() - t0, status: answer.status });
+      const status = await call(gateways[gateway]!.url, '/v2/parties', headers).answer.then(
+        (answer) => answer.status,
+        () => 0, // no answer at all: fails the test below
+      );
+      outcomes.push({ gateway, at: performance.now() - t0, status });
       await new Promise((resolve) => setTimeout(resolve, PACE_MS));
     }
   };
@@ -125,36 +128,46 @@ async function failoverUnderLoad(
     while (watching) {
       for (const [i, gateway] of gateways.entries()) {
         if ((await gauge(gateway, 'ledger_gateway_protection_store_up')) === 0) storeDown[i] = true;
-        readiness.push((await fetch(`${gateway.adminUrl}/readyz`)).status);
+        readiness.push(
+          await fetch(`${gateway.adminUrl}/readyz`).then(
+            (answer) => answer.status,
+            () => 0,
+          ),
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   })();
 
-  await waitFor(() => outcomes.some((o) => o.at > 2_000), 'two seconds of load', 10_000);
-  const killedAt = performance.now() - t0;
-  const { promotedMs } = await kill();
-  // Followed: each gateway answers from the store again (200 or 429, no more 503) after the kill.
+  let killedAt: number;
+  let promotedMs: number;
+  let followedAt: number;
   const followed = [0, 1].map(() => Number.NaN);
-  await until(
-    async () => {
-      for (const gateway of [0, 1]) {
-        const mine = outcomes.filter((o) => o.gateway === gateway && o.at > killedAt);
-        const lastFailure = mine.findLastIndex((o) => o.status === 503);
-        const answeredSince = mine.slice(lastFailure + 1);
-        if (answeredSince.length >= 3) followed[gateway] = answeredSince[0]!.at;
-      }
-      return followed.every((at) => !Number.isNaN(at));
-    },
-    'both gateways to follow the new master',
-    20_000,
-  );
-  const followedAt = Math.max(...followed);
-  await waitFor(() => outcomes.some((o) => o.at > followedAt + 2_000), 'two seconds of load after', 10_000);
-  stop();
-  await done;
-  watching = false;
-  await watch;
+  try {
+    await waitFor(() => outcomes.some((o) => o.at > 2_000), 'two seconds of load', 10_000);
+    killedAt = performance.now() - t0;
+    ({ promotedMs } = await kill());
+    // Followed: each gateway answers from the store again (200 or 429, no more 503) after the kill.
+    await until(
+      async () => {
+        for (const gateway of [0, 1]) {
+          const mine = outcomes.filter((o) => o.gateway === gateway && o.at > killedAt);
+          const lastFailure = mine.findLastIndex((o) => o.status === 503);
+          const answeredSince = mine.slice(lastFailure + 1);
+          if (answeredSince.length >= 3) followed[gateway] = answeredSince[0]!.at;
+        }
+        return followed.every((at) => !Number.isNaN(at));
+      },
+      'both gateways to follow the new master',
+      20_000,
+    );
+    followedAt = Math.max(...followed);
+    await waitFor(() => outcomes.some((o) => o.at > followedAt + 2_000), 'two seconds of load after', 10_000);
+  } finally {
+    stop();
+    watching = false;
+    await Promise.all([done, watch]);
+  }
 
   const table = perSecond(outcomes, killedAt, followedAt);
   const followMs = followed.map((at) => Math.round(at - killedAt));

@@ -54,6 +54,9 @@ function dataNodeArgs(port: number, password: string, dir: string): string[] {
     password,
     '--masterauth',
     password,
+    // A replica syncs at once, not after the default 5 s wait for other replicas.
+    '--repl-diskless-sync-delay',
+    '0',
   ];
 }
 
@@ -233,8 +236,13 @@ export async function startRedisCluster(): Promise<RedisClusterGroup> {
       const redis = node(port);
       await until(async () => {
         const info = String(await redis.call('CLUSTER', 'INFO'));
-        return info.includes('cluster_state:ok') && info.includes('cluster_known_nodes:6');
-      }, `cluster node ${port} to be ready`);
+        const replication = await redis.info('replication');
+        return (
+          info.includes('cluster_state:ok') &&
+          info.includes('cluster_known_nodes:6') &&
+          (replication.includes('role:master') || replication.includes('master_link_status:up'))
+        );
+      }, `cluster node ${port} to be ready (a replica: in sync)`);
     }
   } catch (error) {
     await close();
