@@ -74,6 +74,8 @@ export interface SentinelGroup {
   master(): Promise<Redis>;
   /** SIGKILL of the current master (a crash); resolves with its port. */
   killMaster(): Promise<number>;
+  /** SENTINEL FAILOVER: the replica is promoted and the old master, alive, becomes its replica. */
+  failover(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -156,6 +158,9 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
       const port = await masterPort();
       await stopProcess(nodes.get(port)!, 'SIGKILL');
       return port;
+    },
+    async failover() {
+      await clients[0]!.call('SENTINEL', 'FAILOVER', masterName);
     },
     close,
   };
