@@ -214,6 +214,9 @@ async function failoverUnderLoad(
   }
   if (crash) expect(storeDown.some(Boolean)).toBe(true); // a switchover may be too quick to sample
   expect(readiness.every((status) => status === 200)).toBe(true);
+  // The documented bound: about 2 s after the promotion; 5 s on a loaded machine. (Without the failover
+  // detector a gateway stays on a switched-over master until Sentinel demotes it, 10 s later.)
+  for (const ms of followMs) expect(ms - promotedMs).toBeLessThan(5_000);
   return { followMs, promotedMs };
 }
 
@@ -267,13 +270,12 @@ describe('Redis Sentinel: a master with a replica and three sentinels', () => {
     const alice = { authorization: `Bearer ${await issuer.mint()}` };
     const { bob, first } = await holdBobsSlot(gateways, issuer, upstream);
 
-    const { followMs } = await failoverUnderLoad('Sentinel', gateways, alice, async () => {
+    await failoverUnderLoad('Sentinel', gateways, alice, async () => {
       const killed = await group.killMaster();
       const killedAt = performance.now();
       await until(async () => (await group.masterPort()) !== killed, 'the sentinels to promote the replica');
       return { promotedMs: Math.round(performance.now() - killedAt), newMaster: await group.master() };
     });
-    for (const ms of followMs) expect(ms).toBeLessThan(15_000);
 
     const reestablishedMs = await expectBobsSlotKept(gateways, await group.master(), bob, upstream, first);
     console.log(`Sentinel: a lease lost on the new master was re-established after ${reestablishedMs} ms`);
@@ -293,7 +295,7 @@ describe('Redis Sentinel: a master with a replica and three sentinels', () => {
       issuer,
     );
     const alice = { authorization: `Bearer ${await issuer.mint()}` };
-    const { followMs } = await failoverUnderLoad(
+    await failoverUnderLoad(
       'Sentinel switchover',
       gateways,
       alice,
@@ -306,7 +308,6 @@ describe('Redis Sentinel: a master with a replica and three sentinels', () => {
       },
       { crash: false },
     );
-    for (const ms of followMs) expect(ms).toBeLessThan(15_000);
   }, 90_000);
 });
 
@@ -327,7 +328,7 @@ describe('Redis Cluster: three masters with a replica each', () => {
     const { bob, first } = await holdBobsSlot(gateways, issuer, upstream);
 
     const victim = await cluster.masterPortOf(aliceKey);
-    const { followMs } = await failoverUnderLoad('Cluster', gateways, alice, async () => {
+    await failoverUnderLoad('Cluster', gateways, alice, async () => {
       await cluster.kill(victim);
       const killedAt = performance.now();
       await until(
@@ -339,7 +340,6 @@ describe('Redis Cluster: three masters with a replica each', () => {
         newMaster: cluster.node(await cluster.masterPortOf(aliceKey)),
       };
     });
-    for (const ms of followMs) expect(ms).toBeLessThan(15_000);
 
     const bobsMaster = cluster.node(await cluster.masterPortOf(bobKey));
     const reestablishedMs = await expectBobsSlotKept(gateways, bobsMaster, bob, upstream, first);
