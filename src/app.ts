@@ -31,6 +31,7 @@ import { createWebSocketTunnels } from './proxy/websocket.js';
 import { asGatewayError, sendGatewayError } from './exchange/refusal.js';
 import { randomRequestId } from './exchange/request-id.js';
 import { watchListenerTls } from './server/listener-tls.js';
+import { boundUrl } from './server/bound-url.js';
 import { gracefulShutdown } from './server/shutdown.js';
 import { stageHook } from './exchange/stage-runner.js';
 import { createLogger, requestLineWriter } from './telemetry/logging.js';
@@ -168,6 +169,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     tls: listenerTls !== undefined,
     cutOff: () => requestTelemetry.cutOff(),
     close: () => close(),
+    ...(tracing !== undefined && { flushTelemetry: () => tracing.shutdown() }),
     log,
   });
   const establishContext = createContextStage({
@@ -372,7 +374,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     async listen() {
       const adminUrl = await admin.listen();
       const apiUrl = await api.listen({ host: config.server.host, port: config.server.port });
-      return { api: apiUrl, admin: adminUrl };
+      return {
+        api: boundUrl(api.server.address(), new URL(apiUrl).protocol),
+        admin: boundUrl(admin.server.server.address(), new URL(adminUrl).protocol),
+      };
     },
     shutdown: () => shutdown.run(),
     close,

@@ -16,7 +16,7 @@ import { ConfigError } from './config/load.js';
 import { withoutFileSecrets } from './config/file-secrets.js';
 import { createFileReloads, ReloadRefused } from './live/reload.js';
 import type { GatewayConfig } from './config/schema.js';
-import { createLogger } from './telemetry/logging.js';
+import { createLogger, flushLog } from './telemetry/logging.js';
 
 /** "sandbox" = the embedded sandbox ledger on a loopback port: for development, never production. */
 async function resolveUpstream(config: GatewayConfig): Promise<{ url: string; sandbox?: FastifyInstance }> {
@@ -117,9 +117,10 @@ async function main(): Promise<void> {
   // undici one listens on diagnostics channels, @fastify/otel is a plugin), so loading them after
   // Fastify and undici changes nothing. Undefined only with OTEL_SDK_DISABLED=true.
   const tracing = activeTracing() ?? startTracing();
+  const logger = createLogger(config.log.level);
   const gateway = await buildGateway(config, {
     upstreamUrl: upstream.url,
-    logger: createLogger(config.log.level),
+    logger,
     tracingActive: tracing !== undefined,
     secretPaths: loadedConfig.provenance.fromFiles,
   });
@@ -165,18 +166,19 @@ async function main(): Promise<void> {
     stopping = true;
     reloader.close();
     log.info({ signal, graceMs: config.shutdown.graceMs }, 'shutting down: readiness off, draining in-flight requests');
+    // The gateway's shutdown exports the spans still buffered, within its bound (server/shutdown.ts).
+    // Every line is written before the exit, in the order logged (logging.ts flushLog).
     gateway
       .shutdown()
       .then(() => upstream.sandbox?.close())
-      .then(() => tracing?.shutdown()) // exports the spans still buffered
       .then(
         () => {
-          log.info('shutdown complete'); // the async log buffer is flushed when the process exits
-          process.exit(0);
+          log.info('shutdown complete');
+          return flushLog(logger).then(() => process.exit(0));
         },
         (error: unknown) => {
           log.error({ err: error }, 'shutdown failed');
-          process.exit(1);
+          return flushLog(logger).then(() => process.exit(1));
         },
       );
   };

@@ -1,5 +1,7 @@
-// The structure of src/ (issue 28; .dependency-cruiser.cjs): no import cycle, type-only imports
-// included; telemetry/ and proxy/ never import each other; nothing but main.ts imports the sandbox.
+// The structure of src/ (issues 28 and 33; .dependency-cruiser.cjs): no import cycle, type-only
+// imports included; telemetry/ and proxy/ never import each other; nothing but main.ts imports the
+// sandbox; the stages (auth, protection, policy, cache, proxy) import no other stage and nothing above
+// them; telemetry/ imports no stage; exchange/, body/ and config/ import none of the floors above.
 // The rules are also run on a small tree that breaks each of them, so that a rule which stopped
 // matching (a renamed folder, a changed option) cannot pass for a clean src/.
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -43,7 +45,7 @@ describe('the structure of src/', () => {
     });
 
     it(
-      'find a cycle (a type-only import too), telemetry/ and proxy/ importing each other, an import of the sandbox',
+      'find a cycle (a type-only import too), telemetry/ and proxy/ importing each other, an import of the sandbox, a stage importing a stage or a floor above, telemetry/ importing a stage, a foundation importing above it',
       { timeout: 60_000 },
       async () => {
         fixture = await mkdtemp(join(tmpdir(), 'structure-'));
@@ -57,6 +59,31 @@ describe('the structure of src/', () => {
           'src/auth/dev-mode.ts': "import { SEED } from '../sandbox/seed.js';\nexport const id = SEED;\n",
           'src/sandbox/seed.ts': 'export const SEED = 1;\n',
           'src/main.ts': "import { SEED } from './sandbox/seed.js';\nexport const seed = SEED;\n",
+          // Allowed: a stage importing its own room, exchange/, telemetry/, body/, config/ and the vocabulary.
+          'src/cache/version-cache.ts':
+            "import { A } from './entry.js';\nimport { B } from '../exchange/answer.js';\nimport { C } from '../body/read.js';\n" +
+            "import { D } from '../config/schema.js';\nimport { format } from '../telemetry/format.js';\nimport { F } from '../errors.js';\n" +
+            'export const all = [A, B, C, D, format, F];\n',
+          'src/cache/entry.ts': 'export const A = 1;\n',
+          'src/exchange/answer.ts': "import { F } from '../errors.js';\nexport const B = F;\n",
+          'src/body/read.ts': "import { D } from '../config/schema.js';\nexport const C = D;\n",
+          'src/config/schema.ts': 'export const D = 1;\n',
+          'src/errors.ts': 'export const F = 1;\n',
+          // Forbidden: sideways between stages, a stage importing server/ or live/, telemetry/ importing
+          // a stage or live/, exchange/, body/ and config/ importing a stage, telemetry/ or server/.
+          'src/cache/codes.ts': "import { CODE } from '../proxy/codes.js';\nexport const CACHED = CODE;\n",
+          'src/proxy/websocket.ts': "import { TOKEN } from '../auth/extract.js';\nexport const T = TOKEN;\n",
+          'src/auth/extract.ts': 'export const TOKEN = 1;\n',
+          'src/policy/stage.ts': "import { UP } from '../server/upgrades.js';\nexport const S = UP;\n",
+          'src/protection/stage.ts': "import { GEN } from '../live/generations.js';\nexport const P = GEN;\n",
+          'src/server/upgrades.ts': 'export const UP = 1;\n',
+          'src/live/generations.ts': 'export const GEN = 1;\n',
+          'src/telemetry/request-telemetry.ts':
+            "import { TOKEN } from '../auth/extract.js';\nexport const R = TOKEN;\n",
+          'src/telemetry/logging.ts': "import { GEN } from '../live/generations.js';\nexport const L = GEN;\n",
+          'src/exchange/refusal.ts': "import { format } from '../telemetry/format.js';\nexport const X = format;\n",
+          'src/body/json.ts': "import { CODE } from '../proxy/codes.js';\nexport const J = CODE;\n",
+          'src/config/load.ts': "import { UP } from '../server/upgrades.js';\nexport const CF = UP;\n",
           'tsconfig.json': JSON.stringify({
             compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true },
             include: ['src/**/*.ts'],
@@ -73,9 +100,20 @@ describe('the structure of src/', () => {
           join(fixture, 'tsconfig.json'),
         );
         expect(found.sort()).toEqual([
+          'foundations-below-all: src/body/json.ts -> src/proxy/codes.ts',
+          'foundations-below-all: src/config/load.ts -> src/server/upgrades.ts',
+          'foundations-below-all: src/exchange/refusal.ts -> src/telemetry/format.ts',
           'no-cycle: src/app.ts -> src/auth/hooks.ts -> src/app.ts',
           'proxy-not-to-telemetry: src/proxy/forward.ts -> src/telemetry/format.ts',
           'sandbox-stays-aside: src/auth/dev-mode.ts -> src/sandbox/seed.ts',
+          'stages-not-sideways: src/cache/codes.ts -> src/proxy/codes.ts',
+          'stages-not-sideways: src/proxy/websocket.ts -> src/auth/extract.ts',
+          'stages-not-up: src/auth/hooks.ts -> src/app.ts',
+          'stages-not-up: src/policy/stage.ts -> src/server/upgrades.ts',
+          'stages-not-up: src/protection/stage.ts -> src/live/generations.ts',
+          'telemetry-below-stages: src/telemetry/logging.ts -> src/live/generations.ts',
+          'telemetry-below-stages: src/telemetry/metrics.ts -> src/proxy/codes.ts',
+          'telemetry-below-stages: src/telemetry/request-telemetry.ts -> src/auth/extract.ts',
           'telemetry-not-to-proxy: src/telemetry/metrics.ts -> src/proxy/codes.ts',
         ]);
       },

@@ -2,6 +2,7 @@
 // WebSocket upgrade also the `jwt.token.<JWT>` element of Sec-WebSocket-Protocol. Pure functions
 // over the raw header list, so that a repeated header is seen rather than merged or dropped.
 // A token only in the query string is never looked at: it is missing.
+import { subprotocolElements } from '../exchange/subprotocols.js';
 import { AuthFailure } from './failure.js';
 
 /** RFC 6750 §2.1 b64token, and the compact JWS shape inside it (the signature may be empty: alg none). */
@@ -67,23 +68,6 @@ export function bearerTokenOf(header: string): string {
 /** The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1); its shape is checked by checkTokenShape. */
 export function bearerTokenFromHeaders(rawHeaders: readonly string[]): string {
   return bearerTokenOf(authorizationHeader(rawHeaders));
-}
-
-/** Optional whitespace around a list element (RFC 9110 §5.6.1): spaces and horizontal tabs only. */
-const LIST_OWS = /^[ \t]+|[ \t]+$/g;
-
-/**
- * The elements of one Sec-WebSocket-Protocol value, a comma-separated list (RFC 6455 §11.3.4) that
- * browsers send as `a, b`: each trimmed of the list's optional whitespace, empty ones dropped
- * (RFC 9110 §5.6.1). The forwarded header is these elements joined by "," (proxy/websocket.ts).
- */
-export function subprotocolElements(value: string): string[] {
-  const elements: string[] = [];
-  for (const element of value.split(',')) {
-    const trimmed = element.replace(LIST_OWS, '');
-    if (trimmed !== '') elements.push(trimmed);
-  }
-  return elements;
 }
 
 /**

@@ -6,7 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { Errors, GatewayError } from '../errors.js';
 import { combinedVary, gatewayHeaders, writeAnswerHead } from '../exchange/answer.js';
-import { upstreamErrorCode } from '../proxy/upstream-error-code.js';
+import { upstreamErrorCode } from '../exchange/upstream-error-code.js';
 import type { VersionCacheResult } from '../telemetry/metrics.js';
 
 export interface UpstreamAnswer {

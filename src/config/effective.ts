@@ -1,6 +1,6 @@
 // The effective configuration as `--check` prints it: every default filled in, each key set by an
 // environment variable marked with its name, and every secret redacted (the keys the schema marks
-// `secret`, and every value read from a file with ${file:...}).
+// `secret`, every value read from a file with ${file:...}, and the query of every URL).
 import { Document, isMap, isScalar } from 'yaml';
 import type { ConfigProvenance } from './provenance.js';
 import { namedKeys, pathText, schemaAt, type KeyPath } from './schema-paths.js';
@@ -31,11 +31,41 @@ export function redactSecret(value: unknown): unknown {
   return REDACTED;
 }
 
+const ABSOLUTE_URL = /^[a-z][a-z\d+.-]*:\/\/[^?#]*[?#]/i;
+
+/**
+ * A URL whose query or fragment may carry a credential (`jwksUrl: https://idp/keys?access_token=...`):
+ * each query value is REDACTED (a name stays when it looks like one; an element without `=` is all
+ * value), and a fragment is REDACTED whole. Any other value is returned as it is.
+ */
+export function redactUrlQuery(value: string): string {
+  if (!ABSOLUTE_URL.test(value)) return value;
+  const hash = value.indexOf('#');
+  const beforeHash = hash === -1 ? value : value.slice(0, hash);
+  const question = beforeHash.indexOf('?');
+  const base = question === -1 ? beforeHash : beforeHash.slice(0, question);
+  const query =
+    question === -1
+      ? ''
+      : `?${beforeHash
+          .slice(question + 1)
+          .split('&')
+          .map((pair) => {
+            const equals = pair.indexOf('=');
+            if (equals === -1) return pair === '' ? '' : REDACTED;
+            const name = pair.slice(0, equals);
+            return `${/^[\w.-]{1,64}$/.test(name) ? name : REDACTED}=${REDACTED}`;
+          })
+          .join('&')}`;
+  return `${base}${query}${hash === -1 ? '' : `#${REDACTED}`}`;
+}
+
 /** What redaction needs to know of where the values came from: which were read from files. */
 type SecretSources = Pick<ConfigProvenance, 'fromFiles'>;
 
 function redactInPlace(value: unknown, path: KeyPath, provenance: SecretSources): unknown {
   if (provenance.fromFiles.has(pathText(path)) || schemaAt(path)?.secret === true) return redactSecret(value);
+  if (typeof value === 'string') return redactUrlQuery(value);
   if (Array.isArray(value)) return value.map((item, index) => redactInPlace(item, [...path, index], provenance));
   if (value !== null && typeof value === 'object') {
     // In the schema's order (the environment's settings were added last).
@@ -48,8 +78,8 @@ function redactInPlace(value: unknown, path: KeyPath, provenance: SecretSources)
 }
 
 /**
- * A copy of the config with every secret redacted: the keys the schema marks `secret`, and every
- * value `provenance.fromFiles` names (read with ${file:...}).
+ * A copy of the config with every secret redacted: the keys the schema marks `secret`, every
+ * value `provenance.fromFiles` names (read with ${file:...}), and the query of every URL.
  */
 export function redactedConfig(config: GatewayConfig, provenance: SecretSources): Record<string, unknown> {
   return redactInPlace(config, [], provenance) as Record<string, unknown>;

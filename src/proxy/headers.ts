@@ -1,6 +1,7 @@
 // Header rewriting between client and participant: pure functions, unit-tested.
 // Hop-by-hop headers are per connection and never forwarded (RFC 9110 §7.6.1).
 import type { IncomingMessage } from 'node:http';
+import { isIPv6 } from 'node:net';
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -115,9 +116,26 @@ export function upstreamRequestHeaders(
     priorFor === undefined ? forwarded.remoteAddress : `${priorFor}, ${forwarded.remoteAddress}`,
   );
   out.push('x-forwarded-proto', priorProto ?? forwarded.protocol);
-  const host = priorHost ?? forwarded.host;
+  const host = isValidHost(priorHost) ? priorHost : isValidHost(forwarded.host) ? forwarded.host : undefined;
   if (host !== undefined) out.push('x-forwarded-host', host);
   return out;
+}
+
+// RFC 9110 §7.2 / RFC 3986 §3.2.2: uri-host [ ":" port ], the host a name of unreserved characters
+// (no percent-encoding or sub-delims: nothing a reader of X-Forwarded-Host would split or decode),
+// an IPv4 address, or an IPv6 address in brackets.
+const HOST_NAME = /^[A-Za-z0-9._~-]{1,253}(?::\d{1,5})?$/;
+const IPV6_HOST = /^\[([0-9A-Fa-f:.]{2,45})\](?::\d{1,5})?$/;
+
+/**
+ * Whether a Host value is one a participant may be told in X-Forwarded-Host: `evil.com/v2/users`,
+ * `a@evil` or a list are not, and such a value is not forwarded (the participant may build links from it).
+ */
+export function isValidHost(value: string | undefined): value is string {
+  if (value === undefined) return false;
+  if (HOST_NAME.test(value)) return true;
+  const literal = IPV6_HOST.exec(value);
+  return literal !== null && isIPv6(literal[1]!);
 }
 
 /**

@@ -5,34 +5,21 @@
 // opens a new one offering only the first subprotocol; Canton needs both `jwt.token.<JWT>` and
 // `daml.ws.auth` (Canton `Endpoints.scala` reads the token from the first). Forwarding the upgrade
 // request itself keeps every offered subprotocol, extension and frame exactly as the client sent them.
-import http from 'node:http';
-import https from 'node:https';
+import { performance } from 'node:perf_hooks';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { subprotocolElements } from '../auth/extract.js';
 import type { GatewayConfig } from '../config/schema.js';
-import type { GatewayError } from '../errors.js';
 import type { Exchange } from '../exchange/exchange.js';
 import type { Operation } from '../operations.js';
-import { endUpgradeAnswer } from '../exchange/refusal.js';
-import { injectTraceContext, traceContextFields } from '../trace-context.js';
+import { subprotocolElements } from '../exchange/subprotocols.js';
+import { traceContextFields } from '../trace-context.js';
 import { forwardedFor, upstreamRequestHeaders } from './headers.js';
-import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from './upstream-error-code.js';
-import { upstreamFailure } from './upstream-failure.js';
-import { upstreamTlsOptions } from './forward.js';
-import { CONNECT_FAILURES, type Replica, type UpstreamReplicas } from './upstream-replicas.js';
+import { UpgradeCall, type TunnelOutcome, type UpgradeRequest } from './upgrade-call.js';
+import { upstreamTlsOptions } from './upstream-pool.js';
+import type { Replica, UpstreamReplicas } from './upstream-replicas.js';
 import { closeFrame, FrameBoundaries, SERVICE_RESTART } from './websocket-frames.js';
 
-/** What became of an admitted upgrade at the participant. */
-export interface TunnelOutcome {
-  /**
-   * The participant answered: 101 once the tunnel is open, else its refusal, passed on whole (its
-   * error code set on exchange.errorCode).
-   */
-  answered(status: number): void;
-  /** The participant gave no answer (unreachable, timed out): the gateway's coded refusal is the client's. */
-  failed(error: GatewayError): void;
-}
+export type { TunnelOutcome } from './upgrade-call.js';
 
 /**
  * Why a tunnel closed: a side closed its connection (`client`, `participant`), or the gateway cut it
@@ -71,28 +58,9 @@ function sendFarewell(socket: Duplex, frame: Buffer): void {
   socket.end(frame, () => socket.destroy());
 }
 
-/** Headers the gateway frames itself when it passes the participant's answer to an upgrade on. */
-const REFRAMED = new Set(['transfer-encoding', 'connection', 'keep-alive']);
-
-/**
- * The participant's answer head, passed on as sent but for its framing when it refused the upgrade:
- * Node has already de-chunked that body, so it goes on close-delimited (`Connection: close`).
- */
-function statusLine(response: http.IncomingMessage, refused: boolean, traceresponse: string): string {
-  const head = [`HTTP/1.1 ${response.statusCode} ${response.statusMessage ?? ''}`];
-  for (let i = 0; i < response.rawHeaders.length; i += 2) {
-    const name = response.rawHeaders[i]!;
-    if (refused && REFRAMED.has(name.toLowerCase())) continue;
-    head.push(`${name}: ${response.rawHeaders[i + 1]}`);
-  }
-  if (refused) head.push('Connection: close');
-  head.push(`traceresponse: ${traceresponse}`);
-  return `${head.join('\r\n')}\r\n\r\n`;
-}
-
 /**
  * The one Sec-WebSocket-Protocol line sent to the participant, or undefined when nothing was offered:
- * every offered element (auth/extract.ts subprotocolElements), in the client's order of preference,
+ * every offered element (exchange/subprotocols.ts), in the client's order of preference,
  * joined by "," without spaces. A participant that splits the value on "," without trimming (Canton
  * before digital-asset/canton#613) then reads the same first `jwt.token.` element as one that trims
  * and as the gateway verified; a browser's `daml.ws.auth, jwt.token.X` would hide X from it, or show
@@ -108,36 +76,6 @@ export function forwardedSubprotocols(rawHeaders: readonly string[]): string | u
   return elements.length === 0 ? undefined : elements.join(',');
 }
 
-/** The participant refused the upgrade: its answer goes back whole, still bounded by the timeout. */
-function passRefusal(
-  exchange: Exchange,
-  socket: Duplex,
-  response: http.IncomingMessage,
-  traceparent: string,
-  outcome: TunnelOutcome,
-): void {
-  socket.write(statusLine(response, true, traceparent));
-  // Its error code, read from the first bytes of its body as for a plain call (the body passes on whole).
-  const status = response.statusCode ?? 502;
-  const contentType = response.headers['content-type'];
-  const capture: Buffer[] = [];
-  let captured = 0;
-  response.on('data', (chunk: Buffer) => {
-    if (captured < ERROR_BODY_CAPTURE_BYTES) capture.push(chunk.subarray(0, ERROR_BODY_CAPTURE_BYTES - captured));
-    captured += chunk.length;
-  });
-  response.once('close', () => {
-    exchange.errorCode =
-      status >= 400
-        ? upstreamErrorCode(contentType, Buffer.concat(capture), captured > ERROR_BODY_CAPTURE_BYTES)
-        : null;
-    outcome.answered(status);
-  });
-  response.on('error', () => socket.destroy());
-  response.pipe(socket, { end: false });
-  response.once('end', () => endUpgradeAnswer(socket));
-}
-
 let rewrittenHeaders: ReadonlySet<string> | undefined;
 /**
  * Client headers the upgrade does not forward as sent (the gateway sends its own line for each):
@@ -148,11 +86,44 @@ function rewritten(): ReadonlySet<string> {
   return rewrittenHeaders;
 }
 
+/** Sends an upgrade every stage admitted to the participant (upgrade-call.ts); `tunnel` takes the connection once it agrees. */
+function sendUpgrade(
+  options: WebSocketTunnelOptions,
+  tls: object,
+  exchange: Exchange,
+  socket: Duplex,
+  head: Buffer,
+  outcome: TunnelOutcome,
+  tunnel: UpgradeRequest['tunnel'],
+): void {
+  const request = exchange.raw;
+  // Upgrades get no server span: the telemetry stage continued (or started) the trace without one,
+  // and the participant is told the gateway's hop in the OTEL_PROPAGATORS formats (src/trace-context.ts).
+  // The client's trace headers are replaced by the gateway's hop (its tracestate goes on only with
+  // the trace it belongs to).
+  const forwarded = forwardedFor(request, options.isTrustedProxy);
+  const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
+  const timeout = operationTimeoutsMs[exchange.operation.name] ?? timeoutMs;
+  const call = new UpgradeCall(options.replicas, performance.now() + timeout, {
+    exchange,
+    socket,
+    head,
+    headers: upstreamRequestHeaders(request.rawHeaders, forwarded, false, rewritten()),
+    upgrade: request.headers.upgrade ?? 'websocket',
+    subprotocols: forwardedSubprotocols(request.rawHeaders),
+    tls,
+    outcome,
+    tunnel,
+  });
+  // With replicas, an upgrade refused before any byte of it was written waits for the next replica
+  // that answers (within its own timeout) and is sent there once, as a call is (upstream-call.ts).
+  call.start(timeout);
+}
+
 export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSocketTunnels {
   const { replicas } = options;
   const secure = replicas.all.some((replica) => replica.url.protocol === 'https:');
   const tls = secure ? upstreamTlsOptions(options.config.upstream.tls) : {};
-  const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
   const { idleTimeoutMs } = options.config.websocket;
   const tunnels = new Set<Duplex>();
   // With replicas: each stream's replica, and how to close it with a close frame telling its client to reconnect.
@@ -166,95 +137,9 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
   let cuttingOff = false;
 
   function open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: TunnelOutcome): void {
-    const request = exchange.raw;
-    // Upgrades get no server span: the telemetry stage continued (or started) the trace without one,
-    // and the participant is told the gateway's hop in the OTEL_PROPAGATORS formats (src/trace-context.ts).
-    const traceparent = exchange.traceresponse!;
-    // The client's trace headers are replaced by the gateway's hop (its tracestate goes on only with
-    // the trace it belongs to).
-    const forwarded = forwardedFor(request, options.isTrustedProxy);
-    const clientHeaders = upstreamRequestHeaders(request.rawHeaders, forwarded, false, rewritten());
-    const upgrade = request.headers.upgrade ?? 'websocket';
-    const subprotocols = forwardedSubprotocols(request.rawHeaders);
-    const timeout = operationTimeoutsMs[exchange.operation.name] ?? timeoutMs;
-    const deadline = performance.now() + timeout;
-
-    /**
-     * Sends the upgrade to `replica`. `mayFailOver`: with replicas, an upgrade refused before any byte
-     * of it was written waits for the next replica that answers (within its own timeout) and is sent
-     * there once, as a call is (forward.ts); one that was written is never sent again.
-     */
-    function send(replica: Replica, idleMs: number, mayFailOver: boolean): void {
-      const base = replica.url;
-      const transport = base.protocol === 'https:' ? https : http;
-      // An array of headers makes Node send them as given, without a Host of its own.
-      const headers = [...clientHeaders, 'Host', base.host, 'Connection', 'Upgrade', 'Upgrade', upgrade];
-      if (exchange.traceContext !== undefined) injectTraceContext(exchange.traceContext, headers);
-      if (subprotocols !== undefined) headers.push('Sec-WebSocket-Protocol', subprotocols);
-      const upstream = transport.request({
-        protocol: base.protocol,
-        hostname: base.hostname,
-        port: base.port,
-        path: replica.basePath + (request.url ?? '/'),
-        method: 'GET',
-        headers,
-        agent: false,
-        // Bounds connecting and the participant's answer to the upgrade (idle time on the socket);
-        // cleared once the tunnel is open, where a stream may be quiet for long.
-        timeout: idleMs,
-        ...(transport === https && tls),
-      });
-      // Node holds the request back until its connection is open (over TLS, until the handshake is
-      // done): before that, nothing of it reached the replica. The socket comes fresh (agent: false).
-      let written = false;
-      upstream.once('socket', (connection: Socket) =>
-        connection.once(transport === https ? 'secureConnect' : 'connect', () => (written = true)),
-      );
-      const onClientGone = () => upstream.destroy();
-      socket.once('close', onClientGone);
-      upstream.once('timeout', () =>
-        upstream.destroy(Object.assign(new Error('upgrade timed out'), { code: 'UND_ERR_HEADERS_TIMEOUT' })),
-      );
-      let answered = false;
-      upstream.on('error', (error) => {
-        socket.off('close', onClientGone);
-        const code = (error as { code?: string }).code ?? '';
-        // Once the participant's refusal is under way, a failure cuts it off: no second answer after it.
-        if (answered) socket.destroy();
-        else if (socket.destroyed) return;
-        else if (mayFailOver && !written && CONNECT_FAILURES.has(code)) failOver(replica, error, code);
-        else outcome.failed(upstreamFailure(error));
-      });
-      upstream.once('response', (response) => {
-        answered = true;
-        socket.off('close', onClientGone);
-        passRefusal(exchange, socket, response, traceparent, outcome);
-      });
-      upstream.once('upgrade', (response, upstreamSocket, upstreamHead) => {
-        socket.off('close', onClientGone);
-        upstream.setTimeout(0);
-        upstreamSocket.setTimeout(0);
-        if (socket.destroyed) {
-          upstreamSocket.destroy();
-          return;
-        }
-        socket.write(statusLine(response, false, traceparent));
-        if (upstreamHead.length > 0) socket.write(upstreamHead);
-        if (head.length > 0) upstreamSocket.write(head);
-        tunnel(exchange, socket, replica, upstreamSocket, upstreamHead, outcome);
-      });
-      upstream.end();
-    }
-
-    function failOver(replica: Replica, error: Error, code: string): void {
-      void replicas.failedToConnect(replica, code, deadline).then((next) => {
-        if (socket.destroyed) return; // its client left while it waited
-        if (next === undefined) outcome.failed(upstreamFailure(error));
-        else send(next, Math.max(1, deadline - performance.now()), false);
-      });
-    }
-
-    send(replicas.target, timeout, replicas.failover);
+    sendUpgrade(options, tls, exchange, socket, head, outcome, (replica, upstreamSocket, upstreamHead) =>
+      tunnel(exchange, socket, replica, upstreamSocket, upstreamHead, outcome),
+    );
   }
 
   /** The participant agreed (101): the connection becomes a byte tunnel to `replica`. */

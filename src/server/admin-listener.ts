@@ -4,7 +4,7 @@
 // (proxy/upstream-replicas.ts). Each change of readiness is logged once.
 import { timingSafeEqual } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
@@ -46,15 +46,16 @@ export function isLoopbackAddress(address: string | undefined): boolean {
 }
 
 /**
- * A purge (or a read of the running configuration) is a loopback caller's, or one presenting
- * `Authorization: Bearer <admin.purgeToken>`.
+ * A purge (or a read of the running configuration) is allowed to a caller presenting
+ * `Authorization: Bearer <admin.purgeToken>`, or to a loopback peer when admin.trustLoopback is on
+ * (`trustedPeer`: behind a mesh sidecar every peer is loopback, Istio's passthrough 127.0.0.6).
  */
 export function purgeAllowed(
-  loopbackPeer: boolean,
+  trustedPeer: boolean,
   authorization: string | undefined,
   token: string | undefined,
 ): boolean {
-  if (loopbackPeer) return true;
+  if (trustedPeer) return true;
   if (token === undefined || authorization === undefined) return false;
   const match = /^Bearer +(\S+)\s*$/i.exec(authorization);
   if (match === null) return false;
@@ -75,12 +76,30 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
   const server = Fastify({ logger: false });
 
   const isLoopback = options.isLoopback ?? isLoopbackAddress;
+  const allowed = (request: FastifyRequest) =>
+    purgeAllowed(
+      config.admin.trustLoopback && isLoopback(request.socket.remoteAddress),
+      request.headers.authorization,
+      config.admin.purgeToken,
+    );
   readiness.add({ name: 'upstream', ready: () => upstream.ready(), detail: () => upstream.cause() });
+  // Not before the first probe has ended: the upstream check would be logged as failing with cause
+  // "not probed yet", and its real cause (refused, say) never, as failing to failing is no change.
+  // A check turning failing is a warning (what an operator filters for), unless the gateway is
+  // shutting down; turning ok is info.
+  let probed = false;
   const logChanges = () => {
-    for (const change of readiness.changes()) options.log?.info(change, 'readiness changed');
+    if (!probed) return;
+    for (const change of readiness.changes())
+      if (change.state === 'failing' && !readiness.isShuttingDown) options.log?.warn(change, 'readiness changed');
+      else options.log?.info(change, 'readiness changed');
   };
   // A probe already under way (an interval's) is joined, not doubled.
-  const probeUpstream = () => upstream.probeNow().then(logChanges);
+  const probeUpstream = () =>
+    upstream.probeNow().then(() => {
+      probed = true;
+      logChanges();
+    });
   // The replicas probe on their own interval: their changes (and the key sets') are logged on this one.
   const changeTimer = setInterval(logChanges, config.upstream.readinessIntervalMs);
   changeTimer.unref();
@@ -96,16 +115,14 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
     return reply.code(report.ready ? 200 : 503).send(report);
   });
   server.post('/cache/version/purge', async (request, reply) => {
-    if (!purgeAllowed(isLoopback(request.socket.remoteAddress), request.headers.authorization, config.admin.purgeToken))
-      return reply.code(403).send({ error: 'purge is allowed from loopback or with the admin purge token' });
+    if (!allowed(request)) return reply.code(403).send({ error: 'purge is allowed with the admin purge token only' });
     options.purgeVersionCache();
     return reply.code(204).send();
   });
-  // The running configuration, as Envoy's /config_dump shows its own: from loopback (kubectl
-  // port-forward arrives there) or with the admin token, like the purge.
+  // The running configuration, as Envoy's /config_dump shows its own: with the admin token, like the purge.
   server.get('/config', async (request, reply) => {
-    if (!purgeAllowed(isLoopback(request.socket.remoteAddress), request.headers.authorization, config.admin.purgeToken))
-      return reply.code(403).send({ error: 'the configuration is shown to loopback or with the admin purge token' });
+    if (!allowed(request))
+      return reply.code(403).send({ error: 'the configuration is shown with the admin purge token only' });
     return reply.header('cache-control', 'no-store').send(options.runningConfig());
   });
   server.get('/metrics', async (_request, reply) => {

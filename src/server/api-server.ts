@@ -12,6 +12,7 @@ import { sendGatewayError } from '../exchange/refusal.js';
 import { framingProblem, framingRefusal, webSocketOperationOf } from '../exchange/request-context.js';
 import { randomRequestId } from '../exchange/request-id.js';
 import { listenerSecureOptions, type ListenerTlsFiles } from './listener-tls.js';
+import { dispatchInTurn } from './pipelining.js';
 import type { RequestTelemetry } from '../telemetry/request-telemetry.js';
 
 export interface ApiServerOptions {
@@ -104,6 +105,9 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
     },
   });
 
+  // A pipelined request walks its stages only when its answer's turn comes, and never behind an
+  // answer that closed the connection (after Fastify's own listener is in place).
+  dispatchInTurn(api.server);
   // Expect: 100-continue is answered once a stage reads the body, not before the stages judged the call.
   deferContinue(api.server);
 

@@ -17,6 +17,8 @@ export interface GracefulShutdownOptions {
   readonly cutOff: () => void;
   /** Closes everything else, once the listener is closed or the grace is over. */
   readonly close: () => Promise<void>;
+  /** Last, exports what telemetry still holds (the trace exporter's spans), within TELEMETRY_FLUSH_MS. */
+  readonly flushTelemetry?: () => Promise<void>;
   readonly log: FastifyBaseLogger;
 }
 
@@ -62,6 +64,32 @@ export function gracefulShutdown(options: GracefulShutdownOptions): GracefulShut
         for (const socket of rawSockets) socket.destroy();
       }
       await options.close();
+      if (options.flushTelemetry !== undefined) await flushWithin(options.flushTelemetry, settings.graceMs, log);
     },
   };
+}
+
+/**
+ * How long the trace exporter may take to send its last spans (at most graceMs): an unreachable
+ * collector would otherwise hold the exit for the exporter's own timeout and retries (8 s and more),
+ * past a Kubernetes termination grace, and fail the shutdown.
+ */
+export const TELEMETRY_FLUSH_MS = 2_000;
+
+async function flushWithin(flush: () => Promise<void>, graceMs: number, log: FastifyBaseLogger): Promise<void> {
+  const boundMs = Math.min(TELEMETRY_FLUSH_MS, graceMs);
+  let timer: NodeJS.Timeout | undefined;
+  const elapsed = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), boundMs)));
+  const outcome = await Promise.race([
+    flush().then(
+      () => 'flushed' as const,
+      (error: unknown) => (error instanceof Error ? error.message : String(error)),
+    ),
+    elapsed,
+  ]);
+  clearTimeout(timer);
+  if (outcome === 'timeout')
+    log.warn({ boundMs }, 'trace export did not finish at shutdown; the spans it still held are dropped');
+  else if (outcome !== 'flushed')
+    log.warn({ err: outcome }, 'trace export failed at shutdown; the spans it still held are dropped');
 }

@@ -184,6 +184,26 @@ export function logDestination(fd = 1, maxBufferBytes = LOG_BUFFER_MAX_BYTES): D
   return destination;
 }
 
+/**
+ * Resolves once every line logged so far has been written (or after `timeoutMs`). Before the process
+ * exits: pino's exit handler writes what is buffered synchronously, but not a batch whose
+ * asynchronous write is still under way, which then landed after the lines logged later (or never).
+ */
+export function flushLog(logger: Logger, timeoutMs = EXIT_FLUSH_MS): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, timeoutMs);
+    try {
+      logger.flush(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    } catch {
+      clearTimeout(timer); // a destroyed destination: nothing more can be written
+      resolve();
+    }
+  });
+}
+
 /** The process logger (pino), writing to `destination`: by default logDestination(). */
 export function createLogger(level: string, destination: DestinationStream = logDestination()): Logger {
   return pino(loggerOptions(level), destination);
@@ -205,8 +225,8 @@ export interface RequestLine {
   readonly operation: string;
   readonly method: string;
   readonly status: number;
-  /** Null only for an upgrade whose stream opened: it has no outcome yet. */
-  readonly errorCode: string | null;
+  /** As the metric's error_code label: `none` for a success (a 101 included). */
+  readonly errorCode: string;
   readonly durationMs: number;
   readonly traceId: string | null;
   readonly spanId: string | null;

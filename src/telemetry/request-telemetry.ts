@@ -113,22 +113,22 @@ export function createRequestTelemetry(
         : clientLeft
           ? ErrorCodeLabels.clientClosedRequest
           : outcomeCode(status, exchange.errorCode);
-    finish(exchange, status, code, code);
+    finish(exchange, status, code);
   }
 
   /** An upgrade whose socket closed before it was answered: its client left, or the gateway cut it at shutdown. */
   function finishUnanswered(exchange: Exchange): void {
     if (cuttingOff) {
       const code = ErrorCodeLabels.shutdownGraceElapsed;
-      finish(exchange, 503, code, code);
+      finish(exchange, 503, code);
     } else {
       const code = ErrorCodeLabels.clientClosedRequest;
-      finish(exchange, CLIENT_CLOSED_STATUS, code, code);
+      finish(exchange, CLIENT_CLOSED_STATUS, code);
     }
   }
 
-  /** The one observation and the one line; `lineCode` is `code` but for an open stream (upgradeAnswered). */
-  function finish(exchange: Exchange, status: number, code: string, lineCode: string | null): void {
+  /** The one observation and the one line, with the same code. */
+  function finish(exchange: Exchange, status: number, code: string): void {
     const state = (exchange as WithState)[kState];
     if (state === undefined || state.finished) return;
     state.finished = true;
@@ -164,7 +164,7 @@ export function createRequestTelemetry(
       operation: operationName,
       method,
       status,
-      errorCode: lineCode,
+      errorCode: code,
       durationMs: Math.round(seconds * 1e6) / 1e3,
       traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
       spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
@@ -206,9 +206,10 @@ export function createRequestTelemetry(
       if (state !== undefined) state.reason = scrubSecrets(String(reason)); // a non-string reason must not throw here
     },
     upgradeAnswered(exchange, status) {
+      // A 101 is written when the stream opens, with the code its metric label has (`none`);
+      // how the stream ended is its 'stream ended' line.
       const code = outcomeCode(status, exchange.errorCode);
-      // Written when the stream opens, before it has an outcome: no error code yet ('stream ended' follows).
-      finish(exchange, status, code, status === 101 ? null : code);
+      finish(exchange, status, code);
     },
     unroutedRefusal(refusal) {
       metrics.observeRequest(UNKNOWN_OPERATION.name, refusal.method, refusal.status, refusal.errorCode, 0);

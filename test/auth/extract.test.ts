@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  bearerTokenFromHeaders,
-  checkTokenShape,
-  subprotocolElements,
-  webSocketToken,
-} from '../../src/auth/extract.js';
+import { bearerTokenFromHeaders, checkTokenShape, webSocketToken } from '../../src/auth/extract.js';
+import { subprotocolElements } from '../../src/exchange/subprotocols.js';
 import { AuthFailure } from '../../src/auth/failure.js';
 
 const JWT = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl';

@@ -1,4 +1,6 @@
-// POST /cache/version/purge on the admin listener: loopback callers, or the admin.purgeToken bearer.
+// POST /cache/version/purge and GET /config on the admin listener: the admin.purgeToken bearer, or
+// a loopback peer when admin.trustLoopback is on.
+import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { isLoopbackAddress, purgeAllowed } from '../../src/server/admin-listener.js';
 import { startGateway } from '../helpers/gateway.js';
@@ -7,6 +9,32 @@ import { startRecordingUpstream } from '../helpers/recording-upstream.js';
 
 const current = perTest();
 const TOKEN = 'purge-token-0123456789abcdef';
+
+/** The status of one call to the admin listener over a real connection from `localAddress`. */
+function adminCall(
+  adminUrl: string,
+  method: string,
+  path: string,
+  localAddress: string,
+  authorization?: string,
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const call = request(`${adminUrl}${path}`, {
+      method,
+      localAddress,
+      agent: false,
+      headers: authorization === undefined ? {} : { authorization },
+      timeout: 5_000,
+    });
+    call.on('response', (response) => {
+      response.resume();
+      response.on('end', () => resolve(response.statusCode!));
+    });
+    call.on('timeout', () => call.destroy(new Error('no answer within 5 s')));
+    call.on('error', reject);
+    call.end();
+  });
+}
 
 describe('who may purge the version cache', () => {
   it('counts 127.0.0.0/8, ::1 and IPv4-mapped 127.x as loopback, nothing else', () => {
@@ -28,10 +56,26 @@ describe('who may purge the version cache', () => {
     expect(purgeAllowed(false, TOKEN, TOKEN)).toBe(false);
   });
 
-  it('purges for a loopback caller over the network (204)', async () => {
+  // 127.0.0.6 is where Istio's inbound passthrough connects from: behind a mesh sidecar, every peer
+  // of the admin port is loopback, so loopback alone vouches for nobody.
+  it('refuses a loopback peer (127.0.0.6, a sidecar) without the token unless admin.trustLoopback is on', async () => {
     const upstream = (current.upstream = await startRecordingUpstream());
-    const gw = (current.gw = await startGateway(upstream.url));
-    expect((await fetch(`${gw.adminUrl}/cache/version/purge`, { method: 'POST' })).status).toBe(204);
+    const closed = (current.gw = await startGateway(upstream.url, { admin: { purgeToken: TOKEN } }));
+    for (const from of ['127.0.0.6', '127.0.0.1']) {
+      expect(await adminCall(closed.adminUrl, 'POST', '/cache/version/purge', from), from).toBe(403);
+      expect(await adminCall(closed.adminUrl, 'GET', '/config', from), from).toBe(403);
+      expect(await adminCall(closed.adminUrl, 'POST', '/cache/version/purge', from, `Bearer ${TOKEN}`), from).toBe(204);
+      expect(await adminCall(closed.adminUrl, 'GET', '/config', from, `Bearer ${TOKEN}`), from).toBe(200);
+      expect(await adminCall(closed.adminUrl, 'GET', '/metrics', from), from).toBe(200);
+    }
+    await closed.close();
+
+    const trusting = (current.gw = await startGateway(upstream.url, { admin: { trustLoopback: true } }));
+    expect(await adminCall(trusting.adminUrl, 'POST', '/cache/version/purge', '127.0.0.6')).toBe(204);
+    expect(await adminCall(trusting.adminUrl, 'GET', '/config', '127.0.0.6')).toBe(200);
+    // The opt-in is for loopback peers only.
+    const remote = { remoteAddress: '10.0.0.5' };
+    expect((await trusting.gateway.admin.inject({ method: 'GET', url: '/config', ...remote })).statusCode).toBe(403);
   });
 
   it('refuses a remote caller without a configured token (403), keeps probes and metrics open', async () => {

@@ -19,6 +19,8 @@ afterEach(async () => {
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const PURGE_TOKEN = 'purge-token-0123456789abcdef';
+const purge = { method: 'POST', headers: { authorization: `Bearer ${PURGE_TOKEN}` } };
 
 async function cacheCounts(gateway: RunningGateway): Promise<Record<string, number>> {
   const metric = await gateway.registry.getSingleMetric('ledger_gateway_version_cache_requests_total')!.get();
@@ -242,10 +244,10 @@ describe('version cache', () => {
         request.headers.authorization === undefined ? 0 : 500,
       );
     });
-    gw = await startGateway(upstream.url);
+    gw = await startGateway(upstream.url, { admin: { purgeToken: PURGE_TOKEN } });
     const waiting = [1, 2, 3].map(() => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() }));
     await sleep(100);
-    expect((await fetch(`${gw.adminUrl}/cache/version/purge`, { method: 'POST' })).status).toBe(204);
+    expect((await fetch(`${gw.adminUrl}/cache/version/purge`, purge)).status).toBe(204);
     for (const answer of await Promise.all(waiting)) {
       expect(answer.status).toBe(200);
       expect(await answer.json()).toEqual(VERSION);
@@ -287,9 +289,9 @@ describe('version cache', () => {
 
   it('is emptied by POST /cache/version/purge on the admin listener', async () => {
     upstream = await startRecordingUpstream(answerJson(200, VERSION));
-    gw = await startGateway(upstream.url);
+    gw = await startGateway(upstream.url, { admin: { purgeToken: PURGE_TOKEN } });
     await fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
-    expect((await fetch(`${gw.adminUrl}/cache/version/purge`, { method: 'POST' })).status).toBe(204);
+    expect((await fetch(`${gw.adminUrl}/cache/version/purge`, purge)).status).toBe(204);
     expect((await fetch(`${gw.url}/v2/version`, { headers: gw.auth() })).headers.get('x-cache')).toBe('MISS');
     expect(upstream.requests).toHaveLength(2);
   });

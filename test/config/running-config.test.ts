@@ -1,6 +1,6 @@
 // GET /config on the admin listener: the configuration a replica runs now (after reloads, with the
 // participant's issuers), its fingerprint and the keys waiting for a restart; every secret redacted,
-// those of the schema and those read with ${file:...}; shown to loopback or with the admin token only.
+// those of the schema, those read with ${file:...} and URL queries; shown with the admin token only.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +19,7 @@ interface RunningConfig {
   config: {
     admin: { purgeToken: string };
     server: { port: number };
-    auth: { issuers: Array<{ issuer: string; audience?: string }> };
+    auth: { issuers: Array<{ issuer: string; audience?: string; jwksUrl?: string }> };
     policy: { rules: Record<string, unknown> };
   };
 }
@@ -64,7 +64,7 @@ async function startedFromFile(rules: object) {
 }
 
 async function runningConfig(gateway: RunningGateway): Promise<{ status: number; text: string }> {
-  const answer = await fetch(`${gateway.adminUrl}/config`);
+  const answer = await fetch(`${gateway.adminUrl}/config`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
   return { status: answer.status, text: await answer.text() };
 }
 
@@ -97,6 +97,27 @@ describe('GET /config on the admin listener', () => {
     expect(shown.config.policy.rules).toMatchObject({ 'getV2StateLedger-end': [{ subjects: ['bob'] }] });
     expect(shown.config.server.port).toBe(0); // what runs, not what the file says
     expect(shown.restartRequired).toEqual(['server.port']);
+  });
+
+  it("redacts the query of every URL: a jwksUrl's access_token is never shown", async () => {
+    upstream = await startRecordingUpstream();
+    const secret = 'query-token-never-shown-42';
+    const jwksUrl = `http://127.0.0.1:9/keys?access_token=${secret}&tenant=a#${secret}`;
+    running = await startGateway(upstream.url, {
+      admin: { purgeToken: ADMIN_TOKEN },
+      auth: {
+        participantId: TEST_PARTICIPANT,
+        issuers: [{ issuer: 'https://idp.example', jwksUrl }],
+        keySets: { fetchTimeoutMs: 200 },
+      },
+    });
+    const { status, text } = await runningConfig(running);
+    expect(status).toBe(200);
+    expect(text).not.toContain(secret);
+    const shown = JSON.parse(text) as RunningConfig;
+    expect(shown.config.auth.issuers[0]!.jwksUrl).toBe(
+      'http://127.0.0.1:9/keys?access_token=REDACTED&tenant=REDACTED#REDACTED',
+    );
   });
 
   it('is shown off loopback only with the admin token', async () => {

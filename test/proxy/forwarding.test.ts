@@ -134,6 +134,30 @@ describe('forwarding', () => {
     expect(headerValues(received, 'x-kept')).toEqual(['1', '2']);
   });
 
+  it('forwards only a syntactically valid Host as X-Forwarded-Host (RFC 9110 §7.2)', async () => {
+    upstream = await startRecordingUpstream();
+    gw = await startGateway(upstream.url);
+    const forwardedHost = async (host: string) => {
+      const before = upstream!.requests.length;
+      const head = `GET /v2/state/ledger-end HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n${authLines(gw!)}\r\n`;
+      expect((await rawRequest(gw!.url, head)).status, host).toBe(200);
+      expect(upstream!.requests.length, host).toBe(before + 1);
+      return upstream!.requests.at(-1)!.headers['x-forwarded-host'];
+    };
+    for (const host of ['gw.example', 'gw.example:8443', '10.0.0.7:80', '[2001:db8::7]', '[2001:db8::7]:8443'])
+      expect(await forwardedHost(host), host).toBe(host);
+    for (const host of [
+      'evil.com/v2/users',
+      'a@evil',
+      'gw.example, evil.com',
+      'evil.com?x',
+      'evil.com#x',
+      '[zz]',
+      'gw:port',
+    ])
+      expect(await forwardedHost(host), host).toBeUndefined();
+  });
+
   it("drops the participant's hop-by-hop answer headers and those its Connection header names, keeps the rest", async () => {
     for (const connection of ['keep-alive, X-Upstream-Hop', 'close, x-upstream-hop', 'keep-alive']) {
       upstream = await startRecordingUpstream((_request, response) => {

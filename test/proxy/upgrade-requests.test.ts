@@ -116,7 +116,7 @@ describe('requests with an Upgrade header', () => {
       .poll(() => log.entries().filter((entry) => entry.msg === 'request').length, { timeout: 5_000 })
       .toBe(2);
     const [tunnelled, refused] = log.entries().filter((entry) => entry.msg === 'request');
-    expect(tunnelled).toMatchObject({ operation: 'onV2Updates', method: 'GET', status: 101, errorCode: null });
+    expect(tunnelled).toMatchObject({ operation: 'onV2Updates', method: 'GET', status: 101, errorCode: 'none' });
     expect(tunnelled!.traceId).toMatch(/^[0-9a-f]{32}$/);
     expect(refused).toMatchObject({
       operation: 'onV2Updates',

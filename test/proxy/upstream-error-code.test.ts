@@ -1,6 +1,6 @@
 // The error_code label of a participant's error answer, from its content type and first bytes.
 import { describe, expect, it } from 'vitest';
-import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from '../../src/proxy/upstream-error-code.js';
+import { ERROR_BODY_CAPTURE_BYTES, upstreamErrorCode } from '../../src/exchange/upstream-error-code.js';
 
 const JSON_TYPE = 'application/json';
 const body = (value: unknown) => Buffer.from(JSON.stringify(value));

@@ -20,9 +20,11 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-/** A participant on 127.0.0.1:`port` (0: any) answering every call with `status`; closed after the test. */
-async function participantAnswering(status: number, port = 0): Promise<number> {
-  const server = createHttpServer((_request, response) => response.writeHead(status).end('{}'));
+/** A participant on 127.0.0.1:`port` (0: any) answering every call with `status` (after `delayMs`); closed after the test. */
+async function participantAnswering(status: number, port = 0, delayMs = 0): Promise<number> {
+  const server = createHttpServer((_request, response) => {
+    setTimeout(() => response.writeHead(status).end('{}'), delayMs);
+  });
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   current.upstream = {
     close: () => {
@@ -45,14 +47,20 @@ describe('readiness changes in the log', () => {
     const changes = () => log.entries().filter((entry) => entry.msg === 'readiness changed');
     const upstreamChanges = () => changes().filter((entry) => entry.check === 'upstream');
     await expect.poll(() => upstreamChanges().length, { timeout: 5_000 }).toBe(1);
-    expect(upstreamChanges()[0]).toMatchObject({ check: 'upstream', state: 'failing', cause: 'refused' });
-    expect(changes().find((entry) => entry.check === 'ready')).toMatchObject({ state: 'failing' });
-    await new Promise((resolve) => setTimeout(resolve, 500)); // several probes, all refused
+    expect(upstreamChanges()[0]).toMatchObject({
+      check: 'upstream',
+      state: 'failing',
+      cause: 'refused',
+      level: 'warn',
+    });
+    expect(changes().find((entry) => entry.check === 'ready')).toMatchObject({ state: 'failing', level: 'warn' });
+    // Several probes, all refused: a failing /readyz probes again before it answers.
+    for (let probe = 0; probe < 3; probe++) expect((await fetch(`${gw.adminUrl}/readyz`)).status).toBe(503);
     expect(upstreamChanges()).toHaveLength(1);
 
     await participantAnswering(200, port);
     await expect.poll(() => upstreamChanges().length, { timeout: 5_000 }).toBe(2);
-    expect(upstreamChanges()[1]).toEqual(expect.objectContaining({ check: 'upstream', state: 'ok' }));
+    expect(upstreamChanges()[1]).toEqual(expect.objectContaining({ check: 'upstream', state: 'ok', level: 'info' }));
     expect(upstreamChanges()[1]).not.toHaveProperty('cause');
     expect(
       changes()
@@ -60,6 +68,21 @@ describe('readiness changes in the log', () => {
         .map((entry) => entry.state),
     ).toEqual(['failing', 'ok']);
     expect((await fetch(`${gw.adminUrl}/readyz`)).status).toBe(200);
+  });
+
+  it('logs nothing before the first probe has ended: a first probe that times out is logged as a timeout', async () => {
+    // The participant answers later than the probe's bound (the readiness interval): the interval's
+    // logging, armed before the first probe began, comes first.
+    const port = await participantAnswering(503, 0, 600);
+    const log = logCapture();
+    current.gw = await startGateway(
+      `http://127.0.0.1:${port}`,
+      { upstream: { readinessIntervalMs: 100 } },
+      { logger: log.logger },
+    );
+    const first = () => log.entries().find((entry) => entry.msg === 'readiness changed' && entry.check === 'upstream');
+    await expect.poll(first, { timeout: 5_000 }).toBeDefined();
+    expect(first()).toMatchObject({ state: 'failing', cause: 'timeout' });
   });
 
   it('reports a status code as the cause of a 5xx answer', async () => {
