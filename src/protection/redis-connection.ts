@@ -68,7 +68,7 @@ function boundedOptions(config: RedisConnectionConfig): RedisOptions {
 export function connectRedis(config: RedisConnectionConfig): RedisConnection {
   const { sentinel, cluster } = config;
   if (cluster !== undefined) {
-    return new Cluster(cluster.nodes.map(address), {
+    const client = new Cluster(cluster.nodes.map(address), {
       // A node's own queue holds a command only while its connection opens (bounded by the timeouts).
       redisOptions: boundedOptions(config),
       enableOfflineQueue: false,
@@ -79,6 +79,12 @@ export function connectRedis(config: RedisConnectionConfig): RedisConnection {
       slotsRefreshInterval: CLUSTER_SLOTS_REFRESH_MS,
       slotsRefreshTimeout: config.commandTimeoutMs,
     });
+    // ioredis opens a node's connection at its first command, and refuses the commands that come
+    // while it opens: open each master's as soon as it is known (redisReady waits for them).
+    client.on('+node', (node: Redis) => {
+      if (node.options.readOnly !== true) node.connect().catch(() => {});
+    });
+    return client;
   }
   const bounded: RedisOptions = {
     ...boundedOptions(config),
@@ -102,6 +108,12 @@ export function connectRedis(config: RedisConnectionConfig): RedisConnection {
     });
   }
   return new Redis(config.url!, bounded);
+}
+
+/** Connected: the node, the master Sentinel named, or the cluster and every master it knows. */
+export function redisReady(client: RedisConnection): boolean {
+  if (client.status !== 'ready') return false;
+  return !(client instanceof Cluster) || client.nodes('master').every((node) => node.status === 'ready');
 }
 
 /** Resolves when Redis answers again: one node, or every master of a cluster (each holds some callers' keys). */

@@ -7,7 +7,7 @@
 // Every command is bounded: no offline queue, no resend after a reconnect, a command timeout
 // (redis-connection.ts, for a single node, Sentinel and Cluster alike).
 import { createHash, randomUUID } from 'node:crypto';
-import { connectRedis, pingRedis, redisMode, type RedisConnectionConfig } from './redis-connection.js';
+import { connectRedis, pingRedis, redisMode, redisReady, type RedisConnectionConfig } from './redis-connection.js';
 import {
   CONCURRENCY_RETRY_AFTER_MS,
   NO_LEASE,
@@ -33,7 +33,8 @@ export interface RedisStore extends LimitStore {
   readonly heldLeases: number;
 }
 
-// KEYS: rate key, caller's slot set, operation's slot set (only with an operation cap).
+// KEYS: rate key, then the caller's slot set and the operation's, each only when needed (a key passed
+// and never touched would still count in a Cluster slot move, where a script on keys half moved must wait).
 // ARGV: emission interval ms (0: no rate), burst, lease ms, lease member, caller cap, operation cap (0: none).
 // Returns {0, 0} admitted, {1, retry ms} over the rate, {2, 0} caller cap, {3, 0} operation cap.
 const ADMIT = `
@@ -174,7 +175,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   /** Releases that failed while Redis was away: retried until the lease lapsed anyway (bounded). */
   const unreleased = new Map<string, { keys: readonly string[]; until: number }>();
 
-  const isReady = () => client.status === 'ready';
+  const isReady = () => redisReady(client);
 
   // A Redis that holds its connection open and answers nothing (frozen, a network black hole) keeps
   // the client "ready" for minutes, and ioredis keeps a timed-out command queued until an answer
@@ -289,10 +290,9 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
       let answer: unknown;
       try {
         answer = await scripts.ledgerGatewayAdmit(
-          perOperation > 0 ? 3 : 2,
+          perOperation > 0 ? 3 : perPrincipal > 0 ? 2 : 1,
           rateKey,
-          callerSlots,
-          ...(perOperation > 0 ? [operationSlots] : []),
+          ...(perOperation > 0 ? [callerSlots, operationSlots] : perPrincipal > 0 ? [callerSlots] : []),
           String(limits.rate?.intervalMs ?? 0),
           String(limits.rate?.burst ?? 0),
           leaseMs,

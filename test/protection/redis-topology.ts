@@ -172,6 +172,8 @@ export interface RedisClusterGroup {
   readonly nodes: readonly string[];
   /** The port of the master that serves `key` now. */
   masterPortOf(key: string): Promise<number>;
+  /** Moves the slot of `key` to another master (MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE), keys and all. */
+  moveSlotOf(key: string): Promise<{ from: number; to: number }>;
   /** A plain cluster-unaware client on one node. */
   node(port: number): Redis;
   /** SIGKILL of the node on `port` (a crash). */
@@ -196,16 +198,15 @@ export async function startRedisCluster(): Promise<RedisClusterGroup> {
   const dir = await mkdtemp(path.join(tmpdir(), 'ledger-gateway-cluster-'));
   const password = `cluster-secret-${process.pid}`;
   const nodes = new Map<number, ChildProcess>();
-  const clients: Redis[] = [];
+  const clients = new Map<number, Redis>();
   const close = async () => {
-    for (const redis of clients) redis.disconnect();
+    for (const redis of clients.values()) redis.disconnect();
     await Promise.all([...nodes.values()].map((child) => stopProcess(child)));
     await rm(dir, { recursive: true, force: true });
   };
   const node = (port: number) => {
-    const redis = client(port, password);
-    clients.push(redis);
-    return redis;
+    if (!clients.has(port)) clients.set(port, client(port, password));
+    return clients.get(port)!;
   };
   try {
     for (let i = 0; i < 6; i++) {
@@ -254,16 +255,37 @@ export async function startRedisCluster(): Promise<RedisClusterGroup> {
     throw error;
   }
   const anyLive = () => [...nodes].find(([, child]) => child.exitCode === null && child.signalCode === null)![0];
+  const slotMap = async () =>
+    (await node(anyLive()).call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number]]>;
+  const slotOf = async (key: string) => Number(await node(anyLive()).call('CLUSTER', 'KEYSLOT', key));
+  const masterPortOf = async (key: string) => {
+    const slot = await slotOf(key);
+    const range = (await slotMap()).find(([from, to]) => slot >= from && slot <= to);
+    if (range === undefined) throw new Error(`no master serves slot ${slot}`);
+    return Number(range[2][1]);
+  };
   return {
     password,
     nodes: [...nodes.keys()].map((port) => `127.0.0.1:${port}`),
-    async masterPortOf(key) {
-      const redis = node(anyLive());
-      const slot = Number(await redis.call('CLUSTER', 'KEYSLOT', key));
-      const ranges = (await redis.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number]]>;
-      const range = ranges.find(([from, to]) => slot >= from && slot <= to);
-      if (range === undefined) throw new Error(`no master serves slot ${slot}`);
-      return Number(range[2][1]);
+    masterPortOf,
+    async moveSlotOf(key) {
+      // The resharding steps of https://redis.io/docs/latest/commands/cluster-setslot/, for one slot.
+      const slot = await slotOf(key);
+      const from = await masterPortOf(key);
+      const masters = [...new Set((await slotMap()).map((range) => Number(range[2][1])))];
+      const to = masters.find((port) => port !== from)!;
+      const [source, target] = [node(from), node(to)];
+      const [sourceId, targetId] = await Promise.all([source.call('CLUSTER', 'MYID'), target.call('CLUSTER', 'MYID')]);
+      await target.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', String(sourceId));
+      await source.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', String(targetId));
+      for (;;) {
+        const keys = (await source.call('CLUSTER', 'GETKEYSINSLOT', slot, 100)) as string[];
+        if (keys.length === 0) break;
+        await source.call('MIGRATE', '127.0.0.1', to, '', 0, 5_000, 'AUTH', password, 'KEYS', ...keys);
+      }
+      for (const port of [to, from, ...masters.filter((p) => p !== to && p !== from)])
+        await node(port).call('CLUSTER', 'SETSLOT', slot, 'NODE', String(targetId));
+      return { from, to };
     },
     node,
     async kill(port) {
