@@ -613,7 +613,7 @@ export const ProtectionSchema = Section(
             'new one whose signature it must check), per client address (as resolved through server.trustedProxies; an ' +
             'IPv6 address by its /64). A unit is spent before any signature check and given back when the token proves ' +
             'valid, so refusals are what count: a flood of made-up tokens costs a burst of checks, then 429 with limit ' +
-            'unauthenticatedRate. A call with a verified token spends none. Shared through redis.url when set. null: no ' +
+            'unauthenticatedRate. A call with a verified token spends none. Shared through Redis when one is set (redis.url, sentinel or cluster). null: no ' +
             'budget.',
         }),
         refusalDelayMs: Type.Integer({
