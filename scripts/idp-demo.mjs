@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // DEVELOPMENT ONLY: `npm run demo:idps` shows auth.participantIdentityProviders at work against a gateway
-// started by `LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ENABLED=true npm start`: a new issuer
-// (its own JWKS endpoint on loopback) is refused, trusted once an IdP config for it is created through
+// started by `LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ENABLED=true
+// LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ALLOWED_JWKS_HOSTS='["127.0.0.1"]' npm start`: a new issuer
+// (its own JWKS endpoint on loopback, which the second variable allows) is refused, trusted once an IdP config for it is created through
 // the gateway, and refused again once that config is deactivated. Exits 1 naming the step that went wrong.
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -21,12 +22,14 @@ import { DEVELOPMENT_PARTICIPANT_ID } from '../dist/development-identity.js';
 const USAGE = `Usage: npm run demo:idps -- [--gateway <url>] [--timeout <ms>]
 
 DEVELOPMENT ONLY. Against a gateway started by
-  LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ENABLED=true npm start
+  LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ENABLED=true \\
+  LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ALLOWED_JWKS_HOSTS='["127.0.0.1"]' npm start
 shows the participant's identity providers trusted at the edge, step by step: a token of a new
 issuer is refused (401); POST /v2/idps creates an IdP config for it through the gateway; the same
 call then passes (200), with no restart and no retry (the gateway holds it while it refreshes the
 list after the change); PATCH deactivates the IdP: 401 again; DELETE removes it. The new issuer's
-keys are served by this script on 127.0.0.1 (a random port).
+keys are served by this script on 127.0.0.1 (a random port): the gateway fetches a participant
+IdP's keys from a loopback address only when allowedJwksHosts lists it.
 
 It runs only against a gateway in development mode: before anything else it checks that the gateway
 accepts a token signed by the development key in .dev/ (or LEDGER_GATEWAY_DEV_DIR), as only a
@@ -235,7 +238,8 @@ async function run({ gateway, timeoutMs }, cleanup) {
   const trusted = await ledgerEnd(
     '4 (the same token once the IdP exists)',
     200,
-    'is the gateway started with LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ENABLED=true?',
+    'is the gateway started with LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ENABLED=true and ' +
+      `LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ALLOWED_JWKS_HOSTS='["127.0.0.1"]'?`,
   );
   console.log(
     `4. GET /v2/state/ledger-end with ${USER}'s token: ${trusted.status} (offset ${trusted.json?.offset}): ` +

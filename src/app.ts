@@ -21,6 +21,7 @@ import { Errors, GatewayError } from './errors.js';
 import type { Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { keySetsFailure } from './auth/key-set.js';
+import { BodyBudget } from './body/budget.js';
 import { createLiveConfig } from './live/generations.js';
 import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './live/participant-idps.js';
 import { NamedOperations } from './operations.js';
@@ -141,8 +142,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // The participant: its replicas (upstream.replicas) or the one upstream.url, each probed on its own.
   const replicas = new UpstreamReplicas(config.upstream, options.upstreamUrl, log);
   metrics.watchReplicas(replicas);
+  // One budget for every body held in memory (limits is read at start: a reload keeps it).
+  const bodyBudget = new BodyBudget(config.limits);
+  metrics.watchBodyBuffer(() => bodyBudget.heldBytes);
   const forwarder = createForwarder({
     replicas,
+    bodyBudget,
     config,
     replacesTraceContext: serverSpanPlugin !== undefined,
     // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
@@ -188,6 +193,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
     onAuthFailure: (reason: AuthFailureReason) => metrics.authFailure(reason),
     retireAfterMs: retireAfterMs(config),
+    bodyBudget,
   });
   const authenticator = live.current.authenticator;
   for (const warning of authenticator.settings.warnings) log.warn(warning);
@@ -270,11 +276,17 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     method: [...API_METHODS],
     url: '/*',
     handler: (request, reply) => {
-      if (IDENTITY_PROVIDER_CHANGES.has(request.operation.name)) {
-        const ended = participantIdps.beginChange();
-        reply.raw.once('close', () => ended(reply.raw.headersSent ? reply.raw.statusCode : 0));
-      }
-      const judged = request.generation.enforceRequestRules(request);
+      // A change of the participant's IdPs arms a refresh only once the participant answered it with
+      // success (live/participant-idps.ts): never for a body still arriving or a caller it refused.
+      if (IDENTITY_PROVIDER_CHANGES.has(request.operation.name))
+        reply.raw.once('close', () =>
+          participantIdps.changeAnswered(
+            request.operation.name,
+            request.url,
+            reply.raw.headersSent ? reply.raw.statusCode : 0,
+          ),
+        );
+      const judged = request.generation.enforceRequestRules(request, reply);
       return judged === undefined ? answer(request, reply) : judged.then(() => answer(request, reply));
     },
   });

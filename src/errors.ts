@@ -241,6 +241,12 @@ export const Errors = {
     GrpcCode.UNAVAILABLE,
     'The shared limit store (protection.redis) cannot answer and protection.failMode is closed; the caller is not over a limit. Retry-After: 1.',
   ),
+  GATEWAY_BODY_BUFFER_EXHAUSTED: defineError(
+    'GATEWAY_BODY_BUFFER_EXHAUSTED',
+    1,
+    GrpcCode.UNAVAILABLE,
+    'The request bodies the gateway holds in memory (rule-checked bodies, and bodies up to upstream.bufferBodyBytes) fill limits.bufferedBodyBytes; the caller is not over a limit. Retry-After: 1, the connection closed.',
+  ),
   GATEWAY_UPSTREAM_UNAVAILABLE: defineError(
     'GATEWAY_UPSTREAM_UNAVAILABLE',
     1,

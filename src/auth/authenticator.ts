@@ -1,5 +1,6 @@
 // The authentication stage's core: token -> principal, through the verified-token cache, the
 // verifier and the issuers' key sets. No Fastify here (hooks.ts attaches it).
+import type { Dispatcher } from 'undici';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Operation } from '../operations.js';
 import type { Principal } from '../exchange/exchange.js';
@@ -34,6 +35,8 @@ export interface Authenticator {
   rememberedOn(connection: Connection, credential: string): Principal | undefined;
   /** False for auth.publicOperations and the participant's routes outside /v2 (Canton `ApiServices.scala`). */
   requiresToken(operation: Operation): boolean;
+  /** Whether tokens of this `iss` are verified here (an issuer of the config or of the participant's IdPs). */
+  knowsIssuer(issuer: string): boolean;
   /** Every issuer's keys are loaded (readiness check `keys`). */
   ready(): boolean;
   /** Signature verifications so far: a cache hit costs none. */
@@ -50,6 +53,8 @@ export interface AuthenticatorOptions {
   readonly onKeySetFetch?: (issuer: string, result: 'success' | 'failure') => void;
   readonly log?: RemoteKeySetOptions['log'];
   readonly now?: () => number;
+  /** The connections an issuer's key set is fetched on (the participant's IdPs); undefined: fetch's own. */
+  readonly keySetDispatcher?: (issuer: string) => Dispatcher | undefined;
 }
 
 /** Runs before any work on a token the cache has not verified; throws (or rejects) to refuse the call. */
@@ -81,8 +86,10 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
       onKeysWithdrawn: () => cache.clear(),
       log: options.log,
       now,
+      dispatcher: options.keySetDispatcher?.(issuer.issuer),
     }),
   );
+  const issuerNames = new Set(settings.issuers.map((issuer) => issuer.issuer));
   const verifier = createTokenVerifier(
     settings.issuers.map((issuer, index) => ({ config: issuer, keySet: keySets[index]! })),
     settings,
@@ -170,6 +177,7 @@ export function createAuthenticator(config: GatewayConfig, options: Authenticato
     principalOf,
     rememberedOn: (connection, credential) => cache.lastVerifiedOn(connection, credential)?.principal,
     requiresToken: (operation) => !operation.participantInternal && !settings.publicOperations.has(operation.name),
+    knowsIssuer: (issuer) => issuerNames.has(issuer),
     ready: () => keySets.every((keySet) => keySet.ready()),
     get signatureChecks() {
       return verifier.signatureChecks;

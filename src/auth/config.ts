@@ -8,6 +8,7 @@ import { isIP } from 'node:net';
 import { createLocalJWKSet, type JSONWebKeySet, type JWK } from 'jose';
 import { ConfigError, type GatewayConfig, type IssuerConfig, type JwsAlgorithm } from '../config/schema.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
+import { allowedJwksHostProblem } from './jwks-hosts.js';
 
 /** Canton's jwt-jwks accepts RSA -> RS256, P-256 -> ES256, P-521 -> ES512 (Canton `AuthServiceJWT.scala`, jwt.rst). */
 export const DEFAULT_ALGORITHMS: readonly JwsAlgorithm[] = ['RS256', 'ES256', 'ES512'];
@@ -236,6 +237,11 @@ export function resolveAuthConfig(config: GatewayConfig): ResolvedAuth {
     else seen.set(entry.issuer, index);
     const resolved = resolveIssuer(entry, path, config, problems, warnings);
     if (resolved !== undefined) issuers.push(resolved);
+  });
+  auth.participantIdentityProviders.allowedJwksHosts.forEach((entry, index) => {
+    const problem = allowedJwksHostProblem(entry);
+    if (problem !== undefined)
+      problems.push(`auth.participantIdentityProviders.allowedJwksHosts[${index}]: ${problem}`);
   });
   auth.publicOperations.forEach((name, index) => {
     if (name === UNKNOWN_OPERATION.name || !OPERATION_NAMES.includes(name)) {

@@ -97,3 +97,20 @@ export function webSocketToken(rawHeaders: readonly string[]): { token: string; 
   if (token === '') throw new AuthFailure('malformed', 'empty jwt.token. subprotocol');
   return { token, source: 'jwt.token. subprotocol' }; // its shape: checkTokenShape
 }
+
+/**
+ * The `iss` a call's or upgrade's token names, unverified, or undefined when there is no readable
+ * one (that token is refused by the stage anyway). Read only while a change of the participant's
+ * identity providers is refreshed (live/participant-idps.ts): it decides whether the call waits.
+ */
+export function unverifiedIssuerOf(rawHeaders: readonly string[], kind: 'call' | 'upgrade'): string | undefined {
+  try {
+    const token = kind === 'call' ? bearerTokenOf(authorizationHeader(rawHeaders)) : webSocketToken(rawHeaders).token;
+    const payload = token.split('.')[1];
+    if (payload === undefined) return undefined;
+    const iss = (JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { iss?: unknown } | null)?.iss;
+    return typeof iss === 'string' ? iss : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -15,6 +15,7 @@ import {
   type JWSHeaderParameters,
   type KeyObject,
 } from 'jose';
+import type { Dispatcher } from 'undici';
 import { MIN_RSA_BITS, rsaModulusBits, type KeySource } from './config.js';
 import { AuthFailure } from './failure.js';
 
@@ -71,6 +72,8 @@ export interface RemoteKeySetOptions {
   readonly onKeysWithdrawn?: () => void;
   readonly log?: { warn(object: object, message: string): void; info(object: object, message: string): void };
   readonly now?: () => number;
+  /** The connections to fetch on (the participant's IdPs: live/participant-jwks-hosts.ts); else fetch's own. */
+  readonly dispatcher?: Dispatcher;
 }
 
 async function readBounded(response: Response, limit: number): Promise<string> {
@@ -204,6 +207,7 @@ export class RemoteKeySet implements KeySet {
         signal,
         redirect: 'error',
         headers: { accept: 'application/jwk-set+json, application/json' },
+        ...(this.options.dispatcher !== undefined && { dispatcher: this.options.dispatcher }),
       });
       if (response.status !== 200) {
         await response.body?.cancel();

@@ -1,6 +1,7 @@
 // Reading a request body whole, bounded in size and in time: for the routes whose bodies are judged
 // before they are forwarded (the bytes are kept and forwarded as received).
 import type { IncomingMessage } from 'node:http';
+import type { BodyHold } from './budget.js';
 import { closingConnection, Errors, GatewayError, requestTooLarge } from '../errors.js';
 
 export interface BodyReadLimits {
@@ -17,15 +18,20 @@ function malformed(cause: string): GatewayError {
 }
 
 /**
- * Reads the whole request body into one Buffer. A declared Content-Length above the limit is refused
- * at once, before a byte is read; a chunked body is counted as it arrives. Every refusal closes the
- * connection (the rest of the body is not read as a next request).
+ * Reads the whole request body into one Buffer, held against `hold` (the process's body budget). A
+ * declared Content-Length above the limit, or one the budget cannot hold, is refused at once, before a
+ * byte is read; a chunked body is counted as it arrives. Every refusal closes the connection (the rest
+ * of the body is not read as a next request).
  */
-export function readRequestBody(raw: IncomingMessage, limits: BodyReadLimits): Promise<Buffer> {
+export function readRequestBody(raw: IncomingMessage, limits: BodyReadLimits, hold: BodyHold): Promise<Buffer> {
   const tooLarge = () => closingConnection(requestTooLarge(limits.maxBytes, limits.maxBytesKey));
   const declared = raw.headers['content-length'];
   if (declared !== undefined && Number(declared) > limits.maxBytes) return Promise.reject(tooLarge());
   if (raw.readableEnded) return Promise.resolve(Buffer.alloc(0));
+  // Node's parser delivers exactly the declared length: it is taken whole, up front.
+  const counted = declared === undefined;
+  const refused = counted ? undefined : hold.take(Number(declared));
+  if (refused !== undefined) return Promise.reject(refused);
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -44,8 +50,9 @@ export function readRequestBody(raw: IncomingMessage, limits: BodyReadLimits): P
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limits.maxBytes) finish(tooLarge());
-      else chunks.push(chunk);
+      const refused = size > limits.maxBytes ? tooLarge() : counted ? hold.take(chunk.length) : undefined;
+      if (refused === undefined) chunks.push(chunk);
+      else finish(refused);
     };
     const onEnd = () => finish(undefined);
     const onError = () => finish(malformed('The request body could not be read: the client connection failed.'));

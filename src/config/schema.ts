@@ -241,6 +241,20 @@ export const LimitsSchema = Section(
       default: 10_485_760,
       description: 'Largest request body, streamed or not; larger gets 413 GATEWAY_REQUEST_TOO_LARGE.',
     }),
+    bufferedBodyBytes: Type.Integer({
+      minimum: 0,
+      maximum: 1024 * 1024 * 1024,
+      default: 67_108_864,
+      description:
+        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies (policy.maxBodyBytes) and bodies up to upstream.bufferBodyBytes, counted from their declared Content-Length (chunked: as they arrive) until their exchange ends. A body that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of it is read. The default keeps the process inside a 512 MiB memory limit with the budget full (docs/security.md). 0: no budget.',
+    }),
+    bufferedBodyShare: Type.Number({
+      exclusiveMinimum: 0,
+      maximum: 1,
+      default: 0.25,
+      description:
+        'The largest share of bufferedBodyBytes one caller (its principal; its client address for a call without one) may hold; over it: 429 GATEWAY_RESOURCE_EXHAUSTED with limit gatewayPrincipalBodyBytes, Retry-After: 1. 1: no share.',
+    }),
   },
   'Request limits.',
 );
@@ -490,6 +504,26 @@ export const AuthSchema = Section(
               'File holding a participant-admin bearer token for GET /v2/idps, read at each use (a mounted secret can rotate). Unset: the list is fetched without a token.',
           }),
         ),
+        allowedJwksHosts: Type.Array(Type.String({ minLength: 1 }), {
+          default: [],
+          uniqueItems: true,
+          description:
+            "Host names, IP addresses or CIDRs (e.g. 10.20.0.0/16) an IdP's jwksUrl may name although they are loopback, link-local or private: such addresses are refused otherwise, whether written in the URL or resolved from its name. The participant's IdPs are set by whoever administers the participant, not by the gateway's operator. An allowed host is held to the configured issuers' rule (https; http only on loopback); any other jwksUrl must be https.",
+        }),
+        maxIdentityProviders: Type.Integer({
+          minimum: 1,
+          maximum: 10_000,
+          default: 100,
+          description:
+            'At most this many of the participant\'s active IdPs are trusted (in the order listed); the rest are left out, logged and counted in ledger_gateway_participant_idps_left_out{reason="cap"}. Each one trusted costs a key set, fetched at each change of the list.',
+        }),
+        retryBackoffMaxSeconds: Type.Integer({
+          minimum: 1,
+          maximum: 86_400,
+          default: 3_600,
+          description:
+            'An IdP left out because its keys could not be fetched is tried again after refreshIntervalSeconds, then after twice as long at each further failure, up to this bound; a change of that IdP through the gateway tries it at once.',
+        }),
       },
       "The participant's identity provider configs, trusted as the participant trusts them.",
     ),
@@ -877,10 +911,10 @@ export const PolicySchema = Section(
     }),
     maxBodyBytes: Type.Integer({
       minimum: 1024,
-      maximum: 8 * 1024 * 1024,
+      maximum: 1_048_576,
       default: 1_048_576,
       description:
-        "Largest body of a rule-checked route (read whole and parsed, unlike the other routes' bodies, which stream under limits.bodyBytes); larger gets 413 GATEWAY_REQUEST_TOO_LARGE before anything is parsed. The lower of this and limits.bodyBytes applies. At most 8 MiB, the participant's own default (pekko-http max-content-length).",
+        "Largest body of a rule-checked route (read whole and parsed, unlike the other routes' bodies, which stream under limits.bodyBytes); larger gets 413 GATEWAY_REQUEST_TOO_LARGE before anything is parsed. The lower of this and limits.bodyBytes applies. At most 1 MiB: a body is parsed on the event loop, and the worst 1 MiB body holds it under the 3 s docs/security.md promises even on a loaded machine (8 MiB, the participant's own limit, held it 4 to 7 s; 2 MiB over 3 s under load).",
     }),
     maxBodyDepth: Type.Integer({
       minimum: 8,
@@ -964,6 +998,7 @@ export type UpstreamConfig = Static<typeof UpstreamSchema>;
 export type AuthConfig = Static<typeof AuthSchema>;
 export type IssuerConfig = Static<typeof IssuerSchema>;
 export type ProtectionConfig = Static<typeof ProtectionSchema>;
+export type LimitsConfig = Static<typeof LimitsSchema>;
 export type OperationLimitsConfig = Static<typeof OperationLimitsSchema>;
 export type RateLimitConfig = Static<typeof RateLimitSchema>;
 export type PolicyConfig = Static<typeof PolicySchema>;

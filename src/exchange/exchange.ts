@@ -34,7 +34,7 @@ export interface Generation {
   readonly protect: Stage;
   readonly authorize: Stage;
   /** A call's request rules (a promise only on the rule-checked routes). */
-  enforceRequestRules(request: FastifyRequest): Promise<void> | undefined;
+  enforceRequestRules(request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined;
   /**
    * CORS, when configured (policy/cors.ts): adds its headers to a call's reply, or answers a
    * preflight (true). Answers the gateway writes itself copy the reply's headers only then.

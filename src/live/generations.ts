@@ -3,14 +3,15 @@
 // and swapped whole on a reload. Each exchange pins the current generation when it enters and finishes under it; an old
 // generation's resources (key-set timers, a limit store) are closed once no call can still hold it.
 import { createHash } from 'node:crypto';
+import type { Dispatcher } from 'undici';
 import { isDeepStrictEqual } from 'node:util';
 import { createAuthenticator, type Authenticator } from '../auth/authenticator.js';
 import type { AuthFailureReason } from '../auth/failure.js';
 import { authenticationStage } from '../auth/hooks.js';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
-import type { Generation, Stage } from '../exchange/exchange.js';
+import type { Exchange, Generation, Stage } from '../exchange/exchange.js';
 import { createCorsHandler } from '../policy/cors.js';
-import { createPolicyStage } from '../policy/stage.js';
+import { createPolicyStage, type PolicyStageOptions } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
@@ -24,12 +25,15 @@ export interface LiveGeneration extends Generation {
   readonly protection: ProtectionStage;
 }
 
-export interface LiveConfigOptions extends ProtectionStageOptions {
+export interface LiveConfigOptions extends ProtectionStageOptions, PolicyStageOptions {
   readonly onKeySetFetch: (issuer: string, result: 'success' | 'failure') => void;
   readonly onAuthFailure: (reason: AuthFailureReason) => void;
   /** How long an old generation may still serve a call: its resources are closed after that. */
   readonly retireAfterMs: number;
 }
+
+/** Whether an exchange's authentication must wait, and for what (live/participant-idps.ts). */
+export type AuthenticationGate = (exchange: Exchange) => Promise<void> | undefined;
 
 export interface LiveConfig {
   readonly current: LiveGeneration;
@@ -40,10 +44,13 @@ export interface LiveConfig {
   /** The list's stages that read the pinned generation. */
   readonly authenticate: Stage;
   /**
-   * While `gate` answers a promise (a change of the participant's identity providers is under way),
-   * authentication waits for it, then runs under the generation current by then.
+   * When `gate` answers a promise for an exchange (its token is one a change of the participant's
+   * identity providers may change), that exchange's authentication waits for it, then runs under the
+   * generation current by then; an exchange it answers undefined for is authenticated at once.
    */
-  holdAuthenticationWhile(gate: () => Promise<void> | undefined): void;
+  holdAuthenticationWhile(gate: AuthenticationGate): void;
+  /** The connections the participant's issuers' key sets are fetched on, from the next generation built. */
+  fetchParticipantKeySetsOn(dispatcher: Dispatcher): void;
   /** Calls `listener` after each swap, `next` current by then: what lives outside a generation follows it. */
   onSwap(listener: (next: LiveGeneration, previous: LiveGeneration) => void): void;
   readonly protect: Stage;
@@ -126,11 +133,19 @@ async function keysLoaded(authenticator: Authenticator, withinMs: number): Promi
 }
 
 export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
-  function build(config: GatewayConfig, previous: LiveGeneration | undefined): LiveGeneration {
+  /** `own`: the config file's part of `config` (its issuers are the operator's, not the participant's). */
+  function build(config: GatewayConfig, previous: LiveGeneration | undefined, own = base): LiveGeneration {
     const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
+    const configured = new Set(own.auth.issuers.map((issuer) => issuer.issuer));
+    // The participant's IdPs' key sets are fetched on guarded connections (auth/jwks-hosts.ts).
+    const guard = participantKeySets;
     const authenticator = sameAuth
       ? previous.authenticator
-      : createAuthenticator(config, { onKeySetFetch: options.onKeySetFetch, log: options.log });
+      : createAuthenticator(config, {
+          onKeySetFetch: options.onKeySetFetch,
+          log: options.log,
+          keySetDispatcher: (issuer) => (configured.has(issuer) ? undefined : guard),
+        });
     const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
     let protection: ProtectionStage;
     try {
@@ -159,7 +174,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
           : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
       protect: protection.stage,
       authorize: policy.authorize,
-      enforceRequestRules: (request) => policy.enforceRequestRules(request),
+      enforceRequestRules: (request, reply) => policy.enforceRequestRules(request, reply),
       cors:
         previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
           ? previous.cors
@@ -171,8 +186,9 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
   // The config from the file (its live sections as last applied), and the participant's issuers.
   let base = initial;
   let participantIssuers: readonly IssuerConfig[] = [];
+  let participantKeySets: Dispatcher | undefined;
   let current = build(initial, undefined);
-  let gate: (() => Promise<void> | undefined) | undefined;
+  let gate: AuthenticationGate | undefined;
   let retiredSignatureChecks = 0;
   const retiring = new Map<NodeJS.Timeout, () => Promise<void>>();
   const swapListeners: Array<(next: LiveGeneration, previous: LiveGeneration) => void> = [];
@@ -247,7 +263,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       exchange.generation = current;
     },
     authenticate(exchange) {
-      const held = gate?.();
+      const held = gate?.(exchange);
       if (held === undefined) return exchange.generation.authenticate(exchange);
       return held.then(() => {
         exchange.generation = current;
@@ -256,6 +272,9 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     },
     holdAuthenticationWhile(next) {
       gate = next;
+    },
+    fetchParticipantKeySetsOn(dispatcher) {
+      participantKeySets = dispatcher;
     },
     onSwap(listener) {
       swapListeners.push(listener);
@@ -267,7 +286,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         const nextBase = effectiveConfig(base, next);
         // Turned off by this reload: the participant's issuers leave in the same swap.
         const extra = nextBase.auth.participantIdentityProviders.enabled ? participantIssuers : [];
-        const candidate = build(composed(nextBase, extra), current);
+        const candidate = build(composed(nextBase, extra), current, nextBase);
         const missing = await missingKeys(candidate);
         if (missing.length > 0) {
           await discard(candidate);

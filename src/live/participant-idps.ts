@@ -5,11 +5,15 @@
 // made through the gateway.
 import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
-import { Counter, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Dispatcher } from 'undici';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
 import { NamedOperations } from '../operations.js';
 import { resolveAuthConfig } from '../auth/config.js';
+import { unverifiedIssuerOf } from '../auth/extract.js';
+import { guardedKeySetAgent, jwksHostRule } from '../auth/jwks-hosts.js';
+import type { AuthenticationGate } from './generations.js';
 
 /** An identity provider config as GET /v2/idps lists it (Canton's JSON API `IdentityProviderConfig`). */
 interface ListedIdentityProvider {
@@ -28,13 +32,19 @@ export interface ParticipantIdentityProviders {
   /** Why the last refresh failed, until one succeeds (readiness details). */
   lastFailure(): string | undefined;
   /**
-   * A change (POST, PATCH or DELETE /v2/idps...) goes to the participant: until its answer is sent and,
-   * when that answer is a success, the list refreshed, pendingChange() holds authentication, so the
-   * change holds at the edge from the client's next call on. Call the returned function with the answer's status.
+   * The participant answered a change (POST, PATCH or DELETE /v2/idps...) made through the gateway with
+   * `statusCode`; `identityProviderId` is the path's (PATCH, DELETE). Only a success arms anything: the
+   * list is refreshed at once, and until it is applied the tokens it can change wait (heldFor), so the
+   * change holds at the edge from the client's next call on.
    */
-  beginChange(): (statusCode: number) => void;
-  /** What authentication waits for while a change is under way (bounded), else undefined. */
-  pendingChange(): Promise<void> | undefined;
+  changeAnswered(statusCode: number, identityProviderId: string | undefined): void;
+  /** Whether a refresh after a change is under way (one cheap check before any token is read). */
+  changing(): boolean;
+  /**
+   * What a token of `issuer` waits for while a change is refreshed (bounded), else undefined: only a
+   * token of an issuer not trusted yet (`trusted` false) or of an IdP being changed waits.
+   */
+  heldFor(issuer: string, trusted: boolean): Promise<void> | undefined;
   /** A reload changed the section: the token file and time bound apply from the next list, the interval at once. */
   follow(config: ParticipantIdpsConfig, fetchTimeoutMs: number): void;
   /** Stops the interval; a change under way stops holding authentication. */
@@ -72,6 +82,9 @@ export interface ParticipantIdentityProvidersOptions {
   readonly fetchTimeoutMs: number;
   /** Checks one listed IdP as a configured issuer would be checked (auth/config.ts); a problem drops it. */
   readonly issuerProblem: (issuer: IssuerConfig) => string | undefined;
+  /** Counts the listed active IdPs left out, by reason, after each list (ledger_gateway_participant_idps_left_out). */
+  readonly leftOut?: (counts: Readonly<Record<LeftOutReason, number>>) => void;
+  readonly now?: () => number;
   /**
    * Swaps in the issuers of the active IdPs; resolves with those left out because their keys could
    * not be fetched, rejects when the rest cannot serve (the last set stays).
@@ -79,7 +92,7 @@ export interface ParticipantIdentityProvidersOptions {
   readonly apply: (issuers: readonly IssuerConfig[]) => Promise<readonly string[]>;
   /** Counts one refresh (ledger_gateway_participant_idp_refreshes_total). */
   readonly count: (result: 'success' | 'failure') => void;
-  /** Bound on how long authentication waits for a change (its answer and the refresh after it). */
+  /** Bound on how long a token waits for the refresh after a change (one list fetch and its key sets). */
   readonly changeBoundMs: number;
   readonly log: { info(details: object, message: string): void; warn(details: object, message: string): void };
 }
@@ -117,19 +130,143 @@ export function identityProviderProblem(config: GatewayConfig, issuer: IssuerCon
   }
 }
 
+/** Why a listed active IdP is not trusted: a rule refuses it, over the cap, or its keys keep failing. */
+export type LeftOutReason = 'rule' | 'cap' | 'keys';
+
+/**
+ * IdPs whose keys could not be fetched, each tried again after the refresh interval, then twice as
+ * long after each further failure, up to a bound: one that keeps failing is not fetched at every
+ * refresh. Keyed by issuer and jwksUrl, so a new jwksUrl is tried at once.
+ */
+function failingKeySets(now: () => number) {
+  const failing = new Map<string, { failures: number; retryAt: number }>();
+  const keyOf = (issuer: IssuerConfig) => `${issuer.issuer}\n${issuer.jwksUrl ?? ''}`;
+  return {
+    waiting: (issuer: IssuerConfig) => (failing.get(keyOf(issuer))?.retryAt ?? 0) > now(),
+    failed(issuer: IssuerConfig, intervalSeconds: number, maxSeconds: number) {
+      const failures = (failing.get(keyOf(issuer))?.failures ?? 0) + 1;
+      const waitSeconds = Math.min(maxSeconds, intervalSeconds * 2 ** Math.min(failures - 1, 30));
+      failing.set(keyOf(issuer), { failures, retryAt: now() + waitSeconds * 1_000 });
+    },
+    /** Forgets what is no longer listed, and (`issuers`) what is to be tried at once. */
+    forget(keep: (key: string) => boolean) {
+      for (const key of failing.keys()) if (!keep(key)) failing.delete(key);
+    },
+    keyOf,
+  };
+}
+
+/** The listed issuers to build, in the list's order: refused by a rule, waiting after failures, or over the cap are left out. */
+function selectIssuers(
+  listed: readonly IssuerConfig[],
+  problemOf: (issuer: IssuerConfig) => string | undefined,
+  waiting: (issuer: IssuerConfig) => boolean,
+  cap: number,
+): {
+  chosen: IssuerConfig[];
+  refused: Array<{ issuer: string; problem: string }>;
+  counts: Record<LeftOutReason, number>;
+} {
+  const counts: Record<LeftOutReason, number> = { rule: 0, cap: 0, keys: 0 };
+  const refused: Array<{ issuer: string; problem: string }> = [];
+  const chosen: IssuerConfig[] = [];
+  for (const issuer of listed) {
+    const problem = problemOf(issuer);
+    if (problem !== undefined) {
+      counts.rule++;
+      refused.push({ issuer: issuer.issuer, problem });
+    } else if (waiting(issuer)) counts.keys++;
+    else if (chosen.length >= cap) counts.cap++;
+    else chosen.push(issuer);
+  }
+  return { chosen, refused, counts };
+}
+
+/** GET /v2/idps on the participant: its identity provider configs, or a rejection naming a short cause. */
+async function listIdentityProviders(
+  get: ParticipantGet,
+  tokenFile: string | undefined,
+  timeoutMs: number,
+): Promise<unknown[]> {
+  const headers: Record<string, string> = { accept: 'application/json', 'user-agent': IDP_SYNC_USER_AGENT };
+  // Read at each use: a mounted secret is rotated in place.
+  if (tokenFile !== undefined) headers.authorization = `Bearer ${readFileSync(tokenFile, 'utf8').trim()}`;
+  let answer: Awaited<ReturnType<ParticipantGet>>;
+  try {
+    answer = await get({ path: '/v2/idps', headers, timeoutMs, maxBytes: IDP_LIST_MAX_BYTES });
+  } catch (error) {
+    throw new Error(`GET /v2/idps failed: ${(error as Error).message}`, { cause: error });
+  }
+  if (answer.statusCode < 200 || answer.statusCode >= 300)
+    throw new Error(`GET /v2/idps answered ${answer.statusCode}`);
+  let body: { identityProviderConfigs?: unknown };
+  try {
+    body = JSON.parse(answer.body.toString('utf8')) as { identityProviderConfigs?: unknown };
+  } catch (error) {
+    throw new Error('GET /v2/idps answered with a body that is not JSON', { cause: error });
+  }
+  if (!Array.isArray(body?.identityProviderConfigs))
+    throw new Error('GET /v2/idps answered without identityProviderConfigs');
+  return body.identityProviderConfigs as unknown[];
+}
+
+/**
+ * What tokens wait for while refreshes after answered changes run: one bounded promise shared by the
+ * changes refreshed together, and the issuers of the IdPs they change (counted: two changes of one IdP).
+ */
+function changeHolds(boundMs: number) {
+  let open = 0;
+  const changing = new Map<string, number>();
+  let settled: Promise<void> | undefined;
+  let settle: (() => void) | undefined;
+  return {
+    /** A change's refresh starts; call the returned function when it has ended. */
+    arm(issuer: string | undefined): () => void {
+      if (issuer !== undefined) changing.set(issuer, (changing.get(issuer) ?? 0) + 1);
+      open++;
+      settled ??= new Promise<void>((resolve) => {
+        const bound = setTimeout(resolve, boundMs);
+        bound.unref();
+        settle = () => {
+          clearTimeout(bound);
+          resolve();
+        };
+      }).finally(() => {
+        settled = undefined;
+        settle = undefined;
+      });
+      const mine = settled;
+      return () => {
+        open--;
+        if (issuer !== undefined) {
+          const left = (changing.get(issuer) ?? 1) - 1;
+          if (left === 0) changing.delete(issuer);
+          else changing.set(issuer, left);
+        }
+        if (open === 0 && settled === mine) settle?.();
+      };
+    },
+    changing: () => settled !== undefined,
+    heldFor: (issuer: string, trusted: boolean) =>
+      settled === undefined || (trusted && !changing.has(issuer)) ? undefined : settled,
+    release: () => settle?.(),
+  };
+}
+
 export function createParticipantIdentityProviders(
   options: ParticipantIdentityProvidersOptions,
 ): ParticipantIdentityProviders {
   const { log } = options;
+  const now = options.now ?? Date.now;
   let config = options.config;
   let fetchTimeoutMs = options.fetchTimeoutMs;
-  // Changes under way, and the promise authentication waits for meanwhile.
-  let openChanges = 0;
-  let changeSettled: Promise<void> | undefined;
-  let settleChange: (() => void) | undefined;
-  // A change's wait is bounded: the participant's answer, then one list fetch and its key sets.
-  const changeBoundMs = options.changeBoundMs;
-  /** The list applied in full (JSON of its issuers): an unchanged list is not applied again. */
+  const failing = failingKeySets(now);
+  const holds = changeHolds(options.changeBoundMs);
+  /** The last list's IdPs by id (deactivated ones too): the issuer a PATCH or DELETE changes. */
+  let issuerOfId = new Map<string, string>();
+  /** The rule's refusals logged already (each is logged once while it stays listed). */
+  let reported = new Set<string>();
+  /** What was applied (JSON of the issuers trusted and the rule): an unchanged one is not applied again. */
   let applied: string | undefined;
   let hasList = false;
   let running: Promise<void> | undefined;
@@ -137,53 +274,51 @@ export function createParticipantIdentityProviders(
   let closed = false;
   let failure: string | undefined;
 
-  async function list(): Promise<unknown[]> {
-    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': IDP_SYNC_USER_AGENT };
-    // Read at each use: a mounted secret is rotated in place.
-    if (config.tokenFile !== undefined)
-      headers.authorization = `Bearer ${readFileSync(config.tokenFile, 'utf8').trim()}`;
-    let answer: Awaited<ReturnType<ParticipantGet>>;
-    try {
-      answer = await options.get({
-        path: '/v2/idps',
-        headers,
-        timeoutMs: fetchTimeoutMs,
-        maxBytes: IDP_LIST_MAX_BYTES,
-      });
-    } catch (error) {
-      throw new Error(`GET /v2/idps failed: ${(error as Error).message}`, { cause: error });
+  /** The listed IdPs to build, the rule's refusals logged once each, the left-out counts reported. */
+  function choose(listed: readonly unknown[]): IssuerConfig[] {
+    const active = issuersOfIdentityProviders(listed);
+    const listedKeys = new Set(active.map(failing.keyOf));
+    failing.forget((key) => listedKeys.has(key));
+    const { chosen, refused, counts } = selectIssuers(
+      active,
+      options.issuerProblem,
+      failing.waiting,
+      config.maxIdentityProviders,
+    );
+    const seen = new Set<string>();
+    for (const { issuer, problem } of refused) {
+      const key = `${issuer}\n${problem}`;
+      seen.add(key);
+      if (!reported.has(key)) log.warn({ issuer, problem }, 'participant identity provider not trusted at the edge');
     }
-    if (answer.statusCode < 200 || answer.statusCode >= 300)
-      throw new Error(`GET /v2/idps answered ${answer.statusCode}`);
-    let body: { identityProviderConfigs?: unknown };
-    try {
-      body = JSON.parse(answer.body.toString('utf8')) as { identityProviderConfigs?: unknown };
-    } catch (error) {
-      throw new Error('GET /v2/idps answered with a body that is not JSON', { cause: error });
-    }
-    if (!Array.isArray(body?.identityProviderConfigs))
-      throw new Error('GET /v2/idps answered without identityProviderConfigs');
-    return body.identityProviderConfigs as unknown[];
+    reported = seen;
+    if (counts.cap > 0)
+      log.warn(
+        { leftOut: counts.cap, maxIdentityProviders: config.maxIdentityProviders },
+        'participant identity providers over auth.participantIdentityProviders.maxIdentityProviders: the rest are left out',
+      );
+    options.leftOut?.(counts);
+    return chosen;
   }
 
   async function fetchAndApply(reason: string): Promise<void> {
     try {
-      const issuers = issuersOfIdentityProviders(await list()).filter((issuer) => {
-        const problem = options.issuerProblem(issuer);
-        if (problem !== undefined)
-          log.warn({ issuer: issuer.issuer, problem }, 'participant identity provider not trusted at the edge');
-        return problem === undefined;
-      });
-      const fingerprint = JSON.stringify(issuers);
+      const listed = await listIdentityProviders(options.get, config.tokenFile, fetchTimeoutMs);
+      issuerOfId = new Map(listed.filter(isListedIdentityProvider).map((idp) => [idp.identityProviderId, idp.issuer]));
+      const issuers = choose(listed);
+      const fingerprint = JSON.stringify({ issuers, allowedJwksHosts: config.allowedJwksHosts });
       if (closed) return; // no longer trusted (a reload turned it off) while the list was on its way
       if (fingerprint !== applied) {
         const leftOut = await options.apply(issuers);
         hasList = true;
-        // One left out (its keys could not be fetched) is tried again at the next refresh.
-        applied = leftOut.length === 0 ? fingerprint : undefined;
-        const trusted = issuers.map((issuer) => issuer.issuer).filter((issuer) => !leftOut.includes(issuer));
+        // One left out (its keys could not be fetched) waits before it is tried again (failingKeySets).
+        for (const issuer of issuers)
+          if (leftOut.includes(issuer.issuer))
+            failing.failed(issuer, config.refreshIntervalSeconds, config.retryBackoffMaxSeconds);
+        const trusted = issuers.filter((issuer) => !leftOut.includes(issuer.issuer));
+        applied = JSON.stringify({ issuers: trusted, allowedJwksHosts: config.allowedJwksHosts });
         log.info(
-          { reason, issuers: trusted, ...(leftOut.length > 0 && { leftOut }) },
+          { reason, issuers: trusted.map((issuer) => issuer.issuer), ...(leftOut.length > 0 && { leftOut }) },
           'participant identity providers applied',
         );
       }
@@ -217,41 +352,24 @@ export function createParticipantIdentityProviders(
 
   const every = (seconds: number) => setInterval(() => void refresh('interval'), seconds * 1_000).unref();
   let timer = every(config.refreshIntervalSeconds);
-  function beginChange(): (statusCode: number) => void {
-    openChanges++;
-    if (changeSettled === undefined) {
-      changeSettled = new Promise<void>((resolve) => {
-        const bound = setTimeout(resolve, changeBoundMs);
-        bound.unref();
-        settleChange = () => {
-          clearTimeout(bound);
-          resolve();
-        };
-      }).finally(() => {
-        changeSettled = undefined;
-        settleChange = undefined;
-      });
-    }
-    const settled = changeSettled;
-    let ended = false;
-    return (statusCode) => {
-      if (ended) return;
-      ended = true;
-      const done = () => {
-        openChanges--;
-        if (openChanges === 0 && changeSettled === settled) settleChange?.();
-      };
-      if (statusCode >= 200 && statusCode < 300) void refresh('change').finally(done);
-      else done();
-    };
+
+  function changeAnswered(statusCode: number, identityProviderId: string | undefined): void {
+    // Refused, failed or never answered: nothing changed at the participant, nothing waits.
+    if (closed || statusCode < 200 || statusCode >= 300) return;
+    const changed = identityProviderId === undefined ? undefined : issuerOfId.get(identityProviderId);
+    // The administrator acted on this IdP: a failing one is tried again at once.
+    if (changed !== undefined) failing.forget((key) => !key.startsWith(`${changed}\n`));
+    const done = holds.arm(changed);
+    void refresh('change').finally(done);
   }
 
   return {
     refresh,
     hasList: () => hasList,
     lastFailure: () => failure,
-    beginChange,
-    pendingChange: () => changeSettled,
+    changeAnswered,
+    changing: holds.changing,
+    heldFor: holds.heldFor,
     follow(next, nextFetchTimeoutMs) {
       if (isDeepStrictEqual(next, config) && nextFetchTimeoutMs === fetchTimeoutMs) return;
       if (next.refreshIntervalSeconds !== config.refreshIntervalSeconds) {
@@ -265,7 +383,7 @@ export function createParticipantIdentityProviders(
     close() {
       closed = true;
       clearInterval(timer);
-      settleChange?.();
+      holds.release();
     },
   };
 }
@@ -288,22 +406,64 @@ export interface ParticipantTrustOptions {
 
 /** The participant's IdPs as the running config wants them: on from start or a reload, off after one. */
 export interface ParticipantTrust {
-  /** See ParticipantIdentityProviders.beginChange; a no-op while they are not trusted. */
-  beginChange(): (statusCode: number) => void;
+  /**
+   * The participant answered a change made through the gateway (`operation` one of
+   * IDENTITY_PROVIDER_CHANGES, `path` the request's): see ParticipantIdentityProviders.changeAnswered.
+   * A no-op while they are not trusted.
+   */
+  changeAnswered(operation: string, path: string, statusCode: number): void;
   close(): void;
 }
 
 /** What the participant's issuers are trusted through (live/generations.ts's LiveConfig). */
 export interface TrustTarget {
-  readonly current: { readonly config: GatewayConfig };
+  readonly current: {
+    readonly config: GatewayConfig;
+    readonly authenticator: { knowsIssuer(issuer: string): boolean };
+  };
   /** Swaps in these issuers besides the configured ones; names those left out for want of keys. */
   setParticipantIssuers(
     issuers: readonly IssuerConfig[],
   ): Promise<{ readonly generation: { readonly fingerprint: string }; readonly leftOut: readonly string[] }>;
-  /** Authentication waits while `gate` answers a promise. */
-  holdAuthenticationWhile(gate: () => Promise<void> | undefined): void;
+  /** An exchange's authentication waits while `gate` answers a promise for it. */
+  holdAuthenticationWhile(gate: AuthenticationGate): void;
+  /** The connections the participant's issuers' key sets are fetched on. */
+  fetchParticipantKeySetsOn(dispatcher: Dispatcher): void;
   /** Calls `listener` after each swap of the configuration. */
   onSwap(listener: (next: { readonly config: GatewayConfig }) => void): void;
+}
+
+export const ParticipantIdpMetricNames = {
+  refreshes: 'ledger_gateway_participant_idp_refreshes_total',
+  leftOut: 'ledger_gateway_participant_idps_left_out',
+} as const;
+
+/** The IdP id a PATCH or DELETE /v2/idps/{idp-id} names (percent-decoded), else undefined. */
+export function identityProviderIdOf(path: string): string | undefined {
+  const match = /^\/v2\/idps\/([^/?#]+)/.exec(path);
+  if (match === null) return undefined;
+  try {
+    return decodeURIComponent(match[1]!);
+  } catch {
+    return match[1];
+  }
+}
+
+function participantIdpMetrics(registry: Registry) {
+  return {
+    refreshes: new Counter({
+      name: ParticipantIdpMetricNames.refreshes,
+      help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
+      labelNames: ['result'] as const,
+      registers: [registry],
+    }),
+    leftOut: new Gauge({
+      name: ParticipantIdpMetricNames.leftOut,
+      help: "The participant's active identity providers not trusted at the last list, by reason: rule (jwksUrl refused), cap (over maxIdentityProviders), keys (key set failing, waiting to be tried again).",
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+  };
 }
 
 /**
@@ -317,33 +477,35 @@ export function trustParticipantIdentityProviders(
   options: ParticipantTrustOptions,
 ): ParticipantTrust {
   let idps: ParticipantIdentityProviders | undefined;
-  let refreshes: Counter<'result'> | undefined;
+  let metrics: ReturnType<typeof participantIdpMetrics> | undefined;
   let checked = false;
+  let hostRule = jwksHostRule(live.current.config.auth.participantIdentityProviders.allowedJwksHosts);
+  const keySetAgent = guardedKeySetAgent(() => hostRule);
+  live.fetchParticipantKeySetsOn(keySetAgent);
 
   function start(config: GatewayConfig, reason: string): ParticipantIdentityProviders {
-    // Registered on first use, once: a disabled gateway shows neither the metric nor the check.
-    refreshes ??= new Counter({
-      name: 'ledger_gateway_participant_idp_refreshes_total',
-      help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
-      labelNames: ['result'] as const,
-      registers: [options.registry],
-    });
-    const counter = refreshes;
+    // Registered on first use, once: a disabled gateway shows neither the metrics nor the check.
+    metrics ??= participantIdpMetrics(options.registry);
+    const { refreshes, leftOut } = metrics;
     const fetchTimeoutMs = config.auth.keySets.fetchTimeoutMs;
     const started = createParticipantIdentityProviders({
       get: options.get,
       config: config.auth.participantIdentityProviders,
       fetchTimeoutMs,
-      // The participant's answer, one list fetch, its key sets: each bounded.
-      changeBoundMs:
-        Math.max(config.upstream.timeoutMs, ...Object.values(config.upstream.operationTimeoutsMs)) + 3 * fetchTimeoutMs,
-      issuerProblem: (issuer) => identityProviderProblem(live.current.config, issuer),
-      apply: async (issuers) => {
-        const { generation, leftOut } = await live.setParticipantIssuers(issuers);
-        options.running(generation.fingerprint);
-        return leftOut;
+      // A refresh is one list fetch, then its key sets (live/generations.ts keyWaitMs, twice when some
+      // are left out); the change's may queue behind one already running. Only the held tokens wait.
+      changeBoundMs: 2 * (3 * fetchTimeoutMs + 2_000),
+      issuerProblem: (issuer) =>
+        hostRule.problemOf(issuer.jwksUrl ?? '') ?? identityProviderProblem(live.current.config, issuer),
+      leftOut: (counts) => {
+        for (const [reason, count] of Object.entries(counts)) leftOut.set({ reason }, count);
       },
-      count: (result) => counter.inc({ result }),
+      apply: async (issuers) => {
+        const { generation, leftOut: missing } = await live.setParticipantIssuers(issuers);
+        options.running(generation.fingerprint);
+        return missing;
+      },
+      count: (result) => refreshes.inc({ result }),
       log: options.log,
     });
     if (!checked) {
@@ -361,6 +523,7 @@ export function trustParticipantIdentityProviders(
 
   function follow(config: GatewayConfig, reason: string): void {
     const wanted = config.auth.participantIdentityProviders;
+    hostRule = jwksHostRule(wanted.allowedJwksHosts);
     if (!wanted.enabled) {
       if (idps === undefined) return;
       idps.close();
@@ -370,15 +533,25 @@ export function trustParticipantIdentityProviders(
     else idps.follow(wanted, config.auth.keySets.fetchTimeoutMs);
   }
 
-  live.holdAuthenticationWhile(() => idps?.pendingChange());
+  // Only while a change is refreshed is a token's issuer read at all; then only the tokens it can change wait.
+  live.holdAuthenticationWhile((exchange) => {
+    if (idps === undefined || !idps.changing()) return undefined;
+    const issuer = unverifiedIssuerOf(exchange.raw.rawHeaders, exchange.kind);
+    if (issuer === undefined) return undefined;
+    return idps.heldFor(issuer, live.current.authenticator.knowsIssuer(issuer));
+  });
   // Every swap: a reload may change the section; a swap of the participant's issuers leaves it as it is.
   live.onSwap((next) => follow(next.config, 'reload'));
   follow(live.current.config, 'start');
   return {
-    beginChange: () => idps?.beginChange() ?? (() => undefined),
+    changeAnswered(operation, path, statusCode) {
+      if (!IDENTITY_PROVIDER_CHANGES.has(operation)) return;
+      idps?.changeAnswered(statusCode, operation === 'postV2Idps' ? undefined : identityProviderIdOf(path));
+    },
     close() {
       idps?.close();
       idps = undefined;
+      void keySetAgent.close();
     },
   };
 }

@@ -3,12 +3,14 @@
 // before the version cache (an unauthorized caller never sees a cached body); the request rules run
 // in a call's route handler and only on the rule-checked routes, whose bodies alone are read (and
 // then forwarded as those exact bytes).
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { BodyBudget } from '../body/budget.js';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
 import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { GatewayConfig } from '../config/schema.js';
+import { callerOf } from '../exchange/caller.js';
 import type { Principal, Stage } from '../exchange/exchange.js';
 import { pathOf } from '../operations.js';
 import { Errors, GatewayError } from '../errors.js';
@@ -21,11 +23,16 @@ export interface PolicyStage {
   /** Per-operation authorization (synchronous). */
   readonly authorize: Stage;
   /** Read, parse and judge the body of a rule-checked call (a promise only on those routes). */
-  enforceRequestRules(request: FastifyRequest): Promise<void> | undefined;
+  enforceRequestRules(request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined;
 }
 
 export interface PolicyStageOptions {
-  /** Whose X-Forwarded-For is believed (server.trustedProxies), for the source rules' client address. */
+  /** The process's budget of bodies held in memory (limits.bufferedBodyBytes), shared with the forwarder. */
+  readonly bodyBudget: BodyBudget;
+  /**
+   * Whose X-Forwarded-For is believed (server.trustedProxies), for the source rules' client address
+   * and the caller a body without a principal is counted by.
+   */
   readonly isTrustedProxy: (address: string) => boolean;
 }
 
@@ -56,15 +63,18 @@ export function createPolicyStage(config: GatewayConfig, options: PolicyStageOpt
         throw new GatewayError(Errors.GATEWAY_SOURCE_NOT_ALLOWED, { context: { source: refused } });
       check(exchange.operation.name, exchange.principal);
     },
-    enforceRequestRules(request) {
+    enforceRequestRules(request, reply) {
       const rule = requestRules ? REQUEST_RULES.get(request.operation.name) : undefined;
       if (rule === undefined) return undefined;
-      return judge(request, rule);
+      return judge(request, reply, rule);
     },
   };
 
-  async function judge(request: FastifyRequest, rule: RequestRule): Promise<void> {
-    const bytes = await readRequestBody(request.raw, limits);
+  async function judge(request: FastifyRequest, reply: FastifyReply, rule: RequestRule): Promise<void> {
+    // The bytes stay in memory until the exchange ends (they are forwarded as received).
+    const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
+    reply.raw.once('close', hold.release);
+    const bytes = await readRequestBody(request.raw, limits, hold);
     request.rawBody = bytes;
     const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
     const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });

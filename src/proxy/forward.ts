@@ -8,6 +8,7 @@
 // TLS always verified, every wait bounded.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { GatewayConfig } from '../config/schema.js';
+import type { BodyBudget, BodyHold } from '../body/budget.js';
 import { callerOf } from '../exchange/caller.js';
 import { injectTraceContext, traceContextFields } from '../trace-context.js';
 import type { CallContext } from './call-context.js';
@@ -37,6 +38,8 @@ export interface ForwarderOptions {
   readonly propagateTraceContext?: boolean;
   /** Whether a connection's peer is a configured trusted proxy (its X-Forwarded-* are kept). */
   readonly isTrustedProxy: (address: string) => boolean;
+  /** The process's budget of bodies held in memory (limits.bufferedBodyBytes), shared with the policy stage. */
+  readonly bodyBudget: BodyBudget;
   /** Called with the upstream part of each call, for the upstream latency histogram. */
   readonly onUpstreamTiming?: (request: FastifyRequest, seconds: number) => void;
 }
@@ -124,11 +127,18 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     if (declared !== undefined && Number(declared) > uploadLimits.bufferBytes) {
       return send(request, reply, undefined, streamedUpload(request, []));
     }
-    return readUpload(raw, uploadLimits).then((read) => {
+    return readUpload(raw, uploadLimits, bodyHold(request, reply)).then((read) => {
       if (read === undefined) return undefined; // the client left while sending it: nobody to answer
       if (Buffer.isBuffer(read)) return send(request, reply, read, undefined);
       return send(request, reply, undefined, streamedUpload(request, read.prefix));
     });
+  }
+
+  /** A body read whole is held against the process's body budget until its exchange ends. */
+  function bodyHold(request: FastifyRequest, reply: FastifyReply): BodyHold {
+    const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
+    reply.raw.once('close', hold.release);
+    return hold;
   }
 
   /** A body larger than the buffer, streamed upstream as it arrives: on its caller's share while it lasts. */

@@ -4,6 +4,7 @@
 // pace (upstream.bodyIdleTimeoutMs, upstream.bodyMinBytesPerSecond), or it is cut with a 408.
 import type { IncomingMessage } from 'node:http';
 import { Transform, type TransformCallback } from 'node:stream';
+import type { BodyHold } from '../body/budget.js';
 import { closingConnection, Errors, GatewayError } from '../errors.js';
 
 export interface UploadLimits {
@@ -89,13 +90,23 @@ export interface UploadPrefix {
 const EMPTY = Buffer.alloc(0);
 
 /**
- * Reads a body whole when it ends within limits.bufferBytes; resolves with what was read so far
- * (the request paused) once it grows past that, and with undefined when the client left (nobody to
- * answer). Rejects with 413 past limits.maxBytes and 408 for a body that does not keep the pace;
- * either closes the connection (the rest of the body is never read).
+ * Reads a body whole when it ends within limits.bufferBytes, held against `hold` (the process's body
+ * budget); resolves with what was read so far (the request paused, the hold given back: the rest
+ * streams on the caller's upload share) once it grows past that, and with undefined when the client
+ * left (nobody to answer). Rejects with 413 past limits.maxBytes, 408 for a body that does not keep
+ * the pace, and the budget's refusal; each closes the connection (the rest of the body is never read).
  */
-export function readUpload(raw: IncomingMessage, limits: UploadLimits): Promise<Buffer | UploadPrefix | undefined> {
+export function readUpload(
+  raw: IncomingMessage,
+  limits: UploadLimits,
+  hold: BodyHold,
+): Promise<Buffer | UploadPrefix | undefined> {
   if (raw.readableEnded) return Promise.resolve(EMPTY);
+  // Node's parser delivers exactly a declared length (the caller streams one over bufferBytes): taken up front.
+  const declared = raw.headers['content-length'];
+  const counted = declared === undefined;
+  const refused = counted ? undefined : hold.take(Number(declared));
+  if (refused !== undefined) return Promise.reject(refused);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -114,12 +125,17 @@ export function readUpload(raw: IncomingMessage, limits: UploadLimits): Promise<
       size += chunk.length;
       pace.add(chunk.length);
       chunks.push(chunk);
+      const refused = counted && size <= limits.bufferBytes ? hold.take(chunk.length) : undefined;
       if (size > limits.maxBytes) {
         finish();
         reject(closingConnection(tooLarge(limits.maxBytes)));
+      } else if (refused !== undefined) {
+        finish();
+        reject(refused);
       } else if (size > limits.bufferBytes) {
         raw.pause(); // before its last 'data' listener goes: a flowing request would drop the rest
         finish();
+        hold.release();
         resolve({ prefix: chunks });
       }
     };

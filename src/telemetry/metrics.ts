@@ -37,6 +37,7 @@ export const MetricNames = {
   webSocketStreamsEnded: 'ledger_gateway_websocket_streams_ended_total',
   connectionsOpen: 'ledger_gateway_connections_open',
   connectionsRefused: 'ledger_gateway_connections_refused_total',
+  bodyBufferBytes: 'ledger_gateway_body_buffer_bytes',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -139,6 +140,8 @@ export interface GatewayMetrics {
   watchConnections(open: () => number): void;
   /** Where the replica gauge and the failover counter read the upstream replicas (at scrape). */
   watchReplicas(replicas: ReplicaReport): void;
+  /** Where ledger_gateway_body_buffer_bytes reads the request bodies held in memory (at scrape). */
+  watchBodyBuffer(heldBytes: () => number): void;
 }
 
 /** What the replica metrics read: each replica's label (a configured name or its index, never a URL). */
@@ -387,6 +390,15 @@ export function createMetrics(
       this.set(openConnections());
     },
   });
+  let bodyBufferBytes = () => 0;
+  new Gauge({
+    name: MetricNames.bodyBufferBytes,
+    help: 'Bytes of request bodies held in memory, against limits.bufferedBodyBytes.',
+    registers: [registry],
+    collect() {
+      this.set(bodyBufferBytes());
+    },
+  });
   const connectionsRefused = new Counter({
     name: counterName(MetricNames.connectionsRefused),
     help: 'Client connections closed as they were accepted, by the cap they were over (total, perAddress).',
@@ -460,6 +472,9 @@ export function createMetrics(
     },
     watchReplicas(report) {
       replicas = report;
+    },
+    watchBodyBuffer(heldBytes) {
+      bodyBufferBytes = heldBytes;
     },
   };
 }

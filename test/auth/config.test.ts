@@ -35,7 +35,13 @@ describe('auth config: schema', () => {
       unsafeAllowHmacWithParticipant: false,
       keySets: { fetchTimeoutMs: 5000, refreshIntervalMs: 300000, unknownKeyCooldownMs: 5000 },
       tokenCache: { maxEntries: 10000, negativeTtlMs: 5000 },
-      participantIdentityProviders: { enabled: false, refreshIntervalSeconds: 60 },
+      participantIdentityProviders: {
+        enabled: false,
+        refreshIntervalSeconds: 60,
+        allowedJwksHosts: [],
+        maxIdentityProviders: 100,
+        retryBackoffMaxSeconds: 3600,
+      },
     });
   });
 

@@ -56,6 +56,8 @@ describe('npm run demo:idps', () => {
   it('trusting participant IdPs: 401, then 200 once the IdP exists, then 401 once it is deactivated', async () => {
     const { api, devDir } = await startDevelopmentGateway({
       LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ENABLED: 'true',
+      // The demo serves its IdP's keys on loopback: a participant IdP may use it only when allowed.
+      LEDGER_GATEWAY_AUTH__PARTICIPANT_IDENTITY_PROVIDERS__ALLOWED_JWKS_HOSTS: '["127.0.0.1"]',
     });
     const demo = await runDemo(api, devDir);
     expect(demo.stderr).toBe('');

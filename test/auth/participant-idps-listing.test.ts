@@ -25,6 +25,8 @@ const fixture = (name: string) => new URL(`../proxy/fixtures/${name}`, import.me
 const read = (name: string) => readFileSync(fixture(name));
 const CA = fixture('test-ca.pem');
 const CLIENT_TLS = { certFile: fixture('test-client.pem'), keyFile: fixture('test-only-client-key.pem') };
+// The IdPs' key sets are served on loopback: the participant's IdPs may use it only when allowed.
+const LOOPBACK = ['127.0.0.1'];
 const NEWCOMER = 'https://newcomer.test/realms/ledger';
 const LEDGER_END = '/v2/state/ledger-end';
 const REFRESHES = 'ledger_gateway_participant_idp_refreshes_total';
@@ -145,7 +147,7 @@ async function gatewayTrustingIdps(
       issuers: [admin.issuerConfig],
       participantId: TEST_PARTICIPANT,
       keySets: { fetchTimeoutMs: 2_000 },
-      participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 1, tokenFile },
+      participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 1, tokenFile, allowedJwksHosts: LOOPBACK },
       ...overrides.auth,
     },
   });
@@ -241,7 +243,7 @@ describe("the listing of the participant's identity providers", () => {
           participantId: TEST_PARTICIPANT,
           keySets: { fetchTimeoutMs: 2_000 },
           // A long interval: the start's listing itself must find the active replica.
-          participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 3_600 },
+          participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 3_600, allowedJwksHosts: LOOPBACK },
         },
       },
       'test',
@@ -315,7 +317,7 @@ describe("the listing of the participant's identity providers", () => {
       auth: {
         issuers: [],
         keySets: { fetchTimeoutMs: 5_000 }, // the listing is held below for a while
-        participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 3_600 },
+        participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 3_600, allowedJwksHosts: LOOPBACK },
       },
     });
     const token = await idp.newcomer.mint({ sub: 'carol' });
@@ -364,7 +366,12 @@ describe('auth.participantIdentityProviders follows a reload', () => {
     expect(await callWith(gateway.url, token)).toBe(401);
     expect((await readyz(gateway.adminUrl)).checks.participantIdps).toBeUndefined();
 
-    const on = await reloadWith({ enabled: true, refreshIntervalSeconds: 3_600, tokenFile });
+    const on = await reloadWith({
+      enabled: true,
+      refreshIntervalSeconds: 3_600,
+      tokenFile,
+      allowedJwksHosts: LOOPBACK,
+    });
     expect(on).toMatchObject({ result: 'success', restartRequired: [] });
     await expect
       .poll(() => gateway.gateway.readiness.report().checks.participantIdps, { timeout: 5_000, interval: 20 })
@@ -374,7 +381,9 @@ describe('auth.participantIdentityProviders follows a reload', () => {
 
     // Re-timed: from once an hour to every second (the reload itself lists once at once).
     const before = listings();
-    expect(await reloadWith({ enabled: true, refreshIntervalSeconds: 1, tokenFile })).toMatchObject({
+    expect(
+      await reloadWith({ enabled: true, refreshIntervalSeconds: 1, tokenFile, allowedJwksHosts: LOOPBACK }),
+    ).toMatchObject({
       result: 'success',
     });
     await expect.poll(listings, { timeout: 5_000, interval: 100 }).toBeGreaterThanOrEqual(before + 3);
@@ -400,7 +409,7 @@ describe('auth.participantIdentityProviders follows a reload', () => {
     const { gateway } = await gatewayTrustingIdps(participant.url, {
       auth: {
         keySets: { fetchTimeoutMs: 3_000 },
-        participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 3_600 },
+        participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 3_600, allowedJwksHosts: LOOPBACK },
       },
     });
     await expect
@@ -442,7 +451,10 @@ describe('auth.participantIdentityProviders follows a reload', () => {
     toClose.push(participant);
     participant.idps = { configs: [idp.config] };
     const { gateway } = await gatewayTrustingIdps(participant.url, {
-      auth: { issuers: [], participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 3_600 } },
+      auth: {
+        issuers: [],
+        participantIdentityProviders: { enabled: true, refreshIntervalSeconds: 3_600, allowedJwksHosts: LOOPBACK },
+      },
     });
     await expect
       .poll(() => gateway.gateway.readiness.report().checks.participantIdps, { timeout: 5_000, interval: 20 })

@@ -10,6 +10,8 @@ import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/helpers.js';
 import { startJwksServer, type JwksServer } from './support/jwks-server.js';
 
+// The IdPs' key sets are served on loopback: the participant's IdPs may use it only when allowed.
+const LOOPBACK = ['127.0.0.1'];
 const NEWCOMER = 'https://newcomer.test/realms/ledger';
 
 let sandbox: RunningSandbox | undefined;
@@ -36,7 +38,7 @@ async function started(refreshIntervalSeconds: number, fetchTimeoutMs = 300) {
       issuers: [admin.issuerConfig],
       participantId: TEST_PARTICIPANT,
       keySets: { fetchTimeoutMs },
-      participantIdentityProviders: { enabled: true, refreshIntervalSeconds, tokenFile },
+      participantIdentityProviders: { enabled: true, refreshIntervalSeconds, tokenFile, allowedJwksHosts: LOOPBACK },
     },
   });
   const gateway = running;

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { BodyBudget } from '../../src/body/budget.js';
 import { readRequestBody, type BodyReadLimits } from '../../src/body/read.js';
 import { GatewayError } from '../../src/errors.js';
 
@@ -11,11 +12,17 @@ describe('readRequestBody', () => {
     server = undefined;
   });
 
-  async function serve(maxBytes: number, timeoutMs: number) {
+  async function serve(
+    maxBytes: number,
+    timeoutMs: number,
+    budget = new BodyBudget({ bufferedBodyBytes: 0, bufferedBodyShare: 1 }),
+  ) {
     const limits: BodyReadLimits = { maxBytes, maxBytesKey: 'test.maxBytes', timeoutMs, timeoutKey: 'test.timeoutMs' };
     const outcomes: Array<Buffer | GatewayError> = [];
     server = http.createServer((request, response) => {
-      readRequestBody(request, limits).then(
+      const hold = budget.hold(String(request.headers['x-caller']));
+      response.once('close', hold.release);
+      readRequestBody(request, limits, hold).then(
         (body) => {
           outcomes.push(body);
           response.end('ok');
@@ -76,5 +83,46 @@ describe('readRequestBody', () => {
     expect((outcomes[0] as GatewayError).details.cause).toBe(
       'The request body was not received within 200 ms (test.timeoutMs).',
     );
+  });
+
+  it('holds bodies against the budget until their answer is sent: over a share 429, over the budget 503, either before the body is read', async () => {
+    const budget = new BodyBudget({ bufferedBodyBytes: 100, bufferedBodyShare: 0.5 });
+    const { url, outcomes } = await serve(100, 5_000, budget);
+    const { port, hostname } = new URL(url);
+    // Two unfinished bodies: one caller's 50 bytes (its whole share) and another's 40.
+    const unfinished = (caller: string, length: number) => {
+      const request = http.request({
+        host: hostname,
+        port,
+        method: 'POST',
+        headers: { 'content-length': String(length), 'x-caller': caller },
+      });
+      request.on('error', () => undefined);
+      request.write('x');
+      return request;
+    };
+    const a = unfinished('a', 50);
+    const b = unfinished('b', 40);
+    await expect.poll(() => budget.heldBytes).toBe(90);
+    const post = (caller: string, body: string | ReadableStream) =>
+      fetch(url, { method: 'POST', body, headers: { 'x-caller': caller }, duplex: 'half' });
+    const overShare = await post('a', 'y');
+    expect(overShare.status).toBe(429);
+    expect(overShare.headers.get('retry-after')).toBe('1');
+    const overBudget = await post('c', 'y'.repeat(20));
+    expect(overBudget.status).toBe(503);
+    expect(overBudget.headers.get('connection')).toBe('close');
+    const chunked = await post('c', new Blob(['y'.repeat(8), 'y'.repeat(8)]).stream());
+    expect(chunked.status).toBe(503);
+    expect((await post('c', 'y'.repeat(10))).status).toBe(200);
+    expect(outcomes.filter((o) => o instanceof GatewayError).map((o) => o.definition.code)).toEqual([
+      'GATEWAY_RESOURCE_EXHAUSTED',
+      'GATEWAY_BODY_BUFFER_EXHAUSTED',
+      'GATEWAY_BODY_BUFFER_EXHAUSTED',
+    ]);
+    expect(budget.heldBytes).toBe(90);
+    a.destroy();
+    b.destroy();
+    await expect.poll(() => budget.heldBytes).toBe(0);
   });
 });

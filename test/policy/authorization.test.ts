@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig, validateGatewayConfig } from '../../src/config/load.js';
 import { createAuthorizer, policyConfigProblems, ruleMatches, scopesOf } from '../../src/policy/authorization.js';
 import { createCorsHandler } from '../../src/policy/cors.js';
+import { BodyBudget } from '../../src/body/budget.js';
 import { createPolicyStage } from '../../src/policy/stage.js';
 import { principal } from './support/judge.js';
 
@@ -100,9 +101,9 @@ describe('policy configuration', () => {
       'policy.rules.getVersion[1]: the rule has no matcher (one of anyAuthenticated, subjects, issuers, scope, audience, claims)',
       'cors.origins: "*" cannot be combined with cors.credentials: true (browsers refuse it); list the origins',
     ]);
-    expect(() => createPolicyStage(bad, { isTrustedProxy: () => false })).toThrow(
-      /invalid configuration \(policy\)[\s\S]*policy\.rules\.updateVetedPackages: unknown operation/,
-    );
+    expect(() =>
+      createPolicyStage(bad, { bodyBudget: new BodyBudget(bad.limits), isTrustedProxy: () => false }),
+    ).toThrow(/invalid configuration \(policy\)[\s\S]*policy\.rules\.updateVetedPackages: unknown operation/);
   });
 
   it('refuses malformed rules at load: unknown matcher keys, empty lists, anyAuthenticated: false', () => {
