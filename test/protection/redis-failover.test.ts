@@ -6,7 +6,9 @@
 // failures counted, readiness, and the time each gateway takes to follow the new master.
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { limitKeys } from '../../src/protection/redis-store.js';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
@@ -46,20 +48,40 @@ async function startUpstream(): Promise<RecordingUpstream & { held: http.ServerR
   });
 }
 
+/** Every line the gateways of a test logged (warn and above), to look for secrets in. */
+const logLines: string[] = [];
+afterEach(() => {
+  logLines.length = 0;
+});
+const logger = () =>
+  pino(
+    { level: 'warn' },
+    new Writable({
+      write(chunk, _encoding, done) {
+        logLines.push(String(chunk));
+        done();
+      },
+    }),
+  );
+
 async function gatewayPair(upstream: RecordingUpstream, redis: Record<string, unknown>, issuer: TestIssuer) {
   const pair: RunningGateway[] = [];
   for (let i = 0; i < 2; i++) {
-    const gateway = await startGateway(upstream.url, {
-      auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT },
-      protection: {
-        failMode: 'closed',
-        redis: { ...redis, leaseMs: LEASE_MS },
-        operations: {
-          getV2Parties: { rate: RATE },
-          submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 },
+    const gateway = await startGateway(
+      upstream.url,
+      {
+        auth: { issuers: [issuer.issuerConfig], participantId: TEST_PARTICIPANT },
+        protection: {
+          failMode: 'closed',
+          redis: { ...redis, leaseMs: LEASE_MS },
+          operations: {
+            getV2Parties: { rate: RATE },
+            submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 },
+          },
         },
       },
-    });
+      { logger: logger() },
+    );
     closers.push(() => gateway.close());
     pair.push(gateway);
   }
@@ -220,6 +242,12 @@ async function failoverUnderLoad(
   return { followMs, promotedMs };
 }
 
+/** The failover was logged (the lost connection, the failed admissions), and no password with it. */
+function expectLoggedWithoutSecrets(...secrets: string[]) {
+  expect(logLines.some((line) => line.includes('limit store'))).toBe(true);
+  for (const secret of secrets) expect(logLines.join('\n')).not.toContain(secret);
+}
+
 /** bob holds one submit on gateway 0 (his cap is 1): gateway 1 must refuse his second. */
 async function holdBobsSlot(gateways: readonly RunningGateway[], issuer: TestIssuer, upstream: { held: unknown[] }) {
   const bob = { authorization: `Bearer ${await issuer.mint({ sub: 'bob' })}` };
@@ -279,6 +307,7 @@ describe('Redis Sentinel: a master with a replica and three sentinels', () => {
 
     const reestablishedMs = await expectBobsSlotKept(gateways, await group.master(), bob, upstream, first);
     console.log(`Sentinel: a lease lost on the new master was re-established after ${reestablishedMs} ms`);
+    expectLoggedWithoutSecrets(group.password, group.sentinelPassword);
   }, 90_000);
 
   it('a switchover (SENTINEL FAILOVER): the old master lives on as a replica, and the gateways leave it for the new one', async () => {
@@ -344,6 +373,7 @@ describe('Redis Cluster: three masters with a replica each', () => {
     const bobsMaster = cluster.node(await cluster.masterPortOf(bobKey));
     const reestablishedMs = await expectBobsSlotKept(gateways, bobsMaster, bob, upstream, first);
     console.log(`Cluster: a lease lost on its master was re-established after ${reestablishedMs} ms`);
+    expectLoggedWithoutSecrets(cluster.password);
   }, 90_000);
 
   it("the caller's slot moves to another master under load: the gateways follow it; limits hold", async () => {
