@@ -19,7 +19,7 @@ export type RedisMode = 'node' | 'sentinel' | 'cluster';
 const MAX_BACKOFF_MS = 2_000;
 const MAX_REDIRECTIONS = 3;
 /** How often a cluster client asks for the slot map even when nothing failed. */
-export const CLUSTER_SLOTS_REFRESH_MS = 1_000;
+const CLUSTER_SLOTS_REFRESH_MS = 1_000;
 
 const backoff = (attempt: number) => Math.min(attempt * 100, MAX_BACKOFF_MS);
 
@@ -56,8 +56,8 @@ function boundedOptions(config: RedisConnectionConfig): RedisOptions {
     commandTimeout: config.commandTimeoutMs,
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
-    // A master demoted by a failover keeps its connections and answers writes with READONLY:
-    // reconnect (Sentinel then names the new master), without resending the refused command.
+    // A master demoted without closing its clients (Sentinel closes them; REPLICAOF by hand does not)
+    // answers writes with READONLY: reconnect to whatever is master now, without resending.
     reconnectOnError: (error) => (error.message.startsWith('READONLY') ? 1 : false),
     ...(config.username === undefined ? {} : { username: config.username }),
     ...(config.password === undefined ? {} : { password: config.password }),
