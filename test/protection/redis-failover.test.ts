@@ -76,7 +76,8 @@ async function gatewayPair(upstream: RecordingUpstream, redis: Record<string, un
           redis: { ...redis, leaseMs: LEASE_MS },
           operations: {
             getV2Parties: { rate: RATE },
-            submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1 },
+            // With a cap for all callers too: all three keys of the script under the operation's hash tag.
+            submitAndWaitForTransaction: { maxInFlightPerPrincipal: 1, maxInFlight: 100 },
           },
         },
       },
@@ -265,7 +266,7 @@ async function expectBobsSlotKept(
   upstream: { held: unknown[]; answerHeld(): void },
   first: ReturnType<typeof submit>,
 ) {
-  const { callerSlots } = limitKeys('ledger-gateway:', 'submitAndWaitForTransaction', 'p:bob');
+  const { callerSlots } = limitKeys('ledger-gateway:', 'submitAndWaitForTransaction', 'p:bob', true);
   await until(async () => (await master.zcard(callerSlots)) === 1, "bob's lease on the new master", LEASE_MS);
   await master.del(callerSlots); // as if the failover had lost it
   const lostAt = performance.now();
@@ -353,7 +354,7 @@ describe('Redis Cluster: three masters with a replica each', () => {
     );
     const alice = { authorization: `Bearer ${await issuer.mint()}` };
     const { rate: aliceKey } = limitKeys('ledger-gateway:', 'getV2Parties', 'p:alice');
-    const { callerSlots: bobKey } = limitKeys('ledger-gateway:', 'submitAndWaitForTransaction', 'p:bob');
+    const { callerSlots: bobKey } = limitKeys('ledger-gateway:', 'submitAndWaitForTransaction', 'p:bob', true);
     const { bob, first } = await holdBobsSlot(gateways, issuer, upstream);
 
     const victim = await cluster.masterPortOf(aliceKey);
