@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
+    // The last line names the groups a missing program kept from running (test/helpers/system-tools.ts).
+    reporters: ['default', './test/missing-tools-reporter.ts'],
     environment: 'node',
     pool: 'forks',
     testTimeout: 20_000,

@@ -33,7 +33,7 @@ async function setUp(
     .setIssuedAt(now)
     .setExpirationTime(now + 290)
     .sign(privateKey);
-  return { authenticator: createAuthenticator(config), token };
+  return { authenticator: createAuthenticator(config.auth, config.upstream.url), token };
 }
 
 async function measure(authenticator: Authenticator, token: string, durationMs: number): Promise<number> {

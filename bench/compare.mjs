@@ -56,7 +56,9 @@ const USAGE = `Usage: npm run bench:compare -- (--base <git ref> | --against <pe
   --scenario <name>     ledger-end (proxied GET, default), version (cached), submit or update-by-offset
   --rounds <n>          rounds, both gateways loaded together in each (default 8)
   --seconds <s>         seconds per round (default 4)
-  --connections <n>     wrk connections per gateway (default 50)`;
+  --connections <n>     wrk connections per gateway (default 50)
+  --this-env <K=V>      an environment variable for this build only (repeatable): compare one build with
+                        itself, a setting on and off, e.g. --base HEAD --this-env LEDGER_GATEWAY_AUDIT__ENABLED=true`;
 
 function readOptions() {
   const { values } = parseArgs({
@@ -67,6 +69,7 @@ function readOptions() {
       rounds: { type: 'string', default: '8' },
       seconds: { type: 'string', default: '4' },
       connections: { type: 'string', default: '50' },
+      'this-env': { type: 'string', multiple: true, default: [] },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -89,6 +92,7 @@ function readOptions() {
     rounds: count('rounds'),
     seconds: count('seconds'),
     connections: count('connections'),
+    thisEnv: values['this-env'],
   };
 }
 
@@ -180,7 +184,10 @@ async function main() {
     }
     const upstream = await startUpstream(dir, FIXED_ANSWER);
     idp = await startIdentityProvider(dir);
-    const startThisBuild = async (name, root, label) => {
+    const thisEnv = Object.fromEntries(
+      options.thisEnv.map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+    );
+    const startThisBuild = async (name, root, label, env = {}) => {
       const settings = await gatewaySettings(root, {
         apiPort: await freePort(),
         adminPort: await freePort(),
@@ -188,7 +195,7 @@ async function main() {
         idp,
       });
       return {
-        ...(await startGateway(root, dir, name, settings, { core: CORE_GATEWAYS, logFile: '/dev/null' })),
+        ...(await startGateway(root, dir, name, settings, { core: CORE_GATEWAYS, logFile: '/dev/null', env })),
         label,
       };
     };
@@ -196,7 +203,12 @@ async function main() {
       peer === undefined
         ? await startThisBuild('base', base.tree, `base ${base.commit}`)
         : { ...(await peer.start(dir, CORE_GATEWAYS, upstream)), label: peer.label },
-      await startThisBuild('this', ROOT, `this build (${head}${dirty ? ' + uncommitted changes' : ''})`),
+      await startThisBuild(
+        'this',
+        ROOT,
+        `this build (${head}${dirty ? ' + uncommitted changes' : ''})${options.thisEnv.length > 0 ? ` with ${options.thisEnv.join(' ')}` : ''}`,
+        thisEnv,
+      ),
     ];
     const baseName = peer === undefined ? options.base : peer.label;
     const load = createLoadGenerator({ root: ROOT, dir, core: CORE_LOAD, autocannonAllowed: false });
@@ -249,6 +261,21 @@ async function main() {
     const middle = (pick) => median(rows.map(pick));
     log(
       `median  ${fixed(middle(([b]) => b.cpuUs))}     ${fixed(middle(([b]) => b.rps))}      ${fixed(middle(([, t]) => t.cpuUs))}    ${fixed(middle(([, t]) => t.rps))}      ${fixed(median(ratios), 3)}`,
+    );
+    log(
+      `latency p50 / p99 (ms, median of the rounds): base ${fixed(
+        middle(([b]) => b.latencyMs.p50),
+        2,
+      )} / ${fixed(
+        middle(([b]) => b.latencyMs.p99),
+        2,
+      )}, this ${fixed(
+        middle(([, t]) => t.latencyMs.p50),
+        2,
+      )} / ${fixed(
+        middle(([, t]) => t.latencyMs.p99),
+        2,
+      )}`,
     );
     const ratio = median(ratios);
     const steal = stealPercent(ticksBefore, machineCpuTicks());

@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 // Soak: mixed traffic over the five operations (successes and refusals) through the built gateway in
 // front of the sandbox ledger, for a fixed time at high concurrency. Every answer is checked.
-// Reports resident memory after warm-up and at the end, and file descriptors and sockets before and
-// after. Exits non-zero on any unexpected answer or a descriptor leak.
+// WebSocket update streams stay open throughout and carry the new transactions. Reports resident
+// memory idle, after warm-up, at the end and at its peak, the V8 heap's peak, and file descriptors
+// and sockets before and after. Exits non-zero on any unexpected answer or a descriptor leak.
 //
-//   npm run soak                      # 150 s (60 s warm-up), 64 connections
+//   npm run soak                      # 150 s (60 s warm-up), 64 connections, 16 streams
+//   npm run soak -- --image           # as the image runs in Kubernetes: the manifests' NODE_OPTIONS
+//                                     # (heap cap) and OTEL_* (spans exported to a local sink)
 //   npm run soak -- --duration 5 --connections 16 --short     # CI
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,6 +16,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import WebSocket from 'ws';
+import { parseAllDocuments } from 'yaml';
 
 const { values } = parseArgs({
   options: {
@@ -21,10 +26,14 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '' },
     short: { type: 'boolean', default: false },
     'max-rss-growth': { type: 'string', default: '' },
+    streams: { type: 'string', default: '' },
+    image: { type: 'boolean', default: false },
+    'node-options': { type: 'string' },
   },
 });
 const durationS = Number(values.duration);
 const connections = Number(values.connections);
+const streamCount = values.streams ? Number(values.streams) : Math.max(1, Math.round(connections / 4));
 // V8 grows its heap for about a minute under this load: memory is judged after that.
 const warmupS = values.warmup ? Number(values.warmup) : Math.max(1, Math.round(durationS * 0.4));
 const maxRssGrowth = values['max-rss-growth'] ? Number(values['max-rss-growth']) : values.short ? Infinity : 20;
@@ -130,12 +139,46 @@ writeFileSync(
   ].join('\n'),
 );
 
-// 3. The gateway as it runs in production (tracing bootstrap, no exporter).
+// 3. The gateway as it runs in production (tracing bootstrap; no exporter, or with --image the
+// environment of the base Deployment's container, its spans sent to a sink on loopback).
 const gatewayArgs = ['--import', './dist/telemetry/register.js', 'dist/main.js', '--config', configFile];
-const gateway = await start(gatewayArgs, 'ledger-gateway listening', { OTEL_TRACES_EXPORTER: 'none' });
-const { api } = JSON.parse(gateway.line);
+const gateway = await start(
+  gatewayArgs,
+  'ledger-gateway listening',
+  values.image ? await imageEnvironment() : { OTEL_TRACES_EXPORTER: 'none' },
+);
+const { api, admin } = JSON.parse(gateway.line);
 const pid = gateway.child.pid;
 const base = new URL(api);
+
+/** NODE_OPTIONS and OTEL_* of the base Deployment's container, the collector replaced by a local sink. */
+async function imageEnvironment() {
+  const documents = parseAllDocuments(readFileSync(join(ROOT, 'deploy/kubernetes/base/deployment.yaml'), 'utf8'));
+  const deployment = documents.map((d) => d.toJS()).find((o) => o?.kind === 'Deployment');
+  const container = deployment.spec.template.spec.containers.find((c) => c.name === 'ledger-gateway');
+  const sink = http.createServer((request, response) => request.resume().on('end', () => response.end()));
+  await new Promise((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  sink.unref();
+  const env = { K8S_POD_NAME: 'soak', K8S_NAMESPACE: 'soak', K8S_NODE_NAME: 'soak' };
+  for (const { name, value } of container.env) {
+    if (value === undefined || !(name === 'NODE_OPTIONS' || name.startsWith('OTEL_'))) continue;
+    env[name] = value.replace(/\$\((\w+)\)/g, (_, v) => env[v] ?? '');
+  }
+  env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${sink.address().port}`;
+  if (values['node-options'] !== undefined) env.NODE_OPTIONS = values['node-options']; // trying other flags
+  console.log(
+    `soak: the image's environment: NODE_OPTIONS=${env.NODE_OPTIONS}, spans to a sink (${env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on'} ${env.OTEL_TRACES_SAMPLER_ARG ?? ''})`,
+  );
+  return env;
+}
+
+/** The V8 heap now (prom-client's default metrics on the admin listener), in bytes. */
+async function heapBytes() {
+  const text = await (await fetch(new URL('/metrics', admin))).text();
+  const value = (name) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
+  return { used: value('nodejs_heap_size_used_bytes'), total: value('nodejs_heap_size_total_bytes') };
+}
+const mib = (bytes) => (bytes / 1024 / 1024).toFixed(1);
 
 // 4. Traffic.
 const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
@@ -342,14 +385,48 @@ async function worker() {
   }
 }
 
+/** Update streams held open for the whole run (the sandbox sends each new transaction on each). */
+async function openStreams(count) {
+  const filter = `{"filtersByParty":{"${S.parties.alice}":{"cumulative":[]}}}`;
+  const request = `{"beginExclusive":0,"updateFormat":{"includeTransactions":{"eventFormat":${filter},"transactionShape":"TRANSACTION_SHAPE_ACS_DELTA"}}}`;
+  const streams = { sockets: [], frames: 0, closedEarly: 0 };
+  await Promise.all(
+    Array.from({ length: count }, async () => {
+      const socket = new WebSocket(`ws://${base.host}/v2/updates`, [`jwt.token.${token}`, 'daml.ws.auth']);
+      await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+      socket.on('message', () => (streams.frames += 1));
+      socket.once('close', () => (streams.closedEarly += stop ? 0 : 1));
+      socket.send(request);
+      streams.sockets.push(socket);
+    }),
+  );
+  return streams;
+}
+
 const apiPort = Number(base.port);
+// Idle: started, ready, no call yet (the readiness probe and key sets have run).
+await new Promise((r) => setTimeout(r, 3000));
+const rssIdle = rssKiB(pid);
+const heapIdle = await heapBytes();
 const fdBefore = fdCount(pid);
 const socketsBefore = sockets(pid, apiPort);
 const rssStart = rssKiB(pid);
 console.log(
   `soak: ${durationS}s, ${connections} connections, warm-up ${warmupS}s, gateway pid ${pid}, upstream sandbox ${upstreamUrl}`,
 );
+const streams = await openStreams(streamCount);
 const workers = Array.from({ length: connections }, () => worker());
+const peak = { rss: rssStart, heapUsed: heapIdle.used, heapTotal: heapIdle.total };
+const peakSampler = setInterval(() => {
+  peak.rss = Math.max(peak.rss, rssKiB(pid));
+  heapBytes().then(
+    (heap) => {
+      peak.heapUsed = Math.max(peak.heapUsed, heap.used);
+      peak.heapTotal = Math.max(peak.heapTotal, heap.total);
+    },
+    () => {},
+  );
+}, 500);
 await new Promise((r) => setTimeout(r, warmupS * 1000));
 const rssWarm = rssKiB(pid);
 const totalWarm = total;
@@ -359,7 +436,18 @@ await new Promise((r) => setTimeout(r, Math.max(0, durationS - warmupS) * 1000))
 stop = true;
 await Promise.all(workers);
 clearInterval(sampler);
+clearInterval(peakSampler);
 const rssEnd = rssKiB(pid);
+await Promise.all(
+  streams.sockets.map(
+    (socket) =>
+      new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(socket.terminate()), 5000);
+        socket.once('close', () => resolve(clearTimeout(timer)));
+        socket.close(1000);
+      }),
+  ),
+);
 agent.destroy();
 await new Promise((r) => setTimeout(r, 1500)); // let the gateway see the closes
 const fdAfter = fdCount(pid);
@@ -379,11 +467,17 @@ console.log(
 console.log(
   `resident memory: start ${(rssStart / 1024).toFixed(1)} MiB, after warm-up ${(rssWarm / 1024).toFixed(1)} MiB, end ${(rssEnd / 1024).toFixed(1)} MiB, growth after warm-up ${growth.toFixed(1)}% (max sampled ${(Math.max(...samples, rssEnd) / 1024).toFixed(1)} MiB)`,
 );
+console.log(
+  `idle: resident ${(rssIdle / 1024).toFixed(1)} MiB, heap used ${mib(heapIdle.used)} MiB of ${mib(heapIdle.total)} MiB; peak under load: resident ${(peak.rss / 1024).toFixed(1)} MiB, heap used ${mib(peak.heapUsed)} MiB of ${mib(peak.heapTotal)} MiB`,
+);
+console.log(
+  `streams: ${streamCount} open, ${streams.frames} frames received, ${streams.closedEarly} closed before the end`,
+);
 const show = (c) => `listening ${c.listening}, client ${c.inbound}, upstream pool ${c.outbound}, other ${c.other}`;
 console.log(`file descriptors: before ${fdBefore}, after ${fdAfter}`);
 console.log(`sockets before: ${show(socketsBefore)}`);
 console.log(
-  `sockets after:  ${show(socketsAfter)} (idle upstream keep-alive connections stay pooled, at most ${connections} + the readiness probe's)`,
+  `sockets after:  ${show(socketsAfter)} (idle upstream keep-alive connections stay pooled, at most ${connections} + those open before)`,
 );
 
 gateway.child.kill('SIGTERM');
@@ -396,8 +490,9 @@ if (unexpected > 0) failures.push(`${unexpected} unexpected answers`);
 // Every client connection is gone; pooled upstream connections are bounded by the concurrency.
 if (socketsAfter.inbound > 0)
   failures.push(`${socketsAfter.inbound} client sockets still open after every client left`);
-// The pool also carries the readiness probe's call (every upstream.readinessIntervalMs): one more.
-const upstreamBound = connections + 1;
+// Besides the traffic's, the connections open before it (the readiness probe's own, the version
+// refresh's) may stay.
+const upstreamBound = connections + socketsBefore.outbound;
 if (socketsAfter.outbound > upstreamBound)
   failures.push(`${socketsAfter.outbound} upstream sockets for ${connections} connections (bound ${upstreamBound})`);
 if (socketsAfter.other > socketsBefore.other + 2)
@@ -407,6 +502,7 @@ if (fdAfter - socketsAfter.outbound > fdBefore - socketsBefore.outbound + 2)
 if (growth > maxRssGrowth)
   failures.push(`resident memory grew ${growth.toFixed(1)}% after warm-up (limit ${maxRssGrowth}%)`);
 if (exitCode !== 0) failures.push(`gateway exited ${exitCode} on SIGTERM`);
+if (streams.closedEarly > 0) failures.push(`${streams.closedEarly} of ${streamCount} streams closed before the end`);
 if (failures.length > 0) {
   console.error(`\nSOAK FAILED: ${failures.join('; ')}`);
   process.exit(1);

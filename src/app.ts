@@ -11,7 +11,7 @@ import type { Registry } from 'prom-client';
 import { createAdminListener } from './server/admin-listener.js';
 import { createApiServer } from './server/api-server.js';
 import type { AuthFailureReason } from './auth/failure.js';
-import { createVersionCache } from './cache/version-cache.js';
+import { createVersionCache, type VersionCache } from './cache/version-cache.js';
 import { readServerTls, type LoadedConfig } from './config/load.js';
 import { redactedConfig } from './config/effective.js';
 import type { GatewayConfig } from './config/schema.js';
@@ -22,11 +22,15 @@ import type { Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { keySetsFailure } from './auth/key-set.js';
 import { BodyBudget } from './body/budget.js';
-import { createLiveConfig } from './live/generations.js';
-import { IDENTITY_PROVIDER_CHANGES, trustParticipantIdentityProviders } from './live/participant-idps.js';
+import { createLiveConfig, type LiveConfig } from './live/generations.js';
+import {
+  IDENTITY_PROVIDER_CHANGES,
+  trustParticipantIdentityProviders,
+  type ParticipantTrust,
+} from './live/participant-idps.js';
 import { NamedOperations } from './operations.js';
 import { limitConnections } from './protection/connections.js';
-import { createForwarder } from './proxy/forward.js';
+import { createForwarder, type Forwarder } from './proxy/forward.js';
 import { UpstreamReplicas } from './proxy/upstream-replicas.js';
 import { createWebSocketTunnels } from './proxy/websocket.js';
 import { asGatewayError, sendGatewayError } from './exchange/refusal.js';
@@ -35,9 +39,11 @@ import { watchListenerTls } from './server/listener-tls.js';
 import { boundUrl } from './server/bound-url.js';
 import { gracefulShutdown } from './server/shutdown.js';
 import { stageHook } from './exchange/stage-runner.js';
-import { createLogger, requestLineWriter } from './telemetry/logging.js';
-import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
-import { createRequestTelemetry } from './telemetry/request-telemetry.js';
+import { createLogger, requestLineWriter, type RequestLineWriter } from './telemetry/logging.js';
+import { createAuditTrail, type AuditTrail } from './audit/audit-trail.js';
+import { createAccessLog } from './telemetry/access-log.js';
+import { createAuditMetrics, createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
+import { createRequestTelemetry, type RequestTelemetry } from './telemetry/request-telemetry.js';
 import { sampledTraceIdOf } from './telemetry/server-span.js';
 import type { Tracing } from './telemetry/tracing.js';
 import { createUpgradeHandler } from './server/upgrades.js';
@@ -118,15 +124,9 @@ async function runningTracing(): Promise<Tracing> {
   return tracing;
 }
 
-export async function buildGateway(config: GatewayConfig, options: GatewayOptions): Promise<Gateway> {
-  const metrics = createMetrics(options.registry, config.telemetry.metrics);
-  const readiness = new Readiness();
-  metrics.watchReadiness(() => readiness.report().checks);
-  const isTrustedProxy = trustedProxyMatcher(config.server.trustedProxies);
-  const logger = options.logger ?? createLogger(config.log.level);
-  const log = (logger === false ? pino({ level: 'silent' }) : logger) as FastifyBaseLogger;
-
-  const tracing = options.tracingActive ? await runningTracing() : undefined;
+/** The request telemetry and how traces travel: exported by the SDK's server spans, or propagated by hand. */
+async function startRequestTelemetry(metrics: GatewayMetrics, logger: false | Logger, tracingActive: boolean) {
+  const tracing = tracingActive ? await runningTracing() : undefined;
   const serverSpanPlugin = tracing?.fastifyPlugin;
   const propagateTraceContext = tracing !== undefined && serverSpanPlugin === undefined;
   const writeLine = logger === false ? undefined : requestLineWriter(logger);
@@ -134,13 +134,26 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     propagateTraceContext,
     ...(writeLine !== undefined && { writeLine }),
   });
+  return { tracing, serverSpanPlugin, propagateTraceContext, writeLine, requestTelemetry };
+}
 
-  // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
-  const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
-  const api = createApiServer(config, { listenerTls, telemetry: requestTelemetry });
+interface Surroundings {
+  readonly metrics: GatewayMetrics;
+  readonly log: FastifyBaseLogger;
+  readonly readiness: Readiness;
+  readonly isTrustedProxy: (address: string) => boolean;
+}
 
-  // The participant: its replicas (upstream.replicas) or the one upstream.url, each probed on its own.
-  const replicas = new UpstreamReplicas(config.upstream, options.upstreamUrl, log);
+/** The participant: its replicas (upstream.replicas) or the one upstream.url, each probed on its own, and the forwarder. */
+function connectUpstream(
+  config: GatewayConfig,
+  upstreamUrl: string,
+  { metrics, log, isTrustedProxy }: Surroundings,
+  trace: { readonly replacesTraceContext: boolean; readonly propagateTraceContext: boolean },
+  /** The upstream part of a call and its replica, for the access log. */
+  noteUpstream: (request: FastifyRequest, seconds: number, replica: string) => void,
+) {
+  const replicas = new UpstreamReplicas(config.upstream, upstreamUrl, log);
   metrics.watchReplicas(replicas);
   // One budget for every body held in memory (limits is read at start: a reload keeps it).
   const bodyBudget = new BodyBudget(config.limits);
@@ -149,43 +162,34 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     replicas,
     bodyBudget,
     config,
-    replacesTraceContext: serverSpanPlugin !== undefined,
+    replacesTraceContext: trace.replacesTraceContext,
     // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
-    ...(propagateTraceContext && { propagateTraceContext }),
+    ...(trace.propagateTraceContext && { propagateTraceContext: true }),
     isTrustedProxy,
-    onUpstreamTiming: (request, seconds) =>
+    onUpstreamTiming: (request, seconds) => {
       metrics.observeUpstream(
         request.operation.name,
         seconds,
         metrics.exemplars ? sampledTraceIdOf(request) : undefined,
-      ),
+      );
+      noteUpstream(request, seconds, replicas.target.label);
+    },
   });
   metrics.watchUpstream(forwarder.load);
+  return { replicas, forwarder, bodyBudget };
+}
 
-  // Telemetry encloses every stage: a call's server span opens before the first stage runs (a
-  // refusal there carries its trace id), and every exchange ends in one observation and one log line.
-  if (serverSpanPlugin !== undefined) await api.register(serverSpanPlugin);
-
-  // Calls are served through shutdown's drain delay and refused once the listener closes (shutdown.ts).
-  const shutdown = gracefulShutdown({
-    api,
-    readiness,
-    settings: config.shutdown,
-    tls: listenerTls !== undefined,
-    cutOff: () => requestTelemetry.cutOff(),
-    close: () => close(),
-    ...(tracing !== undefined && { flushTelemetry: () => tracing.shutdown() }),
-    log,
-  });
-  const establishContext = createContextStage({
-    routes: config.routes,
-    enter: (exchange) => requestTelemetry.enter(exchange),
-    shuttingDown: () => readiness.isShuttingDown,
-    closing: () => shutdown.closing,
-  });
-
-  // Authentication, protection, the policy, CORS and the version cache's TTLs follow the config: built
-  // as one generation, swapped whole on a reload (live/generations.ts); each exchange pins the current one.
+/**
+ * Authentication, protection, the policy, CORS and the version cache's TTLs follow the config: built
+ * as one generation, swapped whole on a reload (live/generations.ts); each exchange pins the current
+ * one. The participant's IdPs, while auth.participantIdentityProviders.enabled, follow reloads too.
+ */
+function startLiveConfig(
+  config: GatewayConfig,
+  { metrics, log, readiness, isTrustedProxy }: Surroundings,
+  replicas: UpstreamReplicas,
+  bodyBudget: BodyBudget,
+) {
   const live = createLiveConfig(config, {
     metrics,
     log,
@@ -205,10 +209,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
   metrics.watchSignatureChecks(() => live.signatureChecks);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
-  const authenticate = live.authenticate;
-  api.addHook('onClose', () => live.close());
   const reloads = createReloadMetrics(metrics.registry, live.current.fingerprint);
-  // The participant's IdPs, while auth.participantIdentityProviders.enabled (it follows reloads).
   const participantIdps = trustParticipantIdentityProviders(live, {
     get: (request) => replicas.ownGet(request), // the active replica, upstream.tls, not the clients' pool
     registry: metrics.registry,
@@ -216,30 +217,31 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     readiness,
     running: (fingerprint) => reloads.running(fingerprint),
   });
+  return { live, reloads, participantIdps };
+}
 
-  // The one list. Authentication comes before any body is read and before the version cache, so an
-  // unauthenticated caller never costs a body read or sees a cached answer; a token it has not verified
-  // yet first spends its address's budget (protection.unauthenticated). Protection follows it, so
-  // that limits count principals and an unauthenticated flood never spends a caller's budget, and
-  // precedes the policy's body read, so a refused call costs none; a WebSocket stream holds its
-  // slot for the tunnel's life. Authorization ends the list: before the version cache, so an
-  // unauthorized caller never sees a cached body.
-  const stages: readonly Stage[] = [
-    requestTelemetry.begin,
-    live.pin,
-    establishContext,
-    authenticate,
-    live.protect,
-    live.authorize,
-  ];
-
+/** The gateway's own headers, the version cache, the request rules, the forwarder and the error answers: a call after the list. */
+function serveCalls(
+  api: FastifyInstance,
+  stages: readonly Stage[],
+  parts: {
+    readonly live: LiveConfig;
+    readonly forwarder: Forwarder;
+    readonly participantIdps: ParticipantTrust;
+    readonly requestTelemetry: RequestTelemetry;
+    readonly upstreamKey: string;
+    readonly audit: AuditTrail | undefined;
+  },
+  { metrics, log }: Surroundings,
+): VersionCache {
+  const { live, forwarder, participantIdps, requestTelemetry, audit } = parts;
   // Calls: the list runs as one hook (stage-runner.ts), synchronously unless a stage has to wait.
   // CORS, when the call's configuration has it (policy/cors.ts), adds its headers and answers a
   // preflight before authentication: browsers send a preflight without any token.
   api.addHook(
     'onRequest',
     stageHook(stages, {
-      before: authenticate,
+      before: live.authenticate,
       answer: (request, reply) => request.generation.cors?.(request, reply) ?? false,
     }),
   );
@@ -263,13 +265,22 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   live.onSwap((next, previous) => {
     if (!isDeepStrictEqual(next.versionCache, previous.versionCache)) versionCache.clear();
   });
-  const upstreamKey = options.upstreamUrl;
-  const answer = (request: FastifyRequest, reply: FastifyReply) => {
+  const upstreamKey = parts.upstreamKey;
+  const answerCall = (request: FastifyRequest, reply: FastifyReply) => {
     const cached = request.generation.versionCache;
     return cached.ttlSeconds > 0 && request.method === 'GET' && request.operation.name === NamedOperations.getVersion
       ? versionCache.serve(request, reply, upstreamKey, cached)
       : forwarder.forward(request, reply);
   };
+  // An audited write is forwarded once its intent record is written (a promise for writes only).
+  const answer =
+    audit === undefined
+      ? answerCall
+      : (request: FastifyRequest, reply: FastifyReply) => {
+          if (!request.operation.writes) return answerCall(request, reply);
+          const recorded = audit.beforeForward(request);
+          return recorded === undefined ? answerCall(request, reply) : recorded.then(() => answerCall(request, reply));
+        };
   // The request rules run first in the handler, once Fastify has checked the media type: a promise
   // only on the rule-checked routes, whose bodies alone are read (no preHandler hook for every call).
   api.route({
@@ -311,10 +322,23 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
       }),
     );
   });
+  return versionCache;
+}
 
-  // Upgrades: the same list, then the tunnel.
+/** Upgrades: the same list, then the tunnel; and the cap on open client connections. */
+function serveUpgrades(
+  api: FastifyInstance,
+  stages: readonly Stage[],
+  config: GatewayConfig,
+  parts: {
+    readonly live: LiveConfig;
+    readonly replicas: UpstreamReplicas;
+    readonly requestTelemetry: RequestTelemetry;
+  },
+  { metrics, log, isTrustedProxy }: Surroundings,
+) {
   const tunnels = createWebSocketTunnels({
-    replicas,
+    replicas: parts.replicas,
     config,
     isTrustedProxy,
     onStreamEnded: (operation, endedBy) => metrics.webSocketStreamEnded(operation.name, endedBy),
@@ -323,41 +347,211 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const upgrades = createUpgradeHandler({
     stages,
     tunnels,
-    telemetry: requestTelemetry,
+    telemetry: parts.requestTelemetry,
     correlationId: randomRequestId,
     log,
   });
   api.server.on('upgrade', upgrades.handleUpgrade);
   // Open client connections are capped as they are accepted, before TLS or any request
   // (protection.connections); a reload's caps apply to the connections accepted after it.
-  const connections = limitConnections(api.server, live.current.protection.connectionCaps, {
+  const connections = limitConnections(api.server, parts.live.current.protection.connectionCaps, {
     isTrustedProxy,
     onRefused: (limit) => metrics.connectionRefused(limit),
   });
-  live.onSwap((next) => connections.setCaps(next.protection.connectionCaps));
+  parts.live.onSwap((next) => connections.setCaps(next.protection.connectionCaps));
   metrics.watchConnections(() => connections.open);
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
+  return upgrades;
+}
+
+/**
+ * What GET /config shows besides the running configuration: the secrets read from files are redacted
+ * (those of every file applied so far), and the keys of the last valid file that wait for a restart.
+ */
+function shownConfig(live: LiveConfig, secretPathsAtStart: ReadonlySet<string> | undefined) {
+  const secretPaths = new Set(secretPathsAtStart);
+  let restartRequired: readonly string[] = [];
+  return {
+    report: () => ({
+      fingerprint: live.current.fingerprint,
+      restartRequired,
+      config: redactedConfig(live.current.config, { fromFiles: secretPaths }),
+    }),
+    /** A file's values read with ${file:...}: redacted from then on. */
+    addSecretPaths(paths: Iterable<string>) {
+      for (const path of paths) secretPaths.add(path);
+    },
+    setRestartRequired(paths: readonly string[]) {
+      restartRequired = paths;
+    },
+  };
+}
+
+/** Re-reads the configuration and swaps in what can change live (live/reload.ts). */
+async function reloadLive(
+  live: LiveConfig,
+  load: () => Promise<ReloadSource> | ReloadSource,
+  trigger: string,
+  around: {
+    readonly log: FastifyBaseLogger;
+    readonly logger: false | Logger;
+    readonly reloads: ReturnType<typeof createReloadMetrics>;
+    readonly shown: ReturnType<typeof shownConfig>;
+  },
+): Promise<ReloadOutcome> {
+  const { logger, shown } = around;
+  const outcome = await reloadGateway(
+    live,
+    async () => {
+      const source = await load();
+      if (!('provenance' in source)) return source;
+      shown.addSecretPaths(source.provenance.fromFiles);
+      return source.config;
+    },
+    {
+      log: around.log,
+      metrics: around.reloads,
+      trigger,
+      setLogLevel: (level) => {
+        if (logger !== false) logger.level = level;
+      },
+    },
+  );
+  if (outcome.result !== 'invalid') shown.setRestartRequired(outcome.restartRequired);
+  return outcome;
+}
+
+/**
+ * The audit trail of ledger writes (audit/), when audit.enabled: its own body reads are held to the
+ * body budget and the policy's limits; its stdout copy goes the request lines' way.
+ */
+function startAuditTrail(
+  config: GatewayConfig,
+  bodyBudget: BodyBudget,
+  writeLine: RequestLineWriter | undefined,
+  { metrics, log, isTrustedProxy }: Surroundings,
+): Promise<AuditTrail> | undefined {
+  if (!config.audit.enabled) return undefined;
+  const ownLimit = config.policy.maxBodyBytes <= config.limits.bodyBytes;
+  return createAuditTrail(config.audit, {
+    bodyLimits: {
+      maxBytes: ownLimit ? config.policy.maxBodyBytes : config.limits.bodyBytes,
+      maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
+      timeoutMs: config.policy.bodyReadTimeoutMs,
+      timeoutKey: 'policy.bodyReadTimeoutMs',
+    },
+    bodyBudget,
+    isTrustedProxy,
+    metrics: createAuditMetrics(metrics.registry, metrics.exemplars),
+    log,
+    ...(config.audit.stdout && writeLine !== undefined && { echo: (line: string) => writeLine.raw(line) }),
+  });
+}
+
+export async function buildGateway(config: GatewayConfig, options: GatewayOptions): Promise<Gateway> {
+  const metrics = createMetrics(options.registry, config.telemetry.metrics);
+  const readiness = new Readiness();
+  metrics.watchReadiness(() => readiness.report().checks);
+  const isTrustedProxy = trustedProxyMatcher(config.server.trustedProxies);
+  const logger = options.logger ?? createLogger(config.log.level);
+  const log = (logger === false ? pino({ level: 'silent' }) : logger) as FastifyBaseLogger;
+  const around: Surroundings = { metrics, log, readiness, isTrustedProxy };
+
+  const { tracing, serverSpanPlugin, propagateTraceContext, writeLine, requestTelemetry } = await startRequestTelemetry(
+    metrics,
+    logger,
+    options.tracingActive ?? false,
+  );
+  // The access log (log.access) follows reloads: its fields, sampling and redaction.
+  let accessLogOn = false;
+  const applyAccessLog = (access: GatewayConfig['log']['access']) => {
+    accessLogOn = access.enabled;
+    requestTelemetry.setAccessLog(access.enabled ? createAccessLog(access, isTrustedProxy) : undefined);
+  };
+  applyAccessLog(config.log.access);
+  // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
+  const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
+  const api = createApiServer(config.server, config.limits, { listenerTls, telemetry: requestTelemetry });
+  const { replicas, forwarder, bodyBudget } = connectUpstream(
+    config,
+    options.upstreamUrl,
+    around,
+    { replacesTraceContext: serverSpanPlugin !== undefined, propagateTraceContext },
+    (request, seconds, replica) => {
+      if (accessLogOn) requestTelemetry.noteUpstream(request, seconds, replica);
+    },
+  );
+
+  // Telemetry encloses every stage: a call's server span opens before the first stage runs (a
+  // refusal there carries its trace id), and every exchange ends in one observation and one log line.
+  if (serverSpanPlugin !== undefined) await api.register(serverSpanPlugin);
+
+  // Calls are served through shutdown's drain delay and refused once the listener closes (shutdown.ts).
+  const shutdown = gracefulShutdown({
+    api,
+    readiness,
+    settings: config.shutdown,
+    tls: listenerTls !== undefined,
+    cutOff: () => requestTelemetry.cutOff(),
+    close: () => close(),
+    ...(tracing !== undefined && { flushTelemetry: () => tracing.shutdown() }),
+    log,
+  });
+  const establishContext = createContextStage({
+    routes: config.routes,
+    enter: (exchange) => requestTelemetry.enter(exchange),
+    shuttingDown: () => readiness.isShuttingDown,
+    closing: () => shutdown.closing,
+  });
+  const { live, reloads, participantIdps } = startLiveConfig(config, around, replicas, bodyBudget);
+  api.addHook('onClose', () => live.close());
+  const audit = await startAuditTrail(config, bodyBudget, writeLine, around);
+  if (audit !== undefined) live.onSwap((next) => audit.setPolicy(next.config.audit.policy));
+  live.onSwap((next, previous) => {
+    if (!isDeepStrictEqual(next.config.log.access, previous.config.log.access)) applyAccessLog(next.config.log.access);
+  });
+
+  // The one list. Authentication comes before any body is read and before the version cache, so an
+  // unauthenticated caller never costs a body read or sees a cached answer; a token it has not verified
+  // yet first spends its address's budget (protection.unauthenticated). Protection follows it, so
+  // that limits count principals and an unauthenticated flood never spends a caller's budget, and
+  // precedes the policy's body read, so a refused call costs none; a WebSocket stream holds its
+  // slot for the tunnel's life. Authorization precedes the version cache, so an unauthorized caller
+  // never sees a cached body. The audit trail (audit/) then marks the ledger writes it records: a
+  // call refused before is in the access log, not the trail. Its intent record is written in the
+  // handler, after the request rules read the body (the identifying fields are in it), right before
+  // forwarding.
+  const stages: readonly Stage[] = [
+    requestTelemetry.begin,
+    live.pin,
+    establishContext,
+    live.authenticate,
+    live.protect,
+    live.authorize,
+    ...(audit === undefined ? [] : [audit.stage]),
+  ];
+  const versionCache = serveCalls(
+    api,
+    stages,
+    { live, forwarder, participantIdps, requestTelemetry, upstreamKey: options.upstreamUrl, audit },
+    around,
+  );
+  const upgrades = serveUpgrades(api, stages, config, { live, replicas, requestTelemetry }, around);
 
   const stopTlsReload =
     listenerTls === undefined
       ? undefined
       : watchListenerTls(api.server as unknown as TlsServer, config.server.tls, listenerTls, log);
 
-  // What GET /config shows besides the running configuration: the secrets read from files are redacted
-  // (those of every file applied so far), and the keys of the last valid file that wait for a restart.
-  const secretPaths = new Set(options.secretPaths);
-  let restartRequired: readonly string[] = [];
+  const shown = shownConfig(live, options.secretPaths);
   const admin = createAdminListener({
-    config,
+    admin: config.admin,
+    readinessIntervalMs: config.upstream.readinessIntervalMs,
     readiness,
     registry: metrics.registry,
     upstream: replicas,
     purgeVersionCache: () => versionCache.clear(),
-    runningConfig: () => ({
-      fingerprint: live.current.fingerprint,
-      restartRequired,
-      config: redactedConfig(live.current.config, { fromFiles: secretPaths }),
-    }),
+    runningConfig: shown.report,
     log,
   });
 
@@ -372,6 +566,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     if (readiness.isShuttingDown) requestTelemetry.cutOff();
     upgrades.closeAll(readiness.isShuttingDown);
     await Promise.allSettled([api.close(), admin.close()]);
+    await audit?.close(); // the last outcomes and a signed digest, before the last lines
     writeLine?.close(); // the last requests' lines
     await forwarder.close();
     await replicas.close();
@@ -393,27 +588,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     },
     shutdown: () => shutdown.run(),
     close,
-    reload: async (load, trigger = 'api') => {
-      const outcome = await reloadGateway(
-        live,
-        async () => {
-          const source = await load();
-          if (!('provenance' in source)) return source;
-          for (const path of source.provenance.fromFiles) secretPaths.add(path); // redacted from then on
-          return source.config;
-        },
-        {
-          log,
-          metrics: reloads,
-          trigger,
-          setLogLevel: (level) => {
-            if (logger !== false) logger.level = level;
-          },
-        },
-      );
-      if (outcome.result !== 'invalid') restartRequired = outcome.restartRequired;
-      return outcome;
-    },
+    reload: (load, trigger = 'api') => reloadLive(live, load, trigger, { log, logger, reloads, shown }),
     get fingerprint() {
       return live.current.fingerprint;
     },

@@ -88,6 +88,14 @@ async function main(): Promise<void> {
   // handled from the start, and ignored until the gateway runs.
   const onSighup: { reload?: () => void } = {};
   process.on('SIGHUP', () => onSighup.reload?.());
+  // `ledger-gateway audit verify ...`: a command of its own, no server.
+  if (process.argv[2] === 'audit') {
+    const { runAuditCommand } = await import('./cli/audit-verify.js');
+    const result = runAuditCommand(process.argv.slice(3));
+    (result.code === 0 ? process.stdout : process.stderr).write(result.output);
+    process.exitCode = result.code;
+    return;
+  }
   // A ConfigError from anywhere in start-up (file, auth section, policy rules) exits 2 (see below).
   const args = readArguments();
   if (args.check) {
@@ -132,6 +140,12 @@ async function main(): Promise<void> {
     log.warn(
       { unknown: tracing.propagators.unknown, known },
       'OTEL_PROPAGATORS names unknown propagators; they are ignored',
+    );
+  }
+  if (tracing !== undefined && tracing.unsupportedExporters.length > 0) {
+    log.warn(
+      { unsupported: tracing.unsupportedExporters, supported: 'otlp (http/protobuf, http/json), console, none' },
+      'OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_PROTOCOL names an exporter the gateway does not ship; ignored',
     );
   }
   if (loadedConfig.serviceLinks.length > 0) {

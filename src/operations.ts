@@ -13,6 +13,11 @@ export interface Operation {
   readonly kind: OperationKind;
   /** The participant's own /livez, /readyz and /docs: hidden unless configured (Canton `JsHealthService.scala`). */
   readonly participantInternal: boolean;
+  /**
+   * The call can change the ledger or the participant's configuration (commands, packages, vetting,
+   * parties, users and rights, identity providers): the audit trail records it (src/audit/).
+   */
+  readonly writes: boolean;
 }
 
 type RouteEntry = readonly [method: string, template: string, name: string];
@@ -38,6 +43,31 @@ export const SubmissionOperations = {
   executeAndWait: 'postV2Interactive-submissionExecuteandwait',
   executeAndWaitForTransaction: 'postV2Interactive-submissionExecuteandwaitfortransaction',
 } as const;
+
+/**
+ * The operations that change the ledger or the participant's configuration, from Canton's OpenAPI
+ * (every POST/PATCH/DELETE but the queries served as POST: completions, updates, state, events,
+ * contract lookups, the DAR validation, preferred packages, the external party topology generation).
+ */
+export const WRITE_OPERATION_NAMES: ReadonlySet<string> = new Set([
+  ...Object.values(SubmissionOperations),
+  NamedOperations.submitAndWaitForTransaction,
+  NamedOperations.updateVettedPackages,
+  NamedOperations.updateIdentityProviderConfig,
+  'postV2Dars',
+  'postV2Packages',
+  'postV2Parties',
+  'postV2PartiesExternalAllocate',
+  'patchV2PartiesParty',
+  'postV2Users',
+  'deleteV2UsersUser-id',
+  'patchV2UsersUser-id',
+  'postV2UsersUser-idRights',
+  'patchV2UsersUser-idRights',
+  'patchV2UsersUser-idIdentity-provider-id',
+  'postV2Idps',
+  'deleteV2IdpsIdp-id',
+]);
 
 const HTTP_ROUTES: readonly RouteEntry[] = [
   ['POST', '/v2/commands/submit-and-wait', SubmissionOperations.submitAndWait],
@@ -145,6 +175,7 @@ export const UNKNOWN_OPERATION: Operation = Object.freeze({
   template: '/v2/*',
   kind: 'http',
   participantInternal: false,
+  writes: false,
 });
 
 function toOperation(
@@ -152,7 +183,8 @@ function toOperation(
   kind: OperationKind,
   participantInternal = false,
 ): Operation {
-  return Object.freeze({ name, method, template, kind, participantInternal });
+  const writes = kind === 'http' && WRITE_OPERATION_NAMES.has(name);
+  return Object.freeze({ name, method, template, kind, participantInternal, writes });
 }
 
 export const HTTP_OPERATIONS: readonly Operation[] = HTTP_ROUTES.map((r) => toOperation(r, 'http'));

@@ -1,4 +1,4 @@
-// The route catalogue covers every route Canton 3.4.12, 3.5.1 and 3.5.10 serve (shared/canton/routes.json).
+// The route catalogue covers every route Canton 3.4.12, 3.5.1 and 3.5.10 serve (spec/canton/routes.json).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
@@ -15,7 +15,7 @@ interface RouteEntry {
   operationId?: string;
   kind: 'http' | 'websocket';
 }
-const routesFile = new URL('../../shared/canton/routes.json', import.meta.url);
+const routesFile = new URL('../spec/canton/routes.json', import.meta.url);
 const catalogue = JSON.parse(readFileSync(routesFile, 'utf8')) as { routes: RouteEntry[]; extra: RouteEntry[] };
 
 /** A concrete path for a template: each {param} becomes a value with characters Canton ids use. */

@@ -1,6 +1,8 @@
 // The documentation's tables must say what the code does: errors and metrics, environment
 // overrides, config sections; and the README's quick start and minimal config must work as written.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { AUTH_FAILURE_REASONS } from '../src/auth/failure.js';
@@ -51,7 +53,7 @@ describe('docs/errors-and-metrics.md', () => {
   it('lists every metric a running gateway exports, with its type and labels, and no other', async () => {
     const rows = tableRows(errorsAndMetrics, 'metrics');
     const documented = new Map(rows.map((cells) => [cells[0]!.replaceAll('`', ''), cells]));
-    // A running gateway with every optional part that registers metrics of its own (participant IdPs).
+    // A running gateway with every optional part that registers metrics of its own (participant IdPs, the audit trail).
     const upstream = await startRecordingUpstream(answerJson(200, { identityProviderConfigs: [] }));
     const issuer = await createTestIssuer();
     const gateway = await startGateway(upstream.url, {
@@ -60,6 +62,7 @@ describe('docs/errors-and-metrics.md', () => {
         participantId: TEST_PARTICIPANT,
         participantIdentityProviders: { enabled: true },
       },
+      audit: { enabled: true, directory: mkdtempSync(join(tmpdir(), 'audit-')) },
     }).catch(async (error: unknown) => {
       await upstream.close();
       throw error;
@@ -122,7 +125,7 @@ describe('README', () => {
     expect(block, 'a yaml block under "Running against a participant"').not.toBeNull();
     const config = validateGatewayConfig(parseYaml(block![1]!), 'README');
     expect(config.upstream.url).not.toBe('sandbox');
-    const auth = resolveAuthConfig(config);
+    const auth = resolveAuthConfig(config.auth, config.upstream.url);
     expect(auth.issuers.map((issuer) => issuer.source.kind)).toEqual(['jwksUrl']);
   });
 

@@ -1,9 +1,10 @@
 // The structure of src/ (issues 28 and 33; .dependency-cruiser.cjs): no import cycle, type-only
 // imports included; telemetry/ and proxy/ never import each other; nothing but main.ts imports the
-// sandbox; the stages (auth, protection, policy, cache, proxy) import no other stage and nothing above
+// sandbox; the stages (auth, protection, policy, cache, proxy, audit) import no other stage and nothing above
 // them; telemetry/ imports no stage; exchange/, body/ and config/ import none of the floors above.
 // The rules are also run on a small tree that breaks each of them, so that a rule which stopped
 // matching (a renamed folder, a changed option) cannot pass for a clean src/.
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -118,5 +119,26 @@ describe('the structure of src/', () => {
         ]);
       },
     );
+  });
+});
+
+describe('the rooms of src/', () => {
+  const src = join(ROOT, 'src');
+  const entries = readdirSync(src, { withFileTypes: true });
+
+  it('keeps the root to the process and the shared vocabulary: at most 8 files', () => {
+    const files = entries.filter((entry) => entry.isFile()).map((entry) => entry.name);
+    expect(files.length, files.join(', ')).toBeLessThanOrEqual(8);
+    expect(files).toEqual(expect.arrayContaining(['main.ts', 'app.ts', 'errors.ts', 'operations.ts']));
+  });
+
+  it('opens every folder with one line saying what it holds and what it may import', () => {
+    const folders = entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+    expect(folders).toEqual(expect.arrayContaining(['exchange', 'server', 'live', 'proxy', 'telemetry']));
+    for (const folder of folders) {
+      const opening = readFileSync(join(src, folder, 'README.md'), 'utf8').trim();
+      expect(opening.split('\n'), folder).toHaveLength(1);
+      expect(opening, folder).toMatch(/[Mm]ay import|imports no|may not import|import nothing/);
+    }
   });
 });

@@ -1,7 +1,7 @@
 // The authentication stage's core: token -> principal, through the verified-token cache, the
 // verifier and the issuers' key sets. No Fastify here (hooks.ts attaches it).
 import type { Dispatcher } from 'undici';
-import type { GatewayConfig } from '../config/schema.js';
+import type { AuthConfig } from '../config/schema.js';
 import type { Operation } from '../operations.js';
 import type { Principal } from '../exchange/exchange.js';
 import { resolveAuthConfig, type ResolvedAuth } from './config.js';
@@ -66,9 +66,13 @@ interface PendingVerification {
   readonly outcome: Promise<VerifiedToken>;
 }
 
-/** Throws a ConfigError when the auth section cannot work (auth/config.ts). */
-export function createAuthenticator(config: GatewayConfig, options: AuthenticatorOptions = {}): Authenticator {
-  const settings = resolveAuthConfig(config);
+/** Throws a ConfigError when the auth section cannot work (auth/config.ts; upstreamUrl is upstream.url). */
+export function createAuthenticator(
+  auth: AuthConfig,
+  upstreamUrl: string,
+  options: AuthenticatorOptions = {},
+): Authenticator {
+  const settings = resolveAuthConfig(auth, upstreamUrl);
   const now = options.now ?? Date.now;
   const cache = new TokenCache({
     maxEntries: settings.tokenCache.maxEntries,

@@ -6,7 +6,7 @@ import { X509Certificate, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createLocalJWKSet, type JSONWebKeySet, type JWK } from 'jose';
-import { ConfigError, type GatewayConfig, type IssuerConfig, type JwsAlgorithm } from '../config/schema.js';
+import { ConfigError, type AuthConfig, type IssuerConfig, type JwsAlgorithm } from '../config/schema.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 import { allowedJwksHostProblem } from './jwks-hosts.js';
 
@@ -33,8 +33,8 @@ export interface ResolvedAuth {
   readonly participantId: string | undefined;
   readonly maxTokenLifetimeSeconds: number;
   readonly clockToleranceSeconds: number;
-  readonly keySets: GatewayConfig['auth']['keySets'];
-  readonly tokenCache: GatewayConfig['auth']['tokenCache'];
+  readonly keySets: AuthConfig['keySets'];
+  readonly tokenCache: AuthConfig['tokenCache'];
   /** Loud start-up warnings (unsafe settings in use). */
   readonly warnings: readonly string[];
 }
@@ -107,7 +107,7 @@ export function readPublicKeyFile(file: string): KeyObject {
 function resolveIssuer(
   entry: IssuerConfig,
   path: string,
-  config: GatewayConfig,
+  hmacAllowed: boolean,
   problems: string[],
   warnings: string[],
 ): ResolvedIssuer | undefined {
@@ -128,7 +128,7 @@ function resolveIssuer(
     algorithms = explicit ?? ['HS256'];
     if (algorithms.length !== 1 || algorithms[0] !== 'HS256')
       problems.push(`${path}.algorithms: an unsafeHmacSecret issuer verifies HS256 only`);
-    if (config.upstream.url !== 'sandbox' && !config.auth.unsafeAllowHmacWithParticipant) {
+    if (!hmacAllowed) {
       problems.push(
         `${path}.unsafeHmacSecret: HS256 shared secrets are for development; refused with a real upstream (set auth.unsafeAllowHmacWithParticipant only for a test participant)`,
       );
@@ -214,9 +214,12 @@ function resolveIssuer(
   return { issuer: entry.issuer, source, algorithms: [...algorithms], audience: entry.audience, scope: entry.scope };
 }
 
-/** Validate and load the auth section; throws a ConfigError naming every bad key path. */
-export function resolveAuthConfig(config: GatewayConfig): ResolvedAuth {
-  const auth = config.auth;
+/**
+ * Validate and load the auth section; throws a ConfigError naming every bad key path. upstreamUrl is
+ * upstream.url: an HMAC issuer is refused in front of a real participant ("sandbox" is the dev ledger).
+ */
+export function resolveAuthConfig(auth: AuthConfig, upstreamUrl: string): ResolvedAuth {
+  const hmacAllowed = upstreamUrl === 'sandbox' || auth.unsafeAllowHmacWithParticipant;
   const problems: string[] = [];
   const warnings: string[] = [];
   // A participant may trust only the IdPs created through its API: then the list can start empty, and
@@ -235,7 +238,7 @@ export function resolveAuthConfig(config: GatewayConfig): ResolvedAuth {
     if (first !== undefined)
       problems.push(`${path}.issuer: duplicate of auth.issuers[${first}].issuer (iss selects one issuer)`);
     else seen.set(entry.issuer, index);
-    const resolved = resolveIssuer(entry, path, config, problems, warnings);
+    const resolved = resolveIssuer(entry, path, hmacAllowed, problems, warnings);
     if (resolved !== undefined) issuers.push(resolved);
   });
   auth.participantIdentityProviders.allowedJwksHosts.forEach((entry, index) => {

@@ -149,12 +149,12 @@ export async function prepareAuthentication(
   directory: string = developmentKeyDirectory(),
 ): Promise<PreparedAuthentication> {
   if (!isDevelopmentMode(config)) {
-    resolveAuthConfig(config);
+    resolveAuthConfig(config.auth, config.upstream.url);
     return { config };
   }
   const key = await loadOrCreateDevelopmentKey(directory);
   const developmentConfig = withDevelopmentIssuer(config, key);
-  resolveAuthConfig(developmentConfig);
+  resolveAuthConfig(developmentConfig.auth, developmentConfig.upstream.url);
   const subject = DEVELOPMENT_USER_ID;
   const lifetimeSeconds = developmentLifetimeSeconds(config);
   const token = await mintDevelopmentToken(key, {

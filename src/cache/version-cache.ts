@@ -19,7 +19,7 @@ interface CachedVersion {
   readonly headers: Record<string, string | string[]>;
   /**
    * The participant's bytes as a latin1 string (one char per byte, written back byte for byte):
-   * Node then sends head and body as one write instead of a corked two-chunk writev (6% of a hit).
+   * Node then sends head and body as one write instead of a corked two-chunk writev.
    */
   readonly body: string;
   readonly bodyBytes: number;

@@ -60,9 +60,9 @@ export function judgeConfiguration(
   if (inDevelopment && config.auth.issuers.length === 0) {
     notes.push('development mode: upstream.url is "sandbox" and no auth.issuers; the development issuer is used');
   } else {
-    judge(['auth', 'upstream'], () => notes.push(...resolveAuthConfig(config).warnings));
+    judge(['auth', 'upstream'], () => notes.push(...resolveAuthConfig(config.auth, config.upstream.url).warnings));
   }
-  judge(['protection'], () => resolveProtectionConfig(config));
+  judge(['protection'], () => resolveProtectionConfig(config.protection));
   judge(['policy', 'cors'], () => assertPolicyConfig(config));
   if (problems.length > 0 || loaded === undefined)
     throw new ConfigError(file ?? 'defaults + environment', problems, { config, sound });

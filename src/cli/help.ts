@@ -16,6 +16,8 @@ export const OTEL_VARIABLES: ReadonlyArray<readonly [string, string]> = [
   ],
   ['OTEL_EXPORTER_OTLP_ENDPOINT', 'Where spans are exported (OTLP); setting it turns exporting on.'],
   ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'The same, for traces only.'],
+  ['OTEL_EXPORTER_OTLP_PROTOCOL', 'http/protobuf (default) or http/json; grpc is not shipped.'],
+  ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'The same, for traces only.'],
   ['OTEL_SERVICE_NAME', 'The service name on spans (default ledger-gateway).'],
   ['OTEL_RESOURCE_ATTRIBUTES', 'More resource attributes on spans (key=value,...).'],
 ];
@@ -44,6 +46,7 @@ export function helpText(): string {
   });
   return [
     'Usage: ledger-gateway [--config <file>] [--check]',
+    '       ledger-gateway audit verify [--public-key <PEM file>] <trail files or directories...>',
     '',
     "Policy gateway for a Canton participant's JSON Ledger API v2.",
     '  -c, --config <file>  YAML configuration (also LEDGER_GATEWAY_CONFIG); defaults apply without one.',
@@ -52,6 +55,9 @@ export function helpText(): string {
     '                       and exit. Starts no listener, contacts nothing.',
     '  -v, --version        Print the version and exit.',
     '  -h, --help           Show this help.',
+    '  audit verify         Check an audit trail (docs/audit.md): its hash chain and, with --public-key, its',
+    '                       signed digests; exit 0 when it holds, 1 naming the first record changed, removed',
+    '                       or reordered.',
     '',
     'Exit status: 0 ok; 2 a bad configuration or argument, or a port that cannot be listened on; 1 any other failure.',
     '',

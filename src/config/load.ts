@@ -7,7 +7,7 @@ import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
-import { OPERATION_NAMES } from '../operations.js';
+import { OPERATION_NAMES, WRITE_OPERATION_NAMES } from '../operations.js';
 import { MAX_CONFIG_NESTING, readConfigText, yamlNestingDepth } from './config-file.js';
 import { applySetting, ENVIRONMENT_ALIASES, environmentSettings, nearest } from './environment.js';
 import { resolveFileReferences, type ReferenceOutcome } from './file-references.js';
@@ -358,6 +358,13 @@ function upstreamValueProblems(config: GatewayConfig, urlGiven: boolean, say: (p
       say(
         ['upstream', 'operationTimeoutsMs', name],
         `upstream.operationTimeoutsMs.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`,
+      );
+  }
+  for (const name of Object.keys(config.audit.policy.levels)) {
+    if (!WRITE_OPERATION_NAMES.has(name))
+      say(
+        ['audit', 'policy', 'levels', name],
+        `audit.policy.levels.${name}: not a write operation (docs/audit.md "What is audited" lists them)`,
       );
   }
   // Read at start by the forwarder: a missing file was an unnamed ENOENT and exit 1.

@@ -244,9 +244,9 @@ export const LimitsSchema = Section(
     bufferedBodyBytes: Type.Integer({
       minimum: 0,
       maximum: 1024 * 1024 * 1024,
-      default: 67_108_864,
+      default: 33_554_432,
       description:
-        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies (policy.maxBodyBytes) and bodies up to upstream.bufferBodyBytes, counted from their declared Content-Length (chunked: as they arrive) until their exchange ends. A body that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of it is read. The default keeps the process inside a 512 MiB memory limit with the budget full (docs/security.md). 0: no budget.',
+        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies (policy.maxBodyBytes) and bodies up to upstream.bufferBodyBytes, counted from their declared Content-Length (chunked: as they arrive) until their exchange ends. A body that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of it is read. The default keeps the process inside the shipped 320 MiB memory limit with the budget full and a worst body being parsed (docs/security.md). 0: no budget.',
     }),
     bufferedBodyShare: Type.Number({
       exclusiveMinimum: 0,
@@ -289,6 +289,21 @@ export const ShutdownSchema = Section(
   'Graceful shutdown.',
 );
 
+/** What an access line may carry besides the request line's own fields (docs/access-log.md). */
+export const ACCESS_LOG_FIELDS = [
+  'startTime',
+  'clientAddress',
+  'issuer',
+  'subject',
+  'path',
+  'requestBytes',
+  'responseBytes',
+  'upstreamReplica',
+  'upstreamMs',
+  'userAgent',
+] as const;
+export type AccessLogField = (typeof ACCESS_LOG_FIELDS)[number];
+
 export const LogSchema = Section(
   {
     level: Type.Union(
@@ -303,8 +318,142 @@ export const LogSchema = Section(
       ],
       { default: 'info', description: 'pino log level.' },
     ),
+    access: Section(
+      {
+        enabled: Type.Boolean({
+          default: false,
+          description:
+            'The request line becomes an access line (docs/access-log.md): the fields below besides its own, and sampling. Off: the request line as it was.',
+        }),
+        fields: Type.Array(Type.Union(ACCESS_LOG_FIELDS.map((field) => Type.Literal(field))), {
+          default: [...ACCESS_LOG_FIELDS],
+          uniqueItems: true,
+          description:
+            'The access fields written besides reqId, operation, method, status, errorCode, durationMs and the trace ids (docs/access-log.md lists them).',
+        }),
+        successSampleRatio: Type.Number({
+          minimum: 0,
+          maximum: 1,
+          default: 1,
+          description:
+            'Share of successful calls (status below 400, streams that opened) whose line is written; every refusal and error is written. 0.01 keeps 1% of 2xx.',
+        }),
+        redactPathParameters: Type.Array(Type.String({ minLength: 1 }), {
+          default: [],
+          uniqueItems: true,
+          description:
+            "Path template parameters written as [Redacted] (personal data, e.g. ['party', 'user-id']): names as in the route catalogue's templates.",
+        }),
+        includeQuery: Type.Boolean({
+          default: false,
+          description: 'Write the query string with the path (it may carry a user or party id).',
+        }),
+      },
+      "The access log: one line per call and per WebSocket stream, with what an operator expects (Envoy's default access log).",
+    ),
   },
   'Logging.',
+);
+
+const AuditLevel = Type.Union(
+  [Type.Literal('none'), Type.Literal('metadata'), Type.Literal('request'), Type.Literal('body')],
+  {
+    description:
+      'none: not audited; metadata: who, when, which operation, from where; request: and the identifying fields of the request (command, submission and workflow ids, parties, user, rights, package ids); body: and the whole request body.',
+  },
+);
+
+export const AuditSchema = Section(
+  {
+    enabled: Type.Boolean({
+      default: false,
+      description:
+        'Write the audit trail of ledger writes (docs/audit.md): an intent record before each write is forwarded, an outcome record after its answer.',
+    }),
+    directory: Type.String({
+      minLength: 1,
+      default: 'audit',
+      description:
+        'Where the trail files (JSON Lines, audit-*.jsonl) are written; created if missing. Keep it on a persistent volume.',
+    }),
+    durable: Type.Boolean({
+      default: true,
+      description:
+        'A write is forwarded only once its intent record is on disk (O_DSYNC writes, group-committed): a process killed at any point leaves no write the participant received unrecorded. false: written but not synced (a process crash keeps it, a power loss may not).',
+    }),
+    failMode: Type.Union([Type.Literal('closed'), Type.Literal('open')], {
+      default: 'closed',
+      description:
+        'When the trail cannot be written (disk full, I/O error, writeTimeoutMs passed): closed refuses the write with 503 GATEWAY_AUDIT_UNAVAILABLE (reads go on); open forwards it, counted in ledger_gateway_audit_records_lost_total.',
+    }),
+    writeTimeoutMs: Milliseconds(
+      2_000,
+      'Bound on waiting for an intent record to be on disk before the call is refused (closed) or forwarded unrecorded (open).',
+    ),
+    maxPendingRecords: Type.Integer({
+      minimum: 1,
+      maximum: 1_000_000,
+      default: 10_000,
+      description:
+        'Records waiting to be written at most; past it a record is refused as if the trail could not be written.',
+    }),
+    maxBatchRecords: Type.Integer({
+      minimum: 1,
+      maximum: 65_536,
+      default: 512,
+      description: 'Most records written and synced by one durable write (group commit).',
+    }),
+    rotateBytes: Type.Integer({
+      minimum: 4096,
+      maximum: 2 ** 40,
+      default: 64 * 1024 * 1024,
+      description: 'A trail file is closed (with a signed digest) and a new one begun past this size.',
+    }),
+    retainFiles: Type.Integer({
+      minimum: 0,
+      maximum: 1_000_000,
+      default: 0,
+      description:
+        'Trail files kept in the directory, the oldest removed past it; 0 keeps every file (ship them elsewhere first).',
+    }),
+    retryIntervalMs: Milliseconds(1_000, 'After a write failure, how long until the trail tries a new file.'),
+    signingKeyFile: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          'PEM Ed25519 private key (PKCS#8) signing the digest records; keep it apart from the trail (a secret volume). Unset: no digests (only the hash chain).',
+      }),
+    ),
+    digestIntervalMs: Milliseconds(
+      60_000,
+      'A signed digest record at least this often while records are written, and at each file end.',
+      100,
+    ),
+    stdout: Type.Boolean({
+      default: false,
+      description:
+        'Also write each record to stdout (msg "audit"), for a log collector: best effort (dropped when stdout is slow, as log lines are); the files are the trail.',
+    }),
+    responseCaptureBytes: Type.Integer({
+      minimum: 0,
+      maximum: 16 * 1024 * 1024,
+      default: 256 * 1024,
+      description:
+        "How much of an audited write's answer is kept to read its updateId, offset and record time (the answer passes unchanged).",
+    }),
+    policy: Section(
+      {
+        defaultLevel: { ...AuditLevel, default: 'request' },
+        levels: Type.Record(Type.String({ minLength: 1 }), AuditLevel, {
+          default: {},
+          description:
+            'Level by operation name (checked at start), over defaultLevel, e.g. { postV2Users: body, postV2Dars: metadata }. Only write operations are audited.',
+        }),
+      },
+      'Which writes are audited and at which level; reloads live.',
+    ),
+  },
+  'The audit trail of every ledger write (docs/audit.md).',
 );
 
 export const VersionCacheSchema = Section(
@@ -989,6 +1138,7 @@ export const ConfigSchema = Type.Object(
     protection: ProtectionSchema,
     policy: PolicySchema,
     cors: CorsSchema,
+    audit: AuditSchema,
   },
   { additionalProperties: false },
 );
@@ -1004,4 +1154,17 @@ export type RateLimitConfig = Static<typeof RateLimitSchema>;
 export type PolicyConfig = Static<typeof PolicySchema>;
 export type AuthorizationRuleConfig = Static<typeof AuthorizationRuleSchema>;
 export type CorsConfig = Static<typeof CorsSchema>;
+export type AuditConfig = Static<typeof AuditSchema>;
+export type AuditLevelName = Static<typeof AuditLevel>;
+export type AccessLogConfig = Static<typeof LogSchema>['access'];
+export type ServerConfig = Static<typeof ServerSchema>;
+export type ListenerTlsConfig = ServerConfig['tls'];
+export type AdminConfig = Static<typeof AdminSchema>;
+export type WebSocketConfig = Static<typeof WebSocketSchema>;
+export type RoutesConfig = Static<typeof RoutesSchema>;
+export type ShutdownConfig = Static<typeof ShutdownSchema>;
+export type LogConfig = Static<typeof LogSchema>;
+export type VersionCacheConfig = Static<typeof VersionCacheSchema>;
+export type TelemetryConfig = Static<typeof TelemetrySchema>;
+export type MetricsConfig = TelemetryConfig['metrics'];
 export type SourceRuleConfig = Static<typeof SourceRuleSchema>;

@@ -10,7 +10,7 @@ export type AnswerHeaders = Record<string, string | string[] | number>;
  * request id, `traceresponse` when tracing runs and, when the call's configuration has CORS (which
  * sets its headers on the reply: policy/cors.ts), the reply's headers. A fresh object: the answer's
  * headers are added to it. Built from the request rather than read back from the reply:
- * reply.getHeaders() and reply.header() were 1.5% of a proxied call's CPU. Answers Fastify sends
+ * reply.getHeaders() and reply.header() cost more (docs/performance.md). Answers Fastify sends
  * (refusals, preflights) get the same two headers in the API's onSend hook (app.ts).
  */
 export function gatewayHeaders(request: FastifyRequest, reply: FastifyReply): AnswerHeaders {

@@ -4,7 +4,7 @@
 // once the gateway is shutting down.
 import type { FastifyRequest } from 'fastify';
 import { parseContentType } from '../body/content-type.js';
-import type { GatewayConfig } from '../config/schema.js';
+import type { RoutesConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import type { Exchange, Stage } from './exchange.js';
 import {
@@ -17,7 +17,7 @@ import {
 } from './request-context.js';
 
 export interface ContextStageOptions {
-  readonly routes: GatewayConfig['routes'];
+  readonly routes: RoutesConfig;
   /** Called once the operation is known (the exchange counts as in flight). */
   readonly enter: (exchange: Exchange) => void;
   /** Shutdown has begun (readiness reports 503). */

@@ -2,7 +2,7 @@
 // framing, a clean request target, the operation from the route catalogue; and the trace id for errors.
 import type { IncomingMessage } from 'node:http';
 import { trace, isSpanContextValid } from '@opentelemetry/api';
-import type { GatewayConfig } from '../config/schema.js';
+import type { RoutesConfig } from '../config/schema.js';
 import { contentTypesConflict } from '../body/content-type.js';
 import { Errors, GatewayError } from '../errors.js';
 import type { Exchange } from './exchange.js';
@@ -126,7 +126,7 @@ export function framingRefusal(problem: string): GatewayError {
 }
 
 /** The operation of a request, or the coded refusal for a route the gateway does not serve. */
-export function resolveOperation(method: string, url: string, routes: GatewayConfig['routes']): Operation {
+export function resolveOperation(method: string, url: string, routes: RoutesConfig): Operation {
   const problem = requestTargetProblem(url);
   if (problem !== undefined) {
     throw new GatewayError(Errors.GATEWAY_INVALID_PATH, { cause: `Invalid request target: ${problem}.` });
@@ -180,7 +180,7 @@ export function resolveUpgradeOperation(request: IncomingMessage): Operation {
   return operation;
 }
 
-function isExposed(operation: Operation, routes: GatewayConfig['routes']): boolean {
+function isExposed(operation: Operation, routes: RoutesConfig): boolean {
   return operation.template.startsWith('/docs/') ? routes.exposeParticipantDocs : routes.exposeParticipantHealth;
 }
 

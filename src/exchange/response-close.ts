@@ -1,8 +1,7 @@
 // What an exchange's stages do when its lifeline closes (a call's response: sent, or its client
 // gone; an upgrade's socket): the telemetry stage counts a client that left, protection releases its
 // slot, the forwarder cancels the upstream call. One 'close' listener per lifeline runs them in the
-// order they were added: three once() listeners each cost a wrapper and an array of listeners (1% of
-// a proxied call's CPU).
+// order they were added: three once() listeners would each cost a wrapper and an array of listeners.
 import type { Lifeline } from './exchange.js';
 
 const kCloseListeners = Symbol('ledger-gateway.closeListeners');

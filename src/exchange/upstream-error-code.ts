@@ -1,6 +1,6 @@
 // The error code of a participant's error answer (Canton `JsSchema.scala` JsCantonError), for the metrics
 // label and the request line.
-import { CANTON_CODE, REDACTED_BY_GRPC, UpstreamCodes } from '../error-codes.js';
+import { CANTON_CODE, REDACTED_BY_GRPC, UpstreamCodes } from '../errors.js';
 
 /** How many bytes of an error body are read to find its code; the body is passed on whole regardless. */
 export const ERROR_BODY_CAPTURE_BYTES = 16 * 1024;

@@ -10,14 +10,38 @@ import type { AuthFailureReason } from '../auth/failure.js';
 import { authenticationStage } from '../auth/hooks.js';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Exchange, Generation, Stage } from '../exchange/exchange.js';
+import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler } from '../policy/cors.js';
 import { createPolicyStage, type PolicyStageOptions } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
-const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log'] as const;
-/** Inside a live section, what still needs a restart: the Redis connection is opened once. */
-const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [['protection', 'redis']];
+const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log', 'audit'] as const;
+/**
+ * Inside a live section, what still needs a restart: the Redis connection is opened once; the audit
+ * trail's files, key and writer are opened once (only its policy, which writes at which level, is live).
+ */
+const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [
+  ['protection', 'redis'],
+  ...(
+    [
+      'enabled',
+      'directory',
+      'durable',
+      'failMode',
+      'writeTimeoutMs',
+      'maxPendingRecords',
+      'maxBatchRecords',
+      'rotateBytes',
+      'retainFiles',
+      'retryIntervalMs',
+      'signingKeyFile',
+      'digestIntervalMs',
+      'stdout',
+      'responseCaptureBytes',
+    ] as const
+  ).map((key) => ['audit', key]),
+];
 
 export interface LiveGeneration extends Generation {
   readonly config: GatewayConfig;
@@ -97,6 +121,7 @@ export function effectiveConfig(running: GatewayConfig, next: GatewayConfig): Ga
   for (const section of LIVE_SECTIONS) merged[section] = structuredClone(next[section]);
   const protection = merged.protection as Record<string, unknown>;
   protection.redis = structuredClone(running.protection.redis);
+  merged.audit = { ...structuredClone(running.audit), policy: structuredClone(next.audit.policy) };
   return merged as unknown as GatewayConfig;
 }
 
@@ -135,13 +160,14 @@ async function keysLoaded(authenticator: Authenticator, withinMs: number): Promi
 export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
   /** `own`: the config file's part of `config` (its issuers are the operator's, not the participant's). */
   function build(config: GatewayConfig, previous: LiveGeneration | undefined, own = base): LiveGeneration {
+    assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
     const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
     const configured = new Set(own.auth.issuers.map((issuer) => issuer.issuer));
     // The participant's IdPs' key sets are fetched on guarded connections (auth/jwks-hosts.ts).
     const guard = participantKeySets;
     const authenticator = sameAuth
       ? previous.authenticator
-      : createAuthenticator(config, {
+      : createAuthenticator(config.auth, config.upstream.url, {
           onKeySetFetch: options.onKeySetFetch,
           log: options.log,
           keySetDispatcher: (issuer) => (configured.has(issuer) ? undefined : guard),
@@ -149,14 +175,14 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     const sameProtection = previous !== undefined && isDeepStrictEqual(previous.config.protection, config.protection);
     let protection: ProtectionStage;
     try {
-      protection = sameProtection ? previous.protection : createProtectionStage(config, options);
+      protection = sameProtection ? previous.protection : createProtectionStage(config.protection, options);
     } catch (error) {
       if (!sameAuth) authenticator.close();
       throw error;
     }
     let policy: ReturnType<typeof createPolicyStage>;
     try {
-      policy = createPolicyStage(config, options);
+      policy = createPolicyStage(config.policy, config.limits, options);
     } catch (error) {
       if (!sameAuth) authenticator.close();
       if (!sameProtection) void protection.close();

@@ -9,6 +9,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Dispatcher } from 'undici';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
+import { MetricNames } from '../telemetry/metrics.js';
 import { NamedOperations } from '../operations.js';
 import { resolveAuthConfig } from '../auth/config.js';
 import { unverifiedIssuerOf } from '../auth/extract.js';
@@ -123,7 +124,7 @@ export function issuersOfIdentityProviders(listed: readonly unknown[]): IssuerCo
 /** Checks an IdP's issuer entry with the configured issuers' rules (auth/config.ts), alone. */
 export function identityProviderProblem(config: GatewayConfig, issuer: IssuerConfig): string | undefined {
   try {
-    resolveAuthConfig({ ...config, auth: { ...config.auth, issuers: [issuer] } });
+    resolveAuthConfig({ ...config.auth, issuers: [issuer] }, config.upstream.url);
     return undefined;
   } catch (error) {
     return (error as Error).message;
@@ -434,8 +435,8 @@ export interface TrustTarget {
 }
 
 export const ParticipantIdpMetricNames = {
-  refreshes: 'ledger_gateway_participant_idp_refreshes_total',
-  leftOut: 'ledger_gateway_participant_idps_left_out',
+  refreshes: MetricNames.participantIdpRefreshes,
+  leftOut: MetricNames.participantIdpsLeftOut,
 } as const;
 
 /** The IdP id a PATCH or DELETE /v2/idps/{idp-id} names (percent-decoded), else undefined. */

@@ -7,6 +7,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { configFileShape } from '../config/config-file.js';
 import { withoutFileSecrets } from '../config/file-secrets.js';
 import { ConfigError, type GatewayConfig } from '../config/schema.js';
+import { MetricNames } from '../telemetry/metrics.js';
 
 export type ReloadResult = 'success' | 'invalid' | 'refused';
 
@@ -51,10 +52,11 @@ export interface ReloadMetrics {
   restartRequired(keys: number): void;
 }
 
+/** Their names are in telemetry/metrics.ts, with every other metric's. */
 export const ReloadMetricNames = {
-  reloads: 'ledger_gateway_config_reloads_total',
-  info: 'ledger_gateway_config_info',
-  restartRequired: 'ledger_gateway_config_restart_required',
+  reloads: MetricNames.configReloads,
+  info: MetricNames.configInfo,
+  restartRequired: MetricNames.configRestartRequired,
 } as const;
 
 /** ledger_gateway_config_reloads_total{result} and ledger_gateway_config_info{fingerprint} (1 for the running config). */

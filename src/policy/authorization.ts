@@ -1,7 +1,7 @@
 // Per-operation authorization by token claims: pure functions. The first rule of an operation that
 // matches decides; when an operation has rules and none matches, the call is refused (fail closed).
 // An operation without rules is open to any caller the authentication stage let through.
-import { ConfigError, type AuthorizationRuleConfig, type GatewayConfig } from '../config/schema.js';
+import { ConfigError, type AuthorizationRuleConfig, type CorsConfig, type PolicyConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { OPERATION_NAMES } from '../operations.js';
 import type { Principal } from '../exchange/exchange.js';
@@ -9,10 +9,10 @@ import { sourceRuleProblems } from './sources.js';
 
 const MATCHERS = ['anyAuthenticated', 'subjects', 'issuers', 'scope', 'audience', 'claims'] as const;
 
-/** What the schema cannot say: known operation names, a matcher in every rule, sane CORS. */
-export function policyConfigProblems(config: Pick<GatewayConfig, 'policy' | 'cors'>): string[] {
+/** What the schema cannot say of the policy: known operation names, a matcher in every rule. */
+export function policyRuleProblems(policy: PolicyConfig): string[] {
   const problems: string[] = [];
-  for (const [operation, rules] of Object.entries(config.policy.rules)) {
+  for (const [operation, rules] of Object.entries(policy.rules)) {
     if (!OPERATION_NAMES.includes(operation)) {
       problems.push(
         `policy.rules.${operation}: unknown operation (see docs/request-policy.md "Routes and operations" for the names)`,
@@ -28,7 +28,13 @@ export function policyConfigProblems(config: Pick<GatewayConfig, 'policy' | 'cor
       }
     });
   }
-  problems.push(...sourceRuleProblems(config.policy.sources, OPERATION_NAMES));
+  problems.push(...sourceRuleProblems(policy.sources, OPERATION_NAMES));
+  return problems;
+}
+
+/** The policy's and CORS's problems the schema cannot say (CORS: no "*" with credentials). */
+export function policyConfigProblems(config: { readonly policy: PolicyConfig; readonly cors: CorsConfig }): string[] {
+  const problems = policyRuleProblems(config.policy);
   if (config.cors.credentials && config.cors.origins.includes('*')) {
     problems.push(
       'cors.origins: "*" cannot be combined with cors.credentials: true (browsers refuse it); list the origins',
@@ -37,7 +43,7 @@ export function policyConfigProblems(config: Pick<GatewayConfig, 'policy' | 'cor
   return problems;
 }
 
-export function assertPolicyConfig(config: Pick<GatewayConfig, 'policy' | 'cors'>): void {
+export function assertPolicyConfig(config: { readonly policy: PolicyConfig; readonly cors: CorsConfig }): void {
   const problems = policyConfigProblems(config);
   if (problems.length > 0) throw new ConfigError('policy', problems);
 }
@@ -79,7 +85,7 @@ export type AuthorizationDecision = { readonly allowed: true } | { readonly allo
 export type Authorizer = (operation: string, principal: Principal | null) => AuthorizationDecision;
 
 /** Compiles policy.rules into a decision function. */
-export function createAuthorizer(rules: GatewayConfig['policy']['rules']): Authorizer {
+export function createAuthorizer(rules: PolicyConfig['rules']): Authorizer {
   const byOperation = new Map(Object.entries(rules));
   return (operation, principal) => {
     const list = byOperation.get(operation);

@@ -9,12 +9,12 @@ import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
 import { readRequestBody, type BodyReadLimits } from '../body/read.js';
-import type { GatewayConfig } from '../config/schema.js';
+import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
 import { callerOf } from '../exchange/caller.js';
 import type { Principal, Stage } from '../exchange/exchange.js';
 import { pathOf } from '../operations.js';
 import { Errors, GatewayError } from '../errors.js';
-import { assertPolicyConfig, createAuthorizer, permissionDeniedError } from './authorization.js';
+import { createAuthorizer, permissionDeniedError, policyRuleProblems } from './authorization.js';
 import { createSourceCheck } from './sources.js';
 import { REQUEST_RULES } from './rules/index.js';
 import { toGatewayError, type RequestRule } from './violation.js';
@@ -36,20 +36,28 @@ export interface PolicyStageOptions {
   readonly isTrustedProxy: (address: string) => boolean;
 }
 
-/** Builds the stage; a policy the schema could not check fully stops the process here (ConfigError). */
-export function createPolicyStage(config: GatewayConfig, options: PolicyStageOptions): PolicyStage {
-  assertPolicyConfig(config);
-  const authorizer = createAuthorizer(config.policy.rules);
-  const sourceCheck = createSourceCheck(config.policy.sources, options.isTrustedProxy);
+/**
+ * Builds the stage from the policy section and limits.bodyBytes; a policy the schema could not check
+ * fully stops the process here (ConfigError).
+ */
+export function createPolicyStage(
+  policy: PolicyConfig,
+  bodyLimits: LimitsConfig,
+  options: PolicyStageOptions,
+): PolicyStage {
+  const problems = policyRuleProblems(policy);
+  if (problems.length > 0) throw new ConfigError('policy', problems);
+  const authorizer = createAuthorizer(policy.rules);
+  const sourceCheck = createSourceCheck(policy.sources, options.isTrustedProxy);
   // A rule-checked body is read whole and parsed: its own, lower limit (the other routes' bodies stream).
-  const ownLimit = config.policy.maxBodyBytes <= config.limits.bodyBytes;
+  const ownLimit = policy.maxBodyBytes <= bodyLimits.bodyBytes;
   const limits: BodyReadLimits = {
-    maxBytes: ownLimit ? config.policy.maxBodyBytes : config.limits.bodyBytes,
+    maxBytes: ownLimit ? policy.maxBodyBytes : bodyLimits.bodyBytes,
     maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
-    timeoutMs: config.policy.bodyReadTimeoutMs,
+    timeoutMs: policy.bodyReadTimeoutMs,
     timeoutKey: 'policy.bodyReadTimeoutMs',
   };
-  const { maxBodyDepth, requestRules } = config.policy;
+  const { maxBodyDepth, requestRules } = policy;
 
   const check = (operation: string, principal: Principal | null) => {
     const decision = authorizer(operation, principal);

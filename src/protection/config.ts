@@ -1,6 +1,11 @@
 // What the schema cannot say about protection: operation names must exist in the route catalogue.
 // Resolved once at start into one table of limits per operation (the hot path does one Map lookup).
-import { ConfigError, type GatewayConfig, type OperationLimitsConfig, type RateLimitConfig } from '../config/schema.js';
+import {
+  ConfigError,
+  type OperationLimitsConfig,
+  type ProtectionConfig,
+  type RateLimitConfig,
+} from '../config/schema.js';
 import { OPERATION_NAMES } from '../operations.js';
 import { redisConfigProblems } from './redis-connection.js';
 
@@ -37,8 +42,8 @@ export interface ResolvedProtection {
   limitsOf(operation: string): OperationLimits;
   /** True when some operation has a rate or cap, so a store is needed at all. */
   readonly hasOperationLimits: boolean;
-  readonly redis: GatewayConfig['protection']['redis'];
-  readonly memory: GatewayConfig['protection']['memory'];
+  readonly redis: ProtectionConfig['redis'];
+  readonly memory: ProtectionConfig['memory'];
 }
 
 const NO_LIMITS: OperationLimits = Object.freeze({
@@ -75,8 +80,7 @@ export function isUnlimited(limits: OperationLimits): boolean {
 }
 
 /** Checks the operation names and precomputes every operation's limits; a ConfigError names each bad key. */
-export function resolveProtectionConfig(config: GatewayConfig): ResolvedProtection {
-  const section = config.protection;
+export function resolveProtectionConfig(section: ProtectionConfig): ResolvedProtection {
   const known = new Set(OPERATION_NAMES);
   const problems = Object.keys(section.operations)
     .filter((name) => !known.has(name))

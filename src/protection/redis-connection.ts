@@ -65,7 +65,7 @@ function boundedOptions(config: RedisConnectionConfig): RedisOptions {
 }
 
 /** Opens the connection the section configures (call only when redisMode is defined). */
-export function connectRedis(config: RedisConnectionConfig): RedisConnection {
+export function openRedisConnection(config: RedisConnectionConfig): RedisConnection {
   const { sentinel, cluster } = config;
   if (cluster !== undefined) {
     const client = new Cluster(cluster.nodes.map(address), {

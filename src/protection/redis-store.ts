@@ -7,7 +7,14 @@
 // Every command is bounded: no offline queue, no resend after a reconnect, a command timeout
 // (redis-connection.ts, for a single node, Sentinel and Cluster alike).
 import { createHash, randomUUID } from 'node:crypto';
-import { connectRedis, pingRedis, redisMode, redisReady, type RedisConnectionConfig } from './redis-connection.js';
+import {
+  openRedisConnection,
+  pingRedis,
+  redisMode,
+  redisReady,
+  type RedisConnection,
+  type RedisConnectionConfig,
+} from './redis-connection.js';
 import {
   CONCURRENCY_RETRY_AFTER_MS,
   NO_LEASE,
@@ -143,17 +150,15 @@ const RENEW_BATCH = 256;
 /** Most failed releases kept for a retry (each one's lease lapses within leaseMs anyway). */
 const MAX_UNRELEASED = 10_000;
 
-export function createRedisStore(options: RedisStoreOptions): RedisStore {
-  const client = connectRedis(options.connection);
-  const clustered = redisMode(options.connection) === 'cluster';
+/** The client, its scripts defined; readiness changes reported to options.onReadyChange. */
+function connectRedis(options: RedisStoreOptions): { client: RedisConnection; scripts: ScriptClient } {
+  const client = openRedisConnection(options.connection);
   // Connection errors surface as failed admissions (the fail mode) and as readiness changes here.
   client.on('error', () => {});
   let wasReady = false;
   client.on('ready', () => {
     wasReady = true;
     options.onReadyChange?.(true);
-    // A new master (after a failover) may lack this replica's leases: re-establish them now.
-    if (held.size > 0) renewSoon();
   });
   client.on('close', () => {
     if (!wasReady) return;
@@ -164,18 +169,29 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
   client.defineCommand('ledgerGatewayRenew', { lua: RENEW });
   client.defineCommand('ledgerGatewayRelease', { lua: RELEASE });
   client.defineCommand('ledgerGatewayRefund', { lua: REFUND });
-  const scripts = client as unknown as ScriptClient;
+  return { client, scripts: client as unknown as ScriptClient };
+}
 
-  const prefix = options.keyPrefix;
+/** The slots this replica holds in Redis: renewed until released, releases retried, and the stall probe. */
+interface Leases {
+  /** Lease member -> its slot keys. */
+  readonly held: Map<string, readonly string[]>;
+  readonly stalled: boolean;
+  /** Ready and not stalled: commands may be sent. */
+  readonly answering: () => boolean;
+  /** A command failed: send nothing more until a PING answers. */
+  readonly stall: () => void;
+  readonly release: (member: string, keys: readonly string[]) => void;
+  close(): Promise<void>;
+}
+
+function keepLeases(client: RedisConnection, scripts: ScriptClient, options: RedisStoreOptions): Leases {
   const leaseMs = String(options.leaseMs);
-  const instance = randomUUID();
-  let sequence = 0;
-  /** Lease member -> its slot keys: what this replica holds, renewed until released. */
   const held = new Map<string, readonly string[]>();
   /** Releases that failed while Redis was away: retried until the lease lapsed anyway (bounded). */
   const unreleased = new Map<string, { keys: readonly string[]; until: number }>();
-
   const isReady = () => redisReady(client);
+  const clustered = redisMode(options.connection) === 'cluster';
 
   // A Redis that holds its connection open and answers nothing (frozen, a network black hole) keeps
   // the client "ready" for minutes, and ioredis keeps a timed-out command queued until an answer
@@ -277,11 +293,50 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     setImmediate(() => {
       renew().catch(() => {});
     });
+  // A new master (after a failover) may lack this replica's leases: re-establish them now.
+  client.on('ready', () => {
+    if (held.size > 0) renewSoon();
+  });
+
+  return {
+    held,
+    get stalled() {
+      return stalled;
+    },
+    answering,
+    stall,
+    release: (member, keys) => sendRelease(member, keys),
+    async close() {
+      closed = true;
+      clearInterval(renewal);
+      if (probeTimer !== undefined) clearTimeout(probeTimer);
+      stalled = false;
+      // Best effort, bounded by commandTimeoutMs: free what is still held so other replicas need not wait for the leases.
+      if (isReady() && held.size > 0) {
+        await Promise.allSettled(
+          [...held].map(([member, keys]) => scripts.ledgerGatewayRelease(keys.length, ...keys, member)),
+        );
+      }
+      held.clear();
+      unreleased.clear();
+    },
+  };
+}
+
+export function createRedisStore(options: RedisStoreOptions): RedisStore {
+  const { client, scripts } = connectRedis(options);
+  const leases = keepLeases(client, scripts, options);
+  const { held, stall, answering } = leases;
+  const sendRelease = leases.release;
+  const prefix = options.keyPrefix;
+  const leaseMs = String(options.leaseMs);
+  const instance = randomUUID();
+  let sequence = 0;
 
   return {
     async admit({ operation, caller, limits }: AdmissionQuery): Promise<StoreVerdict> {
-      if (!isReady()) throw new StoreUnavailableError(`Redis is ${client.status}`);
-      if (stalled) throw new StoreUnavailableError('Redis has not answered since a command failed (probing)');
+      if (!redisReady(client)) throw new StoreUnavailableError(`Redis is ${client.status}`);
+      if (leases.stalled) throw new StoreUnavailableError('Redis has not answered since a command failed (probing)');
       const perPrincipal = limits.maxInFlightPerPrincipal ?? 0;
       const perOperation = limits.maxInFlight ?? 0;
       const { rate: rateKey, callerSlots, operationSlots } = limitKeys(prefix, operation, caller, perOperation > 0);
@@ -334,18 +389,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     },
     ready: answering, // 0 on ledger_gateway_protection_store_up while stalled too
     async close() {
-      closed = true;
-      clearInterval(renewal);
-      if (probeTimer !== undefined) clearTimeout(probeTimer);
-      stalled = false;
-      // Best effort, bounded by commandTimeoutMs: free what is still held so other replicas need not wait for the leases.
-      if (isReady() && held.size > 0) {
-        await Promise.allSettled(
-          [...held].map(([member, keys]) => scripts.ledgerGatewayRelease(keys.length, ...keys, member)),
-        );
-      }
-      held.clear();
-      unreleased.clear();
+      await leases.close();
       client.disconnect();
     },
     get heldLeases() {

@@ -1,6 +1,6 @@
 // Slots held, counted by key (a caller, an operation). A key released to 0 stays until
 // IDLE_KEYS_MAX such keys have gathered, then they are swept: deleting and re-adding a key on every
-// burst made V8 shrink and regrow the map's table (about 0.5% of a cached answer, perf).
+// burst made V8 shrink and regrow the map's table.
 
 /** Keys kept at a count of 0 before they are swept. */
 export const IDLE_KEYS_MAX = 1024;

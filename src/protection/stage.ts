@@ -3,7 +3,7 @@
 // (unauthenticated-budget.ts). A slot is released when the exchange's lifeline closes: a call's
 // response (sent, refused later, upstream error, timeout, client abort) or an upgrade's client socket
 // (the tunnel's whole life).
-import type { GatewayConfig } from '../config/schema.js';
+import type { ProtectionConfig } from '../config/schema.js';
 import type { Stage } from '../exchange/exchange.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { onResponseClose } from '../exchange/response-close.js';
@@ -34,8 +34,8 @@ export interface ProtectionStageOptions {
   readonly isTrustedProxy: (address: string) => boolean;
 }
 
-export function createProtectionStage(config: GatewayConfig, options: ProtectionStageOptions): ProtectionStage {
-  const resolved = resolveProtectionConfig(config);
+export function createProtectionStage(section: ProtectionConfig, options: ProtectionStageOptions): ProtectionStage {
+  const resolved = resolveProtectionConfig(section);
   const unauthenticatedRate = resolved.unauthenticatedRate;
   let store: LimitStore | undefined;
   const sharedStore = redisMode(resolved.redis) !== undefined;

@@ -6,8 +6,9 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Dispatcher } from 'undici';
 import { closingConnection, type GatewayError } from '../errors.js';
-import { ErrorCodeLabels } from '../error-codes.js';
+import { ErrorCodeLabels } from '../errors.js';
 import { combinedVary, gatewayHeaders, writeAnswerHead } from '../exchange/answer.js';
+import { answerObserverOf, type AnswerObserver } from '../exchange/answer-observer.js';
 import { onResponseClose } from '../exchange/response-close.js';
 import { CONNECTION_LOST, queueTimeout, remaining, type CallContext } from './call-context.js';
 import { clientResponseHeaders } from './headers.js';
@@ -49,6 +50,8 @@ export class ForwardedCall extends UpstreamCall implements Dispatcher.DispatchHa
   private clientLeft = false;
   private stallTimer: NodeJS.Timeout | undefined;
   private capture: ErrorBodyCapture | undefined;
+  /** A stage that reads the answer as it passes (the audit trail, for an audited write). */
+  private observer: AnswerObserver | undefined;
 
   constructor(
     private readonly context: CallContext,
@@ -167,12 +170,15 @@ export class ForwardedCall extends UpstreamCall implements Dispatcher.DispatchHa
     }
     this.to('streaming');
     this.capture = ErrorBodyCapture.of(statusCode, headers['content-type']);
+    this.observer = answerObserverOf(request);
+    this.observer?.head(statusCode, headers);
     this.resolve();
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.state !== 'streaming') return;
     this.capture?.keep(chunk);
+    this.observer?.data(chunk);
     const res = this.res;
     if (res.write(chunk)) return;
     controller.pause();
@@ -189,6 +195,7 @@ export class ForwardedCall extends UpstreamCall implements Dispatcher.DispatchHa
     this.finish(answered ? 'done' : 'failed');
     if (!answered) return;
     if (this.capture !== undefined) this.request.errorCode = this.capture.code();
+    this.observer?.end();
     this.res.end();
   }
 

@@ -6,11 +6,13 @@ import { timingSafeEqual } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Registry } from 'prom-client';
-import type { GatewayConfig } from '../config/schema.js';
+import type { AdminConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
 
 export interface AdminListenerOptions {
-  readonly config: GatewayConfig;
+  readonly admin: AdminConfig;
+  /** upstream.readinessIntervalMs: how often readiness changes are looked for (and logged). */
+  readonly readinessIntervalMs: number;
   readonly readiness: Readiness;
   readonly registry: Registry;
   /** Whether a replica of the participant answers, why not, and a probe of each replica now (settles once all answered). */
@@ -72,15 +74,15 @@ export interface AdminListener {
 }
 
 export function createAdminListener(options: AdminListenerOptions): AdminListener {
-  const { config, readiness, registry, upstream } = options;
+  const { admin, readiness, registry, upstream } = options;
   const server = Fastify({ logger: false });
 
   const isLoopback = options.isLoopback ?? isLoopbackAddress;
   const allowed = (request: FastifyRequest) =>
     purgeAllowed(
-      config.admin.trustLoopback && isLoopback(request.socket.remoteAddress),
+      admin.trustLoopback && isLoopback(request.socket.remoteAddress),
       request.headers.authorization,
-      config.admin.purgeToken,
+      admin.purgeToken,
     );
   readiness.add({ name: 'upstream', ready: () => upstream.ready(), detail: () => upstream.cause() });
   // Not before the first probe has ended: the upstream check would be logged as failing with cause
@@ -101,7 +103,7 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
       logChanges();
     });
   // The replicas probe on their own interval: their changes (and the key sets') are logged on this one.
-  const changeTimer = setInterval(logChanges, config.upstream.readinessIntervalMs);
+  const changeTimer = setInterval(logChanges, options.readinessIntervalMs);
   changeTimer.unref();
 
   server.get('/livez', async () => ({ status: 'ok' }));
@@ -134,7 +136,7 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
     server,
     async listen() {
       void probeUpstream(); // readiness follows; /readyz re-probes on demand while failing
-      return server.listen({ host: config.admin.host, port: config.admin.port });
+      return server.listen({ host: admin.host, port: admin.port });
     },
     async close() {
       clearInterval(changeTimer);

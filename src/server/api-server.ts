@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { createClientErrorHandler } from './client-errors.js';
-import type { GatewayConfig } from '../config/schema.js';
+import type { LimitsConfig, ServerConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { deferContinue } from './expect-continue.js';
 import { sendGatewayError } from '../exchange/refusal.js';
@@ -21,18 +21,22 @@ export interface ApiServerOptions {
   readonly telemetry: Pick<RequestTelemetry, 'unroutedRefusal'>;
 }
 
-export function createApiServer(config: GatewayConfig, options: ApiServerOptions): FastifyInstance {
+export function createApiServer(
+  server: ServerConfig,
+  limits: LimitsConfig,
+  options: ApiServerOptions,
+): FastifyInstance {
   const { listenerTls, telemetry } = options;
   // Node's own server options, for the HTTP listener or, with server.tls, the HTTPS one.
   const serverOptions = {
-    maxHeaderSize: config.server.maxHeaderBytes,
-    headersTimeout: config.server.headersTimeoutMs,
+    maxHeaderSize: server.maxHeaderBytes,
+    headersTimeout: server.headersTimeoutMs,
     // Node checks header and request timeouts every connectionsCheckingInterval (30 s by default):
     // check every second so a slow-loris client is cut close to its bound.
     connectionsCheckingInterval: 1_000,
     // A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3): Node
     // then hands it over already ended, with no 'data', 'end' or 'close' events to run (Node
-    // 24.12+; older versions ignore the option). 2-6% less CPU per proxied or cached GET, paired.
+    // 24.12+; older versions ignore the option); measured in docs/performance.md.
     // Nothing here listens for a request's own events on such a call (a client that leaves is
     // seen on the response's close), and such a request is bodiless to the gateway's own body
     // tests too (forward.ts hasBody, body/read.ts readRequestBody).
@@ -47,15 +51,15 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
 
   const api = Fastify({
     // No Fastify logger on the API: with one, Fastify makes (and validates) a child logger and adds
-    // two response listeners for every call (2.5% of a proxied call's CPU, measured). The gateway
+    // two response listeners for every call (docs/performance.md). The gateway
     // logs through its own logger: one line per request (request-telemetry) and its own events.
     logger: false,
     genReqId: randomRequestId,
     requestIdHeader: false,
     return503OnClosing: false, // shutdown answers in Canton's shape (request context stage)
     forceCloseConnections: 'idle',
-    keepAliveTimeout: config.server.keepAliveTimeoutMs,
-    requestTimeout: config.server.requestTimeoutMs,
+    keepAliveTimeout: server.keepAliveTimeoutMs,
+    requestTimeout: server.requestTimeoutMs,
     // A client that never finishes the TLS handshake is no HTTP connection yet: headersTimeoutMs bounds it
     // too (Node's default: 120 s).
     ...(listenerTls === undefined
@@ -63,11 +67,11 @@ export function createApiServer(config: GatewayConfig, options: ApiServerOptions
       : {
           https: {
             ...serverOptions,
-            handshakeTimeout: config.server.headersTimeoutMs,
-            ...listenerSecureOptions(listenerTls, config.server.tls.clientCertificate),
+            handshakeTimeout: server.headersTimeoutMs,
+            ...listenerSecureOptions(listenerTls, server.tls.clientCertificate),
           },
         }),
-    bodyLimit: config.limits.bodyBytes,
+    bodyLimit: limits.bodyBytes,
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
     // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER (the parser
     // gave up before a method could be trusted), with a request id and a request line of its own.

@@ -2,7 +2,7 @@
 // the files, so that a renewed certificate (cert-manager writes the Secret's files anew) serves new
 // connections without a restart. Connections already open keep the context they began with.
 import { createSecureContext, type Server as TlsServer } from 'node:tls';
-import type { GatewayConfig } from '../config/schema.js';
+import type { ListenerTlsConfig } from '../config/schema.js';
 import { readServerTls } from '../config/load.js';
 
 export interface ListenerTlsFiles {
@@ -11,7 +11,7 @@ export interface ListenerTlsFiles {
   readonly ca?: Buffer;
 }
 
-export type ClientCertificateMode = GatewayConfig['server']['tls']['clientCertificate'];
+export type ClientCertificateMode = ListenerTlsConfig['clientCertificate'];
 
 /**
  * The secure context's options. With a client CA the listener asks every client for a certificate it
@@ -50,7 +50,7 @@ interface Log {
  */
 export function watchListenerTls(
   server: TlsServer,
-  tls: GatewayConfig['server']['tls'],
+  tls: ListenerTlsConfig,
   initial: ListenerTlsFiles,
   log: Log,
 ): () => void {

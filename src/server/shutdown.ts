@@ -4,13 +4,13 @@
 // what is still open after that is cut, counted as the gateway's cut, not as clients that left.
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import type { GatewayConfig } from '../config/schema.js';
+import type { ShutdownConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
 
 export interface GracefulShutdownOptions {
   readonly api: FastifyInstance;
   readonly readiness: Readiness;
-  readonly settings: GatewayConfig['shutdown'];
+  readonly settings: ShutdownConfig;
   /** Whether the API listener speaks TLS: its sockets in a handshake are tracked to be cut too. */
   readonly tls: boolean;
   /** Marks what is still in flight as cut by the gateway (SHUTDOWN_GRACE_ELAPSED). */

@@ -118,7 +118,7 @@ export function loggerOptions(level: string): LoggerOptions {
 
 /**
  * Lines are written to stdout in batches of at least this many bytes (one write per ~100 request
- * lines; 4 KB batches measured 3.7% more CPU per proxied call in one bench:compare run)...
+ * lines; smaller batches cost more CPU per call: docs/performance.md).
  */
 const WRITE_BATCH_BYTES = 32 * 1024;
 /** sonic-boom needs its largest single write (maxWrite, 16 KB by default) above the batch size. */
@@ -213,7 +213,7 @@ export function createLogger(level: string, destination: DestinationStream = log
  * The fields of the one line every request ends with (request-telemetry.ts writes it). reqId, operation,
  * method, traceId and spanId are the gateway's own values, which never hold a character JSON
  * escapes (a UUID, a catalogue name, an HTTP method token that Node's parser accepted, hex ids):
- * they are written between quotes as they are (JSON.stringify cost 0.9 µs a line). errorCode and
+ * they are written between quotes as they are, without JSON.stringify. errorCode and
  * reason may come from the participant or a client and are escaped.
  * The trace and span ids are written twice: as `trace_id` and `span_id`, the names of the
  * OpenTelemetry log data model's JSON mapping (what collectors and log backends join traces on),
@@ -232,6 +232,8 @@ export interface RequestLine {
   readonly spanId: string | null;
   /** Why a stage refused the call, already scrubbed (noteRefusal). */
   readonly reason?: string;
+  /** The access log's fields as JSON text (`,"name":value...`: access-log.ts), when log.access is on. */
+  readonly access?: string | undefined;
 }
 
 /**
@@ -270,8 +272,8 @@ const integerText = (n: number) => SMALL_TEXT[n] ?? String(n);
 /**
  * `String(ms)` for a duration in milliseconds, without formatting a double when it is a whole number
  * of microseconds (how durations are rounded): the whole milliseconds, a small integer whose text V8
- * keeps, and a fixed fraction text. A double's shortest round-trip text was 0.7% of a proxied call's
- * CPU (perf). Below 10^15 microseconds that text has at most 15 significant digits, so the shortest
+ * keeps, and a fixed fraction text (a double's shortest round-trip text costs more: docs/performance.md).
+ * Below 10^15 microseconds that text has at most 15 significant digits, so the shortest
  * text JavaScript writes for the value is exactly this one (logging.test.ts compares the two).
  */
 export function millisText(ms: number): string {
@@ -301,14 +303,16 @@ export interface RequestLineWriter {
   flush(): void;
   /** flush(), and no longer flush at process exit. */
   close(): void;
+  /** Writes a JSON object's text (a record of the audit trail's stdout copy) as a line among the request lines. */
+  raw(json: string): void;
 }
 
 /**
  * Writes the per-request line to the logger's destination, serialized here: the line pino would
  * write for a request's child logger with these fixed fields (level label, ISO time, pid, hostname,
- * reqId, the fields, msg; logging.test.ts compares the two), at about half the CPU. It is written
- * for every call, and pino's generic path (child bindings, hooks, formatters, a serializer lookup
- * per key) was the largest item of the request path after the socket I/O.
+ * reqId, the fields, msg; logging.test.ts compares the two). It is written for every call, and
+ * pino's generic path (child bindings, hooks, formatters, a serializer lookup per key) costs more:
+ * kept for the CPU it saves against pino's public API, paired in docs/performance.md.
  *
  * The lines are held here and handed to the destination a batch (WRITE_BATCH_BYTES) at a time, or
  * once a second when fewer come: sonic-boom measures the UTF-8 length of what it is given and of
@@ -362,12 +366,19 @@ export function requestLineWriter(logger: Logger): RequestLineWriter {
       `{"level":"info","time":"${time}"${base},"reqId":"${line.reqId}","operation":"${line.operation}"` +
       `,"method":"${line.method}","status":${integerText(line.status)},"errorCode":${quotedCode(line.errorCode)}` +
       `,"durationMs":${millisText(line.durationMs)},"traceId":${traceId},"spanId":${spanId}` +
-      `,"trace_id":${traceId},"span_id":${spanId}${reason},"msg":"request"}\n`;
+      `,"trace_id":${traceId},"span_id":${spanId}${reason}${line.access ?? ''},"msg":"request"}\n`;
+    held();
+  };
+  function held(): void {
     if (closed || pending.length >= WRITE_BATCH_BYTES) handOver();
     else timer ??= setTimeout(flush, WRITE_AT_LEAST_EVERY_MS).unref();
-  };
+  }
   return Object.assign(write, {
     flush,
+    raw(json: string) {
+      pending += `{"level":"info","time":"${isoTime(Date.now())}"${base},"msg":"audit","record":${json}}\n`;
+      held();
+    },
     close() {
       closed = true;
       flush();

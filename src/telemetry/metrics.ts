@@ -1,8 +1,8 @@
 // Metric names and labels: a contract documented in docs/errors-and-metrics.md. One Registry per app.
 // Every label value comes from a bounded set: the route catalogue, the error catalogue, codes
 // that match Canton's code pattern (capped), a status number. Never a raw URL, a user or a token.
-import { Counter, Gauge, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
-import { errorCodeLabeler } from '../error-codes.js';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
+import { errorCodeLabeler } from '../errors.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 import { BUILD_VERSION } from './build-info.js';
 import { droppedLogLines } from './logging.js';
@@ -37,6 +37,18 @@ export const MetricNames = {
   webSocketStreamsEnded: 'ledger_gateway_websocket_streams_ended_total',
   connectionsOpen: 'ledger_gateway_connections_open',
   connectionsRefused: 'ledger_gateway_connections_refused_total',
+  auditRecordsWritten: 'ledger_gateway_audit_records_written_total',
+  auditBytesWritten: 'ledger_gateway_audit_bytes_written_total',
+  auditSyncDuration: 'ledger_gateway_audit_sync_duration_seconds',
+  auditRecordsLost: 'ledger_gateway_audit_records_lost_total',
+  auditWritesRefused: 'ledger_gateway_audit_writes_refused_total',
+  auditWriteFailures: 'ledger_gateway_audit_write_failures_total',
+  auditTrailWritable: 'ledger_gateway_audit_trail_writable',
+  configReloads: 'ledger_gateway_config_reloads_total',
+  configInfo: 'ledger_gateway_config_info',
+  configRestartRequired: 'ledger_gateway_config_restart_required',
+  participantIdpRefreshes: 'ledger_gateway_participant_idp_refreshes_total',
+  participantIdpsLeftOut: 'ledger_gateway_participant_idps_left_out',
   bodyBufferBytes: 'ledger_gateway_body_buffer_bytes',
 } as const;
 
@@ -171,6 +183,9 @@ function memo<T>(create: (key: string) => T): (key: string) => T {
   };
 }
 
+/** Names a counter: in the OpenMetrics format (with exemplars) prom-client appends _total itself. */
+type CounterNamer = (name: string) => string;
+
 export function createMetrics(
   registry: Registry = new Registry(),
   options: MetricsOptions = DEFAULT_METRICS_OPTIONS,
@@ -178,12 +193,32 @@ export function createMetrics(
   const exemplars = options.exemplars;
   // Exemplars exist only in the OpenMetrics format; prom-client then appends _total to counters itself.
   if (exemplars) (registry as Registry<RegistryContentType>).setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-  const counterName = (name: string) => (exemplars ? name.replace(/_total$/, '') : name);
+  const counterName: CounterNamer = (name) => (exemplars ? name.replace(/_total$/, '') : name);
 
   collectDefaultMetrics({ register: registry });
   for (const name of LINT_FAILING_DEFAULT_METRICS) registry.removeSingleMetric(name);
+  new Gauge({
+    name: MetricNames.buildInfo,
+    help: 'Gateway build information; always 1.',
+    labelNames: ['version', 'node_version'] as const,
+    registers: [registry],
+  }).set({ version: BUILD_VERSION, node_version: process.version }, 1);
 
-  // Updated by every request: counted in plain numbers (plain-metrics.ts), printed by the registry.
+  return {
+    registry,
+    exemplars,
+    ...requestMetrics(registry, counterName, options),
+    ...refusalMetrics(registry, counterName),
+    ...scrapedMetrics(registry, counterName),
+  };
+}
+
+/** What every request updates: counted in plain numbers (plain-metrics.ts), printed by the registry. */
+function requestMetrics(
+  registry: Registry,
+  counterName: CounterNamer,
+  options: MetricsOptions,
+): Pick<GatewayMetrics, 'observeRequest' | 'observeUpstream' | 'versionCache' | 'inflight'> {
   const requests = new PlainCounter(
     counterName(MetricNames.requests),
     "Finished requests by operation, method, status and error code (none, the gateway's own code, or the participant's).",
@@ -194,35 +229,23 @@ export function createMetrics(
     'Total request time in the gateway, from the request head to the last byte of the answer, by operation, method and status.',
     ['operation', 'method', 'status'],
     DURATION_BUCKETS,
-    exemplars,
+    options.exemplars,
   );
   const upstreamDuration = new PlainHistogram(
     MetricNames.upstreamDuration,
     "Time until the participant's answer headers, by operation.",
     ['operation'],
     DURATION_BUCKETS,
-    exemplars,
+    options.exemplars,
   );
-  for (const metric of [requests, requestDuration, upstreamDuration]) registerPlainMetric(registry, metric);
-  const authFailures = new Counter({
-    name: counterName(MetricNames.authFailures),
-    help: 'Refused credentials by reason.',
-    labelNames: ['reason'] as const,
-    registers: [registry],
-  });
-  // Counted on every cached answer: plain numbers too (a prom-client child's inc looked its series up by a string key each time).
+  // Counted on every cached answer: plain numbers too.
   const versionCache = new PlainCounter(
     counterName(MetricNames.versionCache),
     'GET /v2/version cache lookups by result.',
     ['result'],
   );
-  registerPlainMetric(registry, versionCache);
-  const jwksRefreshes = new Counter({
-    name: counterName(MetricNames.jwksRefreshes),
-    help: 'Key set fetches by issuer and result.',
-    labelNames: ['issuer', 'result'] as const,
-    registers: [registry],
-  });
+  for (const metric of [requests, requestDuration, upstreamDuration, versionCache])
+    registerPlainMetric(registry, metric);
   // Counted in a plain map on the request path; the gauge reads it when scraped.
   const inflightCounts = new Map<string, number>();
   new Gauge({
@@ -234,17 +257,8 @@ export function createMetrics(
       for (const [operation, count] of inflightCounts) this.labels(operation).set(count);
     },
   });
-  new Gauge({
-    name: MetricNames.buildInfo,
-    help: 'Gateway build information; always 1.',
-    labelNames: ['version', 'node_version'] as const,
-    registers: [registry],
-  }).set({ version: BUILD_VERSION, node_version: process.version }, 1);
 
   const errorCodeLabel = errorCodeLabeler(options.maxUpstreamErrorCodes);
-  const reasonLabel = boundedLabel(50);
-  const issuerLabel = boundedLabel(50);
-
   // Series by operation, then status and method (one number), then error code: no key is built per call.
   const requestSeriesByOperation = new Map<string, Map<number, Map<string, RequestSeries>>>();
   const durationSeries = memo<HistogramSeries>((key) => {
@@ -271,18 +285,127 @@ export function createMetrics(
     return series;
   }
   const upstreamSeries = memo((operation) => upstreamDuration.series(operation));
-  const protectionRefusals = new Counter({
-    name: counterName(MetricNames.protectionRefusals),
-    help: 'Calls refused by a protection limit, by operation and limit (a LimitName of protection/store.ts).',
-    labelNames: ['operation', 'limit'] as const,
-    registers: [registry],
+  const cacheSeries = memo<CounterSeries>((result) => versionCache.series(result));
+
+  return {
+    observeRequest(operation, method, status, errorCode, seconds, traceId) {
+      const series = requestSeries(operationLabel(operation), method, status, errorCodeLabel(errorCode, status));
+      series.count.inc();
+      series.duration.observe(seconds, traceId);
+    },
+    observeUpstream(operation, seconds, traceId) {
+      upstreamSeries(operationLabel(operation)).observe(seconds, traceId);
+    },
+    versionCache(result) {
+      cacheSeries(result).inc();
+    },
+    inflight(operation, delta) {
+      const label = operationLabel(operation);
+      inflightCounts.set(label, (inflightCounts.get(label) ?? 0) + delta);
+    },
+  };
+}
+
+/** Counters of refusals and failures, labelled by bounded sets (reasons and issuers capped, then `other`). */
+function refusalMetrics(
+  registry: Registry,
+  counterName: CounterNamer,
+): Pick<
+  GatewayMetrics,
+  | 'authFailure'
+  | 'jwksRefresh'
+  | 'protectionRefusal'
+  | 'protectionStoreFailure'
+  | 'webSocketStreamEnded'
+  | 'connectionRefused'
+> {
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Counter<L>({ name: counterName(name), help, labelNames, registers: [registry] });
+  const authFailures = counter(MetricNames.authFailures, 'Refused credentials by reason.', ['reason']);
+  const jwksRefreshes = counter(MetricNames.jwksRefreshes, 'Key set fetches by issuer and result.', [
+    'issuer',
+    'result',
+  ]);
+  const protectionRefusals = counter(
+    MetricNames.protectionRefusals,
+    'Calls refused by a protection limit, by operation and limit (a LimitName of protection/store.ts).',
+    ['operation', 'limit'],
+  );
+  const protectionStoreFailures = counter(
+    MetricNames.protectionStoreFailures,
+    'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).',
+    ['fail_mode'],
+  );
+  const streamsEnded = counter(
+    MetricNames.webSocketStreamsEnded,
+    'WebSocket streams closed, by operation and by what ended them ' +
+      '(client, participant, idle_timeout, shutdown, replica_changed).',
+    ['operation', 'ended_by'],
+  );
+  const connectionsRefused = counter(
+    MetricNames.connectionsRefused,
+    'Client connections closed as they were accepted, by the cap they were over (total, perAddress).',
+    ['limit'],
+  );
+
+  const reasonLabel = boundedLabel(50);
+  const issuerLabel = boundedLabel(50);
+  const refusalSeries = memo<CounterChild>((key) => {
+    const space = key.indexOf(' ');
+    return protectionRefusals.labels(key.slice(0, space), key.slice(space + 1));
   });
-  const protectionStoreFailures = new Counter({
-    name: counterName(MetricNames.protectionStoreFailures),
-    help: 'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).',
-    labelNames: ['fail_mode'] as const,
-    registers: [registry],
+  const authSeries = memo<CounterChild>((reason) => authFailures.labels(reason));
+  const jwksSeries = memo<CounterChild>((key) => {
+    const space = key.lastIndexOf(' ');
+    return jwksRefreshes.labels(key.slice(0, space), key.slice(space + 1));
   });
+
+  return {
+    authFailure(reason) {
+      authSeries(reasonLabel(reason)).inc();
+    },
+    jwksRefresh(issuer, result) {
+      jwksSeries(`${issuerLabel(issuer)} ${result}`).inc();
+    },
+    protectionRefusal(operation, limit) {
+      refusalSeries(`${operationLabel(operation)} ${limit}`).inc();
+    },
+    protectionStoreFailure(failMode) {
+      protectionStoreFailures.labels(failMode).inc();
+    },
+    webSocketStreamEnded(operation, endedBy) {
+      streamsEnded.labels(operationLabel(operation), endedBy).inc();
+    },
+    connectionRefused(limit) {
+      connectionsRefused.labels(limit).inc();
+    },
+  };
+}
+
+type Watchers = Pick<
+  GatewayMetrics,
+  | 'watchProtectionStore'
+  | 'watchSignatureChecks'
+  | 'watchUpstream'
+  | 'watchWebSocketStreams'
+  | 'watchReadiness'
+  | 'watchConnections'
+  | 'watchReplicas'
+  | 'watchBodyBuffer'
+>;
+
+/** Gauges and counters read at scrape from counts other rooms keep (no cost on the request path). */
+function scrapedMetrics(registry: Registry, counterName: CounterNamer): Watchers {
+  /** A gauge whose one value is read at each scrape. */
+  const gauge = (name: string, help: string, read: () => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read());
+      },
+    });
   /** A counter that reports, at each scrape, how far a count kept elsewhere has grown. */
   const countedElsewhere = (name: string, help: string, read: () => number) => {
     let reported = 0;
@@ -297,6 +420,7 @@ export function createMetrics(
       },
     });
   };
+
   let signatureChecks = () => 0;
   countedElsewhere(
     MetricNames.tokenSignatureChecks,
@@ -309,48 +433,36 @@ export function createMetrics(
     droppedLogLines,
   );
   let protectionStoreReady = () => true;
-  new Gauge({
-    name: MetricNames.protectionStoreUp,
-    help: '1 while the limit store answers (always, in memory); 0 while Redis is unreachable and protection.failMode applies.',
-    registers: [registry],
-    collect() {
-      this.set(protectionStoreReady() ? 1 : 0);
-    },
-  });
+  gauge(
+    MetricNames.protectionStoreUp,
+    '1 while the limit store answers (always, in memory); 0 while Redis is unreachable and protection.failMode applies.',
+    () => (protectionStoreReady() ? 1 : 0),
+  );
   let upstreamLoad = () => ({ inFlight: 0, queued: 0 });
-  new Gauge({
-    name: MetricNames.upstreamCallsInFlight,
-    help: "Calls handed to the participant's connection pool, at most upstream.connections (version fetches included).",
-    registers: [registry],
-    collect() {
-      this.set(upstreamLoad().inFlight);
-    },
-  });
-  new Gauge({
-    name: MetricNames.upstreamCallsQueued,
-    help: 'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.',
-    registers: [registry],
-    collect() {
-      this.set(upstreamLoad().queued);
-    },
-  });
+  gauge(
+    MetricNames.upstreamCallsInFlight,
+    "Calls handed to the participant's connection pool, at most upstream.connections (version fetches included).",
+    () => upstreamLoad().inFlight,
+  );
+  gauge(
+    MetricNames.upstreamCallsQueued,
+    'Calls waiting in the gateway for a free upstream connection (every one of upstream.connections busy); each waits at most its timeout, then gets 503.',
+    () => upstreamLoad().queued,
+  );
   let openStreams = () => 0;
-  const streamsEnded = new Counter({
-    name: counterName(MetricNames.webSocketStreamsEnded),
-    help:
-      'WebSocket streams closed, by operation and by what ended them ' +
-      '(client, participant, idle_timeout, shutdown, replica_changed).',
-    labelNames: ['operation', 'ended_by'] as const,
-    registers: [registry],
-  });
-  new Gauge({
-    name: MetricNames.webSocketStreamsOpen,
-    help: 'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).',
-    registers: [registry],
-    collect() {
-      this.set(openStreams());
-    },
-  });
+  gauge(
+    MetricNames.webSocketStreamsOpen,
+    'WebSocket streams tunnelled to the participant and still open (each also holds a protection slot).',
+    () => openStreams(),
+  );
+  let bodyBufferBytes = () => 0;
+  gauge(MetricNames.bodyBufferBytes, 'Bytes of request bodies held in memory, against limits.bufferedBodyBytes.', () =>
+    bodyBufferBytes(),
+  );
+  let openConnections = () => 0;
+  gauge(MetricNames.connectionsOpen, 'Client connections open on the API listener (WebSocket streams included).', () =>
+    openConnections(),
+  );
   let replicas: ReplicaReport = { states: () => [], failovers: 0 };
   new Gauge({
     name: MetricNames.upstreamReplicaUp,
@@ -381,71 +493,8 @@ export function createMetrics(
       for (const [check, state] of Object.entries(readinessChecks())) this.labels(check).set(state === 'ok' ? 1 : 0);
     },
   });
-  let openConnections = () => 0;
-  new Gauge({
-    name: MetricNames.connectionsOpen,
-    help: 'Client connections open on the API listener (WebSocket streams included).',
-    registers: [registry],
-    collect() {
-      this.set(openConnections());
-    },
-  });
-  let bodyBufferBytes = () => 0;
-  new Gauge({
-    name: MetricNames.bodyBufferBytes,
-    help: 'Bytes of request bodies held in memory, against limits.bufferedBodyBytes.',
-    registers: [registry],
-    collect() {
-      this.set(bodyBufferBytes());
-    },
-  });
-  const connectionsRefused = new Counter({
-    name: counterName(MetricNames.connectionsRefused),
-    help: 'Client connections closed as they were accepted, by the cap they were over (total, perAddress).',
-    labelNames: ['limit'] as const,
-    registers: [registry],
-  });
-  const refusalSeries = memo<CounterChild>((key) => {
-    const space = key.indexOf(' ');
-    return protectionRefusals.labels(key.slice(0, space), key.slice(space + 1));
-  });
-  const authSeries = memo<CounterChild>((reason) => authFailures.labels(reason));
-  const cacheSeries = memo<CounterSeries>((result) => versionCache.series(result));
-  const jwksSeries = memo<CounterChild>((key) => {
-    const space = key.lastIndexOf(' ');
-    return jwksRefreshes.labels(key.slice(0, space), key.slice(space + 1));
-  });
 
   return {
-    registry,
-    exemplars,
-    observeRequest(operation, method, status, errorCode, seconds, traceId) {
-      const series = requestSeries(operationLabel(operation), method, status, errorCodeLabel(errorCode, status));
-      series.count.inc();
-      series.duration.observe(seconds, traceId);
-    },
-    observeUpstream(operation, seconds, traceId) {
-      upstreamSeries(operationLabel(operation)).observe(seconds, traceId);
-    },
-    authFailure(reason) {
-      authSeries(reasonLabel(reason)).inc();
-    },
-    versionCache(result) {
-      cacheSeries(result).inc();
-    },
-    jwksRefresh(issuer, result) {
-      jwksSeries(`${issuerLabel(issuer)} ${result}`).inc();
-    },
-    inflight(operation, delta) {
-      const label = operationLabel(operation);
-      inflightCounts.set(label, (inflightCounts.get(label) ?? 0) + delta);
-    },
-    protectionRefusal(operation, limit) {
-      refusalSeries(`${operationLabel(operation)} ${limit}`).inc();
-    },
-    protectionStoreFailure(failMode) {
-      protectionStoreFailures.labels(failMode).inc();
-    },
     watchProtectionStore(ready) {
       protectionStoreReady = ready;
     },
@@ -461,12 +510,6 @@ export function createMetrics(
     watchReadiness(checks) {
       readinessChecks = checks;
     },
-    webSocketStreamEnded(operation, endedBy) {
-      streamsEnded.labels(operationLabel(operation), endedBy).inc();
-    },
-    connectionRefused(limit) {
-      connectionsRefused.labels(limit).inc();
-    },
     watchConnections(open) {
       openConnections = open;
     },
@@ -475,6 +518,84 @@ export function createMetrics(
     },
     watchBodyBuffer(heldBytes) {
       bodyBufferBytes = heldBytes;
+    },
+  };
+}
+
+/** The audit trail's metrics (src/audit/): counted as records are written, never per read. */
+export interface AuditMetrics {
+  written(records: number, bytes: number): void;
+  synced(seconds: number): void;
+  /** A record the trail could not write; `kind`: intent or outcome (failMode open forwards the write). */
+  lost(kind: 'intent' | 'outcome'): void;
+  /** A write refused because its intent record could not be written (failMode closed). */
+  refused(operation: string): void;
+  /** A failed write or sync of the trail file. */
+  writeFailed(): void;
+  /** Where ledger_gateway_audit_trail_writable reads whether the trail takes records (at scrape). */
+  watchWritable(writable: () => boolean): void;
+}
+
+/** Sync latencies from a fast NVMe's tens of microseconds to a struggling disk's seconds. */
+const SYNC_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+export function createAuditMetrics(registry: Registry, exemplars: boolean): AuditMetrics {
+  const counterName = (name: string) => (exemplars ? name.replace(/_total$/, '') : name);
+  const written = new Counter({
+    name: counterName(MetricNames.auditRecordsWritten),
+    help: 'Audit records written to the trail (intent and outcome; file and digest records not counted).',
+    registers: [registry],
+  });
+  const bytes = new Counter({
+    name: counterName(MetricNames.auditBytesWritten),
+    help: 'Bytes written to the audit trail files.',
+    registers: [registry],
+  });
+  const sync = new Histogram({
+    name: MetricNames.auditSyncDuration,
+    help: 'Time of each durable write (O_DSYNC) of the audit trail: one per batch of records (group commit).',
+    buckets: SYNC_BUCKETS,
+    registers: [registry],
+  });
+  const lost = new Counter({
+    name: counterName(MetricNames.auditRecordsLost),
+    help: 'Audit records that could not be written; an intent lost means a write forwarded unrecorded (audit.failMode open).',
+    labelNames: ['kind'],
+    registers: [registry],
+  });
+  const refused = new Counter({
+    name: counterName(MetricNames.auditWritesRefused),
+    help: 'Ledger writes refused with GATEWAY_AUDIT_UNAVAILABLE because their intent record could not be written (audit.failMode closed).',
+    labelNames: ['operation'],
+    registers: [registry],
+  });
+  const failures = new Counter({
+    name: counterName(MetricNames.auditWriteFailures),
+    help: 'Failed writes or syncs of the audit trail file (each fails the records of its batch and those waiting).',
+    registers: [registry],
+  });
+  let writable = () => true;
+  new Gauge({
+    name: MetricNames.auditTrailWritable,
+    help: '1 while the audit trail takes records, 0 from a write failure until a new file is begun.',
+    registers: [registry],
+    collect() {
+      this.set(writable() ? 1 : 0);
+    },
+  });
+  lost.labels('intent');
+  lost.labels('outcome');
+  return {
+    written(records, size) {
+      written.inc(records);
+      bytes.inc(size);
+    },
+    synced: (seconds) => sync.observe(seconds),
+    lost: (kind) => lost.labels(kind).inc(),
+    refused: (operation) => refused.labels(operationLabel(operation)).inc(),
+    writeFailed: () => failures.inc(),
+    watchWritable(read) {
+      writable = read;
     },
   };
 }

@@ -3,12 +3,13 @@
 // only) and, for a call, one ended server span.
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
-import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../error-codes.js';
+import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../errors.js';
 import type { Exchange, Stage } from '../exchange/exchange.js';
 import { UNKNOWN_OPERATION, type Operation } from '../operations.js';
 import { traceIdOf } from '../exchange/request-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
 import { continueTrace, formatTraceparent } from '../trace-context.js';
+import type { AccessLog } from './access-log.js';
 import { scrubSecrets, type RequestLine } from './logging.js';
 import type { GatewayMetrics } from './metrics.js';
 import { endServerSpan, sampledTraceIdOf, serverSpanContextOf, serverSpanOf, traceresponse } from './server-span.js';
@@ -18,6 +19,9 @@ const kState = Symbol('ledger-gateway.requestTelemetry');
 interface RequestState {
   /** performance.now() when the first stage ran: the call's duration is measured from here. */
   readonly started: number;
+  /** The upstream part (noteUpstream), for the access log. */
+  upstreamMs: number | undefined;
+  upstreamReplica: string | undefined;
   /** The operation counted in the in-flight gauge, once the route catalogue matched. */
   inflightOperation: string | undefined;
   finished: boolean;
@@ -67,6 +71,10 @@ export interface RequestTelemetry {
    * participant's, whose code is on exchange.errorCode. A call's answer is seen on its response.
    */
   upgradeAnswered(exchange: Exchange, status: number): void;
+  /** The call's upstream part: its time until the answer head and the replica (the access log's). */
+  noteUpstream(exchange: Exchange, seconds: number, replica: string): void;
+  /** The access log (log.access) from now on; undefined: the plain request line. */
+  setAccessLog(accessLog: AccessLog | undefined): void;
   /** Counts and logs a refusal that had no exchange, as operation unknown. */
   unroutedRefusal(refusal: UnroutedRefusal): void;
   /**
@@ -84,6 +92,7 @@ export function createRequestTelemetry(
   const propagateTraceContext = options.propagateTraceContext ?? false;
   const writeLine = options.writeLine;
   let cuttingOff = false;
+  let accessLog: AccessLog | undefined;
 
   /** A call's outcome, read from its response once it closed (answered, or its client gone). */
   function finishCall(exchange: Exchange, response: ServerResponse): void {
@@ -158,8 +167,10 @@ export function createRequestTelemetry(
         [SpanAttributes.status]: status,
         ...(operation !== undefined && { [SpanAttributes.route]: operation.template }),
       });
+    // A sampled-out success writes no line (log.access.successSampleRatio); a refusal always does.
+    if (writeLine === undefined || (accessLog !== undefined && !accessLog.keeps(status))) return;
     // Fixed fields only; the reason was scrubbed when noted.
-    writeLine?.({
+    writeLine({
       reqId: exchange.id,
       operation: operationName,
       method,
@@ -169,6 +180,15 @@ export function createRequestTelemetry(
       traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
       spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
       ...(state.reason !== undefined && { reason: state.reason }),
+      // A plain property, not a second spread: the line's object stays one fast literal.
+      access:
+        accessLog === undefined
+          ? undefined
+          : accessLog.fields(exchange, {
+              startedAt: performance.timeOrigin + state.started,
+              upstreamMs: state.upstreamMs,
+              upstreamReplica: state.upstreamReplica,
+            }),
     });
   }
 
@@ -176,6 +196,8 @@ export function createRequestTelemetry(
     begin(exchange) {
       (exchange as WithState)[kState] = {
         started: performance.now(),
+        upstreamMs: undefined,
+        upstreamReplica: undefined,
         inflightOperation: undefined,
         finished: false,
         reason: undefined,
@@ -204,6 +226,15 @@ export function createRequestTelemetry(
     noteRefusal(exchange, reason) {
       const state = (exchange as WithState)[kState];
       if (state !== undefined) state.reason = scrubSecrets(String(reason)); // a non-string reason must not throw here
+    },
+    noteUpstream(exchange, seconds, replica) {
+      const state = (exchange as WithState)[kState];
+      if (state === undefined) return;
+      state.upstreamMs = Math.round(seconds * 1e6) / 1e3;
+      state.upstreamReplica = replica;
+    },
+    setAccessLog(next) {
+      accessLog = next;
     },
     upgradeAnswered(exchange, status) {
       // A 101 is written when the stream opens, with the code its metric label has (`none`);

@@ -1,23 +1,34 @@
-// OpenTelemetry tracing: the NodeSDK, @fastify/otel for the server span, the undici
-// instrumentation for the call to the participant. Started by the process before Fastify loads
-// (`node --import ./dist/telemetry/register.js dist/main.js`), or in-process by a test.
+// OpenTelemetry tracing: a tracer provider with the OTLP/HTTP exporter (not the NodeSDK, whose
+// metrics, logs, gRPC and Zipkin exporters the gateway never uses: 200 MB of dependencies),
+// @fastify/otel for the server span, the undici instrumentation for the call to the participant.
+// Started by the process before Fastify loads (`node --import ./dist/telemetry/register.js
+// dist/main.js`), or in-process by a test.
 //
 // Configured by the standard OTEL_* environment variables (OTEL_SDK_DISABLED, OTEL_SERVICE_NAME,
 // OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG), OTEL_PROPAGATORS, OTEL_EXPORTER_OTLP_*,
 // OTEL_TRACES_EXPORTER). One difference from the SDK's defaults: without an exporter named
 // (no OTEL_TRACES_EXPORTER, no OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) nothing is exported, instead
 // of sending to localhost:4318, and the SDK is not started at all: spans nobody receives cost a
-// fifth or more of a proxied call's CPU. Trace context is then propagated without a span
+// large share of a proxied call's CPU (docs/performance.md). Trace context is then propagated without a span
 // (src/trace-context.ts): continued, given to the participant and returned in `traceresponse`. Either
 // way the propagators are the ones OTEL_PROPAGATORS names (trace-context.ts builds them once).
 import { FastifyOtelInstrumentation } from '@fastify/otel';
-import { ProxyTracerProvider, trace } from '@opentelemetry/api';
+import { context, propagation, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
-import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
-import { NodeSDK } from '@opentelemetry/sdk-node';
-import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import {
+  defaultResource,
+  detectResources,
+  envDetector,
+  hostDetector,
+  processDetector,
+  resourceFromAttributes,
+  type Resource,
+} from '@opentelemetry/resources';
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  ATTR_SERVICE_NAME,
   ATTR_SERVICE_VERSION,
   ATTR_URL_FULL,
   ATTR_URL_PATH,
@@ -26,6 +37,7 @@ import {
 import type { FastifyPluginCallback } from 'fastify';
 import { BUILD_VERSION, SERVICE_NAME } from './build-info.js';
 import { holdServerSpan } from './server-span.js';
+import { spanExportFromEnvironment, type SpanExport } from './span-export.js';
 import { configuredPropagation } from '../trace-context.js';
 
 export interface TracingOptions {
@@ -43,6 +55,8 @@ export interface Tracing {
   readonly exporting: boolean;
   /** The OTEL_PROPAGATORS names in use, and those given that no propagator answers to. */
   readonly propagators: { readonly names: readonly string[]; readonly unknown: readonly string[] };
+  /** OTEL_TRACES_EXPORTER names or OTLP protocols the gateway does not ship (then ignored). */
+  readonly unsupportedExporters: readonly string[];
   /** Export the spans ended so far (tests, shutdown). */
   forceFlush(): Promise<void>;
   shutdown(): Promise<void>;
@@ -97,6 +111,22 @@ function namesService(env: NodeJS.ProcessEnv): boolean {
   );
 }
 
+/** The resource as the NodeSDK built it: its defaults, our version, the env, process and host detectors, our name unless the env names one. */
+function tracingResource(env: NodeJS.ProcessEnv): Resource {
+  const resource = defaultResource()
+    .merge(resourceFromAttributes({ [ATTR_SERVICE_VERSION]: BUILD_VERSION }))
+    .merge(detectResources({ detectors: [envDetector, processDetector, hostDetector] }));
+  return namesService(env) ? resource : resource.merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: SERVICE_NAME }));
+}
+
+function chosenSpanExport(options: TracingOptions, env: NodeJS.ProcessEnv): SpanExport {
+  if (options.exporterUrl !== undefined) {
+    const exporter = new OTLPTraceExporter({ url: options.exporterUrl });
+    return { processors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 200 })], unsupported: [] };
+  }
+  return environmentExportsTraces(env) ? spanExportFromEnvironment(env) : { processors: [], unsupported: [] };
+}
+
 /**
  * Starts tracing once per process and returns it: the SDK when spans are exported, propagation
  * without spans when not; undefined when OTEL_SDK_DISABLED=true (then no trace context is touched and the
@@ -106,11 +136,19 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
   if (active !== undefined) return active;
   const env = process.env;
   if (isTrue(env.OTEL_SDK_DISABLED)) return undefined;
-  const propagation = configuredPropagation();
-  const propagators = { names: propagation.names, unknown: propagation.unknown };
-  if (options.exporterUrl === undefined && !environmentExportsTraces(env)) {
+  const configured = configuredPropagation();
+  const propagators = { names: configured.names, unknown: configured.unknown };
+  const spanExport = chosenSpanExport(options, env);
+  if (spanExport.processors.length === 0) {
     const nothing = async () => {};
-    active = { fastifyPlugin: undefined, exporting: false, propagators, forceFlush: nothing, shutdown: nothing };
+    active = {
+      fastifyPlugin: undefined,
+      exporting: false,
+      propagators,
+      unsupportedExporters: spanExport.unsupported,
+      forceFlush: nothing,
+      shutdown: nothing,
+    };
     return active;
   }
 
@@ -152,39 +190,21 @@ export function startTracing(options: TracingOptions = {}): Tracing | undefined 
     },
   });
 
-  // Without exporterUrl the SDK builds the exporter the environment names.
-  const spanProcessors: SpanProcessor[] | undefined =
-    options.exporterUrl === undefined
-      ? undefined
-      : [new BatchSpanProcessor(new OTLPTraceExporter({ url: options.exporterUrl }), { scheduledDelayMillis: 200 })];
+  const provider = new BasicTracerProvider({ resource: tracingResource(env), spanProcessors: spanExport.processors });
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  // The propagators the spanless path uses (trace-context.ts), so both paths read and write the same headers.
+  propagation.setGlobalPropagator(configured.propagator);
+  trace.setGlobalTracerProvider(provider);
+  fastifyOtel.setTracerProvider(provider);
+  undici.setTracerProvider(provider);
 
-  const sdk = new NodeSDK({
-    ...(namesService(env) ? {} : { serviceName: SERVICE_NAME }),
-    resource: defaultResource().merge(resourceFromAttributes({ [ATTR_SERVICE_VERSION]: BUILD_VERSION })),
-    instrumentations: [fastifyOtel, undici],
-    // The propagators the spanless path uses (trace-context.ts), not the SDK's own reading of OTEL_PROPAGATORS.
-    textMapPropagator: propagation.propagator,
-    ...(spanProcessors !== undefined && { spanProcessors }),
-    // Metrics are prom-client's (admin /metrics) and logs are pino's.
-    metricReaders: [],
-    logRecordProcessors: [],
-  });
-  sdk.start();
-
-  const provider = () => {
-    const global = trace.getTracerProvider();
-    return (global instanceof ProxyTracerProvider ? global.getDelegate() : global) as {
-      forceFlush?: () => Promise<void>;
-    };
-  };
   active = {
     fastifyPlugin: fastifyOtel.plugin(),
     exporting: true,
     propagators,
-    forceFlush: async () => {
-      await provider().forceFlush?.();
-    },
-    shutdown: () => sdk.shutdown(),
+    unsupportedExporters: spanExport.unsupported,
+    forceFlush: () => provider.forceFlush(),
+    shutdown: () => provider.shutdown(),
   };
   return active;
 }

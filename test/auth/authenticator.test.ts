@@ -20,7 +20,7 @@ async function authenticator(
     upstream: { url: 'http://participant:7575' },
     auth: { issuers: [{ issuer: ISSUER, jwks: { keys: [key.publicJwk] } }], participantId: 'participant1', ...auth },
   });
-  return createAuthenticator(config, now === undefined ? {} : { now });
+  return createAuthenticator(config.auth, config.upstream.url, now === undefined ? {} : { now });
 }
 
 describe('authenticator', () => {
@@ -103,6 +103,7 @@ describe('authenticator', () => {
       template: '/',
       kind: 'http' as const,
       participantInternal,
+      writes: false,
     });
     expect(auth.requiresToken(op('getVersion'))).toBe(false);
     expect(auth.requiresToken(op('getReadyz', true))).toBe(false);
@@ -211,7 +212,8 @@ describe('other key sources', () => {
       validateGatewayConfig({
         upstream: { url: 'http://participant:7575' },
         auth: { issuers: [{ issuer: ISSUER, publicKeyFile: cert }] },
-      }),
+      }).auth,
+      'http://participant:7575',
     );
     const token = await new SignJWT({ ...claims(), iss: ISSUER }).setProtectedHeader({ alg: 'ES256' }).sign(privateKey);
     await expect(auth.authenticate(token)).resolves.toMatchObject({ subject: 'alice' });
@@ -228,7 +230,8 @@ describe('other key sources', () => {
       validateGatewayConfig({
         upstream: { url: 'sandbox' },
         auth: { issuers: [{ issuer: ISSUER, unsafeHmacSecret: secret }] },
-      }),
+      }).auth,
+      'sandbox',
     );
     const token = await new SignJWT({ ...claims(), iss: ISSUER })
       .setProtectedHeader({ alg: 'HS256' })

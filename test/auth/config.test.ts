@@ -14,7 +14,8 @@ const JWKS_URL = 'https://idp.example.com/certs';
 
 function problemsOf(raw: Record<string, unknown>): readonly string[] {
   try {
-    resolveAuthConfig(validateGatewayConfig({ upstream: { url: 'http://participant:7575' }, ...raw }));
+    const config = validateGatewayConfig({ upstream: { url: 'http://participant:7575' }, ...raw });
+    resolveAuthConfig(config.auth, config.upstream.url);
   } catch (error) {
     if (error instanceof ConfigError) return error.problems;
     throw error;
@@ -104,7 +105,8 @@ describe('auth config: what the schema cannot say', () => {
       expect.stringMatching(/^auth\.issuers\[0\]\.unsafeHmacSecret: HS256 shared secrets are for development/),
     ]);
     const sandbox = resolveAuthConfig(
-      validateGatewayConfig({ upstream: { url: 'sandbox' }, auth: { issuers: [hmac] } }),
+      validateGatewayConfig({ upstream: { url: 'sandbox' }, auth: { issuers: [hmac] } }).auth,
+      'sandbox',
     );
     expect(sandbox.issuers[0]!.algorithms).toEqual(['HS256']);
     expect(sandbox.warnings).toEqual([expect.stringMatching(/^UNSAFE: issuer dev verifies HS256/)]);
@@ -112,7 +114,8 @@ describe('auth config: what the schema cannot say', () => {
       validateGatewayConfig({
         upstream: { url: 'http://p:1' },
         auth: { issuers: [hmac], unsafeAllowHmacWithParticipant: true },
-      }),
+      }).auth,
+      'http://p:1',
     );
     expect(unsafe.warnings).toHaveLength(2);
   });
@@ -131,14 +134,16 @@ describe('auth config: what the schema cannot say', () => {
 
   it('reads a certificate or a public key file and pins the algorithms that fit it', async () => {
     const fromCert = resolveAuthConfig(
-      validateGatewayConfig({ upstream: { url: 'http://p:1' }, ...issuer({ publicKeyFile: CERT }) }),
+      validateGatewayConfig({ upstream: { url: 'http://p:1' }, ...issuer({ publicKeyFile: CERT }) }).auth,
+      'http://p:1',
     );
     expect(fromCert.issuers[0]!.algorithms).toEqual(['ES256']);
     const rsa = await signingKey('RS256');
     const file = join(mkdtempSync(join(tmpdir(), 'auth-config-')), 'rsa.pem');
     writeFileSync(file, rsa.publicPem);
     const fromPem = resolveAuthConfig(
-      validateGatewayConfig({ upstream: { url: 'http://p:1' }, ...issuer({ publicKeyFile: file }) }),
+      validateGatewayConfig({ upstream: { url: 'http://p:1' }, ...issuer({ publicKeyFile: file }) }).auth,
+      'http://p:1',
     );
     expect(fromPem.issuers[0]!.algorithms).toEqual(['RS256']);
     expect(problemsOf(issuer({ publicKeyFile: file, algorithms: ['RS256', 'ES256'] }))).toEqual([

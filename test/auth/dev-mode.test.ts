@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { buildGateway, type Gateway } from '../../src/app.js';
 import {
   DEVELOPMENT_ISSUER,
@@ -18,15 +18,14 @@ import { SANDBOX_SEED } from '../../src/sandbox/seed.js';
 import { testConfig } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { rawRequest } from './support/http.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 let upstream: RecordingUpstream | undefined;
 let gateway: Gateway | undefined;
-afterEach(async () => {
-  await gateway?.close();
-  await upstream?.close();
-  gateway = undefined;
-  upstream = undefined;
-});
+closeAfterEach(
+  () => gateway,
+  () => upstream,
+);
 
 const directory = () => join(mkdtempSync(join(tmpdir(), 'ledger-gateway-dev-')), '.dev');
 

@@ -1,6 +1,6 @@
 // The gateway refuses every hostile token with Canton's redacted 401 before the participant sees
 // anything; good tokens pass with their Authorization header unchanged.
-import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { startJwksServer, type JwksServer } from './support/jwks-server.js';
@@ -16,6 +16,7 @@ import {
 } from './support/keys.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { rawRequest } from './support/http.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 const ISSUER = 'https://idp.example.com/realms/ledger';
 const ISSUER_WITH_AUDIENCE = 'https://idp.example.com/realms/audience';
@@ -62,11 +63,11 @@ beforeEach(async () => {
   await expect.poll(() => gw.gateway.readiness.report().checks.keys, { timeout: 5_000 }).toBe('ok');
 });
 
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-  await jwks?.close();
-});
+closeAfterEach(
+  () => gw,
+  () => upstream,
+  () => jwks,
+);
 
 const bearer = (token: string) => ['Authorization', `Bearer ${token}`];
 

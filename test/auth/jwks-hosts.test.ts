@@ -70,7 +70,9 @@ describe('jwksHostRule', () => {
         participantIdentityProviders: { enabled: true, allowedJwksHosts: ['ok.example', 'bad host'] },
       },
     });
-    expect(() => resolveAuthConfig(config)).toThrow(/auth\.participantIdentityProviders\.allowedJwksHosts\[1\]/);
+    expect(() => resolveAuthConfig(config.auth, config.upstream.url)).toThrow(
+      /auth\.participantIdentityProviders\.allowedJwksHosts\[1\]/,
+    );
   });
 });
 

@@ -1,7 +1,7 @@
 // Two keys under one `kid` in a JWKS, as identity providers publish them during a rotation: a token
 // signed with either verifies, one signed with neither is refused once, and each matching key costs
 // at most one signature check. Against a real JWKS endpoint on 127.0.0.1.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createAuthenticator, type Authenticator } from '../../src/auth/authenticator.js';
 import { validateGatewayConfig } from '../../src/config/load.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
@@ -10,6 +10,7 @@ import { rawRequest } from './support/http.js';
 import { startJwksServer, type JwksServer } from './support/jwks-server.js';
 import { sign, signingKey, type AsymmetricAlgorithm, type SigningKey } from './support/keys.js';
 import { reasonOf } from './support/outcome.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 const ISSUER = 'https://idp.example.com';
 const KID = 'rotating';
@@ -18,16 +19,12 @@ let jwks: JwksServer | undefined;
 let auth: Authenticator | undefined;
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
-afterEach(async () => {
-  auth?.close();
-  await gw?.close();
-  await upstream?.close();
-  await jwks?.close();
-  auth = undefined;
-  gw = undefined;
-  upstream = undefined;
-  jwks = undefined;
-});
+closeAfterEach(
+  () => auth,
+  () => gw,
+  () => upstream,
+  () => jwks,
+);
 
 const keysUnder = (kid: string, ...algorithms: AsymmetricAlgorithm[]) =>
   Promise.all(algorithms.map((alg) => signingKey(alg, kid)));
@@ -42,7 +39,8 @@ async function authenticatorOver(published: readonly SigningKey[]): Promise<Auth
         issuers: [{ issuer: ISSUER, jwksUrl: jwks.jwksUrl, algorithms: ['ES256', 'RS256'] }],
         participantId: 'participant1',
       },
-    }),
+    }).auth,
+    'http://participant:7575',
   );
   auth.start();
   await expect.poll(() => auth!.ready()).toBe(true);

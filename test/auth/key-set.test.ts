@@ -1,20 +1,19 @@
 // RemoteKeySet against a real JWKS server on 127.0.0.1.
 import { generateKeyPairSync } from 'node:crypto';
 import { exportJWK, type JWK } from 'jose';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AuthFailure } from '../../src/auth/failure.js';
 import { MAX_JWKS_BYTES, RemoteKeySet, type RemoteKeySetOptions } from '../../src/auth/key-set.js';
 import { startJwksServer, type JwksServer } from './support/jwks-server.js';
 import { signingKey } from './support/keys.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 let server: JwksServer | undefined;
 let keySet: RemoteKeySet | undefined;
-afterEach(async () => {
-  keySet?.close();
-  await server?.close();
-  keySet = undefined;
-  server = undefined;
-});
+closeAfterEach(
+  () => keySet,
+  () => server,
+);
 
 function remote(url: string, options: Partial<RemoteKeySetOptions> = {}): RemoteKeySet {
   keySet = new RemoteKeySet({

@@ -55,7 +55,8 @@ async function authenticatorOver(
         participantId: 'participant1',
         keySets: { unknownKeyCooldownMs: 60_000 },
       },
-    }),
+    }).auth,
+    'http://participant:7575',
   );
   opened = { auth, jwks };
   const keySet = auth.keySets[0];

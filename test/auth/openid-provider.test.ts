@@ -2,11 +2,12 @@
 // rotation is followed without a restart, and its JWKS being down at start keeps /readyz at 503.
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, type JWK } from 'jose';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { rawRequest } from './support/http.js';
 import { CLIENT_ID, LEDGER_SCOPE, startOpenIdProvider, type OpenIdProvider } from './support/openid-provider.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 const AUDIENCE = 'https://daml.com/jwt/aud/participant/participant1';
 
@@ -29,14 +30,11 @@ beforeAll(async () => {
 let provider: OpenIdProvider | undefined;
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-  await provider?.close();
-  gw = undefined;
-  upstream = undefined;
-  provider = undefined;
-});
+closeAfterEach(
+  () => gw,
+  () => upstream,
+  () => provider,
+);
 
 async function gatewayFor(idp: OpenIdProvider, keySets: Record<string, number> = {}): Promise<RunningGateway> {
   upstream = await startRecordingUpstream();

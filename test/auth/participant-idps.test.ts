@@ -4,11 +4,12 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/helpers.js';
 import { startJwksServer, type JwksServer } from './support/jwks-server.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 // The IdPs' key sets are served on loopback: the participant's IdPs may use it only when allowed.
 const LOOPBACK = ['127.0.0.1'];
@@ -17,14 +18,11 @@ const NEWCOMER = 'https://newcomer.test/realms/ledger';
 let sandbox: RunningSandbox | undefined;
 let jwks: JwksServer | undefined;
 let running: RunningGateway | undefined;
-afterEach(async () => {
-  await running?.close();
-  await sandbox?.close();
-  await jwks?.close();
-  running = undefined;
-  sandbox = undefined;
-  jwks = undefined;
-});
+closeAfterEach(
+  () => running,
+  () => sandbox,
+  () => jwks,
+);
 
 async function started(refreshIntervalSeconds: number, fetchTimeoutMs = 300) {
   sandbox = await startSandbox();

@@ -2,7 +2,7 @@
 // one reaches the participant with every subprotocol offered, a bad one never reaches it.
 import http from 'node:http';
 import net from 'node:net';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket as BrowserWebSocket } from 'undici';
 import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
@@ -13,6 +13,7 @@ import {
   type CantonWebSocketUpstream,
 } from './support/canton-websocket.js';
 import { sign, signingKey, tamperedPayload, type SigningKey } from './support/keys.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 const ISSUER = 'https://idp.example.com';
 
@@ -54,14 +55,11 @@ beforeAll(async () => {
 let upstream: WebSocketUpstream | undefined;
 let canton: CantonWebSocketUpstream | undefined;
 let gw: RunningGateway | undefined;
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-  await canton?.close();
-  gw = undefined;
-  upstream = undefined;
-  canton = undefined;
-});
+closeAfterEach(
+  () => gw,
+  () => upstream,
+  () => canton,
+);
 
 async function gatewayTo(upstreamUrl: string): Promise<string> {
   const auth = { issuers: [{ issuer: ISSUER, jwks: { keys: [key.publicJwk] } }], participantId: 'participant1' };

@@ -1,8 +1,9 @@
 // GET /v2/version from memory: single flight, TTL, stale-if-error, never an error cached.
 import { gzipSync } from 'node:zlib';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 const VERSION = {
   version: '3.5.10',
@@ -11,12 +12,10 @@ const VERSION = {
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-  gw = undefined;
-  upstream = undefined;
-});
+closeAfterEach(
+  () => gw,
+  () => upstream,
+);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const PURGE_TOKEN = 'purge-token-0123456789abcdef';

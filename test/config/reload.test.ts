@@ -4,7 +4,7 @@
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { watchConfigFile } from '../../src/live/reload.js';
 import { loadConfig } from '../../src/config/load.js';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
@@ -12,6 +12,7 @@ import { writeKubeletVolume } from '../helpers/kubelet-volume.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from '../helpers/tokens.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 const OPERATION = 'getV2StateLedger-end';
 const ALLOW_ALICE = { [OPERATION]: [{ subjects: ['alice'] }] };
@@ -19,12 +20,10 @@ const DENY_ALICE = { [OPERATION]: [{ effect: 'deny', subjects: ['alice'] }, { an
 
 let upstream: RecordingUpstream | undefined;
 let running: RunningGateway | undefined;
-afterEach(async () => {
-  await running?.close();
-  await upstream?.close();
-  running = undefined;
-  upstream = undefined;
-});
+closeAfterEach(
+  () => running,
+  () => upstream,
+);
 
 /** A YAML file the gateway could start from, with these policy rules (and more sections). */
 function configFile(directory: string, url: string, issuer: TestIssuer, rules: object, extra: string[] = []): string {

@@ -32,6 +32,7 @@ import {
   type Volume,
 } from './manifests.js';
 import { podFilesystem, type PodFilesystem } from './pod-filesystem.js';
+import { describeNeeding } from '../helpers/tool-groups.js';
 
 describe('Dockerfile', () => {
   const dockerfile = readDockerfile();
@@ -278,76 +279,79 @@ async function runningFingerprint(admin: string): Promise<string | undefined> {
 
 beforeAll(() => buildDist(), 120_000);
 
-describe.each(['ingress', 'sidecar'] as const)("the image's entry command with the %s overlay's config", (overlay) => {
-  const running: Array<() => Promise<unknown>> = [];
-  afterEach(async () => {
-    for (const stop of running.splice(0).reverse()) await stop();
-  });
-
-  it('gets /readyz 200 against the sandbox, forwards an authorized call, exports its span, and exits 0 on SIGTERM', async () => {
-    const collector = await startCollector();
-    running.push(() => collector.close());
-    const {
-      pod,
-      process: gateway,
-      token,
-    } = await startPod(overlay, running, {
-      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+describeNeeding('kubectl').each(['ingress', 'sidecar'] as const)(
+  "the image's entry command with the %s overlay's config",
+  (overlay) => {
+    const running: Array<() => Promise<unknown>> = [];
+    afterEach(async () => {
+      for (const stop of running.splice(0).reverse()) await stop();
     });
 
-    await expect
-      .poll(async () => (await fetch(`${gateway.admin}/readyz`)).status, { timeout: 15_000, interval: 200 })
-      .toBe(200);
-    expect((await fetch(`${gateway.admin}/livez`)).status).toBe(200);
+    it('gets /readyz 200 against the sandbox, forwards an authorized call, exports its span, and exits 0 on SIGTERM', async () => {
+      const collector = await startCollector();
+      running.push(() => collector.close());
+      const {
+        pod,
+        process: gateway,
+        token,
+      } = await startPod(overlay, running, {
+        OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      });
 
-    // A token of the configured issuer passes; the caller's sampled trace is continued and exported.
-    const traceId = randomBytes(16).toString('hex');
-    const traceparent = `00-${traceId}-${randomBytes(8).toString('hex')}-01`;
-    const refused = await fetch(`${gateway.api}/v2/version`);
-    expect(refused.status).toBe(401);
-    const answer = await fetch(`${gateway.api}/v2/version`, {
-      headers: { authorization: `Bearer ${await token()}`, traceparent },
-    });
-    expect(answer.status).toBe(200);
-    expect(((await answer.json()) as { version: string }).version).toMatch(/^3\./);
+      await expect
+        .poll(async () => (await fetch(`${gateway.admin}/readyz`)).status, { timeout: 15_000, interval: 200 })
+        .toBe(200);
+      expect((await fetch(`${gateway.admin}/livez`)).status).toBe(200);
 
-    gateway.child.kill('SIGTERM');
-    expect(await gateway.exited).toBe(0);
-    expect(gateway.output.join('\n')).toContain('shutdown complete');
+      // A token of the configured issuer passes; the caller's sampled trace is continued and exported.
+      const traceId = randomBytes(16).toString('hex');
+      const traceparent = `00-${traceId}-${randomBytes(8).toString('hex')}-01`;
+      const refused = await fetch(`${gateway.api}/v2/version`);
+      expect(refused.status).toBe(401);
+      const answer = await fetch(`${gateway.api}/v2/version`, {
+        headers: { authorization: `Bearer ${await token()}`, traceparent },
+      });
+      expect(answer.status).toBe(200);
+      expect(((await answer.json()) as { version: string }).version).toMatch(/^3\./);
 
-    // The spans went to the collector named by OTEL_EXPORTER_OTLP_ENDPOINT, with the pod's resource attributes.
-    const traces = collector.exports.filter((exported) => exported.path === '/v1/traces');
-    expect(traces.length).toBeGreaterThan(0);
-    const body = Buffer.concat(traces.map((exported) => exported.body));
-    expect(body.includes(Buffer.from(traceId, 'hex'))).toBe(true);
-    expect(body.includes(Buffer.from(DOWNWARD_API_TEST_VALUES['metadata.name']!))).toBe(true);
-    expect(body.includes(Buffer.from(pod.env.OTEL_SERVICE_NAME!))).toBe(true);
-  }, 90_000);
+      gateway.child.kill('SIGTERM');
+      expect(await gateway.exited).toBe(0);
+      expect(gateway.output.join('\n')).toContain('shutdown complete');
 
-  it('reloads its config, without a restart, when the kubelet updates the mounted ConfigMap', async () => {
-    const {
-      process: gateway,
-      config,
-      updateConfig,
-    } = await startPod(overlay, running, {
-      OTEL_TRACES_EXPORTER: 'none',
-    });
-    const reloads = () => metricValue(gateway.admin, 'ledger_gateway_config_reloads_total', 'result="success"');
-    const before = await runningFingerprint(gateway.admin);
-    expect(before).toBeDefined();
-    expect(await reloads()).toBe(0);
+      // The spans went to the collector named by OTEL_EXPORTER_OTLP_ENDPOINT, with the pod's resource attributes.
+      const traces = collector.exports.filter((exported) => exported.path === '/v1/traces');
+      expect(traces.length).toBeGreaterThan(0);
+      const body = Buffer.concat(traces.map((exported) => exported.body));
+      expect(body.includes(Buffer.from(traceId, 'hex'))).toBe(true);
+      expect(body.includes(Buffer.from(DOWNWARD_API_TEST_VALUES['metadata.name']!))).toBe(true);
+      expect(body.includes(Buffer.from(pod.env.OTEL_SERVICE_NAME!))).toBe(true);
+    }, 90_000);
 
-    // kubectl apply of a changed ConfigMap (same name); the kubelet's next sync swaps the volume's ..data.
-    expect(config.log.level).not.toBe('debug');
-    updateConfig({ ...config, log: { ...config.log, level: 'debug' } });
-    await expect.poll(reloads, { timeout: 10_000, interval: 100 }).toBe(1);
-    expect(await runningFingerprint(gateway.admin)).not.toBe(before);
-    expect(await metricValue(gateway.admin, 'ledger_gateway_config_reloads_total', 'result="invalid"')).toBe(0);
-    const reloaded = () => gateway.output.find((line) => line.includes('configuration reloaded'));
-    await expect.poll(reloaded, { timeout: 5_000, interval: 100 }).toBeDefined(); // the log is written asynchronously
-    expect(JSON.parse(reloaded()!) as { trigger: string }).toMatchObject({ trigger: 'file' });
+    it('reloads its config, without a restart, when the kubelet updates the mounted ConfigMap', async () => {
+      const {
+        process: gateway,
+        config,
+        updateConfig,
+      } = await startPod(overlay, running, {
+        OTEL_TRACES_EXPORTER: 'none',
+      });
+      const reloads = () => metricValue(gateway.admin, 'ledger_gateway_config_reloads_total', 'result="success"');
+      const before = await runningFingerprint(gateway.admin);
+      expect(before).toBeDefined();
+      expect(await reloads()).toBe(0);
 
-    gateway.child.kill('SIGTERM');
-    expect(await gateway.exited).toBe(0);
-  }, 60_000);
-});
+      // kubectl apply of a changed ConfigMap (same name); the kubelet's next sync swaps the volume's ..data.
+      expect(config.log.level).not.toBe('debug');
+      updateConfig({ ...config, log: { ...config.log, level: 'debug' } });
+      await expect.poll(reloads, { timeout: 10_000, interval: 100 }).toBe(1);
+      expect(await runningFingerprint(gateway.admin)).not.toBe(before);
+      expect(await metricValue(gateway.admin, 'ledger_gateway_config_reloads_total', 'result="invalid"')).toBe(0);
+      const reloaded = () => gateway.output.find((line) => line.includes('configuration reloaded'));
+      await expect.poll(reloaded, { timeout: 5_000, interval: 100 }).toBeDefined(); // the log is written asynchronously
+      expect(JSON.parse(reloaded()!) as { trigger: string }).toMatchObject({ trigger: 'file' });
+
+      gateway.child.kill('SIGTERM');
+      expect(await gateway.exited).toBe(0);
+    }, 60_000);
+  },
+);

@@ -3,11 +3,12 @@
 // Kubernetes, Gateway API and Prometheus Operator schemas, then what no schema catches: ports and
 // paths against the config the pods mount, what the Gateway API routes and the Services expose,
 // NetworkPolicy selectors, the shutdown arithmetic, the native sidecar, the monitoring settings.
+import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parse, stringify } from 'yaml';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 import type { GatewayConfig } from '../../src/config/schema.js';
 import {
   DEPLOY,
@@ -37,9 +38,14 @@ import {
 import { environmentVariable } from '../../src/config/environment.js';
 import { ROOT } from '../helpers/process.js';
 import { schemaProblems, unknownFieldProblems } from './schemas.js';
+import { describeNeeding } from '../helpers/tool-groups.js';
+
+// Every group renders the overlays with `kubectl kustomize`.
+const describeRendered = describeNeeding('kubectl');
 
 const OVERLAYS = ['ingress', 'sidecar'] as const;
 const SPLICE_VALUES = join(DEPLOY, 'kubernetes/overlays/sidecar/splice-participant-values.yaml');
+const SPLICE_POST_RENDERER = join(DEPLOY, 'kubernetes/overlays/sidecar/splice-post-renderer.sh');
 
 interface Rendered {
   readonly objects: KubernetesObject[];
@@ -281,7 +287,7 @@ function servicePortTargets(service: KubernetesObject, container: Container): nu
   );
 }
 
-describe('schemas', () => {
+describeRendered('schemas', () => {
   it("every rendered object, and the Splice values' sidecar, validates and has no unknown field", () => {
     const objects = [...renderKustomization('base'), ...OVERLAYS.flatMap((overlay) => renderKustomization(overlay))];
     expect(schemaProblems(objects)).toEqual([]);
@@ -342,7 +348,7 @@ describe('schemas', () => {
   }, 60_000);
 });
 
-describe.each(OVERLAYS)('overlay %s', (overlay) => {
+describeRendered.each(OVERLAYS)('overlay %s', (overlay) => {
   it("mounts a valid gateway config where the image's entry command reads it, for a real participant", () => {
     const rendered = renderOverlay(overlay);
     const container = rendered.gateway.container;
@@ -356,6 +362,12 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
 
   it('mounts every file the config names from a Secret', () => {
     expectConfigFilesFromSecrets(renderOverlay(overlay));
+  });
+
+  it('turns Service links off in every pod: the Service ledger-gateway would give it LEDGER_GATEWAY_PORT=tcp://...', () => {
+    const pods = podSpecs(renderKustomization(overlay));
+    expect(pods.length).toBeGreaterThan(0);
+    for (const pod of pods) expect(pod.enableServiceLinks).toBe(false);
   });
 
   it('mounts no ConfigMap or Secret through subPath, in any container (the kubelet never updates such a mount)', () => {
@@ -421,7 +433,7 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
     expect(rendered.gateway.podSpec.automountServiceAccountToken).toBe(false);
   });
 
-  it('sets resource requests and limits, with the V8 heap below the memory limit', () => {
+  it('sets resource requests and limits, with the V8 heap and 64 MiB beside it below the memory limit', () => {
     const rendered = renderOverlay(overlay);
     const container = rendered.gateway.container;
     const { requests, limits } = container.resources ?? {};
@@ -431,7 +443,8 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
     }
     expect(bytesOf(requests!.memory!)).toBeLessThanOrEqual(bytesOf(limits!.memory!));
     const heapMiB = Number(/--max-old-space-size=(\d+)/.exec(rendered.env.NODE_OPTIONS ?? '')?.[1]);
-    expect(heapMiB * 2 ** 20).toBeLessThan(bytesOf(limits!.memory!));
+    // Beside the old space: the binary's code, the young space and buffers (~70 MiB; docs/operations.md "Memory").
+    expect((heapMiB + 64) * 2 ** 20).toBeLessThanOrEqual(bytesOf(limits!.memory!));
   });
 
   it('configures OpenTelemetry through the standard variables', () => {
@@ -480,7 +493,7 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
   });
 });
 
-describe('the config ConfigMap for live reloads (docs/live-configuration.md "In Kubernetes")', () => {
+describeRendered('the config ConfigMap for live reloads (docs/live-configuration.md "In Kubernetes")', () => {
   it('keeps its name with disableNameSuffixHash, so that an apply updates in place what the pods mount', () => {
     const objects = renderOwnOverlay(
       {
@@ -514,7 +527,7 @@ describe('the config ConfigMap for live reloads (docs/live-configuration.md "In 
   }, 60_000);
 });
 
-describe('overlay ingress', () => {
+describeRendered('overlay ingress', () => {
   it('runs two or more replicas, autoscaled, spread across nodes, with a disruption budget', () => {
     const rendered = renderOverlay('ingress');
     const { workload, podLabels, podSpec } = rendered.gateway;
@@ -709,7 +722,7 @@ describe('overlay ingress', () => {
   });
 });
 
-describe('overlay sidecar', () => {
+describeRendered('overlay sidecar', () => {
   it("runs the gateway as a native sidecar in the participant's pod, the base's container unchanged", () => {
     const rendered = renderOverlay('sidecar');
     const { gateway, objects } = rendered;
@@ -766,6 +779,36 @@ describe('overlay sidecar', () => {
     }
   });
 
+  it("turns Service links off in the Splice chart's pod with the post-renderer deploy/README.md gives helm", () => {
+    const chart = [
+      { apiVersion: 'v1', kind: 'Service', metadata: { name: 'participant' }, spec: { ports: [{ port: 7575 }] } },
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'participant' },
+        spec: {
+          selector: { matchLabels: { app: 'participant' } },
+          template: {
+            metadata: { labels: { app: 'participant' } },
+            spec: { containers: [{ name: 'participant', image: 'canton-participant' }] },
+          },
+        },
+      },
+    ];
+    const result = spawnSync(SPLICE_POST_RENDERER, {
+      input: chart.map((object) => stringify(object)).join('---\n'),
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.stderr).toBe('');
+    const rendered = parseAllDocuments(result.stdout).map((document) => document.toJS() as KubernetesObject);
+    expect(podSpecs(rendered).map((pod) => pod.enableServiceLinks)).toEqual([false]);
+    expect(rendered.find((o) => o.kind === 'Service')).toEqual(chart[0]);
+    expect(readFileSync(join(DEPLOY, 'README.md'), 'utf8')).toContain(
+      '--post-renderer deploy/kubernetes/overlays/sidecar/splice-post-renderer.sh',
+    );
+  });
+
   it('gives the Splice sidecar its config Secret as a directory (no subPath), projecting the config file alone', () => {
     const values = parse(readFileSync(SPLICE_VALUES, 'utf8'), { version: '1.1' }) as {
       extraInitContainers: Container[];
@@ -779,7 +822,7 @@ describe('overlay sidecar', () => {
   });
 });
 
-describe('components', () => {
+describeRendered('components', () => {
   /** What the Splice charts' Prometheus wants (their ServiceMonitors carry this release label). */
   const SPLICE_MONITORING = {
     release: 'prometheus-grafana-monitoring',

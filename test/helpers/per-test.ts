@@ -18,3 +18,23 @@ export function perTest(): PerTest {
   });
   return current;
 }
+
+interface Closable {
+  close(): unknown;
+}
+const closedAlready = new WeakSet<object>();
+
+/**
+ * Registers the afterEach that closes, in this order, what each getter holds then (a test's gateway,
+ * its upstream, a key set server...); one already closed here is left alone.
+ */
+export function closeAfterEach(...resources: ReadonlyArray<() => Closable | undefined>): void {
+  afterEach(async () => {
+    for (const resource of resources) {
+      const open = resource();
+      if (open === undefined || closedAlready.has(open)) continue;
+      closedAlready.add(open);
+      await open.close();
+    }
+  });
+}

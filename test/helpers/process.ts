@@ -55,9 +55,21 @@ export interface GatewayProcess {
   readonly exited: Promise<number | null>;
 }
 
-/** Starts `node dist/main.js ...args` and waits (bounded) for its "listening" log line. */
-export function startProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 15_000): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, [...args], {
+/**
+ * Starts `node dist/main.js ...args` and waits (bounded) for its "listening" log line. `shellPrefix`
+ * runs shell commands first in the process that becomes node (e.g. `ulimit -f 128; trap '' XFSZ;`).
+ */
+export function startProcess(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  timeoutMs = 15_000,
+  shellPrefix?: string,
+): Promise<GatewayProcess> {
+  const [command, argv] =
+    shellPrefix === undefined
+      ? [process.execPath, [...args]]
+      : ['/bin/sh', ['-c', `${shellPrefix} exec "$0" "$@"`, process.execPath, ...args]];
+  const child = spawn(command, argv, {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

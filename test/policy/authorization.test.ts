@@ -102,7 +102,10 @@ describe('policy configuration', () => {
       'cors.origins: "*" cannot be combined with cors.credentials: true (browsers refuse it); list the origins',
     ]);
     expect(() =>
-      createPolicyStage(bad, { bodyBudget: new BodyBudget(bad.limits), isTrustedProxy: () => false }),
+      createPolicyStage(bad.policy, bad.limits, {
+        bodyBudget: new BodyBudget(bad.limits),
+        isTrustedProxy: () => false,
+      }),
     ).toThrow(/invalid configuration \(policy\)[\s\S]*policy\.rules\.updateVetedPackages: unknown operation/);
   });
 

@@ -1,24 +1,23 @@
 // The policy stage through the running gateway against a recording upstream: a refused request never
 // reaches the participant and gets a complete JsCantonError; an accepted one arrives byte for byte.
 import http from 'node:http';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { echoOnce, startWebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 const PKG = '3f1c0000000000000000000000000000000000000000000000000000000000e9';
 const TEMPLATE = `${PKG}:Iou:Iou`;
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-  gw = undefined;
-  upstream = undefined;
-});
+closeAfterEach(
+  () => gw,
+  () => upstream,
+);
 
 async function start(overrides: Record<string, unknown> = {}): Promise<RunningGateway> {
   upstream = await startRecordingUpstream();

@@ -9,7 +9,7 @@ import { IDLE_KEYS_MAX, createMemoryStore } from '../../src/protection/memory-st
 import { StoreUnavailableError, type LimitStore } from '../../src/protection/store.js';
 
 const resolve = (protection: Record<string, unknown>) =>
-  resolveProtectionConfig(validateGatewayConfig({ protection }, 'test'));
+  resolveProtectionConfig(validateGatewayConfig({ protection }, 'test').protection);
 
 function refusalOf(action: () => unknown): GatewayError {
   try {

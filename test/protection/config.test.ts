@@ -4,7 +4,7 @@ import { ConfigError, validateGatewayConfig } from '../../src/config/load.js';
 import { resolveProtectionConfig } from '../../src/protection/config.js';
 
 const resolve = (protection: Record<string, unknown>) =>
-  resolveProtectionConfig(validateGatewayConfig({ protection }, 'test'));
+  resolveProtectionConfig(validateGatewayConfig({ protection }, 'test').protection);
 
 function problemsOf(action: () => unknown): readonly string[] {
   try {

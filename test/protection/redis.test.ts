@@ -4,12 +4,13 @@
 import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { limitKeys } from '../../src/protection/redis-store.js';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { startRedisServer, type RedisServer } from './redis-server.js';
+import { describeNeeding } from '../helpers/tool-groups.js';
 import { call, startHoldingUpstream, submit, waitFor, type HoldingUpstream } from './support.js';
 
 const closers: Array<() => Promise<void>> = [];
@@ -133,7 +134,7 @@ async function frozenRedis(commandTimeoutMs: number, requests: number, perSecond
   return { server, a: gateway!, alice: gateway!.auth() };
 }
 
-describe('two replicas and a real Redis', () => {
+describeNeeding('redis-server')('two replicas and a real Redis', () => {
   it('share one rate budget per principal', async () => {
     const server = await redisServer();
     const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));
@@ -241,7 +242,7 @@ describe('two replicas and a real Redis', () => {
   });
 });
 
-describe('when Redis goes away', () => {
+describeNeeding('redis-server')('when Redis goes away', () => {
   it('failMode open: calls pass unchecked and quickly, one warning, a metric, no secret in the log; limits return with Redis', async () => {
     const server = await redisServer();
     const upstream = await startRecordingUpstream(answerJson(200, { partyDetails: [] }));

@@ -9,6 +9,7 @@ import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js'
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from '../helpers/tokens.js';
 import { startRedisServer } from './redis-server.js';
+import { itNeeding } from '../helpers/tool-groups.js';
 import { call, type Answer } from './support.js';
 
 const closers: Array<() => Promise<void>> = [];
@@ -219,45 +220,49 @@ describe('the per-address budget of calls without a verified token', () => {
     ).toBe(2);
   });
 
-  it('is shared by replicas through Redis, and kept by each replica alone while Redis is away', async () => {
-    const redis = await startRedisServer();
-    closers.push(() => redis.stop());
-    const upstream = await upstreamAnswering();
-    const issuer = await createTestIssuer();
-    const settings = {
-      ...budget(4),
-      protection: { ...budget(4).protection, redis: { url: redis.url, commandTimeoutMs: 500 } },
-    };
-    const [a, b] = [await gatewayFor(upstream, settings, issuer), await gatewayFor(upstream, settings, issuer)];
-    for (const replica of [a, b])
-      await expect.poll(() => gauge(replica, 'ledger_gateway_protection_store_up'), { timeout: 10_000 }).toBe(1);
-    // New valid tokens give their units back in Redis too: six of them leave the budget of four whole.
-    for (const replica of [a, b, a, b, a, b]) {
-      const token = await issuer.mint({ sub: `user-${Math.random()}` });
-      expect((await call(replica.url, '/v2/parties', bearer(token, '203.0.113.5')).answer).status).toBe(200);
-    }
-    const statuses: number[] = [];
-    for (const replica of [a, b, a, b, a, b])
-      statuses.push(
-        (await call(replica.url, '/v2/parties', bearer(await madeUpToken(issuer), '203.0.113.5')).answer).status,
-      );
-    expect(statuses).toEqual([401, 401, 401, 401, 429, 429]);
-    expect((await checks(a)) + (await checks(b))).toBe(6 + 4); // the valid tokens and four made-up ones
-
-    await redis.stop();
-    for (const replica of [a, b])
-      await expect.poll(() => gauge(replica, 'ledger_gateway_protection_store_up'), { timeout: 10_000 }).toBe(0);
-    // Each replica counts this address from a full burst of its own: bounded still.
-    for (const replica of [a, b]) {
-      const local: number[] = [];
-      for (let i = 0; i < 6; i++)
-        local.push(
+  itNeeding(
+    'redis-server',
+    'is shared by replicas through Redis, and kept by each replica alone while Redis is away',
+    async () => {
+      const redis = await startRedisServer();
+      closers.push(() => redis.stop());
+      const upstream = await upstreamAnswering();
+      const issuer = await createTestIssuer();
+      const settings = {
+        ...budget(4),
+        protection: { ...budget(4).protection, redis: { url: redis.url, commandTimeoutMs: 500 } },
+      };
+      const [a, b] = [await gatewayFor(upstream, settings, issuer), await gatewayFor(upstream, settings, issuer)];
+      for (const replica of [a, b])
+        await expect.poll(() => gauge(replica, 'ledger_gateway_protection_store_up'), { timeout: 10_000 }).toBe(1);
+      // New valid tokens give their units back in Redis too: six of them leave the budget of four whole.
+      for (const replica of [a, b, a, b, a, b]) {
+        const token = await issuer.mint({ sub: `user-${Math.random()}` });
+        expect((await call(replica.url, '/v2/parties', bearer(token, '203.0.113.5')).answer).status).toBe(200);
+      }
+      const statuses: number[] = [];
+      for (const replica of [a, b, a, b, a, b])
+        statuses.push(
           (await call(replica.url, '/v2/parties', bearer(await madeUpToken(issuer), '203.0.113.5')).answer).status,
         );
-      expect(local).toEqual([401, 401, 401, 401, 429, 429]);
-    }
-    expect((await checks(a)) + (await checks(b))).toBe(6 + 4 + 8);
-  });
+      expect(statuses).toEqual([401, 401, 401, 401, 429, 429]);
+      expect((await checks(a)) + (await checks(b))).toBe(6 + 4); // the valid tokens and four made-up ones
+
+      await redis.stop();
+      for (const replica of [a, b])
+        await expect.poll(() => gauge(replica, 'ledger_gateway_protection_store_up'), { timeout: 10_000 }).toBe(0);
+      // Each replica counts this address from a full burst of its own: bounded still.
+      for (const replica of [a, b]) {
+        const local: number[] = [];
+        for (let i = 0; i < 6; i++)
+          local.push(
+            (await call(replica.url, '/v2/parties', bearer(await madeUpToken(issuer), '203.0.113.5')).answer).status,
+          );
+        expect(local).toEqual([401, 401, 401, 401, 429, 429]);
+      }
+      expect((await checks(a)) + (await checks(b))).toBe(6 + 4 + 8);
+    },
+  );
 
   it('tells clients apart by an X-Forwarded-For hop written with a port, and a NAT64 address whole', async () => {
     const upstream = await upstreamAnswering();

@@ -4,10 +4,11 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { TEST_AUDIENCE, TEST_PARTICIPANT } from '../helpers/tokens.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 type Mode = 'good' | 'down' | 'slow' | 'garbage' | 'empty';
 const ISSUER = 'https://idp.faulty.test';
@@ -74,14 +75,11 @@ async function startJwks(keys: Key[], initial: Mode) {
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
 let jwks: Awaited<ReturnType<typeof startJwks>> | undefined;
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-  await jwks?.close();
-  gw = undefined;
-  upstream = undefined;
-  jwks = undefined;
-});
+closeAfterEach(
+  () => gw,
+  () => upstream,
+  () => jwks,
+);
 
 const settings = (url: string) => ({
   auth: {

@@ -1,15 +1,13 @@
 // A 503 GATEWAY_UPSTREAM_UNAVAILABLE says when to retry in Retry-After as in its body's retryInfo
 // (1 second), for a plain call and for a WebSocket upgrade; a 504 has no Retry-After (RFC 9110 §10.2.3).
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Errors, GatewayError } from '../../src/errors.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 let gw: RunningGateway | undefined;
-afterEach(async () => {
-  await gw?.close();
-  gw = undefined;
-});
+closeAfterEach(() => gw);
 
 /** A URL on 127.0.0.1 where nothing listens (connection refused). */
 async function refusingUrl(): Promise<string> {

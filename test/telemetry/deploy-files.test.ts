@@ -8,6 +8,7 @@ import { parse } from 'yaml';
 import { ReloadMetricNames } from '../../src/live/reload.js';
 import { MetricNames } from '../../src/telemetry/metrics.js';
 import { promtool } from './prometheus-process.js';
+import { itNeeding } from '../helpers/tool-groups.js';
 
 const path = (relative: string) => fileURLToPath(new URL(`../../deploy/${relative}`, import.meta.url));
 
@@ -73,13 +74,13 @@ function metricNames(expression: string): string[] {
 }
 
 describe('deploy/prometheus/alerts.yaml', () => {
-  it('passes promtool check rules', async () => {
+  itNeeding('promtool', 'passes promtool check rules', async () => {
     const result = await promtool(['check', 'rules', path('prometheus/alerts.yaml')]);
     expect(result.output).toContain('SUCCESS');
     expect(result.code).toBe(0);
   });
 
-  it('passes its unit tests (promtool test rules)', async () => {
+  itNeeding('promtool', 'passes its unit tests (promtool test rules)', async () => {
     const result = await promtool(['test', 'rules', path('prometheus/alerts.test.yaml')]);
     expect(result.output).toContain('SUCCESS');
     expect(result.code).toBe(0);
@@ -97,7 +98,7 @@ describe('deploy/prometheus/alerts.yaml', () => {
     );
   });
 
-  it('alerts on readiness, replicas, failovers, dropped log lines, authentication failures and refused connections, traffic or not', () => {
+  it('alerts on readiness, replicas, failovers, dropped log lines, authentication failures, refused connections and an unwritable audit trail, traffic or not', () => {
     const byName = new Map(rules.groups.flatMap((group) => group.rules).map((rule) => [rule.alert, rule.expr]));
     const expected: Array<[string, string]> = [
       ['LedgerGatewayNotReady', MetricNames.ready],
@@ -106,6 +107,8 @@ describe('deploy/prometheus/alerts.yaml', () => {
       ['LedgerGatewayLogLinesDropped', MetricNames.logLinesDropped],
       ['LedgerGatewayAuthFailureSpike', MetricNames.authFailures],
       ['LedgerGatewayConnectionsRefused', MetricNames.connectionsRefused],
+      ['LedgerGatewayAuditTrailUnwritable', MetricNames.auditTrailWritable],
+      ['LedgerGatewayAuditTrailUnwritable', MetricNames.auditRecordsLost],
     ];
     for (const [alert, metric] of expected) expect(byName.get(alert), alert).toContain(metric);
     // Readiness and replicas are judged on gauges alone, so that an idle gateway's outage fires too.

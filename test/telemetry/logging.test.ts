@@ -4,7 +4,7 @@
 // own traceparent, once.
 import { execFileSync } from 'node:child_process';
 import { createConnection } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MetricNames } from '../../src/telemetry/metrics.js';
 import { Registry } from 'prom-client';
 import { buildGateway } from '../../src/app.js';
@@ -23,6 +23,7 @@ import { logCapture } from '../helpers/log-capture.js';
 import { ROOT, buildDist } from '../helpers/process.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { scriptedParticipant } from './canton-answers.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 const TOKEN = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLXNlY3JldA';
 const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -31,12 +32,10 @@ const CLIENT_TRACEPARENT = `00-${CLIENT_TRACE_ID}-00f067aa0ba902b7-01`;
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
 
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-  gw = undefined;
-  upstream = undefined;
-});
+closeAfterEach(
+  () => gw,
+  () => upstream,
+);
 
 const capture = logCapture;
 

@@ -3,7 +3,7 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { Errors } from '../../src/errors.js';
-import { ErrorCodeLabels, errorCodeLabeler } from '../../src/error-codes.js';
+import { ErrorCodeLabels, errorCodeLabeler } from '../../src/errors.js';
 import {
   DURATION_BUCKETS,
   MetricNames,

@@ -3,31 +3,20 @@
 // its labels through Prometheus's query API. promtool checks the exposition itself, and every
 // query of the Grafana dashboard and the alert rules is run against the scraped data.
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { MetricNames } from '../../src/telemetry/metrics.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { OPERATION_CASES, SCENARIO_HEADER, scriptedParticipant, type OperationCase } from './canton-answers.js';
 import { promtool, startPrometheus, type RunningPrometheus } from './prometheus-process.js';
+import { describeNeeding } from '../helpers/tool-groups.js';
 
 const BODY_LIMIT = 4096;
 
 let upstream: RecordingUpstream;
 let gw: RunningGateway;
 let prometheus: RunningPrometheus;
-
-beforeAll(async () => {
-  upstream = await startRecordingUpstream(scriptedParticipant);
-  gw = await startGateway(upstream.url, { limits: { bodyBytes: BODY_LIMIT } });
-  prometheus = await startPrometheus(new URL('/metrics', gw.adminUrl));
-}, 30_000);
-
-afterAll(async () => {
-  await prometheus?.stop();
-  await gw?.close();
-  await upstream?.close();
-});
 
 async function call(c: OperationCase, headers: Record<string, string>, body = c.body): Promise<Response> {
   const response = await fetch(`${gw.url}${c.path}`, {
@@ -71,7 +60,19 @@ async function waitForAll(expressions: readonly string[], timeoutMs = 20_000): P
   return values;
 }
 
-describe('metrics scraped by a real Prometheus', () => {
+describeNeeding('prometheus')('metrics scraped by a real Prometheus', () => {
+  beforeAll(async () => {
+    upstream = await startRecordingUpstream(scriptedParticipant);
+    gw = await startGateway(upstream.url, { limits: { bodyBytes: BODY_LIMIT } });
+    prometheus = await startPrometheus(new URL('/metrics', gw.adminUrl));
+  }, 30_000);
+
+  afterAll(async () => {
+    await prometheus?.stop();
+    await gw?.close();
+    await upstream?.close();
+  });
+
   it("has each operation's success, local refusal and participant error with the contract's labels", async () => {
     const expected: Series[] = [];
     for (const c of OPERATION_CASES) {

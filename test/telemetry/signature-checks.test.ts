@@ -1,14 +1,15 @@
 // A verified-token cache hit costs no signature check, and the metric shows it.
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-});
+closeAfterEach(
+  () => gw,
+  () => upstream,
+);
 
 const checks = async (gateway: RunningGateway) =>
   (await gateway.registry.getSingleMetric('ledger_gateway_token_signature_checks_total')!.get()).values[0]?.value ?? 0;

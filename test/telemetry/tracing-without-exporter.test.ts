@@ -5,7 +5,7 @@
 // without one still gets a trace id for its errors and its log line. And OTEL_SDK_DISABLED=true
 // starts nothing.
 import { trace } from '@opentelemetry/api';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { environmentExportsTraces, startTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
@@ -16,6 +16,7 @@ import {
   type RecordingUpstream,
 } from '../helpers/recording-upstream.js';
 import { scriptedParticipant } from './canton-answers.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
 const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -44,10 +45,10 @@ afterAll(async () => {
   await tracing?.shutdown();
 });
 
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-});
+closeAfterEach(
+  () => gw,
+  () => upstream,
+);
 
 const traceparents = (request: RecordedRequest) => headerValues(request, 'traceparent');
 

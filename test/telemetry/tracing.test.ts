@@ -3,7 +3,7 @@
 // participant exactly one traceparent (its client span's), returns the trace in `traceresponse`,
 // puts the trace id in its own errors and in the request's log line, and never exports a token.
 import { createConnection } from 'node:net';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SpanAttributes } from '../../src/telemetry/request-telemetry.js';
 import { startTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
@@ -11,6 +11,7 @@ import { logCapture } from '../helpers/log-capture.js';
 import { headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { OPERATION_CASES, SCENARIO_HEADER, scriptedParticipant } from './canton-answers.js';
 import { SpanKind, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
+import { closeAfterEach } from '../helpers/per-test.js';
 
 const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLIENT_PARENT_ID = '00f067aa0ba902b7';
@@ -36,10 +37,10 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-afterEach(async () => {
-  await gw?.close();
-  await upstream?.close();
-});
+closeAfterEach(
+  () => gw,
+  () => upstream,
+);
 
 async function exportedSpans(predicate: (span: ReceivedSpan) => boolean, count = 1): Promise<ReceivedSpan[]> {
   const deadline = Date.now() + 5_000;

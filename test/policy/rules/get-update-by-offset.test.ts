@@ -1,14 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { getUpdateByOffsetRule } from '../../../src/policy/rules/get-update-by-offset.js';
-import {
-  SPEC_VERSIONS,
-  loadSpec,
-  requestSchemaName,
-  schemaArbitrary,
-  spacing,
-  toJsonText,
-} from '../support/openapi-arbitrary.js';
+import { spacing, toJsonText, requestBodiesPerVersion } from '../support/openapi-arbitrary.js';
 import { codeOf, judge } from '../support/judge.js';
 import { updateByOffsetRefinements } from '../support/refinements.js';
 
@@ -145,14 +138,11 @@ describe('getUpdateByOffset rule', () => {
   });
 
   describe('property: bodies generated from the OpenAPI schema', () => {
-    for (const version of SPEC_VERSIONS) {
-      const spec = loadSpec(version);
-      const bodies = schemaArbitrary(
-        spec,
-        requestSchemaName(spec, 'post', '/v2/updates/update-by-offset'),
-        updateByOffsetRefinements,
-      );
-
+    for (const { version, bodies } of requestBodiesPerVersion(
+      'post',
+      '/v2/updates/update-by-offset',
+      updateByOffsetRefinements,
+    )) {
       it(`${version}: every valid body passes`, () => {
         fc.assert(
           fc.property(bodies, spacing, (body, space) => check(toJsonText(body, space)) === undefined),

@@ -5,14 +5,7 @@ import {
   templateIdProblem,
 } from '../../../src/policy/rules/submit-and-wait-for-transaction.js';
 import type { RuleContext } from '../../../src/policy/violation.js';
-import {
-  SPEC_VERSIONS,
-  loadSpec,
-  requestSchemaName,
-  schemaArbitrary,
-  spacing,
-  toJsonText,
-} from '../support/openapi-arbitrary.js';
+import { spacing, toJsonText, requestBodiesPerVersion } from '../support/openapi-arbitrary.js';
 import { codeOf, judge, principal } from '../support/judge.js';
 import { submitRefinements, templateId } from '../support/refinements.js';
 
@@ -204,13 +197,11 @@ describe('submitAndWaitForTransaction rule', () => {
   });
 
   describe('property: bodies generated from the OpenAPI schema', () => {
-    for (const version of SPEC_VERSIONS) {
-      const spec = loadSpec(version);
-      const bodies = schemaArbitrary(
-        spec,
-        requestSchemaName(spec, 'post', '/v2/commands/submit-and-wait-for-transaction'),
-        submitRefinements,
-      );
+    for (const { version, bodies } of requestBodiesPerVersion(
+      'post',
+      '/v2/commands/submit-and-wait-for-transaction',
+      submitRefinements,
+    )) {
       type Body = { commands: Record<string, unknown>; transactionFormat?: unknown };
 
       it(`${version}: every valid body passes (no principal, and the submitting user's own token)`, () => {

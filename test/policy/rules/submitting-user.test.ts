@@ -10,9 +10,9 @@ import {
   SPEC_VERSIONS,
   loadSpec,
   requestSchemaName,
-  schemaArbitrary,
   spacing,
   toJsonText,
+  requestBodies,
 } from '../support/openapi-arbitrary.js';
 import { codeOf, judge, principal } from '../support/judge.js';
 import { submitRefinements } from '../support/refinements.js';
@@ -139,11 +139,7 @@ describe('submitting user', () => {
       const spec = loadSpec(version);
       for (const [path, holder] of SUBMISSIONS) {
         it(`${version} POST ${path}: the token's own user passes, any other is refused`, () => {
-          const bodies = schemaArbitrary(
-            spec,
-            requestSchemaName(spec, 'post', path),
-            submitRefinements,
-          ) as fc.Arbitrary<Body>;
+          const bodies = requestBodies(spec, 'post', path, submitRefinements) as fc.Arbitrary<Body>;
           const rule = ruleOf(path);
           const userIds = fc.constantFrom('alice', '', undefined);
           fc.assert(

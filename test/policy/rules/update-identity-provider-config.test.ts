@@ -6,14 +6,7 @@ import {
   updateIdentityProviderConfigRule,
   updateMaskProblem,
 } from '../../../src/policy/rules/update-identity-provider-config.js';
-import {
-  SPEC_VERSIONS,
-  loadSpec,
-  requestSchemaName,
-  schemaArbitrary,
-  spacing,
-  toJsonText,
-} from '../support/openapi-arbitrary.js';
+import { spacing, toJsonText, requestBodiesPerVersion } from '../support/openapi-arbitrary.js';
 import { codeOf, judge } from '../support/judge.js';
 import { idpRefinements } from '../support/refinements.js';
 
@@ -130,9 +123,7 @@ describe('updateIdentityProviderConfig rule', () => {
   });
 
   describe('property: bodies generated from the OpenAPI schema', () => {
-    for (const version of SPEC_VERSIONS) {
-      const spec = loadSpec(version);
-      const bodies = schemaArbitrary(spec, requestSchemaName(spec, 'patch', '/v2/idps/{idp-id}'), idpRefinements);
+    for (const { version, bodies } of requestBodiesPerVersion('patch', '/v2/idps/{idp-id}', idpRefinements)) {
       const idOf = (body: unknown) =>
         (body as { identityProviderConfig: { identityProviderId: string } }).identityProviderConfig.identityProviderId;
 

@@ -1,14 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { updateVettedPackagesRule } from '../../../src/policy/rules/update-vetted-packages.js';
-import {
-  SPEC_VERSIONS,
-  loadSpec,
-  requestSchemaName,
-  schemaArbitrary,
-  spacing,
-  toJsonText,
-} from '../support/openapi-arbitrary.js';
+import { requestSchemaName, spacing, toJsonText, requestBodiesPerVersion } from '../support/openapi-arbitrary.js';
 import { codeOf, judge } from '../support/judge.js';
 import { vettingRefinements } from '../support/refinements.js';
 
@@ -151,14 +144,11 @@ describe('updateVettedPackages rule', () => {
   });
 
   describe('property: bodies generated from the OpenAPI schema', () => {
-    for (const version of SPEC_VERSIONS) {
-      const spec = loadSpec(version);
-      const bodies = schemaArbitrary(
-        spec,
-        requestSchemaName(spec, 'post', '/v2/package-vetting/update'),
-        vettingRefinements,
-      );
-
+    for (const { version, spec, bodies } of requestBodiesPerVersion(
+      'post',
+      '/v2/package-vetting/update',
+      vettingRefinements,
+    )) {
       it(`${version}: the old and the new route share the request type`, () => {
         expect(requestSchemaName(spec, 'post', '/v2/package-vetting')).toBe(
           requestSchemaName(spec, 'post', '/v2/package-vetting/update'),

@@ -1,4 +1,4 @@
-// fast-check arbitraries built from Canton's own OpenAPI specs (shared/canton/openapi-*.yaml), so the
+// fast-check arbitraries built from Canton's own OpenAPI specs (spec/canton/<version>/openapi.yaml), so the
 // property tests generate request bodies of the real shapes, every version. Refinements encode what
 // the participant additionally requires of a valid request (non-empty lists, positive offsets, ...);
 // they are the documented rules, not the schema. int64 values are bigints, written as raw digits.
@@ -33,7 +33,7 @@ export function loadSpec(version: SpecVersion): Spec {
   let spec = specs.get(version);
   if (spec === undefined) {
     const document = parse(
-      readFileSync(new URL(`../../../../shared/canton/openapi-${version}.yaml`, import.meta.url), 'utf8'),
+      readFileSync(new URL(`../../../spec/canton/${version}/openapi.yaml`, import.meta.url), 'utf8'),
     );
     spec = { version, paths: document.paths, schemas: document.components.schemas };
     specs.set(version, spec);
@@ -46,6 +46,28 @@ export function requestSchemaName(spec: Spec, method: string, path: string): str
   const schema = spec.paths[path]?.[method]?.requestBody?.content['application/json']?.schema;
   if (schema?.$ref === undefined) throw new Error(`${spec.version}: no JSON request body for ${method} ${path}`);
   return schema.$ref.split('/').pop()!;
+}
+
+/** The generated JSON request bodies of one route, as the spec describes them, refined. */
+export function requestBodies(
+  spec: Spec,
+  method: string,
+  path: string,
+  refinements: Refinements = {},
+): fc.Arbitrary<unknown> {
+  return schemaArbitrary(spec, requestSchemaName(spec, method, path), refinements);
+}
+
+/** The rule suites' shared setup: for every spec version, its spec and one route's generated bodies. */
+export function requestBodiesPerVersion(
+  method: string,
+  path: string,
+  refinements: Refinements = {},
+): ReadonlyArray<{ readonly version: SpecVersion; readonly spec: Spec; readonly bodies: fc.Arbitrary<unknown> }> {
+  return SPEC_VERSIONS.map((version) => {
+    const spec = loadSpec(version);
+    return { version, spec, bodies: requestBodies(spec, method, path, refinements) };
+  });
 }
 
 export const INT64_MAX = 2n ** 63n - 1n;

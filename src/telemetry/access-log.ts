@@ -1,0 +1,101 @@
+// The access log: the request line with what an operator expects of an access line (Envoy's
+// default access log is the model): when the call started, who called from where (the client
+// address resolved through server.trustedProxies, the token's issuer and subject, never the
+// token), the path (its query left out, chosen parameters redacted), the bytes each way, the
+// upstream replica and its time, the user agent. Which fields, the sampling of successes and the
+// redaction follow log.access, live.
+import type { ServerResponse } from 'node:http';
+import type { AccessLogConfig, AccessLogField } from '../config/schema.js';
+import { clientAddress } from '../exchange/caller.js';
+import type { Exchange } from '../exchange/exchange.js';
+import { pathOf, type Operation } from '../operations.js';
+import { REDACTED } from './logging.js';
+
+/** What the telemetry stage knows of a call besides the exchange: its start and its upstream part. */
+export interface AccessFacts {
+  /** Epoch milliseconds when the first stage ran. */
+  readonly startedAt: number;
+  readonly upstreamMs: number | undefined;
+  readonly upstreamReplica: string | undefined;
+}
+
+export interface AccessLog {
+  /** Whether a finished exchange's line is written: every refusal and error, a share of successes. */
+  keeps(status: number): boolean;
+  /** The line's access fields as JSON text (`,"name":value...`), in the configured order. */
+  fields(exchange: Exchange, facts: AccessFacts): string;
+}
+
+const json = (value: string | number | null | undefined) => (value === undefined ? 'null' : JSON.stringify(value));
+
+/** The request path with the configured template parameters (`{party}`, `{user-id}`) redacted. */
+export function redactedPath(rawPath: string, operation: Operation | null, redact: ReadonlySet<string>): string {
+  if (redact.size === 0 || operation === null || !operation.template.includes('{')) return rawPath;
+  const template = operation.template.split('/');
+  const segments = rawPath.split('/');
+  if (template.length !== segments.length && template.length !== segments.length - 1) return rawPath;
+  for (let i = 0; i < template.length; i++) {
+    const part = template[i]!;
+    if (part.startsWith('{') && redact.has(part.slice(1, -1))) segments[i] = REDACTED;
+  }
+  return segments.join('/');
+}
+
+function bytesOf(value: string | string[] | number | undefined): number | null {
+  if (typeof value === 'number') return value;
+  if (typeof value !== 'string') return null;
+  const n = Number(value);
+  return Number.isSafeInteger(n) && n >= 0 ? n : null;
+}
+
+/** The answer's Content-Length: set on the reply, or in the head the forwarder wrote whole. */
+function responseBytes(response: ServerResponse): number | null {
+  const set = bytesOf(response.getHeader('content-length'));
+  if (set !== null) return set;
+  const head = (response as unknown as { _header?: string | null })._header;
+  const match = typeof head === 'string' ? /\r\ncontent-length:\s*(\d+)/i.exec(head) : null;
+  return match === null ? null : Number(match[1]);
+}
+
+export function createAccessLog(
+  config: AccessLogConfig,
+  isTrustedProxy: (address: string) => boolean,
+  random: () => number = Math.random,
+): AccessLog {
+  const redact = new Set(config.redactPathParameters);
+  const ratio = config.successSampleRatio;
+  const writers: Record<AccessLogField, (exchange: Exchange, facts: AccessFacts) => string> = {
+    startTime: (_exchange, facts) => json(new Date(facts.startedAt).toISOString()),
+    clientAddress: ({ raw }) =>
+      json(clientAddress(raw.socket.remoteAddress ?? '', raw.headers['x-forwarded-for'], isTrustedProxy)),
+    issuer: ({ principal }) => json(principal?.issuer ?? null),
+    subject: ({ principal }) => json(principal?.subject ?? null),
+    path: ({ raw, operation }) => {
+      const url = raw.url ?? '';
+      const path = redactedPath(pathOf(url), operation, redact);
+      return json(
+        config.includeQuery && url.length > path.length && url.includes('?')
+          ? `${path}${url.slice(url.indexOf('?'))}`
+          : path,
+      );
+    },
+    requestBytes: (exchange) =>
+      json(
+        bytesOf(exchange.raw.headers['content-length']) ?? (exchange as { rawBody?: Buffer }).rawBody?.length ?? null,
+      ),
+    responseBytes: (exchange) =>
+      json(exchange.kind === 'call' ? responseBytes(exchange.lifeline as ServerResponse) : null),
+    upstreamReplica: (_exchange, facts) => json(facts.upstreamReplica ?? null),
+    upstreamMs: (_exchange, facts) => json(facts.upstreamMs ?? null),
+    userAgent: ({ raw }) => json(raw.headers['user-agent'] ?? null),
+  };
+  const chosen = config.fields.map((field) => [`,"${field}":`, writers[field]] as const);
+  return {
+    keeps: (status) => status >= 400 || ratio >= 1 || random() < ratio,
+    fields(exchange, facts) {
+      let text = '';
+      for (const [key, write] of chosen) text += key + write(exchange, facts);
+      return text;
+    },
+  };
+}

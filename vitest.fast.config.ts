@@ -1,0 +1,29 @@
+// `npm run test:fast`: the unit and in-process tests, without the ones that run the built gateway as
+// a process, Redis, Prometheus, the image or the benchmark harness (those stay in `npm test`).
+import { defineConfig, mergeConfig } from 'vitest/config';
+import base from './vitest.config.js';
+
+// Nothing in this set runs dist/: the global setup need not build it.
+process.env.LEDGER_GATEWAY_DIST_BUILT = '1';
+
+export const SLOW_TESTS = [
+  'test/build.test.ts',
+  'test/cli.test.ts',
+  'test/process.test.ts',
+  'test/process-signals.test.ts',
+  'test/auth/idp-demo.test.ts',
+  'test/bench/**',
+  'test/config/secrets.test.ts',
+  'test/deploy/**',
+  'test/protection/redis.test.ts',
+  'test/protection/unauthenticated.test.ts',
+  'test/reliability/**',
+  'test/sandbox/main.test.ts',
+  'test/telemetry/deploy-files.test.ts',
+  'test/telemetry/log-backpressure.test.ts',
+  'test/telemetry/logging.test.ts',
+  'test/telemetry/prometheus.test.ts',
+  'test/telemetry/tracing-process.test.ts',
+];
+
+export default mergeConfig(base, defineConfig({ test: { exclude: ['**/node_modules/**', ...SLOW_TESTS] } }));
