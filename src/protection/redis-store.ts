@@ -147,6 +147,29 @@ const hashTag = (key: string) => /\{([^}]*)\}/.exec(key)?.[1] ?? key;
 
 /** Keys renewed per script call. */
 const RENEW_BATCH = 256;
+
+/**
+ * The held leases as [slot key, member] pairs, at most RENEW_BATCH per renewal script; in a cluster
+ * one hash tag per batch, as a script runs on the keys of one slot.
+ */
+function renewalBatches(
+  held: ReadonlyMap<string, readonly string[]>,
+  clustered: boolean,
+): Array<Array<[string, string]>> {
+  const filling = new Map<string, Array<[string, string]>>();
+  const batches: Array<Array<[string, string]>> = [];
+  for (const [member, slotKeys] of held) {
+    const tag = clustered ? hashTag(slotKeys[0]!) : '';
+    let batch = filling.get(tag);
+    if (batch === undefined) filling.set(tag, (batch = []));
+    for (const key of slotKeys) batch.push([key, member]);
+    if (batch.length >= RENEW_BATCH) {
+      batches.push(batch);
+      filling.delete(tag);
+    }
+  }
+  return [...batches, ...filling.values()];
+}
 /** Most failed releases kept for a retry (each one's lease lapses within leaseMs anyway). */
 const MAX_UNRELEASED = 10_000;
 
@@ -252,33 +275,23 @@ function keepLeases(client: RedisConnection, scripts: ScriptClient, options: Red
       if (until < now) unreleased.delete(member);
       else sendRelease(member, keys, until);
     }
-    // One script runs on one Cluster slot: keys are batched by their hash tag there.
-    const batches = new Map<string, { keys: string[]; members: string[] }>();
-    const flush = async (batch: { keys: string[]; members: string[] }) => {
-      if (batch.keys.length === 0) return;
+    for (const batch of renewalBatches(held, clustered)) {
+      // A lease released while an earlier batch was on its way must not be renewed (written again).
+      const pairs = batch.filter(([, member]) => held.has(member));
+      if (pairs.length === 0) continue;
       if (!answering()) throw new StoreUnavailableError('Redis stopped answering during the renewal');
-      const args = [...batch.keys, leaseMs, ...batch.members];
-      const count = batch.keys.length;
-      batch.keys = [];
-      batch.members = [];
       try {
-        await scripts.ledgerGatewayRenew(count, ...args);
+        await scripts.ledgerGatewayRenew(
+          pairs.length,
+          ...pairs.map(([key]) => key),
+          leaseMs,
+          ...pairs.map(([, m]) => m),
+        );
       } catch (error) {
         stall();
         throw error;
       }
-    };
-    for (const [member, slotKeys] of held) {
-      const tag = clustered ? hashTag(slotKeys[0]!) : '';
-      let batch = batches.get(tag);
-      if (batch === undefined) batches.set(tag, (batch = { keys: [], members: [] }));
-      for (const key of slotKeys) {
-        batch.keys.push(key);
-        batch.members.push(member);
-      }
-      if (batch.keys.length >= RENEW_BATCH) await flush(batch);
     }
-    for (const batch of batches.values()) await flush(batch);
   }
   const renewal = setInterval(
     () => {

@@ -193,7 +193,15 @@ async function failoverUnderLoad(
       },
       'both gateways to follow the new master',
       20_000,
-    );
+    ).catch(async (error: Error) => {
+      const clients = String(await promoted.newMaster.client('LIST').catch((e: Error) => e.message));
+      const last = [0, 1].map((g) => outcomes.filter((o) => o.gateway === g).slice(-3));
+      const up = await Promise.all(gateways.map((g) => gauge(g, 'ledger_gateway_protection_store_up')));
+      throw new Error(
+        `${error.message}: store_up ${up.join(', ')}; gateway connections on the new master ` +
+          `${(clients.match(/ name=ledger-gateway /g) ?? []).length}; last answers ${JSON.stringify(last)}`,
+      );
+    });
     followedAt = Math.max(...followed);
     await waitFor(() => outcomes.some((o) => o.at > followedAt + 2_000), 'two seconds of load after', 10_000);
   } finally {
