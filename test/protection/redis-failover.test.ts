@@ -9,13 +9,14 @@ import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { limitKeys } from '../../src/protection/redis-store.js';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from '../helpers/tokens.js';
 import { startRedisCluster, startSentinelGroup, until } from './redis-topology.js';
 import { call, SUBMIT, submit, waitFor } from './support.js';
+import { describeNeeding } from '../helpers/tool-groups.js';
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -290,7 +291,7 @@ async function expectBobsSlotKept(
   return reestablishedMs;
 }
 
-describe('Redis Sentinel: a master with a replica and three sentinels', () => {
+describeNeeding('redis-server')('Redis Sentinel: a master with a replica and three sentinels', () => {
   it('the master crashes under load: the gateways follow the promoted replica; limits and leases hold; failures counted', async () => {
     const group = await startSentinelGroup();
     closers.push(() => group.close());
@@ -349,7 +350,7 @@ describe('Redis Sentinel: a master with a replica and three sentinels', () => {
   }, 90_000);
 });
 
-describe('Redis Cluster: three masters with a replica each', () => {
+describeNeeding('redis-server')('Redis Cluster: three masters with a replica each', () => {
   it("the master of the caller's slot crashes under load: the gateways follow the promoted replica; limits and leases hold", async () => {
     const cluster = await startRedisCluster();
     closers.push(() => cluster.close());
