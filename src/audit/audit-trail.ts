@@ -90,10 +90,11 @@ function auditUnavailable(operation: string, cause: string): GatewayError {
   );
 }
 
-export async function createAuditTrail(config: AuditConfig, options: AuditTrailOptions): Promise<AuditTrail> {
+/** The trail's writer for the audit section, its failures counted and logged. */
+async function openAuditWriter(config: AuditConfig, options: AuditTrailOptions): Promise<TrailWriter> {
   const { metrics, log } = options;
   const signer = config.signingKeyFile === undefined ? undefined : digestSigner(await readFile(config.signingKeyFile));
-  const writer = await openTrailWriter({
+  return openTrailWriter({
     directory: config.directory,
     durable: config.durable,
     maxPendingRecords: config.maxPendingRecords,
@@ -115,99 +116,112 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
       recovered: (file) => log.warn({ file }, 'audit trail written again, in a new file'),
     },
   });
+}
+
+/** The fields an intent and its outcome share: the outcome names its intent. */
+function recordFields(exchange: Exchange, kind: 'intent' | 'outcome', state: AuditState) {
+  return {
+    kind,
+    time: new Date().toISOString(),
+    id: kind === 'intent' ? state.intentId : randomUUID(),
+    ...(kind === 'outcome' && { intentId: state.intentId }),
+    requestId: exchange.id,
+    traceId: exchange.traceContext?.traceId ?? traceIdOf(exchange),
+    operation: exchange.operation.name,
+  };
+}
+
+/** Who asked for which write, and (by level) what it said. */
+function intentRecord(exchange: Exchange, state: AuditState, isTrustedProxy: (address: string) => boolean) {
+  const raw = exchange.raw;
+  const principal = exchange.principal;
+  return {
+    ...recordFields(exchange, 'intent', state),
+    level: state.level,
+    clientAddress: clientAddress(raw.socket.remoteAddress ?? '', raw.headers['x-forwarded-for'], isTrustedProxy),
+    principal: principal === null ? null : { issuer: principal.issuer ?? null, subject: principal.subject },
+    method: raw.method,
+    path: pathOf(raw.url ?? ''),
+    ...(state.level !== 'metadata' && state.request !== undefined && { request: state.request }),
+    ...(state.level === 'body' && state.body !== undefined && { body: state.body }),
+  };
+}
+
+/** How a write ended: its status and error code (a client that left included) and what its answer named. */
+function outcomeRecord(exchange: Exchange, state: AuditState) {
+  const response = exchange.lifeline as ServerResponse;
+  const clientLeft = !response.writableFinished;
+  const status = clientLeft && !response.headersSent ? CLIENT_CLOSED_STATUS : response.statusCode;
+  const errorCode = clientLeft
+    ? (exchange.errorCode ?? ErrorCodeLabels.clientClosedRequest)
+    : status < 400
+      ? null
+      : outcomeCode(status, exchange.errorCode);
+  return {
+    ...recordFields(exchange, 'outcome', state),
+    forwarded: state.forwarded,
+    status,
+    errorCode,
+    durationMs: Math.round((performance.now() - state.started) * 1000) / 1000,
+    ...(state.forwarded && state.capture.fields(response.writableFinished)),
+  };
+}
+
+/** The identifying fields (and, at level body, the body itself) of a write's JSON body. */
+async function readAuditedFields(
+  request: FastifyRequest,
+  state: AuditState,
+  options: AuditTrailOptions,
+): Promise<void> {
+  if (state.level === 'metadata' || ARCHIVE_UPLOADS.has(request.operation.name)) {
+    if (hasBody(request)) state.request = { contentLength: Number(request.headers['content-length'] ?? NaN) || null };
+    return;
+  }
+  if (request.rawBody === undefined && hasBody(request)) {
+    // Held until the exchange ends, counted against the gateway's body budget as the policy's are.
+    const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
+    onResponseClose(request.lifeline, hold.release);
+    request.rawBody = await readRequestBody(request.raw, options.bodyLimits, hold);
+  }
+  if (request.rawBody === undefined || request.rawBody.length === 0) {
+    state.request = {};
+    return;
+  }
+  try {
+    const text = decodeBody(request.rawBody, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
+    const body = JSON.parse(text) as unknown;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new Error('not an object');
+    state.request = identifyingFields(body as Record<string, unknown>);
+    if (state.level === 'body') state.body = redactSecrets(body);
+  } catch {
+    state.request = { unreadableBody: true }; // the participant will refuse it; the attempt is still recorded
+  }
+}
+
+export async function createAuditTrail(config: AuditConfig, options: AuditTrailOptions): Promise<AuditTrail> {
+  const { metrics } = options;
+  const writer = await openAuditWriter(config, options);
   metrics.watchWritable(() => writer.writable);
   let policy = config.policy;
   const failOpen = config.failMode === 'open';
 
   const levelOf = (operation: string): AuditLevelName => policy.levels[operation] ?? policy.defaultLevel;
 
-  function baseFields(exchange: Exchange, kind: 'intent' | 'outcome', state: AuditState) {
-    return {
-      kind,
-      time: new Date().toISOString(),
-      id: kind === 'intent' ? state.intentId : randomUUID(),
-      ...(kind === 'outcome' && { intentId: state.intentId }),
-      requestId: exchange.id,
-      traceId: exchange.traceContext?.traceId ?? traceIdOf(exchange),
-      operation: exchange.operation.name,
-    };
-  }
-
-  function intentRecord(exchange: Exchange, state: AuditState) {
-    const raw = exchange.raw;
-    const principal = exchange.principal;
-    return {
-      ...baseFields(exchange, 'intent', state),
-      level: state.level,
-      clientAddress: clientAddress(
-        raw.socket.remoteAddress ?? '',
-        raw.headers['x-forwarded-for'],
-        options.isTrustedProxy,
-      ),
-      principal: principal === null ? null : { issuer: principal.issuer ?? null, subject: principal.subject },
-      method: raw.method,
-      path: pathOf(raw.url ?? ''),
-      ...(state.level !== 'metadata' && state.request !== undefined && { request: state.request }),
-      ...(state.level === 'body' && state.body !== undefined && { body: state.body }),
-    };
-  }
-
-  /** The identifying fields (and, at level body, the body itself) of a write's JSON body. */
-  async function readFields(request: FastifyRequest, state: AuditState): Promise<void> {
-    if (state.level === 'metadata' || ARCHIVE_UPLOADS.has(request.operation.name)) {
-      if (hasBody(request)) state.request = { contentLength: Number(request.headers['content-length'] ?? NaN) || null };
-      return;
-    }
-    if (request.rawBody === undefined && hasBody(request)) {
-      // Held until the exchange ends, counted against the gateway's body budget as the policy's are.
-      const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
-      onResponseClose(request.lifeline, hold.release);
-      request.rawBody = await readRequestBody(request.raw, options.bodyLimits, hold);
-    }
-    if (request.rawBody === undefined || request.rawBody.length === 0) {
-      state.request = {};
-      return;
-    }
-    try {
-      const text = decodeBody(request.rawBody, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
-      const body = JSON.parse(text) as unknown;
-      if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new Error('not an object');
-      state.request = identifyingFields(body as Record<string, unknown>);
-      if (state.level === 'body') state.body = redactSecrets(body);
-    } catch {
-      state.request = { unreadableBody: true }; // the participant will refuse it; the attempt is still recorded
-    }
-  }
-
   function outcome(exchange: Exchange, state: AuditState): void {
-    const response = exchange.lifeline as ServerResponse;
-    const clientLeft = !response.writableFinished;
-    const status = clientLeft && !response.headersSent ? CLIENT_CLOSED_STATUS : response.statusCode;
-    const errorCode = clientLeft
-      ? (exchange.errorCode ?? ErrorCodeLabels.clientClosedRequest)
-      : status < 400
-        ? null
-        : outcomeCode(status, exchange.errorCode);
-    const record = {
-      ...baseFields(exchange, 'outcome', state),
-      forwarded: state.forwarded,
-      status,
-      errorCode,
-      durationMs: Math.round((performance.now() - state.started) * 1000) / 1000,
-      ...(state.forwarded && state.capture.fields(response.writableFinished)),
-    };
+    const record = outcomeRecord(exchange, state);
     // Nobody waits for these: they join the next batch of intents (or are written within 20 ms).
     if (state.intent !== 'written')
-      writer.appendLater({ ...intentRecord(exchange, state), ...(state.intent === 'lost' && { late: true }) }, () =>
-        metrics.lost('intent'),
+      writer.appendLater(
+        { ...intentRecord(exchange, state, options.isTrustedProxy), ...(state.intent === 'lost' && { late: true }) },
+        () => metrics.lost('intent'),
       );
     writer.appendLater(record, () => metrics.lost('outcome'));
   }
 
   async function recordIntent(request: FastifyRequest, state: AuditState): Promise<void> {
-    await readFields(request, state);
+    await readAuditedFields(request, state, options);
     try {
-      await writer.append(intentRecord(request, state));
+      await writer.append(intentRecord(request, state, options.isTrustedProxy));
       state.intent = 'written';
     } catch (error) {
       state.intent = 'lost';

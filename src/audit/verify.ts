@@ -79,18 +79,8 @@ export function verifyTrail(files: readonly TrailText[], key?: DigestCheck): Tra
         return report({ ...at, seq, problem: `unknown record version ${JSON.stringify(record.v)}` });
       if (seq === null || typeof record.prev !== 'string')
         return report({ ...at, seq, problem: 'no seq or prev (changed)' });
-      if (expectedSeq !== undefined && seq !== expectedSeq) {
-        const later = lines
-          .slice(index + 1)
-          .some((other) => other.startsWith(`{"v":${AUDIT_RECORD_VERSION},"seq":${expectedSeq},`));
-        const problem =
-          seq < expectedSeq
-            ? `seq ${seq} where ${expectedSeq} was expected (reordered or repeated)`
-            : later
-              ? `seq ${seq} where ${expectedSeq} was expected: record ${expectedSeq} comes later (reordered)`
-              : `records ${expectedSeq}${seq - 1 > expectedSeq ? `..${seq - 1}` : ''} are missing (removed)`;
-        return report({ ...at, seq, problem });
-      }
+      if (expectedSeq !== undefined && seq !== expectedSeq)
+        return report({ ...at, seq, problem: sequenceProblem(seq, expectedSeq, lines.slice(index + 1)) });
       if (prevHash !== undefined && record.prev !== prevHash) {
         const where = index === 0 ? `the last record of ${prevFile}` : `the record on line ${index}`;
         return report({
@@ -102,14 +92,8 @@ export function verifyTrail(files: readonly TrailText[], key?: DigestCheck): Tra
         });
       }
       if (index === 0 && record.kind === 'file') {
-        if (record.file !== basename(name))
-          return report({ ...at, seq, problem: `the file record names ${String(record.file)} (renamed or swapped)` });
-        if (prevFile !== undefined && record.previousFile !== basename(prevFile))
-          return report({
-            ...at,
-            seq,
-            problem: `the file record names ${String(record.previousFile)} before it, not ${prevFile}`,
-          });
+        const problem = fileRecordProblem(record, name, prevFile);
+        if (problem !== undefined) return report({ ...at, seq, problem });
       }
       // Every file opens with its file record and a signed digest of it: a file rewritten whole lacks one.
       if (key !== undefined && index === 1 && record.kind !== 'digest')
@@ -149,6 +133,23 @@ export function verifyTrail(files: readonly TrailText[], key?: DigestCheck): Tra
   if (key !== undefined && digests === 0 && records > 0)
     return report({ file: files[0]!.name, line: 1, seq: null, problem: 'no signed digest at all' });
   return report();
+}
+
+/** Why a record's seq is not the one expected: repeated or reordered, or the records between removed. */
+function sequenceProblem(seq: number, expected: number, linesAfter: readonly string[]): string {
+  if (seq < expected) return `seq ${seq} where ${expected} was expected (reordered or repeated)`;
+  const later = linesAfter.some((other) => other.startsWith(`{"v":${AUDIT_RECORD_VERSION},"seq":${expected},`));
+  return later
+    ? `seq ${seq} where ${expected} was expected: record ${expected} comes later (reordered)`
+    : `records ${expected}${seq - 1 > expected ? `..${seq - 1}` : ''} are missing (removed)`;
+}
+
+/** A file's first record names the file and the one before it: a file renamed or swapped does not match. */
+function fileRecordProblem(record: ParsedRecord, name: string, prevFile: string | undefined): string | undefined {
+  if (record.file !== basename(name)) return `the file record names ${String(record.file)} (renamed or swapped)`;
+  if (prevFile !== undefined && record.previousFile !== basename(prevFile))
+    return `the file record names ${String(record.previousFile)} before it, not ${prevFile}`;
+  return undefined;
 }
 
 const basename = (path: string) => path.slice(path.lastIndexOf('/') + 1);

@@ -755,6 +755,9 @@ export const OperationLimitsSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** host:port of a Redis node or sentinel (an IPv6 address in brackets). */
+const RedisNodeAddress = Type.String({ pattern: '^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:\\[\\]/]+):\\d{1,5}$' });
+
 export const ProtectionSchema = Section(
   {
     maxInFlight: Type.Integer({
@@ -793,7 +796,7 @@ export const ProtectionSchema = Section(
             'new one whose signature it must check), per client address (as resolved through server.trustedProxies; an ' +
             'IPv6 address by its /64). A unit is spent before any signature check and given back when the token proves ' +
             'valid, so refusals are what count: a flood of made-up tokens costs a burst of checks, then 429 with limit ' +
-            'unauthenticatedRate. A call with a verified token spends none. Shared through redis.url when set. null: no ' +
+            'unauthenticatedRate. A call with a verified token spends none. Shared through Redis when one is set (redis.url, sentinel or cluster). null: no ' +
             'budget.',
         }),
         refusalDelayMs: Type.Integer({
@@ -842,7 +845,72 @@ export const ProtectionSchema = Section(
             pattern: '^rediss?://',
             secret: true,
             description:
-              "redis:// or rediss:// URL of the Redis shared by every replica (credentials may be in the URL; it is never logged). Unset: limits are kept in this process's memory.",
+              "redis:// or rediss:// URL of a single Redis node shared by every replica (credentials may be in the URL; it is never logged). Set one of url, sentinel and cluster; none: limits are kept in this process's memory.",
+          }),
+        ),
+        sentinel: Type.Optional(
+          Type.Object(
+            {
+              nodes: Type.Array(RedisNodeAddress, {
+                minItems: 1,
+                uniqueItems: true,
+                description: 'Sentinels asked for the current master, as host:port; the first that answers is used.',
+              }),
+              masterName: Type.String({
+                minLength: 1,
+                description: 'The master group the sentinels watch (`sentinel monitor <masterName> ...`).',
+              }),
+              username: Type.Optional(
+                Type.String({
+                  minLength: 1,
+                  description: 'ACL user of the sentinels themselves (Redis 6+); unset: none.',
+                }),
+              ),
+              password: Type.Optional(
+                Type.String({
+                  minLength: 1,
+                  secret: true,
+                  description:
+                    "Password of the sentinels themselves (sentinel requirepass), e.g. ${file:/run/secrets/sentinel-password}; never logged. The master's own is redis.password.",
+                }),
+              ),
+            },
+            {
+              additionalProperties: false,
+              description:
+                'Redis behind Sentinel: the gateway asks the sentinels for the master and follows a failover (docs/traffic-protection.md#redis-sentinel-and-cluster).',
+            },
+          ),
+        ),
+        cluster: Type.Optional(
+          Type.Object(
+            {
+              nodes: Type.Array(RedisNodeAddress, {
+                minItems: 1,
+                uniqueItems: true,
+                description:
+                  'Seed nodes of a Redis Cluster, as host:port; the rest of the cluster and its slots are learnt from them.',
+              }),
+            },
+            {
+              additionalProperties: false,
+              description:
+                "Redis Cluster: each caller's keys stay in one hash slot; the gateway follows slot moves and failovers (docs/traffic-protection.md#redis-sentinel-and-cluster).",
+            },
+          ),
+        ),
+        username: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description: 'ACL user of the Redis data nodes with sentinel or cluster (with url, the URL carries it).',
+          }),
+        ),
+        password: Type.Optional(
+          Type.String({
+            minLength: 1,
+            secret: true,
+            description:
+              "Password of the Redis data nodes with sentinel or cluster (requirepass or the ACL user's), e.g. ${file:/run/secrets/redis-password}; never logged. With url, the URL carries it.",
           }),
         ),
         keyPrefix: Type.String({
@@ -853,7 +921,7 @@ export const ProtectionSchema = Section(
         }),
         commandTimeoutMs: Milliseconds(
           250,
-          'Bound on one Redis command; a slower answer counts as a failure (failMode applies).',
+          'Bound on one Redis command; a slower answer counts as a failure (failMode applies). Also bounds asking a sentinel for the master.',
         ),
         connectTimeoutMs: Milliseconds(
           2_000,
@@ -877,7 +945,7 @@ export const ProtectionSchema = Section(
             'Rate-limit states kept in memory (one per caller and operation); the least recently used is forgotten first.',
         }),
       },
-      'The in-memory store, used when redis.url is unset.',
+      'The in-memory store, used when no Redis (url, sentinel or cluster) is set.',
     ),
   },
   'Traffic protection: rate limits and concurrency caps per caller and operation, checked after authentication; over a limit: 429 GATEWAY_RESOURCE_EXHAUSTED with Retry-After.',

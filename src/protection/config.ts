@@ -7,6 +7,7 @@ import {
   type RateLimitConfig,
 } from '../config/schema.js';
 import { OPERATION_NAMES } from '../operations.js';
+import { redisConfigProblems } from './redis-connection.js';
 
 /** A GCRA rate: one request per `intervalMs`, `burst` at once for a rested caller. */
 export interface RateLimit {
@@ -87,6 +88,7 @@ export function resolveProtectionConfig(section: ProtectionConfig): ResolvedProt
       (name) =>
         `protection.operations.${name}: unknown operation name (docs/request-policy.md "Routes and operations" lists them)`,
     );
+  problems.push(...redisConfigProblems(section.redis));
   if (problems.length > 0) throw new ConfigError('protection', problems);
 
   const fallback = resolveLimits(undefined, section.default);

@@ -4,9 +4,17 @@
 // Concurrency slots are leases in a sorted set scored by expiry (the counting semaphore of
 // "Redis in Action" §6.3): a replica renews its leases every leaseMs/3 and removes them on release,
 // so the slots of a replica that died come back within leaseMs.
-// Every command is bounded: no offline queue, no resend after a reconnect, a command timeout.
+// Every command is bounded: no offline queue, no resend after a reconnect, a command timeout
+// (redis-connection.ts, for a single node, Sentinel and Cluster alike).
 import { createHash, randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import {
+  openRedisConnection,
+  pingRedis,
+  redisMode,
+  redisReady,
+  type RedisConnection,
+  type RedisConnectionConfig,
+} from './redis-connection.js';
 import {
   CONCURRENCY_RETRY_AFTER_MS,
   NO_LEASE,
@@ -18,7 +26,7 @@ import {
 } from './store.js';
 
 export interface RedisStoreOptions {
-  readonly url: string;
+  readonly connection: RedisConnectionConfig;
   readonly keyPrefix: string;
   readonly commandTimeoutMs: number;
   readonly connectTimeoutMs: number;
@@ -32,7 +40,8 @@ export interface RedisStore extends LimitStore {
   readonly heldLeases: number;
 }
 
-// KEYS: rate key, caller's slot set, operation's slot set.
+// KEYS: rate key, then the caller's slot set and the operation's, each only when needed (a key passed
+// and never touched would still count in a Cluster slot move, where a script on keys half moved must wait).
 // ARGV: emission interval ms (0: no rate), burst, lease ms, lease member, caller cap, operation cap (0: none).
 // Returns {0, 0} admitted, {1, retry ms} over the rate, {2, 0} caller cap, {3, 0} operation cap.
 const ADMIT = `
@@ -114,38 +123,59 @@ const REFUSALS: Record<number, LimitName> = { 1: 'rate', 2: 'principalConcurrenc
 
 /**
  * The keys of one caller and operation. They carry a hash of the caller (bounded length, no user id
- * in Redis); operation names come from the route catalogue.
+ * in Redis); operation names come from the route catalogue. Redis Cluster runs a script only on keys
+ * of one hash slot, chosen by the part in braces: the caller's keys share the caller's slot, or the
+ * operation's when the operation has a cap for all callers (its slot set is in every admission).
  */
 export function limitKeys(
   prefix: string,
   operation: string,
   caller: string,
+  operationCap = false,
 ): { rate: string; callerSlots: string; operationSlots: string } {
   const hash = createHash('sha256').update(caller).digest('base64url').slice(0, 22);
+  const callerTag = operationCap ? `{${operation}}:${hash}` : `{${operation}:${hash}}`;
   return {
-    rate: `${prefix}rate:${operation}:${hash}`,
-    callerSlots: `${prefix}slots:${operation}:${hash}`,
-    operationSlots: `${prefix}slots:${operation}`,
+    rate: `${prefix}rate:${callerTag}`,
+    callerSlots: `${prefix}slots:${callerTag}`,
+    operationSlots: `${prefix}slots:{${operation}}`,
   };
 }
 
+/** The part of a key in its first braces: keys with the same tag share a Cluster slot. */
+const hashTag = (key: string) => /\{([^}]*)\}/.exec(key)?.[1] ?? key;
+
 /** Keys renewed per script call. */
 const RENEW_BATCH = 256;
+
+/**
+ * The held leases as [slot key, member] pairs, at most RENEW_BATCH per renewal script; in a cluster
+ * one hash tag per batch, as a script runs on the keys of one slot.
+ */
+function renewalBatches(
+  held: ReadonlyMap<string, readonly string[]>,
+  clustered: boolean,
+): Array<Array<[string, string]>> {
+  const filling = new Map<string, Array<[string, string]>>();
+  const batches: Array<Array<[string, string]>> = [];
+  for (const [member, slotKeys] of held) {
+    const tag = clustered ? hashTag(slotKeys[0]!) : '';
+    let batch = filling.get(tag);
+    if (batch === undefined) filling.set(tag, (batch = []));
+    for (const key of slotKeys) batch.push([key, member]);
+    if (batch.length >= RENEW_BATCH) {
+      batches.push(batch);
+      filling.delete(tag);
+    }
+  }
+  return [...batches, ...filling.values()];
+}
 /** Most failed releases kept for a retry (each one's lease lapses within leaseMs anyway). */
 const MAX_UNRELEASED = 10_000;
 
 /** The client, its scripts defined; readiness changes reported to options.onReadyChange. */
-function connectRedis(options: RedisStoreOptions): { client: Redis; scripts: ScriptClient } {
-  const client = new Redis(options.url, {
-    connectionName: 'ledger-gateway',
-    connectTimeout: options.connectTimeoutMs,
-    commandTimeout: options.commandTimeoutMs,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    autoResendUnfulfilledCommands: false,
-    retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
-    lazyConnect: false,
-  });
+function connectRedis(options: RedisStoreOptions): { client: RedisConnection; scripts: ScriptClient } {
+  const client = openRedisConnection(options.connection);
   // Connection errors surface as failed admissions (the fail mode) and as readiness changes here.
   client.on('error', () => {});
   let wasReady = false;
@@ -178,12 +208,13 @@ interface Leases {
   close(): Promise<void>;
 }
 
-function keepLeases(client: Redis, scripts: ScriptClient, options: RedisStoreOptions): Leases {
+function keepLeases(client: RedisConnection, scripts: ScriptClient, options: RedisStoreOptions): Leases {
   const leaseMs = String(options.leaseMs);
   const held = new Map<string, readonly string[]>();
   /** Releases that failed while Redis was away: retried until the lease lapsed anyway (bounded). */
   const unreleased = new Map<string, { keys: readonly string[]; until: number }>();
-  const isReady = () => client.status === 'ready';
+  const isReady = () => redisReady(client);
+  const clustered = redisMode(options.connection) === 'cluster';
 
   // A Redis that holds its connection open and answers nothing (frozen, a network black hole) keeps
   // the client "ready" for minutes, and ioredis keeps a timed-out command queued until an answer
@@ -201,10 +232,11 @@ function keepLeases(client: Redis, scripts: ScriptClient, options: RedisStoreOpt
       probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
       return;
     }
-    client.ping().then(
+    pingRedis(client).then(
       () => {
         stalled = false;
         for (const [member, { keys, until }] of [...unreleased]) sendRelease(member, keys, until);
+        if (held.size > 0) renewSoon(); // the leases may be missing on a new master
       },
       () => {
         probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
@@ -243,30 +275,23 @@ function keepLeases(client: Redis, scripts: ScriptClient, options: RedisStoreOpt
       if (until < now) unreleased.delete(member);
       else sendRelease(member, keys, until);
     }
-    let keys: string[] = [];
-    let members: string[] = [];
-    const flush = async () => {
-      if (keys.length === 0) return;
+    for (const batch of renewalBatches(held, clustered)) {
+      // A lease released while an earlier batch was on its way must not be renewed (written again).
+      const pairs = batch.filter(([, member]) => held.has(member));
+      if (pairs.length === 0) continue;
       if (!answering()) throw new StoreUnavailableError('Redis stopped answering during the renewal');
-      const batch = [...keys, leaseMs, ...members];
-      const count = keys.length;
-      keys = [];
-      members = [];
       try {
-        await scripts.ledgerGatewayRenew(count, ...batch);
+        await scripts.ledgerGatewayRenew(
+          pairs.length,
+          ...pairs.map(([key]) => key),
+          leaseMs,
+          ...pairs.map(([, m]) => m),
+        );
       } catch (error) {
         stall();
         throw error;
       }
-    };
-    for (const [member, slotKeys] of held) {
-      for (const key of slotKeys) {
-        keys.push(key);
-        members.push(member);
-      }
-      if (keys.length >= RENEW_BATCH) await flush();
     }
-    await flush();
   }
   const renewal = setInterval(
     () => {
@@ -277,6 +302,14 @@ function keepLeases(client: Redis, scripts: ScriptClient, options: RedisStoreOpt
     Math.floor(options.leaseMs / 3),
   );
   renewal.unref();
+  const renewSoon = () =>
+    setImmediate(() => {
+      renew().catch(() => {});
+    });
+  // A new master (after a failover) may lack this replica's leases: re-establish them now.
+  client.on('ready', () => {
+    if (held.size > 0) renewSoon();
+  });
 
   return {
     held,
@@ -315,20 +348,19 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
 
   return {
     async admit({ operation, caller, limits }: AdmissionQuery): Promise<StoreVerdict> {
-      if (client.status !== 'ready') throw new StoreUnavailableError(`Redis is ${client.status}`);
+      if (!redisReady(client)) throw new StoreUnavailableError(`Redis is ${client.status}`);
       if (leases.stalled) throw new StoreUnavailableError('Redis has not answered since a command failed (probing)');
-      const { rate: rateKey, callerSlots, operationSlots } = limitKeys(prefix, operation, caller);
       const perPrincipal = limits.maxInFlightPerPrincipal ?? 0;
       const perOperation = limits.maxInFlight ?? 0;
+      const { rate: rateKey, callerSlots, operationSlots } = limitKeys(prefix, operation, caller, perOperation > 0);
       const member = `${instance}:${(sequence += 1)}`;
       const slotKeys = [...(perPrincipal > 0 ? [callerSlots] : []), ...(perOperation > 0 ? [operationSlots] : [])];
       let answer: unknown;
       try {
         answer = await scripts.ledgerGatewayAdmit(
-          3,
+          perOperation > 0 ? 3 : perPrincipal > 0 ? 2 : 1,
           rateKey,
-          callerSlots,
-          operationSlots,
+          ...(perOperation > 0 ? [callerSlots, operationSlots] : perPrincipal > 0 ? [callerSlots] : []),
           String(limits.rate?.intervalMs ?? 0),
           String(limits.rate?.burst ?? 0),
           leaseMs,
@@ -365,7 +397,7 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
     },
     refund({ operation, caller, limits }: AdmissionQuery): void {
       if (limits.rate === undefined || !answering()) return;
-      const { rate: rateKey } = limitKeys(prefix, operation, caller);
+      const { rate: rateKey } = limitKeys(prefix, operation, caller, (limits.maxInFlight ?? 0) > 0);
       scripts.ledgerGatewayRefund(1, rateKey, String(limits.rate.intervalMs)).catch(stall);
     },
     ready: answering, // 0 on ledger_gateway_protection_store_up while stalled too

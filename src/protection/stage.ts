@@ -12,6 +12,7 @@ import { callerOf } from '../exchange/caller.js';
 import type { ConnectionCaps } from './connections.js';
 import { resolveProtectionConfig } from './config.js';
 import { createMemoryStore } from './memory-store.js';
+import { redisMode } from './redis-connection.js';
 import { createRedisStore } from './redis-store.js';
 import type { LimitStore } from './store.js';
 import { createUnauthenticatedBudget, type UnauthenticatedBudget } from './unauthenticated-budget.js';
@@ -37,25 +38,22 @@ export function createProtectionStage(section: ProtectionConfig, options: Protec
   const resolved = resolveProtectionConfig(section);
   const unauthenticatedRate = resolved.unauthenticatedRate;
   let store: LimitStore | undefined;
-  if (resolved.hasOperationLimits || (unauthenticatedRate !== undefined && resolved.redis.url !== undefined)) {
+  const sharedStore = redisMode(resolved.redis) !== undefined;
+  if (resolved.hasOperationLimits || (unauthenticatedRate !== undefined && sharedStore)) {
     const redis = resolved.redis;
-    store =
-      redis.url === undefined
-        ? createMemoryStore({ maxKeys: resolved.memory.maxKeys })
-        : createRedisStore({
-            url: redis.url,
-            keyPrefix: redis.keyPrefix,
-            commandTimeoutMs: redis.commandTimeoutMs,
-            connectTimeoutMs: redis.connectTimeoutMs,
-            leaseMs: redis.leaseMs,
-            onReadyChange: (ready) =>
-              ready
-                ? options.log.info({}, 'limit store (Redis) connected')
-                : options.log.warn(
-                    { failMode: resolved.failMode },
-                    'limit store (Redis) connection lost; reconnecting',
-                  ),
-          });
+    store = !sharedStore
+      ? createMemoryStore({ maxKeys: resolved.memory.maxKeys })
+      : createRedisStore({
+          connection: redis,
+          keyPrefix: redis.keyPrefix,
+          commandTimeoutMs: redis.commandTimeoutMs,
+          connectTimeoutMs: redis.connectTimeoutMs,
+          leaseMs: redis.leaseMs,
+          onReadyChange: (ready) =>
+            ready
+              ? options.log.info({}, 'limit store (Redis) connected')
+              : options.log.warn({ failMode: resolved.failMode }, 'limit store (Redis) connection lost; reconnecting'),
+        });
   }
   if (store !== undefined) options.metrics.watchProtectionStore(() => store.ready());
   const protection = createProtection(resolved, store, {
@@ -71,7 +69,7 @@ export function createProtectionStage(section: ProtectionConfig, options: Protec
           rate: unauthenticatedRate,
           refusalDelayMs: resolved.unauthenticatedRefusalDelayMs,
           isTrustedProxy: options.isTrustedProxy,
-          shared: resolved.redis.url === undefined ? undefined : store,
+          shared: sharedStore ? store : undefined,
           maxKeys: resolved.memory.maxKeys,
           onRefusal: (operation) => options.metrics.protectionRefusal(operation, 'unauthenticatedRate'),
         });

@@ -98,7 +98,12 @@ describe('redaction', () => {
       settableKeys()
         .filter((key) => key.secret)
         .map((key) => key.path.join('.')),
-    ).toEqual(['admin.purgeToken', 'protection.redis.url']);
+    ).toEqual([
+      'admin.purgeToken',
+      'protection.redis.url',
+      'protection.redis.sentinel.password',
+      'protection.redis.password',
+    ]);
     expect(redactSecret(`redis://:${PASSWORD}@redis:6379`)).toBe('redis://REDACTED@redis:6379');
     expect(redactSecret(`rediss://default:${PASSWORD}@redis.internal:6380/2?password=${PASSWORD}`)).toBe(
       'rediss://REDACTED@redis.internal:6380/2?REDACTED',
@@ -118,6 +123,34 @@ describe('redaction', () => {
     expect(redactedConfig(config, provenance)).toMatchObject({
       auth: { issuers: [{ unsafeHmacSecret: 'REDACTED' }] },
       protection: { redis: { url: 'redis://REDACTED@redis:6379' } },
+    });
+  });
+
+  it('redacts the passwords of the sentinels and of the data nodes, inline or read from a file', () => {
+    const sentinelPassword = 'sentinel-p4ssw0rd-never-shown';
+    const passwordFile = file('data-password', `${PASSWORD}\n`);
+    const { config, provenance } = validateConfiguration(
+      {
+        protection: {
+          redis: {
+            sentinel: { nodes: ['sentinel-0:26379'], masterName: 'limits', password: sentinelPassword },
+            password: `\${file:${passwordFile}}`,
+          },
+        },
+      },
+      'test',
+    );
+    expect(config.protection.redis.password).toBe(PASSWORD);
+    const yaml = effectiveConfigYaml(config, provenance);
+    expect(yaml).not.toContain(PASSWORD);
+    expect(yaml).not.toContain(sentinelPassword);
+    expect(redactedConfig(config, provenance)).toMatchObject({
+      protection: {
+        redis: {
+          sentinel: { nodes: ['sentinel-0:26379'], masterName: 'limits', password: 'REDACTED' },
+          password: 'REDACTED',
+        },
+      },
     });
   });
 

@@ -83,4 +83,31 @@ describe('protection config', () => {
       ]),
     );
   });
+
+  it('Redis: one of url, sentinel and cluster; data-node credentials only where no URL carries them; host:port addresses', () => {
+    const sentinel = { nodes: ['10.0.0.1:26379', '[fd00::2]:26379'], masterName: 'limits' };
+    expect(resolve({ redis: { sentinel, password: 'p' } }).redis.sentinel).toEqual(sentinel);
+    expect(resolve({ redis: { cluster: { nodes: ['redis-0.redis:6379'] }, username: 'gw' } }).redis.cluster).toEqual({
+      nodes: ['redis-0.redis:6379'],
+    });
+    expect(
+      problemsOf(() => resolve({ redis: { url: 'redis://redis:6379', sentinel, cluster: { nodes: ['r:6379'] } } })),
+    ).toEqual(['protection.redis: set one of url, sentinel and cluster, not url and sentinel and cluster']);
+    expect(problemsOf(() => resolve({ redis: { url: 'redis://redis:6379', password: 'p' } }))).toEqual([
+      'protection.redis.password: only with sentinel or cluster (with url, the URL carries it)',
+    ]);
+    const schemaProblems = problemsOf(() =>
+      validateGatewayConfig(
+        { protection: { redis: { sentinel: { nodes: ['redis:port'] }, cluster: { nodes: [] } } } },
+        'test',
+      ),
+    );
+    expect(schemaProblems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^protection\.redis\.sentinel\.nodes\[0\]:/),
+        expect.stringMatching(/^protection\.redis\.sentinel\.masterName:/),
+        expect.stringMatching(/^protection\.redis\.cluster\.nodes:/),
+      ]),
+    );
+  });
 });

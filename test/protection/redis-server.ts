@@ -17,7 +17,7 @@ export interface RedisServer {
   resume(): void;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = net.createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as net.AddressInfo;
@@ -26,11 +26,23 @@ async function freePort(): Promise<number> {
 }
 
 function launch(port: number, password: string): Promise<ChildProcess> {
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--requirepass', password],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  return launchRedis([
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--requirepass',
+    password,
+  ]);
+}
+
+/** Runs redis-server with `args` and resolves once its log says `readyText`. */
+export function launchRedis(args: readonly string[], readyText = 'Ready to accept connections'): Promise<ChildProcess> {
+  const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let output = '';
     const timer = setTimeout(() => {
@@ -48,7 +60,7 @@ function launch(port: number, password: string): Promise<ChildProcess> {
     child.once('exit', onEarlyExit);
     const onData = (data: Buffer) => {
       output += data.toString();
-      if (!output.includes('Ready to accept connections')) return;
+      if (!output.includes(readyText)) return;
       clearTimeout(timer);
       child.off('exit', onEarlyExit);
       child.stdout.off('data', onData).resume();
