@@ -5,6 +5,7 @@
 // The rules are also run on a small tree that breaks each of them, so that a rule which stopped
 // matching (a renamed folder, a changed option) cannot pass for a clean src/.
 import { readdirSync, readFileSync } from 'node:fs';
+import ts from 'typescript';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -140,5 +141,41 @@ describe('the rooms of src/', () => {
       expect(opening.split('\n'), folder).toHaveLength(1);
       expect(opening, folder).toMatch(/[Mm]ay import|imports no|may not import|import nothing/);
     }
+  });
+});
+
+/** Every function in src/ (declarations, expressions, arrows, methods) longer than `most` lines. */
+function longFunctions(most: number): string[] {
+  const long: string[] = [];
+  const files = readdirSync(join(ROOT, 'src'), { recursive: true, encoding: 'utf8' }).filter(
+    (file) => file.endsWith('.ts') && file !== join('config', 'schema.ts'),
+  );
+  for (const file of files) {
+    const source = ts.createSourceFile(
+      file,
+      readFileSync(join(ROOT, 'src', file), 'utf8'),
+      ts.ScriptTarget.Latest,
+      true,
+    );
+    const visit = (node: ts.Node): void => {
+      if (ts.isFunctionLike(node) && 'body' in node && node.body !== undefined) {
+        const first = source.getLineAndCharacterOfPosition(node.getStart()).line;
+        const lines = source.getLineAndCharacterOfPosition(node.end).line - first + 1;
+        if (lines > most) long.push(`${file}:${first + 1} (${lines} lines)`);
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+  return long;
+}
+
+describe('the size of what a reader must hold at once', () => {
+  it('has no function over 120 lines outside the config schema', () => {
+    expect(longFunctions(120)).toEqual([]);
+  });
+
+  it('finds a long function (the check can fail)', () => {
+    expect(longFunctions(60).length).toBeGreaterThan(0);
   });
 });

@@ -208,6 +208,48 @@ interface Leases {
   close(): Promise<void>;
 }
 
+/**
+ * A Redis that holds its connection open and answers nothing (frozen, a network black hole) keeps
+ * the client "ready" for minutes, and ioredis keeps a timed-out command queued until an answer comes:
+ * one per call would pile up without limit. After a failed command the store counts as stalled:
+ * admissions fail at once (the fail mode applies), nothing else is sent, and one PING at a time asks
+ * whether Redis answers again; `onAnswering` runs when it does.
+ */
+function watchStalls(client: RedisConnection, commandTimeoutMs: number, onAnswering: () => void) {
+  let stalled = false;
+  let closed = false;
+  let probeTimer: NodeJS.Timeout | undefined;
+  const probeLater = () => {
+    probeTimer = setTimeout(probe, commandTimeoutMs).unref();
+  };
+  function probe(): void {
+    probeTimer = undefined;
+    if (!stalled || closed) return;
+    // reconnecting: ioredis's own retries bring it back (ready), then probe again
+    if (!redisReady(client)) return probeLater();
+    pingRedis(client).then(() => {
+      stalled = false;
+      onAnswering();
+    }, probeLater);
+  }
+  return {
+    get stalled() {
+      return stalled;
+    },
+    answering: () => redisReady(client) && !stalled,
+    stall: (): void => {
+      if (stalled || closed) return;
+      stalled = true;
+      probeLater();
+    },
+    close(): void {
+      closed = true;
+      if (probeTimer !== undefined) clearTimeout(probeTimer);
+      stalled = false;
+    },
+  };
+}
+
 function keepLeases(client: RedisConnection, scripts: ScriptClient, options: RedisStoreOptions): Leases {
   const leaseMs = String(options.leaseMs);
   const held = new Map<string, readonly string[]>();
@@ -216,39 +258,11 @@ function keepLeases(client: RedisConnection, scripts: ScriptClient, options: Red
   const isReady = () => redisReady(client);
   const clustered = redisMode(options.connection) === 'cluster';
 
-  // A Redis that holds its connection open and answers nothing (frozen, a network black hole) keeps
-  // the client "ready" for minutes, and ioredis keeps a timed-out command queued until an answer
-  // comes: one per call would pile up without limit. After a failed command the store counts as
-  // stalled: admissions fail at once (the fail mode applies), nothing else is sent, and one PING at
-  // a time asks whether Redis answers again.
-  let stalled = false;
-  let closed = false;
-  let probeTimer: NodeJS.Timeout | undefined;
-  const probe = () => {
-    probeTimer = undefined;
-    if (!stalled || closed) return;
-    if (!isReady()) {
-      // reconnecting: ioredis's own retries bring it back (ready), then probe again
-      probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
-      return;
-    }
-    pingRedis(client).then(
-      () => {
-        stalled = false;
-        for (const [member, { keys, until }] of [...unreleased]) sendRelease(member, keys, until);
-        if (held.size > 0) renewSoon(); // the leases may be missing on a new master
-      },
-      () => {
-        probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
-      },
-    );
-  };
-  const stall = () => {
-    if (stalled || closed) return;
-    stalled = true;
-    probeTimer = setTimeout(probe, options.commandTimeoutMs).unref();
-  };
-  const answering = () => isReady() && !stalled;
+  const stalls = watchStalls(client, options.commandTimeoutMs, () => {
+    for (const [member, { keys, until }] of [...unreleased]) sendRelease(member, keys, until);
+    if (held.size > 0) renewSoon(); // the leases may be missing on a new master
+  });
+  const { stall, answering } = stalls;
 
   const keepUnreleased = (member: string, keys: readonly string[], until: number) => {
     if (until <= Date.now()) return; // the lease has lapsed: nothing left to release
@@ -314,16 +328,14 @@ function keepLeases(client: RedisConnection, scripts: ScriptClient, options: Red
   return {
     held,
     get stalled() {
-      return stalled;
+      return stalls.stalled;
     },
     answering,
     stall,
     release: (member, keys) => sendRelease(member, keys),
     async close() {
-      closed = true;
       clearInterval(renewal);
-      if (probeTimer !== undefined) clearTimeout(probeTimer);
-      stalled = false;
+      stalls.close();
       // Best effort, bounded by commandTimeoutMs: free what is still held so other replicas need not wait for the leases.
       if (isReady() && held.size > 0) {
         await Promise.allSettled(
