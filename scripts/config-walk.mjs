@@ -17,7 +17,7 @@ const FLOORS = [
   [/^src\/cli\//, 8],
   [/^src\/server\//, 7],
   [/^src\/live\//, 6],
-  [/^src\/(auth|protection|policy|cache|proxy)\//, 5],
+  [/^src\/(auth|protection|policy|cache|proxy|audit)\//, 5],
   [/^src\/telemetry\//, 4],
   [/^src\/exchange\//, 3],
   [/^src\/body\//, 2],
@@ -26,7 +26,7 @@ const FLOORS = [
   [/^src\/[^/]+\.ts$/, 0],
 ];
 const floorOf = (path) => FLOORS.find(([pattern]) => pattern.test(path))?.[1] ?? 0;
-const stageOf = (path) => /^src\/(auth|protection|policy|cache|proxy)\//.exec(path)?.[1];
+const stageOf = (path) => /^src\/(auth|protection|policy|cache|proxy|audit)\//.exec(path)?.[1];
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');

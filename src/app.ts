@@ -161,7 +161,8 @@ function connectUpstream(
   const forwarder = createForwarder({
     replicas,
     bodyBudget,
-    config,
+    upstream: config.upstream,
+    limits: config.limits,
     replacesTraceContext: trace.replacesTraceContext,
     // Propagated without spans, the participant is told the hop the client's traceresponse names (trace-context.ts).
     ...(trace.propagateTraceContext && { propagateTraceContext: true }),
@@ -346,7 +347,8 @@ function serveUpgrades(
 ) {
   const tunnels = createWebSocketTunnels({
     replicas: parts.replicas,
-    config,
+    upstream: config.upstream,
+    websocket: config.websocket,
     isTrustedProxy,
     onStreamEnded: (operation, endedBy) => metrics.webSocketStreamEnded(operation.name, endedBy),
     log,

@@ -7,7 +7,7 @@
 // refused connection to 500. Here: bytes in = bytes out, no retries of anything non-idempotent,
 // TLS always verified, every wait bounded.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { GatewayConfig } from '../config/schema.js';
+import type { LimitsConfig, UpstreamConfig } from '../config/schema.js';
 import type { BodyBudget, BodyHold } from '../body/budget.js';
 import { callerOf } from '../exchange/caller.js';
 import { injectTraceContext, traceContextFields } from '../trace-context.js';
@@ -28,7 +28,9 @@ export { READINESS_USER_AGENT } from './upstream-probe.js';
 export interface ForwarderOptions {
   /** The participant (its replicas, or the one resolved upstream.url; never "sandbox"). */
   readonly replicas: UpstreamReplicas;
-  readonly config: GatewayConfig;
+  readonly upstream: UpstreamConfig;
+  /** limits.bodyBytes: the largest body forwarded. */
+  readonly limits: LimitsConfig;
   /** True when the tracing instrumentation injects the gateway's own traceparent upstream. */
   readonly replacesTraceContext: boolean;
   /**
@@ -64,9 +66,8 @@ function hasBody(headers: FastifyRequest['headers']): boolean {
 
 /** What every call of the forwarder shares (call-context.ts). */
 function callContext(options: ForwarderOptions, slots: UpstreamSlots): CallContext {
-  const { config } = options;
-  const timeouts = config.upstream.operationTimeoutsMs;
-  const defaultTimeout = config.upstream.timeoutMs;
+  const timeouts = options.upstream.operationTimeoutsMs;
+  const defaultTimeout = options.upstream.timeoutMs;
   // With tracing on, the undici instrumentation injects the propagators' headers (traceparent,
   // tracestate, baggage by default) for the gateway's client span; propagated without spans, the
   // forwarder does. Either way the client's copies are dropped, so the participant receives exactly
@@ -96,18 +97,18 @@ function callContext(options: ForwarderOptions, slots: UpstreamSlots): CallConte
 }
 
 export function createForwarder(options: ForwarderOptions): Forwarder {
-  const { config } = options;
-  const bodyLimit = config.limits.bodyBytes;
+  const { upstream } = options;
+  const bodyLimit = options.limits.bodyBytes;
   const uploadLimits: UploadLimits = {
     maxBytes: bodyLimit,
-    bufferBytes: config.upstream.bufferBodyBytes,
-    windowMs: config.upstream.bodyIdleTimeoutMs,
-    minBytesPerSecond: config.upstream.bodyMinBytesPerSecond,
+    bufferBytes: upstream.bufferBodyBytes,
+    windowMs: upstream.bodyIdleTimeoutMs,
+    minBytesPerSecond: upstream.bodyMinBytesPerSecond,
   };
-  const uploadShares = new UploadShares(uploadsPerCaller(config.upstream.connections, config.upstream.uploadShare));
+  const uploadShares = new UploadShares(uploadsPerCaller(upstream.connections, upstream.uploadShare));
   // Every call waits for a slot (upstream-slots.ts) at most until its deadline: upstream.timeoutMs
   // (or its operation's), which also bounds the answer's head.
-  const slots = new UpstreamSlots(config.upstream.connections);
+  const slots = new UpstreamSlots(upstream.connections);
   const context = callContext(options, slots);
 
   /**

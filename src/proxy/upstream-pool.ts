@@ -2,9 +2,9 @@
 // probe's own connection differ only in how many connections they keep.
 import { readFileSync } from 'node:fs';
 import type { Pool } from 'undici';
-import type { GatewayConfig } from '../config/schema.js';
+import type { UpstreamConfig } from '../config/schema.js';
 
-export function upstreamTlsOptions(config: GatewayConfig['upstream']['tls']) {
+export function upstreamTlsOptions(config: UpstreamConfig['tls']) {
   return {
     rejectUnauthorized: true,
     ...(config.caFile !== undefined && { ca: readFileSync(config.caFile) }),
@@ -18,7 +18,7 @@ export function upstreamTlsOptions(config: GatewayConfig['upstream']['tls']) {
  * A keep-alive pool of upstream.connections connections, one call at a time on each (no pipelining:
  * a slow answer would hold up the calls behind it), TLS always verified, every wait bounded.
  */
-export function upstreamPoolOptions(upstream: GatewayConfig['upstream']): Pool.Options {
+export function upstreamPoolOptions(upstream: UpstreamConfig): Pool.Options {
   return {
     connections: upstream.connections,
     pipelining: 1,

@@ -6,7 +6,7 @@
 // one, probed as before, whose failures are never waited out.
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import type { GatewayConfig } from '../config/schema.js';
+import type { UpstreamConfig } from '../config/schema.js';
 import { upstreamPoolOptions } from './upstream-pool.js';
 import {
   createUpstreamProbe,
@@ -91,7 +91,7 @@ export class UpstreamReplicas {
 
   /** `upstreamUrl`: the resolved upstream.url, used when upstream.replicas is not set. */
   constructor(
-    upstream: GatewayConfig['upstream'],
+    upstream: UpstreamConfig,
     upstreamUrl: string,
     private readonly log?: ReplicaLog,
   ) {

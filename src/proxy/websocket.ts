@@ -8,7 +8,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { GatewayConfig } from '../config/schema.js';
+import type { UpstreamConfig, WebSocketConfig } from '../config/schema.js';
 import type { Exchange } from '../exchange/exchange.js';
 import type { Operation } from '../operations.js';
 import { subprotocolElements } from '../exchange/subprotocols.js';
@@ -31,7 +31,8 @@ export type StreamEnd = 'client' | 'participant' | 'idle_timeout' | 'shutdown' |
 export interface WebSocketTunnelOptions {
   /** A new stream opens on the active replica (its `target`). */
   readonly replicas: UpstreamReplicas;
-  readonly config: GatewayConfig;
+  readonly upstream: UpstreamConfig;
+  readonly websocket: WebSocketConfig;
   readonly isTrustedProxy: (address: string) => boolean;
   /** A tunnel closed, and why (ledger_gateway_websocket_streams_ended_total). */
   readonly onStreamEnded?: (operation: Operation, endedBy: StreamEnd) => void;
@@ -102,7 +103,7 @@ function sendUpgrade(
   // The client's trace headers are replaced by the gateway's hop (its tracestate goes on only with
   // the trace it belongs to).
   const forwarded = forwardedFor(request, options.isTrustedProxy);
-  const { timeoutMs, operationTimeoutsMs } = options.config.upstream;
+  const { timeoutMs, operationTimeoutsMs } = options.upstream;
   const timeout = operationTimeoutsMs[exchange.operation.name] ?? timeoutMs;
   const call = new UpgradeCall(options.replicas, performance.now() + timeout, {
     exchange,
@@ -123,8 +124,8 @@ function sendUpgrade(
 export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSocketTunnels {
   const { replicas } = options;
   const secure = replicas.all.some((replica) => replica.url.protocol === 'https:');
-  const tls = secure ? upstreamTlsOptions(options.config.upstream.tls) : {};
-  const { idleTimeoutMs } = options.config.websocket;
+  const tls = secure ? upstreamTlsOptions(options.upstream.tls) : {};
+  const { idleTimeoutMs } = options.websocket;
   const tunnels = new Set<Duplex>();
   // With replicas: each stream's replica, and how to close it with a close frame telling its client to reconnect.
   const onReplica = new Map<Duplex, { readonly replica: Replica; readonly reconnect: () => void }>();
