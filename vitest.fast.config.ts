@@ -1,5 +1,6 @@
 // `npm run test:fast`: the unit and in-process tests, without the ones that run the built gateway as
-// a process, Redis, Prometheus, the image or the benchmark harness (those stay in `npm test`).
+// a process, Redis, Prometheus, the image or the benchmark harness, nor the in-process ones that wait
+// out real timeouts and failovers for seconds (all of those stay in `npm test`).
 import { defineConfig, mergeConfig } from 'vitest/config';
 import base from './vitest.config.js';
 
@@ -24,6 +25,20 @@ export const SLOW_TESTS = [
   'test/telemetry/logging.test.ts',
   'test/telemetry/prometheus.test.ts',
   'test/telemetry/tracing-process.test.ts',
+  'test/protection/redis-failover.test.ts',
+  'test/audit/process-audit.test.ts',
+  'test/config/reload-file-safety.test.ts',
+  'test/config/start-environment.test.ts',
+  'test/process-shutdown.test.ts',
+  // In process, but seconds of real waiting each: floods, failovers, held refreshes, listings.
+  'test/auth/hostile-tokens.test.ts',
+  'test/proxy/replicas.test.ts',
+  'test/auth/participant-idps-holds.test.ts',
+  'test/auth/participant-idps-listing.test.ts',
+  'test/cache/version-cache.test.ts',
+  'test/proxy/uploads.test.ts',
+  'test/proxy/upgrade-requests.test.ts',
+  'test/proxy/websocket.test.ts',
 ];
 
 export default mergeConfig(base, defineConfig({ test: { exclude: ['**/node_modules/**', ...SLOW_TESTS] } }));
