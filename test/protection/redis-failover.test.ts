@@ -291,20 +291,26 @@ async function expectBobsSlotKept(
   return reestablishedMs;
 }
 
+/** A Sentinel group (a master, a replica, three sentinels), a recording upstream and two gateways sharing its limits. */
+async function sentinelGateways() {
+  const group = await startSentinelGroup();
+  closers.push(() => group.close());
+  const upstream = await startUpstream();
+  const issuer = await createTestIssuer();
+  const gateways = await gatewayPair(
+    upstream,
+    {
+      sentinel: { nodes: group.sentinels, masterName: group.masterName, password: group.sentinelPassword },
+      password: group.password,
+    },
+    issuer,
+  );
+  return { group, upstream, issuer, gateways };
+}
+
 describeNeeding('redis-server')('Redis Sentinel: a master with a replica and three sentinels', () => {
   it('the master crashes under load: the gateways follow the promoted replica; limits and leases hold; failures counted', async () => {
-    const group = await startSentinelGroup();
-    closers.push(() => group.close());
-    const upstream = await startUpstream();
-    const issuer = await createTestIssuer();
-    const gateways = await gatewayPair(
-      upstream,
-      {
-        sentinel: { nodes: group.sentinels, masterName: group.masterName, password: group.sentinelPassword },
-        password: group.password,
-      },
-      issuer,
-    );
+    const { group, upstream, issuer, gateways } = await sentinelGateways();
     const alice = { authorization: `Bearer ${await issuer.mint()}` };
     const { bob, first } = await holdBobsSlot(gateways, issuer, upstream);
 
@@ -321,18 +327,7 @@ describeNeeding('redis-server')('Redis Sentinel: a master with a replica and thr
   }, 90_000);
 
   it('a switchover (SENTINEL FAILOVER): the old master lives on as a replica, and the gateways leave it for the new one', async () => {
-    const group = await startSentinelGroup();
-    closers.push(() => group.close());
-    const upstream = await startUpstream();
-    const issuer = await createTestIssuer();
-    const gateways = await gatewayPair(
-      upstream,
-      {
-        sentinel: { nodes: group.sentinels, masterName: group.masterName, password: group.sentinelPassword },
-        password: group.password,
-      },
-      issuer,
-    );
+    const { group, issuer, gateways } = await sentinelGateways();
     const alice = { authorization: `Bearer ${await issuer.mint()}` };
     await failoverUnderLoad(
       'Sentinel switchover',
