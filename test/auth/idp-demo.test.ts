@@ -4,7 +4,8 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { closeAfterEach } from '../helpers/per-test.js';
 import { loadOrCreateDevelopmentKey } from '../../src/auth/dev-mode.js';
 import { runToExit, startProcess, writeGatewayConfig, type GatewayProcess } from '../helpers/process.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
@@ -15,15 +16,10 @@ const DEMO_BOUND_MS = 120_000;
 
 let gateway: GatewayProcess | undefined;
 let upstream: RecordingUpstream | undefined;
-afterEach(async () => {
-  if (gateway !== undefined && gateway.child.exitCode === null) {
-    gateway.child.kill('SIGKILL');
-    await gateway.exited;
-  }
-  await upstream?.close();
-  gateway = undefined;
-  upstream = undefined;
-});
+closeAfterEach(
+  () => gateway,
+  () => upstream,
+);
 
 /** What `npm start` runs (package.json), on loopback ports 0, with its own development key directory. */
 async function startDevelopmentGateway(env: NodeJS.ProcessEnv): Promise<{ api: string; devDir: string }> {

@@ -4,7 +4,8 @@
 import { closeSync, mkdtempSync, openSync, readdirSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { closeAfterEach } from '../helpers/per-test.js';
 import { OUTCOME_MESSAGES } from '../../src/live/reload.js';
 import { buildDist, startProcess, type GatewayProcess } from '../helpers/process.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
@@ -20,15 +21,10 @@ const DENY_ALICE = { [OPERATION]: [{ effect: 'deny', subjects: ['alice'] }, { an
 
 let upstream: RecordingUpstream | undefined;
 let gateway: GatewayProcess | undefined;
-afterEach(async () => {
-  if (gateway !== undefined && gateway.child.exitCode === null) {
-    gateway.child.kill('SIGKILL');
-    await gateway.exited;
-  }
-  await upstream?.close();
-  gateway = undefined;
-  upstream = undefined;
-});
+closeAfterEach(
+  () => gateway,
+  () => upstream,
+);
 
 /** The lines of a config a gateway in front of `url` starts from, its policy last (as a slow writer writes it last). */
 function configLines(url: string, issuer: TestIssuer, extra: string[] = []): string[] {

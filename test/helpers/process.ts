@@ -53,6 +53,8 @@ export interface GatewayProcess {
   readonly output: string[];
   /** Resolves with the exit code. */
   readonly exited: Promise<number | null>;
+  /** Kills it (SIGKILL) unless it has exited already, and waits for it to be gone. */
+  close(): Promise<number | null>;
 }
 
 /**
@@ -87,7 +89,11 @@ export function startProcess(
       if (!line.includes('ledger-gateway listening')) return;
       const parsed = JSON.parse(line) as { api: string; admin: string };
       clearTimeout(timer);
-      resolve({ child, api: parsed.api, admin: parsed.admin, output, exited });
+      const close = () => {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        return exited;
+      };
+      resolve({ child, api: parsed.api, admin: parsed.admin, output, exited, close });
     };
     let buffered = '';
     const onData = (data: Buffer) => {

@@ -345,17 +345,23 @@ describeNeeding('redis-server')('Redis Sentinel: a master with a replica and thr
   }, 90_000);
 });
 
+/** A cluster (three masters with a replica each), a recording upstream and two gateways sharing its limits. */
+async function clusterGateways() {
+  const cluster = await startRedisCluster();
+  closers.push(() => cluster.close());
+  const upstream = await startUpstream();
+  const issuer = await createTestIssuer();
+  const gateways = await gatewayPair(
+    upstream,
+    { cluster: { nodes: cluster.nodes }, password: cluster.password },
+    issuer,
+  );
+  return { cluster, upstream, issuer, gateways };
+}
+
 describeNeeding('redis-server')('Redis Cluster: three masters with a replica each', () => {
   it("the master of the caller's slot crashes under load: the gateways follow the promoted replica; limits and leases hold", async () => {
-    const cluster = await startRedisCluster();
-    closers.push(() => cluster.close());
-    const upstream = await startUpstream();
-    const issuer = await createTestIssuer();
-    const gateways = await gatewayPair(
-      upstream,
-      { cluster: { nodes: cluster.nodes }, password: cluster.password },
-      issuer,
-    );
+    const { cluster, upstream, issuer, gateways } = await clusterGateways();
     const alice = { authorization: `Bearer ${await issuer.mint()}` };
     const { rate: aliceKey } = limitKeys('ledger-gateway:', 'getV2Parties', 'p:alice');
     const { callerSlots: bobKey } = limitKeys('ledger-gateway:', 'submitAndWaitForTransaction', 'p:bob', true);
@@ -382,15 +388,7 @@ describeNeeding('redis-server')('Redis Cluster: three masters with a replica eac
   }, 90_000);
 
   it("the caller's slot moves to another master under load: the gateways follow it; limits hold", async () => {
-    const cluster = await startRedisCluster();
-    closers.push(() => cluster.close());
-    const upstream = await startUpstream();
-    const issuer = await createTestIssuer();
-    const gateways = await gatewayPair(
-      upstream,
-      { cluster: { nodes: cluster.nodes }, password: cluster.password },
-      issuer,
-    );
+    const { cluster, issuer, gateways } = await clusterGateways();
     const alice = { authorization: `Bearer ${await issuer.mint()}` };
     const { rate: aliceKey } = limitKeys('ledger-gateway:', 'getV2Parties', 'p:alice');
     let moved = { from: 0, to: 0 };

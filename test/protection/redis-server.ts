@@ -25,19 +25,13 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/** A throwaway node on a loopback port: nothing saved to disk, a password required. */
+export function ephemeralNodeArgs(port: number, password: string): string[] {
+  return ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--requirepass', password];
+}
+
 function launch(port: number, password: string): Promise<ChildProcess> {
-  return launchRedis([
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--requirepass',
-    password,
-  ]);
+  return launchRedis(ephemeralNodeArgs(port, password));
 }
 
 /** Runs redis-server with `args` and resolves once its log says `readyText`. */

@@ -8,7 +8,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort, launchRedis } from './redis-server.js';
+import { ephemeralNodeArgs, freePort, launchRedis } from './redis-server.js';
 
 const DETECTION_MS = 1_000;
 
@@ -40,18 +40,9 @@ function client(port: number, password: string): Redis {
 
 function dataNodeArgs(port: number, password: string, dir: string): string[] {
   return [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
+    ...ephemeralNodeArgs(port, password),
     '--dir',
     dir,
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--requirepass',
-    password,
     '--masterauth',
     password,
     // A replica syncs at once, not after the default 5 s wait for other replicas.
