@@ -167,34 +167,47 @@ function outcomeRecord(exchange: Exchange, state: AuditState) {
   };
 }
 
-/** The identifying fields (and, at level body, the body itself) of a write's JSON body. */
-async function readAuditedFields(
-  request: FastifyRequest,
-  state: AuditState,
-  options: AuditTrailOptions,
-): Promise<void> {
+/**
+ * Reads the identifying fields (and, at level body, the body itself) of a write's JSON body into its
+ * state: at once when the policy already parsed the body or there is none, else once it is read.
+ */
+function readAuditedFields(request: FastifyRequest, state: AuditState, options: AuditTrailOptions): Promise<void> | undefined {
   if (state.level === 'metadata' || ARCHIVE_UPLOADS.has(request.operation.name)) {
     if (hasBody(request)) state.request = { contentLength: Number(request.headers['content-length'] ?? NaN) || null };
-    return;
+    return undefined;
   }
   if (request.rawBody === undefined && hasBody(request)) {
     // Held until the exchange ends, counted against the gateway's body budget as the policy's are.
     const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
     onResponseClose(request.lifeline, hold.release);
-    request.rawBody = await readRequestBody(request.raw, options.bodyLimits, hold);
+    return readRequestBody(request.raw, options.bodyLimits, hold).then((bytes) => {
+      request.rawBody = bytes;
+      noteBodyFields(request, state);
+    });
   }
-  if (request.rawBody === undefined || request.rawBody.length === 0) {
-    state.request = {};
-    return;
+  noteBodyFields(request, state);
+  return undefined;
+}
+
+/** The body's identifying fields, from the policy's parse when it made one (a rule-checked route). */
+function noteBodyFields(request: FastifyRequest, state: AuditState): void {
+  const body = request.jsonBody ?? parsedObject(request);
+  if (body === undefined) {
+    state.request = request.rawBody === undefined || request.rawBody.length === 0 ? {} : { unreadableBody: true };
+    return; // an unreadable body: the participant will refuse it; the attempt is still recorded
   }
+  state.request = identifyingFields(body);
+  if (state.level === 'body') state.body = redactSecrets(body);
+}
+
+function parsedObject(request: FastifyRequest): Record<string, unknown> | undefined {
+  if (request.rawBody === undefined || request.rawBody.length === 0) return undefined;
   try {
     const text = decodeBody(request.rawBody, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
     const body = JSON.parse(text) as unknown;
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new Error('not an object');
-    state.request = identifyingFields(body as Record<string, unknown>);
-    if (state.level === 'body') state.body = redactSecrets(body);
+    return body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
   } catch {
-    state.request = { unreadableBody: true }; // the participant will refuse it; the attempt is still recorded
+    return undefined;
   }
 }
 
@@ -218,8 +231,12 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
     writer.appendLater(record, () => metrics.lost('outcome'));
   }
 
-  async function recordIntent(request: FastifyRequest, state: AuditState): Promise<void> {
-    await readAuditedFields(request, state, options);
+  function recordIntent(request: FastifyRequest, state: AuditState): Promise<void> {
+    const reading = readAuditedFields(request, state, options);
+    return reading === undefined ? writeIntent(request, state) : reading.then(() => writeIntent(request, state));
+  }
+
+  async function writeIntent(request: FastifyRequest, state: AuditState): Promise<void> {
     try {
       await writer.append(intentRecord(request, state, options.isTrustedProxy));
       state.intent = 'written';

@@ -3,7 +3,7 @@
 // record, signed with Ed25519, at a bounded interval and at each file's end, so that a trail
 // rewritten whole, every hash recomputed, no longer carries valid signatures (AWS CloudTrail's log
 // file integrity validation is the model: a hash chain plus signed digest files).
-import { createHash, createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, hash, sign, verify, type KeyObject } from 'node:crypto';
 
 /** The format of a record; docs/audit.md documents it, and a reader refuses a version it does not know. */
 export const AUDIT_RECORD_VERSION = 1;
@@ -11,7 +11,7 @@ export const AUDIT_RECORD_VERSION = 1;
 /** What the first record ever written names as the line before it. */
 export const GENESIS_HASH = '0'.repeat(64);
 
-export const lineHash = (line: string): string => createHash('sha256').update(line).digest('hex');
+export const lineHash = (line: string): string => hash('sha256', line, 'hex');
 
 /** The text a digest record's signature covers: its position, its time and the chain up to it. */
 export function digestMessage(seq: number, time: string, prev: string): Buffer {

@@ -61,31 +61,29 @@ export interface TrailWriter {
   close(): Promise<void>;
 }
 
-interface Entry {
-  readonly body: RecordBody | null; // null: a digest
-  readonly resolve: () => void;
-  readonly reject: (error: Error) => void;
-  /** performance.now() past which the record is failed if still not written. */
-  readonly deadline: number;
-}
+/** A record waiting to be written: settled once, by its write or its deadline, whichever comes first. */
+class Entry {
+  private settled = false;
 
-/** An entry whose resolve and reject run at most once between them (a deadline and the write race). */
-function entry(body: RecordBody | null, resolve: () => void, reject: (error: Error) => void, deadline: number): Entry {
-  let settled = false;
-  return {
-    body,
-    deadline,
-    resolve: () => {
-      if (settled) return;
-      settled = true;
-      resolve();
-    },
-    reject: (error) => {
-      if (settled) return;
-      settled = true;
-      reject(error);
-    },
-  };
+  constructor(
+    readonly body: RecordBody | null, // null: a digest
+    private readonly onWritten: () => void,
+    private readonly onFailed: (error: Error) => void,
+    /** performance.now() past which the record is failed if still not written. */
+    readonly deadline: number,
+  ) {}
+
+  resolve(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.onWritten();
+  }
+
+  reject(error: Error): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.onFailed(error);
+  }
 }
 
 /** How long a record nobody waits for may wait for a batch to join (it costs no write of its own then). */
@@ -163,7 +161,7 @@ class GroupCommit {
     const refused = this.refusal();
     if (refused !== undefined) return Promise.reject(refused);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push(entry(body, resolve, reject, performance.now() + this.options.writeTimeoutMs));
+      this.queue.push(new Entry(body, resolve, reject, performance.now() + this.options.writeTimeoutMs));
       this.kick();
     });
   }
@@ -173,7 +171,7 @@ class GroupCommit {
       failed();
       return;
     }
-    this.queue.push(entry(body, noop, failed, performance.now() + this.options.writeTimeoutMs));
+    this.queue.push(new Entry(body, noop, failed, performance.now() + this.options.writeTimeoutMs));
     if (this.writing === undefined)
       this.laterTimer ??= setTimeout(() => {
         this.laterTimer = undefined;

@@ -86,6 +86,7 @@ export function createPolicyStage(
     request.rawBody = bytes;
     const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
     const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });
+    request.jsonBody = body.value;
     const context = { path: pathOf(request.url), principal: request.principal, numberText: body.numberText };
     const violation = rule(body.value, context);
     if (violation !== undefined) throw toGatewayError(violation);
