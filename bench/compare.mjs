@@ -57,6 +57,14 @@ const USAGE = `Usage: npm run bench:compare -- (--base <git ref> | --against <pe
   --rounds <n>          rounds, both gateways loaded together in each (default 8)
   --seconds <s>         seconds per round (default 4)
   --connections <n>     wrk connections per gateway (default 50)
+  --pace-ms <n>         each connection waits n ms before its next request: a load below saturation, so
+                        both sides serve about the same rate and their CPU per request and latency compare
+                        like with like (closed-loop at saturation, a side that waits on its disk idles
+                        between wake-ups and pays more per request for it)
+  --profile <dir>       each gateway writes a V8 CPU profile into <dir>/<base|this>/; the end prints where
+                        each side's CPU per request went, by function (profile shares × measured CPU)
+  --env <K=V>           an environment variable for both builds (repeatable); {side} in V becomes base or
+                        this, e.g. --env LEDGER_GATEWAY_AUDIT__DIRECTORY=/tmp/trail-{side}
   --this-env <K=V>      an environment variable for this build only (repeatable): compare one build with
                         itself, a setting on and off, e.g. --base HEAD --this-env LEDGER_GATEWAY_AUDIT__ENABLED=true`;
 
@@ -70,6 +78,9 @@ function readOptions() {
       seconds: { type: 'string', default: '4' },
       connections: { type: 'string', default: '50' },
       'this-env': { type: 'string', multiple: true, default: [] },
+      env: { type: 'string', multiple: true, default: [] },
+      profile: { type: 'string' },
+      'pace-ms': { type: 'string' },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -93,6 +104,9 @@ function readOptions() {
     seconds: count('seconds'),
     connections: count('connections'),
     thisEnv: values['this-env'],
+    bothEnv: values.env,
+    profile: values.profile,
+    paceMs: values['pace-ms'] === undefined ? undefined : count('pace-ms'),
   };
 }
 
@@ -138,6 +152,53 @@ async function startUpstream(dir, answer) {
   return { url: `http://127.0.0.1:${port}`, port };
 }
 
+/**
+ * Where each side's CPU per request went (--profile): a profile's shares of busy samples times the
+ * side's measured CPU per request, the largest differences first.
+ */
+async function printProfileDifference(profileDir, sides) {
+  const { readdirSync } = await import('node:fs');
+  const { cpuShares } = await import('./profile-summary.mjs');
+  const shares = sides.map(({ name }) => {
+    const files = readdirSync(join(profileDir, name)).filter((file) => file.endsWith('.cpuprofile')).sort();
+    return cpuShares(join(profileDir, name, files.at(-1)), 2);
+  });
+  for (const [title, kind, top] of [
+    ['by function (self time)', 'self', 25],
+    ['by package and own file (inclusive)', 'inclusive', 20],
+  ]) {
+    const names = new Set([...shares[0][kind].keys(), ...shares[1][kind].keys()]);
+    const rows = [...names].map((name) => {
+      const [base, other] = shares.map((side, index) => (side[kind].get(name) ?? 0) * sides[index].cpuUs);
+      return { name, base, other };
+    });
+    rows.sort((a, b) => Math.abs(b.other - b.base) - Math.abs(a.other - a.base));
+    log(`CPU per request ${title}, µs: base, this, difference (largest differences first)`);
+    for (const { name, base, other } of rows.slice(0, top))
+      log(`  ${fixed(base, 1)} ${fixed(other, 1)} ${fixed(other - base, 1)}  ${name}`);
+  }
+}
+
+/** Records per write of the audit trail over the whole run (warm-up included), if it wrote any. */
+async function auditBatching(metricsUrl) {
+  if (metricsUrl === undefined) return undefined;
+  const text = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(5_000) })).text();
+  const sum = (name) =>
+    [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, 'gm'))].reduce(
+      (total, match) => total + Number(match[1]),
+      0,
+    );
+  const records = sum('ledger_gateway_audit_records_written_total');
+  const writes = sum('ledger_gateway_audit_sync_duration_seconds_count');
+  if (records === 0) return undefined;
+  const perWrite = writes > 0 ? `, ${(records / writes).toFixed(2)} a durable write (${writes} writes)` : ' (not durable)';
+  return `${records} records${perWrite}`;
+}
+
+/** The environment with {side} in its values replaced by the side's name (a directory each, say). */
+const sided = (env, side) =>
+  Object.fromEntries(Object.entries(env).map(([key, value]) => [key, value.replaceAll('{side}', side)]));
+
 const perRequestUs = (cpu, requests) => (requests > 0 ? (cpu * 1e6) / requests : Number.NaN);
 const fixed = (value, digits = 0) => value.toFixed(digits).padStart(7);
 
@@ -159,6 +220,7 @@ async function main() {
   const { startIdentityProvider } = await import('./tokens.mjs');
 
   const dir = mkdtempSync(join(tmpdir(), 'ledger-gateway-compare-'));
+  let medians;
   let base;
   let idp;
   let cleaned = false;
@@ -184,9 +246,10 @@ async function main() {
     }
     const upstream = await startUpstream(dir, FIXED_ANSWER);
     idp = await startIdentityProvider(dir);
-    const thisEnv = Object.fromEntries(
-      options.thisEnv.map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
-    );
+    const pairs = (list) =>
+      Object.fromEntries(list.map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]));
+    const bothEnv = pairs(options.bothEnv);
+    const thisEnv = sided({ ...bothEnv, ...pairs(options.thisEnv) }, 'this');
     const startThisBuild = async (name, root, label, env = {}) => {
       const settings = await gatewaySettings(root, {
         apiPort: await freePort(),
@@ -195,13 +258,18 @@ async function main() {
         idp,
       });
       return {
-        ...(await startGateway(root, dir, name, settings, { core: CORE_GATEWAYS, logFile: '/dev/null', env })),
+        ...(await startGateway(root, dir, name, settings, {
+          core: CORE_GATEWAYS,
+          logFile: '/dev/null',
+          env,
+          nodeArgs: options.profile === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${join(options.profile, name)}`],
+        })),
         label,
       };
     };
     const gateways = [
       peer === undefined
-        ? await startThisBuild('base', base.tree, `base ${base.commit}`)
+        ? await startThisBuild('base', base.tree, `base ${base.commit}`, sided(bothEnv, 'base'))
         : { ...(await peer.start(dir, CORE_GATEWAYS, upstream)), label: peer.label },
       await startThisBuild(
         'this',
@@ -224,6 +292,7 @@ async function main() {
             token,
             connections: options.connections,
             seconds,
+            ...(options.paceMs !== undefined && { paceMs: options.paceMs }),
           }),
         ),
       );
@@ -234,7 +303,7 @@ async function main() {
     };
 
     log(
-      `${options.scenario}: ${gateways.map((gateway) => gateway.label).join(' vs ')}; both pinned to core ${CORE_GATEWAYS}${canPin() ? '' : ' (taskset missing: not pinned)'}, loaded together, ${options.rounds} rounds of ${options.seconds} s, ${options.connections} connections each`,
+      `${options.scenario}: ${gateways.map((gateway) => gateway.label).join(' vs ')}; both pinned to core ${CORE_GATEWAYS}${canPin() ? '' : ' (taskset missing: not pinned)'}, loaded together, ${options.rounds} rounds of ${options.seconds} s, ${options.connections} connections each${options.paceMs === undefined ? "" : `, each waiting ${options.paceMs} ms between requests`}`,
     );
     await loadBoth(2); // warm-up: JIT, pools, token cache
     const ticksBefore = machineCpuTicks();
@@ -277,6 +346,11 @@ async function main() {
         2,
       )}`,
     );
+    for (const gateway of gateways) {
+      const batching = await auditBatching(gateway.metricsUrl);
+      if (batching !== undefined) log(`${gateway.label}: audit trail ${batching}`);
+    }
+    medians = { base: middle(([b]) => b.cpuUs), this: middle(([, t]) => t.cpuUs) };
     const ratio = median(ratios);
     const steal = stealPercent(ticksBefore, machineCpuTicks());
     if (steal !== undefined)
@@ -293,6 +367,12 @@ async function main() {
   } finally {
     await cleanUp();
   }
+  // The profiles are written as the gateways exit (cleanUp stops them).
+  if (options.profile !== undefined && medians !== undefined)
+    await printProfileDifference(options.profile, [
+      { name: 'base', cpuUs: medians.base },
+      { name: 'this', cpuUs: medians.this },
+    ]);
 }
 
 main().then(

@@ -15,11 +15,11 @@ function luaString(text) {
   return `[${level}[${text}]${level}]`;
 }
 
-function wrkScript({ method, body, token }) {
+function wrkScript({ method, body, token, paceMs }) {
   return `-- written by bench/run.mjs
 wrk.method = "${method}"
 wrk.headers["Authorization"] = "Bearer ${token}"
-${body === undefined ? '' : `wrk.headers["Content-Type"] = "application/json"\nwrk.body = ${luaString(body)}\n`}
+${body === undefined ? '' : `wrk.headers["Content-Type"] = "application/json"\nwrk.body = ${luaString(body)}\n`}${paceMs === undefined ? '' : `function delay() return ${paceMs} end\n`}
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format('${MARK}{"requests":%d,"durationUs":%d,"bytes":%d,"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},"latencyUs":{"p50":%.1f,"p90":%.1f,"p99":%.1f,"p999":%.1f,"max":%.1f,"mean":%.1f}}\\n',
@@ -58,9 +58,10 @@ export function createLoadGenerator({ root, dir, core, autocannonAllowed = true 
     core !== undefined && canPin() ? ['taskset', ['-c', String(core), command, ...args]] : [command, args];
   let scripts = 0;
 
-  async function runWrk({ url, method, body, token, connections, seconds }) {
+  /** paceMs: each connection waits that long before its next request (wrk's delay(); not measured as latency). */
+  async function runWrk({ url, method, body, token, connections, seconds, paceMs }) {
     const script = join(dir, `wrk-${++scripts}.lua`);
-    writeFileSync(script, wrkScript({ method, body, token }));
+    writeFileSync(script, wrkScript({ method, body, token, paceMs }));
     const [file, args] = pinned(wrk, [
       '-t1',
       `-c${connections}`,
@@ -91,7 +92,8 @@ export function createLoadGenerator({ root, dir, core, autocannonAllowed = true 
     );
   }
 
-  async function runAutocannon({ url, method, body, token, connections, seconds }) {
+  async function runAutocannon({ url, method, body, token, connections, seconds, paceMs }) {
+    if (paceMs !== undefined) throw new Error('a paced load needs wrk (autocannon has no per-connection delay)');
     const headers = [`authorization=Bearer ${token}`, ...(body === undefined ? [] : ['content-type=application/json'])];
     const [file, args] = pinned(process.execPath, [
       autocannonCli,

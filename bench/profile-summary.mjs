@@ -21,6 +21,35 @@ const share = (count, total) => `${((100 * count) / total).toFixed(1).padStart(5
  * so that the figures describe the load.
  */
 export function summarizeProfile(file, { skipSeconds = 0, top = 25 } = {}) {
+  const { total, self, inclusive, profile } = busyTimes(file, skipSeconds);
+  if (total === 0) return ['profile: no busy samples after the start-up was left out'];
+  const sorted = (map) => [...map].sort((a, b) => b[1] - a[1]);
+  return [
+    `profile: ${total.toLocaleString('en')} busy samples (${profile.samples.length.toLocaleString('en')} in all)`,
+    `self time, top ${top}:`,
+    ...sorted(self)
+      .slice(0, top)
+      .map(([name, count]) => `  ${share(count, total)}  ${name}`),
+    'inclusive time by package and own file (a caller includes its callees):',
+    ...sorted(inclusive)
+      .filter(([place]) => place !== '(native)')
+      .slice(0, top)
+      .map(([place, count]) => `  ${share(count, total)}  ${place}`),
+  ];
+}
+
+/**
+ * Each function's (self) and each package's or own file's (inclusive) share of a profile's busy
+ * samples, 0 to 1. Samples, not their time deltas: a process sharing its core with another is
+ * sampled only while it runs, so a count follows its CPU.
+ */
+export function cpuShares(file, skipSeconds = 0) {
+  const { total, self, inclusive } = busyTimes(file, skipSeconds);
+  const shares = (map) => new Map([...map].map(([name, count]) => [name, count / total]));
+  return { self: shares(self), inclusive: shares(inclusive) };
+}
+
+function busyTimes(file, skipSeconds) {
   const profile = JSON.parse(readFileSync(file, 'utf8'));
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const parentOf = new Map();
@@ -35,7 +64,6 @@ export function summarizeProfile(file, { skipSeconds = 0, top = 25 } = {}) {
     samples.set(id, (samples.get(id) ?? 0) + 1);
   });
   const total = [...samples.values()].reduce((sum, count) => sum + count, 0);
-  if (total === 0) return ['profile: no busy samples after the start-up was left out'];
 
   const self = new Map();
   const inclusive = new Map();
@@ -52,17 +80,5 @@ export function summarizeProfile(file, { skipSeconds = 0, top = 25 } = {}) {
       inclusive.set(place, (inclusive.get(place) ?? 0) + count);
     }
   }
-  const sorted = (map) => [...map].sort((a, b) => b[1] - a[1]);
-  return [
-    `profile: ${total.toLocaleString('en')} busy samples (${profile.samples.length.toLocaleString('en')} in all)`,
-    `self time, top ${top}:`,
-    ...sorted(self)
-      .slice(0, top)
-      .map(([name, count]) => `  ${share(count, total)}  ${name}`),
-    'inclusive time by package and own file (a caller includes its callees):',
-    ...sorted(inclusive)
-      .filter(([place]) => place !== '(native)')
-      .slice(0, top)
-      .map(([place, count]) => `  ${share(count, total)}  ${place}`),
-  ];
+  return { total, self, inclusive, profile };
 }
