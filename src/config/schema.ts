@@ -289,7 +289,7 @@ export const ShutdownSchema = Section(
   'Graceful shutdown.',
 );
 
-/** What an access line may carry besides the request line's own fields (docs/access-log.md). */
+/** What an access line may carry besides the request line's own fields (docs/errors-and-metrics.md, Access log). */
 export const ACCESS_LOG_FIELDS = [
   'startTime',
   'clientAddress',
@@ -323,13 +323,13 @@ export const LogSchema = Section(
         enabled: Type.Boolean({
           default: false,
           description:
-            'The request line becomes an access line (docs/access-log.md): the fields below besides its own, and sampling. Off: the request line as it was.',
+            'The request line becomes an access line (docs/errors-and-metrics.md, Access log): the fields below besides its own, and sampling. Off: the request line as it was.',
         }),
         fields: Type.Array(Type.Union(ACCESS_LOG_FIELDS.map((field) => Type.Literal(field))), {
           default: [...ACCESS_LOG_FIELDS],
           uniqueItems: true,
           description:
-            'The access fields written besides reqId, operation, method, status, errorCode, durationMs and the trace ids (docs/access-log.md lists them).',
+            'The access fields written besides reqId, operation, method, status, errorCode, durationMs and the trace ids (docs/errors-and-metrics.md, Access log, lists them).',
         }),
         successSampleRatio: Type.Number({
           minimum: 0,
@@ -349,7 +349,7 @@ export const LogSchema = Section(
           description: 'Write the query string with the path (it may carry a user or party id).',
         }),
       },
-      "The access log: one line per call and per WebSocket stream, with what an operator expects (Envoy's default access log).",
+      "The access log: one line per call and per WebSocket stream (written when the stream ends), with what an operator expects (Envoy's default access log).",
     ),
   },
   'Logging.',

@@ -24,6 +24,23 @@ export type ExchangeKind = 'call' | 'upgrade';
 export type Lifeline = ServerResponse | Duplex;
 
 /**
+ * Why a WebSocket stream's tunnel closed: a side closed its connection (`client`, `participant`), or
+ * the gateway cut it after websocket.idleTimeoutMs without a byte either way (`idle_timeout`), at
+ * shutdown, or because calls moved from its participant replica to another (`replica_changed`,
+ * proxy/upstream-replicas.ts). The ended_by label of ledger_gateway_websocket_streams_ended_total.
+ */
+export type StreamEnd = 'client' | 'participant' | 'idle_timeout' | 'shutdown' | 'replica_changed';
+
+/** A WebSocket stream whose tunnel closed: why, and the bytes it carried each way (not the HTTP heads of its upgrade and 101). */
+export interface EndedStream {
+  readonly endedBy: StreamEnd;
+  /** From the client to the participant. */
+  readonly requestBytes: number;
+  /** From the participant to the client. */
+  readonly responseBytes: number;
+}
+
+/**
  * The stages that follow the configuration: built whole from one config and swapped whole on a
  * reload (live/generations.ts). An exchange pins the current one when it enters, and finishes under it.
  */

@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { UpstreamConfig, WebSocketConfig } from '../config/schema.js';
-import type { Exchange } from '../exchange/exchange.js';
+import type { EndedStream, Exchange, StreamEnd } from '../exchange/exchange.js';
 import type { Operation } from '../operations.js';
 import { subprotocolElements } from '../exchange/subprotocols.js';
 import { traceContextFields } from '../trace-context.js';
@@ -21,12 +21,11 @@ import { closeFrame, FrameBoundaries, SERVICE_RESTART } from './websocket-frames
 
 export type { TunnelOutcome } from './upgrade-call.js';
 
-/**
- * Why a tunnel closed: a side closed its connection (`client`, `participant`), or the gateway cut it
- * after websocket.idleTimeoutMs without a byte either way (`idle_timeout`), at shutdown, or because
- * calls moved from its participant replica to another (`replica_changed`, upstream-replicas.ts).
- */
-export type StreamEnd = 'client' | 'participant' | 'idle_timeout' | 'shutdown' | 'replica_changed';
+/** What became of an admitted upgrade: its answer (TunnelOutcome), then, once it opened, its stream's end. */
+export interface StreamOutcome extends TunnelOutcome {
+  /** The tunnel a 101 opened has closed (once, after answered(101)). */
+  ended(stream: EndedStream): void;
+}
 
 export interface WebSocketTunnelOptions {
   /** A new stream opens on the active replica (its `target`). */
@@ -41,7 +40,7 @@ export interface WebSocketTunnelOptions {
 
 export interface WebSocketTunnels {
   /** Forwards an upgrade every stage admitted to the participant, and tunnels the stream once it agrees. */
-  open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: TunnelOutcome): void;
+  open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: StreamOutcome): void;
   /** Open tunnels, for graceful shutdown. */
   readonly openTunnels: number;
   /** Ends every tunnel (after the drain grace); `shuttingDown`: their 'stream ended' lines name the gateway. */
@@ -57,6 +56,15 @@ function sendFarewell(socket: Duplex, frame: Buffer): void {
   const timer = setTimeout(() => socket.destroy(), FAREWELL_FLUSH_MS).unref();
   socket.once('close', () => clearTimeout(timer));
   socket.end(frame, () => socket.destroy());
+}
+
+/** The bytes read from `stream` from now on, after the `first` that came with the upgrade's head. */
+function countBytes(stream: Duplex, first: number): () => number {
+  let bytes = first;
+  stream.on('data', (chunk: Buffer) => {
+    bytes += chunk.length;
+  });
+  return () => bytes;
 }
 
 /**
@@ -137,9 +145,9 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
   /** Set by closeAll() at shutdown: the tunnels it ends were closed by the gateway. */
   let cuttingOff = false;
 
-  function open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: TunnelOutcome): void {
+  function open(exchange: Exchange, socket: Duplex, head: Buffer, outcome: StreamOutcome): void {
     sendUpgrade(options, tls, exchange, socket, head, outcome, (replica, upstreamSocket, upstreamHead) =>
-      tunnel(exchange, socket, replica, upstreamSocket, upstreamHead, outcome),
+      tunnel(exchange, socket, head, replica, upstreamSocket, upstreamHead, outcome),
     );
   }
 
@@ -147,20 +155,24 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
   function tunnel(
     exchange: Exchange,
     socket: Duplex,
+    head: Buffer,
     replica: Replica,
     upstreamSocket: Duplex,
     upstreamHead: Buffer,
-    outcome: TunnelOutcome,
+    outcome: StreamOutcome,
   ): void {
     const operation = exchange.operation;
     tunnels.add(socket);
     const opened = performance.now();
     let closed = false;
+    const fromClient = countBytes(socket, head.length);
+    const fromParticipant = countBytes(upstreamSocket, upstreamHead.length);
     // The stream's own end, on a line of its own under the upgrade's id: how long it lasted, why
     // it ended, and which side closed its connection first (after a WebSocket close handshake
     // usually the participant, as RFC 6455 §7.1.1 has the server close first; `gateway` when the
-    // gateway cut it: idle, shutdown or a replica change). The request line was written when the
-    // tunnel opened. `farewell`: a close frame for the client instead of cutting its connection.
+    // gateway cut it: idle, shutdown or a replica change). The plain request line was written when
+    // the tunnel opened; an access line is written now (outcome.ended). `farewell`: a close frame for
+    // the client instead of cutting its connection.
     const end = (cause: StreamEnd, farewell?: Buffer) => {
       if (closed) return;
       closed = true;
@@ -170,6 +182,7 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
       const line = { reqId: exchange.id, operation: operation.name, durationMs, closedFirst, reason: endedBy };
       options.log.info(farewell === undefined ? line : { ...line, closeCode: SERVICE_RESTART }, 'stream ended');
       options.onStreamEnded?.(operation, endedBy);
+      outcome.ended({ endedBy, requestBytes: fromClient(), responseBytes: fromParticipant() });
       tunnels.delete(socket);
       onReplica.delete(socket);
       upstreamSocket.destroy();

@@ -1,7 +1,8 @@
 // WebSocket upgrades: the same exchange as a call, walking the same stage list (app.ts), then handed
 // to the tunnel (proxy/websocket.ts). No HTTP response exists for an upgrade: a refusal is written on
 // its socket (refusal.ts), and its request line is written once it has an answer, the tunnel's 101
-// included (request-telemetry.ts), as a call's is.
+// included (request-telemetry.ts), as a call's is; with the access log on, a 101's line waits for
+// its stream's end.
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Errors, GatewayError } from '../errors.js';
@@ -33,7 +34,7 @@ export interface UpgradeHandlerOptions {
   /** The gateway's stage list, the same one every call walks. */
   readonly stages: readonly Stage[];
   readonly tunnels: WebSocketTunnels;
-  readonly telemetry: Pick<RequestTelemetry, 'noteRefusal' | 'upgradeAnswered'>;
+  readonly telemetry: Pick<RequestTelemetry, 'noteRefusal' | 'upgradeAnswered' | 'streamEnded'>;
   readonly correlationId: () => string;
   readonly log: { warn(details: object, message: string): void };
 }
@@ -76,6 +77,7 @@ export function createUpgradeHandler(options: UpgradeHandlerOptions): UpgradeHan
             }
             telemetry.upgradeAnswered(exchange, status);
           },
+          ended: (stream) => telemetry.streamEnded(exchange, stream),
           failed: refuse,
         });
       },

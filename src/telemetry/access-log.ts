@@ -2,12 +2,14 @@
 // default access log is the model): when the call started, who called from where (the client
 // address resolved through server.trustedProxies, the token's issuer and subject, never the
 // token), the path (its query left out, chosen parameters redacted), the bytes each way, the
-// upstream replica and its time, the user agent. Which fields, the sampling of successes and the
-// redaction follow log.access, live.
+// upstream replica and its time, the user agent. A WebSocket stream's line is written when it ends
+// (request-telemetry.ts): its bytes are those its tunnel carried, and `endedBy` says what ended it
+// (the ended_by label of ledger_gateway_websocket_streams_ended_total). Which fields, the sampling
+// of successes and the redaction follow log.access, live.
 import type { ServerResponse } from 'node:http';
 import type { AccessLogConfig, AccessLogField } from '../config/schema.js';
 import { clientAddress } from '../exchange/caller.js';
-import type { Exchange } from '../exchange/exchange.js';
+import type { EndedStream, Exchange } from '../exchange/exchange.js';
 import { pathOf, type Operation } from '../operations.js';
 import { REDACTED } from './logging.js';
 
@@ -17,6 +19,8 @@ export interface AccessFacts {
   readonly startedAt: number;
   readonly upstreamMs: number | undefined;
   readonly upstreamReplica: string | undefined;
+  /** A WebSocket stream's end, on the line written then; undefined for a call or a refused upgrade. */
+  readonly stream: EndedStream | undefined;
 }
 
 export interface AccessLog {
@@ -79,12 +83,18 @@ export function createAccessLog(
           : path,
       );
     },
-    requestBytes: (exchange) =>
+    requestBytes: (exchange, facts) =>
       json(
-        bytesOf(exchange.raw.headers['content-length']) ?? (exchange as { rawBody?: Buffer }).rawBody?.length ?? null,
+        facts.stream?.requestBytes ??
+          bytesOf(exchange.raw.headers['content-length']) ??
+          (exchange as { rawBody?: Buffer }).rawBody?.length ??
+          null,
       ),
-    responseBytes: (exchange) =>
-      json(exchange.kind === 'call' ? responseBytes(exchange.lifeline as ServerResponse) : null),
+    responseBytes: (exchange, facts) =>
+      json(
+        facts.stream?.responseBytes ??
+          (exchange.kind === 'call' ? responseBytes(exchange.lifeline as ServerResponse) : null),
+      ),
     upstreamReplica: (_exchange, facts) => json(facts.upstreamReplica ?? null),
     upstreamMs: (_exchange, facts) => json(facts.upstreamMs ?? null),
     userAgent: ({ raw }) => json(raw.headers['user-agent'] ?? null),
@@ -95,7 +105,7 @@ export function createAccessLog(
     fields(exchange, facts) {
       let text = '';
       for (const [key, write] of chosen) text += key + write(exchange, facts);
-      return text;
+      return facts.stream === undefined ? text : `${text},"endedBy":${json(facts.stream.endedBy)}`;
     },
   };
 }

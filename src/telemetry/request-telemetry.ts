@@ -1,11 +1,13 @@
 // The telemetry stage: every exchange, a call or an upgrade, refused or forwarded, answered or
 // abandoned by its client, ends in exactly one metrics observation, one log line (written here
-// only) and, for a call, one ended server span.
+// only) and, for a call, one ended server span. A WebSocket stream is observed when it opens (101);
+// its access line, when the access log is on, when it ends (as Envoy's access log is written at the
+// end of an HTTP stream by default: Envoy docs, "Access logging").
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
 import type { SpanContext } from '@opentelemetry/api';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../errors.js';
-import type { Exchange, Stage } from '../exchange/exchange.js';
+import type { EndedStream, Exchange, Stage } from '../exchange/exchange.js';
 import { UNKNOWN_OPERATION, type Operation } from '../operations.js';
 import { traceIdOf } from '../exchange/request-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
@@ -28,6 +30,10 @@ interface RequestState {
   finished: boolean;
   /** Why a stage refused the request (for the log line only; never a label). */
   reason: string | undefined;
+  /** A 101 whose access line waits for its stream's end: the access log it was kept under. */
+  streamAccessLog: AccessLog | undefined;
+  /** The stream's end (streamEnded), for that line. */
+  endedStream: EndedStream | undefined;
 }
 
 type WithState = { [kState]?: RequestState };
@@ -72,6 +78,8 @@ export interface RequestTelemetry {
    * participant's, whose code is on exchange.errorCode. A call's answer is seen on its response.
    */
   upgradeAnswered(exchange: Exchange, status: number): void;
+  /** A 101's stream has ended: its access line, with the whole stream's duration and bytes. */
+  streamEnded(exchange: Exchange, stream: EndedStream): void;
   /** The call's upstream part: its time until the answer head and the replica (the access log's). */
   noteUpstream(exchange: Exchange, seconds: number, replica: string): void;
   /** The access log (log.access) from now on; undefined: the plain request line. */
@@ -192,6 +200,7 @@ function requestLine(
             startedAt: performance.timeOrigin + state.started,
             upstreamMs: state.upstreamMs,
             upstreamReplica: state.upstreamReplica,
+            stream: state.endedStream,
           }),
   };
 }
@@ -269,7 +278,24 @@ export function createRequestTelemetry(
     if (propagated === undefined) endSpan(exchange, operation, operationName, method, status, code);
     // A sampled-out success writes no line (log.access.successSampleRatio); a refusal always does.
     if (writeLine === undefined || (accessLog !== undefined && !accessLog.keeps(status))) return;
+    // A stream's access line is written when it ends (streamEnded), under the access log it opened with.
+    if (status === 101 && accessLog !== undefined) {
+      state.streamAccessLog = accessLog;
+      return;
+    }
     writeLine(requestLine(exchange, state, accessLog, operationName, status, code, seconds, spanContext));
+  }
+
+  /** A stream's access line, kept back at its 101: its duration from the first stage to the tunnel's close. */
+  function streamEnded(exchange: Exchange, stream: EndedStream): void {
+    const state = stateOf(exchange);
+    const kept = state?.streamAccessLog;
+    if (state === undefined || kept === undefined || writeLine === undefined) return;
+    state.streamAccessLog = undefined;
+    state.endedStream = stream;
+    const seconds = (performance.now() - state.started) / 1000;
+    const code = outcomeCode(101, exchange.errorCode);
+    writeLine(requestLine(exchange, state, kept, exchange.operation.name, 101, code, seconds, undefined));
   }
 
   return {
@@ -281,6 +307,8 @@ export function createRequestTelemetry(
         inflightOperation: undefined,
         finished: false,
         reason: undefined,
+        streamAccessLog: undefined,
+        endedStream: undefined,
       };
       startTrace(exchange, propagateTraceContext);
       // A call's response closes once its answer is complete, or when its client left before that;
@@ -301,10 +329,11 @@ export function createRequestTelemetry(
       accessLog = next;
     },
     upgradeAnswered(exchange, status) {
-      // A 101 is written when the stream opens, with the code its metric label has (`none`);
-      // how the stream ended is its 'stream ended' line.
+      // A 101 is counted when the stream opens, with the code its metric label has (`none`), and its
+      // plain line written then (how the stream ended is its 'stream ended' line); its access line waits.
       finish(exchange, status, outcomeCode(status, exchange.errorCode));
     },
+    streamEnded,
     unroutedRefusal: (refusal) => countUnroutedRefusal(metrics, writeLine, refusal),
     cutOff() {
       cuttingOff = true;
