@@ -24,7 +24,7 @@ import type { AuditMetrics } from '../telemetry/metrics.js';
 import { digestSigner } from './chain.js';
 import { AnswerCapture } from './answer-capture.js';
 import { identifyingFields } from './request-fields.js';
-import { openTrailWriter, TrailUnavailable, type TrailWriter } from './trail-writer.js';
+import { openTrailWriter, TrailUnavailable, type RecordBody, type TrailWriter } from './trail-writer.js';
 
 export type AuditPolicy = AuditConfig['policy'];
 
@@ -61,6 +61,8 @@ interface AuditState {
   readonly level: Exclude<AuditLevelName, 'none'>;
   readonly started: number;
   readonly intentId: string;
+  /** Read once, as the stage runs: at the answer's end the call's span is no longer the active one. */
+  readonly traceId: string | null;
   /** unsent: no intent yet; written: on disk; lost: could not be written. */
   intent: 'unsent' | 'written' | 'lost';
   forwarded: boolean;
@@ -118,33 +120,26 @@ async function openAuditWriter(config: AuditConfig, options: AuditTrailOptions):
   });
 }
 
-/** The fields an intent and its outcome share: the outcome names its intent. */
-function recordFields(exchange: Exchange, kind: 'intent' | 'outcome', state: AuditState) {
-  return {
-    kind,
-    time: new Date().toISOString(),
-    id: kind === 'intent' ? state.intentId : randomUUID(),
-    ...(kind === 'outcome' && { intentId: state.intentId }),
-    requestId: exchange.id,
-    traceId: exchange.traceContext?.traceId ?? traceIdOf(exchange),
-    operation: exchange.operation.name,
-  };
-}
-
 /** Who asked for which write, and (by level) what it said. */
 function intentRecord(exchange: Exchange, state: AuditState, isTrustedProxy: (address: string) => boolean) {
   const raw = exchange.raw;
   const principal = exchange.principal;
-  return {
-    ...recordFields(exchange, 'intent', state),
+  const record: RecordBody & Record<string, unknown> = {
+    kind: 'intent',
+    time: new Date().toISOString(),
+    id: state.intentId,
+    requestId: exchange.id,
+    traceId: state.traceId,
+    operation: exchange.operation.name,
     level: state.level,
     clientAddress: clientAddress(raw.socket.remoteAddress ?? '', raw.headers['x-forwarded-for'], isTrustedProxy),
     principal: principal === null ? null : { issuer: principal.issuer ?? null, subject: principal.subject },
     method: raw.method,
     path: pathOf(raw.url ?? ''),
-    ...(state.level !== 'metadata' && state.request !== undefined && { request: state.request }),
-    ...(state.level === 'body' && state.body !== undefined && { body: state.body }),
   };
+  if (state.level !== 'metadata' && state.request !== undefined) record.request = state.request;
+  if (state.level === 'body' && state.body !== undefined) record.body = state.body;
+  return record;
 }
 
 /** How a write ended: its status and error code (a client that left included) and what its answer named. */
@@ -158,7 +153,13 @@ function outcomeRecord(exchange: Exchange, state: AuditState) {
       ? null
       : outcomeCode(status, exchange.errorCode);
   return {
-    ...recordFields(exchange, 'outcome', state),
+    kind: 'outcome',
+    time: new Date().toISOString(),
+    id: randomUUID(),
+    intentId: state.intentId,
+    requestId: exchange.id,
+    traceId: state.traceId,
+    operation: exchange.operation.name,
     forwarded: state.forwarded,
     status,
     errorCode,
@@ -261,6 +262,7 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
         level,
         started: performance.now(),
         intentId: randomUUID(),
+        traceId: exchange.traceContext?.traceId ?? traceIdOf(exchange),
         intent: 'unsent',
         forwarded: false,
         request: undefined,

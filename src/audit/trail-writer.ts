@@ -91,6 +91,8 @@ const LATER_MS = 20;
 
 const noop = () => undefined;
 
+const turnEnd = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 export async function openTrailWriter(options: TrailWriterOptions): Promise<TrailWriter> {
   await mkdir(options.directory, { recursive: true });
   const chain = new ChainWriter(options, await chainEnd(options.directory, lineHash));
@@ -200,7 +202,9 @@ class GroupCommit {
   }
 
   private kick(): void {
-    this.writing ??= this.drain().finally(() => {
+    // The write waits for the end of this turn of the event loop, so every record the turn makes
+    // (the calls it read, the answers it passed on) joins one batch rather than the next one.
+    this.writing ??= turnEnd().then(() => this.drain()).finally(() => {
       this.writing = undefined;
       if (this.queue.length > 0 && this.failure === undefined) this.kick();
     });
