@@ -94,10 +94,11 @@ function renderOverlay(overlay: (typeof OVERLAYS)[number]): Rendered {
   return rendered;
 }
 
-/** Files the config names: issuers' public keys, upstream and listener TLS files, the participant-admin token. */
+/** Files the config names: issuers' public keys, upstream and listener TLS files, the participant-admin token, the audit signing key. */
 function configFiles(config: GatewayConfig): string[] {
   return [
     config.auth.participantIdentityProviders.tokenFile,
+    config.audit.signingKeyFile,
     ...config.auth.issuers.flatMap((issuer) => (issuer.publicKeyFile === undefined ? [] : [issuer.publicKeyFile])),
     ...[config.upstream.tls.caFile, config.upstream.tls.certFile, config.upstream.tls.keyFile],
     ...[config.server.tls.certFile, config.server.tls.keyFile, config.server.tls.clientCaFile],
@@ -1002,5 +1003,97 @@ describeRendered('components', () => {
     });
     expect(containers[1]).toEqual(containers[0]);
     expect(containers[0]!.env?.filter((variable) => variable.name.startsWith(IDP_VARIABLES)).length).toBe(2);
+  }, 60_000);
+
+  const AUDIT_CLAIM = 'ledger-gateway-audit';
+  const AUDIT_SIGNING_KEY_SECRET = 'ledger-gateway-audit-signing-key';
+  const AUDIT_VARIABLES = `${environmentVariable(['audit'])}__`;
+  const POD_NAME = 'POD_NAME';
+
+  /** The objects with what components/audit-trail adds to the gateway's pod taken out. */
+  function withoutAuditTrail(objects: readonly KubernetesObject[]): KubernetesObject[] {
+    const copy = structuredClone(objects) as KubernetesObject[];
+    const { podSpec, container } = gatewayWorkload(copy);
+    const volumes = podSpec.volumes as Volume[];
+    const added = volumes
+      .filter(
+        (volume) =>
+          (volume.persistentVolumeClaim as { claimName?: string } | undefined)?.claimName === AUDIT_CLAIM ||
+          volume.secret?.secretName === AUDIT_SIGNING_KEY_SECRET,
+      )
+      .map((v) => v.name);
+    podSpec.volumes = volumes.filter((volume) => !added.includes(volume.name));
+    container.volumeMounts = container.volumeMounts?.filter((mount) => !added.includes(mount.name));
+    container.env = container.env?.filter(
+      (variable) => variable.name !== POD_NAME && !variable.name.startsWith(AUDIT_VARIABLES),
+    );
+    return copy;
+  }
+
+  it.each(OVERLAYS)(
+    'audit-trail: turns the trail on in the %s overlay, each pod in its own directory of the claim, the signing key from a Secret',
+    (overlay) => {
+      const objects = renderOwnOverlay({
+        resources: [KUSTOMIZE_DIRS[overlay]],
+        components: [KUSTOMIZE_COMPONENTS.auditTrail],
+      });
+      expect(schemaProblems(objects)).toEqual([]);
+      expect(unknownFieldProblems(objects)).toEqual([]);
+      // The keys come from the container's environment, validated with the ConfigMap's file.
+      const rendered = readRendered(objects);
+      const { gateway } = rendered;
+      const audit = rendered.config.audit;
+      expect(audit.enabled).toBe(true);
+
+      // POD_NAME (the downward API's pod name) comes before the directory that expands it.
+      const env = gateway.container.env ?? [];
+      const podName = env.findIndex((variable) => variable.name === POD_NAME);
+      const directory = env.findIndex((variable) => variable.name === `${AUDIT_VARIABLES}DIRECTORY`);
+      expect(env[podName]?.valueFrom?.fieldRef?.fieldPath).toBe('metadata.name');
+      expect(env[directory]?.value).toContain(`$(${POD_NAME})`);
+      expect(podName, 'POD_NAME precedes its use').toBeLessThan(directory);
+
+      // Each pod writes its own directory, at the root of the claim's writable mount.
+      const trail = (gateway.container.volumeMounts ?? []).filter((m) => audit.directory.startsWith(`${m.mountPath}/`));
+      expect(trail.length, `mounts above ${audit.directory}`).toBe(1);
+      expect(audit.directory).toBe(`${trail[0]!.mountPath}/${DOWNWARD_API_TEST_VALUES['metadata.name']}`);
+      expect(trail[0]!.readOnly ?? false).toBe(false);
+      expect(trail[0]!.subPath ?? trail[0]!.subPathExpr).toBeUndefined();
+      const volume = (gateway.podSpec.volumes as Volume[]).find((v) => v.name === trail[0]!.name);
+      expect(volume?.persistentVolumeClaim).toEqual({ claimName: AUDIT_CLAIM });
+      // A read-only root filesystem and a non-root user: the volume is writable through the pod's fsGroup.
+      expect(gateway.container.securityContext?.readOnlyRootFilesystem).toBe(true);
+      expect(gateway.podSpec.securityContext?.fsGroup).toBeGreaterThan(0);
+
+      // The signing key is the Secret's key `private.pem`, mounted read-only without subPath, apart from the trail.
+      const key = mountedFile(gateway.podSpec.volumes as Volume[], gateway.container, audit.signingKeyFile!);
+      expect(key.volume.secret?.secretName).toBe(AUDIT_SIGNING_KEY_SECRET);
+      expect(key.key).toBe('private.pem');
+      expect(key.projected).toEqual(['private.pem']);
+      expect(key.mount.readOnly).toBe(true);
+      expect(key.volume.secret?.defaultMode).toBe(0o440);
+      expect(key.volume.secret?.optional ?? false, 'the pod waits for the Secret').toBe(false);
+      expect(key.mount.mountPath.startsWith(`${trail[0]!.mountPath}/`)).toBe(false);
+      expect(podSpecs(objects).flatMap((pod) => subPathMounts(pod))).toEqual([]);
+      expectConfigFilesFromSecrets(rendered);
+      expectLiveConfigMount(gateway.podSpec.volumes as Volume[], gateway.container, configMapKeys(objects));
+
+      // Nothing else changes.
+      expect(withoutAuditTrail(objects)).toEqual(renderOverlay(overlay).objects);
+    },
+    60_000,
+  );
+
+  it('audit-trail: gives the gateway the same container in both overlays', () => {
+    const containers = OVERLAYS.map((overlay) => {
+      const objects = renderOwnOverlay({
+        resources: [KUSTOMIZE_DIRS[overlay]],
+        components: [KUSTOMIZE_COMPONENTS.auditTrail],
+      });
+      const { restartPolicy: _restartPolicy, ...container } = gatewayWorkload(objects).container;
+      return container;
+    });
+    expect(containers[1]).toEqual(containers[0]);
+    expect(containers[0]!.env?.filter((variable) => variable.name.startsWith(AUDIT_VARIABLES)).length).toBe(3);
   }, 60_000);
 });

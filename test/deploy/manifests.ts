@@ -20,6 +20,7 @@ export const KUSTOMIZE_COMPONENTS = {
   monitoring: join(DEPLOY, 'kubernetes/components/monitoring'),
   backendTls: join(DEPLOY, 'kubernetes/components/backend-tls'),
   participantIdentityProviders: join(DEPLOY, 'kubernetes/components/participant-identity-providers'),
+  auditTrail: join(DEPLOY, 'kubernetes/components/audit-trail'),
 } as const;
 
 export const GATEWAY_CONTAINER = 'ledger-gateway';
