@@ -160,7 +160,9 @@ async function printProfileDifference(profileDir, sides) {
   const { readdirSync } = await import('node:fs');
   const { cpuShares } = await import('./profile-summary.mjs');
   const shares = sides.map(({ name }) => {
-    const files = readdirSync(join(profileDir, name)).filter((file) => file.endsWith('.cpuprofile')).sort();
+    const files = readdirSync(join(profileDir, name))
+      .filter((file) => file.endsWith('.cpuprofile'))
+      .sort();
     return cpuShares(join(profileDir, name, files.at(-1)), 2);
   });
   for (const [title, kind, top] of [
@@ -191,7 +193,8 @@ async function auditBatching(metricsUrl) {
   const records = sum('ledger_gateway_audit_records_written_total');
   const writes = sum('ledger_gateway_audit_sync_duration_seconds_count');
   if (records === 0) return undefined;
-  const perWrite = writes > 0 ? `, ${(records / writes).toFixed(2)} a durable write (${writes} writes)` : ' (not durable)';
+  const perWrite =
+    writes > 0 ? `, ${(records / writes).toFixed(2)} a durable write (${writes} writes)` : ' (not durable)';
   return `${records} records${perWrite}`;
 }
 
@@ -262,7 +265,8 @@ async function main() {
           core: CORE_GATEWAYS,
           logFile: '/dev/null',
           env,
-          nodeArgs: options.profile === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${join(options.profile, name)}`],
+          nodeArgs:
+            options.profile === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${join(options.profile, name)}`],
         })),
         label,
       };
@@ -303,7 +307,7 @@ async function main() {
     };
 
     log(
-      `${options.scenario}: ${gateways.map((gateway) => gateway.label).join(' vs ')}; both pinned to core ${CORE_GATEWAYS}${canPin() ? '' : ' (taskset missing: not pinned)'}, loaded together, ${options.rounds} rounds of ${options.seconds} s, ${options.connections} connections each${options.paceMs === undefined ? "" : `, each waiting ${options.paceMs} ms between requests`}`,
+      `${options.scenario}: ${gateways.map((gateway) => gateway.label).join(' vs ')}; both pinned to core ${CORE_GATEWAYS}${canPin() ? '' : ' (taskset missing: not pinned)'}, loaded together, ${options.rounds} rounds of ${options.seconds} s, ${options.connections} connections each${options.paceMs === undefined ? '' : `, each waiting ${options.paceMs} ms between requests`}`,
     );
     await loadBoth(2); // warm-up: JIT, pools, token cache
     const ticksBefore = machineCpuTicks();

@@ -21,6 +21,7 @@ import { onResponseClose } from '../exchange/response-close.js';
 import { pathOf } from '../operations.js';
 import { redactSecrets } from '../telemetry/logging.js';
 import type { AuditMetrics } from '../telemetry/metrics.js';
+import { serverSpanContextOf } from '../telemetry/server-span.js';
 import { digestSigner } from './chain.js';
 import { AnswerCapture } from './answer-capture.js';
 import { identifyingFields } from './request-fields.js';
@@ -61,7 +62,7 @@ interface AuditState {
   readonly level: Exclude<AuditLevelName, 'none'>;
   readonly started: number;
   readonly intentId: string;
-  /** Read once, as the stage runs: at the answer's end the call's span is no longer the active one. */
+  /** The call's trace (the server span's when tracing runs), read once for both records. */
   readonly traceId: string | null;
   /** unsent: no intent yet; written: on disk; lost: could not be written. */
   intent: 'unsent' | 'written' | 'lost';
@@ -172,7 +173,11 @@ function outcomeRecord(exchange: Exchange, state: AuditState) {
  * Reads the identifying fields (and, at level body, the body itself) of a write's JSON body into its
  * state: at once when the policy already parsed the body or there is none, else once it is read.
  */
-function readAuditedFields(request: FastifyRequest, state: AuditState, options: AuditTrailOptions): Promise<void> | undefined {
+function readAuditedFields(
+  request: FastifyRequest,
+  state: AuditState,
+  options: AuditTrailOptions,
+): Promise<void> | undefined {
   if (state.level === 'metadata' || ARCHIVE_UPLOADS.has(request.operation.name)) {
     if (hasBody(request)) state.request = { contentLength: Number(request.headers['content-length'] ?? NaN) || null };
     return undefined;
@@ -206,7 +211,9 @@ function parsedObject(request: FastifyRequest): Record<string, unknown> | undefi
   try {
     const text = decodeBody(request.rawBody, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
     const body = JSON.parse(text) as unknown;
-    return body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
+    return body !== null && typeof body === 'object' && !Array.isArray(body)
+      ? (body as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }
@@ -262,7 +269,7 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
         level,
         started: performance.now(),
         intentId: randomUUID(),
-        traceId: exchange.traceContext?.traceId ?? traceIdOf(exchange),
+        traceId: exchange.traceContext?.traceId ?? serverSpanContextOf(exchange)?.traceId ?? traceIdOf(exchange),
         intent: 'unsent',
         forwarded: false,
         request: undefined,
