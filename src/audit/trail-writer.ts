@@ -204,10 +204,12 @@ class GroupCommit {
   private kick(): void {
     // The write waits for the end of this turn of the event loop, so every record the turn makes
     // (the calls it read, the answers it passed on) joins one batch rather than the next one.
-    this.writing ??= turnEnd().then(() => this.drain()).finally(() => {
-      this.writing = undefined;
-      if (this.queue.length > 0 && this.failure === undefined) this.kick();
-    });
+    this.writing ??= turnEnd()
+      .then(() => this.drain())
+      .finally(() => {
+        this.writing = undefined;
+        if (this.queue.length > 0 && this.failure === undefined) this.kick();
+      });
   }
 
   private async drain(): Promise<void> {
