@@ -35,6 +35,7 @@ import { UpstreamReplicas } from './proxy/upstream-replicas.js';
 import { createWebSocketTunnels } from './proxy/websocket.js';
 import { asGatewayError, sendGatewayError } from './exchange/refusal.js';
 import { randomRequestId } from './exchange/request-id.js';
+import { onResponseClose } from './exchange/response-close.js';
 import { watchListenerTls } from './server/listener-tls.js';
 import { boundUrl } from './server/bound-url.js';
 import { gracefulShutdown } from './server/shutdown.js';
@@ -298,7 +299,7 @@ function serveCalls(
       // A change of the participant's IdPs arms a refresh only once the participant answered it with
       // success (live/participant-idps.ts): never for a body still arriving or a caller it refused.
       if (IDENTITY_PROVIDER_CHANGES.has(request.operation.name))
-        reply.raw.once('close', () =>
+        onResponseClose(reply.raw, () =>
           participantIdps.changeAnswered(
             request.operation.name,
             request.url,

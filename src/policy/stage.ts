@@ -12,6 +12,7 @@ import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
 import { callerOf } from '../exchange/caller.js';
 import type { Principal, Stage } from '../exchange/exchange.js';
+import { onResponseClose } from '../exchange/response-close.js';
 import { pathOf } from '../operations.js';
 import { Errors, GatewayError } from '../errors.js';
 import { createAuthorizer, permissionDeniedError, policyRuleProblems } from './authorization.js';
@@ -81,7 +82,7 @@ export function createPolicyStage(
   async function judge(request: FastifyRequest, reply: FastifyReply, rule: RequestRule): Promise<void> {
     // The bytes stay in memory until the exchange ends (they are forwarded as received).
     const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
-    reply.raw.once('close', hold.release);
+    onResponseClose(reply.raw, hold.release);
     const bytes = await readRequestBody(request.raw, limits, hold);
     request.rawBody = bytes;
     const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);

@@ -10,6 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { LimitsConfig, UpstreamConfig } from '../config/schema.js';
 import type { BodyBudget, BodyHold } from '../body/budget.js';
 import { callerOf } from '../exchange/caller.js';
+import { onResponseClose } from '../exchange/response-close.js';
 import { injectTraceContext, traceContextFields } from '../trace-context.js';
 import type { CallContext } from './call-context.js';
 import { fetchWhole, type WholeAnswer } from './fetch-whole.js';
@@ -138,7 +139,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   /** A body read whole is held against the process's body budget until its exchange ends. */
   function bodyHold(request: FastifyRequest, reply: FastifyReply): BodyHold {
     const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
-    reply.raw.once('close', hold.release);
+    onResponseClose(reply.raw, hold.release);
     return hold;
   }
 
