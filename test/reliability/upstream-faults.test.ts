@@ -314,9 +314,13 @@ describe('bounds on the client side of a call', () => {
       response.on('error', () => undefined);
       for (let sent = 0; sent < total && !response.destroyed; sent += chunk.length) {
         if (!response.write(chunk))
-          await new Promise((resolve) => {
-            response.once('drain', resolve);
-            response.once('close', resolve);
+          // Whichever comes first; both listeners go, or each wait would leave a 'close' one behind.
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              response.off('drain', done).off('close', done);
+              resolve();
+            };
+            response.once('drain', done).once('close', done);
           });
       }
       response.end();
