@@ -38,6 +38,8 @@ export interface EndedStream {
   readonly requestBytes: number;
   /** From the participant to the client. */
   readonly responseBytes: number;
+  /** The participant replica the stream ran on (its label). */
+  readonly replica: string;
 }
 
 /**

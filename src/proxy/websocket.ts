@@ -182,7 +182,7 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
       const line = { reqId: exchange.id, operation: operation.name, durationMs, closedFirst, reason: endedBy };
       options.log.info(farewell === undefined ? line : { ...line, closeCode: SERVICE_RESTART }, 'stream ended');
       options.onStreamEnded?.(operation, endedBy);
-      outcome.ended({ endedBy, requestBytes: fromClient(), responseBytes: fromParticipant() });
+      outcome.ended({ endedBy, requestBytes: fromClient(), responseBytes: fromParticipant(), replica: replica.label });
       tunnels.delete(socket);
       onReplica.delete(socket);
       upstreamSocket.destroy();

@@ -95,7 +95,7 @@ export function createAccessLog(
         facts.stream?.responseBytes ??
           (exchange.kind === 'call' ? responseBytes(exchange.lifeline as ServerResponse) : null),
       ),
-    upstreamReplica: (_exchange, facts) => json(facts.upstreamReplica ?? null),
+    upstreamReplica: (_exchange, facts) => json(facts.upstreamReplica ?? facts.stream?.replica ?? null),
     upstreamMs: (_exchange, facts) => json(facts.upstreamMs ?? null),
     userAgent: ({ raw }) => json(raw.headers['user-agent'] ?? null),
   };

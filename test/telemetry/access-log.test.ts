@@ -168,6 +168,7 @@ describe('the access log of a WebSocket stream', () => {
       path: '/v2/updates',
       subject: 'alice',
       endedBy: 'client',
+      upstreamReplica: '0',
     });
     expect(line!.durationMs as number).toBeGreaterThanOrEqual(openFor);
     // The frames only (a masked client frame: 8 bytes of header; the participant's: 4), never the upgrade's heads.
