@@ -169,6 +169,7 @@ describe('the access log of a WebSocket stream', () => {
       subject: 'alice',
       endedBy: 'client',
       upstreamReplica: '0',
+      upstreamMs: null,
     });
     expect(line!.durationMs as number).toBeGreaterThanOrEqual(openFor);
     // The frames only (a masked client frame: 8 bytes of header; the participant's: 4), never the upgrade's heads.
