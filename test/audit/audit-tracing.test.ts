@@ -1,30 +1,19 @@
 // The audit trail with tracing on (the OpenTelemetry SDK in this test's process, exporting to an
 // OTLP receiver on 127.0.0.1): a write's intent and outcome records name the trace of its server
 // span, the client's trace when it sent one, so a trace and its audit records find each other.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTracing, type Tracing } from '../../src/telemetry/tracing.js';
+import { describe, expect, it } from 'vitest';
 import { startGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { startRecordingUpstream } from '../helpers/recording-upstream.js';
-import { startOtlpReceiver, type OtlpReceiver } from '../telemetry/otlp-receiver.js';
+import { tracesExportedForFile } from '../telemetry/otlp-receiver.js';
 import { participantAnswers, sendOne } from './load.js';
 import { records, trailDirectory } from './support.js';
 
 const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 
 const current = perTest();
-let receiver: OtlpReceiver;
-let tracing: Tracing;
 
-beforeAll(async () => {
-  receiver = await startOtlpReceiver();
-  tracing = startTracing({ exporterUrl: `${receiver.url}/v1/traces` })!;
-});
-
-afterAll(async () => {
-  await tracing?.shutdown();
-  await receiver?.close();
-});
+tracesExportedForFile();
 
 describe('the audit trail with tracing on', () => {
   it("names each write's trace in its intent and its outcome, the client's when it sent one", async () => {

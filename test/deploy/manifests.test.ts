@@ -95,6 +95,48 @@ function renderOverlay(overlay: (typeof OVERLAYS)[number]): Rendered {
 }
 
 /** Files the config names: issuers' public keys, upstream and listener TLS files, the participant-admin token, the audit signing key. */
+/** An overlay rendered with one component, valid against the schemas with no unknown field, and read back. */
+function renderWithComponent(
+  overlay: (typeof OVERLAYS)[number],
+  component: string,
+): { objects: KubernetesObject[]; rendered: Rendered } {
+  const objects = renderOwnOverlay({ resources: [KUSTOMIZE_DIRS[overlay]], components: [component] });
+  expect(schemaProblems(objects)).toEqual([]);
+  expect(unknownFieldProblems(objects)).toEqual([]);
+  // The keys come from the container's environment, validated with the ConfigMap's file.
+  return { objects, rendered: readRendered(objects) };
+}
+
+/**
+ * The gateway gets the same container from `component` in both overlays (but for the restartPolicy
+ * only a sidecar has), with `count` of its variables named with `prefix`.
+ */
+function expectSameContainerInBothOverlays(component: string, prefix: string, count: number): void {
+  const containers = OVERLAYS.map((overlay) => {
+    const objects = renderOwnOverlay({ resources: [KUSTOMIZE_DIRS[overlay]], components: [component] });
+    const { restartPolicy: _restartPolicy, ...container } = gatewayWorkload(objects).container;
+    return container;
+  });
+  expect(containers[1]).toEqual(containers[0]);
+  expect(containers[0]!.env?.filter((variable) => variable.name.startsWith(prefix)).length).toBe(count);
+}
+
+/**
+ * What a component that mounts a Secret's file leaves as it was: no subPath mount anywhere, the
+ * config's files from Secrets, the live config mount, and nothing but what `without` takes out.
+ */
+function expectComponentLeavesTheRest(
+  overlay: (typeof OVERLAYS)[number],
+  { objects, rendered }: { objects: KubernetesObject[]; rendered: Rendered },
+  without: (objects: readonly KubernetesObject[]) => KubernetesObject[],
+): void {
+  const { gateway } = rendered;
+  expect(podSpecs(objects).flatMap((pod) => subPathMounts(pod))).toEqual([]);
+  expectConfigFilesFromSecrets(rendered);
+  expectLiveConfigMount(gateway.podSpec.volumes as Volume[], gateway.container, configMapKeys(objects));
+  expect(without(objects)).toEqual(renderOverlay(overlay).objects);
+}
+
 function configFiles(config: GatewayConfig): string[] {
   return [
     config.auth.participantIdentityProviders.tokenFile,
@@ -962,14 +1004,7 @@ describeRendered('components', () => {
   it.each(OVERLAYS)(
     'participant-identity-providers: turns the feature on in the %s overlay, the admin token from a Secret mounted as a directory',
     (overlay) => {
-      const objects = renderOwnOverlay({
-        resources: [KUSTOMIZE_DIRS[overlay]],
-        components: [KUSTOMIZE_COMPONENTS.participantIdentityProviders],
-      });
-      expect(schemaProblems(objects)).toEqual([]);
-      expect(unknownFieldProblems(objects)).toEqual([]);
-      // The keys come from the container's environment, validated with the ConfigMap's file.
-      const rendered = readRendered(objects);
+      const { objects, rendered } = renderWithComponent(overlay, KUSTOMIZE_COMPONENTS.participantIdentityProviders);
       const { gateway } = rendered;
       const idps = rendered.config.auth.participantIdentityProviders;
       expect(idps.enabled).toBe(true);
@@ -981,28 +1016,14 @@ describeRendered('components', () => {
       expect(token.key).toBe('token');
       expect(token.mount.readOnly).toBe(true);
       expect(token.volume.secret?.optional ?? false, 'the pod waits for the Secret').toBe(false);
-      expect(podSpecs(objects).flatMap((pod) => subPathMounts(pod))).toEqual([]);
-      expectConfigFilesFromSecrets(rendered);
-      // The token's mount leaves the config directory alone.
-      expectLiveConfigMount(gateway.podSpec.volumes as Volume[], gateway.container, configMapKeys(objects));
-
-      // Nothing else changes.
-      expect(withoutParticipantIdps(objects)).toEqual(renderOverlay(overlay).objects);
+      // The token's mount leaves the config directory alone; nothing else changes.
+      expectComponentLeavesTheRest(overlay, { objects, rendered }, withoutParticipantIdps);
     },
     60_000,
   );
 
   it('participant-identity-providers: gives the gateway the same container in both overlays', () => {
-    const containers = OVERLAYS.map((overlay) => {
-      const objects = renderOwnOverlay({
-        resources: [KUSTOMIZE_DIRS[overlay]],
-        components: [KUSTOMIZE_COMPONENTS.participantIdentityProviders],
-      });
-      const { restartPolicy: _restartPolicy, ...container } = gatewayWorkload(objects).container;
-      return container;
-    });
-    expect(containers[1]).toEqual(containers[0]);
-    expect(containers[0]!.env?.filter((variable) => variable.name.startsWith(IDP_VARIABLES)).length).toBe(2);
+    expectSameContainerInBothOverlays(KUSTOMIZE_COMPONENTS.participantIdentityProviders, IDP_VARIABLES, 2);
   }, 60_000);
 
   const AUDIT_CLAIM = 'ledger-gateway-audit';
@@ -1033,14 +1054,7 @@ describeRendered('components', () => {
   it.each(OVERLAYS)(
     'audit-trail: turns the trail on in the %s overlay, each pod in its own directory of the claim, the signing key from a Secret',
     (overlay) => {
-      const objects = renderOwnOverlay({
-        resources: [KUSTOMIZE_DIRS[overlay]],
-        components: [KUSTOMIZE_COMPONENTS.auditTrail],
-      });
-      expect(schemaProblems(objects)).toEqual([]);
-      expect(unknownFieldProblems(objects)).toEqual([]);
-      // The keys come from the container's environment, validated with the ConfigMap's file.
-      const rendered = readRendered(objects);
+      const { objects, rendered } = renderWithComponent(overlay, KUSTOMIZE_COMPONENTS.auditTrail);
       const { gateway } = rendered;
       const audit = rendered.config.audit;
       expect(audit.enabled).toBe(true);
@@ -1074,26 +1088,12 @@ describeRendered('components', () => {
       expect(key.volume.secret?.defaultMode).toBe(0o440);
       expect(key.volume.secret?.optional ?? false, 'the pod waits for the Secret').toBe(false);
       expect(key.mount.mountPath.startsWith(`${trail[0]!.mountPath}/`)).toBe(false);
-      expect(podSpecs(objects).flatMap((pod) => subPathMounts(pod))).toEqual([]);
-      expectConfigFilesFromSecrets(rendered);
-      expectLiveConfigMount(gateway.podSpec.volumes as Volume[], gateway.container, configMapKeys(objects));
-
-      // Nothing else changes.
-      expect(withoutAuditTrail(objects)).toEqual(renderOverlay(overlay).objects);
+      expectComponentLeavesTheRest(overlay, { objects, rendered }, withoutAuditTrail);
     },
     60_000,
   );
 
   it('audit-trail: gives the gateway the same container in both overlays', () => {
-    const containers = OVERLAYS.map((overlay) => {
-      const objects = renderOwnOverlay({
-        resources: [KUSTOMIZE_DIRS[overlay]],
-        components: [KUSTOMIZE_COMPONENTS.auditTrail],
-      });
-      const { restartPolicy: _restartPolicy, ...container } = gatewayWorkload(objects).container;
-      return container;
-    });
-    expect(containers[1]).toEqual(containers[0]);
-    expect(containers[0]!.env?.filter((variable) => variable.name.startsWith(AUDIT_VARIABLES)).length).toBe(3);
+    expectSameContainerInBothOverlays(KUSTOMIZE_COMPONENTS.auditTrail, AUDIT_VARIABLES, 3);
   }, 60_000);
 });

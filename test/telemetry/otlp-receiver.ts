@@ -2,6 +2,8 @@
 // (what @opentelemetry/exporter-trace-otlp-http sends) and keeps every span.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll } from 'vitest';
+import { startTracing, type Tracing } from '../../src/telemetry/tracing.js';
 
 export interface ReceivedSpan {
   readonly traceId: string;
@@ -109,5 +111,35 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         server.closeAllConnections();
         server.close(() => resolve());
       }),
+  };
+}
+
+/**
+ * The OpenTelemetry SDK in this test file's process (one per file: vitest forks), exporting to an
+ * OTLP receiver on 127.0.0.1: started before the file's tests and shut down after them. `before`
+ * runs first (an OTEL_* variable the SDK reads as it starts).
+ */
+export function tracesExportedForFile(before?: () => void): {
+  readonly receiver: OtlpReceiver;
+  readonly tracing: Tracing;
+} {
+  let receiver: OtlpReceiver | undefined;
+  let tracing: Tracing | undefined;
+  beforeAll(async () => {
+    before?.();
+    receiver = await startOtlpReceiver();
+    tracing = startTracing({ exporterUrl: `${receiver.url}/v1/traces` })!;
+  });
+  afterAll(async () => {
+    await tracing?.shutdown();
+    await receiver?.close();
+  });
+  return {
+    get receiver() {
+      return receiver!;
+    },
+    get tracing() {
+      return tracing!;
+    },
   };
 }

@@ -1,30 +1,20 @@
 // OTEL_PROPAGATORS=b3multi,tracecontext with spans exported: the SDK runs with the same
 // propagators as the spanless path, so a B3 caller's trace id reaches the participant in both
 // formats, from the gateway's client span, and the client's own B3 headers are not passed beside them.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTracing, type Tracing } from '../../src/telemetry/tracing.js';
+import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { scriptedParticipant } from './canton-answers.js';
-import { SpanKind, startOtlpReceiver, type OtlpReceiver } from './otlp-receiver.js';
+import { SpanKind, tracesExportedForFile } from './otlp-receiver.js';
 
 const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLIENT_SPAN_ID = '00f067aa0ba902b7';
 
-let receiver: OtlpReceiver;
-let tracing: Tracing;
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
 
-beforeAll(async () => {
+const traces = tracesExportedForFile(() => {
   process.env.OTEL_PROPAGATORS = 'b3multi,tracecontext';
-  receiver = await startOtlpReceiver();
-  tracing = startTracing({ exporterUrl: `${receiver.url}/v1/traces` })!;
-});
-
-afterAll(async () => {
-  await tracing?.shutdown();
-  await receiver?.close();
 });
 
 afterEach(async () => {
@@ -35,7 +25,7 @@ afterEach(async () => {
 
 describe('OTEL_PROPAGATORS=b3multi,tracecontext with an exporter', () => {
   it("hands a B3 caller's trace id on in both formats, once each, from the gateway's client span", async () => {
-    expect(tracing).toMatchObject({ exporting: true, propagators: { names: ['b3multi', 'tracecontext'] } });
+    expect(traces.tracing).toMatchObject({ exporting: true, propagators: { names: ['b3multi', 'tracecontext'] } });
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, {}, { tracingActive: true });
     const response = await fetch(`${gw.url}/v2/version`, {
@@ -53,13 +43,15 @@ describe('OTEL_PROPAGATORS=b3multi,tracecontext with an exporter', () => {
 
     // The span the participant was told of is the gateway's client span, in the caller's trace.
     const deadline = Date.now() + 5_000;
-    while (!receiver.spans.some((span) => span.spanId === spanIds[0]) && Date.now() < deadline) {
-      await tracing.forceFlush();
+    while (!traces.receiver.spans.some((span) => span.spanId === spanIds[0]) && Date.now() < deadline) {
+      await traces.tracing.forceFlush();
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    const client = receiver.spans.find((span) => span.spanId === spanIds[0]);
+    const client = traces.receiver.spans.find((span) => span.spanId === spanIds[0]);
     expect(client).toMatchObject({ traceId: CLIENT_TRACE_ID, kind: SpanKind.client });
-    const server = receiver.spans.find((span) => span.kind === SpanKind.server && span.traceId === CLIENT_TRACE_ID);
+    const server = traces.receiver.spans.find(
+      (span) => span.kind === SpanKind.server && span.traceId === CLIENT_TRACE_ID,
+    );
     expect(server).toMatchObject({ parentSpanId: CLIENT_SPAN_ID });
   });
 });

@@ -3,14 +3,13 @@
 // participant exactly one traceparent (its client span's), returns the trace in `traceresponse`,
 // puts the trace id in its own errors and in the request's log line, and never exports a token.
 import { createConnection } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SpanAttributes } from '../../src/telemetry/request-telemetry.js';
-import { startTracing, type Tracing } from '../../src/telemetry/tracing.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { OPERATION_CASES, SCENARIO_HEADER, scriptedParticipant } from './canton-answers.js';
-import { SpanKind, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
+import { SpanKind, tracesExportedForFile, type ReceivedSpan } from './otlp-receiver.js';
 import { closeAfterEach } from '../helpers/per-test.js';
 
 const CLIENT_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -22,20 +21,10 @@ const BAD_TOKEN = 'eyJhbGciOiJSUzI1NiIsImtpZCI6Im5vbmUifQ.eyJzdWIiOiJtYWxsb3J5In
 
 const updateByOffset = OPERATION_CASES.find((c) => c.operation === 'getUpdateByOffset')!;
 
-let receiver: OtlpReceiver;
-let tracing: Tracing;
 let upstream: RecordingUpstream;
 let gw: RunningGateway;
 
-beforeAll(async () => {
-  receiver = await startOtlpReceiver();
-  tracing = startTracing({ exporterUrl: `${receiver.url}/v1/traces` })!;
-});
-
-afterAll(async () => {
-  await tracing?.shutdown();
-  await receiver?.close();
-});
+const traces = tracesExportedForFile();
 
 closeAfterEach(
   () => gw,
@@ -45,8 +34,8 @@ closeAfterEach(
 async function exportedSpans(predicate: (span: ReceivedSpan) => boolean, count = 1): Promise<ReceivedSpan[]> {
   const deadline = Date.now() + 5_000;
   for (;;) {
-    await tracing.forceFlush();
-    const found = receiver.spans.filter(predicate);
+    await traces.tracing.forceFlush();
+    const found = traces.receiver.spans.filter(predicate);
     if (found.length >= count || Date.now() > deadline) return found;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
@@ -104,7 +93,7 @@ describe('tracing', () => {
     expect(client!.attributes).toMatchObject({ 'http.response.status_code': 200 });
 
     // No token and no body in any exported span.
-    const exported = receiver.bodies.join('\n');
+    const exported = traces.receiver.bodies.join('\n');
     expect(exported).not.toContain(gw.auth().authorization!.slice('Bearer '.length));
     expect(exported).not.toContain('Bearer');
     expect(exported).not.toContain('TRANSACTION_SHAPE_ACS_DELTA');
@@ -127,7 +116,7 @@ describe('tracing', () => {
       [SpanAttributes.status]: 401,
       [SpanAttributes.operation]: 'getUpdateByOffset',
     });
-    expect(receiver.bodies.join('\n')).not.toContain(BAD_TOKEN.split('.')[2]);
+    expect(traces.receiver.bodies.join('\n')).not.toContain(BAD_TOKEN.split('.')[2]);
   });
 
   it('exports no query values: a token in the query never reaches a span (server or client), the call is forwarded as sent', async () => {
@@ -171,7 +160,7 @@ describe('tracing', () => {
     });
     expect(raw).toMatch(/^HTTP\/1\.1 400/);
     await exportedSpans((s) => s.kind === SpanKind.server && s.attributes[SpanAttributes.status] === 400);
-    const exported = receiver.bodies.join('\n');
+    const exported = traces.receiver.bodies.join('\n');
     for (const part of [...BAD_TOKEN.split('.'), 'SECRETBARE0123456789', 'SECRETFRAGMENT0123'])
       expect(exported).not.toContain(part);
   });
