@@ -1,7 +1,8 @@
 // The structure of src/ (issues 28 and 33; .dependency-cruiser.cjs): no import cycle, type-only
 // imports included; telemetry/ and proxy/ never import each other; nothing but main.ts imports the
-// sandbox; the stages (auth, protection, policy, cache, proxy, audit) import no other stage and nothing above
-// them; telemetry/ imports no stage; exchange/, body/ and config/ import none of the floors above.
+// sandbox; the stages (auth, protection, policy, ledger-policy, cache, proxy, audit) import no other stage and nothing above
+// them; telemetry/ imports no stage; exchange/, body/ and config/ import none of the floors above; proto/
+// (the Daml value's JSON form) imports nothing in src/.
 // The rules are also run on a small tree that breaks each of them, so that a rule which stopped
 // matching (a renamed folder, a changed option) cannot pass for a clean src/.
 import { readdirSync, readFileSync } from 'node:fs';
@@ -86,6 +87,9 @@ describe('the structure of src/', () => {
           'src/exchange/refusal.ts': "import { format } from '../telemetry/format.js';\nexport const X = format;\n",
           'src/body/json.ts': "import { CODE } from '../proxy/codes.js';\nexport const J = CODE;\n",
           'src/config/load.ts': "import { UP } from '../server/upgrades.js';\nexport const CF = UP;\n",
+          // The ledger policy is a stage like the others; proto/ imports nothing in src/.
+          'src/ledger-policy/decide.ts': "import { TOKEN } from '../auth/extract.js';\nexport const LP = TOKEN;\n",
+          'src/proto/daml-value.ts': "import { F } from '../errors.js';\nexport const PB = F;\n",
           'tsconfig.json': JSON.stringify({
             compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true },
             include: ['src/**/*.ts'],
@@ -106,9 +110,11 @@ describe('the structure of src/', () => {
           'foundations-below-all: src/config/load.ts -> src/server/upgrades.ts',
           'foundations-below-all: src/exchange/refusal.ts -> src/telemetry/format.ts',
           'no-cycle: src/app.ts -> src/auth/hooks.ts -> src/app.ts',
+          'proto-is-a-leaf: src/proto/daml-value.ts -> src/errors.ts',
           'proxy-not-to-telemetry: src/proxy/forward.ts -> src/telemetry/format.ts',
           'sandbox-stays-aside: src/auth/dev-mode.ts -> src/sandbox/seed.ts',
           'stages-not-sideways: src/cache/codes.ts -> src/proxy/codes.ts',
+          'stages-not-sideways: src/ledger-policy/decide.ts -> src/auth/extract.ts',
           'stages-not-sideways: src/proxy/websocket.ts -> src/auth/extract.ts',
           'stages-not-up: src/auth/hooks.ts -> src/app.ts',
           'stages-not-up: src/policy/stage.ts -> src/server/upgrades.ts',

@@ -10,13 +10,14 @@ import type { AuthFailureReason } from '../auth/failure.js';
 import { authenticationStage } from '../auth/hooks.js';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
 import type { Exchange, Generation, Stage } from '../exchange/exchange.js';
+import { assertLedgerPolicyConfig } from '../ledger-policy/ledger-policy.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler } from '../policy/cors.js';
 import { createPolicyStage, type PolicyStageOptions } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
-const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log', 'audit'] as const;
+const LIVE_SECTIONS = ['auth', 'policy', 'ledgerPolicy', 'protection', 'cors', 'versionCache', 'log', 'audit'] as const;
 /**
  * Inside a live section, what still needs a restart: the Redis connection is opened once; the audit
  * trail's files, key and writer are opened once (only its policy, which writes at which level, is live).
@@ -175,6 +176,7 @@ function buildGeneration(
   { options, participantKeySets }: GenerationInputs,
 ): LiveGeneration {
   assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
+  assertLedgerPolicyConfig(config.ledgerPolicy); // its rules compiled, CEL type-checked
   const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
   const configured = new Set(own.auth.issuers.map((issuer) => issuer.issuer));
   const authenticator = sameAuth
