@@ -64,8 +64,17 @@ const OPERATION_NAMED_KEYS: Record<string, NameList> = {
 /** A `${file:...}` reference (src/config/file-references.ts), resolved before the gateway judges the value. */
 const FILE_REFERENCE = '\\$\\{file:[^}]*\\}';
 
+/** Helm's validator runs patterns with Go's regexp (RE2): no lookaround, no backreference. */
+function requireRe2(pattern: string, path: string): void {
+  if (/\(\?<?[=!]|\\[1-9]|\\k</.test(pattern))
+    throw new Error(
+      `config schema: ${path}: pattern ${pattern} needs lookaround or a backreference, which Helm cannot run`,
+    );
+}
+
 /** A string node whose value may also be a file reference: the file's text is judged at start, not here. */
-function acceptingFileReference(node: SchemaNode): SchemaNode {
+function acceptingFileReference(node: SchemaNode, path: string): SchemaNode {
+  if (node.pattern !== undefined) requireRe2(node.pattern, path);
   if (node.type !== 'string') return node;
   if ((node.minLength ?? 0) > 1 || node.maxLength !== undefined) {
     const { description, default: fallback, ...constraints } = node;
@@ -134,7 +143,7 @@ function forHelm(node: SchemaNode, path: string, used: Set<string>): SchemaNode 
     if (out.type === 'object') out.propertyNames = definition;
     else if (out.type === 'string') Object.assign(out, definition);
   }
-  return acceptingFileReference(out);
+  return acceptingFileReference(out, path);
 }
 
 /** The config schema for Helm; throws when a key of OPERATION_NAMED_KEYS is no longer in it. */
