@@ -300,6 +300,14 @@ describeRendered('helm lint and helm template, each mode and switch', () => {
       const rendered = readGateway(objects, SECRET_FILES[file] ?? {});
       expectSoundGatewayPod(rendered);
       const merged = values.reduce<unknown>((all, value) => mergeValues(all, ciValues(value)), CHART_VALUES);
+      // The redis values are the config's Redis: one node's URL, the sentinels or the cluster's nodes.
+      const mode = valueAt(merged, 'redis.mode');
+      const redis = rendered.config.protection.redis;
+      expect({ node: redis.url, sentinel: redis.sentinel?.masterName, cluster: redis.cluster?.nodes.length }).toEqual({
+        node: mode === 'node' ? expect.stringMatching(/^rediss:\/\/:a-test-only-password@/) : undefined,
+        sentinel: mode === 'sentinel' ? 'mymaster' : undefined,
+        cluster: mode === 'cluster' ? 2 : undefined,
+      });
       expectExposureAndMonitoring(rendered, merged);
     },
     120_000,

@@ -49,11 +49,15 @@ function kubectlIsRecent(): boolean {
   return kustomize >= 5 && Number.parseInt(version.clientVersion?.minor ?? '0', 10) >= 27;
 }
 
-/** Helm 3.10 or later: the first with --post-renderer-args, which the chart's Splice post-renderer takes its values by. */
+/**
+ * Helm 3.15 or later: offline, `helm template` assumes the Kubernetes version of its own client
+ * (1.30 from 3.15 on), which the chart's kubeVersion (>=1.30) must accept. Helm 3 only: Helm 4 runs
+ * post-renderers as plugins.
+ */
 function helmIsRecent(): boolean {
   const output = runs('helm', ['version', '--short']);
   const version = /^v(\d+)\.(\d+)\./.exec(output ?? '');
-  return version !== null && Number(version[1]) === 3 && Number(version[2]) >= 10;
+  return version !== null && Number(version[1]) === 3 && Number(version[2]) >= 15;
 }
 
 const PROBES: Record<SystemTool, () => boolean> = {

@@ -7,7 +7,7 @@
 #     --post-renderer deploy/helm/ledger-gateway/post-renderer.sh \
 #     --post-renderer-args=--values=gateway-values.yaml
 # LEDGER_GATEWAY_RELEASE names the gateway's release (default ledger-gateway): the config Secret is
-# <release>-config. Needs helm (3.10+) and kubectl (1.27+) on the machine that runs helm.
+# <release>-config. Needs Helm 3.15+ (see deploy/README.md) and kubectl 1.27+ on the machine that runs helm.
 set -eu
 chart=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
