@@ -73,6 +73,11 @@ export const ServerSchema = Section(
           description:
             'With clientCaFile: "require" refuses a TLS connection without a certificate clientCaFile verifies; "request" asks for one and accepts the connection without it (policy.sources decides per operation).',
         }),
+        resumeSessions: Type.Boolean({
+          default: false,
+          description:
+            "With clientCaFile: let clients resume a TLS session (session tickets), which skips the client certificate's verification a full handshake makes (a certificate revoked or a client CA replaced since still passes; its validity dates are judged at each call all the same). Off: every connection verifies its certificate. Without clientCaFile sessions are always resumable (docs/security.md).",
+        }),
         reloadIntervalMs: Milliseconds(
           60_000,
           'How often the files are read again: a changed certificate, key or client CA serves new connections without a restart (cert-manager renewals); an unreadable or invalid one is logged and the last good one kept.',
