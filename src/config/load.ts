@@ -6,9 +6,8 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { Ajv, type ErrorObject } from 'ajv';
-import { parse as parseYaml } from 'yaml';
 import { OPERATION_NAMES, WRITE_OPERATION_NAMES } from '../operations.js';
-import { MAX_CONFIG_NESTING, readConfigText, yamlNestingDepth } from './config-file.js';
+import { parseConfigYaml, readConfigText } from './config-file.js';
 import { applySetting, ENVIRONMENT_ALIASES, environmentSettings, nearest } from './environment.js';
 import { resolveFileReferences, type ReferenceOutcome } from './file-references.js';
 import { variableOf, type ConfigProvenance } from './provenance.js';
@@ -505,17 +504,9 @@ export function loadConfiguration(file: string | undefined, env: NodeJS.ProcessE
   if (file === undefined) return validateConfiguration({}, 'defaults + environment', env);
   const read = readConfigText(file);
   if ('problem' in read) throw new ConfigError(file, [read.problem]);
-  const { text } = read;
-  const depth = yamlNestingDepth(text);
-  if (depth > MAX_CONFIG_NESTING)
-    throw new ConfigError(file, [`the file nests ${depth} levels deep; at most ${MAX_CONFIG_NESTING} are read`]);
-  let parsed: unknown;
-  try {
-    parsed = parseYaml(text, { prettyErrors: true, uniqueKeys: true });
-  } catch (error) {
-    throw new ConfigError(file, [`not valid YAML: ${(error as Error).message}`]);
-  }
-  return validateConfiguration(parsed, file, env, file);
+  const parsed = parseConfigYaml(read.text, true);
+  if ('problem' in parsed) throw new ConfigError(file, [parsed.problem]);
+  return validateConfiguration(parsed.parsed, file, env, file);
 }
 
 /** Read, parse and validate a YAML config file, with the environment's settings. */
