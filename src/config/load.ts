@@ -338,6 +338,7 @@ function valueProblems(config: GatewayConfig, urlGiven: boolean, clean: (section
   const say = (path: KeyPath, text: string) => problems.push({ path, text });
   if (clean('server')) serverValueProblems(config, say);
   if (clean('upstream')) upstreamValueProblems(config, urlGiven, say);
+  if (clean('protection')) redisValueProblems(config.protection.redis, say);
   // Both listeners on one port fail only at listen (EADDRINUSE, exit 1); port 0 picks a free one each.
   if (clean('server') && clean('admin') && config.admin.port !== 0 && config.admin.port === config.server.port) {
     say(
@@ -346,6 +347,45 @@ function valueProblems(config: GatewayConfig, urlGiven: boolean, clean: (section
     );
   }
   return problems;
+}
+
+/** Why a Redis host:port (a sentinel or cluster node) cannot be connected to, or undefined. */
+function redisNodeProblem(entry: string): string | undefined {
+  const colon = entry.lastIndexOf(':');
+  const host = entry.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
+  const port = Number(entry.slice(colon + 1));
+  if (host === '') return `"${entry}" names no host`;
+  if (!Number.isInteger(port) || port < 1 || port > 65_535) return `"${entry}": the port must be 1 to 65535`;
+  return undefined;
+}
+
+/**
+ * Redis addresses the schema's patterns cannot judge (a port of 99999 was taken, and failed at each
+ * connection). The URL is never echoed: it may carry the password.
+ */
+function redisValueProblems(redis: GatewayConfig['protection']['redis'], say: (path: KeyPath, text: string) => void) {
+  if (redis.url !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = new URL(redis.url);
+    } catch {
+      say(
+        ['protection', 'redis', 'url'],
+        'protection.redis.url: not a URL (redis://[user:password@]host[:port][/db]; a port must be 1 to 65535)',
+      );
+    }
+    if (url !== undefined && url.hostname === '')
+      say(['protection', 'redis', 'url'], 'protection.redis.url: names no host');
+    else if (url !== undefined && url.port === '0')
+      say(['protection', 'redis', 'url'], 'protection.redis.url: the port must be 1 to 65535');
+  }
+  for (const mode of ['sentinel', 'cluster'] as const) {
+    redis[mode]?.nodes.forEach((entry, index) => {
+      const problem = redisNodeProblem(entry);
+      if (problem !== undefined)
+        say(['protection', 'redis', mode, 'nodes', index], `protection.redis.${mode}.nodes[${index}]: ${problem}`);
+    });
+  }
 }
 
 function upstreamValueProblems(config: GatewayConfig, urlGiven: boolean, say: (path: KeyPath, text: string) => void) {

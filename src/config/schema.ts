@@ -937,6 +937,13 @@ export const ProtectionSchema = Section(
           'Concurrency slots held in Redis are leases renewed every third of this; slots of a replica that died come back after it.',
           3_000,
         ),
+        maxReplyBytes: Type.Integer({
+          minimum: 64 * 1024,
+          maximum: 64 * 1024 * 1024,
+          default: 1024 * 1024,
+          description:
+            'Most bytes a Redis connection may receive toward one reply before it is cut (and reopened): a server that streams an endless reply cannot take the heap. The gateway\'s replies are a few bytes; a cluster\'s slot map a few KB. ledger_gateway_protection_store_errors_total{reason="reply_too_large"} counts the cuts.',
+        }),
       },
       'The shared store (Redis) for the rate and concurrency limits of several replicas.',
     ),
