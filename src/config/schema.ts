@@ -326,9 +326,9 @@ export const LogSchema = Section(
     access: Section(
       {
         enabled: Type.Boolean({
-          default: false,
+          default: true,
           description:
-            'The request line becomes an access line (docs/errors-and-metrics.md, Access log): the fields below besides its own, and sampling. Off: the request line as it was.',
+            'The request line becomes an access line (docs/errors-and-metrics.md, Access log): the fields below besides its own, and sampling: who did what from where. Off: the request line alone (reqId, operation, status, error code, duration, trace ids), a little cheaper (docs/performance.md).',
         }),
         fields: Type.Array(Type.Union(ACCESS_LOG_FIELDS.map((field) => Type.Literal(field))), {
           default: [...ACCESS_LOG_FIELDS],
