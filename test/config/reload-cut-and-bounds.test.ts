@@ -6,7 +6,7 @@ import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { MAX_CONFIG_NODES } from '../../src/config/config-file.js';
+import { MAX_CONFIG_NODES, parseConfigYaml } from '../../src/config/config-file.js';
 import { OUTCOME_MESSAGES } from '../../src/live/reload.js';
 import { closeAfterEach } from '../helpers/per-test.js';
 import { buildDist, startProcess, type GatewayProcess } from '../helpers/process.js';
@@ -193,4 +193,19 @@ describe('a hostile config file, under the image heap flags', () => {
     },
     TEST_MS,
   );
+});
+
+describe('parseConfigYaml', () => {
+  it('refuses an alias expanded past 100 uses (a "billion laughs"), and takes a few anchors as written', () => {
+    const laughs = ['a: &a [x, x, x, x, x, x, x, x, x, x]'];
+    for (let level = 1; level < 6; level++) {
+      const previous = String.fromCharCode(96 + level);
+      const name = String.fromCharCode(97 + level);
+      laughs.push(`${name}: &${name} [${Array.from({ length: 10 }, () => `*${previous}`).join(', ')}]`);
+    }
+    const bomb = parseConfigYaml(`${laughs.join('\n')}\n`);
+    expect(bomb).toEqual({ problem: expect.stringMatching(/^not valid YAML: .*[Ee]xcessive alias count/) });
+    const reuse = parseConfigYaml('x: &rules [{ anyAuthenticated: true }]\ny: *rules\n');
+    expect(reuse).toEqual({ parsed: { x: [{ anyAuthenticated: true }], y: [{ anyAuthenticated: true }] } });
+  });
 });
