@@ -17,6 +17,7 @@ export function rememberFileSecret(value: string): void {
 /** `text` with every value read from a file replaced by a mark. */
 export function withoutFileSecrets(text: string): string {
   let scrubbed = text;
-  for (const secret of longestFirst) if (scrubbed.includes(secret)) scrubbed = scrubbed.split(secret).join(FILE_SECRET_MARK);
+  for (const secret of longestFirst)
+    if (scrubbed.includes(secret)) scrubbed = scrubbed.split(secret).join(FILE_SECRET_MARK);
   return scrubbed;
 }
