@@ -230,11 +230,15 @@ export interface FileReloads {
   close(): void;
 }
 
+/** Dropped key paths named in the log line; the count says how many more. */
+const DROPPED_LOGGED = 20;
+
 /**
- * The reloads of one config file, one at a time. A change seen by the watch that drops a section or
- * a key of a section that the applied file has (what a half-written file looks like: a valid YAML
- * prefix) is not applied on this read: it is read again once it has not changed for `secondLookMs`,
- * and applied only if it is still the same. SIGHUP is the operator's own look: it applies what it reads.
+ * The reloads of one config file, one at a time. A change seen by the watch that drops a key or a
+ * list item the applied file has, at any depth, or whose last line is not ended (what a half-written
+ * file looks like: a valid YAML prefix, cut between lines or inside one) is not applied on this
+ * read: it is read again once it has not changed for `secondLookMs`, and applied only if it is still
+ * the same. SIGHUP is the operator's own look: it applies what it reads.
  */
 export function createFileReloads(options: {
   readonly file: string;
@@ -253,11 +257,14 @@ export function createFileReloads(options: {
     const shape = configFileShape(file);
     const dropped =
       shape === undefined || applied === undefined ? [] : [...applied.keys].filter((key) => !shape.keys.has(key));
-    if (trigger === 'file' && shape !== undefined && dropped.length > 0 && shape.digest !== pending) {
+    const suspect = shape !== undefined && (dropped.length > 0 || !shape.endsWhole);
+    if (trigger === 'file' && suspect && shape.digest !== pending) {
       pending = shape.digest;
       log.warn(
-        { trigger, dropped, secondLookMs },
-        'configuration reload: the file drops keys the running configuration has; it is read again once unchanged',
+        { trigger, dropped: dropped.slice(0, DROPPED_LOGGED), droppedCount: dropped.length, secondLookMs },
+        dropped.length > 0
+          ? 'configuration reload: the file drops keys the running configuration has; it is read again once unchanged'
+          : "configuration reload: the file's last line has no line break (a write under way?); it is read again once unchanged",
       );
       secondLook = setTimeout(() => void run('file'), secondLookMs);
       secondLook.unref();

@@ -68,7 +68,7 @@ export function createApiServer(
           https: {
             ...serverOptions,
             handshakeTimeout: server.headersTimeoutMs,
-            ...listenerSecureOptions(listenerTls, server.tls.clientCertificate),
+            ...listenerSecureOptions(listenerTls, server.tls),
           },
         }),
     bodyLimit: limits.bodyBytes,

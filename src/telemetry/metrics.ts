@@ -26,6 +26,7 @@ export const MetricNames = {
   protectionRefusals: 'ledger_gateway_protection_refusals_total',
   protectionStoreFailures: 'ledger_gateway_protection_store_failures_total',
   protectionStoreUp: 'ledger_gateway_protection_store_up',
+  protectionStoreErrors: 'ledger_gateway_protection_store_errors_total',
   tokenSignatureChecks: 'ledger_gateway_token_signature_checks_total',
   logLinesDropped: 'ledger_gateway_log_lines_dropped_total',
   upstreamCallsInFlight: 'ledger_gateway_upstream_calls_in_flight',
@@ -134,6 +135,8 @@ export interface GatewayMetrics {
   protectionRefusal(operation: string, limit: string): void;
   /** The shared limit store (Redis) could not answer; `failMode` says what the call got. */
   protectionStoreFailure(failMode: 'open' | 'closed'): void;
+  /** Redis failed in a way an outage does not explain (`reason`: a RedisProblem of protection/redis-connection.ts). */
+  protectionStoreError(reason: string): void;
   /** Where ledger_gateway_protection_store_up reads whether the limit store answers (default: always). */
   watchProtectionStore(ready: () => boolean): void;
   /** Where ledger_gateway_token_signature_checks_total reads the authenticator's count (read at scrape, no hot-path cost). */
@@ -316,6 +319,7 @@ function refusalMetrics(
   | 'jwksRefresh'
   | 'protectionRefusal'
   | 'protectionStoreFailure'
+  | 'protectionStoreError'
   | 'webSocketStreamEnded'
   | 'connectionRefused'
 > {
@@ -335,6 +339,11 @@ function refusalMetrics(
     MetricNames.protectionStoreFailures,
     'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).',
     ['fail_mode'],
+  );
+  const protectionStoreErrors = counter(
+    MetricNames.protectionStoreErrors,
+    'Redis failures an outage does not explain, by reason: authentication (the credentials were refused), reply_too_large (a reply past protection.redis.maxReplyBytes; the connection was cut), master_at_sentinel (a sentinel named a sentinel address as the master; its answer was refused).',
+    ['reason'],
   );
   const streamsEnded = counter(
     MetricNames.webSocketStreamsEnded,
@@ -372,6 +381,9 @@ function refusalMetrics(
     },
     protectionStoreFailure(failMode) {
       protectionStoreFailures.labels(failMode).inc();
+    },
+    protectionStoreError(reason) {
+      protectionStoreErrors.labels(reason).inc();
     },
     webSocketStreamEnded(operation, endedBy) {
       streamsEnded.labels(operationLabel(operation), endedBy).inc();
