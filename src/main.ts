@@ -223,7 +223,8 @@ process.on('unhandledRejection', (reason) => {
  * a stack says nothing to them), on one line with its causes; a ConfigError keeps its list of problems.
  */
 function startFailureText(error: unknown): string {
-  if (error instanceof ConfigError) return error.message;
+  // Both already say what went wrong and where; a ListenFailure's cause is the raw EADDRINUSE line.
+  if (error instanceof ConfigError || error instanceof ListenFailure) return error.message;
   if (!(error instanceof Error)) return typeof error === 'string' ? error : 'an unknown error';
   const parts: string[] = [];
   for (let cause: unknown = error; cause instanceof Error && parts.length < 4; cause = cause.cause) {
