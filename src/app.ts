@@ -2,7 +2,6 @@
 // walks one list: telemetry -> request context (operation, target check) -> authentication ->
 // protection (limits) -> authorization. Then a call goes on to its request rules, the version cache
 // and the forwarder, an upgrade to the tunnel. Telemetry writes each exchange's one log line.
-import { isDeepStrictEqual } from 'node:util';
 import proxyAddr from '@fastify/proxy-addr';
 import type { Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -10,7 +9,6 @@ import pino, { type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createAdminListener, type AdminListener } from './server/admin-listener.js';
 import { createApiServer } from './server/api-server.js';
-import type { AuthFailureReason } from './auth/failure.js';
 import { createVersionCache, type VersionCache } from './cache/version-cache.js';
 import { readServerTls, type LoadedConfig } from './config/load.js';
 import { redactedConfig } from './config/effective.js';
@@ -22,7 +20,7 @@ import type { Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { keySetsFailure } from './auth/key-set.js';
 import { BodyBudget } from './body/budget.js';
-import { createLiveConfig, type LiveConfig } from './live/generations.js';
+import { createLiveConfig, type LiveConfig, type PinnedExchange } from './live/generations.js';
 import {
   IDENTITY_PROVIDER_CHANGES,
   trustParticipantIdentityProviders,
@@ -196,8 +194,6 @@ function startLiveConfig(
     metrics,
     log,
     isTrustedProxy,
-    onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
-    onAuthFailure: (reason: AuthFailureReason) => metrics.authFailure(reason),
     retireAfterMs: retireAfterMs(config),
     bodyBudget,
   });
@@ -211,10 +207,10 @@ function startLiveConfig(
   });
   metrics.watchSignatureChecks(() => live.signatureChecks);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
-  const reloads = createReloadMetrics(metrics.registry, live.current.fingerprint);
+  const reloads = createReloadMetrics(metrics, live.current.fingerprint);
   const participantIdps = trustParticipantIdentityProviders(live, {
     get: (request) => replicas.ownGet(request), // the active replica, upstream.tls, not the clients' pool
-    registry: metrics.registry,
+    metrics,
     log,
     readiness,
     running: (fingerprint) => reloads.running(fingerprint),
@@ -247,7 +243,7 @@ function callAnswer(
 /** The gateway's own headers, the version cache, the request rules, the forwarder and the error answers: a call after the list. */
 function serveCalls(
   api: FastifyInstance,
-  stages: readonly Stage[],
+  stages: readonly Stage<PinnedExchange>[],
   parts: {
     readonly live: LiveConfig;
     readonly forwarder: Forwarder;
@@ -266,7 +262,12 @@ function serveCalls(
     'onRequest',
     stageHook(stages, {
       before: live.authenticate,
-      answer: (request, reply) => request.generation.cors?.(request, reply) ?? false,
+      answer: (request, reply) => {
+        const cors = request.generation.cors;
+        if (cors === undefined) return false;
+        request.replyHeaders = true;
+        return cors(request, reply);
+      },
     }),
   );
   // The gateway's own headers on the answers Fastify sends (refusals, CORS preflights, a version
@@ -286,9 +287,10 @@ function serveCalls(
     fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),
     count: (result) => metrics.versionCache(result),
   });
-  live.onSwap((next, previous) => {
-    if (!isDeepStrictEqual(next.versionCache, previous.versionCache)) versionCache.clear();
-  });
+  live.follow(
+    (generation) => generation.versionCache,
+    () => versionCache.clear(),
+  );
   const answer = callAnswer(versionCache, forwarder, parts.upstreamKey, audit);
   // The request rules run first in the handler, once Fastify has checked the media type: a promise
   // only on the rule-checked routes, whose bodies alone are read (no preHandler hook for every call).
@@ -337,7 +339,7 @@ function serveCalls(
 /** Upgrades: the same list, then the tunnel; and the cap on open client connections. */
 function serveUpgrades(
   api: FastifyInstance,
-  stages: readonly Stage[],
+  stages: readonly Stage<PinnedExchange>[],
   config: GatewayConfig,
   parts: {
     readonly live: LiveConfig;
@@ -368,7 +370,10 @@ function serveUpgrades(
     isTrustedProxy,
     onRefused: (limit) => metrics.connectionRefused(limit),
   });
-  parts.live.onSwap((next) => connections.setCaps(next.protection.connectionCaps));
+  parts.live.follow(
+    (generation) => generation.protection.connectionCaps,
+    (caps) => connections.setCaps(caps),
+  );
   metrics.watchConnections(() => connections.open);
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
   return upgrades;
@@ -472,18 +477,13 @@ function surroundings(
   return { logger, around: { metrics, log, readiness, isTrustedProxy } };
 }
 
-/** The access log (log.access), applied now and on each reload that changes it: its fields, sampling and redaction. */
-function followAccessLog(
-  requestTelemetry: RequestTelemetry,
-  initial: GatewayConfig['log']['access'],
-  isTrustedProxy: (address: string) => boolean,
-) {
+/** The access log (log.access), as `apply` is given it (live.follow: at start and on each reload that changes it). */
+function followAccessLog(requestTelemetry: RequestTelemetry, isTrustedProxy: (address: string) => boolean) {
   let on = false;
   const apply = (access: GatewayConfig['log']['access']) => {
     on = access.enabled;
     requestTelemetry.setAccessLog(access.enabled ? createAccessLog(access, isTrustedProxy) : undefined);
   };
-  apply(initial);
   return {
     apply,
     /** A call's upstream part and its replica: only the access log shows them. */
@@ -505,7 +505,7 @@ async function startEdges(
 ) {
   const telemetry = await startRequestTelemetry(around.metrics, logger, options.tracingActive ?? false);
   const { serverSpanPlugin, propagateTraceContext, requestTelemetry } = telemetry;
-  const accessLog = followAccessLog(requestTelemetry, config.log.access, around.isTrustedProxy);
+  const accessLog = followAccessLog(requestTelemetry, around.isTrustedProxy);
   // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
   const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
   const api = createApiServer(config.server, config.limits, { listenerTls, telemetry: requestTelemetry });
@@ -593,10 +593,15 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const { live, reloads, participantIdps } = startLiveConfig(config, around, replicas, bodyBudget);
   api.addHook('onClose', () => live.close());
   const audit = await startAuditTrail(config, bodyBudget, writeLine, around);
-  if (audit !== undefined) live.onSwap((next) => audit.setPolicy(next.config.audit.policy));
-  live.onSwap((next, previous) => {
-    if (!isDeepStrictEqual(next.config.log.access, previous.config.log.access)) accessLog.apply(next.config.log.access);
-  });
+  if (audit !== undefined)
+    live.follow(
+      ({ config }) => config.audit.policy,
+      (policy) => audit.setPolicy(policy),
+    );
+  live.follow(
+    ({ config }) => config.log.access,
+    (access) => accessLog.apply(access),
+  );
 
   // The one list. Authentication comes before any body is read and before the version cache, so an
   // unauthenticated caller never costs a body read or sees a cached answer; a token it has not verified
@@ -608,7 +613,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // call refused before is in the access log, not the trail. Its intent record is written in the
   // handler, after the request rules read the body (the identifying fields are in it), right before
   // forwarding.
-  const stages: readonly Stage[] = [
+  const stages: readonly Stage<PinnedExchange>[] = [
     requestTelemetry.begin,
     live.pin,
     establishContext,

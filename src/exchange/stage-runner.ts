@@ -9,7 +9,11 @@ import type { Exchange, Stage } from './exchange.js';
  * Runs `stages` from `from` on; undefined when all of them answered synchronously, else a promise
  * that settles once the rest have run. A stage's throw (or rejection) refuses the exchange.
  */
-export function runStages(stages: readonly Stage[], exchange: Exchange, from = 0): Promise<void> | undefined {
+export function runStages<E extends Exchange>(
+  stages: readonly Stage<E>[],
+  exchange: E,
+  from = 0,
+): Promise<void> | undefined {
   for (let index = from; index < stages.length; index++) {
     const pending = stages[index]!(exchange);
     if (pending !== undefined) return pending.then(() => runStages(stages, exchange, index + 1));
@@ -22,12 +26,12 @@ export function runStages(stages: readonly Stage[], exchange: Exchange, from = 0
  * no token, before authentication): `answer` returns true when it did, and the walk ends there.
  */
 export interface CallAnswer {
-  readonly before: Stage;
+  readonly before: Stage<FastifyRequest>;
   readonly answer: (request: FastifyRequest, reply: FastifyReply) => boolean;
 }
 
 /** One callback-style hook (onRequest) that runs `stages` over a call; the request is the call's exchange. */
-export function stageHook(stages: readonly Stage[], callAnswer?: CallAnswer) {
+export function stageHook(stages: readonly Stage<FastifyRequest>[], callAnswer?: CallAnswer) {
   const at = callAnswer === undefined ? -1 : stages.indexOf(callAnswer.before);
   if (callAnswer !== undefined && at < 0) throw new Error('stageHook: the answer comes before a stage not in the list');
   const head = at < 0 ? stages : stages.slice(0, at);
@@ -61,6 +65,6 @@ export function stageHook(stages: readonly Stage[], callAnswer?: CallAnswer) {
 }
 
 /** Runs `stages` over an upgrade: settles once all have admitted it, rejects with the first refusal. */
-export async function admitUpgrade(stages: readonly Stage[], exchange: Exchange): Promise<void> {
+export async function admitUpgrade<E extends Exchange>(stages: readonly Stage<E>[], exchange: E): Promise<void> {
   await runStages(stages, exchange);
 }

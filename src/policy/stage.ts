@@ -24,7 +24,7 @@ export interface PolicyStage {
   /** Per-operation authorization (synchronous). */
   readonly authorize: Stage;
   /** Read, parse and judge the body of a rule-checked call (a promise only on those routes). */
-  enforceRequestRules(request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined;
+  readonly enforceRequestRules: (request: FastifyRequest, reply: FastifyReply) => Promise<void> | undefined;
 }
 
 export interface PolicyStageOptions {

@@ -6,7 +6,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Errors, GatewayError } from '../errors.js';
-import type { Exchange, Generation, Principal, Stage } from '../exchange/exchange.js';
+import type { Principal, Stage } from '../exchange/exchange.js';
+import type { Generation, PinnedExchange } from '../live/generations.js';
 import type { Operation } from '../operations.js';
 import type { WebSocketTunnels } from '../proxy/websocket.js';
 import { writeUpgradeRefusal } from '../exchange/refusal.js';
@@ -15,7 +16,7 @@ import type { RequestTelemetry } from '../telemetry/request-telemetry.js';
 import type { TraceContext } from '../trace-context.js';
 
 /** An upgrade's exchange (a call's is its FastifyRequest): one shape for every upgrade. */
-class UpgradeExchange implements Exchange {
+class UpgradeExchange implements PinnedExchange {
   readonly kind = 'upgrade';
   generation = null as unknown as Generation; // pinned by the first stage
   operation = null as unknown as Operation; // set by the request context stage
@@ -32,7 +33,7 @@ class UpgradeExchange implements Exchange {
 
 export interface UpgradeHandlerOptions {
   /** The gateway's stage list, the same one every call walks. */
-  readonly stages: readonly Stage[];
+  readonly stages: readonly Stage<PinnedExchange>[];
   readonly tunnels: WebSocketTunnels;
   readonly telemetry: Pick<RequestTelemetry, 'noteRefusal' | 'upgradeAnswered' | 'streamEnded'>;
   readonly correlationId: () => string;
