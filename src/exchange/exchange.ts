@@ -4,6 +4,7 @@
 // upgrade's is a small object of the same shape (upgrades.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Operation } from '../operations.js';
 import type { TraceContext } from '../trace-context.js';
 
@@ -57,6 +58,12 @@ export interface Exchange {
   principal: Principal | null;
   /** Error code of the answer for metrics and logs: the gateway's own or the participant's. */
   errorCode: string | null;
+  /**
+   * Why a stage refused the exchange (a GatewayError's reason, set with its code by refusal.ts), or
+   * what a stage that only judges (a dry run) would have refused it for: its log line's `reason`,
+   * never a label.
+   */
+  refusalReason: string | undefined;
   /** The trace context when propagated by hand (tracing on, nothing exported; every upgrade): the telemetry stage's. */
   traceContext: TraceContext | undefined;
   /** The `traceresponse` header for the client, when tracing runs; set by the telemetry stage. */
@@ -70,6 +77,17 @@ export interface Exchange {
  */
 export type Stage<E extends Exchange = Exchange> = (exchange: E) => void | Promise<void>;
 
+/**
+ * One step of a call's own list, run once the exchange stages admitted it (server/calls.ts runs the
+ * list app.ts declares: the IdP change watch, the request rules, the audit intent, cache-or-forward).
+ * It reads the call (its principal and operation, the body a stage before it read: rawBody, jsonBody)
+ * and answers as a Stage does: undefined to go on, a promise while it waits (a body being read, a
+ * record being written), a throw to refuse (a GatewayError, whose reason then travels on the call).
+ * A stage that only judges (a dry run) sets `call.refusalReason` and goes on. The list's last stage
+ * answers the call on `reply`.
+ */
+export type CallStage = (call: FastifyRequest, reply: FastifyReply) => void | Promise<void>;
+
 declare module 'fastify' {
   interface FastifyRequest {
     // The Exchange's fields, as request decorators (app.ts declares them).
@@ -78,6 +96,7 @@ declare module 'fastify' {
     operation: Operation;
     principal: Principal | null;
     errorCode: string | null;
+    refusalReason: string | undefined;
     traceContext: TraceContext | undefined;
     traceresponse: string | undefined;
     /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */

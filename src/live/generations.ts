@@ -10,7 +10,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { createAuthenticator, type Authenticator } from '../auth/authenticator.js';
 import { authenticationStage } from '../auth/hooks.js';
 import { AuditSchema, type GatewayConfig, type IssuerConfig } from '../config/schema.js';
-import type { Exchange, Stage } from '../exchange/exchange.js';
+import type { CallStage, Exchange, Stage } from '../exchange/exchange.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler, type CorsHandler } from '../policy/cors.js';
 import { createPolicyStage, type PolicyStage, type PolicyStageOptions } from '../policy/stage.js';
@@ -43,9 +43,8 @@ export interface Generation {
   readonly protection: ProtectionStage;
   readonly authenticate: Stage;
   readonly protect: Stage;
-  readonly authorize: Stage;
-  /** A call's request rules (a promise only on the rule-checked routes). */
-  readonly enforceRequestRules: PolicyStage['enforceRequestRules'];
+  /** Authorization (an exchange stage) and the request rules (a call stage: live.pinned). */
+  readonly policy: PolicyStage;
   /**
    * CORS, when configured (policy/cors.ts): adds its headers to a call's reply, or answers a
    * preflight (true). Answers the gateway writes itself copy the reply's headers only then.
@@ -89,6 +88,11 @@ export interface LiveConfig {
   readonly authenticate: Stage<PinnedExchange>;
   readonly protect: Stage<PinnedExchange>;
   readonly authorize: Stage<PinnedExchange>;
+  /**
+   * The call stage that runs the one `select` picks from the call's pinned generation, a stage built
+   * with its configuration: `live.pinned((generation) => generation.policy.enforceRequestRules)`.
+   */
+  pinned(select: (generation: Generation) => CallStage): CallStage;
   /**
    * When `gate` answers a promise for an exchange (its token is one a change of the participant's
    * identity providers may change), that exchange's authentication waits for it, then runs under the
@@ -242,8 +246,7 @@ function buildGeneration(
             protection.unauthenticatedBudget,
           ),
     protect: protection.stage,
-    authorize: policy.authorize,
-    enforceRequestRules: policy.enforceRequestRules,
+    policy,
     cors:
       previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
         ? previous.cors
@@ -427,7 +430,8 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       });
     },
     protect: (exchange) => exchange.generation.protect(exchange),
-    authorize: (exchange) => exchange.generation.authorize(exchange),
+    authorize: (exchange) => exchange.generation.policy.authorize(exchange),
+    pinned: (select) => (call, reply) => select(call.generation)(call, reply),
     apply: (next) =>
       serialized(async () => {
         const nextBase = effectiveConfig(base, next);

@@ -7,6 +7,8 @@ import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import { Counter, Gauge } from 'prom-client';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
+import type { CallStage } from '../exchange/exchange.js';
+import { onResponseClose } from '../exchange/response-close.js';
 import type { Readiness } from '../health.js';
 import { MetricNames, registeredCounterName, type GatewayMetrics } from '../telemetry/metrics.js';
 import { NamedOperations } from '../operations.js';
@@ -424,11 +426,12 @@ export interface ParticipantTrustOptions {
 /** The participant's IdPs as the running config wants them: on from start or a reload, off after one. */
 export interface ParticipantTrust {
   /**
-   * The participant answered a change made through the gateway (`operation` one of
-   * IDENTITY_PROVIDER_CHANGES, `path` the request's): see ParticipantIdentityProviders.changeAnswered.
-   * A no-op while they are not trusted.
+   * The call stage of a change of the participant's IdPs (one of IDENTITY_PROVIDER_CHANGES) made
+   * through the gateway: once the participant answered it (the call's close), see
+   * ParticipantIdentityProviders.changeAnswered; never for a body still arriving or a caller it
+   * refused. Any other call goes on untouched, as do all while the IdPs are not trusted.
    */
-  changeAnswered(operation: string, path: string, statusCode: number): void;
+  readonly watchChange: CallStage;
   close(): void;
 }
 
@@ -549,9 +552,16 @@ export function trustParticipantIdentityProviders(
     ({ wanted, fetchTimeoutMs }, reason) => follow(wanted, fetchTimeoutMs, reason),
   );
   return {
-    changeAnswered(operation, path, statusCode) {
+    watchChange(call) {
+      const operation = call.operation.name;
       if (!IDENTITY_PROVIDER_CHANGES.has(operation)) return;
-      idps?.changeAnswered(statusCode, operation === 'postV2Idps' ? undefined : identityProviderIdOf(path));
+      const response = call.lifeline;
+      onResponseClose(response, () =>
+        idps?.changeAnswered(
+          response.headersSent ? response.statusCode : 0,
+          operation === 'postV2Idps' ? undefined : identityProviderIdOf(call.url),
+        ),
+      );
     },
     close() {
       idps?.close();

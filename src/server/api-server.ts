@@ -122,6 +122,7 @@ export function createApiServer(
   api.decorateRequest('operation', null as never); // set by the request context stage
   api.decorateRequest('principal', null);
   api.decorateRequest('errorCode', null);
+  api.decorateRequest('refusalReason', undefined); // set with errorCode when a stage refuses the call
   api.decorateRequest('rawBody', undefined);
   api.decorateRequest('jsonBody', undefined);
   api.decorateRequest('traceContext', undefined); // set by the telemetry stage when propagating by hand

@@ -4,6 +4,7 @@
 // included (request-telemetry.ts), as a call's is; with the access log on, a 101's line waits for
 // its stream's end.
 import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 import type { Duplex } from 'node:stream';
 import { Errors, GatewayError } from '../errors.js';
 import type { Principal, Stage } from '../exchange/exchange.js';
@@ -22,6 +23,7 @@ class UpgradeExchange implements PinnedExchange {
   operation = null as unknown as Operation; // set by the request context stage
   principal: Principal | null = null;
   errorCode: string | null = null;
+  refusalReason: string | undefined = undefined;
   traceContext: TraceContext | undefined = undefined;
   traceresponse: string | undefined = undefined;
   constructor(
@@ -35,7 +37,7 @@ export interface UpgradeHandlerOptions {
   /** The gateway's stage list, the same one every call walks. */
   readonly stages: readonly Stage<PinnedExchange>[];
   readonly tunnels: WebSocketTunnels;
-  readonly telemetry: Pick<RequestTelemetry, 'noteRefusal' | 'upgradeAnswered' | 'streamEnded'>;
+  readonly telemetry: Pick<RequestTelemetry, 'upgradeAnswered' | 'streamEnded'>;
   readonly correlationId: () => string;
   readonly log: { warn(details: object, message: string): void };
 }
@@ -64,7 +66,6 @@ export function createUpgradeHandler(options: UpgradeHandlerOptions): UpgradeHan
 
     const refuse = (error: GatewayError) => {
       writeUpgradeRefusal(exchange, socket, error);
-      if (error.reason !== undefined) telemetry.noteRefusal(exchange, error.reason);
       telemetry.upgradeAnswered(exchange, error.definition.status);
     };
     admitUpgrade(stages, exchange).then(
@@ -105,4 +106,11 @@ export function createUpgradeHandler(options: UpgradeHandlerOptions): UpgradeHan
       pending.clear();
     },
   };
+}
+
+/** Serves every upgrade of `api`'s server: the stage list, then the tunnel. */
+export function serveUpgrades(api: FastifyInstance, options: UpgradeHandlerOptions): UpgradeHandler {
+  const upgrades = createUpgradeHandler(options);
+  api.server.on('upgrade', upgrades.handleUpgrade);
+  return upgrades;
 }
