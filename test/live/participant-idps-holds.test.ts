@@ -8,7 +8,7 @@ import net, { type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from '../helpers/tokens.js';
-import { startJwksServer } from './support/jwks-server.js';
+import { startJwksServer } from '../auth/support/jwks-server.js';
 
 const LOOPBACK = ['127.0.0.1'];
 const LEDGER_END = '/v2/state/ledger-end';

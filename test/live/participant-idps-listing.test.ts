@@ -19,7 +19,7 @@ import { validateGatewayConfig } from '../../src/config/load.js';
 import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
 import { gauge, startGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from '../helpers/tokens.js';
-import { startJwksServer, type JwksServer } from './support/jwks-server.js';
+import { startJwksServer, type JwksServer } from '../auth/support/jwks-server.js';
 
 const fixture = (name: string) => new URL(`../proxy/fixtures/${name}`, import.meta.url).pathname;
 const read = (name: string) => readFileSync(fixture(name));

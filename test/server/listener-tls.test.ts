@@ -14,7 +14,7 @@ import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recor
 import { echoOnce, startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { ConfigError } from '../../src/config/load.js';
 
-const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).pathname;
+const fixture = (name: string) => new URL(`../proxy/fixtures/${name}`, import.meta.url).pathname;
 const CA = fixture('test-ca.pem');
 const listenerTls = { certFile: fixture('test-participant.pem'), keyFile: fixture('test-only-participant-key.pem') };
 
