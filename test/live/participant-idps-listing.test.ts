@@ -16,7 +16,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { buildGateway } from '../../src/app.js';
 import { IDP_LIST_MAX_BYTES, IDP_SYNC_USER_AGENT } from '../../src/live/participant-idps.js';
 import { validateGatewayConfig } from '../../src/config/load.js';
-import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
+import { READINESS_USER_AGENT } from '../../src/proxy/upstream-probe.js';
 import { gauge, startGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from '../helpers/tokens.js';
 import { startJwksServer, type JwksServer } from '../auth/support/jwks-server.js';

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_ISSUER, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { startJwksServer, type JwksServer } from '../auth/support/jwks-server.js';
-import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
+import { READINESS_USER_AGENT } from '../../src/proxy/upstream-probe.js';
 import {
   answerJson,
   startRecordingUpstream,
