@@ -16,7 +16,7 @@ import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, Errors, GatewayError, outcomeCod
 import { observeAnswer } from '../exchange/answer-observer.js';
 import { callerOf, clientAddress } from '../exchange/caller.js';
 import type { CallStage, Exchange, Stage } from '../exchange/exchange.js';
-import { traceIdOf } from '../exchange/request-context.js';
+import { traceIdOf } from '../trace-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
 import { pathOf } from '../operations.js';
 import { redactSecrets } from '../telemetry/logging.js';

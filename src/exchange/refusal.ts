@@ -7,7 +7,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Errors, GatewayError, renderCantonError, renderDecodeFailure } from '../errors.js';
 import type { Exchange } from './exchange.js';
-import { traceIdOf } from './request-context.js';
+import { traceIdOf } from '../trace-context.js';
 
 /** Maps Fastify's own errors (bad URL, media type, parser) into the catalogue. */
 export function asGatewayError(error: FastifyError | Error, correlationId: string): GatewayError {
