@@ -39,6 +39,8 @@ export function combinedVary(participant: string | string[], own: string): strin
 export function writeAnswerHead(reply: FastifyReply, statusCode: number, head: AnswerHeaders): ServerResponse {
   if (reply.server.draining) head.connection = 'close';
   reply.raw.writeHead(statusCode, head);
+  const length = head['content-length'];
+  reply.request.answerContentLength = Array.isArray(length) ? undefined : length;
   reply.hijack();
   return reply.raw;
 }

@@ -68,6 +68,12 @@ export interface Exchange {
   traceContext: TraceContext | undefined;
   /** The `traceresponse` header for the client, when tracing runs; set by the telemetry stage. */
   traceresponse: string | undefined;
+  /**
+   * A call's answer's Content-Length, noted as its head is written (answer.ts writeAnswerHead for the
+   * answers the gateway writes itself, server/calls.ts for Fastify's): Node's response keeps no
+   * readable copy of a head written whole. The access log's responseBytes.
+   */
+  answerContentLength: string | number | undefined;
 }
 
 /**
@@ -99,6 +105,7 @@ declare module 'fastify' {
     refusalReason: string | undefined;
     traceContext: TraceContext | undefined;
     traceresponse: string | undefined;
+    answerContentLength: string | number | undefined;
     /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */
     rawBody: Buffer | undefined;
     /** The body as a JSON object, when a stage parsed it (a rule-checked route): read, never changed. */

@@ -128,6 +128,7 @@ export function createApiServer(
   api.decorateRequest('traceContext', undefined); // set by the telemetry stage when propagating by hand
   api.decorateRequest('traceresponse', undefined); // set by the telemetry stage when tracing runs
   api.decorateRequest('replyHeaders', false); // set when CORS puts its headers on the reply
+  api.decorateRequest('answerContentLength', undefined); // set when the gateway writes an answer head itself
   api.decorate('draining', false); // set when shutdown begins (answers close their connections)
   // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
   // routes read theirs (policy stage).

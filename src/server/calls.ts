@@ -36,6 +36,14 @@ function answerPreflight(request: FastifyRequest, reply: FastifyReply): boolean 
   return cors(request, reply);
 }
 
+/** The Content-Length Fastify sends with `payload` (its own, or the one a stage set), for the access log. */
+function answerLength(reply: FastifyReply, payload: unknown): string | number | undefined {
+  const set = reply.getHeader('content-length');
+  if (typeof set === 'string' || typeof set === 'number') return set;
+  if (typeof payload === 'string') return Buffer.byteLength(payload);
+  return Buffer.isBuffer(payload) ? payload.length : undefined;
+}
+
 /** Serves every call on `api`: the stage list, the call's own stages, the error answers. */
 export function serveCalls(api: FastifyInstance, options: CallHandlerOptions): void {
   const { callStages, log } = options;
@@ -48,6 +56,7 @@ export function serveCalls(api: FastifyInstance, options: CallHandlerOptions): v
     if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
     if (request.traceresponse !== undefined && !reply.hasHeader('traceresponse'))
       reply.header('traceresponse', request.traceresponse);
+    request.answerContentLength = answerLength(reply, payload);
     done(null, payload);
   });
   // A call's own stages run in its handler: a promise only when one has to wait (no preHandler

@@ -26,6 +26,7 @@ class UpgradeExchange implements PinnedExchange {
   refusalReason: string | undefined = undefined;
   traceContext: TraceContext | undefined = undefined;
   traceresponse: string | undefined = undefined;
+  answerContentLength: string | number | undefined = undefined;
   constructor(
     readonly id: string,
     readonly raw: IncomingMessage,
