@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT; SIGHUP: onReload.
 import type { FastifyInstance } from 'fastify';
-import type { Gateway, ReloadSource } from './app.js';
+import type { Gateway } from './app.js';
+import type { ReloadSource } from './live/running-configuration.js';
 import {
   DEVELOPMENT_ISSUER,
   developmentBanner,

@@ -3,11 +3,12 @@
 // is logged), a valid one is swapped in (live/generations.ts), and keys that need a restart are named.
 import { statSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { configFileShape } from '../config/config-file.js';
 import { withoutFileSecrets } from '../config/file-secrets.js';
 import { ConfigError, type GatewayConfig } from '../config/schema.js';
-import { MetricNames } from '../telemetry/metrics.js';
+import { MetricNames, registeredCounterName, type GatewayMetrics } from '../telemetry/metrics.js';
+import type { LiveConfig } from './generations.js';
 
 export type ReloadResult = 'success' | 'invalid' | 'refused';
 
@@ -52,31 +53,27 @@ export interface ReloadMetrics {
   restartRequired(keys: number): void;
 }
 
-/** Their names are in telemetry/metrics.ts, with every other metric's. */
-export const ReloadMetricNames = {
-  reloads: MetricNames.configReloads,
-  info: MetricNames.configInfo,
-  restartRequired: MetricNames.configRestartRequired,
-} as const;
-
 /** ledger_gateway_config_reloads_total{result} and ledger_gateway_config_info{fingerprint} (1 for the running config). */
-export function createReloadMetrics(registry: Registry, fingerprint: string): ReloadMetrics {
+export function createReloadMetrics(
+  { registry, exemplars }: Pick<GatewayMetrics, 'registry' | 'exemplars'>,
+  fingerprint: string,
+): ReloadMetrics {
   const reloads = new Counter({
-    name: ReloadMetricNames.reloads,
+    name: registeredCounterName(MetricNames.configReloads, exemplars),
     help: "Configuration reloads by result: success, invalid (the file did not validate), refused (valid, but could not serve, e.g. an issuer's keys could not be fetched).",
     labelNames: ['result'] as const,
     registers: [registry],
   });
   for (const result of ['success', 'invalid', 'refused'] as const) reloads.inc({ result }, 0);
   const info = new Gauge({
-    name: ReloadMetricNames.info,
+    name: MetricNames.configInfo,
     help: 'The running configuration: 1 for the fingerprint (a hash of the effective config) this replica runs.',
     labelNames: ['fingerprint'] as const,
     registers: [registry],
   });
   info.set({ fingerprint }, 1);
   const restartRequired = new Gauge({
-    name: ReloadMetricNames.restartRequired,
+    name: MetricNames.configRestartRequired,
     help: 'Keys of the last valid config file read by a reload whose new values take effect only on a restart (0: the file runs whole).',
     registers: [registry],
   });
@@ -97,14 +94,8 @@ export interface ReloadLog {
   error(details: object, message: string): void;
 }
 
-/** What a reload swaps the configuration of (live/generations.ts's LiveConfig). */
-export interface ReloadTarget {
-  readonly current: { readonly fingerprint: string };
-  /** The key paths of `next` that differ from the running config and need a restart. */
-  restartOnlyChanges(next: GatewayConfig): string[];
-  /** Swaps in what can change live; throws and keeps the running config when it cannot serve. */
-  apply(next: GatewayConfig): Promise<{ readonly fingerprint: string; readonly config: GatewayConfig }>;
-}
+/** What a reload swaps the configuration of: the live configuration's part for it. */
+export type ReloadTarget = Pick<LiveConfig, 'current' | 'restartOnlyChanges' | 'apply'>;
 
 /** One reload: load (throws ConfigError when invalid), name restart-only keys, apply; logged and counted. */
 export async function reloadGateway(

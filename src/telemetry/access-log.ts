@@ -7,7 +7,6 @@
 // (request-telemetry.ts): its bytes are those its tunnel carried, and `endedBy` says what ended it
 // (the ended_by label of ledger_gateway_websocket_streams_ended_total). Which fields, the sampling
 // of successes and the redaction follow log.access, live.
-import type { ServerResponse } from 'node:http';
 import type { AccessLogConfig, AccessLogField } from '../config/schema.js';
 import { clientAddress } from '../exchange/caller.js';
 import type { EndedStream, Exchange } from '../exchange/exchange.js';
@@ -53,15 +52,6 @@ function bytesOf(value: string | string[] | number | undefined): number | null {
   return Number.isSafeInteger(n) && n >= 0 ? n : null;
 }
 
-/** The answer's Content-Length: set on the reply, or in the head the forwarder wrote whole. */
-function responseBytes(response: ServerResponse): number | null {
-  const set = bytesOf(response.getHeader('content-length'));
-  if (set !== null) return set;
-  const head = (response as unknown as { _header?: string | null })._header;
-  const match = typeof head === 'string' ? /\r\ncontent-length:\s*(\d+)/i.exec(head) : null;
-  return match === null ? null : Number(match[1]);
-}
-
 export function createAccessLog(
   config: AccessLogConfig,
   isTrustedProxy: (address: string) => boolean,
@@ -93,11 +83,7 @@ export function createAccessLog(
           (exchange as { rawBody?: Buffer }).rawBody?.length ??
           null,
       ),
-    responseBytes: (exchange, facts) =>
-      json(
-        facts.stream?.responseBytes ??
-          (exchange.kind === 'call' ? responseBytes(exchange.lifeline as ServerResponse) : null),
-      ),
+    responseBytes: (exchange, facts) => json(facts.stream?.responseBytes ?? bytesOf(exchange.answerContentLength)),
     upstreamReplica: (_exchange, facts) => json(facts.upstreamReplica ?? facts.stream?.replica ?? null),
     upstreamMs: (_exchange, facts) => json(facts.upstreamMs ?? null),
     userAgent: ({ raw }) => {

@@ -292,7 +292,7 @@ export interface RequestLine {
   readonly durationMs: number;
   readonly traceId: string | null;
   readonly spanId: string | null;
-  /** Why a stage refused the call, already scrubbed (noteRefusal). */
+  /** Why a stage refused the call, already scrubbed (the exchange's refusalReason). */
   readonly reason?: string;
   /** The access log's fields as JSON text (`,"name":value...`: access-log.ts), when log.access is on. */
   readonly access?: string | undefined;

@@ -189,6 +189,14 @@ function memo<T>(create: (key: string) => T): (key: string) => T {
 /** Names a counter: in the OpenMetrics format (with exemplars) prom-client appends _total itself. */
 type CounterNamer = (name: string) => string;
 
+/**
+ * A counter's name as it is registered: MetricNames' `_total` name, without the suffix when exemplars
+ * are on (the registry then answers OpenMetrics, whose counters prom-client suffixes itself).
+ */
+export function registeredCounterName(name: string, exemplars: boolean): string {
+  return exemplars ? name.replace(/_total$/, '') : name;
+}
+
 export function createMetrics(
   registry: Registry = new Registry(),
   options: MetricsOptions = DEFAULT_METRICS_OPTIONS,
@@ -196,7 +204,7 @@ export function createMetrics(
   const exemplars = options.exemplars;
   // Exemplars exist only in the OpenMetrics format; prom-client then appends _total to counters itself.
   if (exemplars) (registry as Registry<RegistryContentType>).setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-  const counterName: CounterNamer = (name) => (exemplars ? name.replace(/_total$/, '') : name);
+  const counterName: CounterNamer = (name) => registeredCounterName(name, exemplars);
 
   collectDefaultMetrics({ register: registry });
   for (const name of LINT_FAILING_DEFAULT_METRICS) registry.removeSingleMetric(name);
@@ -595,7 +603,7 @@ export interface AuditMetrics {
 const SYNC_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
 export function createAuditMetrics(registry: Registry, exemplars: boolean): AuditMetrics {
-  const counterName = (name: string) => (exemplars ? name.replace(/_total$/, '') : name);
+  const counterName: CounterNamer = (name) => registeredCounterName(name, exemplars);
   const written = new Counter({
     name: counterName(MetricNames.auditRecordsWritten),
     help: 'Audit records written to the trail (intent and outcome; file and digest records not counted).',
