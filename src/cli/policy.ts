@@ -7,12 +7,12 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { loadConfiguration } from '../config/load.js';
-import { decisionDocument, principalFacts } from '../ledger-policy/build-document.js';
+import { decisionDocument, pathParameters, principalFacts } from '../ledger-policy/build-document.js';
 import type { DecisionDocument } from '../ledger-policy/document.js';
 import { createLedgerPolicy, type Decision, type LedgerPolicy } from '../ledger-policy/ledger-policy.js';
 import { preparedTransactionBytes, type PreparedSummary } from '../ledger-policy/prepared-summary.js';
 import { summarizePreparedTransaction } from '../ledger-policy/prepared-transaction.js';
-import { matchOperation, pathOf, SubmissionOperations } from '../operations.js';
+import { matchOperation, SubmissionOperations } from '../operations.js';
 import { replayTrail, type PolicyCommandResult } from './policy-replay.js';
 
 export const POLICY_USAGE = [
@@ -29,19 +29,6 @@ const EXECUTES: ReadonlySet<string> = new Set([
 /** The ledger policy of a config file, as the gateway would build it (no participant: package ids stay unresolved). */
 export function policyOfConfig(file: string): LedgerPolicy {
   return createLedgerPolicy(loadConfiguration(file, {}).config.ledgerPolicy);
-}
-
-/** The `{party}` and `{user-id}` of a path, by its operation's template. */
-function pathParameters(template: string, path: string): { party?: string; userId?: string } {
-  const names = template.split('/');
-  const values = pathOf(path).split('/');
-  const found: { party?: string; userId?: string } = {};
-  names.forEach((name, index) => {
-    const value = values[index] === undefined ? undefined : decodeURIComponent(values[index]);
-    if (name === '{party}' && value !== undefined) found.party = value;
-    if (name === '{user-id}' && value !== undefined) found.userId = value;
-  });
-  return found;
 }
 
 interface RequestFile {

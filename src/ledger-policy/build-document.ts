@@ -1,7 +1,7 @@
 // decisionDocument: one call's document from its operation, its principal and what it carries (its
 // JSON body, its path's party or user, the prepared transaction it executes). Pure: the caller parses
 // the body and decodes the prepared transaction (prepared-pool.ts) first.
-import { SubmissionOperations } from '../operations.js';
+import { pathOf, SubmissionOperations } from '../operations.js';
 import { partySubjects, rightsOf, targetUserOf, UPLOADED_ARCHIVE, vettedPackagesOf } from './build-admin.js';
 import { isObject, jsCommandsPart, reassignmentPart, text, type CommandPart } from './build-commands.js';
 import { readFacts } from './build-reads.js';
@@ -145,4 +145,26 @@ export function principalFacts(
     clientAddress: connection.clientAddress,
     consumer: connection.consumer ?? '',
   };
+}
+
+/** A path segment decoded; one with a malformed escape stays as written (the participant will refuse it). */
+function decodedSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/** The `{party}` and `{user-id}` of a path, by its operation's template. */
+export function pathParameters(template: string, path: string): { party?: string; userId?: string } {
+  const names = template.split('/');
+  const values = pathOf(path).split('/');
+  const found: { party?: string; userId?: string } = {};
+  names.forEach((name, index) => {
+    const value = values[index] === undefined ? undefined : decodedSegment(values[index]);
+    if (name === '{party}' && value !== undefined) found.party = value;
+    if (name === '{user-id}' && value !== undefined) found.userId = value;
+  });
+  return found;
 }
