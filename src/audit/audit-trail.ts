@@ -138,6 +138,8 @@ function intentRecord(exchange: Exchange, state: AuditState, isTrustedProxy: (ad
     method: raw.method,
     path: pathOf(raw.url ?? ''),
   };
+  // The ledger policy's decision, when a policy names the caller (docs/ledger-policy.md).
+  if (exchange.ledgerDecision !== undefined) record.ledgerPolicy = exchange.ledgerDecision;
   if (state.level !== 'metadata' && state.request !== undefined) record.request = state.request;
   if (state.level === 'body' && state.body !== undefined) record.body = state.body;
   return record;
