@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { trailFiles } from '../audit/trail-files.js';
-import { decisionDocument, principalFacts } from '../ledger-policy/build-document.js';
+import { decisionDocument, pathParameters, principalFacts } from '../ledger-policy/build-document.js';
 import type { DecisionDocument } from '../ledger-policy/document.js';
 import type { LedgerPolicy } from '../ledger-policy/ledger-policy.js';
 import { preparedTransactionBytes, type PreparedSummary } from '../ledger-policy/prepared-summary.js';
@@ -89,20 +89,12 @@ function documentOfIntent(record: Json): { document: DecisionDocument; unknown: 
     },
     { clientAddress: text(record.clientAddress) },
   );
-  const template = TEMPLATES.get(operation)?.template ?? '';
-  const segments = text(record.path).split('/');
-  const pathParameters: { party?: string; userId?: string } = {};
-  template.split('/').forEach((name, index) => {
-    if (name === '{party}' && segments[index] !== undefined) pathParameters.party = decodeURIComponent(segments[index]);
-    if (name === '{user-id}' && segments[index] !== undefined)
-      pathParameters.userId = decodeURIComponent(segments[index]);
-  });
   const document = decisionDocument({
     operation,
     writes: true,
     principal,
     body,
-    pathParameters,
+    pathParameters: pathParameters(TEMPLATES.get(operation)?.template ?? '', text(record.path)),
     ...(prepared === undefined ? {} : { prepared }),
   });
   // A prepared transaction that was not recorded cannot be read: that is not the caller's doing.
@@ -129,13 +121,21 @@ async function trailRecords(directory: string): Promise<Json[]> {
   return records;
 }
 
-function recordedOutcome(outcome: Json | undefined): { passed: boolean; text: string } {
-  if (outcome === undefined) return { passed: false, text: 'no outcome recorded' };
+/** The ledger policy's decision the intent records (a caller a policy named then), as a line says it. */
+function recordedDecision(record: Json): string {
+  const decided = record.ledgerPolicy;
+  if (!isObject(decided)) return '';
+  const verb = decided.decision === 'deny' ? (decided.mode === 'dryRun' ? 'dry run: would deny' : 'denied') : 'allowed';
+  return ` (${verb} by ${text(decided.policy)}/${text(decided.rule)})`;
+}
+
+function recordedOutcome(outcome: Json | undefined, intent: Json): { passed: boolean; text: string } {
+  if (outcome === undefined) return { passed: false, text: `no outcome recorded${recordedDecision(intent)}` };
   const status = Number(outcome.status);
   const passed = outcome.forwarded === true && status < 400;
   return {
     passed,
-    text: `${status}${outcome.errorCode === null || outcome.errorCode === undefined ? '' : ` ${text(outcome.errorCode)}`}`,
+    text: `${status}${outcome.errorCode === null || outcome.errorCode === undefined ? '' : ` ${text(outcome.errorCode)}`}${recordedDecision(intent)}`,
   };
 }
 
@@ -152,7 +152,7 @@ export async function replayTrail(directory: string, policy: LedgerPolicy): Prom
     const { document, unknown } = documentOfIntent(record);
     const decision = await policy.decide(document);
     const conditions = policy.undecidable(document, unknown);
-    const before = recordedOutcome(outcomes.get(String(record.id)));
+    const before = recordedOutcome(outcomes.get(String(record.id)), record);
     const label = `seq ${String(record.seq)} ${String(record.time)} ${document.operation} by ${document.principal.subject || '(no principal)'} (level ${String(record.level)})`;
     // A deny rule that reads nothing unrecorded refuses whatever the rest would say; any other
     // decision that rests on what was not recorded is not made.

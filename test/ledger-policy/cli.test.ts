@@ -200,3 +200,57 @@ describe('ledger-gateway policy replay', () => {
     );
   });
 });
+
+describe('ledger-gateway policy replay over a trail a dry-run policy decided', () => {
+  it('says what the gateway decided then beside what the new policy would do', async () => {
+    const directory = mkdtempSync(join(tmpdir(), 'policy-replay-dry-run-'));
+    const sandbox = await startSandbox();
+    current.upstream = sandbox;
+    const policy = (dryRun: boolean) => ({
+      name: 'alice-ious',
+      principals: { subjects: ['alice'] },
+      dryRun,
+      rules: [
+        { name: 'no-transfer', effect: 'deny', choices: ['Transfer'] },
+        // By package id: replay asks no participant for package names.
+        { name: 'create-ious', templates: [IOU_BY_ID], commandKinds: ['CreateCommand'] },
+      ],
+    });
+    const gw = await startGateway(sandbox.url, {
+      audit: { enabled: true, directory, policy: { defaultLevel: 'request' } },
+      ledgerPolicy: { policies: [policy(true)] },
+    });
+    current.gw = gw;
+    const submit = (commands: object[], commandId: string) =>
+      fetch(`${gw.url}/v2/commands/submit-and-wait`, {
+        method: 'POST',
+        headers: { ...gw.auth(), 'content-type': 'application/json' },
+        body: JSON.stringify({ commands, commandId, actAs: [ALICE] }),
+      });
+    const iou = { issuer: ALICE, owner: ALICE, currency: 'USD', amount: '5.0', observers: [] };
+    expect((await submit([{ CreateCommand: { templateId: IOU_BY_ID, createArguments: iou } }], 'c-1')).status).toBe(
+      200,
+    );
+    const transfer = {
+      ExerciseCommand: {
+        templateId: IOU_BY_ID,
+        contractId: SANDBOX_SEED.initialTransaction.contractId,
+        choice: 'Transfer',
+        choiceArgument: { newOwner: BOB },
+      },
+    };
+    expect((await submit([transfer], 't-1')).status).toBe(200); // a dry run refuses nothing
+    await gw.close();
+
+    const f = files({ 'enforcing.yaml': `ledgerPolicy: ${JSON.stringify({ policies: [policy(false)] })}\n` });
+    const replay = await runPolicyCommand(['replay', '--trail', directory, '--config', f['enforcing.yaml']!]);
+    expect(replay.code).toBe(1);
+    const lines = replay.output.trim().split('\n');
+    expect(lines.filter((line) => line.includes('would be REFUSED'))).toEqual([
+      expect.stringMatching(
+        /recorded 200 \(dry run: would deny by alice-ious\/no-transfer\); would be REFUSED by alice-ious\/no-transfer/,
+      ),
+    ]);
+    expect(lines.at(-1)).toMatch(/^2 write\(s\) replayed: 1 would be refused, 0 would now pass/);
+  });
+});
