@@ -91,7 +91,7 @@ function configReloader(
 async function ranSubcommand(argv: readonly string[]): Promise<boolean> {
   if (argv[0] === 'audit') {
     const { runAuditCommand } = await import('./cli/audit-verify.js');
-    const result = runAuditCommand(argv.slice(1));
+    const result = await runAuditCommand(argv.slice(1));
     (result.code === 0 ? process.stdout : process.stderr).write(result.output);
     process.exitCode = result.code;
     return true;
