@@ -8,6 +8,7 @@ import { commitSeedTransaction, registerCommandRoutes } from './commands.js';
 import { registerHealthRoutes } from './health.js';
 import { BODY_LIMIT_BYTES, registerHttpConventions, type ReceivedRequest } from './http-conventions.js';
 import { registerIdentityProviderRoutes } from './idps.js';
+import { registerInteractiveRoutes } from './interactive.js';
 import { registerLedgerStateRoutes } from './ledger-state.js';
 import { createSandboxState, type SandboxState } from './state.js';
 import { createUpdateStreamServer, type UpgradeRecord } from './streams.js';
@@ -71,6 +72,7 @@ export async function buildSandbox(options: SandboxOptions = {}): Promise<Sandbo
   registerVettingRoutes(app, state);
   registerCommandRoutes(app, state, { submitDelayMs: options.submitDelayMs ?? 0 });
   registerUpdateRoutes(app, state);
+  registerInteractiveRoutes(app, state);
   registerIdentityProviderRoutes(app, state);
 
   const streams = createUpdateStreamServer(state, (record) => {
