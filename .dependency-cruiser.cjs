@@ -28,16 +28,16 @@ module.exports = {
       name: 'stages-not-sideways',
       severity: 'error',
       comment:
-        'A stage (auth, protection, policy, cache, proxy) never imports another stage: what two stages share lives below them, in exchange/ or the root vocabulary.',
-      from: { path: '^src/(auth|protection|policy|cache|proxy|audit)/' },
-      to: { path: '^src/(auth|protection|policy|cache|proxy|audit)/', pathNot: '^src/$1/' },
+        'A stage (auth, protection, policy, cache, proxy, audit, consumers) never imports another stage: what two stages share lives below them, in exchange/ or the root vocabulary.',
+      from: { path: '^src/(auth|protection|policy|cache|proxy|audit|consumers)/' },
+      to: { path: '^src/(auth|protection|policy|cache|proxy|audit|consumers)/', pathNot: '^src/$1/' },
     },
     {
       name: 'stages-not-up',
       severity: 'error',
       comment:
         'A stage imports only the floors below it (exchange/, telemetry/, body/, config/, the root vocabulary): never the listeners (server/), the generations (live/), the command line (cli/), nor the process (main.ts, app.ts), which alone knows the order of the stages.',
-      from: { path: '^src/(auth|protection|policy|cache|proxy|audit)/' },
+      from: { path: '^src/(auth|protection|policy|cache|proxy|audit|consumers)/' },
       to: { path: '^src/((server|live|cli)/|(main|app)\\.ts$)' },
     },
     {
@@ -46,7 +46,7 @@ module.exports = {
       comment:
         'telemetry/ observes the stages without knowing them: it imports no stage, nor server/, live/, cli/, main.ts or app.ts (what it shares with a stage lives in exchange/ or the root vocabulary).',
       from: { path: '^src/telemetry/' },
-      to: { path: '^src/((auth|protection|policy|cache|proxy|audit|server|live|cli)/|(main|app)\\.ts$)' },
+      to: { path: '^src/((auth|protection|policy|cache|proxy|audit|consumers|server|live|cli)/|(main|app)\\.ts$)' },
     },
     {
       name: 'foundations-below-all',
@@ -54,7 +54,7 @@ module.exports = {
       comment:
         'exchange/, body/ and config/ are the floors everything stands on: they import none of the stages, telemetry/, server/, live/, cli/, main.ts or app.ts.',
       from: { path: '^src/(exchange|body|config)/' },
-      to: { path: '^src/((auth|protection|policy|cache|proxy|audit|telemetry|server|live|cli)/|(main|app)\\.ts$)' },
+      to: { path: '^src/((auth|protection|policy|cache|proxy|audit|consumers|telemetry|server|live|cli)/|(main|app)\\.ts$)' },
     },
     {
       name: 'sandbox-stays-aside',

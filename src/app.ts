@@ -535,6 +535,7 @@ function startAdmin(
     upstream: parts.replicas,
     purgeVersionCache: () => parts.versionCache.clear(),
     runningConfig: shown.report,
+    usage: (from, to) => parts.live.consumerUsage(from, to),
     log,
   });
   return { admin, shown };

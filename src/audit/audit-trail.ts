@@ -135,6 +135,7 @@ function intentRecord(exchange: Exchange, state: AuditState, isTrustedProxy: (ad
     level: state.level,
     clientAddress: clientAddress(raw.socket.remoteAddress ?? '', raw.headers['x-forwarded-for'], isTrustedProxy),
     principal: principal === null ? null : { issuer: principal.issuer ?? null, subject: principal.subject },
+    consumer: principal?.consumer ?? null,
     method: raw.method,
     path: pathOf(raw.url ?? ''),
   };

@@ -9,6 +9,8 @@ import { ConfigError, loadConfiguration, type LoadedConfig } from '../config/loa
 import type { GatewayConfig } from '../config/schema.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
 import { resolveProtectionConfig } from '../protection/config.js';
+import { redisMode } from '../protection/redis-connection.js';
+import { assertConsumersConfig } from '../consumers/config.js';
 
 export interface CheckResult {
   /** The effective configuration as YAML, secrets redacted. */
@@ -64,6 +66,9 @@ export function judgeConfiguration(
   }
   judge(['protection'], () => resolveProtectionConfig(config.protection));
   judge(['policy', 'cors'], () => assertPolicyConfig(config));
+  judge(['consumers', 'protection'], () =>
+    assertConsumersConfig(config.consumers, redisMode(config.protection.redis) !== undefined),
+  );
   if (problems.length > 0 || loaded === undefined)
     throw new ConfigError(file ?? 'defaults + environment', problems, { config, sound });
   return { loaded, notes };

@@ -15,6 +15,11 @@ export interface Principal {
   readonly issuer: string | undefined;
   /** The verified claims, for per-operation authorization rules. */
   readonly claims: Readonly<Record<string, unknown>>;
+  /**
+   * The consumer the call belongs to (consumers/: by its gateway key, token claims or client
+   * certificate); undefined when no consumer claims it, or none is configured.
+   */
+  readonly consumer?: string;
 }
 
 /** A plain HTTP call, or a WebSocket upgrade (which becomes a tunnel once every stage admitted it). */
@@ -61,7 +66,15 @@ export interface Generation {
   readonly cors: ((request: FastifyRequest, reply: FastifyReply) => boolean) | undefined;
   /** How long a GET /v2/version answer is served from memory (0: not cached), and served stale on an upstream failure. */
   readonly versionCache: { readonly ttlSeconds: number; readonly staleIfErrorSeconds: number };
+  /**
+   * With consumers configured (consumers/usage.ts): counts a finished exchange for its consumer
+   * (telemetry calls it with the exchange's one outcome). Undefined: nothing is counted per consumer.
+   */
+  readonly observeConsumer: ConsumerObserver | undefined;
 }
+
+/** A finished exchange's outcome, as the telemetry stage counts it. */
+export type ConsumerObserver = (exchange: Exchange, status: number, code: string, seconds: number) => void;
 
 export interface Exchange {
   readonly kind: ExchangeKind;

@@ -17,6 +17,14 @@ export function runStages(stages: readonly Stage[], exchange: Exchange, from = 0
   return undefined;
 }
 
+/** Two stages as one place in the list (a room's check right after another's, e.g. a quota after the limits). */
+export function stagesInOrder(first: Stage, second: Stage): Stage {
+  return (exchange) => {
+    const pending = first(exchange);
+    return pending === undefined ? second(exchange) : pending.then(() => second(exchange));
+  };
+}
+
 /**
  * Before one stage of a call, the gateway may answer the call itself (a CORS preflight, which carries
  * no token, before authentication): `answer` returns true when it did, and the walk ends there.

@@ -14,9 +14,16 @@ import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler } from '../policy/cors.js';
 import { createPolicyStage, type PolicyStageOptions } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
+import { openRedisConnection, redisMode } from '../protection/redis-connection.js';
+import { AuthFailure } from '../auth/failure.js';
+import { assertConsumersConfig } from '../consumers/config.js';
+import { createConsumersStage, type ConsumersStage } from '../consumers/stage.js';
+import { createConsumerState, type ConsumerState } from '../consumers/state.js';
+import type { UsageReport } from '../consumers/usage.js';
+import { stagesInOrder } from '../exchange/stage-runner.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
-const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log', 'audit'] as const;
+const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log', 'audit', 'consumers'] as const;
 /**
  * Inside a live section, what still needs a restart: the Redis connection is opened once; the audit
  * trail's files, key and writer are opened once (only its policy, which writes at which level, is live).
@@ -47,6 +54,8 @@ export interface LiveGeneration extends Generation {
   readonly config: GatewayConfig;
   readonly authenticator: Authenticator;
   readonly protection: ProtectionStage;
+  /** The consumers' hooks; undefined when no consumer is configured. */
+  readonly consumers: ConsumersStage | undefined;
 }
 
 export interface LiveConfigOptions extends ProtectionStageOptions, PolicyStageOptions {
@@ -95,6 +104,8 @@ export interface LiveConfig {
   setParticipantIssuers(
     issuers: readonly IssuerConfig[],
   ): Promise<{ readonly generation: LiveGeneration; readonly leftOut: readonly string[] }>;
+  /** The consumers' usage from `from` to `to` (UTC days, inclusive); undefined while no consumer was ever configured. */
+  consumerUsage(from: string, to: string): Promise<UsageReport> | undefined;
   close(): Promise<void>;
 }
 
@@ -162,6 +173,29 @@ interface GenerationInputs {
   readonly options: LiveConfigOptions;
   /** The participant's IdPs' key sets are fetched on guarded connections (auth/jwks-hosts.ts). */
   readonly participantKeySets: Dispatcher | undefined;
+  /** What consumers keep across generations, made when a generation first names a consumer. */
+  readonly consumerState: () => ConsumerState;
+}
+
+/** The consumers' hooks of `config` (those of `previous` when its consumers and protection did not change). */
+function consumersOf(
+  config: GatewayConfig,
+  previous: LiveGeneration | undefined,
+  inputs: GenerationInputs,
+): ConsumersStage | undefined {
+  assertConsumersConfig(config.consumers, redisMode(config.protection.redis) !== undefined);
+  if (
+    previous !== undefined &&
+    isDeepStrictEqual(previous.config.consumers, config.consumers) &&
+    previous.config.protection.failMode === config.protection.failMode
+  )
+    return previous.consumers;
+  if (config.consumers.list.length === 0) return undefined;
+  return createConsumersStage(config.consumers, inputs.consumerState(), {
+    isTrustedProxy: inputs.options.isTrustedProxy,
+    failMode: config.protection.failMode,
+    failure: AuthFailure,
+  });
 }
 
 /**
@@ -172,8 +206,9 @@ function buildGeneration(
   config: GatewayConfig,
   previous: LiveGeneration | undefined,
   own: GatewayConfig,
-  { options, participantKeySets }: GenerationInputs,
+  inputs: GenerationInputs,
 ): LiveGeneration {
+  const { options, participantKeySets } = inputs;
   assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
   const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
   const configured = new Set(own.auth.issuers.map((issuer) => issuer.issuer));
@@ -193,8 +228,10 @@ function buildGeneration(
     throw error;
   }
   let policy: ReturnType<typeof createPolicyStage>;
+  let consumers: ConsumersStage | undefined;
   try {
     policy = createPolicyStage(config.policy, config.limits, options);
+    consumers = consumersOf(config, previous, inputs);
   } catch (error) {
     if (!sameAuth) authenticator.close();
     if (!sameProtection) void protection.close();
@@ -205,13 +242,23 @@ function buildGeneration(
     fingerprint: configFingerprint(config),
     authenticator,
     protection,
+    consumers,
     // The unauthenticated budget is the protection section's: a new one (or new keys) makes a new stage.
     authenticate:
-      sameAuth && sameProtection
+      sameAuth && sameProtection && consumers === previous?.consumers
         ? previous.authenticate
-        : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
-    protect: protection.stage,
-    authorize: policy.authorize,
+        : authenticationStage(
+            authenticator,
+            options.onAuthFailure,
+            protection.unauthenticatedBudget,
+            consumers?.credentials,
+          ),
+    // A consumer's quota is counted once the limits admitted the call; its brokered token is got
+    // once the call is authorized, so that no refused call asks the identity provider for one.
+    protect: consumers === undefined ? protection.stage : stagesInOrder(protection.stage, consumers.quota),
+    authorize:
+      consumers === undefined ? policy.authorize : stagesInOrder(policy.authorize, consumers.upstreamCredential),
+    observeConsumer: consumers?.observe,
     enforceRequestRules: (request, reply) => policy.enforceRequestRules(request, reply),
     cors:
       previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
@@ -330,7 +377,20 @@ function retiredGenerations(afterMs: number) {
 }
 
 export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
-  const inputs = { options, participantKeySets: undefined as Dispatcher | undefined };
+  let consumerState: ConsumerState | undefined;
+  const redis = initial.protection.redis; // opened once: protection.redis needs a restart
+  const inputs = {
+    options,
+    participantKeySets: undefined as Dispatcher | undefined,
+    consumerState: () =>
+      (consumerState ??= createConsumerState({
+        registry: options.metrics.registry,
+        exemplars: options.metrics.exemplars,
+        openRedis: redisMode(redis) === undefined ? undefined : () => openRedisConnection(redis),
+        keyPrefix: redis.keyPrefix,
+        log: options.log,
+      })),
+  };
   // The config from the file (its live sections as last applied), and the participant's issuers.
   let base = initial;
   let participantIssuers: readonly IssuerConfig[] = [];
@@ -419,10 +479,12 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         return { generation: swap(candidate), leftOut };
       }),
     restartOnlyChanges: (next) => restartOnlyPaths(current.config, next),
+    consumerUsage: (from, to) => consumerState?.usage.report(from, to),
     async close() {
       current.authenticator.close();
       await current.protection.close();
       await retired.closeAll();
+      await consumerState?.close();
     },
   };
 }

@@ -45,7 +45,7 @@ export function redactedPath(rawPath: string, operation: Operation | null, redac
   return segments.join('/');
 }
 
-function bytesOf(value: string | string[] | number | undefined): number | null {
+export function bytesOf(value: string | string[] | number | undefined): number | null {
   if (typeof value === 'number') return value;
   if (typeof value !== 'string') return null;
   const n = Number(value);
@@ -53,7 +53,7 @@ function bytesOf(value: string | string[] | number | undefined): number | null {
 }
 
 /** The answer's Content-Length: set on the reply, or in the head the forwarder wrote whole. */
-function responseBytes(response: ServerResponse): number | null {
+export function responseBytes(response: ServerResponse): number | null {
   const set = bytesOf(response.getHeader('content-length'));
   if (set !== null) return set;
   const head = (response as unknown as { _header?: string | null })._header;
@@ -74,6 +74,7 @@ export function createAccessLog(
       json(clientAddress(raw.socket.remoteAddress ?? '', raw.headers['x-forwarded-for'], isTrustedProxy)),
     issuer: ({ principal }) => json(principal?.issuer ?? null),
     subject: ({ principal }) => json(principal?.subject ?? null),
+    consumer: ({ principal }) => json(principal?.consumer ?? null),
     path: ({ raw, operation }) => {
       const url = raw.url ?? '';
       const path = redactedPath(pathOf(url), operation, redact);

@@ -272,6 +272,8 @@ export function createRequestTelemetry(
       seconds,
       metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
     );
+    // Pinned by the second stage: an exchange refused before it has none.
+    (exchange.generation as Exchange['generation'] | null)?.observeConsumer?.(exchange, status, code, seconds);
     // The span's ids are read before it ends: the line carries them.
     const propagated = exchange.traceContext;
     const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
