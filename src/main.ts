@@ -96,6 +96,14 @@ async function main(): Promise<void> {
     process.exitCode = result.code;
     return;
   }
+  // `ledger-gateway keys create|list|revoke`: gateway keys in the configured store, no server.
+  if (process.argv[2] === 'keys') {
+    const { runKeysCommand } = await import('./cli/keys.js');
+    const result = await runKeysCommand(process.argv.slice(3));
+    (result.code === 0 ? process.stdout : process.stderr).write(result.output);
+    process.exitCode = result.code;
+    return;
+  }
   // A ConfigError from anywhere in start-up (file, auth section, policy rules) exits 2 (see below).
   const args = readArguments();
   if (args.check) {

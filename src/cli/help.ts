@@ -47,6 +47,7 @@ export function helpText(): string {
   return [
     'Usage: ledger-gateway [--config <file>] [--check]',
     '       ledger-gateway audit verify [--public-key <PEM file>] <trail files or directories...>',
+    '       ledger-gateway keys create|list|revoke [--config <file>] ...',
     '',
     "Policy gateway for a Canton participant's JSON Ledger API v2.",
     '  -c, --config <file>  YAML configuration (also LEDGER_GATEWAY_CONFIG); defaults apply without one.',
@@ -58,6 +59,8 @@ export function helpText(): string {
     '  audit verify         Check an audit trail (docs/audit.md): its hash chain and, with --public-key, its',
     '                       signed digests; exit 0 when it holds, 1 naming the first record changed, removed',
     '                       or reordered.',
+    '  keys                 Gateway keys in the store consumers.keys names (docs/consumers.md): create one for a',
+    '                       consumer (printed once; only its hash is kept), list them, revoke one by id.',
     '',
     'Exit status: 0 ok; 2 a bad configuration or argument, or a port that cannot be listened on; 1 any other failure.',
     '',

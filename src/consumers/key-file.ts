@@ -43,7 +43,7 @@ export function writeKeyFileSync(path: string, records: readonly KeyRecord[]): v
   renameSync(temporary, path);
 }
 
-/** Keeps a KeyRing of the file current, re-reading it every `refreshIntervalMs`. */
+/** Keeps a KeyRing of the file current: read once at once, then every `refreshIntervalMs`. */
 export function watchKeyFile(path: string, options: KeyWatchOptions): KeyWatch {
   let ring = new KeyRing([], 0);
   let loaded = false;
@@ -51,31 +51,36 @@ export function watchKeyFile(path: string, options: KeyWatchOptions): KeyWatch {
   let closed = false;
   let reading: Promise<void> | undefined;
 
-  async function read(): Promise<void> {
-    try {
-      const text = await readFile(path, 'utf8');
-      if (text === lastText) return;
-      const { records, problems } = parseKeyFile(text);
-      for (const problem of problems) options.log.warn({ file: path, problem }, 'gateway key left out');
-      lastText = text;
-      ring = new KeyRing(records, ring.generation + 1);
-      if (!loaded) options.log.info({ file: path, keys: records.length }, 'gateway keys loaded');
-      loaded = true;
-    } catch (error) {
-      // Never the text: a message names the file and what failed.
-      options.log.warn(
-        { file: path, error: (error as Error).message.slice(0, 200) },
-        'gateway key file not read; the last keys stay',
-      );
-    }
+  function apply(text: string): void {
+    if (text === lastText) return;
+    const { records, problems } = parseKeyFile(text);
+    for (const problem of problems) options.log.warn({ file: path, problem }, 'gateway key left out');
+    lastText = text;
+    ring = new KeyRing(records, ring.generation + 1);
+    if (!loaded) options.log.info({ file: path, keys: records.length }, 'gateway keys loaded');
+    loaded = true;
   }
+  // Never the text: a message names the file and what failed.
+  const failed = (error: unknown) =>
+    options.log.warn(
+      { file: path, error: (error as Error).message.slice(0, 200) },
+      'gateway key file not read; the last keys stay',
+    );
   const tick = () => {
-    reading ??= read().finally(() => {
-      reading = undefined;
-    });
+    reading ??= readFile(path, 'utf8')
+      .then(apply)
+      .catch(failed)
+      .finally(() => {
+        reading = undefined;
+      });
     return reading;
   };
-  const first = tick();
+  // The first read before the first call: a gateway that starts with a key file serves its keys at once.
+  try {
+    apply(readFileSync(path, 'utf8'));
+  } catch (error) {
+    failed(error);
+  }
   const timer = setInterval(() => void tick(), options.refreshIntervalMs);
   timer.unref();
   return {
@@ -85,7 +90,7 @@ export function watchKeyFile(path: string, options: KeyWatchOptions): KeyWatch {
     get loaded() {
       return loaded;
     },
-    ready: () => first,
+    ready: () => reading ?? Promise.resolve(),
     close() {
       if (closed) return;
       closed = true;
