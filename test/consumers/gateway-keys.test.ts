@@ -53,9 +53,11 @@ describe('gateway keys in a key file', () => {
     expect(line).toMatchObject({ status: 200, consumer: 'payments', subject: 'payments' });
     expect(log.lines.join('\n')).not.toContain(key);
     // The metrics count the call under its consumer.
-    await expect.poll(() => gw!.registry.metrics()).toMatch(
-      /ledger_gateway_consumer_calls_total\{consumer="payments",operation="getV2StateLedger-end",outcome="success"\} 1/,
-    );
+    await expect
+      .poll(() => gw!.registry.metrics())
+      .toMatch(
+        /ledger_gateway_consumer_calls_total\{consumer="payments",operation="getV2StateLedger-end",outcome="success"\} 1/,
+      );
   });
 
   it('refuses an unknown, a revoked and an expired key exactly as a forged JWT, and a malformed one', async () => {
@@ -74,7 +76,9 @@ describe('gateway keys in a key file', () => {
 
     expect((await ledgerEnd(gw!.url, `Bearer ${live.key}`)).status).toBe(200);
     writeKeys(file, [{ ...live.record, revokedAt: new Date().toISOString() }, expired.record]);
-    await expect.poll(async () => (await ledgerEnd(gw!.url, `Bearer ${live.key}`)).status, { timeout: 3_000 }).toBe(401);
+    await expect
+      .poll(async () => (await ledgerEnd(gw!.url, `Bearer ${live.key}`)).status, { timeout: 3_000 })
+      .toBe(401);
     const forwarded = upstream!.requests.length;
     expect(refusalShape(await ledgerEnd(gw!.url, `Bearer ${live.key}`))).toEqual(forgedShape);
     expect(upstream!.requests).toHaveLength(forwarded);
