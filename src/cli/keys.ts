@@ -110,7 +110,8 @@ function listing(records: readonly KeyRecord[]): string {
   const now = Date.now();
   const lines = ['id            consumer              state    expires                   sources  operations'];
   for (const record of records) {
-    const state = record.revokedAt !== undefined ? 'revoked' : Date.parse(record.expiresAt) <= now ? 'expired' : 'active';
+    const state =
+      record.revokedAt !== undefined ? 'revoked' : Date.parse(record.expiresAt) <= now ? 'expired' : 'active';
     lines.push(
       [
         record.id.padEnd(13),
@@ -134,7 +135,10 @@ async function revoke(store: KeyStoreAccess, id: string | undefined): Promise<st
   return `key ${id} (consumer ${record.consumer}) revoked\n`;
 }
 
-export async function runKeysCommand(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<KeysCommandResult> {
+export async function runKeysCommand(
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<KeysCommandResult> {
   let values: Options;
   let positionals: string[];
   try {

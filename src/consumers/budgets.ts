@@ -73,7 +73,10 @@ export function createMemoryBudgetCounter(): BudgetCounter {
   return {
     spend(consumer, budget, units, at) {
       const { day } = periodsAt(at);
-      if (day.id !== dayId) [dayId, spent] = [day.id, new Map()];
+      if (day.id !== dayId) {
+        dayId = day.id;
+        spent = new Map<string, bigint>();
+      }
       const key = `${consumer} ${budget.name}`;
       const before = spent.get(key) ?? 0n;
       if (before + units > budget.perDayUnits) return verdict(false, before, budget, at);

@@ -41,7 +41,7 @@ export function tokenEntryKey(entry: TokenEntry | Readonly<Record<string, unknow
     const value = fromClaims
       ? (entry as Record<string, unknown>)[claim]
       : (entry as Record<string, string | undefined>)[configKey];
-    if (value !== undefined) parts.push(`${claim}=${String(value)}`);
+    if (value !== undefined) parts.push(`${claim}=${JSON.stringify(value)}`);
   }
   return parts.join('\n');
 }

@@ -71,7 +71,7 @@ export function createConsumerDirectory(list: ConsumersConfig['list']): Consumer
 
   function principalWith(principal: Principal, name: string): Principal {
     let byName = withConsumer.get(principal);
-    if (byName === undefined) withConsumer.set(principal, (byName = new Map()));
+    if (byName === undefined) withConsumer.set(principal, (byName = new Map<string, Principal>()));
     let named = byName.get(name);
     if (named === undefined) byName.set(name, (named = Object.freeze({ ...principal, consumer: name })));
     return named;

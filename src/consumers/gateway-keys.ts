@@ -90,13 +90,14 @@ export function keyRecordProblem(value: unknown): string | undefined {
   if (record.sources !== undefined) {
     if (!Array.isArray(record.sources) || !record.sources.every((entry) => typeof entry === 'string'))
       return 'sources is not a list of addresses';
-    const list = sourceList(record.sources as string[]);
+    const list = sourceList(record.sources);
     if (typeof list === 'string') return `sources: ${list}`;
   }
   if (record.operations !== undefined) {
     if (!Array.isArray(record.operations)) return 'operations is not a list';
-    const unknown = record.operations.find((name) => typeof name !== 'string' || !OPERATION_NAMES.includes(name));
-    if (unknown !== undefined) return `operations: unknown operation "${String(unknown)}"`;
+    const operations = record.operations as unknown[];
+    const unknown = operations.find((name) => typeof name !== 'string' || !OPERATION_NAMES.includes(name));
+    if (unknown !== undefined) return `operations: unknown operation ${JSON.stringify(unknown)}`;
   }
   return undefined;
 }

@@ -69,8 +69,14 @@ export function createMemoryQuotaCounter(): QuotaCounter {
   return {
     take(consumer, operation, quota, at) {
       const { day, month } = periodsAt(at);
-      if (day.id !== dayId) [dayId, days] = [day.id, new Map()];
-      if (month.id !== monthId) [monthId, months] = [month.id, new Map()];
+      if (day.id !== dayId) {
+        dayId = day.id;
+        days = new Map<string, number>();
+      }
+      if (month.id !== monthId) {
+        monthId = month.id;
+        months = new Map<string, number>();
+      }
       const key = `${consumer} ${operation}`;
       const dayCount = days.get(key) ?? 0;
       const monthCount = months.get(key) ?? 0;

@@ -71,7 +71,9 @@ describeNeeding('redis-server')('the Redis counter', () => {
       expect(await spendAll(counters, ['60.00', '40.01', '40.00', '0.01'])).toEqual([true, false, true, false]);
       // 40 concurrent transfers of 2.50 against what is left of a fresh consumer's 100.00: exactly 40 pass.
       const fresh = await Promise.all(
-        Array.from({ length: 41 }, (_, index) => counters[index % 2]!.spend('fresh', transfers, 250n, Date.now())),
+        Array.from({ length: 41 }, (_, index) =>
+          Promise.resolve(counters[index % 2]!.spend('fresh', transfers, 250n, Date.now())),
+        ),
       );
       expect(fresh.filter((answer) => answer.admitted)).toHaveLength(40);
     } finally {
