@@ -83,27 +83,32 @@ function configReloader(
   });
 }
 
+/**
+ * `ledger-gateway audit verify ...` and `ledger-gateway keys create|list|revoke`: commands of their
+ * own, no server. True when `name` was one of them (it has run, and set the exit code).
+ */
+async function runCommand(name: string | undefined): Promise<boolean> {
+  let result: { code: number; output: string };
+  if (name === 'audit') {
+    const { runAuditCommand } = await import('./cli/audit-verify.js');
+    result = runAuditCommand(process.argv.slice(3));
+  } else if (name === 'keys') {
+    const { runKeysCommand } = await import('./cli/keys.js');
+    result = await runKeysCommand(process.argv.slice(3));
+  } else {
+    return false;
+  }
+  (result.code === 0 ? process.stdout : process.stderr).write(result.output);
+  process.exitCode = result.code;
+  return true;
+}
+
 async function main(): Promise<void> {
   // Node's default action for SIGHUP ends the process at once, losing the log lines still buffered:
   // handled from the start, and ignored until the gateway runs.
   const onSighup: { reload?: () => void } = {};
   process.on('SIGHUP', () => onSighup.reload?.());
-  // `ledger-gateway audit verify ...`: a command of its own, no server.
-  if (process.argv[2] === 'audit') {
-    const { runAuditCommand } = await import('./cli/audit-verify.js');
-    const result = runAuditCommand(process.argv.slice(3));
-    (result.code === 0 ? process.stdout : process.stderr).write(result.output);
-    process.exitCode = result.code;
-    return;
-  }
-  // `ledger-gateway keys create|list|revoke`: gateway keys in the configured store, no server.
-  if (process.argv[2] === 'keys') {
-    const { runKeysCommand } = await import('./cli/keys.js');
-    const result = await runKeysCommand(process.argv.slice(3));
-    (result.code === 0 ? process.stdout : process.stderr).write(result.output);
-    process.exitCode = result.code;
-    return;
-  }
+  if (await runCommand(process.argv[2])) return;
   // A ConfigError from anywhere in start-up (file, auth section, policy rules) exits 2 (see below).
   const args = readArguments();
   if (args.check) {
