@@ -106,6 +106,23 @@ describe('brokered Canton tokens', () => {
       .toMatch(/ledger_gateway_upstream_token_requests_total\{consumer="payments",result="success"\} 1/);
   });
 
+  it("replaces a consumer's own verified token: the client's Authorization never reaches the participant", async () => {
+    provider = await startOpenIdProvider({ audience: AUDIENCE, privateJwks: [signingKey] });
+    upstream = await startRecordingUpstream();
+    gw = await startGateway(upstream.url, {
+      consumers: {
+        list: [
+          { name: 'alice-app', match: { tokens: [{ sub: 'alice' }] }, upstreamToken: brokered(provider.tokenEndpoint) },
+        ],
+      },
+    });
+    const own = gw.auth().authorization!;
+    expect((await ledgerEnd(gw.url, own)).status).toBe(200);
+    const sent = upstream.requests[0]!;
+    expect(sent.rawHeaders.filter((value) => value === own)).toEqual([]);
+    expect(claimsOf(sent.headers.authorization)).toMatchObject({ iss: provider.issuer, sub: CLIENT_ID });
+  });
+
   it('refreshes the token ahead of its expiry, the calls going on meanwhile', async () => {
     provider = await startOpenIdProvider({ audience: AUDIENCE, privateJwks: [signingKey], accessTokenTtlSeconds: 60 });
     upstream = await startRecordingUpstream();
