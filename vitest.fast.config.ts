@@ -39,6 +39,9 @@ export const SLOW_TESTS = [
   'test/proxy/uploads.test.ts',
   'test/proxy/upgrade-requests.test.ts',
   'test/proxy/websocket.test.ts',
+  // Redis shared by two replicas and a restart; token endpoints that stall for their timeout.
+  'test/consumers/quotas-and-usage.test.ts',
+  'test/consumers/brokered-tokens.test.ts',
 ];
 
 export default mergeConfig(base, defineConfig({ test: { exclude: ['**/node_modules/**', ...SLOW_TESTS] } }));
