@@ -3,10 +3,9 @@
 // `unmapped`) and in a report by UTC day (GET /usage on the admin listener). In Redis the report's
 // counts are added up from every replica (each flushes its counts every second); in memory they
 // are this replica's since it started, as the report says.
-import type { ServerResponse } from 'node:http';
 import { Errors } from '../errors.js';
 import type { Exchange } from '../exchange/exchange.js';
-import { bytesOf, responseBytes } from '../telemetry/access-log.js';
+import { bytesOf } from '../telemetry/access-log.js';
 import type { ConsumerMetrics } from '../telemetry/metrics.js';
 import { UNMAPPED } from './config.js';
 import type { RedisClient } from './key-redis.js';
@@ -96,7 +95,7 @@ export function createUsageLedger(
       const operation = exchange.operation?.name ?? 'unknown';
       const outcome = outcomeOf(status, code);
       const requestBytes = requestBytesOf(exchange);
-      const answered = exchange.kind === 'call' ? (responseBytes(exchange.lifeline as ServerResponse) ?? 0) : 0;
+      const answered = exchange.kind === 'call' ? (bytesOf(exchange.answerContentLength) ?? 0) : 0;
       metrics.observeConsumer(consumer, operation, outcome, seconds, requestBytes, answered);
       const at = Date.now();
       const day = periodsAt(at).day.id;

@@ -35,11 +35,18 @@ export function certificateNames(
   };
 }
 
-/** The certificate the listener verified on this connection, or undefined (none, or not verified). */
+/**
+ * The certificate the listener verified on this connection and valid now, or undefined (none, not
+ * verified, or outside its validity dates). The handshake checked the dates once; a kept-alive
+ * connection or a resumed TLS session outlives them, so they are judged at each call (RFC 5280 §4.1.2.5).
+ */
 function verifiedCertificate(request: IncomingMessage) {
   const socket = request.socket as Partial<TLSSocket>;
   if (socket.authorized !== true || typeof socket.getPeerX509Certificate !== 'function') return undefined;
-  return socket.getPeerX509Certificate();
+  const certificate = socket.getPeerX509Certificate();
+  if (certificate === undefined) return undefined;
+  const now = Date.now();
+  return now > Date.parse(certificate.validTo) || now < Date.parse(certificate.validFrom) ? undefined : certificate;
 }
 
 /** Whether the call's connection has a verified certificate with one of these subjects or DNS names. */

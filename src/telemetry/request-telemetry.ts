@@ -7,29 +7,29 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
 import type { SpanContext } from '@opentelemetry/api';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../errors.js';
-import type { EndedStream, Exchange, Stage } from '../exchange/exchange.js';
+import type { ConsumerObserver, EndedStream, Exchange, Stage } from '../exchange/exchange.js';
 import { UNKNOWN_OPERATION, type Operation } from '../operations.js';
-import { traceIdOf } from '../exchange/request-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
-import { continueTrace, formatTraceparent } from '../trace-context.js';
-import type { AccessLog } from './access-log.js';
-import { scrubSecrets, type RequestLine } from './logging.js';
+import { continueTrace, formatTraceparent, traceIdOf } from '../trace-context.js';
+import type { Logger } from 'pino';
+import type { AccessLogConfig } from '../config/schema.js';
+import { createAccessLog, type AccessLog } from './access-log.js';
+import { requestLineWriter, scrubSecrets, type RequestLine } from './logging.js';
 import type { GatewayMetrics } from './metrics.js';
 import { endServerSpan, sampledTraceIdOf, serverSpanContextOf, serverSpanOf, traceresponse } from './server-span.js';
+import type { Tracing } from './tracing.js';
 
 const kState = Symbol('ledger-gateway.requestTelemetry');
 
 interface RequestState {
   /** performance.now() when the first stage ran: the call's duration is measured from here. */
   readonly started: number;
-  /** The upstream part (noteUpstream), for the access log. */
+  /** The upstream part (upstreamAnswered), for the access log. */
   upstreamMs: number | undefined;
   upstreamReplica: string | undefined;
   /** The operation counted in the in-flight gauge, once the route catalogue matched. */
   inflightOperation: string | undefined;
   finished: boolean;
-  /** Why a stage refused the request (for the log line only; never a label). */
-  reason: string | undefined;
   /** A 101 whose access line waits for its stream's end: the access log it was kept under. */
   streamAccessLog: AccessLog | undefined;
   /** The stream's end (streamEnded), for that line. */
@@ -54,6 +54,8 @@ export interface RequestTelemetryOptions {
   readonly propagateTraceContext?: boolean;
   /** Writes the request's one log line (logging.ts requestLineWriter); none when logging is off. */
   readonly writeLine?: (line: RequestLine) => void;
+  /** Whose X-Forwarded-For is believed (server.trustedProxies), for the access log's client address. */
+  readonly isTrustedProxy: (address: string) => boolean;
 }
 
 /** A refusal given before any exchange began (Node's parser, a target Fastify cannot decode). */
@@ -71,8 +73,6 @@ export interface RequestTelemetry {
   readonly begin: Stage;
   /** Once the operation is known: the exchange counts as in flight. */
   enter(exchange: Exchange): void;
-  /** Why a stage refused the exchange: written on its log line. */
-  noteRefusal(exchange: Exchange, reason: string): void;
   /**
    * An upgrade has its answer: 101 (its tunnel is open) or a refusal, the gateway's or the
    * participant's, whose code is on exchange.errorCode. A call's answer is seen on its response.
@@ -80,12 +80,17 @@ export interface RequestTelemetry {
   upgradeAnswered(exchange: Exchange, status: number): void;
   /** A 101's stream has ended: its access line, with the whole stream's duration and bytes. */
   streamEnded(exchange: Exchange, stream: EndedStream): void;
-  /** The call's upstream part: its time until the answer head and the replica (the access log's). */
-  noteUpstream(exchange: Exchange, seconds: number, replica: string): void;
-  /** The access log (log.access) from now on; undefined: the plain request line. */
-  setAccessLog(accessLog: AccessLog | undefined): void;
+  /**
+   * The call's upstream part, its time until the participant's answer head on `replica`: the upstream
+   * histogram (with the trace as exemplar when exemplars are on) and, while it is on, the access log.
+   */
+  upstreamAnswered(exchange: Exchange, seconds: number, replica: string): void;
+  /** The access log (log.access: its fields, sampling and redaction) from now on; off: the plain request line. */
+  readonly followAccessLog: (access: AccessLogConfig) => void;
   /** Counts and logs a refusal that had no exchange, as operation unknown. */
   unroutedRefusal(refusal: UnroutedRefusal): void;
+  /** Each finished exchange, with the status and code it is counted with, also goes to `observer` (the consumers' usage). */
+  observeFinishedWith(observer: ConsumerObserver): void;
   /**
    * The gateway is about to close every connection (the shutdown grace has ended, or a shutdown's
    * close): exchanges that end from now on without a complete answer were cut by the gateway, not
@@ -94,16 +99,25 @@ export interface RequestTelemetry {
   cutOff(): void;
 }
 
+/** An exchange's state as its first stage begins it. */
+function freshState(): RequestState {
+  return {
+    started: performance.now(),
+    upstreamMs: undefined,
+    upstreamReplica: undefined,
+    inflightOperation: undefined,
+    finished: false,
+    streamAccessLog: undefined,
+    endedStream: undefined,
+  };
+}
+
 /** The exchange's state, set by begin (undefined for an exchange that never began). */
 function stateOf(exchange: Exchange): RequestState | undefined {
   return (exchange as WithState)[kState];
 }
 
-function noteRefusal(exchange: Exchange, reason: string): void {
-  const state = stateOf(exchange);
-  if (state !== undefined) state.reason = scrubSecrets(String(reason)); // a non-string reason must not throw here
-}
-
+/** The upstream part on the exchange, for its access line. */
 function noteUpstream(exchange: Exchange, seconds: number, replica: string): void {
   const state = stateOf(exchange);
   if (state === undefined) return;
@@ -170,7 +184,7 @@ function endSpan(
   });
 }
 
-/** The exchange's one log line: fixed fields only (the reason was scrubbed when noted). */
+/** The exchange's one log line: fixed fields only, the refusal reason scrubbed of secrets. */
 function requestLine(
   exchange: Exchange,
   state: RequestState,
@@ -191,7 +205,8 @@ function requestLine(
     durationMs: Math.round(seconds * 1e6) / 1e3,
     traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
     spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
-    ...(state.reason !== undefined && { reason: state.reason }),
+    // A non-string reason must not throw here.
+    ...(exchange.refusalReason !== undefined && { reason: scrubSecrets(String(exchange.refusalReason)) }),
     // A plain property, not a second spread: the line's object stays one fast literal.
     access:
       accessLog === undefined
@@ -225,14 +240,12 @@ function countUnroutedRefusal(
   });
 }
 
-export function createRequestTelemetry(
-  metrics: GatewayMetrics,
-  options: RequestTelemetryOptions = {},
-): RequestTelemetry {
+export function createRequestTelemetry(metrics: GatewayMetrics, options: RequestTelemetryOptions): RequestTelemetry {
   const propagateTraceContext = options.propagateTraceContext ?? false;
   const writeLine = options.writeLine;
   let cuttingOff = false;
   let accessLog: AccessLog | undefined;
+  let observeFinished: ConsumerObserver | undefined;
 
   /** A call's outcome, read from its response once it closed (answered, or its client gone). */
   function finishCall(exchange: Exchange, response: ServerResponse): void {
@@ -272,8 +285,7 @@ export function createRequestTelemetry(
       seconds,
       metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
     );
-    // Pinned by the second stage: an exchange refused before it has none.
-    (exchange.generation as Exchange['generation'] | null)?.observeConsumer?.(exchange, status, code, seconds);
+    observeFinished?.(exchange, status, code, seconds);
     // The span's ids are read before it ends: the line carries them.
     const propagated = exchange.traceContext;
     const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
@@ -302,16 +314,7 @@ export function createRequestTelemetry(
 
   return {
     begin(exchange) {
-      (exchange as WithState)[kState] = {
-        started: performance.now(),
-        upstreamMs: undefined,
-        upstreamReplica: undefined,
-        inflightOperation: undefined,
-        finished: false,
-        reason: undefined,
-        streamAccessLog: undefined,
-        endedStream: undefined,
-      };
+      (exchange as WithState)[kState] = freshState();
       startTrace(exchange, propagateTraceContext);
       // A call's response closes once its answer is complete, or when its client left before that;
       // an upgrade is answered before its socket closes (upgradeAnswered), unless its client leaves.
@@ -325,10 +328,16 @@ export function createRequestTelemetry(
       state.inflightOperation = exchange.operation.name;
       metrics.inflight(state.inflightOperation, 1);
     },
-    noteRefusal,
-    noteUpstream,
-    setAccessLog(next) {
-      accessLog = next;
+    upstreamAnswered(exchange, seconds, replica) {
+      metrics.observeUpstream(
+        exchange.operation.name,
+        seconds,
+        metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
+      );
+      if (accessLog !== undefined) noteUpstream(exchange, seconds, replica);
+    },
+    followAccessLog: (access) => {
+      accessLog = access.enabled ? createAccessLog(access, options.isTrustedProxy) : undefined;
     },
     upgradeAnswered(exchange, status) {
       // A 101 is counted when the stream opens, with the code its metric label has (`none`), and its
@@ -337,8 +346,38 @@ export function createRequestTelemetry(
     },
     streamEnded,
     unroutedRefusal: (refusal) => countUnroutedRefusal(metrics, writeLine, refusal),
+    observeFinishedWith(observer) {
+      observeFinished = observer;
+    },
     cutOff() {
       cuttingOff = true;
     },
   };
+}
+
+/** The tracing started in this process (loaded only when tracing is on: the SDK is heavy). */
+async function runningTracing(): Promise<Tracing> {
+  const { activeTracing } = await import('./tracing.js');
+  const tracing = activeTracing();
+  if (tracing === undefined)
+    throw new Error('tracingActive is set but startTracing() has not run in this process (or OTEL_SDK_DISABLED=true)');
+  return tracing;
+}
+
+/** The request telemetry and how traces travel: exported by the SDK's server spans, or propagated by hand. */
+export async function startRequestTelemetry(
+  metrics: GatewayMetrics,
+  logger: false | Logger,
+  options: { readonly tracingActive: boolean; readonly isTrustedProxy: (address: string) => boolean },
+) {
+  const tracing = options.tracingActive ? await runningTracing() : undefined;
+  const serverSpanPlugin = tracing?.fastifyPlugin;
+  const propagateTraceContext = tracing !== undefined && serverSpanPlugin === undefined;
+  const writeLine = logger === false ? undefined : requestLineWriter(logger);
+  const requestTelemetry = createRequestTelemetry(metrics, {
+    propagateTraceContext,
+    isTrustedProxy: options.isTrustedProxy,
+    ...(writeLine !== undefined && { writeLine }),
+  });
+  return { tracing, serverSpanPlugin, propagateTraceContext, writeLine, requestTelemetry };
 }

@@ -63,7 +63,12 @@ describeNeeding('redis-server')('the Redis counter', () => {
   it('is exact across two replicas', async () => {
     redis = await startRedisServer();
     const clients = [0, 1].map(() =>
-      openRedisConnection({ url: redis!.url, commandTimeoutMs: 1_000, connectTimeoutMs: 2_000 }),
+      openRedisConnection({
+        url: redis!.url,
+        commandTimeoutMs: 1_000,
+        connectTimeoutMs: 2_000,
+        maxReplyBytes: 1024 * 1024,
+      }),
     );
     try {
       await Promise.all(clients.map((client) => new Promise((resolve) => client.once('ready', resolve))));

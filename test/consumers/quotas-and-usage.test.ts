@@ -129,7 +129,12 @@ describeNeeding('redis-server')('quotas, usage and gateway keys shared through R
     redis = await startRedisServer();
     const protection = { redis: { url: redis.url } };
     const { key, record } = newKey('payments');
-    const client = openRedisConnection({ url: redis.url, commandTimeoutMs: 1_000, connectTimeoutMs: 2_000 });
+    const client = openRedisConnection({
+      url: redis.url,
+      commandTimeoutMs: 1_000,
+      connectTimeoutMs: 2_000,
+      maxReplyBytes: 1024 * 1024,
+    });
     await new Promise((resolve) => client.once('ready', resolve));
     try {
       await putRedisKey(client, 'ledger-gateway:', record);
