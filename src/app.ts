@@ -231,6 +231,7 @@ function startAdmin(
     purgeVersionCache: () => parts.versionCache.clear(),
     runningConfig: parts.running.shown,
     usage: (from, to) => parts.running.live.consumerUsage(from, to),
+    consumerStatus: () => parts.running.live.consumerStatus(),
     log,
   });
 }

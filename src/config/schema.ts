@@ -99,13 +99,13 @@ export const AdminSchema = Section(
         minLength: 16,
         secret: true,
         description:
-          'Bearer token a caller presents for POST /cache/version/purge and GET /config (e.g. ${file:/run/secrets/purge-token}); compared in constant time, never logged. Unset: nobody may purge or read the running configuration, unless trustLoopback is on. Probes and metrics stay open.',
+          "Bearer token a caller presents for POST /cache/version/purge, GET /config, GET /usage and the status page's data (GET /status/data; the page is opened as /status#token=...) (e.g. ${file:/run/secrets/purge-token}); compared in constant time, never logged. Unset: nobody may purge or read the running configuration, usage or status, unless trustLoopback is on. Probes and metrics stay open.",
       }),
     ),
     trustLoopback: Type.Boolean({
       default: false,
       description:
-        "Serve POST /cache/version/purge and GET /config to any loopback peer (127.0.0.0/8, ::1) without the token. Off by default: behind a mesh sidecar every inbound connection is a loopback one (Istio's passthrough comes from 127.0.0.6), so loopback says nothing about who called. Turn it on only where nothing forwards to the admin port from off the pod (kubectl port-forward arrives on loopback too).",
+        "Serve POST /cache/version/purge, GET /config, GET /usage and GET /status/data to any loopback peer (127.0.0.0/8, ::1) without the token. Off by default: behind a mesh sidecar every inbound connection is a loopback one (Istio's passthrough comes from 127.0.0.6), so loopback says nothing about who called. Turn it on only where nothing forwards to the admin port from off the pod (kubectl port-forward arrives on loopback too).",
     }),
   },
   'The admin listener: health probes and metrics.',

@@ -28,6 +28,13 @@ export interface QuotaVerdict {
 export interface QuotaCounter {
   /** Counts one call unless a period of its quota is spent; a rejected promise when the shared store cannot answer. */
   take(consumer: string, operation: string, quota: Quota, at: number): QuotaVerdict | Promise<QuotaVerdict>;
+  /** The calls counted in the day and the month `at` falls in (the status page); nothing is counted. */
+  used(consumer: string, operation: string, at: number): PeriodCounts | Promise<PeriodCounts>;
+}
+
+export interface PeriodCounts {
+  readonly day: number;
+  readonly month: number;
 }
 
 /** The UTC day and month a moment falls in: their names, and their bounds in epoch milliseconds. */
@@ -91,6 +98,14 @@ export function createMemoryQuotaCounter(): QuotaCounter {
       months.set(key, monthCount + 1);
       return { spent, periods: states(quota, at, dayCount + 1, monthCount + 1) };
     },
+    used(consumer, operation, at) {
+      const { day, month } = periodsAt(at);
+      const key = `${consumer} ${operation}`;
+      return {
+        day: day.id === dayId ? (days.get(key) ?? 0) : 0,
+        month: month.id === monthId ? (months.get(key) ?? 0) : 0,
+      };
+    },
   };
 }
 
@@ -120,15 +135,18 @@ type TakingClient = RedisClient & { ledgerGatewayQuotaTake(keys: number, ...args
 export function createRedisQuotaCounter(client: RedisClient, prefix: string): QuotaCounter {
   client.defineCommand('ledgerGatewayQuotaTake', { lua: TAKE });
   const taking = client as TakingClient;
+  /** The day's and the month's count keys, in one hash slot (a Cluster runs a script on one slot only). */
+  const keysOf = (consumer: string, operation: string, at: number) => {
+    const { day, month } = periodsAt(at);
+    const tag = `{${consumer}:${operation}}`;
+    return [`${prefix}quota:${tag}:day:${day.id}`, `${prefix}quota:${tag}:month:${month.id}`] as const;
+  };
   return {
     async take(consumer, operation, quota, at) {
       const { day, month } = periodsAt(at);
-      // One hash slot for both counts (a Cluster runs a script on one slot only).
-      const tag = `{${consumer}:${operation}}`;
       const [outcome, dayCount, monthCount] = await taking.ledgerGatewayQuotaTake(
         2,
-        `${prefix}quota:${tag}:day:${day.id}`,
-        `${prefix}quota:${tag}:month:${month.id}`,
+        ...keysOf(consumer, operation, at),
         String(quota.perDay ?? 0),
         String(quota.perMonth ?? 0),
         String(Math.ceil((day.end - at) / 1000) + 86_400),
@@ -136,6 +154,10 @@ export function createRedisQuotaCounter(client: RedisClient, prefix: string): Qu
       );
       const spent = outcome === 1 ? 'day' : outcome === 2 ? 'month' : undefined;
       return { spent, periods: states(quota, at, dayCount!, monthCount!) };
+    },
+    async used(consumer, operation, at) {
+      const [day, month] = await client.mget(...keysOf(consumer, operation, at));
+      return { day: Number(day ?? 0), month: Number(month ?? 0) };
     },
   };
 }

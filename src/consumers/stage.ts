@@ -11,6 +11,7 @@ import { createConsumerDirectory } from './directory.js';
 import { createKeyCheck, GATEWAY_KEY_ISSUER, type CredentialFailure, type KeyCheck } from './key-check.js';
 import { rateLimitFields, type QuotaVerdict } from './quotas.js';
 import type { ConsumerState } from './state.js';
+import { consumersStatus, type ConsumersStatus } from './status.js';
 
 export interface ConsumersStage {
   /** For the authentication stage: gateway keys (when a store is configured) and each principal's consumer. */
@@ -23,6 +24,8 @@ export interface ConsumersStage {
   /** After authorization: the consumer's brokered token replaces the client's credential upstream. */
   readonly upstreamCredential: Stage;
   readonly observe: ConsumerObserver;
+  /** What the status page shows of every consumer (status.ts): never a key, a hash or a token. */
+  status(): Promise<ConsumersStatus>;
 }
 
 export interface ConsumersStageOptions {
@@ -124,5 +127,14 @@ export function createConsumersStage(
     },
     observe: (exchange, status, code, seconds) =>
       state.usage.observe(exchange, exchange.principal?.consumer ?? UNMAPPED, status, code, seconds),
+    status: () =>
+      consumersStatus({
+        list: section.list,
+        consumers: directory.consumers,
+        quotas: state.quotas,
+        usage: state.usage,
+        keys: keyWatch,
+        brokers,
+      }),
   };
 }

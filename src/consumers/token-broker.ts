@@ -28,6 +28,17 @@ const RETRY_AFTER_FAILURE_MS = 1_000;
 export interface TokenBroker {
   /** A credential with at least minRemainingSeconds left: at once, or after a refresh; rejects with the 503. */
   credential(): UpstreamCredential | Promise<UpstreamCredential>;
+  /** What the status page shows of it: never the token. */
+  status(): BrokeredTokenStatus;
+}
+
+export interface BrokeredTokenStatus {
+  /** held: a token not yet expired; none: none asked for yet (the first call asks), or the last one expired. */
+  readonly state: 'held' | 'none' | 'failing';
+  /** ISO 8601, while one is held. */
+  readonly expiresAt?: string;
+  /** Why the last request failed (as logged: the kind of failure, never a body or a secret), while failing. */
+  readonly lastFailure?: string;
 }
 
 export interface TokenBrokerOptions {
@@ -159,6 +170,15 @@ export function createTokenBroker(config: UpstreamTokenConfig, options: TokenBro
     );
 
   return {
+    status() {
+      const current = held !== undefined && held.expiresAtMs > now() ? held : undefined;
+      const failing = failedAt !== Number.NEGATIVE_INFINITY;
+      return {
+        state: failing ? 'failing' : current === undefined ? 'none' : 'held',
+        ...(current !== undefined && { expiresAt: new Date(current.expiresAtMs).toISOString() }),
+        ...(failing && { lastFailure: lastFailure }),
+      };
+    },
     credential() {
       if (usable()) {
         // Ahead of its expiry, one refresh for every call; the calls go on with the token held.

@@ -20,6 +20,7 @@ import { AuthFailure } from '../auth/failure.js';
 import { assertConsumersConfig } from '../consumers/config.js';
 import { createConsumersStage, type ConsumersStage } from '../consumers/stage.js';
 import { createConsumerState, type ConsumerState } from '../consumers/state.js';
+import type { ConsumersStatus } from '../consumers/status.js';
 import type { UsageReport } from '../consumers/usage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
@@ -139,6 +140,8 @@ export interface LiveConfig {
   ): Promise<{ readonly generation: Generation; readonly leftOut: readonly string[] }>;
   /** The consumers' usage from `from` to `to` (UTC days, inclusive); undefined while no consumer was ever configured. */
   consumerUsage(from: string, to: string): Promise<UsageReport> | undefined;
+  /** The consumers of the running configuration as the status page shows them; undefined while none is configured. */
+  consumerStatus(): Promise<ConsumersStatus> | undefined;
   close(): Promise<void>;
 }
 
@@ -536,6 +539,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       }),
     restartOnlyChanges: (next) => restartOnlyPaths(current.config, next),
     consumerUsage: (from, to) => consumerState.made()?.usage.report(from, to),
+    consumerStatus: () => current.consumers?.status(),
     async close() {
       current.authenticator.close();
       await current.protection.close();

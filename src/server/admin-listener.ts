@@ -8,7 +8,9 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequ
 import type { Registry } from 'prom-client';
 import type { AdminConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
+import type { ConsumersStatus } from '../consumers/status.js';
 import type { UsageReport } from '../consumers/usage.js';
+import { serveStatusPage } from './status-page.js';
 
 export interface AdminListenerOptions {
   readonly admin: AdminConfig;
@@ -24,6 +26,8 @@ export interface AdminListenerOptions {
   readonly runningConfig: () => RunningConfigReport;
   /** GET /usage: the consumers' usage by UTC day (consumers/usage.ts); undefined while no consumer is configured. */
   readonly usage?: (from: string, to: string) => Promise<UsageReport> | undefined;
+  /** GET /status's consumers (consumers/status.ts); undefined while no consumer is configured. */
+  readonly consumerStatus?: () => Promise<ConsumersStatus> | undefined;
   /** Where changes of readiness are logged (none: not logged). */
   readonly log?: FastifyBaseLogger;
   /** Is this peer address loopback? Tests replace it to act as a remote caller. */
@@ -141,6 +145,20 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
     const csv =
       range.format === 'csv' || (range.format === undefined && /\btext\/csv\b/.test(request.headers.accept ?? ''));
     return csv ? reply.type('text/csv; charset=utf-8').send(usageCsv(report)) : reply.send(report);
+  });
+  // The status page (status-page.ts): the page is open, its data is the admin token's.
+  serveStatusPage(server, {
+    allowed,
+    report: async () => {
+      const { ready, checks } = readiness.report();
+      return {
+        generatedAt: new Date().toISOString(),
+        fingerprint: options.runningConfig().fingerprint,
+        ready,
+        checks,
+        consumers: await options.consumerStatus?.(),
+      };
+    },
   });
   server.get('/metrics', async (_request, reply) => {
     reply.type(registry.contentType);
