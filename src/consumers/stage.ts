@@ -125,8 +125,12 @@ export function createConsumersStage(
       if (!(credential instanceof Promise)) return replaceUpstreamCredential(exchange.raw, credential);
       return credential.then((held) => replaceUpstreamCredential(exchange.raw, held));
     },
-    observe: (exchange, status, code, seconds) =>
-      state.usage.observe(exchange, exchange.principal?.consumer ?? UNMAPPED, status, code, seconds),
+    observe: {
+      finished: (exchange, status, code, seconds) =>
+        state.usage.observe(exchange, exchange.principal?.consumer ?? UNMAPPED, status, code, seconds),
+      streamEnded: (exchange, stream) =>
+        state.usage.observeStream(exchange, exchange.principal?.consumer ?? UNMAPPED, stream),
+    },
     status: () =>
       consumersStatus({
         list: section.list,

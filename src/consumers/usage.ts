@@ -4,7 +4,7 @@
 // counts are added up from every replica (each flushes its counts every second); in memory they
 // are this replica's since it started, as the report says.
 import { Errors } from '../errors.js';
-import type { Exchange } from '../exchange/exchange.js';
+import type { EndedStream, Exchange } from '../exchange/exchange.js';
 import { bytesOf } from '../telemetry/access-log.js';
 import type { ConsumerMetrics } from '../telemetry/metrics.js';
 import { UNMAPPED } from './config.js';
@@ -32,6 +32,8 @@ export interface UsageReport {
 export interface UsageLedger {
   /** Counts one finished exchange of `consumer` (a configured name, or unmapped). */
   observe(exchange: Exchange, consumer: string, status: number, code: string, seconds: number): void;
+  /** Adds the bytes a WebSocket stream of `consumer` carried each way, once its tunnel closed (its call counted at its 101). */
+  observeStream(exchange: Exchange, consumer: string, stream: EndedStream): void;
   /** The days from `from` to `to` (YYYY-MM-DD, inclusive). */
   report(from: string, to: string): Promise<UsageReport>;
   close(): Promise<void>;
@@ -111,6 +113,11 @@ export function createUsageLedger(
         lastPrune = at;
         prune(kept, at);
       }
+    },
+    observeStream(exchange, consumer, { requestBytes, responseBytes }) {
+      const operation = exchange.operation.name;
+      metrics.streamBytes(consumer, operation, requestBytes, responseBytes);
+      addTo(kept, `${periodsAt(Date.now()).day.id} ${consumer} ${operation}`, { requestBytes, responseBytes });
     },
     async report(from, to) {
       if (redis === undefined)

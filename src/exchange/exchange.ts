@@ -88,11 +88,13 @@ export interface Exchange {
  */
 export type Stage<E extends Exchange = Exchange> = (exchange: E) => void | Promise<void>;
 
-/**
- * A finished exchange's outcome, as the telemetry stage counts it once (its status and code), for
- * the consumer it belongs to (consumers/usage.ts).
- */
-export type ConsumerObserver = (exchange: Exchange, status: number, code: string, seconds: number) => void;
+/** What the telemetry stage tells the consumers' usage (consumers/usage.ts) of each exchange. */
+export interface ConsumerObserver {
+  /** A finished exchange's outcome, as the telemetry stage counts it once (its status and code); a stream's at its 101. */
+  finished(exchange: Exchange, status: number, code: string, seconds: number): void;
+  /** A WebSocket stream whose tunnel closed: the bytes it carried each way. */
+  streamEnded(exchange: Exchange, stream: EndedStream): void;
+}
 
 /**
  * One step of a call's own list, run once the exchange stages admitted it (server/calls.ts runs the

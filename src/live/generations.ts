@@ -506,8 +506,12 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     countQuota: (exchange) => exchange.generation.consumers?.quota(exchange),
     brokerCredential: (exchange) => exchange.generation.consumers?.upstreamCredential(exchange),
     // Telemetry ends every exchange, one refused before the pin included (it has no generation).
-    observeConsumer: (exchange, status, code, seconds) =>
-      (exchange as Partial<PinnedExchange>).generation?.consumers?.observe(exchange, status, code, seconds),
+    observeConsumer: {
+      finished: (exchange, status, code, seconds) =>
+        (exchange as Partial<PinnedExchange>).generation?.consumers?.observe.finished(exchange, status, code, seconds),
+      streamEnded: (exchange, stream) =>
+        (exchange as Partial<PinnedExchange>).generation?.consumers?.observe.streamEnded(exchange, stream),
+    },
     pinned: (select) => (call, reply) => select(call.generation)(call, reply),
     apply: (next) =>
       serialized(async () => {

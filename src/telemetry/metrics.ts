@@ -680,6 +680,8 @@ export interface ConsumerMetrics {
     requestBytes: number,
     responseBytes: number,
   ): void;
+  /** A WebSocket stream's bytes each way, once its tunnel closed (its call was observed at its 101). */
+  streamBytes(consumer: string, operation: string, requestBytes: number, responseBytes: number): void;
   quotaRefusal(consumer: string, operation: string, period: 'day' | 'month'): void;
   upstreamTokenRequest(consumer: string, result: 'success' | 'failure'): void;
 }
@@ -696,13 +698,14 @@ export function createConsumerMetrics(registry: Registry, exemplars: boolean): C
     "Finished calls and WebSocket upgrades by consumer (a configured name, or unmapped), operation and outcome (success, refused by the gateway, failed: the participant's error or the client gone).",
     ['consumer', 'operation', 'outcome'],
   );
-  const requestBytes = counter(MetricNames.consumerRequestBytes, 'Request body bytes by consumer and operation.', [
-    'consumer',
-    'operation',
-  ]);
+  const requestBytes = counter(
+    MetricNames.consumerRequestBytes,
+    "Request body bytes by consumer and operation; a WebSocket stream's, the bytes its tunnel carried from the client, added when it ends.",
+    ['consumer', 'operation'],
+  );
   const responseBytes = counter(
     MetricNames.consumerResponseBytes,
-    'Answer body bytes (as the answer declared them) by consumer and operation.',
+    "Answer body bytes (as the answer declared them) by consumer and operation; a WebSocket stream's, the bytes its tunnel carried to the client, added when it ends.",
     ['consumer', 'operation'],
   );
   const duration = new Histogram({
@@ -731,6 +734,12 @@ export function createConsumerMetrics(registry: Registry, exemplars: boolean): C
       if (requestSize > 0) requestBytes.labels(name, op).inc(requestSize);
       if (responseSize > 0) responseBytes.labels(name, op).inc(responseSize);
       duration.labels(name, op).observe(seconds);
+    },
+    streamBytes(consumer, operation, requestSize, responseSize) {
+      const name = consumerLabel(consumer);
+      const op = operationLabel(operation);
+      if (requestSize > 0) requestBytes.labels(name, op).inc(requestSize);
+      if (responseSize > 0) responseBytes.labels(name, op).inc(responseSize);
     },
     quotaRefusal: (consumer, operation, period) =>
       quotaRefusals.labels(consumerLabel(consumer), operationLabel(operation), period).inc(),

@@ -89,7 +89,7 @@ export interface RequestTelemetry {
   readonly followAccessLog: (access: AccessLogConfig) => void;
   /** Counts and logs a refusal that had no exchange, as operation unknown. */
   unroutedRefusal(refusal: UnroutedRefusal): void;
-  /** Each finished exchange, with the status and code it is counted with, also goes to `observer` (the consumers' usage). */
+  /** Each finished exchange, with the status and code it is counted with, and each stream's end also go to `observer` (the consumers' usage). */
   observeFinishedWith(observer: ConsumerObserver): void;
   /**
    * The gateway is about to close every connection (the shutdown grace has ended, or a shutdown's
@@ -285,7 +285,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
       seconds,
       metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
     );
-    observeFinished?.(exchange, status, code, seconds);
+    observeFinished?.finished(exchange, status, code, seconds);
     // The span's ids are read before it ends: the line carries them.
     const propagated = exchange.traceContext;
     const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
@@ -302,6 +302,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
 
   /** A stream's access line, kept back at its 101: its duration from the first stage to the tunnel's close. */
   function streamEnded(exchange: Exchange, stream: EndedStream): void {
+    observeFinished?.streamEnded(exchange, stream);
     const state = stateOf(exchange);
     const kept = state?.streamAccessLog;
     if (state === undefined || kept === undefined || writeLine === undefined) return;

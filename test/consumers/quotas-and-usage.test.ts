@@ -13,12 +13,16 @@ import { startRedisServer, type RedisServer } from '../protection/redis-server.j
 import { putRedisKey } from '../../src/consumers/key-redis.js';
 import { openRedisConnection } from '../../src/protection/redis-connection.js';
 import { consumersWithKeyFile, keyFilePath, ledgerEnd, newKey, writeKeys } from './support.js';
+import { echoOnce, startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
+import { eventually } from '../helpers/eventually.js';
 
 const ADMIN_TOKEN = 'admin-token-for-usage-tests';
 let upstream: RecordingUpstream | undefined;
 const gateways: RunningGateway[] = [];
 let redis: RedisServer | undefined;
+let wsUpstream: WebSocketUpstream | undefined;
 closeAfterEach(
+  () => wsUpstream,
   () => ({ close: async () => void (await Promise.all(gateways.splice(0).map((gateway) => gateway.close()))) }),
   () => {
     const closing = upstream;
@@ -167,5 +171,33 @@ describe('a consumer named by a key file', () => {
     });
     expect((await ledgerEnd(gateway.url, `Bearer ${key}`)).status).toBe(200);
     expect((await ledgerEnd(gateway.url, `Bearer ${key}`)).status).toBe(429);
+  });
+});
+
+describe('a WebSocket stream of a consumer', () => {
+  it('is counted as one call at its 101, and the bytes its tunnel carried each way are added when it ends', async () => {
+    wsUpstream = await startWebSocketUpstream();
+    const gateway = await startGateway(wsUpstream.url, {
+      consumers: { list: [{ name: 'alice-app', match: { tokens: [{ sub: 'alice' }] } }] },
+      admin: { purgeToken: ADMIN_TOKEN },
+    });
+    gateways.push(gateway);
+    const frame = JSON.stringify({ filter: 'x'.repeat(2_000) });
+    const url = `${gateway.url.replace('http', 'ws')}/v2/updates`;
+    const token = await gateway.issuer.mint();
+    expect(await echoOnce(url, [`jwt.token.${token}`, 'daml.ws.auth'], {}, frame)).toBe(`echo:${frame}`);
+    type Row = { consumer: string; calls: number; requestBytes: number; responseBytes: number };
+    let row: Row | undefined;
+    await eventually(async () => {
+      const rows = ((await usage(gateway)).json() as { rows: Row[] }).rows;
+      row = rows.find((entry) => entry.consumer === 'alice-app');
+      return row !== undefined && row.responseBytes > 0;
+    }, "the stream's bytes in the usage report");
+    // Frames carry a few bytes of their own (a client's are masked): at least the payloads, not much more.
+    expect(row).toMatchObject({ calls: 1 });
+    expect(row!.requestBytes).toBeGreaterThanOrEqual(frame.length);
+    expect(row!.requestBytes).toBeLessThan(frame.length + 100);
+    expect(row!.responseBytes).toBeGreaterThanOrEqual(frame.length + 'echo:'.length);
+    expect(row!.responseBytes).toBeLessThan(frame.length + 100);
   });
 });
