@@ -92,7 +92,7 @@ async function runCommand(name: string | undefined): Promise<boolean> {
   let result: { code: number; output: string };
   if (name === 'audit') {
     const { runAuditCommand } = await import('./cli/audit-verify.js');
-    result = runAuditCommand(process.argv.slice(3));
+    result = await runAuditCommand(process.argv.slice(3));
   } else if (name === 'keys') {
     const { runKeysCommand } = await import('./cli/keys.js');
     result = await runKeysCommand(process.argv.slice(3));
