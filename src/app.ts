@@ -508,7 +508,11 @@ async function startEdges(
   const accessLog = followAccessLog(requestTelemetry, config.log.access, around.isTrustedProxy);
   // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
   const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
-  const api = createApiServer(config.server, config.limits, { listenerTls, telemetry: requestTelemetry });
+  const api = createApiServer(config.server, config.limits, {
+    listenerTls,
+    telemetry: requestTelemetry,
+    watchPipelining: (queues) => around.metrics.watchPipelining(queues),
+  });
   const upstream = connectUpstream(
     config,
     options.upstreamUrl,

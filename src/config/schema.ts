@@ -255,6 +255,39 @@ export const LimitsSchema = Section(
       description:
         'The largest share of bufferedBodyBytes one caller (its principal; its client address for a call without one) may hold; over it: 429 GATEWAY_RESOURCE_EXHAUSTED with limit gatewayPrincipalBodyBytes, Retry-After: 1. 1: no share.',
     }),
+    pipelining: Section(
+      {
+        maxRequests: Type.Integer({
+          minimum: 1,
+          maximum: 65_536,
+          default: 32,
+          description:
+            'Pipelined requests (RFC 9112 §9.3.2) one client connection may have waiting for their turn; at it the connection is not read until an answer frees a place (TCP backpressure). What one read already brought (at most 64 KiB) still waits.',
+        }),
+        maxBytes: Type.Integer({
+          minimum: 1,
+          maximum: 1024 * 1024 * 1024,
+          default: 65_536,
+          description:
+            'Bytes of the heads of the pipelined requests one client connection may have waiting; at it the connection is not read until an answer frees a place.',
+        }),
+        totalRequests: Type.Integer({
+          minimum: 1,
+          maximum: 16_777_216,
+          default: 8_192,
+          description:
+            'Pipelined requests waiting in all client connections together (about 1.6 KB of heap each); a request that would pass it closes its connection at once, unanswered (none of its waiting requests was run; its call in flight is cut), counted in ledger_gateway_pipelined_connections_cut_total.',
+        }),
+        totalBytes: Type.Integer({
+          minimum: 1,
+          maximum: 1024 * 1024 * 1024,
+          default: 8_388_608,
+          description:
+            'Bytes of the heads of the pipelined requests waiting in all client connections together; a request that would pass it closes its connection as totalRequests does.',
+        }),
+      },
+      'Requests pipelined on a client connection wait for their turn (each is run only when the answers before it are done); these bound what waits (docs/security.md).',
+    ),
   },
   'Request limits.',
 );

@@ -12,13 +12,15 @@ import { sendGatewayError } from '../exchange/refusal.js';
 import { framingProblem, framingRefusal, webSocketOperationOf } from '../exchange/request-context.js';
 import { randomRequestId } from '../exchange/request-id.js';
 import { listenerSecureOptions, type ListenerTlsFiles } from './listener-tls.js';
-import { dispatchInTurn } from './pipelining.js';
+import { dispatchInTurn, type PipelineQueues } from './pipelining.js';
 import type { RequestTelemetry } from '../telemetry/request-telemetry.js';
 
 export interface ApiServerOptions {
   /** server.tls's files, read: HTTPS and WSS on the API listener. */
   readonly listenerTls: ListenerTlsFiles | undefined;
   readonly telemetry: Pick<RequestTelemetry, 'unroutedRefusal'>;
+  /** Given what pipelined requests wait now, for the metrics (read at scrape). */
+  readonly watchPipelining?: (queues: PipelineQueues) => void;
 }
 
 export function createApiServer(
@@ -110,8 +112,9 @@ export function createApiServer(
   });
 
   // A pipelined request walks its stages only when its answer's turn comes, and never behind an
-  // answer that closed the connection (after Fastify's own listener is in place).
-  dispatchInTurn(api.server);
+  // answer that closed the connection (after Fastify's own listener is in place); what waits is bounded.
+  const queues = dispatchInTurn(api.server, limits.pipelining);
+  options.watchPipelining?.(queues);
   // Expect: 100-continue is answered once a stage reads the body, not before the stages judged the call.
   deferContinue(api.server);
 

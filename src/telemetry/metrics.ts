@@ -50,6 +50,9 @@ export const MetricNames = {
   participantIdpRefreshes: 'ledger_gateway_participant_idp_refreshes_total',
   participantIdpsLeftOut: 'ledger_gateway_participant_idps_left_out',
   bodyBufferBytes: 'ledger_gateway_body_buffer_bytes',
+  pipelinedRequestsWaiting: 'ledger_gateway_pipelined_requests_waiting',
+  pipelinedBytesWaiting: 'ledger_gateway_pipelined_bytes_waiting',
+  pipelinedConnectionsCut: 'ledger_gateway_pipelined_connections_cut_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -154,6 +157,15 @@ export interface GatewayMetrics {
   watchReplicas(replicas: ReplicaReport): void;
   /** Where ledger_gateway_body_buffer_bytes reads the request bodies held in memory (at scrape). */
   watchBodyBuffer(heldBytes: () => number): void;
+  /** Where the pipelining metrics read what waits for its turn, and the connections cut (at scrape). */
+  watchPipelining(queues: PipelineReport): void;
+}
+
+/** What the pipelining metrics read: requests and bytes waiting now, connections cut so far. */
+export interface PipelineReport {
+  readonly requests: number;
+  readonly bytes: number;
+  readonly cuts: number;
 }
 
 /** What the replica metrics read: each replica's label (a configured name or its index, never a URL). */
@@ -392,6 +404,7 @@ type Watchers = Pick<
   | 'watchConnections'
   | 'watchReplicas'
   | 'watchBodyBuffer'
+  | 'watchPipelining'
 >;
 
 /** A gauge whose one value is read at each scrape. */
@@ -461,6 +474,36 @@ function scrapedMetrics(registry: Registry, counterName: CounterNamer): Watchers
     },
     ...loadMetrics(registry),
     ...healthMetrics(registry, counterName),
+    ...pipeliningMetrics(registry, counterName),
+  };
+}
+
+/** The pipelined requests waiting for their turn (limits.pipelining), and the connections cut (read at scrape). */
+function pipeliningMetrics(registry: Registry, counterName: CounterNamer): Pick<GatewayMetrics, 'watchPipelining'> {
+  let queues: PipelineReport = { requests: 0, bytes: 0, cuts: 0 };
+  scrapedGauge(
+    registry,
+    MetricNames.pipelinedRequestsWaiting,
+    'Pipelined requests waiting for their turn on their client connection, all connections together (limits.pipelining.totalRequests).',
+    () => queues.requests,
+  );
+  scrapedGauge(
+    registry,
+    MetricNames.pipelinedBytesWaiting,
+    'Bytes of the heads of the pipelined requests waiting for their turn, all connections together (limits.pipelining.totalBytes).',
+    () => queues.bytes,
+  );
+  countedElsewhere(
+    registry,
+    counterName,
+    MetricNames.pipelinedConnectionsCut,
+    'Client connections closed at once because a pipelined request would have passed limits.pipelining.totalRequests or totalBytes.',
+    () => queues.cuts,
+  );
+  return {
+    watchPipelining(report) {
+      queues = report;
+    },
   };
 }
 
