@@ -22,6 +22,7 @@ import type { Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { keySetsFailure } from './auth/key-set.js';
 import { BodyBudget } from './body/budget.js';
+import { ruleCheckedBodyLimits } from './body/read.js';
 import { createLiveConfig, type LiveConfig } from './live/generations.js';
 import {
   IDENTITY_PROVIDER_CHANGES,
@@ -442,14 +443,8 @@ function startAuditTrail(
   { metrics, log, isTrustedProxy }: Surroundings,
 ): Promise<AuditTrail> | undefined {
   if (!config.audit.enabled) return undefined;
-  const ownLimit = config.policy.maxBodyBytes <= config.limits.bodyBytes;
   return createAuditTrail(config.audit, {
-    bodyLimits: {
-      maxBytes: ownLimit ? config.policy.maxBodyBytes : config.limits.bodyBytes,
-      maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
-      timeoutMs: config.policy.bodyReadTimeoutMs,
-      timeoutKey: 'policy.bodyReadTimeoutMs',
-    },
+    bodyLimits: ruleCheckedBodyLimits(config.policy, config.limits),
     bodyBudget,
     isTrustedProxy,
     metrics: createAuditMetrics(metrics.registry, metrics.exemplars),

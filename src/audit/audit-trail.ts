@@ -10,11 +10,12 @@ import type { FastifyRequest } from 'fastify';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import type { BodyBudget } from '../body/budget.js';
-import { readRequestBody, type BodyReadLimits } from '../body/read.js';
+import { declaresBody, readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { AuditConfig, AuditLevelName } from '../config/schema.js';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, Errors, GatewayError, outcomeCode } from '../errors.js';
 import { observeAnswer } from '../exchange/answer-observer.js';
-import { callerOf, clientAddress } from '../exchange/caller.js';
+import { holdBody } from '../exchange/body-hold.js';
+import { clientAddress } from '../exchange/caller.js';
 import type { Exchange, Stage } from '../exchange/exchange.js';
 import { traceIdOf } from '../exchange/request-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
@@ -76,11 +77,6 @@ type Audited = { [kAudit]?: AuditState };
 
 /** Operations whose body is a package archive, never parsed. */
 const ARCHIVE_UPLOADS: ReadonlySet<string> = new Set(['postV2Dars', 'postV2Packages']);
-
-function hasBody(request: FastifyRequest): boolean {
-  const length = request.headers['content-length'];
-  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
 
 function auditUnavailable(operation: string, cause: string): GatewayError {
   return new GatewayError(
@@ -179,13 +175,13 @@ function readAuditedFields(
   options: AuditTrailOptions,
 ): Promise<void> | undefined {
   if (state.level === 'metadata' || ARCHIVE_UPLOADS.has(request.operation.name)) {
-    if (hasBody(request)) state.request = { contentLength: Number(request.headers['content-length'] ?? NaN) || null };
+    if (declaresBody(request.headers))
+      state.request = { contentLength: Number(request.headers['content-length'] ?? NaN) || null };
     return undefined;
   }
-  if (request.rawBody === undefined && hasBody(request)) {
+  if (request.rawBody === undefined && declaresBody(request.headers)) {
     // Held until the exchange ends, counted against the gateway's body budget as the policy's are.
-    const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
-    onResponseClose(request.lifeline, hold.release);
+    const hold = holdBody(options.bodyBudget, request, options.isTrustedProxy);
     return readRequestBody(request.raw, options.bodyLimits, hold).then((bytes) => {
       request.rawBody = bytes;
       noteBodyFields(request, state);

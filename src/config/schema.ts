@@ -246,7 +246,7 @@ export const LimitsSchema = Section(
       maximum: 1024 * 1024 * 1024,
       default: 33_554_432,
       description:
-        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies (policy.maxBodyBytes) and bodies up to upstream.bufferBodyBytes, counted from their declared Content-Length (chunked: as they arrive) until their exchange ends. A body that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of it is read. The default keeps the process inside the shipped 320 MiB memory limit with the budget full and a worst body being parsed (docs/security.md). 0: no budget.',
+        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies (policy.maxBodyBytes) and bodies up to upstream.bufferBodyBytes, counted in the bytes that arrived (never from a declared Content-Length) until their exchange ends. A chunk that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of the body is read. The default keeps the process inside the shipped 320 MiB memory limit with the budget full and a worst body being parsed (docs/security.md). 0: no budget.',
     }),
     bufferedBodyShare: Type.Number({
       exclusiveMinimum: 0,

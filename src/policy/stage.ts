@@ -8,11 +8,10 @@ import type { BodyBudget } from '../body/budget.js';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
-import { readRequestBody, type BodyReadLimits } from '../body/read.js';
+import { readRequestBody, ruleCheckedBodyLimits } from '../body/read.js';
 import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
-import { callerOf } from '../exchange/caller.js';
+import { holdBody } from '../exchange/body-hold.js';
 import type { Principal, Stage } from '../exchange/exchange.js';
-import { onResponseClose } from '../exchange/response-close.js';
 import { pathOf } from '../operations.js';
 import { Errors, GatewayError } from '../errors.js';
 import { createAuthorizer, permissionDeniedError, policyRuleProblems } from './authorization.js';
@@ -51,13 +50,7 @@ export function createPolicyStage(
   const authorizer = createAuthorizer(policy.rules);
   const sourceCheck = createSourceCheck(policy.sources, options.isTrustedProxy);
   // A rule-checked body is read whole and parsed: its own, lower limit (the other routes' bodies stream).
-  const ownLimit = policy.maxBodyBytes <= bodyLimits.bodyBytes;
-  const limits: BodyReadLimits = {
-    maxBytes: ownLimit ? policy.maxBodyBytes : bodyLimits.bodyBytes,
-    maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
-    timeoutMs: policy.bodyReadTimeoutMs,
-    timeoutKey: 'policy.bodyReadTimeoutMs',
-  };
+  const limits = ruleCheckedBodyLimits(policy, bodyLimits);
   const { maxBodyDepth, requestRules } = policy;
 
   const check = (operation: string, principal: Principal | null) => {
@@ -81,9 +74,11 @@ export function createPolicyStage(
 
   async function judge(request: FastifyRequest, reply: FastifyReply, rule: RequestRule): Promise<void> {
     // The bytes stay in memory until the exchange ends (they are forwarded as received).
-    const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
-    onResponseClose(reply.raw, hold.release);
-    const bytes = await readRequestBody(request.raw, limits, hold);
+    const bytes = await readRequestBody(
+      request.raw,
+      limits,
+      holdBody(options.bodyBudget, request, options.isTrustedProxy),
+    );
     request.rawBody = bytes;
     const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
     const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });

@@ -41,7 +41,7 @@ export function createApiServer(
     // 24.12+; older versions ignore the option); measured in docs/performance.md.
     // Nothing here listens for a request's own events on such a call (a client that leaves is
     // seen on the response's close), and such a request is bodiless to the gateway's own body
-    // tests too (forward.ts hasBody, body/read.ts readRequestBody).
+    // tests too (body/read.ts declaresBody, readRequestBody).
     optimizeEmptyRequests: true,
     // A request without Host gets the gateway's coded 400 (request context stage), not Node's bare one.
     requireHostHeader: false,

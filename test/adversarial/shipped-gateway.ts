@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseAllDocuments } from 'yaml';
-import { ROOT, writeGatewayConfig } from '../helpers/process.js';
+import { ROOT, writeConfig } from '../helpers/process.js';
 
 const MiB = 1024 * 1024;
 
@@ -69,12 +69,25 @@ export async function startShippedGateway(
   upstreamUrl: string,
   issuerConfig: object,
   participantId: string,
-  options: { readonly extra?: string[]; readonly env?: Record<string, string>; readonly prefix?: string } = {},
+  options: {
+    readonly extra?: string[];
+    /** More keys of the auth section (auth.publicOperations, ...). */
+    readonly auth?: Record<string, unknown>;
+    readonly env?: Record<string, string>;
+    readonly prefix?: string;
+  } = {},
 ): Promise<ShippedGateway> {
-  const config = writeGatewayConfig(upstreamUrl, issuerConfig, participantId, [
-    'log: { level: info }',
-    ...(options.extra ?? []),
-  ]);
+  const auth = { participantId, issuers: [issuerConfig], ...options.auth };
+  const config = writeConfig(
+    [
+      `auth: ${JSON.stringify(auth)}`,
+      `upstream: { url: "${upstreamUrl}" }`,
+      'server: { host: 127.0.0.1, port: 0 }',
+      'admin: { host: 127.0.0.1, port: 0 }',
+      'log: { level: info }',
+      ...(options.extra ?? []),
+    ].join('\n'),
+  );
   const sink = await spanSink();
   const env = {
     ...process.env,

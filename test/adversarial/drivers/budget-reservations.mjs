@@ -8,18 +8,28 @@ import { addCounts, statusCounter } from './answers.mjs';
 const SUBMIT = '/v2/commands/submit-and-wait-for-transaction';
 
 /**
- * Holds `connectionsPerCaller` such connections per token (or, with `tokens` empty, as many without a
- * token) until `signal` aborts; a connection the gateway answers or closes is opened again.
+ * Holds `connectionsPerCaller` such connections per caller until `signal` aborts: a caller is a token
+ * of `tokens`, or, with `tokens` empty, a client address of `sources` (loopback addresses the
+ * connections are made from: 127.0.0.2, ...) without a token. A connection the gateway answers or
+ * closes is opened again.
  */
 export async function budgetReservations(
-  { api, tokens = [], connectionsPerCaller = 8, declaredBytes = 1_048_576, method = 'POST', path = SUBMIT },
+  {
+    api,
+    tokens = [],
+    sources = ['127.0.0.1'],
+    connectionsPerCaller = 8,
+    declaredBytes = 1_048_576,
+    method = 'POST',
+    path = SUBMIT,
+  },
   signal,
 ) {
   const { hostname, port } = new URL(api);
   const totals = { opened: 0, answers: {} };
-  const hold = async (token) => {
+  const hold = async ({ token, source }) => {
     while (!signal.aborted) {
-      const socket = net.connect(Number(port), hostname);
+      const socket = net.connect({ port: Number(port), host: hostname, localAddress: source });
       const answers = statusCounter();
       socket.on('data', (data) => answers.feed(data));
       socket.on('error', () => undefined);
@@ -38,7 +48,7 @@ export async function budgetReservations(
       if (!signal.aborted) await new Promise((resolve) => setTimeout(resolve, 100)); // not a connect loop
     }
   };
-  const callers = tokens.length === 0 ? [undefined] : tokens;
-  await Promise.all(callers.flatMap((token) => Array.from({ length: connectionsPerCaller }, () => hold(token))));
+  const callers = tokens.length === 0 ? sources.map((source) => ({ source })) : tokens.map((token) => ({ token }));
+  await Promise.all(callers.flatMap((caller) => Array.from({ length: connectionsPerCaller }, () => hold(caller))));
   return totals;
 }
