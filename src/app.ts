@@ -192,6 +192,7 @@ function startLiveConfig(
   { metrics, log, readiness, isTrustedProxy }: Surroundings,
   replicas: UpstreamReplicas,
   bodyBudget: BodyBudget,
+  audit: AuditTrail | undefined,
 ) {
   const live = createLiveConfig(config, {
     metrics,
@@ -201,6 +202,7 @@ function startLiveConfig(
     onAuthFailure: (reason: AuthFailureReason) => metrics.authFailure(reason),
     retireAfterMs: retireAfterMs(config),
     bodyBudget,
+    ...(audit !== undefined && { onParsedBody: (request, body) => audit.noteParsedBody(request, body) }),
   });
   const authenticator = live.current.authenticator;
   for (const warning of authenticator.settings.warnings) log.warn(warning);
@@ -589,9 +591,10 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     shuttingDown: () => readiness.isShuttingDown,
     closing: () => shutdown.closing,
   });
-  const { live, reloads, participantIdps } = startLiveConfig(config, around, replicas, bodyBudget);
-  api.addHook('onClose', () => live.close());
+  // The audit trail takes a rule-checked write's identifying fields as the policy parses its body.
   const audit = await startAuditTrail(config, bodyBudget, writeLine, around);
+  const { live, reloads, participantIdps } = startLiveConfig(config, around, replicas, bodyBudget, audit);
+  api.addHook('onClose', () => live.close());
   if (audit !== undefined) live.onSwap((next) => audit.setPolicy(next.config.audit.policy));
   live.onSwap((next, previous) => {
     if (!isDeepStrictEqual(next.config.log.access, previous.config.log.access)) accessLog.apply(next.config.log.access);

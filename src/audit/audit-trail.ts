@@ -51,6 +51,11 @@ export interface AuditTrail {
    * (failMode closed) when it cannot be.
    */
   beforeForward(request: FastifyRequest): Promise<void> | undefined;
+  /**
+   * A rule-checked write's body as the policy stage parsed it: its identifying fields (at level body,
+   * the body) are taken now, before the policy drops the tree.
+   */
+  noteParsedBody(request: FastifyRequest, body: Record<string, unknown>): void;
   /** A reload's policy (audit.policy): which writes, at which level. */
   setPolicy(policy: AuditPolicy): void;
   readonly writer: TrailWriter;
@@ -191,13 +196,18 @@ function readAuditedFields(
   return undefined;
 }
 
-/** The body's identifying fields, from the policy's parse when it made one (a rule-checked route). */
+/** The body's identifying fields, unless taken from the policy's parse already (a rule-checked route). */
 function noteBodyFields(request: FastifyRequest, state: AuditState): void {
-  const body = request.jsonBody ?? parsedObject(request);
+  if (state.request !== undefined) return;
+  const body = parsedObject(request);
   if (body === undefined) {
     state.request = request.rawBody === undefined || request.rawBody.length === 0 ? {} : { unreadableBody: true };
     return; // an unreadable body: the participant will refuse it; the attempt is still recorded
   }
+  noteFields(state, body);
+}
+
+function noteFields(state: AuditState, body: Record<string, unknown>): void {
   state.request = identifyingFields(body);
   if (state.level === 'body') state.body = redactSecrets(body);
 }
@@ -279,6 +289,11 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
     beforeForward(request) {
       const state = (request as Audited)[kAudit];
       return state === undefined ? undefined : recordIntent(request, state);
+    },
+    noteParsedBody(request, body) {
+      const state = (request as Audited)[kAudit];
+      if (state === undefined || state.level === 'metadata' || ARCHIVE_UPLOADS.has(request.operation.name)) return;
+      noteFields(state, body);
     },
     setPolicy(next) {
       policy = next;

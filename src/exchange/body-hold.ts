@@ -6,12 +6,14 @@ import { callerOf } from './caller.js';
 import type { Exchange } from './exchange.js';
 import { onResponseClose } from './response-close.js';
 
+/** `caller` when the holder knows it already (callerOf). */
 export function holdBody(
   budget: BodyBudget,
   exchange: Pick<Exchange, 'principal' | 'raw' | 'lifeline'>,
   isTrustedProxy: (address: string) => boolean,
+  caller = callerOf(exchange.principal, exchange.raw, isTrustedProxy),
 ): BodyHold {
-  const hold = budget.hold(callerOf(exchange.principal, exchange.raw, isTrustedProxy));
+  const hold = budget.hold(caller);
   onResponseClose(exchange.lifeline, hold.release);
   return hold;
 }

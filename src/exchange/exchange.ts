@@ -101,8 +101,6 @@ declare module 'fastify' {
     traceresponse: string | undefined;
     /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */
     rawBody: Buffer | undefined;
-    /** The body as a JSON object, when a stage parsed it (a rule-checked route): read, never changed. */
-    jsonBody: Record<string, unknown> | undefined;
   }
   interface FastifyInstance {
     /**

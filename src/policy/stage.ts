@@ -8,16 +8,18 @@ import type { BodyBudget } from '../body/budget.js';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
+import { parseInTurn } from '../body/parse-turns.js';
 import { readRequestBody, ruleCheckedBodyLimits } from '../body/read.js';
 import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
 import { holdBody } from '../exchange/body-hold.js';
+import { callerOf } from '../exchange/caller.js';
 import type { Principal, Stage } from '../exchange/exchange.js';
 import { pathOf } from '../operations.js';
 import { Errors, GatewayError } from '../errors.js';
 import { createAuthorizer, permissionDeniedError, policyRuleProblems } from './authorization.js';
 import { createSourceCheck } from './sources.js';
 import { REQUEST_RULES } from './rules/index.js';
-import { toGatewayError, type RequestRule } from './violation.js';
+import { toGatewayError, type RequestRule, type Violation } from './violation.js';
 
 export interface PolicyStage {
   /** Per-operation authorization (synchronous). */
@@ -34,6 +36,11 @@ export interface PolicyStageOptions {
    * and the caller a body without a principal is counted by.
    */
   readonly isTrustedProxy: (address: string) => boolean;
+  /**
+   * Reads a call's parsed body before its rule is checked and the tree dropped (the audit trail takes
+   * a write's identifying fields): a parsed body never outlives its rule check.
+   */
+  readonly onParsedBody?: (request: FastifyRequest, body: Record<string, unknown>) => void;
 }
 
 /**
@@ -65,26 +72,29 @@ export function createPolicyStage(
         throw new GatewayError(Errors.GATEWAY_SOURCE_NOT_ALLOWED, { context: { source: refused } });
       check(exchange.operation.name, exchange.principal);
     },
-    enforceRequestRules(request, reply) {
+    enforceRequestRules(request) {
       const rule = requestRules ? REQUEST_RULES.get(request.operation.name) : undefined;
       if (rule === undefined) return undefined;
-      return judge(request, reply, rule);
+      return judge(request, rule);
     },
   };
 
-  async function judge(request: FastifyRequest, reply: FastifyReply, rule: RequestRule): Promise<void> {
+  async function judge(request: FastifyRequest, rule: RequestRule): Promise<void> {
+    const caller = callerOf(request.principal, request.raw, options.isTrustedProxy);
     // The bytes stay in memory until the exchange ends (they are forwarded as received).
-    const bytes = await readRequestBody(
-      request.raw,
-      limits,
-      holdBody(options.bodyBudget, request, options.isTrustedProxy),
-    );
+    const hold = holdBody(options.bodyBudget, request, options.isTrustedProxy, caller);
+    const bytes = await readRequestBody(request.raw, limits, hold);
     request.rawBody = bytes;
+    const judged = parseInTurn(caller, bytes.length, () => judgeBody(request, bytes, rule));
+    const violation = judged instanceof Promise ? await judged : judged;
+    if (violation !== undefined) throw toGatewayError(violation);
+  }
+
+  /** Parses the body and checks its rule: the tree lives only in this call (body/parse-turns.ts). */
+  function judgeBody(request: FastifyRequest, bytes: Buffer, rule: RequestRule): Violation | undefined {
     const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
     const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });
-    request.jsonBody = body.value;
-    const context = { path: pathOf(request.url), principal: request.principal, numberText: body.numberText };
-    const violation = rule(body.value, context);
-    if (violation !== undefined) throw toGatewayError(violation);
+    options.onParsedBody?.(request, body.value);
+    return rule(body.value, { path: pathOf(request.url), principal: request.principal, numberText: body.numberText });
   }
 }

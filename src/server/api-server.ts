@@ -126,7 +126,6 @@ export function createApiServer(
   api.decorateRequest('principal', null);
   api.decorateRequest('errorCode', null);
   api.decorateRequest('rawBody', undefined);
-  api.decorateRequest('jsonBody', undefined);
   api.decorateRequest('traceContext', undefined); // set by the telemetry stage when propagating by hand
   api.decorateRequest('traceresponse', undefined); // set by the telemetry stage when tracing runs
   api.decorate('draining', false); // set when shutdown begins (answers close their connections)

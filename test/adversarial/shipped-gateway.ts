@@ -50,6 +50,8 @@ export interface ShippedGateway {
   readonly pid: number;
   /** The last lines it printed. */
   readonly lastLines: string[];
+  /** Whether it is still running (neither exited nor killed by a signal). */
+  alive(): boolean;
   close(): Promise<void>;
 }
 
@@ -134,6 +136,7 @@ export async function startShippedGateway(
     admin,
     pid: child.pid!,
     lastLines,
+    alive: () => child.exitCode === null && child.signalCode === null,
     async close() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await exited;
@@ -144,7 +147,12 @@ export async function startShippedGateway(
 
 /** A process's resident memory now (VmRSS) and at its peak so far (VmHWM), in bytes. */
 export function residentMemory(pid: number): { now: number; peak: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return { now: NaN, peak: NaN }; // the process is gone
+  }
   const kib = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)![1]) * 1024;
   return { now: kib('VmRSS'), peak: kib('VmHWM') };
 }
@@ -191,7 +199,7 @@ export function runDriver(name: string, options: object): DriverRun {
 }
 
 export interface SteadyCaller {
-  /** Answers per second from `fromMs` to `toMs` (Date.now() times), and the statuses in that window. */
+  /** Successful answers (200) per second from `fromMs` to `toMs` (Date.now() times), and every status in that window. */
   window(fromMs: number, toMs: number): { readonly rate: number; readonly statuses: Record<number, number> };
   /** The longest any one call took, in ms. */
   readonly longestMs: number;
@@ -237,7 +245,7 @@ export function steadyCaller(api: string, token: string, connections = 4, path =
       const within = answered.filter(({ at }) => at >= fromMs && at < toMs);
       const statuses: Record<number, number> = {};
       for (const { status } of within) statuses[status] = (statuses[status] ?? 0) + 1;
-      return { rate: within.length / ((toMs - fromMs) / 1000), statuses };
+      return { rate: (statuses[200] ?? 0) / ((toMs - fromMs) / 1000), statuses };
     },
     get longestMs() {
       return longestMs;

@@ -5,8 +5,8 @@
 import http from 'node:http';
 import { hostileBodies, UPDATE_BY_OFFSET_PATH } from '../../../bench/hostile-body-shapes.mjs';
 
-/** POSTs one body; resolves with its status (0: no answer) once its answer is read. */
-function post(api, token, body) {
+/** POSTs one body; resolves with its status (0: no answer; undefined: aborted) once its answer is read. */
+function post(api, token, body, signal) {
   return new Promise((resolve) => {
     const request = http.request(
       `${api}${UPDATE_BY_OFFSET_PATH}`,
@@ -25,7 +25,8 @@ function post(api, token, body) {
         response.on('error', () => resolve(0));
       },
     );
-    request.on('error', () => resolve(0));
+    request.on('error', () => resolve(signal.aborted ? undefined : 0));
+    signal.addEventListener('abort', () => request.destroy(), { once: true });
     request.end(body);
   });
 }
@@ -40,8 +41,8 @@ export async function bodyBombs(
   const loop = async (index) => {
     const token = tokens[index % tokens.length];
     while (!signal.aborted) {
-      const status = await post(api, token, body);
-      answers[status] = (answers[status] ?? 0) + 1;
+      const status = await post(api, token, body, signal);
+      if (status !== undefined) answers[status] = (answers[status] ?? 0) + 1;
     }
   };
   await Promise.all(Array.from({ length: concurrency }, (_, index) => loop(index)));
