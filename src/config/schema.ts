@@ -229,6 +229,20 @@ export const WebSocketSchema = Section(
         "well above your subscribers' quiet spells. 0: never.",
       0,
     ),
+    clientBytesPerSecond: Type.Integer({
+      minimum: 0,
+      maximum: 1024 * 1024 * 1024,
+      default: 65_536,
+      description:
+        "The average pace at which a stream's client may send bytes to the participant, past clientBurstBytes; faster cuts the stream, both connections (the client sees close code 1006), counted with ended_by byte_rate. A Canton stream's client sends its subscription and little else. 0: no bound.",
+    }),
+    clientBurstBytes: Type.Integer({
+      minimum: 1,
+      maximum: 1024 * 1024 * 1024,
+      default: 1_048_576,
+      description:
+        "What a stream's client may send at once above clientBytesPerSecond (the upgrade's own bytes included): its largest frame must fit.",
+    }),
   },
   'WebSocket streams tunnelled to the participant.',
 );
