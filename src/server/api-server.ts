@@ -2,9 +2,10 @@
 // decorators, and the answers to requests that never reach a stage (malformed HTTP, a target Fastify
 // cannot decode), each still counted and logged as a request of its own. The stages, the route and
 // the hooks are app.ts's.
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { createClientErrorHandler } from './client-errors.js';
+import { createClientErrorHandler, rawRefusal } from './client-errors.js';
 import type { LimitsConfig, ServerConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { deferContinue } from './expect-continue.js';
@@ -21,6 +22,30 @@ export interface ApiServerOptions {
   readonly telemetry: Pick<RequestTelemetry, 'unroutedRefusal'>;
   /** Given what pipelined requests wait now, for the metrics (read at scrape). */
   readonly watchPipelining?: (queues: PipelineQueues) => void;
+}
+
+/**
+ * Requests Node would answer (or drop) itself, bare: another expectation than 100-continue (a bare
+ * 417) walks the stages like any call, refused by the request context stage in Canton's shape;
+ * CONNECT (its socket destroyed unanswered) gets the 404 every method the gateway does not serve gets.
+ */
+function refuseWhatNodeAnswers(api: FastifyInstance, telemetry: ApiServerOptions['telemetry']): void {
+  api.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) =>
+    api.server.emit('request', request, response),
+  );
+  api.server.on('connect', (request: IncomingMessage, socket: Duplex) => {
+    const id = randomRequestId();
+    const definition = Errors.GATEWAY_ROUTE_NOT_EXPOSED;
+    socket.on('error', () => undefined);
+    socket.end(rawRefusal(definition, 'Method CONNECT is not served by the gateway.', id), () => socket.destroy());
+    telemetry.unroutedRefusal({
+      id,
+      method: 'CONNECT',
+      status: definition.status,
+      errorCode: definition.code,
+      reason: 'CONNECT',
+    });
+  });
 }
 
 export function createApiServer(
@@ -117,6 +142,7 @@ export function createApiServer(
   options.watchPipelining?.(queues);
   // Expect: 100-continue is answered once a stage reads the body, not before the stages judged the call.
   deferContinue(api.server);
+  refuseWhatNodeAnswers(api, telemetry);
 
   // A call's exchange is its request (exchange.ts): these decorators are its fields.
   api.decorateRequest('kind', 'call');

@@ -21,6 +21,11 @@ export function clientErrorResponse(code: string | undefined, requestId?: string
     definition === Errors.GATEWAY_MALFORMED_REQUEST
       ? `The request is not valid HTTP/1.1 (${code ?? 'parse error'}).`
       : definition.description;
+  return rawRefusal(definition, cause, requestId);
+}
+
+/** A coded refusal as a whole HTTP/1.1 answer that closes its connection, for a socket no response object serves. */
+export function rawRefusal(definition: ErrorDefinition, cause: string, requestId?: string): string {
   const body = JSON.stringify(
     renderCantonError(definition, { cause, ...(requestId !== undefined && { correlationId: requestId }) }),
   );
