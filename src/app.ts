@@ -213,6 +213,7 @@ function startLiveConfig(
     detail: () => keySetsFailure(keySets()),
   });
   metrics.watchSignatureChecks(() => live.signatureChecks);
+  metrics.watchTokenCache(() => live.current.authenticator.tokenCacheBytes);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
   const reloads = createReloadMetrics(metrics.registry, live.current.fingerprint);
   const participantIdps = trustParticipantIdentityProviders(live, {

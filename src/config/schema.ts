@@ -671,6 +671,13 @@ export const AuthSchema = Section(
           description:
             'Verified tokens remembered (by SHA-256 of the token), each until its exp at the latest; 0 disables the cache. A hit still checks expiry.',
         }),
+        maxBytes: Type.Integer({
+          minimum: 4_096,
+          maximum: 1024 * 1024 * 1024,
+          default: 8_388_608,
+          description:
+            'Bytes of the verified tokens remembered (the tokens as sent; the claims each keeps cost about as much again on the heap): past it the least recently used are forgotten, as past maxEntries. A token larger than it is not remembered.',
+        }),
         negativeTtlMs: Milliseconds(
           5_000,
           'How long a refused token (bad signature, malformed, wrong audience, ...) is remembered so a flood of it costs one check; 0 disables. Time-dependent refusals (lifetime, not yet valid) and key set failures are never remembered.',

@@ -53,6 +53,7 @@ export const MetricNames = {
   pipelinedRequestsWaiting: 'ledger_gateway_pipelined_requests_waiting',
   pipelinedBytesWaiting: 'ledger_gateway_pipelined_bytes_waiting',
   pipelinedConnectionsCut: 'ledger_gateway_pipelined_connections_cut_total',
+  tokenCacheBytes: 'ledger_gateway_token_cache_bytes',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -159,6 +160,8 @@ export interface GatewayMetrics {
   watchBodyBuffer(heldBytes: () => number): void;
   /** Where the pipelining metrics read what waits for its turn, and the connections cut (at scrape). */
   watchPipelining(queues: PipelineReport): void;
+  /** Where ledger_gateway_token_cache_bytes reads the bytes of verified tokens remembered (at scrape). */
+  watchTokenCache(heldBytes: () => number): void;
 }
 
 /** What the pipelining metrics read: requests and bytes waiting now, connections cut so far. */
@@ -405,6 +408,7 @@ type Watchers = Pick<
   | 'watchReplicas'
   | 'watchBodyBuffer'
   | 'watchPipelining'
+  | 'watchTokenCache'
 >;
 
 /** A gauge whose one value is read at each scrape. */
@@ -474,12 +478,15 @@ function scrapedMetrics(registry: Registry, counterName: CounterNamer): Watchers
     },
     ...loadMetrics(registry),
     ...healthMetrics(registry, counterName),
-    ...pipeliningMetrics(registry, counterName),
+    ...heldByCallersMetrics(registry, counterName),
   };
 }
 
-/** The pipelined requests waiting for their turn (limits.pipelining), and the connections cut (read at scrape). */
-function pipeliningMetrics(registry: Registry, counterName: CounterNamer): Pick<GatewayMetrics, 'watchPipelining'> {
+/** What callers make the process hold: pipelined requests waiting (limits.pipelining) and the connections cut, verified tokens remembered (read at scrape). */
+function heldByCallersMetrics(
+  registry: Registry,
+  counterName: CounterNamer,
+): Pick<GatewayMetrics, 'watchPipelining' | 'watchTokenCache'> {
   let queues: PipelineReport = { requests: 0, bytes: 0, cuts: 0 };
   scrapedGauge(
     registry,
@@ -500,9 +507,19 @@ function pipeliningMetrics(registry: Registry, counterName: CounterNamer): Pick<
     'Client connections closed at once because a pipelined request would have passed limits.pipelining.totalRequests or totalBytes.',
     () => queues.cuts,
   );
+  let tokenCacheBytes = () => 0;
+  scrapedGauge(
+    registry,
+    MetricNames.tokenCacheBytes,
+    'Bytes of the verified tokens the token cache remembers, against auth.tokenCache.maxBytes.',
+    () => tokenCacheBytes(),
+  );
   return {
     watchPipelining(report) {
       queues = report;
+    },
+    watchTokenCache(heldBytes) {
+      tokenCacheBytes = heldBytes;
     },
   };
 }
