@@ -1,6 +1,7 @@
 // The verified-token cache holds at most auth.tokenCache.maxBytes of tokens (their bytes as sent),
 // besides maxEntries: tokens with large claims cannot fill the heap through it.
 import { describe, expect, it } from 'vitest';
+import { AuthFailure } from '../../src/auth/failure.js';
 import { TokenCache } from '../../src/auth/token-cache.js';
 import type { VerifiedToken } from '../../src/auth/verify.js';
 
@@ -25,5 +26,13 @@ describe('the token cache', () => {
     cache.rememberVerified('huge', verified('huge'), cache.generation, 65 * 1024);
     expect(cache.lookup('huge')).toBeUndefined();
     expect(cache.heldBytes).toBeLessThanOrEqual(64 * 1024);
+  });
+
+  it('remembers at most 1,000 refused tokens: a flood of new bad tokens holds no more', () => {
+    const cache = new TokenCache({ maxEntries: 10, maxBytes: 4_096, negativeTtlMs: 60_000, clockToleranceSeconds: 5 });
+    for (let i = 0; i < 5_000; i++) cache.rememberRefusal(`bad${i}`, new AuthFailure('malformed'), cache.generation);
+    expect(cache.size.refused).toBe(1_000);
+    expect(cache.lookup('bad4999')).toBeInstanceOf(AuthFailure);
+    expect(cache.lookup('bad0')).toBeUndefined();
   });
 });
