@@ -16,8 +16,8 @@ import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, Errors, GatewayError, outcomeCod
 import { observeAnswer } from '../exchange/answer-observer.js';
 import { holdBody } from '../exchange/body-hold.js';
 import { clientAddress } from '../exchange/caller.js';
-import type { Exchange, Stage } from '../exchange/exchange.js';
-import { traceIdOf } from '../exchange/request-context.js';
+import type { CallStage, Exchange, Stage } from '../exchange/exchange.js';
+import { traceIdOf } from '../trace-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
 import { pathOf } from '../operations.js';
 import { redactSecrets } from '../telemetry/logging.js';
@@ -46,11 +46,11 @@ export interface AuditTrail {
   /** After authorization: marks an audited write (and watches its end); reads pass untouched. */
   readonly stage: Stage;
   /**
-   * Right before a call is forwarded: undefined for a call not audited, else a promise that settles
-   * once its intent record is written (durable: synced), or rejects with GATEWAY_AUDIT_UNAVAILABLE
-   * (failMode closed) when it cannot be.
+   * The call stage right before cache-or-forward: undefined for a call not audited, else a promise
+   * that settles once its intent record is written (durable: synced), or rejects with
+   * GATEWAY_AUDIT_UNAVAILABLE (failMode closed) when it cannot be.
    */
-  beforeForward(request: FastifyRequest): Promise<void> | undefined;
+  readonly recordIntent: CallStage;
   /**
    * A rule-checked write's body as the policy stage parsed it: its identifying fields (at level body,
    * the body) are taken now, before the policy drops the tree.
@@ -286,9 +286,10 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
       observeAnswer(exchange, state.capture);
       onResponseClose(exchange.lifeline, () => outcome(exchange, state));
     },
-    beforeForward(request) {
-      const state = (request as Audited)[kAudit];
-      return state === undefined ? undefined : recordIntent(request, state);
+    recordIntent(call) {
+      if (!call.operation.writes) return undefined;
+      const state = (call as Audited)[kAudit];
+      return state === undefined ? undefined : recordIntent(call, state);
     },
     noteParsedBody(request, body) {
       const state = (request as Audited)[kAudit];

@@ -73,6 +73,11 @@ export const ServerSchema = Section(
           description:
             'With clientCaFile: "require" refuses a TLS connection without a certificate clientCaFile verifies; "request" asks for one and accepts the connection without it (policy.sources decides per operation).',
         }),
+        resumeSessions: Type.Boolean({
+          default: false,
+          description:
+            "With clientCaFile: let clients resume a TLS session (session tickets), which skips the client certificate's verification a full handshake makes (a certificate revoked or a client CA replaced since still passes; its validity dates are judged at each call all the same). Off: every connection verifies its certificate. Without clientCaFile sessions are always resumable (docs/security.md).",
+        }),
         reloadIntervalMs: Milliseconds(
           60_000,
           'How often the files are read again: a changed certificate, key or client CA serves new connections without a restart (cert-manager renewals); an unreadable or invalid one is logged and the last good one kept.',
@@ -368,9 +373,9 @@ export const LogSchema = Section(
     access: Section(
       {
         enabled: Type.Boolean({
-          default: false,
+          default: true,
           description:
-            'The request line becomes an access line (docs/errors-and-metrics.md, Access log): the fields below besides its own, and sampling. Off: the request line as it was.',
+            'The request line becomes an access line (docs/errors-and-metrics.md, Access log): the fields below besides its own, and sampling: who did what from where. Off: the request line alone (reqId, operation, status, error code, duration, trace ids), a little cheaper (docs/performance.md).',
         }),
         fields: Type.Array(Type.Union(ACCESS_LOG_FIELDS.map((field) => Type.Literal(field))), {
           default: [...ACCESS_LOG_FIELDS],
@@ -986,6 +991,13 @@ export const ProtectionSchema = Section(
           'Concurrency slots held in Redis are leases renewed every third of this; slots of a replica that died come back after it.',
           3_000,
         ),
+        maxReplyBytes: Type.Integer({
+          minimum: 64 * 1024,
+          maximum: 64 * 1024 * 1024,
+          default: 1024 * 1024,
+          description:
+            'Most bytes a Redis connection may receive toward one reply before it is cut (and reopened): a server that streams an endless reply cannot take the heap. The gateway\'s replies are a few bytes; a cluster\'s slot map a few KB. ledger_gateway_protection_store_errors_total{reason="reply_too_large"} counts the cuts.',
+        }),
       },
       'The shared store (Redis) for the rate and concurrency limits of several replicas.',
     ),

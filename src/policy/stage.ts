@@ -3,7 +3,7 @@
 // before the version cache (an unauthorized caller never sees a cached body); the request rules run
 // in a call's route handler and only on the rule-checked routes, whose bodies alone are read (and
 // then forwarded as those exact bytes).
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { BodyBudget } from '../body/budget.js';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
@@ -13,7 +13,7 @@ import { readRequestBody, ruleCheckedBodyLimits } from '../body/read.js';
 import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
 import { holdBody } from '../exchange/body-hold.js';
 import { callerOf } from '../exchange/caller.js';
-import type { Principal, Stage } from '../exchange/exchange.js';
+import type { CallStage, Principal, Stage } from '../exchange/exchange.js';
 import { pathOf } from '../operations.js';
 import { Errors, GatewayError } from '../errors.js';
 import { createAuthorizer, permissionDeniedError, policyRuleProblems } from './authorization.js';
@@ -25,7 +25,7 @@ export interface PolicyStage {
   /** Per-operation authorization (synchronous). */
   readonly authorize: Stage;
   /** Read, parse and judge the body of a rule-checked call (a promise only on those routes). */
-  enforceRequestRules(request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined;
+  readonly enforceRequestRules: CallStage;
 }
 
 export interface PolicyStageOptions {

@@ -147,6 +147,19 @@ function sendUpgrade(
   call.start(timeout);
 }
 
+/**
+ * A client that sends faster than its pace is cut like an idle stream: no frame can be written into
+ * one under way. What it sends is the participant's to read; a Canton client sends little.
+ */
+function watchClientPace(socket: Duplex, head: Buffer, settings: WebSocketConfig, cut: () => void): void {
+  const keepsPace = clientPace(settings);
+  if (keepsPace === undefined) return;
+  keepsPace(head.length); // the bytes that came with the upgrade count (judged with the next)
+  socket.on('data', (chunk: Buffer) => {
+    if (!keepsPace(chunk.length)) cut();
+  });
+}
+
 export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSocketTunnels {
   const { replicas } = options;
   const secure = replicas.all.some((replica) => replica.url.protocol === 'https:');
@@ -216,15 +229,7 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
     const byParticipant = () => end('participant');
     const byClient = () => end('client');
     socket.on('close', byClient);
-    // A client that sends faster than its pace is cut like an idle stream: no frame can be written
-    // into one under way. What it sends is the participant's to read; a Canton client sends little.
-    const keepsPace = clientPace(options.websocket);
-    if (keepsPace !== undefined) {
-      keepsPace(head.length); // the bytes that came with the upgrade count (judged with the next)
-      socket.on('data', (chunk: Buffer) => {
-        if (!keepsPace(chunk.length)) end('byte_rate');
-      });
-    }
+    watchClientPace(socket, head, options.websocket, () => end('byte_rate'));
     // Every byte either way is read from or written to the client's socket, so its inactivity
     // timer is the tunnel's. A byte tunnel knows no frame boundaries: it closes both connections
     // (the client sees close code 1006) rather than write a close frame into a frame under way.
