@@ -21,6 +21,19 @@ export interface BodyReadLimits {
 }
 
 /**
+ * How a body read for a few fields as it arrives is bounded: limits.bodyBytes (the participant's own
+ * limit: no tree is built), within policy.bodyReadTimeoutMs.
+ */
+export function streamedBodyLimits(policy: PolicyConfig, limits: LimitsConfig): BodyReadLimits {
+  return {
+    maxBytes: limits.bodyBytes,
+    maxBytesKey: 'limits.bodyBytes',
+    timeoutMs: policy.bodyReadTimeoutMs,
+    timeoutKey: 'policy.bodyReadTimeoutMs',
+  };
+}
+
+/**
  * How a body read whole for judging is bounded: policy.maxBodyBytes, or limits.bodyBytes when that is
  * lower (each named in a refusal), within policy.bodyReadTimeoutMs.
  */
@@ -45,7 +58,12 @@ function malformed(cause: string): GatewayError {
  * connections that sent no body fill the budget). Every refusal closes the connection (the rest of
  * the body is not read as a next request).
  */
-export function readRequestBody(raw: IncomingMessage, limits: BodyReadLimits, hold: BodyHold): Promise<Buffer> {
+export function readRequestBody(
+  raw: IncomingMessage,
+  limits: BodyReadLimits,
+  hold: BodyHold,
+  onChunk?: (chunk: Buffer) => void,
+): Promise<Buffer> {
   const tooLarge = () => closingConnection(requestTooLarge(limits.maxBytes, limits.maxBytesKey));
   const declared = raw.headers['content-length'];
   if (declared !== undefined && Number(declared) > limits.maxBytes) return Promise.reject(tooLarge());
@@ -68,9 +86,18 @@ export function readRequestBody(raw: IncomingMessage, limits: BodyReadLimits, ho
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      const refused = size > limits.maxBytes ? tooLarge() : hold.take(chunk.length);
+      const refused = size > limits.maxBytes ? tooLarge() : (hold.take(chunk.length) ?? judged(chunk));
       if (refused === undefined) chunks.push(chunk);
       else finish(refused);
+    };
+    /** `onChunk`'s refusal of the body so far (a tokenizer's), which ends the read. */
+    const judged = (chunk: Buffer): GatewayError | undefined => {
+      try {
+        onChunk?.(chunk);
+        return undefined;
+      } catch (error) {
+        return closingConnection(error instanceof GatewayError ? error : malformed(String(error)));
+      }
     };
     const onEnd = () => finish(undefined);
     const onError = () => finish(malformed('The request body could not be read: the client connection failed.'));

@@ -257,8 +257,9 @@ export const LimitsSchema = Section(
     bodyBytes: Type.Integer({
       minimum: 1,
       maximum: 1024 * 1024 * 1024,
-      default: 10_485_760,
-      description: 'Largest request body, streamed or not; larger gets 413 GATEWAY_REQUEST_TOO_LARGE.',
+      default: 8_388_608,
+      description:
+        "The participant's own limit on a request body, which every body cap follows: larger gets 413 GATEWAY_REQUEST_TOO_LARGE. 8 MiB on Canton 3.4 and 3.5 (pekko-http's max-content-length, which Canton does not override); 10 MiB on 3.6 (http-ledger-api.max-inbound-message-size): set it to the participant's. Streamed bodies, and the submissions read only for their userId (tokenized as they arrive, never parsed whole), take up to this; the four routes whose rules read the whole document stay under policy.maxBodyBytes.",
     }),
     bufferedBodyBytes: Type.Integer({
       minimum: 0,

@@ -4,12 +4,13 @@
 // in a call's route handler and only on the rule-checked routes, whose bodies alone are read (and
 // then forwarded as those exact bytes).
 import type { FastifyRequest } from 'fastify';
-import type { BodyBudget } from '../body/budget.js';
-import { decodeBody } from '../body/charset.js';
+import type { BodyBudget, BodyHold } from '../body/budget.js';
+import { decodeBody, readsAsUtf8 } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
 import { parseInTurn } from '../body/parse-turns.js';
-import { readRequestBody, ruleCheckedBodyLimits } from '../body/read.js';
+import { readRequestBody, ruleCheckedBodyLimits, streamedBodyLimits } from '../body/read.js';
+import { ShallowFields } from '../body/shallow-fields.js';
 import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
 import { holdBody } from '../exchange/body-hold.js';
 import { callerOf } from '../exchange/caller.js';
@@ -58,6 +59,7 @@ export function createPolicyStage(
   const sourceCheck = createSourceCheck(policy.sources, options.isTrustedProxy);
   // A rule-checked body is read whole and parsed: its own, lower limit (the other routes' bodies stream).
   const limits = ruleCheckedBodyLimits(policy, bodyLimits);
+  const shallowLimits = streamedBodyLimits(policy, bodyLimits);
   const { maxBodyDepth, requestRules } = policy;
 
   const check = (operation: string, principal: Principal | null) => {
@@ -83,10 +85,26 @@ export function createPolicyStage(
     const caller = callerOf(request.principal, request.raw, options.isTrustedProxy);
     // The bytes stay in memory until the exchange ends (they are forwarded as received).
     const hold = holdBody(options.bodyBudget, request, options.isTrustedProxy, caller);
+    const charset = declaredContentType(request.raw.rawHeaders)?.parameters.charset;
+    if (rule.shallow && readsAsUtf8(charset)) return judgeShallow(request, rule, hold);
     const bytes = await readRequestBody(request.raw, limits, hold);
     request.rawBody = bytes;
     const judged = parseInTurn(caller, bytes.length, () => judgeBody(request, bytes, rule));
     const violation = judged instanceof Promise ? await judged : judged;
+    if (violation !== undefined) throw toGatewayError(violation);
+  }
+
+  /** Tokenizes the body as it arrives for its top-level fields, and checks its rule on them. */
+  async function judgeShallow(request: FastifyRequest, rule: RequestRule, hold: BodyHold): Promise<void> {
+    const fields = new ShallowFields(maxBodyDepth);
+    request.rawBody = await readRequestBody(request.raw, shallowLimits, hold, (chunk) => fields.write(chunk));
+    const body = fields.end();
+    options.onParsedBody?.(request, body);
+    const violation = rule(body, {
+      path: pathOf(request.url),
+      principal: request.principal,
+      numberText: () => undefined,
+    });
     if (violation !== undefined) throw toGatewayError(violation);
   }
 
