@@ -1,8 +1,8 @@
 // The few fields a route is read for (a submission's userId, the audit trail's identifying fields),
 // taken from a body as its bytes arrive, by @streamparser/json's tokenizer: no tree is built, each
 // chunk costs work in proportion to its own size (no stall of the event loop at any body size), and
-// what is kept is the body's top-level scalars and lists of scalars, and those of its envelope objects
-// one level down (`commands`, `reassignmentCommands`, ...), each string cut at a bounded length.
+// what is kept is the body's first four levels (the top-level fields, the envelopes such as
+// `commands`, a list's items and theirs), each string cut, each list and the whole bounded.
 import { TokenType as Token, Tokenizer } from '@streamparser/json';
 import { Errors, GatewayError } from '../errors.js';
 
@@ -10,16 +10,23 @@ import { Errors, GatewayError } from '../errors.js';
 const KEPT_TEXT = 512;
 /** A kept list's most items. */
 const KEPT_ITEMS = 100;
+/**
+ * Levels kept: the top, an envelope or a list, its items, and theirs (a command's kind and its
+ * templateId, choice, contractId: what the audit trail records of each).
+ */
+const KEPT_DEPTH = 4;
+/** Values kept from one body, all levels together (a body of a million keys keeps no more). */
+const KEPT_VALUES = 10_000;
 
 type Scalar = string | number | boolean | null;
-type Kept = Scalar | Scalar[];
+type Kept = Scalar | Kept[] | { [key: string]: Kept };
 
 /** An open object or array: for an object, its current key; `kept` where its fields are kept. */
 interface Frame {
   readonly isObject: boolean;
   key: string | undefined;
   /** The object the fields of this one go to (the top level, an envelope), or a list being kept. */
-  readonly into: Record<string, Kept | Record<string, Kept>> | Scalar[] | undefined;
+  readonly into: { [key: string]: Kept } | Kept[] | undefined;
 }
 
 const keep = (value: Scalar): Scalar =>
@@ -30,19 +37,24 @@ function undecodable(cause: string): GatewayError {
 }
 
 /**
- * Feeds a body's chunks as they arrive (`write`), then `end` gives its shallow object: the top-level
- * scalars and lists of scalars, and those of every top-level object (an envelope) one level down.
+ * Feeds a body's chunks as they arrive (`write`), then `end` gives its shallow object: its first
+ * KEPT_DEPTH levels, strings cut at KEPT_TEXT, lists at KEPT_ITEMS, at most KEPT_VALUES values.
  * Not JSON, or not an object: the participant's decode failure; nested past `maxDepth`: the gateway's
  * own 400, as parseJsonObject refuses them.
  */
 export class ShallowFields {
   private readonly tokenizer = new Tokenizer({ stringBufferSize: 64 * 1024 });
   private readonly stack: Frame[] = [];
-  private readonly top: Record<string, Kept | Record<string, Kept>> = {};
+  private readonly top: { [key: string]: Kept } = {};
+  private keptValues = 0;
   private failure: GatewayError | undefined;
   private sawValue = false;
 
-  constructor(private readonly maxDepth: number) {
+  /** `rulesRead`: keys kept whenever they are within the kept levels (those a rule judges). */
+  constructor(
+    private readonly maxDepth: number,
+    private readonly rulesRead: ReadonlySet<string> = new Set(),
+  ) {
     this.tokenizer.onToken = ({ token, value }) => this.onToken(token, value);
     this.tokenizer.onError = (error) => {
       this.failure ??= undecodable(`Malformed JSON: ${error.message}`);
@@ -102,20 +114,25 @@ export class ShallowFields {
       this.tokenizer.error(this.failure);
       return;
     }
+    // Kept: what lies within KEPT_DEPTH levels, while fewer than KEPT_VALUES values are kept.
+    // The keys a rule reads (a userId) are kept whatever the count, within those levels.
+    const withinBudget = this.keptValues < KEPT_VALUES || (key !== undefined && this.rulesRead.has(key));
+    const keeps = frame.into !== undefined && withinBudget && (!opens || this.stack.length < KEPT_DEPTH);
+    const kept: Kept | undefined = !keeps ? undefined : !opens ? keep(value) : token === Token.LEFT_BRACKET ? [] : {};
     const into = frame.into;
+    let attached = false;
     if (Array.isArray(into)) {
-      if (!opens && into.length < KEPT_ITEMS) into.push(keep(value));
-    } else if (into !== undefined && key !== undefined && !opens) {
-      into[key] = keep(value); // a repeated key keeps its last value, as JSON.parse and circe do
+      attached = kept !== undefined && into.length < KEPT_ITEMS;
+      if (attached) into.push(kept!);
+    } else if (into !== undefined && key !== undefined) {
+      // A repeated key keeps its last value, as JSON.parse and circe do (one not kept is dropped).
+      attached = kept !== undefined;
+      if (attached) into[key] = kept!;
+      else delete into[key];
     }
+    if (attached) this.keptValues++;
     if (!opens) return;
-    // What is kept below: an envelope at the top level, a list of scalars at the top or in an envelope.
-    let below: Frame['into'];
-    if (into !== undefined && !Array.isArray(into) && key !== undefined) {
-      if (token === Token.LEFT_BRACKET) below = into[key] = [];
-      else if (into === this.top) below = into[key] = {};
-      else delete into[key]; // an object deeper than an envelope is not kept, but replaces what was
-    }
+    const below = attached && typeof kept === 'object' && kept !== null ? kept : undefined;
     this.stack.push({ isObject: token === Token.LEFT_BRACE, key: undefined, into: below });
   }
 }

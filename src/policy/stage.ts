@@ -22,6 +22,9 @@ import { createSourceCheck } from './sources.js';
 import { REQUEST_RULES } from './rules/index.js';
 import { toGatewayError, type RequestRule, type Violation } from './violation.js';
 
+/** What the shallow rules read (policy/rules/submitting-user.ts): kept from any body, whatever its size. */
+const SUBMITTING_USER: ReadonlySet<string> = new Set(['userId']);
+
 export interface PolicyStage {
   /** Per-operation authorization (synchronous). */
   readonly authorize: Stage;
@@ -96,7 +99,7 @@ export function createPolicyStage(
 
   /** Tokenizes the body as it arrives for its top-level fields, and checks its rule on them. */
   async function judgeShallow(request: FastifyRequest, rule: RequestRule, hold: BodyHold): Promise<void> {
-    const fields = new ShallowFields(maxBodyDepth);
+    const fields = new ShallowFields(maxBodyDepth, SUBMITTING_USER);
     request.rawBody = await readRequestBody(request.raw, shallowLimits, hold, (chunk) => fields.write(chunk));
     const body = fields.end();
     options.onParsedBody?.(request, body);

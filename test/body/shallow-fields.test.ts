@@ -7,7 +7,7 @@ import { GatewayError } from '../../src/errors.js';
 
 /** The shallow object of `text` written in chunks of `size` bytes, or the refusal's code. */
 function read(text: string, size: number, maxDepth = 32): unknown {
-  const fields = new ShallowFields(maxDepth);
+  const fields = new ShallowFields(maxDepth, new Set(['userId']));
   const bytes = Buffer.from(text);
   try {
     for (let at = 0; at < bytes.length; at += size) fields.write(bytes.subarray(at, at + size));
@@ -24,13 +24,13 @@ describe('ShallowFields', () => {
 
   it('keeps the top-level and envelope fields, the same at every chunk size', () => {
     const expected = {
-      commands: [],
+      commands: [{ CreateCommand: { templateId: 'a:b:c' } }],
       userId: 'alé 😀',
       actAs: ['x', 'y'],
       n: -1500,
       ok: true,
       none: null,
-      reassignmentCommands: { userId: 'bob', commands: [] },
+      reassignmentCommands: { userId: 'bob', commands: [], deep: { userId: 'carol' } },
     };
     for (const size of [1, 2, 3, 7, 64, 4096]) expect(read(body, size), `chunks of ${size}`).toEqual(expected);
   });
@@ -39,6 +39,17 @@ describe('ShallowFields', () => {
     expect(read('{"userId":"alice","userId":"mallory"}', 5)).toEqual({ userId: 'mallory' });
     expect(read('{"userId":{"a":1},"userId":"mallory"}', 5)).toEqual({ userId: 'mallory' });
     expect(read('{"c":{"userId":"alice","userId":"mallory"}}', 5)).toEqual({ c: { userId: 'mallory' } });
+  });
+
+  it('keeps four levels and 10,000 values, but always the userId a rule reads', () => {
+    const many = Array.from({ length: 20_000 }, (_, i) => `"k${i}":${i}`).join(',');
+    const kept = read(`{"userId":"alice",${many},"a":{"b":[{"c":{"d":1},"e":2}]},"userId":"mallory"}`, 4096) as Record<
+      string,
+      unknown
+    >;
+    expect(Object.keys(kept)).toHaveLength(10_000);
+    expect(kept.userId).toBe('mallory');
+    expect(read('{"a":{"b":[{"c":{"d":1},"e":2}]}}', 3)).toEqual({ a: { b: [{ e: 2 }] } });
   });
 
   it('cuts kept strings at 512 characters and lists at 100 items', () => {
@@ -60,6 +71,6 @@ describe('ShallowFields', () => {
     expect(read('{"a":', 4)).toBe('DECODE_FAILURE');
     expect(read('{"a":tru}', 4)).toBe('DECODE_FAILURE');
     expect(read(`{"a":${'['.repeat(40)}${']'.repeat(40)}}`, 4)).toBe('GATEWAY_MALFORMED_REQUEST');
-    expect(read(`{"a":${'['.repeat(30)}${']'.repeat(30)}}`, 4)).toEqual({ a: [] });
+    expect(read(`{"a":${'['.repeat(30)}${']'.repeat(30)}}`, 4)).toEqual({ a: [[[]]] });
   });
 });
