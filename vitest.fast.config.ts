@@ -19,6 +19,7 @@ export const SLOW_TESTS = [
   'test/protection/redis.test.ts',
   'test/protection/unauthenticated.test.ts',
   'test/reliability/**',
+  'test/adversarial/**',
   'test/sandbox/main.test.ts',
   'test/telemetry/deploy-files.test.ts',
   'test/telemetry/log-backpressure.test.ts',

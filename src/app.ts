@@ -19,6 +19,7 @@ import { runLiveConfiguration, type ReloadSource, type RunningConfiguration } fr
 import type { CallStage, LedgerDecisionNote, Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { BodyBudget } from './body/budget.js';
+import { ruleCheckedBodyLimits } from './body/read.js';
 import type { LiveConfig, PinnedExchange } from './live/generations.js';
 import type { ParticipantTrust } from './live/participant-idps.js';
 import { limitConnections, type ConnectionCaps } from './protection/connections.js';
@@ -160,14 +161,8 @@ function startAuditTrail(
   { metrics, log, isTrustedProxy }: Surroundings,
 ): Promise<AuditTrail> | undefined {
   if (!config.audit.enabled) return undefined;
-  const ownLimit = config.policy.maxBodyBytes <= config.limits.bodyBytes;
   return createAuditTrail(config.audit, {
-    bodyLimits: {
-      maxBytes: ownLimit ? config.policy.maxBodyBytes : config.limits.bodyBytes,
-      maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
-      timeoutMs: config.policy.bodyReadTimeoutMs,
-      timeoutKey: 'policy.bodyReadTimeoutMs',
-    },
+    bodyLimits: ruleCheckedBodyLimits(config.policy, config.limits),
     bodyBudget,
     isTrustedProxy,
     metrics: createAuditMetrics(metrics.registry, metrics.exemplars),
@@ -207,7 +202,11 @@ async function startEdges(
   const { serverSpanPlugin, propagateTraceContext, requestTelemetry } = telemetry;
   // server.tls: HTTPS (and WSS) on the API listener, the files re-read every reloadIntervalMs.
   const listenerTls = config.server.tls.certFile === undefined ? undefined : readServerTls(config.server.tls);
-  const api = createApiServer(config.server, config.limits, { listenerTls, telemetry: requestTelemetry });
+  const api = createApiServer(config.server, config.limits, {
+    listenerTls,
+    telemetry: requestTelemetry,
+    watchPipelining: (queues) => around.metrics.watchPipelining(queues),
+  });
   const upstream = connectUpstream(
     config,
     options.upstreamUrl,
@@ -347,6 +346,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     log,
   });
   const ledgerPolicy = startLedgerPolicy(config, options.upstreamUrl, around);
+  const audit = await startAuditTrail(config, bodyBudget, writeLine, around);
   const running = runLiveConfiguration(config, {
     ...around,
     logger,
@@ -357,7 +357,6 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   });
   const { live, participantIdps } = running;
   api.addHook('onClose', () => live.close());
-  const audit = await startAuditTrail(config, bodyBudget, writeLine, around);
   // The GET /v2/version cache (cache/), keyed by upstream (cacheOrForward) so that another participant's answer is never served.
   const versionCache = createVersionCache({
     fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),

@@ -177,6 +177,13 @@ export const Errors = {
     GrpcCode.INVALID_ARGUMENT,
     "A body on a rule-checked route could not be read whole (the client left, stopped sending or took longer than policy.bodyReadTimeoutMs) or is nested deeper than policy.maxBodyDepth; an HTTP/1.1 request without Host, a request with two Host lines or an HTTP/1.0 request with Transfer-Encoding (faulty framing: the connection is closed); Content-Type lines that declare different types (pekko-http refuses them too); a Connection header naming the credential's field (Authorization, or Sec-WebSocket-Protocol on an upgrade); or Fastify refused the request as malformed before any route.",
   ),
+  GATEWAY_EXPECTATION_FAILED: defineError(
+    'GATEWAY_EXPECTATION_FAILED',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    'The request carries an Expect header other than 100-continue, the only expectation HTTP defines (RFC 9110 §10.1.1); the connection is closed.',
+    { status: 417 },
+  ),
   GATEWAY_UNSUPPORTED_MEDIA_TYPE: defineError(
     'GATEWAY_UNSUPPORTED_MEDIA_TYPE',
     8,

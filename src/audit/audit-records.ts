@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { FastifyRequest } from 'fastify';
+import { declaresBody } from '../body/read.js';
 import type { AuditLevelName } from '../config/schema.js';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../errors.js';
 import { clientAddress } from '../exchange/caller.js';
@@ -42,11 +43,6 @@ export interface AuditState {
 /** Operations whose body is a package archive, never parsed. */
 export const ARCHIVE_UPLOADS: ReadonlySet<string> = new Set(['postV2Dars', 'postV2Packages']);
 
-export function hasBody(request: FastifyRequest): boolean {
-  const length = request.headers['content-length'];
-  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
-
 /**
  * Notes what the intent will say of a parsed body, at once (nothing of the body is kept but its
  * fields, and at level body its redacted JSON when it fits a record).
@@ -65,9 +61,11 @@ export function noteBody(state: AuditState, body: Record<string, unknown>, maxRe
 export function unreadFields(request: FastifyRequest, state: AuditState): Record<string, unknown> | undefined {
   if (state.level === 'metadata') return undefined;
   if (ARCHIVE_UPLOADS.has(request.operation.name))
-    return hasBody(request) ? { contentLength: Number(request.headers['content-length'] ?? NaN) || null } : undefined;
+    return declaresBody(request.headers)
+      ? { contentLength: Number(request.headers['content-length'] ?? NaN) || null }
+      : undefined;
   if (request.rawBody !== undefined) return request.rawBody.length === 0 ? {} : { unreadableBody: true };
-  return hasBody(request) ? { unreadableBody: true } : {};
+  return declaresBody(request.headers) ? { unreadableBody: true } : {};
 }
 
 /** Who asked for which write, and (by level) what it said; `late`: written after it was forwarded. */

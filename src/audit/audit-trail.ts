@@ -10,11 +10,12 @@ import type { FastifyRequest } from 'fastify';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import type { BodyBudget } from '../body/budget.js';
-import { readRequestBody, type BodyReadLimits } from '../body/read.js';
+import { declaresBody, readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { AuditConfig, AuditLevelName } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { observeAnswer } from '../exchange/answer-observer.js';
 import { observeParsedBody } from '../exchange/body-observer.js';
+import { holdBody } from '../exchange/body-hold.js';
 import { callerOf } from '../exchange/caller.js';
 import type { CallStage, Exchange, Stage } from '../exchange/exchange.js';
 import { traceIdOf } from '../trace-context.js';
@@ -22,7 +23,7 @@ import { onResponseClose } from '../exchange/response-close.js';
 import type { AuditMetrics } from '../telemetry/metrics.js';
 import { serverSpanContextOf } from '../telemetry/server-span.js';
 import { AnswerCapture } from './answer-capture.js';
-import { ARCHIVE_UPLOADS, hasBody, intentFields, noteBody, outcomeFields, type AuditState } from './audit-records.js';
+import { ARCHIVE_UPLOADS, intentFields, noteBody, outcomeFields, type AuditState } from './audit-records.js';
 import { CallerShare } from './caller-share.js';
 import { digestSigner } from './chain.js';
 import { boundedRecord, type ShortenedReason } from './record-bounds.js';
@@ -173,10 +174,9 @@ function readAuditedFields(
 ): Promise<void> | undefined {
   if (state.request !== undefined || state.level === 'metadata' || ARCHIVE_UPLOADS.has(request.operation.name))
     return undefined;
-  if (request.rawBody === undefined && hasBody(request)) {
+  if (request.rawBody === undefined && declaresBody(request.headers)) {
     // Held until the exchange ends, counted against the gateway's body budget as the policy's are.
-    const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
-    onResponseClose(request.lifeline, hold.release);
+    const hold = holdBody(options.bodyBudget, request, options.isTrustedProxy);
     return readRequestBody(request.raw, options.bodyLimits, hold).then((bytes) => {
       request.rawBody = bytes;
       noteParsedObject(request, state, maxRecordBytes);

@@ -41,6 +41,8 @@ export interface Authenticator {
   ready(): boolean;
   /** Signature verifications so far: a cache hit costs none. */
   readonly signatureChecks: number;
+  /** Bytes of the verified tokens its cache remembers now (auth.tokenCache.maxBytes). */
+  readonly tokenCacheBytes: number;
   readonly keySets: readonly KeySet[];
   readonly cache: TokenCache;
   readonly settings: ResolvedAuth;
@@ -105,7 +107,7 @@ function sharedVerifications(cache: TokenCache, verifier: TokenVerifier) {
         .verify(token)
         .then(
           (verified) => {
-            cache.rememberVerified(key, verified, generation);
+            cache.rememberVerified(key, verified, generation, token.length);
             return verified;
           },
           (error: unknown) => {
@@ -139,6 +141,7 @@ export function createAuthenticator(
   const now = options.now ?? Date.now;
   const cache = new TokenCache({
     maxEntries: settings.tokenCache.maxEntries,
+    maxBytes: settings.tokenCache.maxBytes,
     negativeTtlMs: settings.tokenCache.negativeTtlMs,
     clockToleranceSeconds: settings.clockToleranceSeconds,
     now,
@@ -204,6 +207,9 @@ export function createAuthenticator(
     requiresToken: (operation) => !operation.participantInternal && !settings.publicOperations.has(operation.name),
     knowsIssuer: (issuer) => issuerNames.has(issuer),
     ready: () => keySets.every((keySet) => keySet.ready()),
+    get tokenCacheBytes() {
+      return cache.heldBytes;
+    },
     get signatureChecks() {
       return verifier.signatureChecks;
     },

@@ -30,6 +30,8 @@ const NEGATIVE_MAX_ENTRIES = 1_000;
 export interface TokenCacheOptions {
   /** 0 disables the positive cache. */
   readonly maxEntries: number;
+  /** Bytes of the tokens remembered (their length: a JWT is ASCII), the least recently used forgotten past it. */
+  readonly maxBytes: number;
   /** 0 disables the negative cache. */
   readonly negativeTtlMs: number;
   readonly clockToleranceSeconds: number;
@@ -66,7 +68,8 @@ export class TokenCache {
   constructor(options: TokenCacheOptions) {
     this.options = options;
     this.now = options.now ?? Date.now;
-    this.verified = options.maxEntries > 0 ? new LRUCache({ max: options.maxEntries }) : undefined;
+    this.verified =
+      options.maxEntries > 0 ? new LRUCache({ max: options.maxEntries, maxSize: options.maxBytes }) : undefined;
     this.refused =
       options.negativeTtlMs > 0
         ? new LRUCache({ max: NEGATIVE_MAX_ENTRIES, ttl: options.negativeTtlMs, ttlAutopurge: false })
@@ -129,11 +132,19 @@ export class TokenCache {
     }
   }
 
-  /** Stores a verified token, unless the cache was cleared since `generation` (its verification's start). */
-  rememberVerified(key: string, token: VerifiedToken, generation: number): void {
+  /**
+   * Stores a verified token `bytes` long, unless the cache was cleared since `generation` (its
+   * verification's start).
+   */
+  rememberVerified(key: string, token: VerifiedToken, generation: number, bytes: number): void {
     if (this.verified === undefined || generation !== this.clears) return;
     const ttl = Math.floor((token.expiresAt + this.options.clockToleranceSeconds) * 1000 - this.now());
-    if (ttl > 0) this.verified.set(key, token, { ttl });
+    if (ttl > 0) this.verified.set(key, token, { ttl, size: Math.max(1, bytes) });
+  }
+
+  /** Bytes of the verified tokens remembered now. */
+  get heldBytes(): number {
+    return this.verified?.calculatedSize ?? 0;
   }
 
   /** The same for a refusal: one reached with a withdrawn or replaced key may not hold for the new keys. */

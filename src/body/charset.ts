@@ -50,6 +50,11 @@ function singleByteText(bytes: Buffer, label: string): string {
  * else (UTF-16, whose byte order Java and TextDecoder guess differently, or a charset read differently
  * or unknown to either) the gateway cannot judge as the participant would: 415.
  */
+/** Whether a body in `charset` (undefined: none declared) is read as UTF-8. */
+export function readsAsUtf8(charset: string | undefined): boolean {
+  return charset === undefined || UTF8_LABELS.has(charset.toLowerCase());
+}
+
 export function decodeBody(bytes: Buffer, charset: string | undefined): string {
   const label = charset?.toLowerCase();
   if (label === undefined || UTF8_LABELS.has(label)) return bytes.toString('utf8');

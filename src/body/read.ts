@@ -1,8 +1,15 @@
 // Reading a request body whole, bounded in size and in time: for the routes whose bodies are judged
 // before they are forwarded (the bytes are kept and forwarded as received).
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { BodyHold } from './budget.js';
+import type { LimitsConfig, PolicyConfig } from '../config/schema.js';
 import { closingConnection, Errors, GatewayError, requestTooLarge } from '../errors.js';
+
+/** Whether a request's head frames a body (RFC 9112 §6.3): Transfer-Encoding, or a Content-Length other than 0. */
+export function declaresBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers['content-length'];
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
 
 export interface BodyReadLimits {
   readonly maxBytes: number;
@@ -13,25 +20,54 @@ export interface BodyReadLimits {
   readonly timeoutKey: string;
 }
 
+/**
+ * How a body read for a few fields as it arrives is bounded: limits.bodyBytes (the participant's own
+ * limit: no tree is built), within policy.bodyReadTimeoutMs.
+ */
+export function streamedBodyLimits(policy: PolicyConfig, limits: LimitsConfig): BodyReadLimits {
+  return {
+    maxBytes: limits.bodyBytes,
+    maxBytesKey: 'limits.bodyBytes',
+    timeoutMs: policy.bodyReadTimeoutMs,
+    timeoutKey: 'policy.bodyReadTimeoutMs',
+  };
+}
+
+/**
+ * How a body read whole for judging is bounded: policy.maxBodyBytes, or limits.bodyBytes when that is
+ * lower (each named in a refusal), within policy.bodyReadTimeoutMs.
+ */
+export function ruleCheckedBodyLimits(policy: PolicyConfig, limits: LimitsConfig): BodyReadLimits {
+  const ownLimit = policy.maxBodyBytes <= limits.bodyBytes;
+  return {
+    maxBytes: ownLimit ? policy.maxBodyBytes : limits.bodyBytes,
+    maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
+    timeoutMs: policy.bodyReadTimeoutMs,
+    timeoutKey: 'policy.bodyReadTimeoutMs',
+  };
+}
+
 function malformed(cause: string): GatewayError {
   return closingConnection(new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause }));
 }
 
 /**
  * Reads the whole request body into one Buffer, held against `hold` (the process's body budget). A
- * declared Content-Length above the limit, or one the budget cannot hold, is refused at once, before a
- * byte is read; a chunked body is counted as it arrives. Every refusal closes the connection (the rest
- * of the body is not read as a next request).
+ * declared Content-Length above the limit is refused at once, before a byte is read; the budget counts
+ * the bytes as they arrive, never what the head declares (a declared length reserved up front let
+ * connections that sent no body fill the budget). Every refusal closes the connection (the rest of
+ * the body is not read as a next request).
  */
-export function readRequestBody(raw: IncomingMessage, limits: BodyReadLimits, hold: BodyHold): Promise<Buffer> {
+export function readRequestBody(
+  raw: IncomingMessage,
+  limits: BodyReadLimits,
+  hold: BodyHold,
+  onChunk?: (chunk: Buffer) => void,
+): Promise<Buffer> {
   const tooLarge = () => closingConnection(requestTooLarge(limits.maxBytes, limits.maxBytesKey));
   const declared = raw.headers['content-length'];
   if (declared !== undefined && Number(declared) > limits.maxBytes) return Promise.reject(tooLarge());
   if (raw.readableEnded) return Promise.resolve(Buffer.alloc(0));
-  // Node's parser delivers exactly the declared length: it is taken whole, up front.
-  const counted = declared === undefined;
-  const refused = counted ? undefined : hold.take(Number(declared));
-  if (refused !== undefined) return Promise.reject(refused);
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -50,9 +86,18 @@ export function readRequestBody(raw: IncomingMessage, limits: BodyReadLimits, ho
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      const refused = size > limits.maxBytes ? tooLarge() : counted ? hold.take(chunk.length) : undefined;
+      const refused = size > limits.maxBytes ? tooLarge() : (hold.take(chunk.length) ?? judged(chunk));
       if (refused === undefined) chunks.push(chunk);
       else finish(refused);
+    };
+    /** `onChunk`'s refusal of the body so far (a tokenizer's), which ends the read. */
+    const judged = (chunk: Buffer): GatewayError | undefined => {
+      try {
+        onChunk?.(chunk);
+        return undefined;
+      } catch (error) {
+        return closingConnection(error instanceof GatewayError ? error : malformed(String(error)));
+      }
     };
     const onEnd = () => finish(undefined);
     const onError = () => finish(malformed('The request body could not be read: the client connection failed.'));

@@ -234,6 +234,20 @@ export const WebSocketSchema = Section(
         "well above your subscribers' quiet spells. 0: never.",
       0,
     ),
+    clientBytesPerSecond: Type.Integer({
+      minimum: 0,
+      maximum: 1024 * 1024 * 1024,
+      default: 65_536,
+      description:
+        "The average pace at which a stream's client may send bytes to the participant, past clientBurstBytes; faster cuts the stream, both connections (the client sees close code 1006), counted with ended_by byte_rate. A Canton stream's client sends its subscription and little else. 0: no bound.",
+    }),
+    clientBurstBytes: Type.Integer({
+      minimum: 1,
+      maximum: 1024 * 1024 * 1024,
+      default: 1_048_576,
+      description:
+        "What a stream's client may send at once above clientBytesPerSecond (the upgrade's own bytes included): its largest frame must fit.",
+    }),
   },
   'WebSocket streams tunnelled to the participant.',
 );
@@ -243,15 +257,16 @@ export const LimitsSchema = Section(
     bodyBytes: Type.Integer({
       minimum: 1,
       maximum: 1024 * 1024 * 1024,
-      default: 10_485_760,
-      description: 'Largest request body, streamed or not; larger gets 413 GATEWAY_REQUEST_TOO_LARGE.',
+      default: 8_388_608,
+      description:
+        "The participant's own limit on a request body, which every body cap follows: larger gets 413 GATEWAY_REQUEST_TOO_LARGE. 8 MiB on Canton 3.4 and 3.5 (pekko-http's max-content-length, which Canton does not override); 10 MiB on 3.6 (http-ledger-api.max-inbound-message-size): set it to the participant's. Streamed bodies, and the submissions read only for their userId (tokenized as they arrive, never parsed whole), take up to this; the four routes whose rules read the whole document stay under policy.maxBodyBytes.",
     }),
     bufferedBodyBytes: Type.Integer({
       minimum: 0,
       maximum: 1024 * 1024 * 1024,
       default: 33_554_432,
       description:
-        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies (policy.maxBodyBytes) and bodies up to upstream.bufferBodyBytes, counted from their declared Content-Length (chunked: as they arrive) until their exchange ends. A body that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of it is read. The default keeps the process inside the shipped 320 MiB memory limit with the budget full and a worst body being parsed (docs/security.md). 0: no budget.',
+        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies (policy.maxBodyBytes) and bodies up to upstream.bufferBodyBytes, counted in the bytes that arrived (never from a declared Content-Length) until their exchange ends. A chunk that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of the body is read. The default keeps the process inside the shipped 320 MiB memory limit with the budget full and a worst body being parsed (docs/security.md). 0: no budget.',
     }),
     bufferedBodyShare: Type.Number({
       exclusiveMinimum: 0,
@@ -260,6 +275,39 @@ export const LimitsSchema = Section(
       description:
         'The largest share of bufferedBodyBytes one caller (its principal; its client address for a call without one) may hold; over it: 429 GATEWAY_RESOURCE_EXHAUSTED with limit gatewayPrincipalBodyBytes, Retry-After: 1. 1: no share.',
     }),
+    pipelining: Section(
+      {
+        maxRequests: Type.Integer({
+          minimum: 1,
+          maximum: 65_536,
+          default: 32,
+          description:
+            'Pipelined requests (RFC 9112 §9.3.2) one client connection may have waiting for their turn; at it the connection is not read until an answer frees a place (TCP backpressure). What one read already brought (at most 64 KiB) still waits.',
+        }),
+        maxBytes: Type.Integer({
+          minimum: 1,
+          maximum: 1024 * 1024 * 1024,
+          default: 65_536,
+          description:
+            'Bytes of the heads of the pipelined requests one client connection may have waiting; at it the connection is not read until an answer frees a place.',
+        }),
+        totalRequests: Type.Integer({
+          minimum: 1,
+          maximum: 16_777_216,
+          default: 8_192,
+          description:
+            'Pipelined requests waiting in all client connections together (about 1.6 KB of heap each); a request that would pass it closes its connection at once, unanswered (none of its waiting requests was run; its call in flight is cut), counted in ledger_gateway_pipelined_connections_cut_total.',
+        }),
+        totalBytes: Type.Integer({
+          minimum: 1,
+          maximum: 1024 * 1024 * 1024,
+          default: 8_388_608,
+          description:
+            'Bytes of the heads of the pipelined requests waiting in all client connections together; a request that would pass it closes its connection as totalRequests does.',
+        }),
+      },
+      'Requests pipelined on a client connection wait for their turn (each is run only when the answers before it are done); these bound what waits (docs/security.md).',
+    ),
   },
   'Request limits.',
 );
@@ -864,6 +912,13 @@ export const AuthSchema = Section(
           default: 10_000,
           description:
             'Verified tokens remembered (by SHA-256 of the token), each until its exp at the latest; 0 disables the cache. A hit still checks expiry.',
+        }),
+        maxBytes: Type.Integer({
+          minimum: 4_096,
+          maximum: 1024 * 1024 * 1024,
+          default: 8_388_608,
+          description:
+            'Bytes of the verified tokens remembered (the tokens as sent; the claims each keeps cost about as much again on the heap): past it the least recently used are forgotten, as past maxEntries. A token larger than it is not remembered.',
         }),
         negativeTtlMs: Milliseconds(
           5_000,

@@ -10,6 +10,7 @@ import type { Exchange, Stage } from './exchange.js';
 import {
   connectionOptionProblem,
   contentTypeProblem,
+  expectationProblem,
   framingProblem,
   framingRefusal,
   resolveOperation,
@@ -32,6 +33,13 @@ export function createContextStage(options: ContextStageOptions): Stage {
     const raw = exchange.raw;
     const framing = framingProblem(raw);
     if (framing !== undefined) throw framingRefusal(framing);
+    const expectation = expectationProblem(raw.headers.expect);
+    if (expectation !== undefined)
+      throw new GatewayError(
+        Errors.GATEWAY_EXPECTATION_FAILED,
+        { cause: `Expectation failed: ${expectation}.` },
+        { headers: { connection: 'close' } },
+      );
     const upgrade = exchange.kind === 'upgrade';
     const headProblem =
       connectionOptionProblem(raw.headers.connection, upgrade) ??

@@ -30,11 +30,12 @@ export type Lifeline = ServerResponse | Duplex;
 
 /**
  * Why a WebSocket stream's tunnel closed: a side closed its connection (`client`, `participant`), or
- * the gateway cut it after websocket.idleTimeoutMs without a byte either way (`idle_timeout`), at
- * shutdown, or because calls moved from its participant replica to another (`replica_changed`,
+ * the gateway cut it after websocket.idleTimeoutMs without a byte either way (`idle_timeout`), because
+ * its client sent faster than websocket.clientBytesPerSecond allows (`byte_rate`), at shutdown, or
+ * because calls moved from its participant replica to another (`replica_changed`,
  * proxy/upstream-replicas.ts). The ended_by label of ledger_gateway_websocket_streams_ended_total.
  */
-export type StreamEnd = 'client' | 'participant' | 'idle_timeout' | 'shutdown' | 'replica_changed';
+export type StreamEnd = 'client' | 'participant' | 'idle_timeout' | 'byte_rate' | 'shutdown' | 'replica_changed';
 
 /** A WebSocket stream whose tunnel closed: why, and the bytes it carried each way (not the HTTP heads of its upgrade and 101). */
 export interface EndedStream {
@@ -112,7 +113,7 @@ export interface ConsumerObserver {
 /**
  * One step of a call's own list, run once the exchange stages admitted it (server/calls.ts runs the
  * list app.ts declares: the IdP change watch, the request rules, the audit intent, cache-or-forward).
- * It reads the call (its principal and operation, the body a stage before it read: rawBody, jsonBody)
+ * It reads the call (its principal and operation, the body a stage before it read: rawBody)
  * and answers as a Stage does: undefined to go on, a promise while it waits (a body being read, a
  * record being written), a throw to refuse (a GatewayError, whose reason then travels on the call).
  * A stage that only judges (a dry run) sets `call.refusalReason` and goes on. The list's last stage
@@ -135,8 +136,6 @@ declare module 'fastify' {
     ledgerDecision: LedgerDecisionNote | undefined;
     /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */
     rawBody: Buffer | undefined;
-    /** The body as a JSON object, when a stage parsed it (a rule-checked route): read, never changed. */
-    jsonBody: Record<string, unknown> | undefined;
     /**
      * Set when a stage put headers on the reply that every answer carries (CORS: server/calls.ts): the
      * answers the gateway writes itself then copy the reply's headers (answer.ts).

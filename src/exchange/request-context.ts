@@ -81,6 +81,15 @@ function hostLines(rawHeaders: readonly string[]): number {
 }
 
 /**
+ * Why a request's Expect header is refused, or undefined: an expectation other than 100-continue,
+ * the only one HTTP defines (RFC 9110 §10.1.1 lets a server answer 417; Node would, without a body).
+ */
+export function expectationProblem(expect: string | undefined): string | undefined {
+  if (expect === undefined || expect.trim().toLowerCase() === '100-continue') return undefined;
+  return 'the request expects something other than 100-continue';
+}
+
+/**
  * Why a request's Content-Type lines are refused, or undefined: lines that declare different types.
  * Node keeps the first for the gateway's own reading while every line is forwarded, so the participant
  * could read another type than the one a rule was judged by; pekko-http refuses such a request itself

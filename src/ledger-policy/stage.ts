@@ -8,13 +8,14 @@ import type { BodyBudget } from '../body/budget.js';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
-import { readRequestBody, type BodyReadLimits } from '../body/read.js';
+import { declaresBody, readRequestBody, type BodyReadLimits } from '../body/read.js';
+import { parseInTurn } from '../body/parse-turns.js';
 import type { LedgerPolicyConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
+import { holdBody } from '../exchange/body-hold.js';
 import { callerOf, clientAddress } from '../exchange/caller.js';
 import { certificateFacts } from '../exchange/client-certificate.js';
 import type { CallStage, LedgerDecisionNote } from '../exchange/exchange.js';
-import { onResponseClose } from '../exchange/response-close.js';
 import { SubmissionOperations } from '../operations.js';
 import { decisionDocument, pathParameters, principalFacts } from './build-document.js';
 import type { PrincipalFacts } from './document.js';
@@ -80,11 +81,6 @@ const EXECUTES: ReadonlySet<string> = new Set([
 /** A package archive is not JSON: its document names an upload, never its content. */
 const ARCHIVE_UPLOADS: ReadonlySet<string> = new Set(['postV2Dars', 'postV2Packages']);
 
-function hasBody(call: FastifyRequest): boolean {
-  const length = call.headers['content-length'];
-  return call.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
-
 /** A call whose body cannot be read as JSON is not one the rules can judge: refused (fail closed). */
 const unreadableBody = (governing: Decision): Decision => ({
   ...governing,
@@ -110,16 +106,21 @@ export function createLedgerPolicyStage(
 
   /** The body as JSON (undefined: none, or an archive), read now when no stage before read it. */
   async function bodyOf(call: FastifyRequest): Promise<unknown> {
-    if (call.jsonBody !== undefined) return call.jsonBody;
-    if (ARCHIVE_UPLOADS.has(call.operation.name) || (call.rawBody === undefined && !hasBody(call))) return undefined;
-    if (call.rawBody === undefined) {
-      // Held until the exchange ends and forwarded as these bytes, as the request rules' are.
-      const hold = options.bodyBudget.hold(callerOf(call.principal, call.raw, options.isTrustedProxy));
-      onResponseClose(call.lifeline, hold.release);
-      call.rawBody = await readRequestBody(call.raw, reading.limits, hold);
-    }
-    const text = decodeBody(call.rawBody, declaredContentType(call.raw.rawHeaders)?.parameters.charset);
-    return parseJsonObject(text, { maxDepth: reading.maxDepth, exactNumbers: [] }).value;
+    if (ARCHIVE_UPLOADS.has(call.operation.name) || (call.rawBody === undefined && !declaresBody(call.headers)))
+      return undefined;
+    const caller = callerOf(call.principal, call.raw, options.isTrustedProxy);
+    // Held until the exchange ends and forwarded as these bytes, as the request rules' are.
+    call.rawBody ??= await readRequestBody(
+      call.raw,
+      reading.limits,
+      holdBody(options.bodyBudget, call, options.isTrustedProxy, caller),
+    );
+    const bytes = call.rawBody;
+    // A large body is parsed in a turn of its own (body/parse-turns.ts), as the request rules parse theirs.
+    return parseInTurn(caller, bytes.length, () => {
+      const text = decodeBody(bytes, declaredContentType(call.raw.rawHeaders)?.parameters.charset);
+      return parseJsonObject(text, { maxDepth: reading.maxDepth, exactNumbers: [] }).value;
+    });
   }
 
   async function preparedOf(body: unknown): Promise<PreparedSummary> {

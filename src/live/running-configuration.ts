@@ -79,6 +79,7 @@ function startLiveConfig(config: GatewayConfig, options: RunningConfigurationOpt
     detail: () => keySetsFailure(live.current.authenticator.keySets),
   });
   metrics.watchSignatureChecks(() => live.signatureChecks);
+  metrics.watchTokenCache(() => live.current.authenticator.tokenCacheBytes);
   authenticator.start(); // key sets load in the background; /readyz reports `keys` until they have
   return live;
 }

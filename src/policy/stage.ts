@@ -3,23 +3,28 @@
 // before the version cache (an unauthorized caller never sees a cached body); the request rules run
 // in a call's route handler and only on the rule-checked routes, whose bodies alone are read (and
 // then forwarded as those exact bytes).
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { BodyBudget } from '../body/budget.js';
-import { decodeBody } from '../body/charset.js';
+import type { FastifyRequest } from 'fastify';
+import type { BodyBudget, BodyHold } from '../body/budget.js';
+import { decodeBody, readsAsUtf8 } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
-import { readRequestBody, type BodyReadLimits } from '../body/read.js';
+import { parseInTurn } from '../body/parse-turns.js';
+import { readRequestBody, ruleCheckedBodyLimits, streamedBodyLimits } from '../body/read.js';
+import { ShallowFields } from '../body/shallow-fields.js';
 import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
+import { holdBody } from '../exchange/body-hold.js';
 import { parsedBody } from '../exchange/body-observer.js';
 import { callerOf } from '../exchange/caller.js';
 import type { CallStage, Principal, Stage } from '../exchange/exchange.js';
-import { onResponseClose } from '../exchange/response-close.js';
 import { pathOf } from '../operations.js';
 import { Errors, GatewayError } from '../errors.js';
 import { createAuthorizer, permissionDeniedError, policyRuleProblems } from './authorization.js';
 import { createSourceCheck } from './sources.js';
 import { REQUEST_RULES } from './rules/index.js';
-import { toGatewayError, type RequestRule } from './violation.js';
+import { toGatewayError, type RequestRule, type Violation } from './violation.js';
+
+/** What the shallow rules read (policy/rules/submitting-user.ts): kept from any body, whatever its size. */
+const SUBMITTING_USER: ReadonlySet<string> = new Set(['userId']);
 
 export interface PolicyStage {
   /** Per-operation authorization (synchronous). */
@@ -52,13 +57,8 @@ export function createPolicyStage(
   const authorizer = createAuthorizer(policy.rules);
   const sourceCheck = createSourceCheck(policy.sources, options.isTrustedProxy);
   // A rule-checked body is read whole and parsed: its own, lower limit (the other routes' bodies stream).
-  const ownLimit = policy.maxBodyBytes <= bodyLimits.bodyBytes;
-  const limits: BodyReadLimits = {
-    maxBytes: ownLimit ? policy.maxBodyBytes : bodyLimits.bodyBytes,
-    maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
-    timeoutMs: policy.bodyReadTimeoutMs,
-    timeoutKey: 'policy.bodyReadTimeoutMs',
-  };
+  const limits = ruleCheckedBodyLimits(policy, bodyLimits);
+  const shallowLimits = streamedBodyLimits(policy, bodyLimits);
   const { maxBodyDepth, requestRules } = policy;
 
   const check = (operation: string, principal: Principal | null) => {
@@ -73,25 +73,45 @@ export function createPolicyStage(
         throw new GatewayError(Errors.GATEWAY_SOURCE_NOT_ALLOWED, { context: { source: refused } });
       check(exchange.operation.name, exchange.principal);
     },
-    enforceRequestRules(request, reply) {
+    enforceRequestRules(request) {
       const rule = requestRules ? REQUEST_RULES.get(request.operation.name) : undefined;
       if (rule === undefined) return undefined;
-      return judge(request, reply, rule);
+      return judge(request, rule);
     },
   };
 
-  async function judge(request: FastifyRequest, reply: FastifyReply, rule: RequestRule): Promise<void> {
+  async function judge(request: FastifyRequest, rule: RequestRule): Promise<void> {
+    const caller = callerOf(request.principal, request.raw, options.isTrustedProxy);
     // The bytes stay in memory until the exchange ends (they are forwarded as received).
-    const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
-    onResponseClose(reply.raw, hold.release);
+    const hold = holdBody(options.bodyBudget, request, options.isTrustedProxy, caller);
+    const charset = declaredContentType(request.raw.rawHeaders)?.parameters.charset;
+    if (rule.shallow && readsAsUtf8(charset)) return judgeShallow(request, rule, hold);
     const bytes = await readRequestBody(request.raw, limits, hold);
     request.rawBody = bytes;
+    const judged = parseInTurn(caller, bytes.length, () => judgeBody(request, bytes, rule));
+    const violation = judged instanceof Promise ? await judged : judged;
+    if (violation !== undefined) throw toGatewayError(violation);
+  }
+
+  /** Tokenizes the body as it arrives for its top-level fields, and checks its rule on them. */
+  async function judgeShallow(request: FastifyRequest, rule: RequestRule, hold: BodyHold): Promise<void> {
+    const fields = new ShallowFields(maxBodyDepth, SUBMITTING_USER);
+    request.rawBody = await readRequestBody(request.raw, shallowLimits, hold, (chunk) => fields.write(chunk));
+    const body = fields.end();
+    parsedBody(request, body); // the audit trail's identifying fields, before the rule may refuse it
+    const violation = rule(body, {
+      path: pathOf(request.url),
+      principal: request.principal,
+      numberText: () => undefined,
+    });
+    if (violation !== undefined) throw toGatewayError(violation);
+  }
+
+  /** Parses the body and checks its rule: the tree lives only in this call (body/parse-turns.ts). */
+  function judgeBody(request: FastifyRequest, bytes: Buffer, rule: RequestRule): Violation | undefined {
     const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
     const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });
-    request.jsonBody = body.value;
-    parsedBody(request, body.value); // the audit trail's identifying fields, before the rule may refuse it
-    const context = { path: pathOf(request.url), principal: request.principal, numberText: body.numberText };
-    const violation = rule(body.value, context);
-    if (violation !== undefined) throw toGatewayError(violation);
+    parsedBody(request, body.value); // read at once, never kept: the tree dies with this call
+    return rule(body.value, { path: pathOf(request.url), principal: request.principal, numberText: body.numberText });
   }
 }

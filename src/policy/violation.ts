@@ -33,13 +33,19 @@ export interface RequestRule {
   (body: unknown, context: RuleContext): Violation | undefined;
   /** The key paths of the integers the rule judges on their exact digits: only these numbers' texts are kept. */
   readonly exactNumbers: readonly string[];
+  /**
+   * Reads only the body's top-level fields and those of its envelope objects (body/shallow-fields.ts):
+   * its body is then tokenized as it arrives, up to limits.bodyBytes, and never parsed whole.
+   */
+  readonly shallow: boolean;
 }
 
 export function requestRule(
   exactNumbers: readonly string[],
   check: (body: unknown, context: RuleContext) => Violation | undefined,
+  shallow = false,
 ): RequestRule {
-  return Object.assign(check, { exactNumbers });
+  return Object.assign(check, { exactNumbers, shallow });
 }
 
 export function toGatewayError(violation: Violation): GatewayError {

@@ -8,9 +8,10 @@
 // TLS always verified, every wait bounded.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { LimitsConfig, UpstreamConfig } from '../config/schema.js';
-import type { BodyBudget, BodyHold } from '../body/budget.js';
+import type { BodyBudget } from '../body/budget.js';
+import { declaresBody } from '../body/read.js';
+import { holdBody } from '../exchange/body-hold.js';
 import { callerOf } from '../exchange/caller.js';
-import { onResponseClose } from '../exchange/response-close.js';
 import { injectTraceContext, traceContextFields } from '../trace-context.js';
 import type { CallContext } from './call-context.js';
 import { fetchWhole, type WholeAnswer } from './fetch-whole.js';
@@ -54,11 +55,6 @@ export interface Forwarder {
   /** Calls handed to the upstream pool (at most upstream.connections), and calls waiting for one of its connections. */
   load: () => { inFlight: number; queued: number };
   close(): Promise<void>;
-}
-
-function hasBody(headers: FastifyRequest['headers']): boolean {
-  const length = headers['content-length'];
-  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** What every call of the forwarder shares (call-context.ts). */
@@ -122,25 +118,20 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
    */
   function forward(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const raw = request.raw;
-    if (request.rawBody !== undefined || !hasBody(raw.headers)) return send(request, reply, request.rawBody, undefined);
+    if (request.rawBody !== undefined || !declaresBody(raw.headers))
+      return send(request, reply, request.rawBody, undefined);
     const declared = raw.headers['content-length'];
     if (declared !== undefined && Number(declared) > bodyLimit) throw tooLarge(bodyLimit);
     // A declared length is enforced by Node's parser; a chunked body is counted as it arrives.
     if (declared !== undefined && Number(declared) > uploadLimits.bufferBytes) {
       return send(request, reply, undefined, streamedUpload(request, []));
     }
-    return readUpload(raw, uploadLimits, bodyHold(request, reply)).then((read) => {
+    // A body read whole is held against the process's body budget until its exchange ends.
+    return readUpload(raw, uploadLimits, holdBody(options.bodyBudget, request, options.isTrustedProxy)).then((read) => {
       if (read === undefined) return undefined; // the client left while sending it: nobody to answer
       if (Buffer.isBuffer(read)) return send(request, reply, read, undefined);
       return send(request, reply, undefined, streamedUpload(request, read.prefix));
     });
-  }
-
-  /** A body read whole is held against the process's body budget until its exchange ends. */
-  function bodyHold(request: FastifyRequest, reply: FastifyReply): BodyHold {
-    const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
-    onResponseClose(reply.raw, hold.release);
-    return hold;
   }
 
   /** A body larger than the buffer, streamed upstream as it arrives: on its caller's share while it lasts. */

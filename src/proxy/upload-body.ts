@@ -91,10 +91,11 @@ const EMPTY = Buffer.alloc(0);
 
 /**
  * Reads a body whole when it ends within limits.bufferBytes, held against `hold` (the process's body
- * budget); resolves with what was read so far (the request paused, the hold given back: the rest
- * streams on the caller's upload share) once it grows past that, and with undefined when the client
- * left (nobody to answer). Rejects with 413 past limits.maxBytes, 408 for a body that does not keep
- * the pace, and the budget's refusal; each closes the connection (the rest of the body is never read).
+ * budget, counted as its bytes arrive, never from what the head declares); resolves with what was read
+ * so far (the request paused, the hold given back: the rest streams on the caller's upload share) once
+ * it grows past that, and with undefined when the client left (nobody to answer). Rejects with 413 past
+ * limits.maxBytes, 408 for a body that does not keep the pace, and the budget's refusal; each closes
+ * the connection (the rest of the body is never read).
  */
 export function readUpload(
   raw: IncomingMessage,
@@ -102,11 +103,6 @@ export function readUpload(
   hold: BodyHold,
 ): Promise<Buffer | UploadPrefix | undefined> {
   if (raw.readableEnded) return Promise.resolve(EMPTY);
-  // Node's parser delivers exactly a declared length (the caller streams one over bufferBytes): taken up front.
-  const declared = raw.headers['content-length'];
-  const counted = declared === undefined;
-  const refused = counted ? undefined : hold.take(Number(declared));
-  if (refused !== undefined) return Promise.reject(refused);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -125,7 +121,7 @@ export function readUpload(
       size += chunk.length;
       pace.add(chunk.length);
       chunks.push(chunk);
-      const refused = counted && size <= limits.bufferBytes ? hold.take(chunk.length) : undefined;
+      const refused = size <= limits.bufferBytes ? hold.take(chunk.length) : undefined;
       if (size > limits.maxBytes) {
         finish();
         reject(closingConnection(tooLarge(limits.maxBytes)));

@@ -59,6 +59,24 @@ function sendFarewell(socket: Duplex, frame: Buffer): void {
   socket.end(frame, () => socket.destroy());
 }
 
+/**
+ * Whether a stream's client keeps within websocket.clientBytesPerSecond, past clientBurstBytes (a token
+ * bucket): each call takes the bytes just read and answers false once they pass it. Undefined: no bound.
+ */
+function clientPace(websocket: WebSocketConfig): ((bytes: number) => boolean) | undefined {
+  const { clientBytesPerSecond: rate, clientBurstBytes: burst } = websocket;
+  if (rate === 0) return undefined;
+  let tokens = burst;
+  let last = performance.now();
+  return (bytes) => {
+    const now = performance.now();
+    tokens = Math.min(burst, tokens + ((now - last) * rate) / 1000);
+    last = now;
+    tokens -= bytes;
+    return tokens >= 0;
+  };
+}
+
 /** The bytes read from `stream` from now on, after the `first` that came with the upgrade's head. */
 function countBytes(stream: Duplex, first: number): () => number {
   let bytes = first;
@@ -161,6 +179,19 @@ function sendUpgrade(
   call.start(timeout);
 }
 
+/**
+ * A client that sends faster than its pace is cut like an idle stream: no frame can be written into
+ * one under way. What it sends is the participant's to read; a Canton client sends little.
+ */
+function watchClientPace(socket: Duplex, head: Buffer, settings: WebSocketConfig, cut: () => void): void {
+  const keepsPace = clientPace(settings);
+  if (keepsPace === undefined) return;
+  keepsPace(head.length); // the bytes that came with the upgrade count (judged with the next)
+  socket.on('data', (chunk: Buffer) => {
+    if (!keepsPace(chunk.length)) cut();
+  });
+}
+
 export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSocketTunnels {
   const { replicas } = options;
   const secure = replicas.all.some((replica) => replica.url.protocol === 'https:');
@@ -230,6 +261,7 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
     const byParticipant = () => end('participant');
     const byClient = () => end('client');
     socket.on('close', byClient);
+    watchClientPace(socket, head, options.websocket, () => end('byte_rate'));
     // Every byte either way is read from or written to the client's socket, so its inactivity
     // timer is the tunnel's. A byte tunnel knows no frame boundaries: it closes both connections
     // (the client sees close code 1006) rather than write a close frame into a frame under way.

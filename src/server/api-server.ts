@@ -2,9 +2,10 @@
 // decorators, and the answers to requests that never reach a stage (malformed HTTP, a target Fastify
 // cannot decode), each still counted and logged as a request of its own. The stages, the route and
 // the hooks are app.ts's.
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { createClientErrorHandler } from './client-errors.js';
+import { createClientErrorHandler, rawRefusal } from './client-errors.js';
 import type { LimitsConfig, ServerConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { deferContinue } from './expect-continue.js';
@@ -12,13 +13,39 @@ import { sendGatewayError } from '../exchange/refusal.js';
 import { framingProblem, framingRefusal, webSocketOperationOf } from '../exchange/request-context.js';
 import { randomRequestId } from '../exchange/request-id.js';
 import { listenerSecureOptions, type ListenerTlsFiles } from './listener-tls.js';
-import { dispatchInTurn } from './pipelining.js';
+import { dispatchInTurn, type PipelineQueues } from './pipelining.js';
 import type { RequestTelemetry } from '../telemetry/request-telemetry.js';
 
 export interface ApiServerOptions {
   /** server.tls's files, read: HTTPS and WSS on the API listener. */
   readonly listenerTls: ListenerTlsFiles | undefined;
   readonly telemetry: Pick<RequestTelemetry, 'unroutedRefusal'>;
+  /** Given what pipelined requests wait now, for the metrics (read at scrape). */
+  readonly watchPipelining?: (queues: PipelineQueues) => void;
+}
+
+/**
+ * Requests Node would answer (or drop) itself, bare: another expectation than 100-continue (a bare
+ * 417) walks the stages like any call, refused by the request context stage in Canton's shape;
+ * CONNECT (its socket destroyed unanswered) gets the 404 every method the gateway does not serve gets.
+ */
+function refuseWhatNodeAnswers(api: FastifyInstance, telemetry: ApiServerOptions['telemetry']): void {
+  api.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) =>
+    api.server.emit('request', request, response),
+  );
+  api.server.on('connect', (request: IncomingMessage, socket: Duplex) => {
+    const id = randomRequestId();
+    const definition = Errors.GATEWAY_ROUTE_NOT_EXPOSED;
+    socket.on('error', () => undefined);
+    socket.end(rawRefusal(definition, 'Method CONNECT is not served by the gateway.', id), () => socket.destroy());
+    telemetry.unroutedRefusal({
+      id,
+      method: 'CONNECT',
+      status: definition.status,
+      errorCode: definition.code,
+      reason: 'CONNECT',
+    });
+  });
 }
 
 export function createApiServer(
@@ -39,7 +66,7 @@ export function createApiServer(
     // 24.12+; older versions ignore the option); measured in docs/performance.md.
     // Nothing here listens for a request's own events on such a call (a client that leaves is
     // seen on the response's close), and such a request is bodiless to the gateway's own body
-    // tests too (forward.ts hasBody, body/read.ts readRequestBody).
+    // tests too (body/read.ts declaresBody, readRequestBody).
     optimizeEmptyRequests: true,
     // A request without Host gets the gateway's coded 400 (request context stage), not Node's bare one.
     requireHostHeader: false,
@@ -110,10 +137,12 @@ export function createApiServer(
   });
 
   // A pipelined request walks its stages only when its answer's turn comes, and never behind an
-  // answer that closed the connection (after Fastify's own listener is in place).
-  dispatchInTurn(api.server);
+  // answer that closed the connection (after Fastify's own listener is in place); what waits is bounded.
+  const queues = dispatchInTurn(api.server, limits.pipelining);
+  options.watchPipelining?.(queues);
   // Expect: 100-continue is answered once a stage reads the body, not before the stages judged the call.
   deferContinue(api.server);
+  refuseWhatNodeAnswers(api, telemetry);
 
   // A call's exchange is its request (exchange.ts): these decorators are its fields.
   api.decorateRequest('kind', 'call');
@@ -124,7 +153,6 @@ export function createApiServer(
   api.decorateRequest('errorCode', null);
   api.decorateRequest('refusalReason', undefined); // set with errorCode when a stage refuses the call
   api.decorateRequest('rawBody', undefined);
-  api.decorateRequest('jsonBody', undefined);
   api.decorateRequest('traceContext', undefined); // set by the telemetry stage when propagating by hand
   api.decorateRequest('traceresponse', undefined); // set by the telemetry stage when tracing runs
   api.decorateRequest('replyHeaders', false); // set when CORS puts its headers on the reply

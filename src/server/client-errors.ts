@@ -21,6 +21,11 @@ export function clientErrorResponse(code: string | undefined, requestId?: string
     definition === Errors.GATEWAY_MALFORMED_REQUEST
       ? `The request is not valid HTTP/1.1 (${code ?? 'parse error'}).`
       : definition.description;
+  return rawRefusal(definition, cause, requestId);
+}
+
+/** A coded refusal as a whole HTTP/1.1 answer that closes its connection, for a socket no response object serves. */
+export function rawRefusal(definition: ErrorDefinition, cause: string, requestId?: string): string {
   const body = JSON.stringify(
     renderCantonError(definition, { cause, ...(requestId !== undefined && { correlationId: requestId }) }),
   );
@@ -52,6 +57,13 @@ export function createClientErrorHandler(
     const underWay =
       (socket as { _httpMessage?: { headersSent?: boolean; req?: { complete?: boolean } } | null })._httpMessage ??
       undefined;
+    if (error.code === 'HPE_CLOSED_CONNECTION') {
+      // Bytes after a request that said `Connection: close` (RFC 9112 §9.6): that request is the
+      // connection's last, and its answer, which closes it, is still owed. Nothing more is read.
+      if (underWay === undefined) socket.destroy();
+      else socket.pause();
+      return;
+    }
     // A request pipelined behind one whose whole request was read is a later one: an answer now would
     // be read as the answer to the earlier call (HTTP/1.1 answers in order), so the connection is
     // closed without one, and the refusal is counted and logged as its own request.

@@ -6,20 +6,16 @@
 // limit) gets its final status instead, without the client sending the body; Node then closes the
 // connection, as it does for any answer given without the 100 that was asked for.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { declaresBody } from '../body/read.js';
 
 /** Defers the 100 Continue of `server`'s requests until their body is first read. */
 export function deferContinue(server: Server): void {
   server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
     // Nothing to wait for: no content is framed (RFC 9112 §6.3), so 100 costs nothing and keeps the connection.
-    if (!framesContent(request)) response.writeContinue();
+    if (!declaresBody(request.headers)) response.writeContinue();
     else continueOnFirstRead(request, response);
     server.emit('request', request, response);
   });
-}
-
-function framesContent(request: IncomingMessage): boolean {
-  const length = request.headers['content-length'];
-  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /**

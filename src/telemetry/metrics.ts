@@ -67,6 +67,10 @@ export const MetricNames = {
   consumerCallDuration: 'ledger_gateway_consumer_call_duration_seconds',
   consumerQuotaRefusals: 'ledger_gateway_consumer_quota_refusals_total',
   upstreamTokenRequests: 'ledger_gateway_upstream_token_requests_total',
+  pipelinedRequestsWaiting: 'ledger_gateway_pipelined_requests_waiting',
+  pipelinedBytesWaiting: 'ledger_gateway_pipelined_bytes_waiting',
+  pipelinedConnectionsCut: 'ledger_gateway_pipelined_connections_cut_total',
+  tokenCacheBytes: 'ledger_gateway_token_cache_bytes',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -163,7 +167,7 @@ export interface GatewayMetrics {
   watchWebSocketStreams(open: () => number): void;
   /** Where ledger_gateway_ready reads each readiness check, as /readyz reports them (at scrape). */
   watchReadiness(checks: () => Readonly<Record<string, 'ok' | 'failing'>>): void;
-  /** A WebSocket tunnel closed; `endedBy`: client, participant, idle_timeout or shutdown. */
+  /** A WebSocket tunnel closed; `endedBy`: a StreamEnd (client, participant, idle_timeout, byte_rate, ...). */
   webSocketStreamEnded(operation: string, endedBy: string): void;
   /** A client connection closed as it was accepted, over protection.connections' `limit`. */
   connectionRefused(limit: 'total' | 'perAddress'): void;
@@ -173,6 +177,17 @@ export interface GatewayMetrics {
   watchReplicas(replicas: ReplicaReport): void;
   /** Where ledger_gateway_body_buffer_bytes reads the request bodies held in memory (at scrape). */
   watchBodyBuffer(heldBytes: () => number): void;
+  /** Where the pipelining metrics read what waits for its turn, and the connections cut (at scrape). */
+  watchPipelining(queues: PipelineReport): void;
+  /** Where ledger_gateway_token_cache_bytes reads the bytes of verified tokens remembered (at scrape). */
+  watchTokenCache(heldBytes: () => number): void;
+}
+
+/** What the pipelining metrics read: requests and bytes waiting now, connections cut so far. */
+export interface PipelineReport {
+  readonly requests: number;
+  readonly bytes: number;
+  readonly cuts: number;
 }
 
 /** What the replica metrics read: each replica's label (a configured name or its index, never a URL). */
@@ -372,7 +387,7 @@ function refusalMetrics(
   const streamsEnded = counter(
     MetricNames.webSocketStreamsEnded,
     'WebSocket streams closed, by operation and by what ended them ' +
-      '(client, participant, idle_timeout, shutdown, replica_changed).',
+      '(client, participant, idle_timeout, byte_rate, shutdown, replica_changed).',
     ['operation', 'ended_by'],
   );
   const connectionsRefused = counter(
@@ -428,6 +443,8 @@ type Watchers = Pick<
   | 'watchConnections'
   | 'watchReplicas'
   | 'watchBodyBuffer'
+  | 'watchPipelining'
+  | 'watchTokenCache'
 >;
 
 /** A gauge whose one value is read at each scrape. */
@@ -497,6 +514,49 @@ function scrapedMetrics(registry: Registry, counterName: CounterNamer): Watchers
     },
     ...loadMetrics(registry),
     ...healthMetrics(registry, counterName),
+    ...heldByCallersMetrics(registry, counterName),
+  };
+}
+
+/** What callers make the process hold: pipelined requests waiting (limits.pipelining) and the connections cut, verified tokens remembered (read at scrape). */
+function heldByCallersMetrics(
+  registry: Registry,
+  counterName: CounterNamer,
+): Pick<GatewayMetrics, 'watchPipelining' | 'watchTokenCache'> {
+  let queues: PipelineReport = { requests: 0, bytes: 0, cuts: 0 };
+  scrapedGauge(
+    registry,
+    MetricNames.pipelinedRequestsWaiting,
+    'Pipelined requests waiting for their turn on their client connection, all connections together (limits.pipelining.totalRequests).',
+    () => queues.requests,
+  );
+  scrapedGauge(
+    registry,
+    MetricNames.pipelinedBytesWaiting,
+    'Bytes of the heads of the pipelined requests waiting for their turn, all connections together (limits.pipelining.totalBytes).',
+    () => queues.bytes,
+  );
+  countedElsewhere(
+    registry,
+    counterName,
+    MetricNames.pipelinedConnectionsCut,
+    'Client connections closed at once because a pipelined request would have passed limits.pipelining.totalRequests or totalBytes.',
+    () => queues.cuts,
+  );
+  let tokenCacheBytes = () => 0;
+  scrapedGauge(
+    registry,
+    MetricNames.tokenCacheBytes,
+    'Bytes of the verified tokens the token cache remembers, against auth.tokenCache.maxBytes.',
+    () => tokenCacheBytes(),
+  );
+  return {
+    watchPipelining(report) {
+      queues = report;
+    },
+    watchTokenCache(heldBytes) {
+      tokenCacheBytes = heldBytes;
+    },
   };
 }
 

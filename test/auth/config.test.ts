@@ -35,7 +35,7 @@ describe('auth config: schema', () => {
       publicOperations: [],
       unsafeAllowHmacWithParticipant: false,
       keySets: { fetchTimeoutMs: 5000, refreshIntervalMs: 300000, unknownKeyCooldownMs: 5000 },
-      tokenCache: { maxEntries: 10000, negativeTtlMs: 5000 },
+      tokenCache: { maxEntries: 10000, maxBytes: 8388608, negativeTtlMs: 5000 },
       participantIdentityProviders: {
         enabled: false,
         refreshIntervalSeconds: 60,

@@ -85,12 +85,12 @@ describe('readRequestBody', () => {
     );
   });
 
-  it('holds bodies against the budget until their answer is sent: over a share 429, over the budget 503, either before the body is read', async () => {
+  it('holds the bytes of bodies as they arrive, never what the head declares, until their answer is sent: over a share 429, over the budget 503', async () => {
     const budget = new BodyBudget({ bufferedBodyBytes: 100, bufferedBodyShare: 0.5 });
     const { url, outcomes } = await serve(100, 5_000, budget);
     const { port, hostname } = new URL(url);
-    // Two unfinished bodies: one caller's 50 bytes (its whole share) and another's 40.
-    const unfinished = (caller: string, length: number) => {
+    // Unfinished bodies: `sent` of `length` bytes.
+    const unfinished = (caller: string, length: number, sent: number) => {
       const request = http.request({
         host: hostname,
         port,
@@ -98,11 +98,15 @@ describe('readRequestBody', () => {
         headers: { 'content-length': String(length), 'x-caller': caller },
       });
       request.on('error', () => undefined);
-      request.write('x');
+      if (sent > 0) request.write('x'.repeat(sent));
+      else request.flushHeaders();
       return request;
     };
-    const a = unfinished('a', 50);
-    const b = unfinished('b', 40);
+    // Declared whole, none of it sent: nothing held (a declared length once filled the budget with no body).
+    const declaredOnly = ['d', 'e', 'f'].map((caller) => unfinished(caller, 30, 0));
+    // One caller's 50 bytes (its whole share, one byte still to come) and another's 40.
+    const a = unfinished('a', 51, 50);
+    const b = unfinished('b', 41, 40);
     await expect.poll(() => budget.heldBytes).toBe(90);
     const post = (caller: string, body: string | ReadableStream) =>
       fetch(url, { method: 'POST', body, headers: { 'x-caller': caller }, duplex: 'half' });
@@ -120,6 +124,7 @@ describe('readRequestBody', () => {
       'GATEWAY_BODY_BUFFER_EXHAUSTED',
       'GATEWAY_BODY_BUFFER_EXHAUSTED',
     ]);
+    for (const request of declaredOnly) request.destroy();
     expect(budget.heldBytes).toBe(90);
     a.destroy();
     b.destroy();

@@ -10,7 +10,7 @@ describe('config validation', () => {
     expect(config.server).toMatchObject({ host: '0.0.0.0', port: 8080 });
     expect(config.admin).toMatchObject({ host: '0.0.0.0', port: 9464 });
     expect(config.upstream).toMatchObject({ url: 'sandbox', timeoutMs: 30000 });
-    expect(config.limits.bodyBytes).toBe(10485760);
+    expect(config.limits.bodyBytes).toBe(8388608);
   });
 
   it('names every bad key path at once', () => {

@@ -223,23 +223,31 @@ describe('uploads and the upstream pool', () => {
     }
   });
 
-  it('holds buffered bodies against limits.bufferedBodyBytes until their exchange ends: over the share 429, over the budget 503; a streamed one holds nothing', async () => {
+  it('holds buffered bodies against limits.bufferedBodyBytes as their bytes arrive, until their exchange ends: over the share 429, over the budget 503; a streamed one holds nothing', async () => {
     const participant = await startParticipant();
     const gw = (current.gw = await startGateway(participant.url, {
       limits: { bufferedBodyBytes: 3000, bufferedBodyShare: 0.5 },
     }));
-    const [alice, bob, carol] = await Promise.all(['alice', 'bob', 'carol'].map((sub) => gw.issuer.mint({ sub })));
-    const held = [openUpload(gw.url, alice!, 1500), openUpload(gw.url, bob!)];
-    held[1]!.send(Buffer.alloc(1000, 0x61)); // chunked: counted as it arrives
+    const [alice, bob, carol, dave] = await Promise.all(
+      ['alice', 'bob', 'carol', 'dave'].map((sub) => gw.issuer.mint({ sub })),
+    );
     const buffered = () => gauge(gw, 'ledger_gateway_body_buffer_bytes');
-    await expect.poll(buffered).toBe(2500);
+    // Declared, none of it sent: nothing held (declared lengths once filled the budget with no body).
+    const declaredOnly = [openUpload(gw.url, dave!, 1400), openUpload(gw.url, carol!, 1400)];
+    const held = [openUpload(gw.url, alice!, 1500), openUpload(gw.url, bob!)];
+    held[0]!.send(Buffer.alloc(1499, 0x61)); // declared: counted as it arrives too
+    held[1]!.send(Buffer.alloc(1000, 0x61)); // chunked
+    await expect.poll(buffered).toBe(2499);
     const overShare = openUpload(gw.url, alice!, 10);
+    overShare.send(Buffer.alloc(10, 0x61));
     expect((await overShare.answer)?.status).toBe(429);
     const overBudget = openUpload(gw.url, carol!, 600);
+    overBudget.send(Buffer.alloc(600, 0x61));
     const refused = await overBudget.answer;
     expect(refused?.status).toBe(503);
     expect(refused?.head).toMatch(/\r\nretry-after: 1\r\n/i);
     expect(refused?.body).toContain('GATEWAY_BODY_BUFFER_EXHAUSTED');
+    for (const upload of declaredOnly) upload.socket.destroy();
     // A body over upstream.bufferBodyBytes streams on its caller's upload share, not on this budget;
     // a chunked one gives back what it held once it outgrows the buffer.
     const streamed = openUpload(gw.url, carol!, 100_000);
@@ -247,12 +255,12 @@ describe('uploads and the upstream pool', () => {
     expect((await streamed.answer)?.status).toBe(200);
     const outgrown = openUpload(gw.url, carol!);
     outgrown.send(Buffer.alloc(400, 0x63));
-    await expect.poll(buffered).toBe(2900);
+    await expect.poll(buffered).toBe(2899);
     outgrown.send(Buffer.alloc(70_000, 0x63));
-    await expect.poll(buffered).toBe(2500);
+    await expect.poll(buffered).toBe(2499);
     outgrown.send(Buffer.alloc(10, 0x63), true);
     expect((await outgrown.answer)?.status).toBe(200);
-    held[0]!.send(Buffer.alloc(1500, 0x61));
+    held[0]!.send(Buffer.alloc(1, 0x61));
     expect((await held[0]!.answer)?.status).toBe(200);
     held[1]!.send(Buffer.alloc(10, 0x61), true);
     expect((await held[1]!.answer)?.status).toBe(200);

@@ -319,4 +319,37 @@ describe('websocket forwarding', () => {
       '{operation="onV2Updates",ended_by="idle_timeout"} 1',
     );
   });
+
+  it('cuts a stream whose client sends faster than websocket.clientBytesPerSecond past clientBurstBytes; logs, counts why', async () => {
+    const participant = await startWebSocketUpstream();
+    const log = logCapture();
+    gw = await startGateway(
+      participant.url,
+      { websocket: { clientBytesPerSecond: 10_000, clientBurstBytes: 50_000 } },
+      { logger: log.logger },
+    );
+    const url = `${gw.url.replace('http', 'ws')}/v2/updates`;
+    // Within the pace: 40 KB at once, then 5 KB every second for 2 s.
+    const steady = await open(url, ['daml.ws.auth'], gw.auth());
+    steady.ws.send('x'.repeat(40_000));
+    for (let i = 0; i < 4; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      steady.ws.send('y'.repeat(5_000));
+    }
+    expect(steady.ws.readyState).toBe(WebSocket.OPEN);
+    // Past it: 50 KB at once, then 60 KB more.
+    const flood = await open(url, ['daml.ws.auth'], gw.auth());
+    const closed = new Promise<number>((resolve) => flood.ws.once('close', (code) => resolve(code)));
+    flood.ws.send('z'.repeat(49_000));
+    flood.ws.send('z'.repeat(60_000));
+    expect(await closed).toBe(1006);
+    expect(steady.ws.readyState).toBe(WebSocket.OPEN);
+    steady.ws.close();
+    expect(await gw.registry.getSingleMetricAsString('ledger_gateway_websocket_streams_ended_total')).toContain(
+      '{operation="onV2Updates",ended_by="byte_rate"} 1',
+    );
+    expect(log.entries().filter((entry) => entry.msg === 'stream ended' && entry.reason === 'byte_rate')).toHaveLength(
+      1,
+    );
+  });
 });

@@ -2,6 +2,7 @@
 // participant, never crashes the gateway; the next request is served.
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 import { gatewayForFile } from '../helpers/file-gateway.js';
 
 const running = gatewayForFile({ server: { headersTimeoutMs: 1_000, requestTimeoutMs: 2_000, maxHeaderBytes: 8_192 } });
@@ -150,12 +151,28 @@ describe('hostile HTTP', () => {
     expect(running.upstream.requests.length).toBe(before);
   });
 
-  it('CONNECT: refused, no tunnel', async () => {
+  it("CONNECT: refused in Canton's shape, no tunnel", async () => {
     const before = running.upstream.requests.length;
     const answer = await exchange([
       `CONNECT 127.0.0.1:${running.upstream.port} HTTP/1.1\r\nHost: 127.0.0.1:${running.upstream.port}\r\n${auth()}\r\n`,
     ]);
-    expect(answer.status === undefined || answer.status >= 400).toBe(true);
+    expect(answer.status).toBe(404);
+    expect(answer.head).toMatch(/\r\nX-Request-Id: [0-9a-f-]{36}\r\n/i);
+    expect(Object.keys(JSON.parse(answer.body) as object).sort()).toEqual(JS_CANTON_ERROR_KEYS);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_ROUTE_NOT_EXPOSED' });
+    expect(running.upstream.requests.length).toBe(before);
+    await stillServes();
+  });
+
+  it("an Expect other than 100-continue: 417 in Canton's shape, connection closed, not forwarded", async () => {
+    const before = running.upstream.requests.length;
+    const answer = await exchange([
+      `POST /v2/parties HTTP/1.1\r\nHost: gw\r\n${auth()}Expect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+    ]);
+    expect(answer.status).toBe(417);
+    expect(answer.head).toMatch(/\r\nconnection: close\r\n/i);
+    expect(Object.keys(JSON.parse(answer.body) as object).sort()).toEqual(JS_CANTON_ERROR_KEYS);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: 'GATEWAY_EXPECTATION_FAILED' });
     expect(running.upstream.requests.length).toBe(before);
     await stillServes();
   });

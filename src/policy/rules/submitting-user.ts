@@ -24,9 +24,14 @@ export function otherUserViolation(userId: unknown, path: string, context: RuleC
 /** The rule for a body whose userId sits at its top level, or in the object under `holder`. */
 export function submittingUserRule(holder?: string): RequestRule {
   const path = holder === undefined ? 'userId' : `${holder}.userId`;
-  // No number on these routes is judged: none needs its exact digits.
-  return requestRule([], (body, context) => {
-    const commands = holder !== undefined && isObject(body) ? field(body, holder) : body;
-    return isObject(commands) ? otherUserViolation(field(commands, 'userId'), path, context) : undefined;
-  });
+  // No number on these routes is judged: none needs its exact digits. The userId sits at the top or in
+  // an envelope: the body is tokenized as it arrives, never parsed whole (shallow).
+  return requestRule(
+    [],
+    (body, context) => {
+      const commands = holder !== undefined && isObject(body) ? field(body, holder) : body;
+      return isObject(commands) ? otherUserViolation(field(commands, 'userId'), path, context) : undefined;
+    },
+    true,
+  );
 }

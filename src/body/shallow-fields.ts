@@ -1,0 +1,138 @@
+// The few fields a route is read for (a submission's userId, the audit trail's identifying fields),
+// taken from a body as its bytes arrive, by @streamparser/json's tokenizer: no tree is built, each
+// chunk costs work in proportion to its own size (no stall of the event loop at any body size), and
+// what is kept is the body's first four levels (the top-level fields, the envelopes such as
+// `commands`, a list's items and theirs), each string cut, each list and the whole bounded.
+import { TokenType as Token, Tokenizer } from '@streamparser/json';
+import { Errors, GatewayError } from '../errors.js';
+
+/** A kept string's longest length (the audit trail records 512 characters at most). */
+const KEPT_TEXT = 512;
+/** A kept list's most items. */
+const KEPT_ITEMS = 100;
+/**
+ * Levels kept: the top, an envelope or a list, its items, and theirs (a command's kind and its
+ * templateId, choice, contractId: what the audit trail records of each).
+ */
+const KEPT_DEPTH = 4;
+/** Values kept from one body, all levels together (a body of a million keys keeps no more). */
+const KEPT_VALUES = 10_000;
+
+type Scalar = string | number | boolean | null;
+type Kept = Scalar | Kept[] | { [key: string]: Kept };
+
+/** An open object or array: for an object, its current key; `kept` where its fields are kept. */
+interface Frame {
+  readonly isObject: boolean;
+  key: string | undefined;
+  /** The object the fields of this one go to (the top level, an envelope), or a list being kept. */
+  readonly into: { [key: string]: Kept } | Kept[] | undefined;
+}
+
+const keep = (value: Scalar): Scalar =>
+  typeof value === 'string' && value.length > KEPT_TEXT ? `${value.slice(0, KEPT_TEXT)}…` : value;
+
+function undecodable(cause: string): GatewayError {
+  return new GatewayError(Errors.DECODE_FAILURE, { cause });
+}
+
+/**
+ * Feeds a body's chunks as they arrive (`write`), then `end` gives its shallow object: its first
+ * KEPT_DEPTH levels, strings cut at KEPT_TEXT, lists at KEPT_ITEMS, at most KEPT_VALUES values.
+ * Not JSON, or not an object: the participant's decode failure; nested past `maxDepth`: the gateway's
+ * own 400, as parseJsonObject refuses them.
+ */
+export class ShallowFields {
+  private readonly tokenizer = new Tokenizer({ stringBufferSize: 64 * 1024 });
+  private readonly stack: Frame[] = [];
+  private readonly top: { [key: string]: Kept } = {};
+  private keptValues = 0;
+  private failure: GatewayError | undefined;
+  private sawValue = false;
+
+  /** `rulesRead`: keys kept whenever they are within the kept levels (those a rule judges). */
+  constructor(
+    private readonly maxDepth: number,
+    private readonly rulesRead: ReadonlySet<string> = new Set(),
+  ) {
+    this.tokenizer.onToken = ({ token, value }) => this.onToken(token, value);
+    this.tokenizer.onError = (error) => {
+      this.failure ??= undecodable(`Malformed JSON: ${error.message}`);
+    };
+  }
+
+  /** Tokenizes the next bytes; throws the body's refusal as soon as it is known. */
+  write(chunk: Uint8Array): void {
+    if (this.failure === undefined) this.tokenizer.write(chunk);
+    if (this.failure !== undefined) throw this.failure;
+  }
+
+  /** The shallow object, once the whole body was written. */
+  end(): Record<string, unknown> {
+    if (!this.sawValue && this.failure === undefined)
+      throw undecodable('Malformed JSON: the body is empty; this route needs a JSON object');
+    if (this.failure === undefined && !this.tokenizer.isEnded) this.tokenizer.end();
+    if (this.failure === undefined && this.stack.length > 0)
+      this.failure = undecodable('Malformed JSON: unexpected end');
+    if (this.failure !== undefined) throw this.failure;
+    return this.top;
+  }
+
+  private onToken(token: Token, value: Scalar): void {
+    const frame = this.stack[this.stack.length - 1];
+    if (token === Token.COLON || token === Token.COMMA) return;
+    if (token === Token.RIGHT_BRACE || token === Token.RIGHT_BRACKET) {
+      this.stack.pop();
+      return;
+    }
+    if (frame === undefined) {
+      if (this.sawValue || token !== Token.LEFT_BRACE) {
+        this.failure ??= undecodable("Got value with wrong type, expecting object at ''");
+        this.tokenizer.error(this.failure);
+        return;
+      }
+      this.sawValue = true;
+      this.stack.push({ isObject: true, key: undefined, into: this.top });
+      return;
+    }
+    // An object's key: a string where a key is expected.
+    if (frame.isObject && frame.key === undefined && typeof value === 'string' && token !== Token.LEFT_BRACE) {
+      frame.key = value;
+      return;
+    }
+    this.onValue(frame, token, value);
+  }
+
+  private onValue(frame: Frame, token: Token, value: Scalar): void {
+    const opens = token === Token.LEFT_BRACE || token === Token.LEFT_BRACKET;
+    const key = frame.key;
+    if (frame.isObject) frame.key = undefined;
+    if (opens && this.stack.length >= this.maxDepth) {
+      this.failure ??= new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, {
+        cause: `The body is nested deeper than ${this.maxDepth} levels.`,
+      });
+      this.tokenizer.error(this.failure);
+      return;
+    }
+    // Kept: what lies within KEPT_DEPTH levels, while fewer than KEPT_VALUES values are kept.
+    // The keys a rule reads (a userId) are kept whatever the count, within those levels.
+    const withinBudget = this.keptValues < KEPT_VALUES || (key !== undefined && this.rulesRead.has(key));
+    const keeps = frame.into !== undefined && withinBudget && (!opens || this.stack.length < KEPT_DEPTH);
+    const kept: Kept | undefined = !keeps ? undefined : !opens ? keep(value) : token === Token.LEFT_BRACKET ? [] : {};
+    const into = frame.into;
+    let attached = false;
+    if (Array.isArray(into)) {
+      attached = kept !== undefined && into.length < KEPT_ITEMS;
+      if (attached) into.push(kept!);
+    } else if (into !== undefined && key !== undefined) {
+      // A repeated key keeps its last value, as JSON.parse and circe do (one not kept is dropped).
+      attached = kept !== undefined;
+      if (attached) into[key] = kept!;
+      else delete into[key];
+    }
+    if (attached) this.keptValues++;
+    if (!opens) return;
+    const below = attached && typeof kept === 'object' && kept !== null ? kept : undefined;
+    this.stack.push({ isObject: token === Token.LEFT_BRACE, key: undefined, into: below });
+  }
+}
