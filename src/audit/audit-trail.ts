@@ -10,6 +10,7 @@ import type { FastifyRequest } from 'fastify';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import type { BodyBudget } from '../body/budget.js';
+import { parseInTurn } from '../body/parse-turns.js';
 import { declaresBody, readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { AuditConfig, AuditLevelName } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
@@ -179,23 +180,33 @@ function readAuditedFields(
     const hold = holdBody(options.bodyBudget, request, options.isTrustedProxy);
     return readRequestBody(request.raw, options.bodyLimits, hold).then((bytes) => {
       request.rawBody = bytes;
-      noteParsedObject(request, state, maxRecordBytes);
+      return noteParsedObject(request, state, options, maxRecordBytes);
     });
   }
-  noteParsedObject(request, state, maxRecordBytes);
-  return undefined;
+  return noteParsedObject(request, state, options, maxRecordBytes);
 }
 
-function noteParsedObject(request: FastifyRequest, state: AuditState, maxRecordBytes: number): void {
-  if (request.rawBody === undefined || request.rawBody.length === 0) return;
-  let body: unknown;
-  try {
-    body = JSON.parse(decodeBody(request.rawBody, declaredContentType(request.raw.rawHeaders)?.parameters.charset));
-  } catch {
-    return; // an unreadable body: the participant will refuse it; the attempt is still recorded
-  }
-  if (body !== null && typeof body === 'object' && !Array.isArray(body))
-    noteBody(state, body as Record<string, unknown>, maxRecordBytes);
+/** Parses the body's bytes for the record: a large body in a turn of its own (body/parse-turns.ts). */
+function noteParsedObject(
+  request: FastifyRequest,
+  state: AuditState,
+  options: AuditTrailOptions,
+  maxRecordBytes: number,
+): Promise<void> | undefined {
+  const bytes = request.rawBody;
+  if (bytes === undefined || bytes.length === 0) return undefined;
+  const caller = callerOf(request.principal, request.raw, options.isTrustedProxy);
+  const noted = parseInTurn(caller, bytes.length, () => {
+    let body: unknown;
+    try {
+      body = JSON.parse(decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset));
+    } catch {
+      return; // an unreadable body: the participant will refuse it; the attempt is still recorded
+    }
+    if (body !== null && typeof body === 'object' && !Array.isArray(body))
+      noteBody(state, body as Record<string, unknown>, maxRecordBytes);
+  });
+  return noted instanceof Promise ? noted : undefined;
 }
 
 export async function createAuditTrail(config: AuditConfig, options: AuditTrailOptions): Promise<AuditTrail> {
@@ -295,7 +306,11 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
       const state = newAuditState(exchange, level, config.responseCaptureBytes, isTrustedProxy);
       (exchange as Audited)[kAudit] = state;
       observeAnswer(exchange, state.capture);
-      if (level !== 'metadata') observeParsedBody(exchange, (body) => noteBody(state, body, maxRecordBytes));
+      // At level body an excerpt will not do: the body is then read whole from the bytes (readAuditedFields).
+      if (level !== 'metadata')
+        observeParsedBody(exchange, (body, whole) => {
+          if (whole || level !== 'body') noteBody(state, body, maxRecordBytes);
+        });
       onResponseClose(exchange.lifeline, () => outcome(exchange, state));
     },
     recordIntent(call) {

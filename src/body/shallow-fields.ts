@@ -6,10 +6,12 @@
 import { TokenType as Token, Tokenizer } from '@streamparser/json';
 import { Errors, GatewayError } from '../errors.js';
 
-/** A kept string's longest length (the audit trail records 512 characters at most). */
-const KEPT_TEXT = 512;
-/** A kept list's most items. */
-const KEPT_ITEMS = 100;
+/**
+ * A kept string's and a kept list's most characters and items: one more than the audit trail records
+ * (512 bytes of text, 100 items), so that its own cut, in bytes, sees there was more and names it.
+ */
+const KEPT_TEXT = 513;
+const KEPT_ITEMS = 101;
 /**
  * Levels kept: the top, an envelope or a list, its items, and theirs (a command's kind and its
  * templateId, choice, contractId: what the audit trail records of each).
@@ -30,7 +32,7 @@ interface Frame {
 }
 
 const keep = (value: Scalar): Scalar =>
-  typeof value === 'string' && value.length > KEPT_TEXT ? `${value.slice(0, KEPT_TEXT)}…` : value;
+  typeof value === 'string' && value.length > KEPT_TEXT ? value.slice(0, KEPT_TEXT) : value;
 
 function undecodable(cause: string): GatewayError {
   return new GatewayError(Errors.DECODE_FAILURE, { cause });
@@ -118,7 +120,17 @@ export class ShallowFields {
     // The keys a rule reads (a userId) are kept whatever the count, within those levels.
     const withinBudget = this.keptValues < KEPT_VALUES || (key !== undefined && this.rulesRead.has(key));
     const keeps = frame.into !== undefined && withinBudget && (!opens || this.stack.length < KEPT_DEPTH);
-    const kept: Kept | undefined = !keeps ? undefined : !opens ? keep(value) : token === Token.LEFT_BRACKET ? [] : {};
+    // A key a rule reads is judged whole (a long userId equal to the token's must still match).
+    const ruleReads = key !== undefined && this.rulesRead.has(key);
+    const kept: Kept | undefined = !keeps
+      ? undefined
+      : !opens
+        ? ruleReads
+          ? value
+          : keep(value)
+        : token === Token.LEFT_BRACKET
+          ? []
+          : {};
     const into = frame.into;
     let attached = false;
     if (Array.isArray(into)) {

@@ -3,7 +3,9 @@
 // parses the body (the request rules) hands it the object once, right after parsing and before
 // judging it, so that a write its rules refuse is still recorded with what it tried. The observer
 // reads what it needs at once and keeps no reference to the body.
-export type ParsedBodyObserver = (body: Record<string, unknown>) => void;
+// `whole` is false for an excerpt (body/shallow-fields.ts: the first levels of a large submission,
+// tokenized as it arrived): enough for identifying fields, not for a record of the body itself.
+export type ParsedBodyObserver = (body: Record<string, unknown>, whole: boolean) => void;
 
 const kObserver = Symbol('ledger-gateway.parsedBodyObserver');
 
@@ -14,6 +16,6 @@ export function observeParsedBody(exchange: object, observer: ParsedBodyObserver
 }
 
 /** Hands the parsed body to the exchange's observer, if a stage set one. */
-export function parsedBody(exchange: object, body: Record<string, unknown>): void {
-  (exchange as Observed)[kObserver]?.(body);
+export function parsedBody(exchange: object, body: Record<string, unknown>, whole = true): void {
+  (exchange as Observed)[kObserver]?.(body, whole);
 }

@@ -98,7 +98,7 @@ export function createPolicyStage(
     const fields = new ShallowFields(maxBodyDepth, SUBMITTING_USER);
     request.rawBody = await readRequestBody(request.raw, shallowLimits, hold, (chunk) => fields.write(chunk));
     const body = fields.end();
-    parsedBody(request, body); // the audit trail's identifying fields, before the rule may refuse it
+    parsedBody(request, body, false); // an excerpt: the audit trail's identifying fields, before the rule may refuse it
     const violation = rule(body, {
       path: pathOf(request.url),
       principal: request.principal,

@@ -52,7 +52,7 @@ describe('ShallowFields', () => {
     expect(read('{"a":{"b":[{"c":{"d":1},"e":2}]}}', 3)).toEqual({ a: { b: [{ e: 2 }] } });
   });
 
-  it('cuts kept strings at 512 characters and lists at 100 items', () => {
+  it('cuts kept strings at 513 characters and lists at 101 items (one more than the audit trail records, so it names its cut), never a key a rule reads', () => {
     const kept = read(
       `{"a":"${'x'.repeat(1_000)}","b":[${Array.from({ length: 300 }, (_, i) => i).join(',')}]}`,
       100,
@@ -61,7 +61,11 @@ describe('ShallowFields', () => {
       b: number[];
     };
     expect(kept.a).toHaveLength(513);
-    expect(kept.b).toHaveLength(100);
+    expect(kept.b).toHaveLength(101);
+    const userId = 'u'.repeat(2_000);
+    const fields = new ShallowFields(100, new Set(['userId']));
+    fields.write(Buffer.from(JSON.stringify({ userId })));
+    expect(fields.end().userId).toBe(userId);
   });
 
   it("refuses what the participant's decoder refuses, and nesting past maxDepth as the gateway does", () => {
