@@ -420,6 +420,11 @@ export const UpstreamCodes = {
   decodeFailure: 'DECODE_FAILURE',
   /** Canton's legacy v1 shape for an unknown route: {"errors":[...],"status":404}. */
   routeNotFound: 'ROUTE_NOT_FOUND',
+  /**
+   * pekko-http's own 503 when the participant has not begun its answer within
+   * `http-ledger-api.request-timeout` (20 s; Canton `JsonApiConfig.scala`): the call's outcome is unknown.
+   */
+  participantRequestTimeout: 'PARTICIPANT_REQUEST_TIMEOUT',
   /** JSON without a usable code, or an empty body. */
   unrecognized: 'UNRECOGNIZED_ERROR',
 } as const;

@@ -116,7 +116,7 @@ export const UpstreamSchema = Section(
     }),
     timeoutMs: Milliseconds(
       30_000,
-      "Bound on one upstream call: until the answer's headers (the wait for a free connection included), between two chunks of its body, and on a client that stops reading the answer.",
+      "Bound on one upstream call: until the answer's headers (the wait for a free connection included), between two chunks of its body, and on a client that stops reading the answer. Kept above the participant's own http-ledger-api.request-timeout (Canton's default 20 s), so that a call the participant cannot answer in time gets the participant's own 503 (counted PARTICIPANT_REQUEST_TIMEOUT) and this bound cuts only a participant that does not answer at all; raise both together (docs/forwarding.md).",
     ),
     operationTimeoutsMs: Type.Record(
       Type.String({ minLength: 1 }),
@@ -124,7 +124,7 @@ export const UpstreamSchema = Section(
       {
         default: {},
         description:
-          "Per-operation overrides of timeoutMs, by operation name (checked at start), e.g. { submitAndWaitForTransaction: 60000 }; for a WebSocket channel, the bound on the participant's answer to the upgrade.",
+          "Per-operation overrides of timeoutMs, by operation name (checked at start), e.g. { submitAndWaitForTransaction: 60000 } in front of a participant whose http-ledger-api.request-timeout is raised above 60 s (with Canton's 20 s, the participant answers first); for a WebSocket channel, the bound on the participant's answer to the upgrade.",
       },
     ),
     connectTimeoutMs: Milliseconds(5_000, 'Bound on opening a connection to the participant.'),
