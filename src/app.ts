@@ -197,6 +197,7 @@ function startLiveConfig(
     log,
     isTrustedProxy,
     onKeySetFetch: (issuer, result) => metrics.jwksRefresh(issuer, result),
+    onTokenAccepted: (issuer, kind) => metrics.tokenAccepted(issuer, kind),
     onAuthFailure: (reason: AuthFailureReason) => metrics.authFailure(reason),
     retireAfterMs: retireAfterMs(config),
     bodyBudget,

@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import type { Dispatcher } from 'undici';
 import { isDeepStrictEqual } from 'node:util';
-import { createAuthenticator, type Authenticator } from '../auth/authenticator.js';
+import { createAuthenticator, type Authenticator, type AuthenticatorOptions } from '../auth/authenticator.js';
 import type { AuthFailureReason } from '../auth/failure.js';
 import { authenticationStage } from '../auth/hooks.js';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
@@ -51,6 +51,8 @@ export interface LiveGeneration extends Generation {
 
 export interface LiveConfigOptions extends ProtectionStageOptions, PolicyStageOptions {
   readonly onKeySetFetch: (issuer: string, result: 'success' | 'failure') => void;
+  /** A token verified and accepted, through an audience or a scope (auth/claims.ts TokenKind). */
+  readonly onTokenAccepted?: AuthenticatorOptions['onTokenAccepted'];
   readonly onAuthFailure: (reason: AuthFailureReason) => void;
   /** How long an old generation may still serve a call: its resources are closed after that. */
   readonly retireAfterMs: number;
@@ -181,6 +183,7 @@ function buildGeneration(
     ? previous.authenticator
     : createAuthenticator(config.auth, config.upstream.url, {
         onKeySetFetch: options.onKeySetFetch,
+        ...(options.onTokenAccepted !== undefined && { onTokenAccepted: options.onTokenAccepted }),
         log: options.log,
         keySetDispatcher: (issuer) => (configured.has(issuer) ? undefined : participantKeySets),
       });
