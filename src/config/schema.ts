@@ -46,6 +46,13 @@ export const ServerSchema = Section(
       default: 16_384,
       description: 'Largest request head (request line + headers) accepted; larger gets 431.',
     }),
+    pathPrefix: Type.Optional(
+      Type.String({
+        pattern: "^(?:/(?!\\.{1,2}(?:/|$))[A-Za-z0-9._~!$&'()*+,;=:@-]+)+/?$",
+        description:
+          "A path prefix clients call the JSON API under, e.g. /api/json-api (as Splice's ingress and cn-quickstart expose it): a call or WebSocket upgrade under it is served as its path without the prefix (then put behind upstream.url's own path), and metrics, logs, traces and the audit trail see that path; any other path gets 404 as the participant answers a path it does not serve. Whole segments, matched byte for byte; no percent-encoding, dot segments, query or fragment; a trailing slash is ignored. The admin listener is not affected. Unset: no prefix. Needs a restart (docs/forwarding.md, section A client-facing path prefix).",
+      }),
+    ),
     trustedProxies: Type.Array(Type.String({ minLength: 1 }), {
       default: [],
       description:

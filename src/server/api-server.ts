@@ -9,6 +9,7 @@ import type { LimitsConfig, ServerConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { deferContinue } from './expect-continue.js';
 import { sendGatewayError } from '../exchange/refusal.js';
+import { normalizedPathPrefix, stripped, stripPathPrefix, stripUpgradeTargets } from '../exchange/path-prefix.js';
 import { framingProblem, framingRefusal, webSocketOperationOf } from '../exchange/request-context.js';
 import { randomRequestId } from '../exchange/request-id.js';
 import { listenerSecureOptions, type ListenerTlsFiles } from './listener-tls.js';
@@ -27,6 +28,8 @@ export function createApiServer(
   options: ApiServerOptions,
 ): FastifyInstance {
   const { listenerTls, telemetry } = options;
+  // server.pathPrefix: stripped from every target before it is routed, read or forwarded (exchange/path-prefix.ts).
+  const pathPrefix = normalizedPathPrefix(server.pathPrefix);
   // Node's own server options, for the HTTP listener or, with server.tls, the HTTPS one.
   const serverOptions = {
     maxHeaderSize: server.maxHeaderBytes,
@@ -46,7 +49,8 @@ export function createApiServer(
     // Only a WebSocket stream becomes an upgrade (request-context.ts webSocketOperationOf); any
     // other request with an Upgrade header is served as the plain call it is, with its route's
     // stages, as the participant serves it (Node 24.9+; older versions refuse those in handleUpgrade).
-    shouldUpgradeCallback: (request: IncomingMessage) => webSocketOperationOf(request) !== undefined,
+    shouldUpgradeCallback: (request: IncomingMessage) =>
+      webSocketOperationOf(stripped(request, pathPrefix)) !== undefined,
   };
 
   const api = Fastify({
@@ -72,6 +76,7 @@ export function createApiServer(
           },
         }),
     bodyLimit: limits.bodyBytes,
+    ...(pathPrefix !== undefined && { rewriteUrl: (request: IncomingMessage) => stripPathPrefix(request, pathPrefix) }),
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
     // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER (the parser
     // gave up before a method could be trusted), with a request id and a request line of its own.
@@ -109,6 +114,7 @@ export function createApiServer(
     },
   });
 
+  if (pathPrefix !== undefined) stripUpgradeTargets(api.server, pathPrefix);
   // A pipelined request walks its stages only when its answer's turn comes, and never behind an
   // answer that closed the connection (after Fastify's own listener is in place).
   dispatchInTurn(api.server);

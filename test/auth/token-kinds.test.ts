@@ -17,8 +17,9 @@ describe('ledger_gateway_tokens_accepted_total', () => {
   const current = perTest();
 
   it('counts each accepted token once by issuer and kind; refused tokens and cached calls are not counted', async () => {
-    current.upstream = await startRecordingUpstream();
-    const gw = await startGateway((current.upstream as { url: string }).url);
+    const upstream = await startRecordingUpstream();
+    current.upstream = upstream;
+    const gw = await startGateway(upstream.url);
     current.gw = gw;
     const audienceToken = await gw.issuer.mint({ sub: 'alice' });
     const scopeToken = await gw.issuer.mint({ sub: 'bob', aud: undefined, scope: 'openid daml_ledger_api' });
