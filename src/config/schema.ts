@@ -236,6 +236,13 @@ export const WebSocketSchema = Section(
         "well above your subscribers' quiet spells. 0: never.",
       0,
     ),
+    keepAliveSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 3600,
+      default: 0,
+      description:
+        "Every this many seconds, a WebSocket ping from the gateway to the client and to the participant, each between two frames of the stream and only while nothing waits to be written to that side; the pongs that answer them are dropped, every frame of the stream passes unchanged. Canton's v2 streams send no keep-alive and pekko-http closes a connection idle for 60 s (load balancers on the way too): 30 keeps a quiet subscription open through them. A side that sends no byte for a whole interval after its ping is gone: the tunnel closes (ended_by keepalive_timeout). Pings count as traffic for idleTimeoutMs. 0: no pings (docs/forwarding.md).",
+    }),
   },
   'WebSocket streams tunnelled to the participant.',
 );

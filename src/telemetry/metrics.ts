@@ -147,7 +147,7 @@ export interface GatewayMetrics {
   watchWebSocketStreams(open: () => number): void;
   /** Where ledger_gateway_ready reads each readiness check, as /readyz reports them (at scrape). */
   watchReadiness(checks: () => Readonly<Record<string, 'ok' | 'failing'>>): void;
-  /** A WebSocket tunnel closed; `endedBy`: client, participant, idle_timeout or shutdown. */
+  /** A WebSocket tunnel closed; `endedBy`: a StreamEnd (exchange/exchange.ts). */
   webSocketStreamEnded(operation: string, endedBy: string): void;
   /** A client connection closed as it was accepted, over protection.connections' `limit`. */
   connectionRefused(limit: 'total' | 'perAddress'): void;
@@ -365,7 +365,7 @@ function refusalMetrics(
   const streamsEnded = counter(
     MetricNames.webSocketStreamsEnded,
     'WebSocket streams closed, by operation and by what ended them ' +
-      '(client, participant, idle_timeout, shutdown, replica_changed).',
+      '(client, participant, idle_timeout, keepalive_timeout, shutdown, replica_changed).',
     ['operation', 'ended_by'],
   );
   const connectionsRefused = counter(
