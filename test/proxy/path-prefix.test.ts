@@ -106,6 +106,9 @@ describe('a gateway with server.pathPrefix', () => {
         `${upstreamPath}/v2/state/ledger-end`,
         `${upstreamPath}/v2/updates/transaction-tree-by-id/a%2Fb?verbose=true`,
       ]);
+      // The readiness probe asks the participant under its own path too, never under the client's.
+      await expect.poll(() => upstream.probes.length).toBeGreaterThan(0);
+      expect(new Set(upstream.probes.map((r) => r.url))).toEqual(new Set([`${upstreamPath}/v2/version`]));
       // The operation is the canonical route's, whatever the client called it under.
       expect(await requestsCounted(gw)).toEqual(
         expect.arrayContaining([
