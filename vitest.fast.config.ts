@@ -27,17 +27,17 @@ export const SLOW_TESTS = [
   'test/telemetry/tracing-process.test.ts',
   'test/protection/redis-failover.test.ts',
   'test/audit/process-audit.test.ts',
-  'test/config/reload-file-safety.test.ts',
+  'test/live/reload-file-safety.test.ts',
   'test/config/start-environment.test.ts',
   'test/process-shutdown.test.ts',
   // In process, but seconds of real waiting each: floods, failovers, held refreshes, listings.
   'test/auth/hostile-tokens.test.ts',
   'test/proxy/replicas.test.ts',
-  'test/auth/participant-idps-holds.test.ts',
-  'test/auth/participant-idps-listing.test.ts',
+  'test/live/participant-idps-holds.test.ts',
+  'test/live/participant-idps-listing.test.ts',
   'test/cache/version-cache.test.ts',
   'test/proxy/uploads.test.ts',
-  'test/proxy/upgrade-requests.test.ts',
+  'test/server/upgrade-requests.test.ts',
   'test/proxy/websocket.test.ts',
 ];
 

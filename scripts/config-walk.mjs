@@ -5,28 +5,20 @@
 //   rooms entered  the modules reached that way (app.ts and config/ left out);
 //   whole config   those of them that name GatewayConfig instead of the section they read;
 //   climbs         imports on the walk from a lower floor of the house to a higher one
-//                  (floors as in docs/development.md; a stage importing a stage is a climb too).
+//                  (the floors of floors.cjs; a stage importing a stage is a climb too).
 // dir defaults to this checkout; pass another checkout (a `git worktree add`) to measure an older build.
 import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const FLOORS = [
-  [/^src\/(main|app)\.ts$/, 9],
-  [/^src\/cli\//, 8],
-  [/^src\/server\//, 7],
-  [/^src\/live\//, 6],
-  [/^src\/(auth|protection|policy|cache|proxy|audit)\//, 5],
-  [/^src\/telemetry\//, 4],
-  [/^src\/exchange\//, 3],
-  [/^src\/body\//, 2],
-  [/^src\/config\//, 1],
-  [/^src\/sandbox\//, -1],
-  [/^src\/[^/]+\.ts$/, 0],
-];
-const floorOf = (path) => FLOORS.find(([pattern]) => pattern.test(path))?.[1] ?? 0;
-const stageOf = (path) => /^src\/(auth|protection|policy|cache|proxy|audit)\//.exec(path)?.[1];
+// The floors are the table's (floors.cjs), the one .dependency-cruiser.cjs reads; a folder with no floor counts as a climb.
+const { floorOf, roomOf } = createRequire(import.meta.url)('../floors.cjs');
+const isFolder = (path) => /^src\/[^/]+\//.test(path);
+/** Two rooms beside each other on one floor (a stage importing another stage). */
+const sideways = (from, to) =>
+  isFolder(from) && isFolder(to) && roomOf(from) !== roomOf(to) && floorOf(from) === floorOf(to);
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');
@@ -53,8 +45,8 @@ while (queue.length > 0) {
   const from = queue.shift();
   for (const { resolved: to } of modules.get(from).dependencies) {
     if (!takesConfig(to) || to === 'src/app.ts') continue;
-    const sideways = stageOf(from) !== undefined && stageOf(to) !== undefined && stageOf(from) !== stageOf(to);
-    if (floorOf(to) > floorOf(from) || sideways) climbs.push(`${from} -> ${to}`);
+    const up = floorOf(to) === undefined || floorOf(from) === undefined || floorOf(to) > floorOf(from);
+    if (up || sideways(from, to)) climbs.push(`${from} -> ${to}`);
     if (!entered.has(to)) {
       entered.add(to);
       queue.push(to);

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The process: load config, build the gateway, listen, drain on SIGTERM/SIGINT; SIGHUP: onReload.
 import type { FastifyInstance } from 'fastify';
-import type { Gateway, ReloadSource } from './app.js';
+import type { Gateway } from './app.js';
+import type { ReloadSource } from './live/running-configuration.js';
 import {
   DEVELOPMENT_ISSUER,
   developmentBanner,
@@ -218,12 +219,27 @@ process.on('unhandledRejection', (reason) => {
   process.exit(1);
 });
 
-main().catch((error: unknown) => {
-  const badArgument = (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
-  if (error instanceof ConfigError || error instanceof ListenFailure || badArgument) {
-    console.error(`ledger-gateway: ${withoutFileSecrets((error as Error).message)}`);
-    process.exit(2);
+/**
+ * What a start-up failure prints: the message, never a stack (an operator reads it in `kubectl logs`,
+ * a stack says nothing to them), on one line with its causes; a ConfigError keeps its list of problems.
+ */
+function startFailureText(error: unknown): string {
+  // Both already say what went wrong and where; a ListenFailure's cause is the raw EADDRINUSE line.
+  if (error instanceof ConfigError || error instanceof ListenFailure) return error.message;
+  if (!(error instanceof Error)) return typeof error === 'string' ? error : 'an unknown error';
+  const parts: string[] = [];
+  for (let cause: unknown = error; cause instanceof Error && parts.length < 4; cause = cause.cause) {
+    if (!parts.includes(cause.message)) parts.push(cause.message);
   }
-  console.error(`ledger-gateway: failed to start: ${withoutFileSecrets((error as Error).stack ?? String(error))}`);
-  process.exit(1);
+  return parts.join(': ').replace(/\s*\n\s*/g, ' ');
+}
+
+main().catch((error: unknown) => {
+  // Every start-up failure exits 2 (the configuration or the environment it names is at fault);
+  // once listening, a failure is the running process's (exit 1).
+  const badArgument = (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+  const expected = error instanceof ConfigError || error instanceof ListenFailure || badArgument === true;
+  const text = withoutFileSecrets(startFailureText(error));
+  console.error(`ledger-gateway: ${expected ? text : `failed to start: ${text}`}`);
+  process.exit(2);
 });

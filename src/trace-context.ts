@@ -182,3 +182,25 @@ const SAMPLED_BIT: number = TraceFlags.SAMPLED;
 export function isSampled(context: TraceContext): boolean {
   return (context.flags & SAMPLED_BIT) !== 0;
 }
+
+const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
+
+/** The trace id of a W3C traceparent header, or null when absent or invalid. */
+export function traceIdFromHeader(header: string | string[] | undefined): string | null {
+  const match = typeof header === 'string' ? TRACEPARENT.exec(header) : null;
+  return match?.[1] !== undefined && !/^0+$/.test(match[1]) ? match[1] : null;
+}
+
+/**
+ * The W3C trace id of a request (an exchange): its hand-propagated context's, the active span's, else
+ * the caller's traceparent's; null without any. For errors' traceId and lines that have no span.
+ */
+export function traceIdOf(request: {
+  readonly traceContext: TraceContext | undefined;
+  readonly raw: { readonly headers: IncomingHttpHeaders };
+}): string | null {
+  if (request.traceContext !== undefined) return request.traceContext.traceId;
+  const spanContext = trace.getActiveSpan()?.spanContext();
+  if (spanContext !== undefined && isSpanContextValid(spanContext)) return spanContext.traceId;
+  return traceIdFromHeader(request.raw.headers.traceparent);
+}

@@ -2,18 +2,17 @@
 // (test/helpers/system-tools.ts), the test files of those groups, and how to install each. Under CI those
 // groups ran and failed; the line says so too.
 import type { Reporter, RunnerTask, RunnerTestFile } from 'vitest/node';
-import { INSTALL, NEEDS_MARKER, toolAvailable, underCi, type SystemTool } from './helpers/system-tools.js';
+import { INSTALL, neededTools, toolAvailable, underCi, type SystemTool } from './helpers/system-tools.js';
 
 function markedFiles(tasks: readonly RunnerTask[], into: Map<SystemTool, Set<string>>, file: string): void {
   for (const task of tasks) {
-    const tool = NEEDS_MARKER.exec(task.name)?.[1] as SystemTool | undefined;
-    if (tool !== undefined && tool in INSTALL) {
+    const tools = neededTools(task.name).filter((tool): tool is SystemTool => tool in INSTALL);
+    for (const tool of tools) {
       let files = into.get(tool);
       if (files === undefined) into.set(tool, (files = new Set()));
       files.add(file);
-      continue;
     }
-    if (task.type === 'suite') markedFiles(task.tasks, into, file);
+    if (tools.length === 0 && task.type === 'suite') markedFiles(task.tasks, into, file);
   }
 }
 

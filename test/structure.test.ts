@@ -1,9 +1,10 @@
-// The structure of src/ (issues 28 and 33; .dependency-cruiser.cjs): no import cycle, type-only
-// imports included; telemetry/ and proxy/ never import each other; nothing but main.ts imports the
-// sandbox; the stages (auth, protection, policy, cache, proxy, audit) import no other stage and nothing above
-// them; telemetry/ imports no stage; exchange/, body/ and config/ import none of the floors above.
+// The structure of src/ (issues 28, 33 and 41; .dependency-cruiser.cjs, its floor rules generated from
+// the one table of floors, floors.cjs): no import cycle, type-only imports included; no room imports a
+// floor above its own (the stages import no server/ or live/, telemetry/ no stage, exchange/, body/ and
+// config/ none of the floors above), nor a room beside it (a stage another stage); proxy/ never imports
+// telemetry/; nothing but main.ts imports the sandbox; every folder of src/ has a floor.
 // The rules are also run on a small tree that breaks each of them, so that a rule which stopped
-// matching (a renamed folder, a changed option) cannot pass for a clean src/.
+// matching (a renamed folder, a changed option, a table that lost a line) cannot pass for a clean src/.
 import { readdirSync, readFileSync } from 'node:fs';
 import ts from 'typescript';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -13,6 +14,7 @@ import { cruise, type ICruiseOptions, type IViolation } from 'dependency-cruiser
 import extractDepcruiseOptions from 'dependency-cruiser/config-utl/extract-depcruise-options';
 import extractTSConfig from 'dependency-cruiser/config-utl/extract-ts-config';
 import { afterAll, describe, expect, it } from 'vitest';
+import floors from '../floors.cjs';
 import { ROOT } from './helpers/process.js';
 
 const CONFIG = join(ROOT, '.dependency-cruiser.cjs');
@@ -47,7 +49,7 @@ describe('the structure of src/', () => {
     });
 
     it(
-      'find a cycle (a type-only import too), telemetry/ and proxy/ importing each other, an import of the sandbox, a stage importing a stage or a floor above, telemetry/ importing a stage, a foundation importing above it',
+      'find a cycle (a type-only import too), proxy/ importing telemetry/, an import of the sandbox, a stage importing a stage or a floor above, telemetry/ importing a stage, a foundation importing above it, a folder without a floor',
       { timeout: 60_000 },
       async () => {
         fixture = await mkdtemp(join(tmpdir(), 'structure-'));
@@ -86,6 +88,12 @@ describe('the structure of src/', () => {
           'src/exchange/refusal.ts': "import { format } from '../telemetry/format.js';\nexport const X = format;\n",
           'src/body/json.ts': "import { CODE } from '../proxy/codes.js';\nexport const J = CODE;\n",
           'src/config/load.ts': "import { UP } from '../server/upgrades.js';\nexport const CF = UP;\n",
+          // A folder with no floor (issue 41 tried src/validation/ importing proxy/, live/ and server/,
+          // imported by policy/): every import to or from it is refused until it takes a floor.
+          'src/validation/schema.ts':
+            "import { CODE } from '../proxy/codes.js';\nimport { GEN } from '../live/generations.js';\n" +
+            "import { UP } from '../server/upgrades.js';\nexport const V = [CODE, GEN, UP];\n",
+          'src/policy/validate.ts': "import { V } from '../validation/schema.js';\nexport const PV = V;\n",
           'tsconfig.json': JSON.stringify({
             compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true },
             include: ['src/**/*.ts'],
@@ -102,10 +110,14 @@ describe('the structure of src/', () => {
           join(fixture, 'tsconfig.json'),
         );
         expect(found.sort()).toEqual([
-          'foundations-below-all: src/body/json.ts -> src/proxy/codes.ts',
-          'foundations-below-all: src/config/load.ts -> src/server/upgrades.ts',
-          'foundations-below-all: src/exchange/refusal.ts -> src/telemetry/format.ts',
+          'bodies-not-up: src/body/json.ts -> src/proxy/codes.ts',
+          'configuration-not-up: src/config/load.ts -> src/server/upgrades.ts',
+          'folder-without-floor: src/policy/validate.ts -> src/validation/schema.ts',
+          'folder-without-floor: src/validation/schema.ts -> src/live/generations.ts',
+          'folder-without-floor: src/validation/schema.ts -> src/proxy/codes.ts',
+          'folder-without-floor: src/validation/schema.ts -> src/server/upgrades.ts',
           'no-cycle: src/app.ts -> src/auth/hooks.ts -> src/app.ts',
+          'one-request-not-up: src/exchange/refusal.ts -> src/telemetry/format.ts',
           'proxy-not-to-telemetry: src/proxy/forward.ts -> src/telemetry/format.ts',
           'sandbox-stays-aside: src/auth/dev-mode.ts -> src/sandbox/seed.ts',
           'stages-not-sideways: src/cache/codes.ts -> src/proxy/codes.ts',
@@ -113,10 +125,9 @@ describe('the structure of src/', () => {
           'stages-not-up: src/auth/hooks.ts -> src/app.ts',
           'stages-not-up: src/policy/stage.ts -> src/server/upgrades.ts',
           'stages-not-up: src/protection/stage.ts -> src/live/generations.ts',
-          'telemetry-below-stages: src/telemetry/logging.ts -> src/live/generations.ts',
-          'telemetry-below-stages: src/telemetry/metrics.ts -> src/proxy/codes.ts',
-          'telemetry-below-stages: src/telemetry/request-telemetry.ts -> src/auth/extract.ts',
-          'telemetry-not-to-proxy: src/telemetry/metrics.ts -> src/proxy/codes.ts',
+          'telemetry-not-up: src/telemetry/logging.ts -> src/live/generations.ts',
+          'telemetry-not-up: src/telemetry/metrics.ts -> src/proxy/codes.ts',
+          'telemetry-not-up: src/telemetry/request-telemetry.ts -> src/auth/extract.ts',
         ]);
       },
     );
@@ -131,6 +142,35 @@ describe('the rooms of src/', () => {
     const files = entries.filter((entry) => entry.isFile()).map((entry) => entry.name);
     expect(files.length, files.join(', ')).toBeLessThanOrEqual(8);
     expect(files).toEqual(expect.arrayContaining(['main.ts', 'app.ts', 'errors.ts', 'operations.ts']));
+  });
+
+  it('gives every folder a floor in the one table (floors.cjs)', () => {
+    expect(floors.foldersWithoutFloor(src)).toEqual([]);
+  });
+
+  it('finds a folder without a floor (the check can fail)', async () => {
+    const tree = await mkdtemp(join(tmpdir(), 'floors-'));
+    try {
+      for (const folder of ['auth', 'validation']) await mkdir(join(tree, folder));
+      expect(floors.foldersWithoutFloor(tree)).toEqual(['validation']);
+    } finally {
+      await rm(tree, { recursive: true, force: true });
+    }
+  });
+
+  it("shows each room on its table's floor, top to bottom, in docs/development.md's layout", () => {
+    const rows = readFileSync(join(ROOT, 'docs', 'development.md'), 'utf8')
+      .split('\n')
+      .filter((line) => /^\| [a-z ]+ \| `src\//.test(line))
+      .map((line) => {
+        const [floor, rooms] = line.split(' | ').map((cell) => cell.replace(/^\| /, ''));
+        return { floor: floor!, rooms: [...rooms!.matchAll(/`src\/([^/`]+)/g)].map((match) => match[1]!) };
+      });
+    const shown = new Map(rows.flatMap((row) => row.rooms.map((room) => [room, row.floor] as const)));
+    for (const [room, floor] of Object.entries(floors.ROOMS)) expect(shown.get(room), room).toBe(floor);
+    const order = rows.map((row) => floors.FLOORS.indexOf(row.floor));
+    expect(order).not.toContain(-1);
+    expect(order).toEqual([...order].sort((a, b) => a - b));
   });
 
   it('opens every folder with one line saying what it holds and what it may import', () => {

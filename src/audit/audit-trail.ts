@@ -15,8 +15,8 @@ import type { AuditConfig, AuditLevelName } from '../config/schema.js';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, Errors, GatewayError, outcomeCode } from '../errors.js';
 import { observeAnswer } from '../exchange/answer-observer.js';
 import { callerOf, clientAddress } from '../exchange/caller.js';
-import type { Exchange, Stage } from '../exchange/exchange.js';
-import { traceIdOf } from '../exchange/request-context.js';
+import type { CallStage, Exchange, Stage } from '../exchange/exchange.js';
+import { traceIdOf } from '../trace-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
 import { pathOf } from '../operations.js';
 import { redactSecrets } from '../telemetry/logging.js';
@@ -45,11 +45,11 @@ export interface AuditTrail {
   /** After authorization: marks an audited write (and watches its end); reads pass untouched. */
   readonly stage: Stage;
   /**
-   * Right before a call is forwarded: undefined for a call not audited, else a promise that settles
-   * once its intent record is written (durable: synced), or rejects with GATEWAY_AUDIT_UNAVAILABLE
-   * (failMode closed) when it cannot be.
+   * The call stage right before cache-or-forward: undefined for a call not audited, else a promise
+   * that settles once its intent record is written (durable: synced), or rejects with
+   * GATEWAY_AUDIT_UNAVAILABLE (failMode closed) when it cannot be.
    */
-  beforeForward(request: FastifyRequest): Promise<void> | undefined;
+  readonly recordIntent: CallStage;
   /** A reload's policy (audit.policy): which writes, at which level. */
   setPolicy(policy: AuditPolicy): void;
   readonly writer: TrailWriter;
@@ -280,9 +280,10 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
       observeAnswer(exchange, state.capture);
       onResponseClose(exchange.lifeline, () => outcome(exchange, state));
     },
-    beforeForward(request) {
-      const state = (request as Audited)[kAudit];
-      return state === undefined ? undefined : recordIntent(request, state);
+    recordIntent(call) {
+      if (!call.operation.writes) return undefined;
+      const state = (call as Audited)[kAudit];
+      return state === undefined ? undefined : recordIntent(call, state);
     },
     setPolicy(next) {
       policy = next;

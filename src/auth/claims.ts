@@ -53,13 +53,15 @@ export type TokenKind = 'audience' | 'scope';
  * the scopes hold `daml_ledger_api` (aud then empty or one participant id), else refused.
  */
 export function checkAudienceAndScope(claims: Claims, rules: ClaimRules): TokenKind {
+  // The reasons name the configured value's key, never the value: it may be read from a secret file,
+  // and a refusal's reason is logged.
   const audiences = audiencesOf(claims);
   if (rules.audience !== undefined || rules.scope !== undefined) {
     if (rules.audience !== undefined && !audiences.includes(rules.audience)) {
-      throw new AuthFailure('audience', `aud does not contain the issuer's audience ${rules.audience}`);
+      throw new AuthFailure('audience', "aud does not contain the issuer's audience");
     }
     if (rules.scope !== undefined && !scopesOf(claims).includes(rules.scope)) {
-      throw new AuthFailure('scope', `scope does not contain the issuer's scope ${rules.scope}`);
+      throw new AuthFailure('scope', "scope does not contain the issuer's scope");
     }
     return rules.audience !== undefined ? 'audience' : 'scope';
   }
@@ -72,7 +74,7 @@ export function checkAudienceAndScope(claims: Claims, rules: ClaimRules): TokenK
     if (ids.length !== 1)
       throw new AuthFailure('audience', `aud must hold exactly one ${CANTON_AUDIENCE_PREFIX}<participantId>`);
     if (rules.participantId !== undefined && ids[0] !== rules.participantId) {
-      throw new AuthFailure('audience', `the token's participant audience is not ${rules.participantId}`);
+      throw new AuthFailure('audience', "the token's participant audience is not auth.participantId");
     }
     return 'audience';
   }
@@ -80,7 +82,7 @@ export function checkAudienceAndScope(claims: Claims, rules: ClaimRules): TokenK
     if (audiences.length > 1)
       throw new AuthFailure('audience', "a scope-based token's aud must be empty or a single participant id");
     if (rules.participantId !== undefined && audiences.length === 1 && audiences[0] !== rules.participantId) {
-      throw new AuthFailure('audience', `the scope-based token's aud is not ${rules.participantId}`);
+      throw new AuthFailure('audience', "the scope-based token's aud is not auth.participantId");
     }
     return 'scope';
   }

@@ -6,36 +6,36 @@
 // gateway fetch from its own pod network or a cloud metadata address (169.254.169.254).
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { Agent } from 'undici';
 
-/** Special-purpose ranges (IANA IPv4 and IPv6 Special-Purpose Address Registries, RFC 6890) not reachable publicly. */
-const NON_PUBLIC_RANGES: ReadonlyArray<readonly [string, number, 'ipv4' | 'ipv6']> = [
-  ['0.0.0.0', 8, 'ipv4'], // "this network" (RFC 791)
-  ['10.0.0.0', 8, 'ipv4'], // private (RFC 1918)
-  ['100.64.0.0', 10, 'ipv4'], // shared address space, carrier-grade NAT (RFC 6598)
-  ['127.0.0.0', 8, 'ipv4'], // loopback
-  ['169.254.0.0', 16, 'ipv4'], // link-local, cloud metadata (RFC 3927)
-  ['172.16.0.0', 12, 'ipv4'], // private (RFC 1918)
-  ['192.0.0.0', 24, 'ipv4'], // IETF protocol assignments (RFC 6890)
-  ['192.168.0.0', 16, 'ipv4'], // private (RFC 1918)
-  ['198.18.0.0', 15, 'ipv4'], // benchmarking (RFC 2544)
-  ['224.0.0.0', 3, 'ipv4'], // multicast and reserved, broadcast
-  ['::', 128, 'ipv6'], // unspecified
-  ['::1', 128, 'ipv6'], // loopback
-  ['fc00::', 7, 'ipv6'], // unique local (RFC 4193)
-  ['fe80::', 10, 'ipv6'], // link-local
-  ['fec0::', 10, 'ipv6'], // site-local, deprecated (RFC 3879)
-  ['ff00::', 8, 'ipv6'], // multicast
-];
+/**
+ * IPv4-compatible IPv6 (::a.b.c.d, RFC 4291 §2.5.5.1, deprecated): ipaddr.js calls it unicast, but it
+ * carries an IPv4 address as the transition forms do.
+ */
+const IPV4_COMPATIBLE = ipaddr.parseCIDR('::/96');
 
-const NON_PUBLIC = new BlockList();
-for (const [network, prefix, family] of NON_PUBLIC_RANGES) NON_PUBLIC.addSubnet(network, prefix, family);
+/**
+ * Whether an address is publicly routable: ipaddr.js's "unicast", i.e. none of the IANA IPv4 and IPv6
+ * Special-Purpose Address Registries' ranges (RFC 6890). Every form that carries an IPv4 address inside
+ * IPv6 is refused whatever it carries: IPv4-mapped and -compatible, NAT64 (64:ff9b::/96, RFC 6052;
+ * 64:ff9b:1::/48, RFC 8215), 6to4 (2002::/16, RFC 3056), Teredo (2001::/32, RFC 4380), SIIT (RFC 6145);
+ * a gateway next to a NAT64 or 6to4 relay would otherwise reach 127.0.0.1 or 169.254.169.254 through them.
+ */
+function isPublic(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  const parsed = ipaddr.parse(address);
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).match(IPV4_COMPATIBLE)) return false;
+  return parsed.range() === 'unicast';
+}
 
-/** An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is judged as the IPv4 address it carries. */
+const isLoopback = (address: string) => ipaddr.isValid(address) && ipaddr.process(address).range() === 'loopback';
+
+/** An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is matched against allowedJwksHosts as the IPv4 address it carries. */
 function normalized(address: string): { address: string; family: 'ipv4' | 'ipv6' } {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped !== null) return { address: mapped[1]!, family: 'ipv4' };
-  return { address, family: isIP(address) === 6 ? 'ipv6' : 'ipv4' };
+  const plain = ipaddr.isValid(address) ? ipaddr.process(address) : undefined;
+  if (plain === undefined) return { address, family: isIP(address) === 6 ? 'ipv6' : 'ipv4' };
+  return { address: plain.toString(), family: plain.kind() };
 }
 
 function isLoopbackName(host: string): boolean {
@@ -91,10 +91,7 @@ export function jwksHostRule(allowedHosts: readonly string[]): JwksHostRule {
     const { address: plain, family } = normalized(address);
     return addresses.check(plain, family);
   };
-  const nonPublic = (address: string) => {
-    const { address: plain, family } = normalized(address);
-    return NON_PUBLIC.check(plain, family);
-  };
+  const nonPublic = (address: string) => !isPublic(address);
 
   return {
     problemOf(jwksUrl) {
@@ -107,11 +104,11 @@ export function jwksHostRule(allowedHosts: readonly string[]): JwksHostRule {
       const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
       const literal = isIP(host) !== 0;
       const allowed = names.has(host.replace(/\.$/, '')) || (literal && allowedAddress(host));
-      const loopback = literal ? nonPublic(host) && /^(127\.|::1$|::ffff:127\.)/.test(host) : isLoopbackName(host);
+      const loopback = literal ? isLoopback(host) : isLoopbackName(host);
       if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowed && loopback))
         return 'jwksUrl: must be https (http only for a loopback host allowed in auth.participantIdentityProviders.allowedJwksHosts)';
       if (!allowed && (literal ? nonPublic(host) : isLoopbackName(host)))
-        return 'jwksUrl: names a loopback, link-local or private address; allow it in auth.participantIdentityProviders.allowedJwksHosts';
+        return 'jwksUrl: names a loopback, link-local or private address (or another special-purpose one, IPv4 inside IPv6 included); allow it in auth.participantIdentityProviders.allowedJwksHosts';
       return undefined;
     },
     addressAllowed(hostname, address) {

@@ -57,7 +57,8 @@ export interface VersionCache {
     upstreamKey: string,
     settings: VersionCacheSettings,
   ): Promise<void> | undefined;
-  clear(): void;
+  /** Empties the cache (the admin purge, a reload that changes the TTLs). */
+  readonly clear: () => void;
 }
 
 /** Answer headers that are about this one exchange, never replayed from the cache. */

@@ -1,7 +1,8 @@
 // --check: everything start-up would judge, without starting anything (Envoy's --mode validate,
 // `kong check`): the file and the environment, every file the config names (TLS certificates and
-// keys, issuers' public keys, ${file:...} secrets), the auth, protection and policy sections.
+// keys, issuers' public keys, ${file:...} secrets, FILE_CHECKS below), the auth, protection and policy sections.
 // Nothing listens and nothing is fetched (a JWKS URL is checked for its form, not fetched).
+import { readFileSync } from 'node:fs';
 import { resolveAuthConfig } from '../auth/config.js';
 import { isDevelopmentMode } from '../auth/dev-mode.js';
 import { effectiveConfigYaml } from '../config/effective.js';
@@ -23,6 +24,35 @@ export interface CheckResult {
  * passes the running answer: it can neither enter nor leave the mode.
  */
 export type DevelopmentMode = boolean | ((config: GatewayConfig) => boolean);
+
+/** Why a file holding one secret (a bearer token) cannot serve: unreadable or empty. Its contents are never echoed. */
+function secretFileProblem(key: string, file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    return `${key}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
+  }
+  return text.trim() === '' ? `${key}: ${file} is empty` : undefined;
+}
+
+/**
+ * The files the configuration names beyond those the load and the sections' own checks read (the
+ * listener's and the upstream's TLS files, issuers' publicKeyFile): files read at each use or only
+ * when their room is built, judged here as they will be read, so that --check and the start name a
+ * missing one. One line per file; the sections whose types must be sound first.
+ */
+const FILE_CHECKS: ReadonlyArray<{
+  readonly sections: readonly string[];
+  readonly problem: (config: GatewayConfig) => string | undefined;
+}> = [
+  {
+    sections: ['auth'],
+    problem: ({ auth }) =>
+      secretFileProblem('auth.participantIdentityProviders.tokenFile', auth.participantIdentityProviders.tokenFile),
+  },
+];
 
 /**
  * Loads the configuration and judges every section (the schema and values, then auth, protection
@@ -64,6 +94,12 @@ export function judgeConfiguration(
   }
   judge(['protection'], () => resolveProtectionConfig(config.protection));
   judge(['policy', 'cors'], () => assertPolicyConfig(config));
+  for (const { sections, problem } of FILE_CHECKS) {
+    judge(sections, () => {
+      const found = problem(config);
+      if (found !== undefined) throw new ConfigError(file ?? 'defaults + environment', [found]);
+    });
+  }
   if (problems.length > 0 || loaded === undefined)
     throw new ConfigError(file ?? 'defaults + environment', problems, { config, sound });
   return { loaded, notes };

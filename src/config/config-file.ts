@@ -3,7 +3,7 @@
 // either bound is refused as invalid (at start: exit 2; on a reload: the running config stays).
 import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
+import { CST, Lexer, parse as parseYaml } from 'yaml';
 
 /** A Kubernetes ConfigMap holds at most 1 MiB; a real gateway config is a few KB. */
 export const MAX_CONFIG_FILE_BYTES = 1024 * 1024;
@@ -40,68 +40,146 @@ export function readConfigText(file: string): { text: string } | { problem: stri
   }
 }
 
-/**
- * How deep the YAML text nests, an upper estimate read without parsing: flow brackets open (outside
- * quotes and comments), block indentation levels, and `- ` / `? ` indicators that open a nested
- * collection on the same line (`- - - x`). The parser recurses per level, so depth is bounded first.
- */
-export function yamlNestingDepth(text: string): number {
-  let deepest = 0;
-  let flow = 0;
-  const indents: number[] = [];
-  for (const line of text.split(/\r?\n/)) {
-    let index = 0;
-    while (line[index] === ' ') index++;
-    if (flow === 0 && index < line.length && line[index] !== '#') {
-      while (indents.length > 0 && indents.at(-1)! >= index) indents.pop();
-      indents.push(index);
-    }
-    let inline = 0;
-    while (/^[-?](?: |$)/.test(line.slice(index))) {
-      inline++;
-      index += 2;
-      while (line[index] === ' ') index++;
-    }
-    let quote: string | undefined;
-    for (; index < line.length; index++) {
-      const char = line[index];
-      if (quote !== undefined) {
-        if (char === '\\' && quote === '"') index++;
-        else if (char === quote) quote = undefined;
-      } else if (char === '"' || char === "'") quote = char;
-      else if (char === '#' && (index === 0 || /\s/.test(line[index - 1]!))) break;
-      else if (char === '[' || char === '{') deepest = Math.max(deepest, indents.length + inline + ++flow);
-      else if ((char === ']' || char === '}') && flow > 0) flow--;
-    }
-    deepest = Math.max(deepest, indents.length + inline + flow);
-  }
-  return deepest;
+/** Most nodes (scalars, aliases, collections, list items) a config file may hold; parsing costs about 1 KiB of heap each. */
+export const MAX_CONFIG_NODES = 10_000;
+
+/** yaml's default, stated: an alias resolved more often than this (a "billion laughs") fails the parse. */
+const MAX_ALIAS_COUNT = 100;
+
+/** What the lexer saw of a YAML text: how deep it nests (an upper estimate) and how many nodes it holds. */
+export interface YamlExtent {
+  readonly depth: number;
+  readonly nodes: number;
 }
 
-/** What a reload compares between two versions of the file: its digest and the keys it names. */
+/** Tokens that hold no node and open no level. */
+const NEUTRAL = new Set(['doc-mode', 'byte-order-mark', 'directive-line', 'doc-start', 'doc-end', 'anchor', 'tag']);
+
+/**
+ * How deep the YAML text nests and how many nodes it holds, read with yaml's own lexer (a generator
+ * that keeps no tree: a few MB of heap for any file within MAX_CONFIG_FILE_BYTES), so quotes and
+ * plain scalars are told apart exactly as the parser will (`it's [[[[` fooled a hand-written scan).
+ * Depth: block indentation levels, `- ` / `? ` indicators that open a nested collection on the same
+ * line (`- - - x`), and flow brackets. The parser builds its tree for the whole file before any key
+ * is checked, about 1 KiB of heap per node, and recurses per level: both are bounded first.
+ */
+export function yamlExtent(text: string): YamlExtent {
+  let depth = 0;
+  let nodes = 0;
+  let flow = 0;
+  let inline = 0;
+  let indent = 0;
+  let lineStart = true;
+  let scalarText = false;
+  const indents: number[] = [];
+  for (const token of new Lexer().lex(text)) {
+    if (scalarText) {
+      // The text of a plain or block scalar, after its marker token; a block scalar's ends its line.
+      scalarText = false;
+      if (token.endsWith('\n')) [lineStart, indent, inline] = [true, 0, 0];
+      continue;
+    }
+    const type = CST.tokenType(token);
+    if (type === 'newline') {
+      [lineStart, indent, inline] = [true, 0, 0];
+      continue;
+    }
+    if (type === 'space') {
+      if (lineStart) indent = token.length;
+      continue;
+    }
+    if (type === 'comment' || (typeof type === 'string' && NEUTRAL.has(type))) continue;
+    if (lineStart && flow === 0) {
+      while (indents.length > 0 && indents.at(-1)! >= indent) indents.pop();
+      indents.push(indent);
+    }
+    lineStart = false;
+    switch (type) {
+      case 'scalar':
+        scalarText = true;
+        nodes++;
+        break;
+      case 'single-quoted-scalar':
+      case 'double-quoted-scalar':
+      case 'alias':
+        nodes++;
+        break;
+      case 'seq-item-ind':
+      case 'explicit-key-ind':
+        inline++;
+        nodes++;
+        break;
+      case 'flow-seq-start':
+      case 'flow-map-start':
+        flow++;
+        nodes++;
+        break;
+      case 'flow-seq-end':
+      case 'flow-map-end':
+        if (flow > 0) flow--;
+        break;
+    }
+    depth = Math.max(depth, indents.length + inline + flow);
+  }
+  return { depth, nodes };
+}
+
+/**
+ * The config file's text parsed, or why it is not: nested deeper than MAX_CONFIG_NESTING or holding
+ * more than MAX_CONFIG_NODES nodes (both judged before the parser builds anything), duplicate keys,
+ * aliases past MAX_ALIAS_COUNT, or not YAML. Start and every reload parse through here alike.
+ */
+export function parseConfigYaml(text: string, prettyErrors = false): { parsed: unknown } | { problem: string } {
+  const { depth, nodes } = yamlExtent(text);
+  if (depth > MAX_CONFIG_NESTING)
+    return { problem: `the file nests ${depth} levels deep; at most ${MAX_CONFIG_NESTING} are read` };
+  if (nodes > MAX_CONFIG_NODES)
+    return { problem: `the file holds ${nodes} YAML nodes; at most ${MAX_CONFIG_NODES} are read` };
+  try {
+    return { parsed: parseYaml(text, { prettyErrors, uniqueKeys: true, maxAliasCount: MAX_ALIAS_COUNT }) };
+  } catch (error) {
+    return { problem: `not valid YAML: ${(error as Error).message}` };
+  }
+}
+
+/** What a reload compares between two versions of the file: its digest, the keys it names, whether it ends whole. */
 export interface ConfigFileShape {
   readonly digest: string;
-  /** Its sections and their keys (`policy`, `policy.rules`), as the file writes them. */
+  /**
+   * Every key and list item it writes, at any depth (`policy`, `policy.rules.submit[1].effect`): a
+   * prefix of the file (a write cut short) lacks the ones after the cut, wherever it fell.
+   */
   readonly keys: ReadonlySet<string>;
+  /** Its last line ends with a line break (or it is empty): a write cut inside a line leaves one that does not. */
+  readonly endsWhole: boolean;
+}
+
+/** Every key path in a parsed value, list items included (bounded: the file holds at most MAX_CONFIG_NODES nodes). */
+function keyPaths(value: unknown, prefix: string, into: Set<string>): void {
+  if (value === null || typeof value !== 'object') return;
+  const entries = Array.isArray(value)
+    ? value.map((item, index) => [`${prefix}[${index}]`, item] as const)
+    : Object.entries(value as Record<string, unknown>).map(
+        ([key, item]) => [prefix === '' ? key : `${prefix}.${key}`, item] as const,
+      );
+  for (const [path, item] of entries) {
+    if (into.has(path)) continue; // an alias seen again
+    into.add(path);
+    keyPaths(item, path, into);
+  }
 }
 
 /** The file's shape, or undefined when it cannot be read or parsed (the reload then judges it as invalid). */
 export function configFileShape(file: string): ConfigFileShape | undefined {
   const read = readConfigText(file);
-  if ('problem' in read || yamlNestingDepth(read.text) > MAX_CONFIG_NESTING) return undefined;
-  let parsed: unknown;
-  try {
-    parsed = parseYaml(read.text, { uniqueKeys: true });
-  } catch {
-    return undefined;
-  }
+  if ('problem' in read) return undefined;
+  const outcome = parseConfigYaml(read.text);
+  if ('problem' in outcome) return undefined;
   const keys = new Set<string>();
-  const mapping = (value: unknown): value is Record<string, unknown> =>
-    value !== null && typeof value === 'object' && !Array.isArray(value);
-  if (mapping(parsed))
-    for (const [section, body] of Object.entries(parsed)) {
-      keys.add(section);
-      if (mapping(body)) for (const key of Object.keys(body)) keys.add(`${section}.${key}`);
-    }
-  return { digest: createHash('sha256').update(read.text).digest('hex'), keys };
+  keyPaths(outcome.parsed, '', keys);
+  return {
+    digest: createHash('sha256').update(read.text).digest('hex'),
+    keys,
+    endsWhole: read.text === '' || read.text.endsWith('\n'),
+  };
 }

@@ -6,9 +6,8 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import { Ajv, type ErrorObject } from 'ajv';
-import { parse as parseYaml } from 'yaml';
 import { OPERATION_NAMES, WRITE_OPERATION_NAMES } from '../operations.js';
-import { MAX_CONFIG_NESTING, readConfigText, yamlNestingDepth } from './config-file.js';
+import { parseConfigYaml, readConfigText } from './config-file.js';
 import { applySetting, ENVIRONMENT_ALIASES, environmentSettings, nearest } from './environment.js';
 import { resolveFileReferences, type ReferenceOutcome } from './file-references.js';
 import { variableOf, type ConfigProvenance } from './provenance.js';
@@ -339,6 +338,7 @@ function valueProblems(config: GatewayConfig, urlGiven: boolean, clean: (section
   const say = (path: KeyPath, text: string) => problems.push({ path, text });
   if (clean('server')) serverValueProblems(config, say);
   if (clean('upstream')) upstreamValueProblems(config, urlGiven, say);
+  if (clean('protection')) redisValueProblems(config.protection.redis, say);
   // Both listeners on one port fail only at listen (EADDRINUSE, exit 1); port 0 picks a free one each.
   if (clean('server') && clean('admin') && config.admin.port !== 0 && config.admin.port === config.server.port) {
     say(
@@ -347,6 +347,45 @@ function valueProblems(config: GatewayConfig, urlGiven: boolean, clean: (section
     );
   }
   return problems;
+}
+
+/** Why a Redis host:port (a sentinel or cluster node) cannot be connected to, or undefined. */
+function redisNodeProblem(entry: string): string | undefined {
+  const colon = entry.lastIndexOf(':');
+  const host = entry.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
+  const port = Number(entry.slice(colon + 1));
+  if (host === '') return `"${entry}" names no host`;
+  if (!Number.isInteger(port) || port < 1 || port > 65_535) return `"${entry}": the port must be 1 to 65535`;
+  return undefined;
+}
+
+/**
+ * Redis addresses the schema's patterns cannot judge (a port of 99999 was taken, and failed at each
+ * connection). The URL is never echoed: it may carry the password.
+ */
+function redisValueProblems(redis: GatewayConfig['protection']['redis'], say: (path: KeyPath, text: string) => void) {
+  if (redis.url !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = new URL(redis.url);
+    } catch {
+      say(
+        ['protection', 'redis', 'url'],
+        'protection.redis.url: not a URL (redis://[user:password@]host[:port][/db]; a port must be 1 to 65535)',
+      );
+    }
+    if (url !== undefined && url.hostname === '')
+      say(['protection', 'redis', 'url'], 'protection.redis.url: names no host');
+    else if (url !== undefined && url.port === '0')
+      say(['protection', 'redis', 'url'], 'protection.redis.url: the port must be 1 to 65535');
+  }
+  for (const mode of ['sentinel', 'cluster'] as const) {
+    redis[mode]?.nodes.forEach((entry, index) => {
+      const problem = redisNodeProblem(entry);
+      if (problem !== undefined)
+        say(['protection', 'redis', mode, 'nodes', index], `protection.redis.${mode}.nodes[${index}]: ${problem}`);
+    });
+  }
 }
 
 function upstreamValueProblems(config: GatewayConfig, urlGiven: boolean, say: (path: KeyPath, text: string) => void) {
@@ -505,17 +544,9 @@ export function loadConfiguration(file: string | undefined, env: NodeJS.ProcessE
   if (file === undefined) return validateConfiguration({}, 'defaults + environment', env);
   const read = readConfigText(file);
   if ('problem' in read) throw new ConfigError(file, [read.problem]);
-  const { text } = read;
-  const depth = yamlNestingDepth(text);
-  if (depth > MAX_CONFIG_NESTING)
-    throw new ConfigError(file, [`the file nests ${depth} levels deep; at most ${MAX_CONFIG_NESTING} are read`]);
-  let parsed: unknown;
-  try {
-    parsed = parseYaml(text, { prettyErrors: true, uniqueKeys: true });
-  } catch (error) {
-    throw new ConfigError(file, [`not valid YAML: ${(error as Error).message}`]);
-  }
-  return validateConfiguration(parsed, file, env, file);
+  const parsed = parseConfigYaml(read.text, true);
+  if ('problem' in parsed) throw new ConfigError(file, [parsed.problem]);
+  return validateConfiguration(parsed.parsed, file, env, file);
 }
 
 /** Read, parse and validate a YAML config file, with the environment's settings. */

@@ -48,7 +48,10 @@ export const ServerSchema = Section(
     }),
     pathPrefix: Type.Optional(
       Type.String({
-        pattern: "^(?:/(?!\\.{1,2}(?:/|$))[A-Za-z0-9._~!$&'()*+,;=:@-]+)+/?$",
+        // Every segment holds a character other than a dot, or 3 dots or more: never `.` or `..`
+        // (written without lookahead, which Helm's RE2 validator cannot run).
+        pattern:
+          "^(?:/(?:[A-Za-z0-9._~!$&'()*+,;=:@-]*[A-Za-z0-9_~!$&'()*+,;=:@-][A-Za-z0-9._~!$&'()*+,;=:@-]*|\\.{3,}))+/?$",
         description:
           "A path prefix clients call the JSON API under, e.g. /api/json-api (as Splice's ingress and cn-quickstart expose it): a call or WebSocket upgrade under it is served as its path without the prefix (then put behind upstream.url's own path), and metrics, logs, traces and the audit trail see that path; any other path gets 404 as the participant answers a path it does not serve. Whole segments, matched byte for byte; no percent-encoding, dot segments, query or fragment; a trailing slash is ignored. The admin listener is not affected. Unset: no prefix. Needs a restart (docs/forwarding.md, section A client-facing path prefix).",
       }),
@@ -79,6 +82,11 @@ export const ServerSchema = Section(
           default: 'require',
           description:
             'With clientCaFile: "require" refuses a TLS connection without a certificate clientCaFile verifies; "request" asks for one and accepts the connection without it (policy.sources decides per operation).',
+        }),
+        resumeSessions: Type.Boolean({
+          default: false,
+          description:
+            "With clientCaFile: let clients resume a TLS session (session tickets), which skips the client certificate's verification a full handshake makes (a certificate revoked or a client CA replaced since still passes; its validity dates are judged at each call all the same). Off: every connection verifies its certificate. Without clientCaFile sessions are always resumable (docs/security.md).",
         }),
         reloadIntervalMs: Milliseconds(
           60_000,
@@ -335,9 +343,9 @@ export const LogSchema = Section(
     access: Section(
       {
         enabled: Type.Boolean({
-          default: false,
+          default: true,
           description:
-            'The request line becomes an access line (docs/errors-and-metrics.md, Access log): the fields below besides its own, and sampling. Off: the request line as it was.',
+            'The request line becomes an access line (docs/errors-and-metrics.md, Access log): the fields below besides its own, and sampling: who did what from where. Off: the request line alone (reqId, operation, status, error code, duration, trace ids), a little cheaper (docs/performance.md).',
         }),
         fields: Type.Array(Type.Union(ACCESS_LOG_FIELDS.map((field) => Type.Literal(field))), {
           default: [...ACCESS_LOG_FIELDS],
@@ -946,6 +954,13 @@ export const ProtectionSchema = Section(
           'Concurrency slots held in Redis are leases renewed every third of this; slots of a replica that died come back after it.',
           3_000,
         ),
+        maxReplyBytes: Type.Integer({
+          minimum: 64 * 1024,
+          maximum: 64 * 1024 * 1024,
+          default: 1024 * 1024,
+          description:
+            'Most bytes a Redis connection may receive toward one reply before it is cut (and reopened): a server that streams an endless reply cannot take the heap. The gateway\'s replies are a few bytes; a cluster\'s slot map a few KB. ledger_gateway_protection_store_errors_total{reason="reply_too_large"} counts the cuts.',
+        }),
       },
       'The shared store (Redis) for the rate and concurrency limits of several replicas.',
     ),

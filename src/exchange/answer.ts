@@ -7,8 +7,8 @@ export type AnswerHeaders = Record<string, string | string[] | number>;
 
 /**
  * The gateway's own headers for an answer it writes itself (forwarded, or a cached version): the
- * request id, `traceresponse` when tracing runs and, when the call's configuration has CORS (which
- * sets its headers on the reply: policy/cors.ts), the reply's headers. A fresh object: the answer's
+ * request id, `traceresponse` when tracing runs and, when a stage put headers on the reply for every
+ * answer (CORS: request.replyHeaders), the reply's headers. A fresh object: the answer's
  * headers are added to it. Built from the request rather than read back from the reply:
  * reply.getHeaders() and reply.header() cost more (docs/performance.md). Answers Fastify sends
  * (refusals, preflights) get the same two headers in the API's onSend hook (app.ts).
@@ -16,7 +16,7 @@ export type AnswerHeaders = Record<string, string | string[] | number>;
 export function gatewayHeaders(request: FastifyRequest, reply: FastifyReply): AnswerHeaders {
   const head: AnswerHeaders = { 'x-request-id': request.id };
   if (request.traceresponse !== undefined) head.traceresponse = request.traceresponse;
-  return request.generation.cors !== undefined ? Object.assign(head, reply.getHeaders() as AnswerHeaders) : head;
+  return request.replyHeaders ? Object.assign(head, reply.getHeaders() as AnswerHeaders) : head;
 }
 
 /**
@@ -39,6 +39,8 @@ export function combinedVary(participant: string | string[], own: string): strin
 export function writeAnswerHead(reply: FastifyReply, statusCode: number, head: AnswerHeaders): ServerResponse {
   if (reply.server.draining) head.connection = 'close';
   reply.raw.writeHead(statusCode, head);
+  const length = head['content-length'];
+  reply.request.answerContentLength = Array.isArray(length) ? undefined : length;
   reply.hijack();
   return reply.raw;
 }

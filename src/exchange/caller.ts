@@ -2,7 +2,16 @@
 // for a call without one (a public operation), its client address.
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
+import proxyAddr from '@fastify/proxy-addr';
 import type { Principal } from './exchange.js';
+
+/** Whether a peer is one of server.trustedProxies (addresses and CIDR ranges), whose X-Forwarded-For is believed. */
+export function trustedProxyMatcher(entries: readonly string[]): (address: string) => boolean {
+  if (entries.length === 0) return () => false;
+  // @fastify/proxy-addr reads IPv4-mapped IPv6 peers (::ffff:10.0.0.1) as the IPv4 address they carry.
+  const trust = proxyAddr.compile([...entries]);
+  return (address) => trust(address, 0);
+}
 
 function plainAddress(address: string): string {
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;

@@ -2,7 +2,7 @@
 // would strip the credential on its way to the participant, for a call Content-Type lines that agree,
 // a target under server.pathPrefix when one is set (path-prefix.ts), a clean target and the operation
 // from the route catalogue (request-context.ts); and no new exchange once the gateway is shutting down.
-import type { FastifyRequest } from 'fastify';
+import type { IncomingMessage } from 'node:http';
 import { parseContentType } from '../body/content-type.js';
 import type { RoutesConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
@@ -39,7 +39,7 @@ export function createContextStage(options: ContextStageOptions): Stage {
       (upgrade ? undefined : contentTypeProblem(raw.rawHeaders));
     if (headProblem !== undefined)
       throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${headProblem}.` });
-    if (!upgrade) showUnparseableTypeAsUntyped(exchange as unknown as FastifyRequest);
+    if (!upgrade) showUnparseableTypeAsUntyped(raw);
     if (outsidePathPrefix(raw)) throw outsidePathPrefixRefusal(raw);
     exchange.operation = upgrade ? resolveUpgradeOperation(raw) : resolveOperation(raw.method!, raw.url!, routes);
     enter(exchange);
@@ -59,12 +59,12 @@ export function createContextStage(options: ContextStageOptions): Stage {
 
 /**
  * Fastify answers 415 to a Content-Type it cannot parse, before any handler; pekko-http keeps such a
- * line as a raw header and reads the body as untyped. Fastify is shown the type pekko then assumes;
- * the line itself is forwarded as sent (the forwarder sends the raw header lines).
+ * line as a raw header and reads the body as untyped. Fastify (which reads the request's parsed
+ * headers) is shown the type pekko then assumes; the line itself is forwarded as sent (the forwarder
+ * and the body readers read the raw header lines).
  */
-function showUnparseableTypeAsUntyped(request: FastifyRequest): void {
-  const contentType = request.headers['content-type'];
-  if (contentType !== undefined && parseContentType(contentType) === undefined) {
-    request.headers = { 'content-type': 'application/octet-stream' };
-  }
+function showUnparseableTypeAsUntyped(raw: IncomingMessage): void {
+  const contentType = raw.headers['content-type'];
+  if (contentType !== undefined && parseContentType(contentType) === undefined)
+    raw.headers['content-type'] = 'application/octet-stream';
 }

@@ -3,8 +3,8 @@
 // FastifyRequest (the fields below are request decorators, so a call allocates nothing more); an
 // upgrade's is a small object of the same shape (upgrades.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Duplex } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Operation } from '../operations.js';
 import type { TraceContext } from '../trace-context.js';
 
@@ -45,30 +45,12 @@ export interface EndedStream {
 }
 
 /**
- * The stages that follow the configuration: built whole from one config and swapped whole on a
- * reload (live/generations.ts). An exchange pins the current one when it enters, and finishes under it.
+ * An exchange also carries the configuration generation it runs under, pinned by its first stage:
+ * that field and its type are live/'s (live/generations.ts `PinnedExchange`), which the rooms below
+ * it never read.
  */
-export interface Generation {
-  /** The effective config's fingerprint (a hash): which config an exchange ran under. */
-  readonly fingerprint: string;
-  readonly authenticate: Stage;
-  readonly protect: Stage;
-  readonly authorize: Stage;
-  /** A call's request rules (a promise only on the rule-checked routes). */
-  enforceRequestRules(request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined;
-  /**
-   * CORS, when configured (policy/cors.ts): adds its headers to a call's reply, or answers a
-   * preflight (true). Answers the gateway writes itself copy the reply's headers only then.
-   */
-  readonly cors: ((request: FastifyRequest, reply: FastifyReply) => boolean) | undefined;
-  /** How long a GET /v2/version answer is served from memory (0: not cached), and served stale on an upstream failure. */
-  readonly versionCache: { readonly ttlSeconds: number; readonly staleIfErrorSeconds: number };
-}
-
 export interface Exchange {
   readonly kind: ExchangeKind;
-  /** Pinned by the first stage: the configuration this exchange runs under to its end. */
-  generation: Generation;
   /** The correlation id: x-request-id, the error body's correlationId, the request line's reqId. */
   readonly id: string;
   readonly raw: IncomingMessage;
@@ -78,33 +60,63 @@ export interface Exchange {
   principal: Principal | null;
   /** Error code of the answer for metrics and logs: the gateway's own or the participant's. */
   errorCode: string | null;
+  /**
+   * Why a stage refused the exchange (a GatewayError's reason, set with its code by refusal.ts), or
+   * what a stage that only judges (a dry run) would have refused it for: its log line's `reason`,
+   * never a label.
+   */
+  refusalReason: string | undefined;
   /** The trace context when propagated by hand (tracing on, nothing exported; every upgrade): the telemetry stage's. */
   traceContext: TraceContext | undefined;
   /** The `traceresponse` header for the client, when tracing runs; set by the telemetry stage. */
   traceresponse: string | undefined;
+  /**
+   * A call's answer's Content-Length, noted as its head is written (answer.ts writeAnswerHead for the
+   * answers the gateway writes itself, server/calls.ts for Fastify's): Node's response keeps no
+   * readable copy of a head written whole. The access log's responseBytes.
+   */
+  answerContentLength: string | number | undefined;
 }
 
 /**
  * One step of the walk: answers synchronously (undefined: go on; a throw: refuse) or with a promise
  * when it has to wait (a token not yet verified, a shared limit store). A refusal is a GatewayError.
+ * `E`: what the stage reads of the exchange (live/'s stages read its pinned generation too).
  */
-export type Stage = (exchange: Exchange) => void | Promise<void>;
+export type Stage<E extends Exchange = Exchange> = (exchange: E) => void | Promise<void>;
+
+/**
+ * One step of a call's own list, run once the exchange stages admitted it (server/calls.ts runs the
+ * list app.ts declares: the IdP change watch, the request rules, the audit intent, cache-or-forward).
+ * It reads the call (its principal and operation, the body a stage before it read: rawBody, jsonBody)
+ * and answers as a Stage does: undefined to go on, a promise while it waits (a body being read, a
+ * record being written), a throw to refuse (a GatewayError, whose reason then travels on the call).
+ * A stage that only judges (a dry run) sets `call.refusalReason` and goes on. The list's last stage
+ * answers the call on `reply`.
+ */
+export type CallStage = (call: FastifyRequest, reply: FastifyReply) => void | Promise<void>;
 
 declare module 'fastify' {
   interface FastifyRequest {
     // The Exchange's fields, as request decorators (app.ts declares them).
     readonly kind: 'call';
-    generation: Generation;
     lifeline: ServerResponse;
     operation: Operation;
     principal: Principal | null;
     errorCode: string | null;
+    refusalReason: string | undefined;
     traceContext: TraceContext | undefined;
     traceresponse: string | undefined;
+    answerContentLength: string | number | undefined;
     /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */
     rawBody: Buffer | undefined;
     /** The body as a JSON object, when a stage parsed it (a rule-checked route): read, never changed. */
     jsonBody: Record<string, unknown> | undefined;
+    /**
+     * Set when a stage put headers on the reply that every answer carries (CORS: server/calls.ts): the
+     * answers the gateway writes itself then copy the reply's headers (answer.ts).
+     */
+    replyHeaders: boolean;
   }
   interface FastifyInstance {
     /**

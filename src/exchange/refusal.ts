@@ -1,12 +1,13 @@
 // How a refusal reaches the client, in Canton's JsCantonError shape with the exchange's correlation
 // and trace ids: a call's through Fastify's reply, an upgrade's as raw HTTP/1.1 on its socket (no
-// HTTP response exists for it). Either way its code becomes the exchange's error code.
+// HTTP response exists for it). Either way its code becomes the exchange's error code, and its reason
+// (for the log line) the exchange's refusal reason.
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Errors, GatewayError, renderCantonError, renderDecodeFailure, renderRouteNotFound } from '../errors.js';
 import type { Exchange } from './exchange.js';
-import { traceIdOf } from './request-context.js';
+import { traceIdOf } from '../trace-context.js';
 
 /** Maps Fastify's own errors (bad URL, media type, parser) into the catalogue. */
 export function asGatewayError(error: FastifyError | Error, correlationId: string): GatewayError {
@@ -32,6 +33,7 @@ export function asGatewayError(error: FastifyError | Error, correlationId: strin
 
 export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.errorCode = error.definition.code;
+  if (error.reason !== undefined) request.refusalReason = error.reason;
   // Refused before its body was read whole (a 401 for an upload, say): Node would read the rest as
   // this connection's next bytes, and a body that then fails to parse drew a second, stray answer.
   if (reply.server.draining || !request.raw.complete) reply.header('connection', 'close');
@@ -57,6 +59,7 @@ export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, e
 /** An upgrade's refusal, on its socket; the connection is always closed after it. */
 export function writeUpgradeRefusal(exchange: Exchange, socket: Duplex, error: GatewayError): void {
   exchange.errorCode = error.definition.code;
+  if (error.reason !== undefined) exchange.refusalReason = error.reason;
   const body = error.definition.routeNotFound
     ? renderRouteNotFound(error.details)
     : JSON.stringify(

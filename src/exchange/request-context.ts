@@ -1,11 +1,9 @@
 // The request context checks, for a call and an upgrade alike (context-stage.ts runs them): sound
-// framing, a clean request target, the operation from the route catalogue; and the trace id for errors.
+// framing, a clean request target, the operation from the route catalogue.
 import type { IncomingMessage } from 'node:http';
-import { trace, isSpanContextValid } from '@opentelemetry/api';
 import type { RoutesConfig } from '../config/schema.js';
 import { contentTypesConflict } from '../body/content-type.js';
 import { Errors, GatewayError } from '../errors.js';
-import type { Exchange } from './exchange.js';
 import { matchOperation, matchWebSocketOperation, pathOf, UNKNOWN_OPERATION, type Operation } from '../operations.js';
 
 const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
@@ -182,20 +180,4 @@ export function resolveUpgradeOperation(request: IncomingMessage): Operation {
 
 function isExposed(operation: Operation, routes: RoutesConfig): boolean {
   return operation.template.startsWith('/docs/') ? routes.exposeParticipantDocs : routes.exposeParticipantHealth;
-}
-
-const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
-
-/** The trace id of a W3C traceparent header, or null when absent or invalid. */
-export function traceIdFromHeader(header: string | string[] | undefined): string | null {
-  const match = typeof header === 'string' ? TRACEPARENT.exec(header) : null;
-  return match?.[1] !== undefined && !/^0+$/.test(match[1]) ? match[1] : null;
-}
-
-/** The W3C trace id of this request: the hand-propagated context's, the active span's, else the caller's traceparent's. */
-export function traceIdOf(exchange: Pick<Exchange, 'traceContext' | 'raw'>): string | null {
-  if (exchange.traceContext !== undefined) return exchange.traceContext.traceId;
-  const spanContext = trace.getActiveSpan()?.spanContext();
-  if (spanContext !== undefined && isSpanContextValid(spanContext)) return spanContext.traceId;
-  return traceIdFromHeader(exchange.raw.headers.traceparent);
 }

@@ -1,74 +1,98 @@
-// Live configuration: what follows the config (authentication, protection, authorization, request
-// rules, CORS, the version cache's TTLs) is built whole from one config as a Generation (exchange.ts)
-// and swapped whole on a reload. Each exchange pins the current generation when it enters and finishes under it; an old
-// generation's resources (key-set timers, a limit store) are closed once no call can still hold it.
+// Live configuration: what the stages read of the config (authentication, protection, authorization,
+// request rules, CORS, the version cache's TTLs) is built whole from one config as a Generation and
+// swapped whole on a reload. Each exchange pins the current generation when it enters and finishes
+// under it; an old generation's resources (key-set timers, a limit store) are closed once no call can
+// still hold it. What lives outside the exchanges follows the keys it reads (follow). README.md says
+// which of the two a new live key takes.
 import { createHash } from 'node:crypto';
 import type { Dispatcher } from 'undici';
 import { isDeepStrictEqual } from 'node:util';
-import { createAuthenticator, type Authenticator, type AuthenticatorOptions } from '../auth/authenticator.js';
-import type { AuthFailureReason } from '../auth/failure.js';
+import { createAuthenticator, type Authenticator } from '../auth/authenticator.js';
 import { authenticationStage } from '../auth/hooks.js';
-import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
-import type { Exchange, Generation, Stage } from '../exchange/exchange.js';
+import { AuditSchema, type GatewayConfig, type IssuerConfig } from '../config/schema.js';
+import type { CallStage, Exchange, Stage } from '../exchange/exchange.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
-import { createCorsHandler } from '../policy/cors.js';
-import { createPolicyStage, type PolicyStageOptions } from '../policy/stage.js';
+import { createCorsHandler, type CorsHandler } from '../policy/cors.js';
+import { createPolicyStage, type PolicyStage, type PolicyStageOptions } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
 const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log', 'audit'] as const;
 /**
  * Inside a live section, what still needs a restart: the Redis connection is opened once; the audit
- * trail's files, key and writer are opened once (only its policy, which writes at which level, is live).
+ * trail's files, key and writer are opened once (every audit key but its policy, which writes at
+ * which level, read from the schema so that a new one keeps its running value too).
  */
-const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly string[]> = [
+const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly [section: string, key: string]> = [
   ['protection', 'redis'],
-  ...(
-    [
-      'enabled',
-      'directory',
-      'durable',
-      'failMode',
-      'writeTimeoutMs',
-      'maxPendingRecords',
-      'maxBatchRecords',
-      'rotateBytes',
-      'retainFiles',
-      'retryIntervalMs',
-      'signingKeyFile',
-      'digestIntervalMs',
-      'stdout',
-      'responseCaptureBytes',
-    ] as const
-  ).map((key) => ['audit', key]),
+  ...Object.keys(AuditSchema.properties)
+    .filter((key) => key !== 'policy')
+    .map((key) => ['audit', key] as const),
 ];
 
-export interface LiveGeneration extends Generation {
+/**
+ * What the stages read of one configuration, built whole from it and swapped whole on a reload: an
+ * exchange pins the current generation when it enters (LiveConfig.pin), and every later stage reads
+ * it there, so that the exchange finishes under the configuration it entered with.
+ */
+export interface Generation {
   readonly config: GatewayConfig;
+  /** The effective config's fingerprint (a hash): which config an exchange ran under. */
+  readonly fingerprint: string;
   readonly authenticator: Authenticator;
   readonly protection: ProtectionStage;
+  readonly authenticate: Stage;
+  readonly protect: Stage;
+  /** Authorization (an exchange stage) and the request rules (a call stage: live.pinned). */
+  readonly policy: PolicyStage;
+  /**
+   * CORS, when configured (policy/cors.ts): adds its headers to a call's reply, or answers a
+   * preflight (true). Answers the gateway writes itself copy the reply's headers only then.
+   */
+  readonly cors: CorsHandler | undefined;
+  /** How long a GET /v2/version answer is served from memory (0: not cached), and served stale on an upstream failure. */
+  readonly versionCache: GatewayConfig['versionCache'];
 }
 
-export interface LiveConfigOptions extends ProtectionStageOptions, PolicyStageOptions {
-  readonly onKeySetFetch: (issuer: string, result: 'success' | 'failure') => void;
-  /** A token verified and accepted, through an audience or a scope (auth/claims.ts TokenKind). */
-  readonly onTokenAccepted?: AuthenticatorOptions['onTokenAccepted'];
-  readonly onAuthFailure: (reason: AuthFailureReason) => void;
-  /** How long an old generation may still serve a call: its resources are closed after that. */
-  readonly retireAfterMs: number;
+/** An exchange once its first stage pinned the current generation on it (a call's request, an upgrade's exchange). */
+export interface PinnedExchange extends Exchange {
+  generation: Generation;
 }
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** A call's pinned generation (a request decorator: server/api-server.ts). */
+    generation: Generation;
+  }
+}
+
+export type LiveConfigOptions = ProtectionStageOptions &
+  PolicyStageOptions & {
+    /** How long an old generation may still serve a call: its resources are closed after that. */
+    readonly retireAfterMs: number;
+  };
 
 /** Whether an exchange's authentication must wait, and for what (live/participant-idps.ts). */
 export type AuthenticationGate = (exchange: Exchange) => Promise<void> | undefined;
 
+/** Why a follower is applied: at start, or after a swap changed what it follows. */
+export type FollowReason = 'start' | 'reload';
+
 export interface LiveConfig {
-  readonly current: LiveGeneration;
+  readonly current: Generation;
   /** Signature verifications so far, over every generation's authenticator. */
   readonly signatureChecks: number;
   /** The first stage of the list: pins the current generation on the exchange (one pointer). */
-  readonly pin: Stage;
-  /** The list's stages that read the pinned generation. */
-  readonly authenticate: Stage;
+  readonly pin: Stage<PinnedExchange>;
+  /** The list's stages that run the pinned generation's own. */
+  readonly authenticate: Stage<PinnedExchange>;
+  readonly protect: Stage<PinnedExchange>;
+  readonly authorize: Stage<PinnedExchange>;
+  /**
+   * The call stage that runs the one `select` picks from the call's pinned generation, a stage built
+   * with its configuration: `live.pinned((generation) => generation.policy.enforceRequestRules)`.
+   */
+  pinned(select: (generation: Generation) => CallStage): CallStage;
   /**
    * When `gate` answers a promise for an exchange (its token is one a change of the participant's
    * identity providers may change), that exchange's authentication waits for it, then runs under the
@@ -77,16 +101,18 @@ export interface LiveConfig {
   holdAuthenticationWhile(gate: AuthenticationGate): void;
   /** The connections the participant's issuers' key sets are fetched on, from the next generation built. */
   fetchParticipantKeySetsOn(dispatcher: Dispatcher): void;
-  /** Calls `listener` after each swap, `next` current by then: what lives outside a generation follows it. */
-  onSwap(listener: (next: LiveGeneration, previous: LiveGeneration) => void): void;
-  readonly protect: Stage;
-  readonly authorize: Stage;
+  /**
+   * Makes something that lives outside the exchanges follow what `select` reads of the generation
+   * (README.md): `apply` runs now, then after each swap whose selected value differs from the one
+   * applied last (deep equality), in the order the followers were added.
+   */
+  follow<T>(select: (generation: Generation) => T, apply: (value: T, reason: FollowReason) => void): void;
   /**
    * Builds a generation from `next` (its live sections; the rest as running), waits for its new key
    * sets, and swaps it in. Throws (ConfigError, or an Error naming an issuer whose keys could not be
    * fetched) and keeps the current one when it cannot serve.
    */
-  apply(next: GatewayConfig): Promise<LiveGeneration>;
+  apply(next: GatewayConfig): Promise<Generation>;
   /** The key paths of `next` that differ from the running config and need a restart. */
   restartOnlyChanges(next: GatewayConfig): string[];
   /**
@@ -96,7 +122,7 @@ export interface LiveConfig {
    */
   setParticipantIssuers(
     issuers: readonly IssuerConfig[],
-  ): Promise<{ readonly generation: LiveGeneration; readonly leftOut: readonly string[] }>;
+  ): Promise<{ readonly generation: Generation; readonly leftOut: readonly string[] }>;
   close(): Promise<void>;
 }
 
@@ -121,9 +147,12 @@ export function configFingerprint(config: GatewayConfig): string {
 export function effectiveConfig(running: GatewayConfig, next: GatewayConfig): GatewayConfig {
   const merged = structuredClone(running) as unknown as Record<string, unknown>;
   for (const section of LIVE_SECTIONS) merged[section] = structuredClone(next[section]);
-  const protection = merged.protection as Record<string, unknown>;
-  protection.redis = structuredClone(running.protection.redis);
-  merged.audit = { ...structuredClone(running.audit), policy: structuredClone(next.audit.policy) };
+  for (const [section, key] of RESTART_ONLY_IN_LIVE) {
+    const kept = (running as unknown as Record<string, Record<string, unknown>>)[section]!;
+    const into = merged[section] as Record<string, unknown>;
+    if (key in kept) into[key] = structuredClone(kept[key]);
+    else delete into[key];
+  }
   return merged as unknown as GatewayConfig;
 }
 
@@ -172,18 +201,18 @@ interface GenerationInputs {
  */
 function buildGeneration(
   config: GatewayConfig,
-  previous: LiveGeneration | undefined,
+  previous: Generation | undefined,
   own: GatewayConfig,
   { options, participantKeySets }: GenerationInputs,
-): LiveGeneration {
+): Generation {
   assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
   const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
   const configured = new Set(own.auth.issuers.map((issuer) => issuer.issuer));
   const authenticator = sameAuth
     ? previous.authenticator
     : createAuthenticator(config.auth, config.upstream.url, {
-        onKeySetFetch: options.onKeySetFetch,
-        ...(options.onTokenAccepted !== undefined && { onTokenAccepted: options.onTokenAccepted }),
+        onKeySetFetch: (issuer, result) => options.metrics.jwksRefresh(issuer, result),
+        onTokenAccepted: (issuer, kind) => options.metrics.tokenAccepted(issuer, kind),
         log: options.log,
         keySetDispatcher: (issuer) => (configured.has(issuer) ? undefined : participantKeySets),
       });
@@ -212,10 +241,13 @@ function buildGeneration(
     authenticate:
       sameAuth && sameProtection
         ? previous.authenticate
-        : authenticationStage(authenticator, options.onAuthFailure, protection.unauthenticatedBudget),
+        : authenticationStage(
+            authenticator,
+            (reason) => options.metrics.authFailure(reason),
+            protection.unauthenticatedBudget,
+          ),
     protect: protection.stage,
-    authorize: policy.authorize,
-    enforceRequestRules: (request, reply) => policy.enforceRequestRules(request, reply),
+    policy,
     cors:
       previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
         ? previous.cors
@@ -244,7 +276,7 @@ function withParticipantIssuers(
 }
 
 /** The issuers of `candidate` whose keys could not be loaded in time (none when it keeps `running`'s authenticator). */
-async function missingKeys(candidate: LiveGeneration, running: LiveGeneration): Promise<string[]> {
+async function missingKeys(candidate: Generation, running: Generation): Promise<string[]> {
   if (candidate.authenticator === running.authenticator) return [];
   candidate.authenticator.start();
   if (await keysLoaded(candidate.authenticator, keyWaitMs(candidate.config))) return [];
@@ -252,7 +284,7 @@ async function missingKeys(candidate: LiveGeneration, running: LiveGeneration): 
 }
 
 /** Closes what `dropped` holds and `kept` does not (a candidate refused, or a generation retired). */
-async function closeUnshared(dropped: LiveGeneration, kept: LiveGeneration): Promise<void> {
+async function closeUnshared(dropped: Generation, kept: Generation): Promise<void> {
   if (dropped.authenticator !== kept.authenticator) dropped.authenticator.close();
   if (dropped.protection !== kept.protection) await dropped.protection.close();
 }
@@ -263,10 +295,10 @@ async function closeUnshared(dropped: LiveGeneration, kept: LiveGeneration): Pro
  */
 async function participantCandidate(
   issuers: readonly IssuerConfig[],
-  candidateWith: (extra: readonly IssuerConfig[]) => LiveGeneration,
-  running: LiveGeneration,
+  candidateWith: (extra: readonly IssuerConfig[]) => Generation,
+  running: Generation,
   log: LiveConfigOptions['log'],
-): Promise<{ candidate: LiveGeneration; trusted: readonly IssuerConfig[]; leftOut: string[] }> {
+): Promise<{ candidate: Generation; trusted: readonly IssuerConfig[]; leftOut: string[] }> {
   let trusted = issuers;
   let candidate = candidateWith(trusted);
   const missing = await missingKeys(candidate, running);
@@ -310,7 +342,7 @@ function retiredGenerations(afterMs: number) {
   const retiring = new Map<NodeJS.Timeout, () => Promise<void>>();
   return {
     /** Closes what `old` holds and `next` does not, after `afterMs`. */
-    retire(old: LiveGeneration, next: LiveGeneration): void {
+    retire(old: Generation, next: Generation): void {
       const closeOld = () => closeUnshared(old, next);
       const timer = setTimeout(() => {
         retiring.delete(timer);
@@ -341,7 +373,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
   let gate: AuthenticationGate | undefined;
   let retiredSignatureChecks = 0;
   const retired = retiredGenerations(options.retireAfterMs);
-  const swapListeners: Array<(next: LiveGeneration, previous: LiveGeneration) => void> = [];
+  const followers: Array<(next: Generation) => void> = [];
   /** A candidate from `base` (or `own`) with these participant issuers, on the current generation. */
   const candidateWith = (extra: readonly IssuerConfig[], own = base) =>
     buildGeneration(withParticipantIssuers(own, extra, options.log), current, own, inputs);
@@ -355,12 +387,12 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
   }
 
   /** `candidate` becomes current: the old one retires, its signature checks kept in the count. */
-  function swap(candidate: LiveGeneration): LiveGeneration {
+  function swap(candidate: Generation): Generation {
     const old = current;
     if (old.authenticator !== candidate.authenticator) retiredSignatureChecks += old.authenticator.signatureChecks;
     current = candidate;
     retired.retire(old, candidate);
-    for (const listener of swapListeners) listener(candidate, old);
+    for (const follower of followers) follower(candidate);
     return candidate;
   }
 
@@ -388,11 +420,19 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     fetchParticipantKeySetsOn(dispatcher) {
       inputs.participantKeySets = dispatcher;
     },
-    onSwap(listener) {
-      swapListeners.push(listener);
+    follow(select, apply) {
+      let applied = select(current);
+      apply(applied, 'start');
+      followers.push((next) => {
+        const value = select(next);
+        if (isDeepStrictEqual(value, applied)) return;
+        applied = value;
+        apply(value, 'reload');
+      });
     },
     protect: (exchange) => exchange.generation.protect(exchange),
-    authorize: (exchange) => exchange.generation.authorize(exchange),
+    authorize: (exchange) => exchange.generation.policy.authorize(exchange),
+    pinned: (select) => (call, reply) => select(call.generation)(call, reply),
     apply: (next) =>
       serialized(async () => {
         const nextBase = effectiveConfig(base, next);

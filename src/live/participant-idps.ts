@@ -5,16 +5,17 @@
 // made through the gateway.
 import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
-import { Counter, Gauge, type Registry } from 'prom-client';
-import type { Dispatcher } from 'undici';
+import { Counter, Gauge } from 'prom-client';
 import type { GatewayConfig, IssuerConfig } from '../config/schema.js';
+import type { CallStage } from '../exchange/exchange.js';
+import { onResponseClose } from '../exchange/response-close.js';
 import type { Readiness } from '../health.js';
-import { MetricNames } from '../telemetry/metrics.js';
+import { MetricNames, registeredCounterName, type GatewayMetrics } from '../telemetry/metrics.js';
 import { NamedOperations } from '../operations.js';
 import { resolveAuthConfig } from '../auth/config.js';
 import { unverifiedIssuerOf } from '../auth/extract.js';
 import { guardedKeySetAgent, jwksHostRule } from '../auth/jwks-hosts.js';
-import type { AuthenticationGate } from './generations.js';
+import type { FollowReason, LiveConfig } from './generations.js';
 
 /** An identity provider config as GET /v2/idps lists it (Canton's JSON API `IdentityProviderConfig`). */
 interface ListedIdentityProvider {
@@ -414,7 +415,8 @@ export const IDENTITY_PROVIDER_CHANGES: ReadonlySet<string> = new Set([
 
 export interface ParticipantTrustOptions {
   readonly get: ParticipantGet;
-  readonly registry: Registry;
+  /** Where its metrics are registered, and whether counters carry exemplars (telemetry/metrics.ts). */
+  readonly metrics: Pick<GatewayMetrics, 'registry' | 'exemplars'>;
   readonly log: ParticipantIdentityProvidersOptions['log'];
   readonly readiness: Readiness;
   /** The fingerprint of the configuration now running (it covers the participant's issuers). */
@@ -424,36 +426,20 @@ export interface ParticipantTrustOptions {
 /** The participant's IdPs as the running config wants them: on from start or a reload, off after one. */
 export interface ParticipantTrust {
   /**
-   * The participant answered a change made through the gateway (`operation` one of
-   * IDENTITY_PROVIDER_CHANGES, `path` the request's): see ParticipantIdentityProviders.changeAnswered.
-   * A no-op while they are not trusted.
+   * The call stage of a change of the participant's IdPs (one of IDENTITY_PROVIDER_CHANGES) made
+   * through the gateway: once the participant answered it (the call's close), see
+   * ParticipantIdentityProviders.changeAnswered; never for a body still arriving or a caller it
+   * refused. Any other call goes on untouched, as do all while the IdPs are not trusted.
    */
-  changeAnswered(operation: string, path: string, statusCode: number): void;
+  readonly watchChange: CallStage;
   close(): void;
 }
 
-/** What the participant's issuers are trusted through (live/generations.ts's LiveConfig). */
-export interface TrustTarget {
-  readonly current: {
-    readonly config: GatewayConfig;
-    readonly authenticator: { knowsIssuer(issuer: string): boolean };
-  };
-  /** Swaps in these issuers besides the configured ones; names those left out for want of keys. */
-  setParticipantIssuers(
-    issuers: readonly IssuerConfig[],
-  ): Promise<{ readonly generation: { readonly fingerprint: string }; readonly leftOut: readonly string[] }>;
-  /** An exchange's authentication waits while `gate` answers a promise for it. */
-  holdAuthenticationWhile(gate: AuthenticationGate): void;
-  /** The connections the participant's issuers' key sets are fetched on. */
-  fetchParticipantKeySetsOn(dispatcher: Dispatcher): void;
-  /** Calls `listener` after each swap of the configuration. */
-  onSwap(listener: (next: { readonly config: GatewayConfig }) => void): void;
-}
-
-export const ParticipantIdpMetricNames = {
-  refreshes: MetricNames.participantIdpRefreshes,
-  leftOut: MetricNames.participantIdpsLeftOut,
-} as const;
+/** What the participant's issuers are trusted through: the live configuration's part for them. */
+export type TrustTarget = Pick<
+  LiveConfig,
+  'current' | 'setParticipantIssuers' | 'holdAuthenticationWhile' | 'fetchParticipantKeySetsOn' | 'follow'
+>;
 
 /** The IdP id a PATCH or DELETE /v2/idps/{idp-id} names (percent-decoded), else undefined. */
 export function identityProviderIdOf(path: string): string | undefined {
@@ -466,20 +452,25 @@ export function identityProviderIdOf(path: string): string | undefined {
   }
 }
 
-function participantIdpMetrics(registry: Registry) {
+/** ledger_gateway_participant_idp_refreshes_total{result} and ledger_gateway_participant_idps_left_out{reason}. */
+function participantIdpMetrics({ registry, exemplars }: ParticipantTrustOptions['metrics']) {
+  const refreshes = new Counter({
+    name: registeredCounterName(MetricNames.participantIdpRefreshes, exemplars),
+    help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  const leftOut = new Gauge({
+    name: MetricNames.participantIdpsLeftOut,
+    help: "The participant's active identity providers not trusted at the last list, by reason: rule (jwksUrl refused), cap (over maxIdentityProviders), keys (key set failing, waiting to be tried again).",
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
   return {
-    refreshes: new Counter({
-      name: ParticipantIdpMetricNames.refreshes,
-      help: "Fetches of the participant's identity provider configs (GET /v2/idps) by result; on failure the last known set stays.",
-      labelNames: ['result'] as const,
-      registers: [registry],
-    }),
-    leftOut: new Gauge({
-      name: ParticipantIdpMetricNames.leftOut,
-      help: "The participant's active identity providers not trusted at the last list, by reason: rule (jwksUrl refused), cap (over maxIdentityProviders), keys (key set failing, waiting to be tried again).",
-      labelNames: ['reason'] as const,
-      registers: [registry],
-    }),
+    refreshed: (result: 'success' | 'failure') => refreshes.inc({ result }),
+    leftOut: (counts: Readonly<Record<LeftOutReason, number>>) => {
+      for (const [reason, count] of Object.entries(counts)) leftOut.set({ reason }, count);
+    },
   };
 }
 
@@ -500,29 +491,25 @@ export function trustParticipantIdentityProviders(
   const keySetAgent = guardedKeySetAgent(() => hostRule);
   live.fetchParticipantKeySetsOn(keySetAgent);
 
-  function start(config: GatewayConfig, reason: string): ParticipantIdentityProviders {
+  function start(config: ParticipantIdpsConfig, fetchTimeoutMs: number, reason: string): ParticipantIdentityProviders {
     // Registered on first use, once: a disabled gateway shows neither the metrics nor the check.
-    metrics ??= participantIdpMetrics(options.registry);
-    const { refreshes, leftOut } = metrics;
-    const fetchTimeoutMs = config.auth.keySets.fetchTimeoutMs;
+    metrics ??= participantIdpMetrics(options.metrics);
     const started = createParticipantIdentityProviders({
       get: options.get,
-      config: config.auth.participantIdentityProviders,
+      config,
       fetchTimeoutMs,
       // A refresh is one list fetch, then its key sets (live/generations.ts keyWaitMs, twice when some
       // are left out); the change's may queue behind one already running. Only the held tokens wait.
       changeBoundMs: 2 * (3 * fetchTimeoutMs + 2_000),
       issuerProblem: (issuer) =>
         hostRule.problemOf(issuer.jwksUrl ?? '') ?? identityProviderProblem(live.current.config, issuer),
-      leftOut: (counts) => {
-        for (const [reason, count] of Object.entries(counts)) leftOut.set({ reason }, count);
-      },
+      leftOut: metrics.leftOut,
       apply: async (issuers) => {
         const { generation, leftOut: missing } = await live.setParticipantIssuers(issuers);
         options.running(generation.fingerprint);
         return missing;
       },
-      count: (result) => refreshes.inc({ result }),
+      count: metrics.refreshed,
       log: options.log,
     });
     if (!checked) {
@@ -538,16 +525,15 @@ export function trustParticipantIdentityProviders(
     return started;
   }
 
-  function follow(config: GatewayConfig, reason: string): void {
-    const wanted = config.auth.participantIdentityProviders;
+  function follow(wanted: ParticipantIdpsConfig, fetchTimeoutMs: number, reason: FollowReason): void {
     hostRule = jwksHostRule(wanted.allowedJwksHosts);
     if (!wanted.enabled) {
       if (idps === undefined) return;
       idps.close();
       idps = undefined;
       options.log.info({ reason }, 'participant identity providers no longer trusted at the edge');
-    } else if (idps === undefined) idps = start(config, reason);
-    else idps.follow(wanted, config.auth.keySets.fetchTimeoutMs);
+    } else if (idps === undefined) idps = start(wanted, fetchTimeoutMs, reason);
+    else idps.follow(wanted, fetchTimeoutMs);
   }
 
   // Only while a change is refreshed is a token's issuer read at all; then only the tokens it can change wait.
@@ -557,13 +543,25 @@ export function trustParticipantIdentityProviders(
     if (issuer === undefined) return undefined;
     return idps.heldFor(issuer, live.current.authenticator.knowsIssuer(issuer));
   });
-  // Every swap: a reload may change the section; a swap of the participant's issuers leaves it as it is.
-  live.onSwap((next) => follow(next.config, 'reload'));
-  follow(live.current.config, 'start');
+  // A reload may change the section (and the key sets' time bound); a swap of the participant's issuers leaves them as they are.
+  live.follow(
+    ({ config }) => ({
+      wanted: config.auth.participantIdentityProviders,
+      fetchTimeoutMs: config.auth.keySets.fetchTimeoutMs,
+    }),
+    ({ wanted, fetchTimeoutMs }, reason) => follow(wanted, fetchTimeoutMs, reason),
+  );
   return {
-    changeAnswered(operation, path, statusCode) {
+    watchChange(call) {
+      const operation = call.operation.name;
       if (!IDENTITY_PROVIDER_CHANGES.has(operation)) return;
-      idps?.changeAnswered(statusCode, operation === 'postV2Idps' ? undefined : identityProviderIdOf(path));
+      const response = call.lifeline;
+      onResponseClose(response, () =>
+        idps?.changeAnswered(
+          response.headersSent ? response.statusCode : 0,
+          operation === 'postV2Idps' ? undefined : identityProviderIdOf(call.url),
+        ),
+      );
     },
     close() {
       idps?.close();

@@ -3,11 +3,12 @@
 // is logged), a valid one is swapped in (live/generations.ts), and keys that need a restart are named.
 import { statSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { configFileShape } from '../config/config-file.js';
 import { withoutFileSecrets } from '../config/file-secrets.js';
 import { ConfigError, type GatewayConfig } from '../config/schema.js';
-import { MetricNames } from '../telemetry/metrics.js';
+import { MetricNames, registeredCounterName, type GatewayMetrics } from '../telemetry/metrics.js';
+import type { LiveConfig } from './generations.js';
 
 export type ReloadResult = 'success' | 'invalid' | 'refused';
 
@@ -52,31 +53,27 @@ export interface ReloadMetrics {
   restartRequired(keys: number): void;
 }
 
-/** Their names are in telemetry/metrics.ts, with every other metric's. */
-export const ReloadMetricNames = {
-  reloads: MetricNames.configReloads,
-  info: MetricNames.configInfo,
-  restartRequired: MetricNames.configRestartRequired,
-} as const;
-
 /** ledger_gateway_config_reloads_total{result} and ledger_gateway_config_info{fingerprint} (1 for the running config). */
-export function createReloadMetrics(registry: Registry, fingerprint: string): ReloadMetrics {
+export function createReloadMetrics(
+  { registry, exemplars }: Pick<GatewayMetrics, 'registry' | 'exemplars'>,
+  fingerprint: string,
+): ReloadMetrics {
   const reloads = new Counter({
-    name: ReloadMetricNames.reloads,
+    name: registeredCounterName(MetricNames.configReloads, exemplars),
     help: "Configuration reloads by result: success, invalid (the file did not validate), refused (valid, but could not serve, e.g. an issuer's keys could not be fetched).",
     labelNames: ['result'] as const,
     registers: [registry],
   });
   for (const result of ['success', 'invalid', 'refused'] as const) reloads.inc({ result }, 0);
   const info = new Gauge({
-    name: ReloadMetricNames.info,
+    name: MetricNames.configInfo,
     help: 'The running configuration: 1 for the fingerprint (a hash of the effective config) this replica runs.',
     labelNames: ['fingerprint'] as const,
     registers: [registry],
   });
   info.set({ fingerprint }, 1);
   const restartRequired = new Gauge({
-    name: ReloadMetricNames.restartRequired,
+    name: MetricNames.configRestartRequired,
     help: 'Keys of the last valid config file read by a reload whose new values take effect only on a restart (0: the file runs whole).',
     registers: [registry],
   });
@@ -97,14 +94,8 @@ export interface ReloadLog {
   error(details: object, message: string): void;
 }
 
-/** What a reload swaps the configuration of (live/generations.ts's LiveConfig). */
-export interface ReloadTarget {
-  readonly current: { readonly fingerprint: string };
-  /** The key paths of `next` that differ from the running config and need a restart. */
-  restartOnlyChanges(next: GatewayConfig): string[];
-  /** Swaps in what can change live; throws and keeps the running config when it cannot serve. */
-  apply(next: GatewayConfig): Promise<{ readonly fingerprint: string; readonly config: GatewayConfig }>;
-}
+/** What a reload swaps the configuration of: the live configuration's part for it. */
+export type ReloadTarget = Pick<LiveConfig, 'current' | 'restartOnlyChanges' | 'apply'>;
 
 /** One reload: load (throws ConfigError when invalid), name restart-only keys, apply; logged and counted. */
 export async function reloadGateway(
@@ -230,11 +221,15 @@ export interface FileReloads {
   close(): void;
 }
 
+/** Dropped key paths named in the log line; the count says how many more. */
+const DROPPED_LOGGED = 20;
+
 /**
- * The reloads of one config file, one at a time. A change seen by the watch that drops a section or
- * a key of a section that the applied file has (what a half-written file looks like: a valid YAML
- * prefix) is not applied on this read: it is read again once it has not changed for `secondLookMs`,
- * and applied only if it is still the same. SIGHUP is the operator's own look: it applies what it reads.
+ * The reloads of one config file, one at a time. A change seen by the watch that drops a key or a
+ * list item the applied file has, at any depth, or whose last line is not ended (what a half-written
+ * file looks like: a valid YAML prefix, cut between lines or inside one) is not applied on this
+ * read: it is read again once it has not changed for `secondLookMs`, and applied only if it is still
+ * the same. SIGHUP is the operator's own look: it applies what it reads.
  */
 export function createFileReloads(options: {
   readonly file: string;
@@ -253,11 +248,14 @@ export function createFileReloads(options: {
     const shape = configFileShape(file);
     const dropped =
       shape === undefined || applied === undefined ? [] : [...applied.keys].filter((key) => !shape.keys.has(key));
-    if (trigger === 'file' && shape !== undefined && dropped.length > 0 && shape.digest !== pending) {
+    const suspect = shape !== undefined && (dropped.length > 0 || !shape.endsWhole);
+    if (trigger === 'file' && suspect && shape.digest !== pending) {
       pending = shape.digest;
       log.warn(
-        { trigger, dropped, secondLookMs },
-        'configuration reload: the file drops keys the running configuration has; it is read again once unchanged',
+        { trigger, dropped: dropped.slice(0, DROPPED_LOGGED), droppedCount: dropped.length, secondLookMs },
+        dropped.length > 0
+          ? 'configuration reload: the file drops keys the running configuration has; it is read again once unchanged'
+          : "configuration reload: the file's last line has no line break (a write under way?); it is read again once unchanged",
       );
       secondLook = setTimeout(() => void run('file'), secondLookMs);
       secondLook.unref();

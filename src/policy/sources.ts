@@ -89,11 +89,18 @@ function compile(rule: SourceRuleConfig): CompiledRule {
   };
 }
 
-/** The certificate the listener verified on this connection, or undefined (none, or not verified). */
+/**
+ * The certificate the listener verified on this connection and valid now, or undefined (none, not
+ * verified, or outside its validity dates). The handshake checked the dates once; a kept-alive
+ * connection or a resumed TLS session outlives them, so they are judged at each call (RFC 5280 §4.1.2.5).
+ */
 function verifiedCertificate(request: IncomingMessage) {
   const socket = request.socket as Partial<TLSSocket>;
   if (socket.authorized !== true || typeof socket.getPeerX509Certificate !== 'function') return undefined;
-  return socket.getPeerX509Certificate();
+  const certificate = socket.getPeerX509Certificate();
+  if (certificate === undefined) return undefined;
+  const now = Date.now();
+  return now > Date.parse(certificate.validTo) || now < Date.parse(certificate.validFrom) ? undefined : certificate;
 }
 
 function certificateAccepted(rule: CompiledRule, request: IncomingMessage): boolean {

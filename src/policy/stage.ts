@@ -11,7 +11,7 @@ import { parseJsonObject } from '../body/json.js';
 import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
 import { callerOf } from '../exchange/caller.js';
-import type { Principal, Stage } from '../exchange/exchange.js';
+import type { CallStage, Principal, Stage } from '../exchange/exchange.js';
 import { onResponseClose } from '../exchange/response-close.js';
 import { pathOf } from '../operations.js';
 import { Errors, GatewayError } from '../errors.js';
@@ -24,7 +24,7 @@ export interface PolicyStage {
   /** Per-operation authorization (synchronous). */
   readonly authorize: Stage;
   /** Read, parse and judge the body of a rule-checked call (a promise only on those routes). */
-  enforceRequestRules(request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined;
+  readonly enforceRequestRules: CallStage;
 }
 
 export interface PolicyStageOptions {

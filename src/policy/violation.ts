@@ -180,15 +180,21 @@ export function optionalStringArray(holder: JsonObject, name: string, path: stri
  * present, in the order the object has them; the decoder picks one of them, so a rule accepts the
  * object when any present variant is acceptable (never refusing what the participant may accept).
  */
-export function variantKeys(value: JsonObject, variants: readonly string[]): string[] {
-  return Object.keys(value).filter((key) => variants.includes(key));
+export function variantKeys<V extends string>(value: JsonObject, variants: readonly V[]): V[] {
+  return Object.keys(value).filter((key): key is V => (variants as readonly string[]).includes(key));
 }
 
-/** The first violation of the candidates, or undefined as soon as one candidate passes. */
-export function firstOfCandidates(candidates: ReadonlyArray<() => Violation | undefined>): Violation | undefined {
+/**
+ * A oneof's present variants (variantKeys), each checked: undefined as soon as one is acceptable (the
+ * decoder may pick it), else the first one's violation.
+ */
+export function oneofViolation<V extends string>(
+  variants: readonly V[],
+  check: (variant: V) => Violation | undefined,
+): Violation | undefined {
   let first: Violation | undefined;
-  for (const candidate of candidates) {
-    const violation = candidate();
+  for (const variant of variants) {
+    const violation = check(variant);
     if (violation === undefined) return undefined;
     first ??= violation;
   }

@@ -10,8 +10,21 @@ import type { ProtectionConfig } from '../config/schema.js';
 type RedisSection = ProtectionConfig['redis'];
 export type RedisConnectionConfig = Pick<
   RedisSection,
-  'url' | 'sentinel' | 'cluster' | 'username' | 'password' | 'commandTimeoutMs' | 'connectTimeoutMs'
+  'url' | 'sentinel' | 'cluster' | 'username' | 'password' | 'commandTimeoutMs' | 'connectTimeoutMs' | 'maxReplyBytes'
 >;
+
+/**
+ * What went wrong with Redis besides its absence, each logged and counted apart from an outage
+ * (ledger_gateway_protection_store_errors_total{reason}): the credentials were refused; a reply grew
+ * past maxReplyBytes (the connection was cut); a sentinel named its own address as the master.
+ */
+export type RedisProblem = 'authentication' | 'reply_too_large' | 'master_at_sentinel';
+export const REDIS_PROBLEMS: readonly RedisProblem[] = ['authentication', 'reply_too_large', 'master_at_sentinel'];
+
+/** Redis's answers to AUTH (or to a command before it) with the wrong or no credentials: WRONGPASS (6+), ERR invalid password (before 6), NOAUTH. */
+export function isAuthenticationFailure(error: Error): boolean {
+  return /^(WRONGPASS|NOAUTH)\b|^ERR invalid (password|username-password)/.test(error.message);
+}
 export type RedisConnection = Redis | Cluster;
 export type RedisMode = 'node' | 'sentinel' | 'cluster';
 
@@ -48,6 +61,33 @@ function address(text: string): { host: string; port: number } {
   return { host: text.slice(0, colon).replace(/^\[(.*)\]$/, '$1'), port: Number(text.slice(colon + 1)) };
 }
 
+/**
+ * Bounds what one reply can make this process hold. ioredis's parser keeps a reply in memory until it
+ * ends (a bulk string of any announced length, an array of any depth), and a command that timed out
+ * leaves its connection reading: a server that streams one endless reply would take the heap. The
+ * bytes received since a reply last completed are counted; past maxReplyBytes the socket is
+ * destroyed at once (ioredis's own disconnect ends it gracefully, reading on for 2 s) and the retry
+ * strategy opens a new connection.
+ */
+function boundReplies(connection: Redis, maxReplyBytes: number, onProblem: (problem: RedisProblem) => void): void {
+  connection.on('connect', () => {
+    const stream = connection.stream;
+    let unanswered = 0;
+    let waiting = 0;
+    // Both run in one 'data' emit, around the parser ioredis prepended when the connection opened.
+    stream.prependListener('data', () => {
+      waiting = connection.commandQueue.length;
+    });
+    stream.on('data', (chunk: Buffer) => {
+      if (connection.commandQueue.length < waiting) unanswered = 0;
+      else unanswered += chunk.length;
+      if (unanswered <= maxReplyBytes || stream.destroyed) return;
+      onProblem('reply_too_large');
+      stream.destroy();
+    });
+  });
+}
+
 /** Options every connection to a data node gets (the cluster's nodes included). */
 function boundedOptions(config: RedisConnectionConfig): RedisOptions {
   return {
@@ -64,8 +104,29 @@ function boundedOptions(config: RedisConnectionConfig): RedisOptions {
   };
 }
 
+/**
+ * A sentinel decides where the data nodes' credentials are sent. One that names its own address (or
+ * another configured sentinel's) as the master is lying, or is no sentinel: its answer is refused,
+ * as if it had not answered, and the next sentinel is asked. ioredis reads the master's address
+ * through natMap; throwing there fails that sentinel's resolution.
+ */
+function refuseMasterAtSentinel(
+  sentinels: ReadonlyArray<{ host: string; port: number }>,
+  onProblem: (problem: RedisProblem) => void,
+) {
+  const addresses = new Set(sentinels.map(({ host, port }) => `${host}:${port}`));
+  return (key: string) => {
+    if (!addresses.has(key)) return null;
+    onProblem('master_at_sentinel');
+    throw new Error('the sentinel named a sentinel address as the master; refused');
+  };
+}
+
 /** Opens the connection the section configures (call only when redisMode is defined). */
-export function openRedisConnection(config: RedisConnectionConfig): RedisConnection {
+export function openRedisConnection(
+  config: RedisConnectionConfig,
+  onProblem: (problem: RedisProblem) => void = () => undefined,
+): RedisConnection {
   const { sentinel, cluster } = config;
   if (cluster !== undefined) {
     const client = new Cluster(cluster.nodes.map(address), {
@@ -82,6 +143,7 @@ export function openRedisConnection(config: RedisConnectionConfig): RedisConnect
     // ioredis opens a node's connection at its first command, and refuses the commands that come
     // while it opens: open each master's as soon as it is known (redisReady waits for them).
     client.on('+node', (node: Redis) => {
+      boundReplies(node, config.maxReplyBytes, onProblem);
       if (node.options.readOnly !== true) node.connect().catch(() => {});
     });
     return client;
@@ -93,9 +155,14 @@ export function openRedisConnection(config: RedisConnectionConfig): RedisConnect
     lazyConnect: false,
   };
   if (sentinel !== undefined) {
-    return new Redis({
+    const sentinels = sentinel.nodes.map(address);
+    const client = new Redis({
       ...bounded,
-      sentinels: sentinel.nodes.map(address),
+      sentinels,
+      // Only the configured sentinels are asked: one that answers must not add others (ioredis's
+      // updateSentinels would take every sentinel it names, and ask it for the master next).
+      updateSentinels: false,
+      natMap: refuseMasterAtSentinel(sentinels, onProblem),
       name: sentinel.masterName,
       role: 'master',
       ...(sentinel.username === undefined ? {} : { sentinelUsername: sentinel.username }),
@@ -106,8 +173,12 @@ export function openRedisConnection(config: RedisConnectionConfig): RedisConnect
       failoverDetector: true,
       sentinelReconnectStrategy: backoff,
     });
+    boundReplies(client, config.maxReplyBytes, onProblem);
+    return client;
   }
-  return new Redis(config.url!, bounded);
+  const client = new Redis(config.url!, bounded);
+  boundReplies(client, config.maxReplyBytes, onProblem);
+  return client;
 }
 
 /** Connected: the node, the master Sentinel named, or the cluster and every master it knows. */

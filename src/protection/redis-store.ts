@@ -8,12 +8,14 @@
 // (redis-connection.ts, for a single node, Sentinel and Cluster alike).
 import { createHash, randomUUID } from 'node:crypto';
 import {
+  isAuthenticationFailure,
   openRedisConnection,
   pingRedis,
   redisMode,
   redisReady,
   type RedisConnection,
   type RedisConnectionConfig,
+  type RedisProblem,
 } from './redis-connection.js';
 import {
   CONCURRENCY_RETRY_AFTER_MS,
@@ -33,7 +35,16 @@ export interface RedisStoreOptions {
   readonly leaseMs: number;
   /** The connection became usable (true) or was lost (false): once per change, not per reconnect attempt. */
   readonly onReadyChange?: (ready: boolean) => void;
+  /** Each time Redis fails in a way an outage does not explain (redis-connection.ts's RedisProblem). */
+  readonly onProblem?: (problem: RedisProblem) => void;
 }
+
+/** What an admission's failure says while a problem stands (never a credential: the kind alone). */
+const PROBLEM_TEXT: Record<RedisProblem, string> = {
+  authentication: 'Redis refused the credentials (authentication failed: check protection.redis)',
+  reply_too_large: 'a Redis reply grew past protection.redis.maxReplyBytes; the connection was cut',
+  master_at_sentinel: 'a sentinel named a sentinel address as the master; its answer was refused',
+};
 
 export interface RedisStore extends LimitStore {
   /** Leases this replica holds (tests: no slot leaks). */
@@ -173,13 +184,29 @@ function renewalBatches(
 /** Most failed releases kept for a retry (each one's lease lapses within leaseMs anyway). */
 const MAX_UNRELEASED = 10_000;
 
-/** The client, its scripts defined; readiness changes reported to options.onReadyChange. */
-function connectRedis(options: RedisStoreOptions): { client: RedisConnection; scripts: ScriptClient } {
-  const client = openRedisConnection(options.connection);
-  // Connection errors surface as failed admissions (the fail mode) and as readiness changes here.
-  client.on('error', () => {});
+/**
+ * The client, its scripts defined; readiness changes reported to options.onReadyChange, problems to
+ * options.onProblem. `problem()`: the last problem since the connection was last ready.
+ */
+function connectRedis(options: RedisStoreOptions): {
+  client: RedisConnection;
+  scripts: ScriptClient;
+  problem: () => RedisProblem | undefined;
+} {
+  let problem: RedisProblem | undefined;
+  const report = (found: RedisProblem) => {
+    problem = found;
+    options.onProblem?.(found);
+  };
+  const client = openRedisConnection(options.connection, report);
+  // Connection errors surface as failed admissions (the fail mode) and as readiness changes here;
+  // refused credentials are told apart from an outage.
+  client.on('error', (error: Error) => {
+    if (isAuthenticationFailure(error)) report('authentication');
+  });
   let wasReady = false;
   client.on('ready', () => {
+    problem = undefined;
     wasReady = true;
     options.onReadyChange?.(true);
   });
@@ -192,7 +219,7 @@ function connectRedis(options: RedisStoreOptions): { client: RedisConnection; sc
   client.defineCommand('ledgerGatewayRenew', { lua: RENEW });
   client.defineCommand('ledgerGatewayRelease', { lua: RELEASE });
   client.defineCommand('ledgerGatewayRefund', { lua: REFUND });
-  return { client, scripts: client as unknown as ScriptClient };
+  return { client, scripts: client as unknown as ScriptClient, problem: () => problem };
 }
 
 /** The slots this replica holds in Redis: renewed until released, releases retried, and the stall probe. */
@@ -349,7 +376,7 @@ function keepLeases(client: RedisConnection, scripts: ScriptClient, options: Red
 }
 
 export function createRedisStore(options: RedisStoreOptions): RedisStore {
-  const { client, scripts } = connectRedis(options);
+  const { client, scripts, problem } = connectRedis(options);
   const leases = keepLeases(client, scripts, options);
   const { held, stall, answering } = leases;
   const sendRelease = leases.release;
@@ -360,7 +387,10 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
 
   return {
     async admit({ operation, caller, limits }: AdmissionQuery): Promise<StoreVerdict> {
-      if (!redisReady(client)) throw new StoreUnavailableError(`Redis is ${client.status}`);
+      if (!redisReady(client)) {
+        const standing = problem();
+        throw new StoreUnavailableError(standing === undefined ? `Redis is ${client.status}` : PROBLEM_TEXT[standing]);
+      }
       if (leases.stalled) throw new StoreUnavailableError('Redis has not answered since a command failed (probing)');
       const perPrincipal = limits.maxInFlightPerPrincipal ?? 0;
       const perOperation = limits.maxInFlight ?? 0;

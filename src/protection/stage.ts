@@ -12,7 +12,7 @@ import { callerOf } from '../exchange/caller.js';
 import type { ConnectionCaps } from './connections.js';
 import { resolveProtectionConfig } from './config.js';
 import { createMemoryStore } from './memory-store.js';
-import { redisMode } from './redis-connection.js';
+import { redisMode, type RedisProblem } from './redis-connection.js';
 import { createRedisStore } from './redis-store.js';
 import type { LimitStore } from './store.js';
 import { createUnauthenticatedBudget, type UnauthenticatedBudget } from './unauthenticated-budget.js';
@@ -34,6 +34,29 @@ export interface ProtectionStageOptions {
   readonly isTrustedProxy: (address: string) => boolean;
 }
 
+/** Each problem's log line: one when it first shows, then at most one a minute while it lasts. */
+const PROBLEM_LOG_INTERVAL_MS = 60_000;
+const PROBLEM_MESSAGES: Record<RedisProblem, string> = {
+  authentication: 'limit store (Redis) refused the credentials: check protection.redis (url, password, username)',
+  reply_too_large: 'limit store (Redis) sent a reply past protection.redis.maxReplyBytes: connection cut',
+  master_at_sentinel: "limit store (Redis): a sentinel named a sentinel's address as the master; its answer refused",
+};
+
+/** Counts every problem (ledger_gateway_protection_store_errors_total) and logs it, coded, never a credential. */
+function storeProblems(options: ProtectionStageOptions): (problem: RedisProblem) => void {
+  const lastLogged = new Map<RedisProblem, number>();
+  const counts = new Map<RedisProblem, number>();
+  return (problem) => {
+    options.metrics.protectionStoreError(problem);
+    counts.set(problem, (counts.get(problem) ?? 0) + 1);
+    const now = Date.now();
+    if (now - (lastLogged.get(problem) ?? -Infinity) < PROBLEM_LOG_INTERVAL_MS) return;
+    lastLogged.set(problem, now);
+    options.log.warn({ code: problem, times: counts.get(problem) }, PROBLEM_MESSAGES[problem]);
+    counts.set(problem, 0);
+  };
+}
+
 export function createProtectionStage(section: ProtectionConfig, options: ProtectionStageOptions): ProtectionStage {
   const resolved = resolveProtectionConfig(section);
   const unauthenticatedRate = resolved.unauthenticatedRate;
@@ -53,6 +76,7 @@ export function createProtectionStage(section: ProtectionConfig, options: Protec
             ready
               ? options.log.info({}, 'limit store (Redis) connected')
               : options.log.warn({ failMode: resolved.failMode }, 'limit store (Redis) connection lost; reconnecting'),
+          onProblem: storeProblems(options),
         });
   }
   if (store !== undefined) options.metrics.watchProtectionStore(() => store.ready());

@@ -21,11 +21,6 @@ import { UploadShares, uploadShareExhausted, uploadsPerCaller } from './upload-s
 import type { UpstreamReplicas } from './upstream-replicas.js';
 import { UpstreamSlots } from './upstream-slots.js';
 
-// Kept here for the modules that import them from the forwarder.
-export { tooLarge } from './upload-body.js';
-export { upstreamTlsOptions } from './upstream-pool.js';
-export { READINESS_USER_AGENT } from './upstream-probe.js';
-
 export interface ForwarderOptions {
   /** The participant (its replicas, or the one resolved upstream.url; never "sandbox"). */
   readonly replicas: UpstreamReplicas;

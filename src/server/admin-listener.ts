@@ -48,11 +48,12 @@ export function isLoopbackAddress(address: string | undefined): boolean {
 }
 
 /**
- * A purge (or a read of the running configuration) is allowed to a caller presenting
- * `Authorization: Bearer <admin.purgeToken>`, or to a loopback peer when admin.trustLoopback is on
- * (`trustedPeer`: behind a mesh sidecar every peer is loopback, Istio's passthrough 127.0.0.6).
+ * The admin calls the admin token guards, POST /cache/version/purge and GET /config, are allowed to a
+ * caller presenting `Authorization: Bearer <admin.purgeToken>`, or to a loopback peer when
+ * admin.trustLoopback is on (`trustedPeer`: behind a mesh sidecar every peer is loopback, Istio's
+ * passthrough 127.0.0.6). /livez, /readyz and /metrics are open to any peer.
  */
-export function purgeAllowed(
+export function adminTokenCallAllowed(
   trustedPeer: boolean,
   authorization: string | undefined,
   token: string | undefined,
@@ -79,7 +80,7 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
 
   const isLoopback = options.isLoopback ?? isLoopbackAddress;
   const allowed = (request: FastifyRequest) =>
-    purgeAllowed(
+    adminTokenCallAllowed(
       admin.trustLoopback && isLoopback(request.socket.remoteAddress),
       request.headers.authorization,
       admin.purgeToken,

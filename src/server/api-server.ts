@@ -72,7 +72,7 @@ export function createApiServer(
           https: {
             ...serverOptions,
             handshakeTimeout: server.headersTimeoutMs,
-            ...listenerSecureOptions(listenerTls, server.tls.clientCertificate),
+            ...listenerSecureOptions(listenerTls, server.tls),
           },
         }),
     bodyLimit: limits.bodyBytes,
@@ -128,10 +128,13 @@ export function createApiServer(
   api.decorateRequest('operation', null as never); // set by the request context stage
   api.decorateRequest('principal', null);
   api.decorateRequest('errorCode', null);
+  api.decorateRequest('refusalReason', undefined); // set with errorCode when a stage refuses the call
   api.decorateRequest('rawBody', undefined);
   api.decorateRequest('jsonBody', undefined);
   api.decorateRequest('traceContext', undefined); // set by the telemetry stage when propagating by hand
   api.decorateRequest('traceresponse', undefined); // set by the telemetry stage when tracing runs
+  api.decorateRequest('replyHeaders', false); // set when CORS puts its headers on the reply
+  api.decorateRequest('answerContentLength', undefined); // set when the gateway writes an answer head itself
   api.decorate('draining', false); // set when shutdown begins (answers close their connections)
   // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
   // routes read theirs (policy stage).

@@ -4,9 +4,11 @@
 // included (request-telemetry.ts), as a call's is; with the access log on, a 101's line waits for
 // its stream's end.
 import type { IncomingMessage } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 import type { Duplex } from 'node:stream';
 import { Errors, GatewayError } from '../errors.js';
-import type { Exchange, Generation, Principal, Stage } from '../exchange/exchange.js';
+import type { Principal, Stage } from '../exchange/exchange.js';
+import type { Generation, PinnedExchange } from '../live/generations.js';
 import type { Operation } from '../operations.js';
 import type { WebSocketTunnels } from '../proxy/websocket.js';
 import { writeUpgradeRefusal } from '../exchange/refusal.js';
@@ -15,14 +17,16 @@ import type { RequestTelemetry } from '../telemetry/request-telemetry.js';
 import type { TraceContext } from '../trace-context.js';
 
 /** An upgrade's exchange (a call's is its FastifyRequest): one shape for every upgrade. */
-class UpgradeExchange implements Exchange {
+class UpgradeExchange implements PinnedExchange {
   readonly kind = 'upgrade';
   generation = null as unknown as Generation; // pinned by the first stage
   operation = null as unknown as Operation; // set by the request context stage
   principal: Principal | null = null;
   errorCode: string | null = null;
+  refusalReason: string | undefined = undefined;
   traceContext: TraceContext | undefined = undefined;
   traceresponse: string | undefined = undefined;
+  answerContentLength: string | number | undefined = undefined;
   constructor(
     readonly id: string,
     readonly raw: IncomingMessage,
@@ -32,9 +36,9 @@ class UpgradeExchange implements Exchange {
 
 export interface UpgradeHandlerOptions {
   /** The gateway's stage list, the same one every call walks. */
-  readonly stages: readonly Stage[];
+  readonly stages: readonly Stage<PinnedExchange>[];
   readonly tunnels: WebSocketTunnels;
-  readonly telemetry: Pick<RequestTelemetry, 'noteRefusal' | 'upgradeAnswered' | 'streamEnded'>;
+  readonly telemetry: Pick<RequestTelemetry, 'upgradeAnswered' | 'streamEnded'>;
   readonly correlationId: () => string;
   readonly log: { warn(details: object, message: string): void };
 }
@@ -63,7 +67,6 @@ export function createUpgradeHandler(options: UpgradeHandlerOptions): UpgradeHan
 
     const refuse = (error: GatewayError) => {
       writeUpgradeRefusal(exchange, socket, error);
-      if (error.reason !== undefined) telemetry.noteRefusal(exchange, error.reason);
       telemetry.upgradeAnswered(exchange, error.definition.status);
     };
     admitUpgrade(stages, exchange).then(
@@ -104,4 +107,11 @@ export function createUpgradeHandler(options: UpgradeHandlerOptions): UpgradeHan
       pending.clear();
     },
   };
+}
+
+/** Serves every upgrade of `api`'s server: the stage list, then the tunnel. */
+export function serveUpgrades(api: FastifyInstance, options: UpgradeHandlerOptions): UpgradeHandler {
+  const upgrades = createUpgradeHandler(options);
+  api.server.on('upgrade', upgrades.handleUpgrade);
+  return upgrades;
 }

@@ -1,17 +1,17 @@
 // The access log: the request line with what an operator expects of an access line (Envoy's
 // default access log is the model): when the call started, who called from where (the client
 // address resolved through server.trustedProxies, the token's issuer and subject, never the
-// token), the path (its query left out, chosen parameters redacted), the bytes each way, the
+// token), the path (its query left out, chosen parameters redacted, JWT-shaped parts and credential
+// query values always: logging.ts scrubUrl), the bytes each way, the
 // upstream replica and its time, the user agent. A WebSocket stream's line is written when it ends
 // (request-telemetry.ts): its bytes are those its tunnel carried, and `endedBy` says what ended it
 // (the ended_by label of ledger_gateway_websocket_streams_ended_total). Which fields, the sampling
 // of successes and the redaction follow log.access, live.
-import type { ServerResponse } from 'node:http';
 import type { AccessLogConfig, AccessLogField } from '../config/schema.js';
 import { clientAddress } from '../exchange/caller.js';
 import type { EndedStream, Exchange } from '../exchange/exchange.js';
 import { pathOf, type Operation } from '../operations.js';
-import { REDACTED } from './logging.js';
+import { REDACTED, scrubSecrets, scrubUrl } from './logging.js';
 
 /** What the telemetry stage knows of a call besides the exchange: its start and its upstream part. */
 export interface AccessFacts {
@@ -52,15 +52,6 @@ function bytesOf(value: string | string[] | number | undefined): number | null {
   return Number.isSafeInteger(n) && n >= 0 ? n : null;
 }
 
-/** The answer's Content-Length: set on the reply, or in the head the forwarder wrote whole. */
-function responseBytes(response: ServerResponse): number | null {
-  const set = bytesOf(response.getHeader('content-length'));
-  if (set !== null) return set;
-  const head = (response as unknown as { _header?: string | null })._header;
-  const match = typeof head === 'string' ? /\r\ncontent-length:\s*(\d+)/i.exec(head) : null;
-  return match === null ? null : Number(match[1]);
-}
-
 export function createAccessLog(
   config: AccessLogConfig,
   isTrustedProxy: (address: string) => boolean,
@@ -78,9 +69,11 @@ export function createAccessLog(
       const url = raw.url ?? '';
       const path = redactedPath(pathOf(url), operation, redact);
       return json(
-        config.includeQuery && url.length > path.length && url.includes('?')
-          ? `${path}${url.slice(url.indexOf('?'))}`
-          : path,
+        scrubUrl(
+          config.includeQuery && url.length > path.length && url.includes('?')
+            ? `${path}${url.slice(url.indexOf('?'))}`
+            : path,
+        ),
       );
     },
     requestBytes: (exchange, facts) =>
@@ -90,14 +83,13 @@ export function createAccessLog(
           (exchange as { rawBody?: Buffer }).rawBody?.length ??
           null,
       ),
-    responseBytes: (exchange, facts) =>
-      json(
-        facts.stream?.responseBytes ??
-          (exchange.kind === 'call' ? responseBytes(exchange.lifeline as ServerResponse) : null),
-      ),
+    responseBytes: (exchange, facts) => json(facts.stream?.responseBytes ?? bytesOf(exchange.answerContentLength)),
     upstreamReplica: (_exchange, facts) => json(facts.upstreamReplica ?? facts.stream?.replica ?? null),
     upstreamMs: (_exchange, facts) => json(facts.upstreamMs ?? null),
-    userAgent: ({ raw }) => json(raw.headers['user-agent'] ?? null),
+    userAgent: ({ raw }) => {
+      const agent = raw.headers['user-agent'];
+      return json(agent === undefined ? null : scrubSecrets(agent));
+    },
   };
   const chosen = config.fields.map((field) => [`,"${field}":`, writers[field]] as const);
   return {

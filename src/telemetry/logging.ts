@@ -2,6 +2,7 @@
 // (request-telemetry.ts); this file decides what a line may contain.
 import { hostname } from 'node:os';
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import { withoutFileSecrets } from '../config/file-secrets.js';
 
 /** Keys whose values are credentials wherever they appear (headers, claims, config, errors); any case. */
 export const SECRET_KEYS: readonly string[] = [
@@ -33,15 +34,67 @@ const BEARER = /\b(Bearer\s+)(?!token(?:\s|$))[^\s",;]+/gi;
 const WEBSOCKET_TOKEN = /\b(jwt\.token\.)[^\s",;]+/g;
 const JWT = /\beyJ[\w-]{2,}\.[\w-]{2,}\.[\w-]*/g;
 
-/** Removes bearer tokens and JWTs from a text that is about to be logged. */
+/** Removes bearer tokens, JWTs and values read with ${file:...} from a text that is about to be logged. */
 export function scrubSecrets(text: string): string {
-  if (!text.includes('Bearer') && !text.includes('bearer') && !text.includes('jwt.token.') && !text.includes('eyJ'))
-    return text;
-  return text.replace(BEARER, `$1${REDACTED}`).replace(WEBSOCKET_TOKEN, `$1${REDACTED}`).replace(JWT, REDACTED);
+  const scrubbed = withoutFileSecrets(text);
+  if (
+    !scrubbed.includes('Bearer') &&
+    !scrubbed.includes('bearer') &&
+    !scrubbed.includes('jwt.token.') &&
+    !scrubbed.includes('eyJ')
+  )
+    return scrubbed;
+  return scrubbed.replace(BEARER, `$1${REDACTED}`).replace(WEBSOCKET_TOKEN, `$1${REDACTED}`).replace(JWT, REDACTED);
 }
 
 const SECRET_KEY_NAMES: ReadonlySet<string> = new Set(SECRET_KEYS.map((name) => name.toLowerCase()));
-const MAX_DEPTH = 8;
+
+/** Query parameters whose values are credentials (OAuth 2.0's RFC 6750 §2.3 access_token, and the like), any case. */
+const SECRET_QUERY_NAMES: ReadonlySet<string> = new Set([
+  ...SECRET_KEY_NAMES,
+  'api_key',
+  'apikey',
+  'code',
+  'signature',
+  'sig',
+  'credential',
+]);
+
+/**
+ * A request target as it may be logged: every JWT-shaped part redacted (a token in a path segment or a
+ * query value), and the value of every query parameter named like a credential (`access_token`,
+ * `token`, `id_token`, ...). The path's other segments and the other parameters stay.
+ */
+export function scrubUrl(url: string): string {
+  const question = url.indexOf('?');
+  if (question === -1) return scrubSecrets(url);
+  const query = url
+    .slice(question + 1)
+    .split('&')
+    .map((pair) => {
+      const equals = pair.indexOf('=');
+      if (equals === -1) return pair;
+      let name: string;
+      try {
+        name = decodeURIComponent(pair.slice(0, equals).replace(/\+/g, ' '));
+      } catch {
+        name = pair.slice(0, equals);
+      }
+      return SECRET_QUERY_NAMES.has(name.toLowerCase()) ? `${pair.slice(0, equals)}=${REDACTED}` : pair;
+    })
+    .join('&');
+  return scrubSecrets(`${url.slice(0, question)}?${query}`);
+}
+
+/**
+ * Redaction walks a logged object (a log line's fields, an audited body) to its full depth, within
+ * bounds on the walk's own cost: what lies deeper than MAX_DEPTH, or past MAX_NODES visited, is
+ * replaced whole, never written unredacted. A body is nested at most policy.maxBodyDepth (512 by
+ * default) and holds well under a million values in its 1 MiB; the recursion stays within the stack.
+ */
+const MAX_DEPTH = 1_000;
+const MAX_NODES = 1_000_000;
+export const REDACTED_BEYOND_BOUND = '[Redacted: nested past the redaction bound]';
 
 function isPlainObject(value: object): value is Record<string, unknown> {
   const prototype = Object.getPrototypeOf(value) as unknown;
@@ -54,12 +107,17 @@ function isPlainObject(value: object): value is Record<string, unknown> {
  * case, and cheap: pino's wildcard `redact` paths cost a hundred times more per line). Other
  * objects (errors, requests) are left to their serializers, which pass their output through here.
  */
-export function redactSecrets(value: unknown, depth = 0): unknown {
-  if (value === null || typeof value !== 'object' || depth > MAX_DEPTH) return value;
+export function redactSecrets(value: unknown): unknown {
+  return redactWithin(value, 0, { visited: 0 });
+}
+
+function redactWithin(value: unknown, depth: number, budget: { visited: number }): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (depth > MAX_DEPTH || ++budget.visited > MAX_NODES) return REDACTED_BEYOND_BOUND;
   if (Array.isArray(value)) {
     let copy: unknown[] | undefined;
     for (let i = 0; i < value.length; i++) {
-      const redacted = redactSecrets(value[i], depth + 1);
+      const redacted = redactWithin(value[i], depth + 1, budget);
       if (redacted !== value[i]) (copy ??= value.slice())[i] = redacted;
     }
     return copy ?? value;
@@ -72,7 +130,7 @@ export function redactSecrets(value: unknown, depth = 0): unknown {
       ? field === undefined
         ? field
         : REDACTED
-      : redactSecrets(field, depth + 1);
+      : redactWithin(field, depth + 1, budget);
     if (redacted !== field) (copy ??= { ...value })[name] = redacted;
   }
   return copy ?? value;
@@ -92,8 +150,12 @@ function serializeError(error: unknown): unknown {
   return serialized;
 }
 
-/** pino's request and response serializers, their headers redacted. */
-const serializeRequest = (request: unknown) => redactSecrets(pino.stdSerializers.req(request as never));
+/** pino's request and response serializers, their headers redacted, the request target scrubbed (scrubUrl). */
+function serializeRequest(request: unknown): unknown {
+  const serialized = redactSecrets(pino.stdSerializers.req(request as never)) as { url?: unknown };
+  if (typeof serialized?.url === 'string') serialized.url = scrubUrl(serialized.url);
+  return serialized;
+}
 const serializeResponse = (response: unknown) => redactSecrets(pino.stdSerializers.res(response as never));
 
 export function loggerOptions(level: string): LoggerOptions {
@@ -230,7 +292,7 @@ export interface RequestLine {
   readonly durationMs: number;
   readonly traceId: string | null;
   readonly spanId: string | null;
-  /** Why a stage refused the call, already scrubbed (noteRefusal). */
+  /** Why a stage refused the call, already scrubbed (the exchange's refusalReason). */
   readonly reason?: string;
   /** The access log's fields as JSON text (`,"name":value...`: access-log.ts), when log.access is on. */
   readonly access?: string | undefined;

@@ -27,6 +27,7 @@ export const MetricNames = {
   protectionRefusals: 'ledger_gateway_protection_refusals_total',
   protectionStoreFailures: 'ledger_gateway_protection_store_failures_total',
   protectionStoreUp: 'ledger_gateway_protection_store_up',
+  protectionStoreErrors: 'ledger_gateway_protection_store_errors_total',
   tokenSignatureChecks: 'ledger_gateway_token_signature_checks_total',
   logLinesDropped: 'ledger_gateway_log_lines_dropped_total',
   upstreamCallsInFlight: 'ledger_gateway_upstream_calls_in_flight',
@@ -137,6 +138,8 @@ export interface GatewayMetrics {
   protectionRefusal(operation: string, limit: string): void;
   /** The shared limit store (Redis) could not answer; `failMode` says what the call got. */
   protectionStoreFailure(failMode: 'open' | 'closed'): void;
+  /** Redis failed in a way an outage does not explain (`reason`: a RedisProblem of protection/redis-connection.ts). */
+  protectionStoreError(reason: string): void;
   /** Where ledger_gateway_protection_store_up reads whether the limit store answers (default: always). */
   watchProtectionStore(ready: () => boolean): void;
   /** Where ledger_gateway_token_signature_checks_total reads the authenticator's count (read at scrape, no hot-path cost). */
@@ -189,6 +192,14 @@ function memo<T>(create: (key: string) => T): (key: string) => T {
 /** Names a counter: in the OpenMetrics format (with exemplars) prom-client appends _total itself. */
 type CounterNamer = (name: string) => string;
 
+/**
+ * A counter's name as it is registered: MetricNames' `_total` name, without the suffix when exemplars
+ * are on (the registry then answers OpenMetrics, whose counters prom-client suffixes itself).
+ */
+export function registeredCounterName(name: string, exemplars: boolean): string {
+  return exemplars ? name.replace(/_total$/, '') : name;
+}
+
 export function createMetrics(
   registry: Registry = new Registry(),
   options: MetricsOptions = DEFAULT_METRICS_OPTIONS,
@@ -196,7 +207,7 @@ export function createMetrics(
   const exemplars = options.exemplars;
   // Exemplars exist only in the OpenMetrics format; prom-client then appends _total to counters itself.
   if (exemplars) (registry as Registry<RegistryContentType>).setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-  const counterName: CounterNamer = (name) => (exemplars ? name.replace(/_total$/, '') : name);
+  const counterName: CounterNamer = (name) => registeredCounterName(name, exemplars);
 
   collectDefaultMetrics({ register: registry });
   for (const name of LINT_FAILING_DEFAULT_METRICS) registry.removeSingleMetric(name);
@@ -342,6 +353,7 @@ function refusalMetrics(
   | 'jwksRefresh'
   | 'protectionRefusal'
   | 'protectionStoreFailure'
+  | 'protectionStoreError'
   | 'webSocketStreamEnded'
   | 'connectionRefused'
 > {
@@ -361,6 +373,11 @@ function refusalMetrics(
     MetricNames.protectionStoreFailures,
     'Admissions the shared limit store (Redis) could not answer, by the fail mode applied (open: admitted unchecked, closed: refused).',
     ['fail_mode'],
+  );
+  const protectionStoreErrors = counter(
+    MetricNames.protectionStoreErrors,
+    'Redis failures an outage does not explain, by reason: authentication (the credentials were refused), reply_too_large (a reply past protection.redis.maxReplyBytes; the connection was cut), master_at_sentinel (a sentinel named a sentinel address as the master; its answer was refused).',
+    ['reason'],
   );
   const streamsEnded = counter(
     MetricNames.webSocketStreamsEnded,
@@ -398,6 +415,9 @@ function refusalMetrics(
     },
     protectionStoreFailure(failMode) {
       protectionStoreFailures.labels(failMode).inc();
+    },
+    protectionStoreError(reason) {
+      protectionStoreErrors.labels(reason).inc();
     },
     webSocketStreamEnded(operation, endedBy) {
       streamsEnded.labels(operationLabel(operation), endedBy).inc();
@@ -609,7 +629,7 @@ export interface AuditMetrics {
 const SYNC_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
 export function createAuditMetrics(registry: Registry, exemplars: boolean): AuditMetrics {
-  const counterName = (name: string) => (exemplars ? name.replace(/_total$/, '') : name);
+  const counterName: CounterNamer = (name) => registeredCounterName(name, exemplars);
   const written = new Counter({
     name: counterName(MetricNames.auditRecordsWritten),
     help: 'Audit records written to the trail (intent and outcome; file and digest records not counted).',

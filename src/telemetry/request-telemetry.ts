@@ -9,27 +9,27 @@ import type { SpanContext } from '@opentelemetry/api';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../errors.js';
 import type { EndedStream, Exchange, Stage } from '../exchange/exchange.js';
 import { UNKNOWN_OPERATION, type Operation } from '../operations.js';
-import { traceIdOf } from '../exchange/request-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
-import { continueTrace, formatTraceparent } from '../trace-context.js';
-import type { AccessLog } from './access-log.js';
-import { scrubSecrets, type RequestLine } from './logging.js';
+import { continueTrace, formatTraceparent, traceIdOf } from '../trace-context.js';
+import type { Logger } from 'pino';
+import type { AccessLogConfig } from '../config/schema.js';
+import { createAccessLog, type AccessLog } from './access-log.js';
+import { requestLineWriter, scrubSecrets, type RequestLine } from './logging.js';
 import type { GatewayMetrics } from './metrics.js';
 import { endServerSpan, sampledTraceIdOf, serverSpanContextOf, serverSpanOf, traceresponse } from './server-span.js';
+import type { Tracing } from './tracing.js';
 
 const kState = Symbol('ledger-gateway.requestTelemetry');
 
 interface RequestState {
   /** performance.now() when the first stage ran: the call's duration is measured from here. */
   readonly started: number;
-  /** The upstream part (noteUpstream), for the access log. */
+  /** The upstream part (upstreamAnswered), for the access log. */
   upstreamMs: number | undefined;
   upstreamReplica: string | undefined;
   /** The operation counted in the in-flight gauge, once the route catalogue matched. */
   inflightOperation: string | undefined;
   finished: boolean;
-  /** Why a stage refused the request (for the log line only; never a label). */
-  reason: string | undefined;
   /** A 101 whose access line waits for its stream's end: the access log it was kept under. */
   streamAccessLog: AccessLog | undefined;
   /** The stream's end (streamEnded), for that line. */
@@ -54,6 +54,8 @@ export interface RequestTelemetryOptions {
   readonly propagateTraceContext?: boolean;
   /** Writes the request's one log line (logging.ts requestLineWriter); none when logging is off. */
   readonly writeLine?: (line: RequestLine) => void;
+  /** Whose X-Forwarded-For is believed (server.trustedProxies), for the access log's client address. */
+  readonly isTrustedProxy: (address: string) => boolean;
 }
 
 /** A refusal given before any exchange began (Node's parser, a target Fastify cannot decode). */
@@ -71,8 +73,6 @@ export interface RequestTelemetry {
   readonly begin: Stage;
   /** Once the operation is known: the exchange counts as in flight. */
   enter(exchange: Exchange): void;
-  /** Why a stage refused the exchange: written on its log line. */
-  noteRefusal(exchange: Exchange, reason: string): void;
   /**
    * An upgrade has its answer: 101 (its tunnel is open) or a refusal, the gateway's or the
    * participant's, whose code is on exchange.errorCode. A call's answer is seen on its response.
@@ -80,10 +80,13 @@ export interface RequestTelemetry {
   upgradeAnswered(exchange: Exchange, status: number): void;
   /** A 101's stream has ended: its access line, with the whole stream's duration and bytes. */
   streamEnded(exchange: Exchange, stream: EndedStream): void;
-  /** The call's upstream part: its time until the answer head and the replica (the access log's). */
-  noteUpstream(exchange: Exchange, seconds: number, replica: string): void;
-  /** The access log (log.access) from now on; undefined: the plain request line. */
-  setAccessLog(accessLog: AccessLog | undefined): void;
+  /**
+   * The call's upstream part, its time until the participant's answer head on `replica`: the upstream
+   * histogram (with the trace as exemplar when exemplars are on) and, while it is on, the access log.
+   */
+  upstreamAnswered(exchange: Exchange, seconds: number, replica: string): void;
+  /** The access log (log.access: its fields, sampling and redaction) from now on; off: the plain request line. */
+  readonly followAccessLog: (access: AccessLogConfig) => void;
   /** Counts and logs a refusal that had no exchange, as operation unknown. */
   unroutedRefusal(refusal: UnroutedRefusal): void;
   /**
@@ -99,11 +102,7 @@ function stateOf(exchange: Exchange): RequestState | undefined {
   return (exchange as WithState)[kState];
 }
 
-function noteRefusal(exchange: Exchange, reason: string): void {
-  const state = stateOf(exchange);
-  if (state !== undefined) state.reason = scrubSecrets(String(reason)); // a non-string reason must not throw here
-}
-
+/** The upstream part on the exchange, for its access line. */
 function noteUpstream(exchange: Exchange, seconds: number, replica: string): void {
   const state = stateOf(exchange);
   if (state === undefined) return;
@@ -170,7 +169,7 @@ function endSpan(
   });
 }
 
-/** The exchange's one log line: fixed fields only (the reason was scrubbed when noted). */
+/** The exchange's one log line: fixed fields only, the refusal reason scrubbed of secrets. */
 function requestLine(
   exchange: Exchange,
   state: RequestState,
@@ -191,7 +190,8 @@ function requestLine(
     durationMs: Math.round(seconds * 1e6) / 1e3,
     traceId: propagated?.traceId ?? spanContext?.traceId ?? traceIdOf(exchange),
     spanId: propagated?.spanId ?? spanContext?.spanId ?? null,
-    ...(state.reason !== undefined && { reason: state.reason }),
+    // A non-string reason must not throw here.
+    ...(exchange.refusalReason !== undefined && { reason: scrubSecrets(String(exchange.refusalReason)) }),
     // A plain property, not a second spread: the line's object stays one fast literal.
     access:
       accessLog === undefined
@@ -225,10 +225,7 @@ function countUnroutedRefusal(
   });
 }
 
-export function createRequestTelemetry(
-  metrics: GatewayMetrics,
-  options: RequestTelemetryOptions = {},
-): RequestTelemetry {
+export function createRequestTelemetry(metrics: GatewayMetrics, options: RequestTelemetryOptions): RequestTelemetry {
   const propagateTraceContext = options.propagateTraceContext ?? false;
   const writeLine = options.writeLine;
   let cuttingOff = false;
@@ -306,7 +303,6 @@ export function createRequestTelemetry(
         upstreamReplica: undefined,
         inflightOperation: undefined,
         finished: false,
-        reason: undefined,
         streamAccessLog: undefined,
         endedStream: undefined,
       };
@@ -323,10 +319,16 @@ export function createRequestTelemetry(
       state.inflightOperation = exchange.operation.name;
       metrics.inflight(state.inflightOperation, 1);
     },
-    noteRefusal,
-    noteUpstream,
-    setAccessLog(next) {
-      accessLog = next;
+    upstreamAnswered(exchange, seconds, replica) {
+      metrics.observeUpstream(
+        exchange.operation.name,
+        seconds,
+        metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
+      );
+      if (accessLog !== undefined) noteUpstream(exchange, seconds, replica);
+    },
+    followAccessLog: (access) => {
+      accessLog = access.enabled ? createAccessLog(access, options.isTrustedProxy) : undefined;
     },
     upgradeAnswered(exchange, status) {
       // A 101 is counted when the stream opens, with the code its metric label has (`none`), and its
@@ -339,4 +341,31 @@ export function createRequestTelemetry(
       cuttingOff = true;
     },
   };
+}
+
+/** The tracing started in this process (loaded only when tracing is on: the SDK is heavy). */
+async function runningTracing(): Promise<Tracing> {
+  const { activeTracing } = await import('./tracing.js');
+  const tracing = activeTracing();
+  if (tracing === undefined)
+    throw new Error('tracingActive is set but startTracing() has not run in this process (or OTEL_SDK_DISABLED=true)');
+  return tracing;
+}
+
+/** The request telemetry and how traces travel: exported by the SDK's server spans, or propagated by hand. */
+export async function startRequestTelemetry(
+  metrics: GatewayMetrics,
+  logger: false | Logger,
+  options: { readonly tracingActive: boolean; readonly isTrustedProxy: (address: string) => boolean },
+) {
+  const tracing = options.tracingActive ? await runningTracing() : undefined;
+  const serverSpanPlugin = tracing?.fastifyPlugin;
+  const propagateTraceContext = tracing !== undefined && serverSpanPlugin === undefined;
+  const writeLine = logger === false ? undefined : requestLineWriter(logger);
+  const requestTelemetry = createRequestTelemetry(metrics, {
+    propagateTraceContext,
+    isTrustedProxy: options.isTrustedProxy,
+    ...(writeLine !== undefined && { writeLine }),
+  });
+  return { tracing, serverSpanPlugin, propagateTraceContext, writeLine, requestTelemetry };
 }

@@ -38,7 +38,23 @@ describe('jwksHostRule', () => {
     expect(strict.problemOf(url)).toMatch(problem);
   });
 
-  it.each(['https://idp.example.com/realms/x/certs', 'https://8.8.8.8/jwks', 'https://[2001:db8::1]/jwks'])(
+  // 127.0.0.1, 169.254.169.254 and 10.0.0.1 in each form that carries IPv4 inside IPv6: a gateway
+  // beside a NAT64 or 6to4 relay reaches them through it (issue 40).
+  it.each([
+    ['NAT64 (64:ff9b::/96)', ['64:ff9b::7f00:1', '64:ff9b::169.254.169.254', '64:ff9b::a00:1']],
+    ['local-use NAT64 (64:ff9b:1::/48)', ['64:ff9b:1:7f00:0:100::', '64:ff9b:1::a9fe:a9fe', '64:ff9b:1::10.0.0.1']],
+    ['6to4 (2002::/16)', ['2002:7f00:1::', '2002:a9fe:a9fe::1', '2002:a00:1::']],
+    ['Teredo (2001::/32)', ['2001:0:7f00:1::80ff:fffe', '2001:0:4136:e378:8000:63bf:5601:5601', '2001::a00:1']],
+    ['IPv4-compatible (::a.b.c.d)', ['::127.0.0.1', '::169.254.169.254', '::a00:1']],
+    ['IPv4-mapped (::ffff:a.b.c.d)', ['::ffff:7f00:1', '::ffff:169.254.169.254', '::ffff:a00:1']],
+  ])('refuses the %s forms, written in the URL or resolved', (_form, addresses) => {
+    for (const address of addresses) {
+      expect(strict.problemOf(`https://[${address}]/jwks`), address).toMatch(/loopback, link-local or private/);
+      expect(strict.addressAllowed('keys.example', address), address).toBe(false);
+    }
+  });
+
+  it.each(['https://idp.example.com/realms/x/certs', 'https://8.8.8.8/jwks', 'https://[2606:4700:4700::1111]/jwks'])(
     'accepts %s',
     (url) => expect(strict.problemOf(url)).toBeUndefined(),
   );

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { closeAfterEach } from '../helpers/per-test.js';
+import { eventually } from '../helpers/eventually.js';
 
 const VERSION = {
   version: '3.5.10',
@@ -179,7 +180,7 @@ describe('version cache', () => {
     gw = await startGateway(upstream.url);
     const bob = { authorization: `Bearer ${await gw.issuer.mint({ sub: 'bob' })}` };
     const bobs = fetch(`${gw.url}/v2/version`, { headers: bob });
-    await sleep(100); // bob's refresh is under way
+    await eventually(() => upstream!.requests.length === 1, "bob's refresh has reached the participant");
     const alices = fetch(`${gw.url}/v2/version`, { headers: gw.auth() });
     const [bobAnswer, aliceAnswer] = await Promise.all([bobs, alices]);
     expect(bobAnswer.status).toBe(403);
@@ -245,7 +246,10 @@ describe('version cache', () => {
     });
     gw = await startGateway(upstream.url, { admin: { purgeToken: PURGE_TOKEN } });
     const waiting = [1, 2, 3].map(() => fetch(`${gw!.url}/v2/version`, { headers: gw!.auth() }));
-    await sleep(100);
+    await eventually(
+      () => upstream!.requests.length === 1,
+      'the refresh the three calls share has reached the participant',
+    );
     expect((await fetch(`${gw.adminUrl}/cache/version/purge`, purge)).status).toBe(204);
     for (const answer of await Promise.all(waiting)) {
       expect(answer.status).toBe(200);

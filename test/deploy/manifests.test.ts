@@ -4,86 +4,55 @@
 // paths against the config the pods mount, what the Gateway API routes and the Services expose,
 // NetworkPolicy selectors, the shutdown arithmetic, the native sidecar, the monitoring settings.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments, stringify } from 'yaml';
-import type { GatewayConfig } from '../../src/config/schema.js';
 import {
   DEPLOY,
   DOWNWARD_API_TEST_VALUES,
   GATEWAY_CONTAINER,
   KUSTOMIZE_COMPONENTS,
   KUSTOMIZE_DIRS,
-  containerConfigPath,
-  containerEnvironment,
-  effectiveConfig,
   findObject,
   gatewayWorkload,
-  mountedConfigMapFile,
   mountedFile,
   objectsOfKind,
-  readDockerfile,
   renderKustomization,
   renderOwnOverlay,
   resolveContainerPort,
   selectorMatches,
   subPathMounts,
   type Container,
-  type GatewayWorkload,
   type KubernetesObject,
   type Volume,
 } from './manifests.js';
 import { environmentVariable } from '../../src/config/environment.js';
 import { ROOT } from '../helpers/process.js';
 import { schemaProblems, unknownFieldProblems } from './schemas.js';
+import {
+  bytesOf,
+  configMapKeys,
+  expectConfigFilesFromSecrets,
+  expectLiveConfigMount,
+  podSpecs,
+  readRendered,
+  type Rendered,
+} from './gateway-pod.js';
 import { describeNeeding } from '../helpers/tool-groups.js';
 
 // Every group renders the overlays with `kubectl kustomize`.
 const describeRendered = describeNeeding('kubectl');
 
+// The renders block the worker (kubectl, TypeScript); a turn of its event loop between tests lets it
+// answer its runner, whose calls time out after 60 s without one (a failed run on a loaded machine).
+beforeEach(() => new Promise<void>((resolve) => setImmediate(resolve)));
+
 const OVERLAYS = ['ingress', 'sidecar'] as const;
 const SPLICE_VALUES = join(DEPLOY, 'kubernetes/overlays/sidecar/splice-participant-values.yaml');
 const SPLICE_POST_RENDERER = join(DEPLOY, 'kubernetes/overlays/sidecar/splice-post-renderer.sh');
 
-interface Rendered {
-  readonly objects: KubernetesObject[];
-  readonly gateway: GatewayWorkload;
-  readonly env: Record<string, string>;
-  readonly config: GatewayConfig;
-}
-
 const renderedOverlays = new Map<string, Rendered>();
-
-/**
- * The gateway's workload, environment and config among rendered objects. A config that names
- * listener TLS files is validated with `secretFiles` (file name in the Secret -> a test file) in
- * place of the Secret's mount, as the gateway reads them at start; paths are reported as mounted.
- */
-function readRendered(objects: KubernetesObject[], secretFiles: Record<string, string> = {}): Rendered {
-  const gateway = gatewayWorkload(objects);
-  const env = containerEnvironment(gateway.container, DOWNWARD_API_TEST_VALUES);
-  const text = mountedConfigMapFile(objects, gateway, containerConfigPath(gateway.container, env, readDockerfile()));
-  if (Object.keys(secretFiles).length === 0) return { objects, gateway, env, config: effectiveConfig(text, env) };
-  const volumes = gateway.podSpec.volumes as Volume[];
-  const mount = gateway.container.volumeMounts!.find(
-    (m) => volumes.find((v) => v.name === m.name)?.secret?.secretName === 'ledger-gateway-secrets',
-  )!.mountPath;
-  const directory = mkdtempSync(join(tmpdir(), 'ledger-gateway-secrets-'));
-  try {
-    for (const [name, source] of Object.entries(secretFiles)) copyFileSync(source, join(directory, name));
-    const config = effectiveConfig(text.replaceAll(`${mount}/`, `${directory}/`), env);
-    return {
-      objects,
-      gateway,
-      env,
-      config: JSON.parse(JSON.stringify(config).replaceAll(`${directory}/`, `${mount}/`)) as GatewayConfig,
-    };
-  } finally {
-    rmSync(directory, { recursive: true, force: true });
-  }
-}
 
 /** Rendered once per file; called inside each test so that a failure (no kubectl) fails every test. */
 function renderOverlay(overlay: (typeof OVERLAYS)[number]): Rendered {
@@ -94,7 +63,6 @@ function renderOverlay(overlay: (typeof OVERLAYS)[number]): Rendered {
   return rendered;
 }
 
-/** Files the config names: issuers' public keys, upstream and listener TLS files, the participant-admin token, the audit signing key. */
 /** An overlay rendered with one component, valid against the schemas with no unknown field, and read back. */
 function renderWithComponent(
   overlay: (typeof OVERLAYS)[number],
@@ -135,87 +103,6 @@ function expectComponentLeavesTheRest(
   expectConfigFilesFromSecrets(rendered);
   expectLiveConfigMount(gateway.podSpec.volumes as Volume[], gateway.container, configMapKeys(objects));
   expect(without(objects)).toEqual(renderOverlay(overlay).objects);
-}
-
-function configFiles(config: GatewayConfig): string[] {
-  return [
-    config.auth.participantIdentityProviders.tokenFile,
-    config.audit.signingKeyFile,
-    ...config.auth.issuers.flatMap((issuer) => (issuer.publicKeyFile === undefined ? [] : [issuer.publicKeyFile])),
-    ...[config.upstream.tls.caFile, config.upstream.tls.certFile, config.upstream.tls.keyFile],
-    ...[config.server.tls.certFile, config.server.tls.keyFile, config.server.tls.clientCaFile],
-  ].filter((file): file is string => file !== undefined);
-}
-
-function expectConfigFilesFromSecrets(rendered: Rendered): void {
-  const container = rendered.gateway.container;
-  const volumes = rendered.gateway.podSpec.volumes as Array<{
-    name: string;
-    secret?: { secretName: string; defaultMode?: number };
-  }>;
-  const secretMounts = (container.volumeMounts ?? []).filter(
-    (mount) => volumes.find((v) => v.name === mount.name)?.secret !== undefined,
-  );
-  for (const file of configFiles(rendered.config)) {
-    expect(
-      secretMounts.some((mount) => file.startsWith(`${mount.mountPath}/`)),
-      `${file} lies under a Secret mount`,
-    ).toBe(true);
-  }
-  for (const mount of secretMounts) {
-    expect(mount.readOnly).toBe(true);
-    // Files without the "others" read bit are readable through the pod's fsGroup only.
-    const mode = volumes.find((v) => v.name === mount.name)!.secret!.defaultMode ?? 0o644;
-    if ((mode & 0o004) === 0)
-      expect(
-        rendered.gateway.podSpec.securityContext?.fsGroup,
-        'fsGroup for group-readable secret files',
-      ).toBeGreaterThan(0);
-  }
-}
-
-/**
- * The config file the container is told (--config, else LEDGER_GATEWAY_CONFIG) lies at the root of a
- * read-only directory mount of a ConfigMap or Secret volume that projects it alone: the kubelet's
- * update (a `..data` symlink swap in that directory) reaches it, and the gateway, which watches the
- * file's directory, sees it. `keysOf` gives a volume's object's keys (undefined: unknown, so the
- * volume must list its `items`).
- */
-function expectLiveConfigMount(
-  volumes: readonly Volume[],
-  container: Container,
-  keysOf: (volume: Volume) => string[] | undefined,
-): { path: string; key: string; volume: Volume } {
-  const env = containerEnvironment(container, DOWNWARD_API_TEST_VALUES);
-  const path = containerConfigPath(container, env, readDockerfile());
-  const file = mountedFile(volumes, container, path);
-  const directory = file.mount.mountPath.replace(/\/$/, '');
-  expect(dirname(path), 'the config file lies at the root of its volume').toBe(directory);
-  expect(file.mount.readOnly).toBe(true);
-  expect(file.projected ?? keysOf(file.volume), `what ${file.volume.name} projects into ${directory}`).toEqual([
-    basename(path),
-  ]);
-  const nested = (container.volumeMounts ?? []).filter((m) => m.mountPath.startsWith(`${directory}/`));
-  expect(
-    nested.map((m) => m.mountPath),
-    `mounts inside ${directory}`,
-  ).toEqual([]);
-  return { path, key: file.key, volume: file.volume };
-}
-
-/** The keys of the ConfigMap a volume projects, among rendered objects. */
-function configMapKeys(objects: readonly KubernetesObject[]): (volume: Volume) => string[] | undefined {
-  return (volume) =>
-    volume.configMap === undefined
-      ? undefined
-      : Object.keys(findObject(objects, 'ConfigMap', volume.configMap.name).data ?? {});
-}
-
-/** The pod specs of every workload among rendered objects. */
-function podSpecs(objects: readonly KubernetesObject[]): Array<{ volumes?: Volume[]; [list: string]: unknown }> {
-  return objects
-    .filter((o) => ['Deployment', 'StatefulSet', 'DaemonSet'].includes(o.kind))
-    .map((o) => o.spec.template.spec as { volumes?: Volume[] });
 }
 
 /**
@@ -307,14 +194,6 @@ function parentGateways(
     expect(listener, `${parent.name} has a listener ${parent.sectionName}`).toBeDefined();
     return { gateway, listener: listener! };
   });
-}
-
-/** Bytes of a Kubernetes quantity such as 512Mi or 1Gi. */
-function bytesOf(quantity: string): number {
-  const match = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|K|M|G)?$/.exec(quantity);
-  if (match === null) throw new Error(`unexpected memory quantity ${quantity}`);
-  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, K: 1e3, M: 1e6, G: 1e9 }[match[2] as 'Ki'] ?? 1;
-  return Number(match[1]) * unit;
 }
 
 /** Services selecting the gateway's pod (the API Service, and in the ingress overlay the admin one). */

@@ -253,18 +253,25 @@ export function mountedFile(volumes: readonly Volume[], container: Container, pa
   return { mount, volume, key: item.key, projected: source.items.map((i) => i.path) };
 }
 
-/** The text of the ConfigMap key the container reads at `path` (mounted as a directory). */
-export function mountedConfigMapFile(
+/** The text of the ConfigMap's or Secret's key the container reads at `path` (mounted as a directory). */
+export function mountedConfigFile(
   objects: readonly KubernetesObject[],
   gateway: GatewayWorkload,
   path: string,
 ): string {
   const file = mountedFile(gateway.podSpec.volumes as Volume[], gateway.container, path);
-  if (file.volume.configMap === undefined) throw new Error(`${path} is not mounted from a ConfigMap`);
-  const configMap = findObject(objects, 'ConfigMap', file.volume.configMap.name);
-  const text = configMap.data?.[file.key];
-  if (text === undefined) throw new Error(`ConfigMap ${configMap.metadata.name} has no key ${file.key}`);
-  return text;
+  if (file.volume.configMap !== undefined) {
+    const configMap = findObject(objects, 'ConfigMap', file.volume.configMap.name);
+    const text = configMap.data?.[file.key];
+    if (text === undefined) throw new Error(`ConfigMap ${configMap.metadata.name} has no key ${file.key}`);
+    return text;
+  }
+  const secret = findObject(objects, 'Secret', file.volume.secret!.secretName);
+  const encoded = secret.data?.[file.key];
+  const text = (secret.stringData as Record<string, string> | undefined)?.[file.key];
+  if (encoded === undefined && text === undefined)
+    throw new Error(`Secret ${secret.metadata.name} has no key ${file.key}`);
+  return text ?? Buffer.from(encoded!, 'base64').toString('utf8');
 }
 
 /** Every mount of a ConfigMap, Secret, projected or downward API volume through subPath, in every container. */

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
-import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Pod, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { BackendTLSPolicy, Gateway, HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1';
@@ -48,6 +48,11 @@ const MODELS: Record<string, Model> = {
     model: PodDisruptionBudget,
     module: 'kubernetes-models/policy/v1/PodDisruptionBudget',
     typeName: 'IPodDisruptionBudget',
+  },
+  'networking.k8s.io/v1/Ingress': {
+    model: Ingress,
+    module: 'kubernetes-models/networking.k8s.io/v1/Ingress',
+    typeName: 'IIngress',
   },
   'networking.k8s.io/v1/NetworkPolicy': {
     model: NetworkPolicy,

@@ -2,7 +2,7 @@
 // and answers as each test programs it.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
+import { READINESS_USER_AGENT } from '../../src/proxy/upstream-probe.js';
 
 export interface RecordedRequest {
   readonly method: string;

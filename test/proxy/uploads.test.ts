@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { gauge, startGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { uploadsPerCaller } from '../../src/proxy/upload-shares.js';
+import { eventually } from '../helpers/eventually.js';
 
 const current = perTest();
 
@@ -411,7 +412,7 @@ describe('uploads and the upstream pool', () => {
     const gw = (current.gw = await startGateway(participant.url));
     const leaving = openUpload(gw.url, await gw.issuer.mint(), 4096);
     leaving.send(randomBytes(1000));
-    await sleep(200);
+    await eventually(async () => (await gauge(gw, 'ledger_gateway_body_buffer_bytes')) > 0, 'its body is being read');
     leaving.socket.destroy();
     await expect
       .poll(async () => gw.registry.getSingleMetricAsString('ledger_gateway_requests_total'), { timeout: 2_000 })

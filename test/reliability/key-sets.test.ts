@@ -9,6 +9,7 @@ import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { TEST_AUDIENCE, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { closeAfterEach } from '../helpers/per-test.js';
+import { eventually } from '../helpers/eventually.js';
 
 type Mode = 'good' | 'down' | 'slow' | 'garbage' | 'empty';
 const ISSUER = 'https://idp.faulty.test';
@@ -99,7 +100,7 @@ describe('key set faults', () => {
       jwks = await startJwks([key], mode);
       upstream = await startRecordingUpstream();
       gw = await startGateway(upstream.url, settings(jwks.url));
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await eventually(() => jwks!.fetches >= 1, "the key set's first fetch has reached it");
       expect(await readyz()).toBe(503);
       const refused = await call(await mint(key));
       expect(refused.status).toBe(401);
@@ -124,7 +125,7 @@ describe('key set faults', () => {
 
       jwks.set(mode);
       const fetchesBefore = jwks.fetches;
-      await new Promise((resolve) => setTimeout(resolve, 1_000)); // a few failed refreshes
+      await eventually(() => jwks!.fetches >= fetchesBefore + 2, 'a few failed refreshes');
       expect(jwks.fetches).toBeGreaterThan(fetchesBefore);
       for (let i = 0; i < 3; i++) expect((await call(await mint(known))).status).toBe(200); // fresh tokens, same key
       const unknown = await call(await mint(stranger));

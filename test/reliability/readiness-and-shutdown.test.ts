@@ -7,6 +7,7 @@ import { startGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { startRecordingUpstream } from '../helpers/recording-upstream.js';
 import { startHoldingUpstream } from '../protection/support.js';
+import { eventually } from '../helpers/eventually.js';
 
 const current = perTest();
 
@@ -25,7 +26,7 @@ describe('readiness and shutdown', () => {
     );
     await expect.poll(() => holding.held.length, { timeout: 5_000 }).toBe(2); // the pool is full, a third call queued
     const probesBefore = holding.probes.length;
-    await new Promise((resolve) => setTimeout(resolve, 1_000)); // several probe intervals
+    await eventually(() => holding.probes.length >= probesBefore + 3, 'three more probes reached the participant');
     // The participant kept being asked (a probe queued behind the traffic never got through: the
     // readiness it reported was the last one from before the load).
     expect(holding.probes.length).toBeGreaterThanOrEqual(probesBefore + 3);
@@ -123,7 +124,7 @@ describe('readiness and shutdown', () => {
     await expect
       .poll(() => upstream.requests.map((request) => request.url).sort(), { timeout: 5_000 })
       .toEqual(expect.arrayContaining(['/v2/state/ledger-end']));
-    await new Promise((resolve) => setTimeout(resolve, 200)); // the upgrade has reached the participant
+    await eventually(() => held.length === 1, 'the upgrade has reached the participant');
     await gw.gateway.shutdown();
     expect(await streaming).toBe('cut');
     const counted = () => gw.registry.getSingleMetricAsString('ledger_gateway_requests_total');

@@ -6,13 +6,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_ISSUER, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { startJwksServer, type JwksServer } from '../auth/support/jwks-server.js';
-import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
+import { READINESS_USER_AGENT } from '../../src/proxy/upstream-probe.js';
 import {
   answerJson,
   startRecordingUpstream,
   type RecordingUpstream,
   type UpstreamHandler,
 } from '../helpers/recording-upstream.js';
+import { eventually } from '../helpers/eventually.js';
 
 let upstream: RecordingUpstream | undefined;
 let gw: RunningGateway | undefined;
@@ -412,7 +413,10 @@ describe('bounds on the client side of a call', () => {
     const left = fetch(`${gw.url}/v2/parties`, { headers: gw.auth(), signal: leaving.signal }).catch(
       (error: Error) => error.name,
     );
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await eventually(
+      async () => (await gauge(gw!, 'ledger_gateway_upstream_calls_queued')) === 1,
+      'the call is queued',
+    );
     leaving.abort();
     expect(await left).toBe('AbortError');
     expect(await holding).toBe('.'.repeat(10));

@@ -5,7 +5,6 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { ReloadMetricNames } from '../../src/live/reload.js';
 import { MetricNames } from '../../src/telemetry/metrics.js';
 import { promtool } from './prometheus-process.js';
 import { itNeeding } from '../helpers/tool-groups.js';
@@ -45,7 +44,6 @@ const CONTRACT = [
 /** Histogram series names stand for their metric. */
 const EXPORTED = new Set<string>([
   ...Object.values(MetricNames),
-  ...Object.values(ReloadMetricNames),
   ...[MetricNames.requestDuration, MetricNames.upstreamDuration].flatMap((name) => [
     `${name}_bucket`,
     `${name}_sum`,

@@ -15,6 +15,7 @@ import {
   optionalOfType,
   optionalStringArray,
   requestRule,
+  oneofViolation,
   variantKeys,
   wrongType,
   type JsonObject,
@@ -74,18 +75,15 @@ function validateCommand(variant: CommandVariant, payload: JsonObject): Violatio
 /** One command: accepted when any variant key present would be (the decoder picks one). */
 function checkCommand(command: unknown, path: string, phase: 'decode' | 'validate'): Violation | undefined {
   if (!isObject(command)) return wrongType(path, 'an object', command);
-  const present = variantKeys(command, COMMAND_VARIANTS) as CommandVariant[];
+  const present = variantKeys(command, COMMAND_VARIANTS);
   if (present.length === 0) return decodeFailure(`expected one of ${COMMAND_VARIANTS.join(', ')}`, path);
-  let first: Violation | undefined;
-  for (const variant of present) {
+  return oneofViolation(present, (variant) => {
     const payload = command[variant];
-    const problem =
+    return (
       decodeCommand(variant, payload, join(path, variant)) ??
-      (phase === 'validate' ? validateCommand(variant, payload as JsonObject) : undefined);
-    if (problem === undefined) return undefined;
-    first ??= problem;
-  }
-  return first;
+      (phase === 'validate' ? validateCommand(variant, payload as JsonObject) : undefined)
+    );
+  });
 }
 
 /** google.protobuf.Duration: seconds (int64) and nanos (int32), both optional. */
@@ -107,29 +105,26 @@ function decodeDeduplicationPeriod(value: unknown, path: string, context: RuleCo
   if (!isObject(value)) return wrongType(path, 'an object', value);
   const present = variantKeys(value, DEDUPLICATION_PERIODS);
   if (present.length === 0) return decodeFailure(`expected one of ${DEDUPLICATION_PERIODS.join(', ')}`, path);
-  let first: Violation | undefined;
-  for (const variant of present) {
-    let problem: Violation | undefined;
-    const variantPath = join(path, variant);
-    const payload = value[variant];
-    if (variant !== 'Empty') {
-      if (!isObject(payload)) problem = wrongType(variantPath, 'an object', payload);
-      else {
-        const inner = field(payload, 'value');
-        if (inner === undefined) problem = missingRequired(join(variantPath, 'value'));
-        else if (variant === 'DeduplicationDuration')
-          problem = decodeDuration(inner, join(variantPath, 'value'), context);
-        else {
-          const reading = readInteger(inner, context.numberText(join(variantPath, 'value')), INT64_MIN, INT64_MAX);
-          if (!reading.ok)
-            problem = decodeFailure(`${reading.reason}; expected an offset (int64)`, join(variantPath, 'value'));
-        }
-      }
-    }
-    if (problem === undefined) return undefined;
-    first ??= problem;
-  }
-  return first;
+  return oneofViolation(present, (variant) => decodeDeduplicationVariant(value, variant, join(path, variant), context));
+}
+
+/** One variant of a deduplication period: Empty, or an object whose `value` is a duration or an offset. */
+function decodeDeduplicationVariant(
+  value: JsonObject,
+  variant: (typeof DEDUPLICATION_PERIODS)[number],
+  variantPath: string,
+  context: RuleContext,
+): Violation | undefined {
+  if (variant === 'Empty') return undefined;
+  const payload = value[variant];
+  if (!isObject(payload)) return wrongType(variantPath, 'an object', payload);
+  const inner = field(payload, 'value');
+  if (inner === undefined) return missingRequired(join(variantPath, 'value'));
+  if (variant === 'DeduplicationDuration') return decodeDuration(inner, join(variantPath, 'value'), context);
+  const reading = readInteger(inner, context.numberText(join(variantPath, 'value')), INT64_MIN, INT64_MAX);
+  return reading.ok
+    ? undefined
+    : decodeFailure(`${reading.reason}; expected an offset (int64)`, join(variantPath, 'value'));
 }
 
 function decodeObjectArray(holder: JsonObject, name: string): Violation | undefined {

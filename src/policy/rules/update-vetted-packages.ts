@@ -16,6 +16,7 @@ import {
   optionalOfType,
   protoDeserializationFailure,
   requestRule,
+  oneofViolation,
   variantKeys,
   wrongType,
   type JsonObject,
@@ -112,7 +113,7 @@ function checkChange(change: unknown, index: number, phase: 'decode' | 'validate
     return phase === 'validate' ? protoDeserializationFailure('FieldNotSet(operation)') : undefined;
   const operationPath = join(path, 'operation');
   if (!isObject(operation)) return wrongType(operationPath, 'an object', operation);
-  const present = variantKeys(operation, OPERATIONS) as Array<(typeof OPERATIONS)[number]>;
+  const present = variantKeys(operation, OPERATIONS);
   if (present.length === 0) return decodeFailure(`expected one of ${OPERATIONS.join(', ')}`, operationPath);
   const decodable = present.filter(
     (variant) =>
@@ -124,13 +125,7 @@ function checkChange(change: unknown, index: number, phase: 'decode' | 'validate
       ? undefined
       : decodeChangeVariant(present[0] as 'Vet' | 'Unvet', operation[present[0]!], join(operationPath, present[0]!));
   }
-  let first: Violation | undefined;
-  for (const variant of decodable) {
-    const problem = validateChangeVariant(variant, operation[variant], index);
-    if (problem === undefined) return undefined;
-    first ??= problem;
-  }
-  return first;
+  return oneofViolation(decodable, (variant) => validateChangeVariant(variant, operation[variant], index));
 }
 
 /** expectedTopologySerial.serial: Empty (no check), NoPrior, or Prior with an int32 > 0. */
@@ -144,31 +139,32 @@ function checkSerial(body: JsonObject, context: RuleContext, phase: 'decode' | '
   if (!isObject(serial)) return wrongType(serialPath, 'an object', serial);
   const present = variantKeys(serial, SERIALS);
   if (present.length === 0) return decodeFailure(`expected one of ${SERIALS.join(', ')}`, serialPath);
-  let first: Violation | undefined;
-  for (const variant of present) {
-    let problem: Violation | undefined;
-    if (variant === 'Prior') {
-      const prior = serial.Prior;
-      if (!isObject(prior)) problem = wrongType(`${serialPath}.Prior`, 'an object', prior);
-      else {
-        const raw = field(prior, 'value');
-        const reading =
-          raw === undefined
-            ? { ok: true as const, value: 0n }
-            : readInteger(raw, context.numberText(`${serialPath}.Prior.value`), INT32_MIN, INT32_MAX);
-        if (!reading.ok)
-          problem = decodeFailure(`${reading.reason}; expected an integer (int32)`, `${serialPath}.Prior.value`);
-        else if (phase === 'validate' && reading.value <= 0n) {
-          problem = protoDeserializationFailure(
-            `expected_topology_serial: the prior topology serial must be a positive integer, got ${reading.value}`,
-          );
-        }
-      }
-    }
-    if (problem === undefined) return undefined;
-    first ??= problem;
+  return oneofViolation(present, (variant) => checkSerialVariant(serial, variant, context, phase));
+}
+
+/** One variant of expectedTopologySerial.serial: Empty and NoPrior pass; Prior's value an int32, above 0 to validate. */
+function checkSerialVariant(
+  serial: JsonObject,
+  variant: (typeof SERIALS)[number],
+  context: RuleContext,
+  phase: 'decode' | 'validate',
+): Violation | undefined {
+  if (variant !== 'Prior') return undefined;
+  const serialPath = 'expectedTopologySerial.serial';
+  const prior = serial.Prior;
+  if (!isObject(prior)) return wrongType(`${serialPath}.Prior`, 'an object', prior);
+  const raw = field(prior, 'value');
+  const reading =
+    raw === undefined
+      ? { ok: true as const, value: 0n }
+      : readInteger(raw, context.numberText(`${serialPath}.Prior.value`), INT32_MIN, INT32_MAX);
+  if (!reading.ok) return decodeFailure(`${reading.reason}; expected an integer (int32)`, `${serialPath}.Prior.value`);
+  if (phase === 'validate' && reading.value <= 0n) {
+    return protoDeserializationFailure(
+      `expected_topology_serial: the prior topology serial must be a positive integer, got ${reading.value}`,
+    );
   }
-  return first;
+  return undefined;
 }
 
 const EXACT_NUMBERS = ['expectedTopologySerial.serial.Prior.value'];

@@ -8,13 +8,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startGateway, testConfig, type RunningGateway } from '../helpers/gateway.js';
+import { gauge, startGateway, testConfig, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { echoOnce, startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { ConfigError } from '../../src/config/load.js';
+import { eventually } from '../helpers/eventually.js';
 
-const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url).pathname;
+const fixture = (name: string) => new URL(`../proxy/fixtures/${name}`, import.meta.url).pathname;
 const CA = fixture('test-ca.pem');
 const listenerTls = { certFile: fixture('test-participant.pem'), keyFile: fixture('test-only-participant-key.pem') };
 
@@ -155,7 +156,10 @@ describe('TLS on the API listener', () => {
     const first = silent();
     expect(await first.closed).toBeLessThan(3_000); // cut near headersTimeoutMs (Node's default: 120 s)
     const second = silent();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await eventually(
+      async () => (await gauge(gw!, 'ledger_gateway_connections_open')) === 1,
+      'the connection is accepted',
+    );
     const started = Date.now();
     await gw.gateway.shutdown();
     expect(Date.now() - started).toBeLessThan(2_500); // the grace, not the handshake timeout

@@ -8,7 +8,8 @@ import net, { type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from '../helpers/tokens.js';
-import { startJwksServer } from './support/jwks-server.js';
+import { startJwksServer } from '../auth/support/jwks-server.js';
+import { eventually } from '../helpers/eventually.js';
 
 const LOOPBACK = ['127.0.0.1'];
 const LEDGER_END = '/v2/state/ledger-end';
@@ -138,7 +139,11 @@ describe('a change of the participant identity providers holds no other caller',
 
     const patch = await unfinishedPatch(gateway.url, await configured.mint({ sub: 'mallory' }));
     toClose.push({ close: () => void patch.destroy() });
-    await new Promise((resolve) => setTimeout(resolve, 100)); // the PATCH has entered the gateway
+    await eventually(
+      async () =>
+        (await gauge(gateway, 'ledger_gateway_inflight_requests', { operation: 'updateIdentityProviderConfig' })) === 1,
+      'the PATCH has entered the gateway',
+    );
     const during = await callsAnswered(gateway.url, other, 1_000);
     const ratio = during / without;
     console.log(

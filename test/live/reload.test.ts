@@ -13,6 +13,7 @@ import { logCapture } from '../helpers/log-capture.js';
 import { answerJson, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from '../helpers/tokens.js';
 import { closeAfterEach } from '../helpers/per-test.js';
+import { eventually } from '../helpers/eventually.js';
 
 const OPERATION = 'getV2StateLedger-end';
 const ALLOW_ALICE = { [OPERATION]: [{ subjects: ['alice'] }] };
@@ -85,7 +86,7 @@ describe('configuration reload', () => {
       }
     };
     const clients = Array.from({ length: 4 }, client);
-    await new Promise((resolve) => setTimeout(resolve, 700));
+    await eventually(() => participant.requests.length >= 8, 'the clients have had calls answered before the reload');
     const outcome = await gateway.gateway.reload(() => loadConfig(file), 'test');
     reloaded = true;
     await Promise.all(clients);

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { gauge, startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/helpers.js';
-import { startJwksServer, type JwksServer } from './support/jwks-server.js';
+import { startJwksServer, type JwksServer } from '../auth/support/jwks-server.js';
 import { closeAfterEach } from '../helpers/per-test.js';
 
 // The IdPs' key sets are served on loopback: the participant's IdPs may use it only when allowed.

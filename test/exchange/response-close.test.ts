@@ -4,7 +4,7 @@ import { createServer, request as httpRequest, type ServerResponse } from 'node:
 import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
-import { onResponseClose } from '../src/exchange/response-close.js';
+import { onResponseClose } from '../../src/exchange/response-close.js';
 
 const servers: ReturnType<typeof createServer>[] = [];
 afterEach(async () => {

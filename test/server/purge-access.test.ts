@@ -2,7 +2,7 @@
 // a loopback peer when admin.trustLoopback is on.
 import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { isLoopbackAddress, purgeAllowed } from '../../src/server/admin-listener.js';
+import { isLoopbackAddress, adminTokenCallAllowed } from '../../src/server/admin-listener.js';
 import { startGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { startRecordingUpstream } from '../helpers/recording-upstream.js';
@@ -45,15 +45,15 @@ describe('who may purge the version cache', () => {
   });
 
   it('lets a non-loopback caller purge only with the configured token, compared whole', () => {
-    expect(purgeAllowed(true, undefined, undefined)).toBe(true);
-    expect(purgeAllowed(false, `Bearer ${TOKEN}`, undefined)).toBe(false); // no token configured
-    expect(purgeAllowed(false, undefined, TOKEN)).toBe(false);
-    expect(purgeAllowed(false, `Bearer ${TOKEN}`, TOKEN)).toBe(true);
-    expect(purgeAllowed(false, `bearer ${TOKEN}`, TOKEN)).toBe(true);
-    expect(purgeAllowed(false, `Bearer ${TOKEN}x`, TOKEN)).toBe(false);
-    expect(purgeAllowed(false, `Bearer ${TOKEN.slice(0, -1)}`, TOKEN)).toBe(false);
-    expect(purgeAllowed(false, `Basic ${TOKEN}`, TOKEN)).toBe(false);
-    expect(purgeAllowed(false, TOKEN, TOKEN)).toBe(false);
+    expect(adminTokenCallAllowed(true, undefined, undefined)).toBe(true);
+    expect(adminTokenCallAllowed(false, `Bearer ${TOKEN}`, undefined)).toBe(false); // no token configured
+    expect(adminTokenCallAllowed(false, undefined, TOKEN)).toBe(false);
+    expect(adminTokenCallAllowed(false, `Bearer ${TOKEN}`, TOKEN)).toBe(true);
+    expect(adminTokenCallAllowed(false, `bearer ${TOKEN}`, TOKEN)).toBe(true);
+    expect(adminTokenCallAllowed(false, `Bearer ${TOKEN}x`, TOKEN)).toBe(false);
+    expect(adminTokenCallAllowed(false, `Bearer ${TOKEN.slice(0, -1)}`, TOKEN)).toBe(false);
+    expect(adminTokenCallAllowed(false, `Basic ${TOKEN}`, TOKEN)).toBe(false);
+    expect(adminTokenCallAllowed(false, TOKEN, TOKEN)).toBe(false);
   });
 
   // 127.0.0.6 is where Istio's inbound passthrough connects from: behind a mesh sidecar, every peer

@@ -16,10 +16,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { buildGateway } from '../../src/app.js';
 import { IDP_LIST_MAX_BYTES, IDP_SYNC_USER_AGENT } from '../../src/live/participant-idps.js';
 import { validateGatewayConfig } from '../../src/config/load.js';
-import { READINESS_USER_AGENT } from '../../src/proxy/forward.js';
+import { READINESS_USER_AGENT } from '../../src/proxy/upstream-probe.js';
 import { gauge, startGateway } from '../helpers/gateway.js';
 import { createTestIssuer, TEST_PARTICIPANT, type TestIssuer } from '../helpers/tokens.js';
-import { startJwksServer, type JwksServer } from './support/jwks-server.js';
+import { startJwksServer, type JwksServer } from '../auth/support/jwks-server.js';
+import { eventually } from '../helpers/eventually.js';
 
 const fixture = (name: string) => new URL(`../proxy/fixtures/${name}`, import.meta.url).pathname;
 const read = (name: string) => readFileSync(fixture(name));
@@ -436,7 +437,7 @@ describe('auth.participantIdentityProviders follows a reload', () => {
     off.auth.participantIdentityProviders.enabled = false;
     off.auth.issuers.push({ issuer: 'https://slow.test', jwksUrl: slowJwks.jwksUrl });
     const reloaded = gateway.gateway.reload(() => off, 'test');
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await eventually(() => slowJwks.requests >= 1, "the reload is fetching the slow issuer's keys");
     release();
     expect((await reloaded).result).toBe('success');
     slowJwks.setBehaviour({}); // quick again: a late list's swap (its key sets fetched anew) would be done in time

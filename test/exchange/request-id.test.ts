@@ -1,6 +1,6 @@
 // The request id: a random UUID v4 in the form crypto.randomUUID() gives, every call a new one.
 import { describe, expect, it } from 'vitest';
-import { randomRequestId } from '../src/exchange/request-id.js';
+import { randomRequestId } from '../../src/exchange/request-id.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
