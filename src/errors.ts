@@ -260,6 +260,12 @@ export const Errors = {
     GrpcCode.UNAVAILABLE,
     'A ledger write was refused because its audit record could not be written (disk full, I/O error, the trail slower than audit.writeTimeoutMs) and audit.failMode is closed; it was not sent to the participant. Reads go on. Retry-After: 1.',
   ),
+  GATEWAY_AUDIT_SHARE_EXHAUSTED: defineError(
+    'GATEWAY_AUDIT_SHARE_EXHAUSTED',
+    2,
+    GrpcCode.RESOURCE_EXHAUSTED,
+    "This caller's writes have added their share of the audit trail's bytes for now (audit.callerBytesPerMinute) and audit.failMode is closed; the write was not sent to the participant. Retry-After says when the share holds a write again.",
+  ),
   GATEWAY_BODY_BUFFER_EXHAUSTED: defineError(
     'GATEWAY_BODY_BUFFER_EXHAUSTED',
     1,

@@ -92,7 +92,7 @@ async function main(): Promise<void> {
   // `ledger-gateway audit verify ...`: a command of its own, no server.
   if (process.argv[2] === 'audit') {
     const { runAuditCommand } = await import('./cli/audit-verify.js');
-    const result = runAuditCommand(process.argv.slice(3));
+    const result = await runAuditCommand(process.argv.slice(3));
     (result.code === 0 ? process.stdout : process.stderr).write(result.output);
     process.exitCode = result.code;
     return;

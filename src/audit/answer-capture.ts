@@ -4,12 +4,18 @@ import type { AnswerObserver } from '../exchange/answer-observer.js';
 import { answerFields, answerFieldsFromPrefix, type AnswerFields } from './request-fields.js';
 
 export class AnswerCapture implements AnswerObserver {
+  /** The call went on a socket to the participant (it may have received it). */
+  wasSent = false;
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private truncated = false;
   private json = false;
 
   constructor(private readonly maxBytes: number) {}
+
+  sent(): void {
+    this.wasSent = true;
+  }
 
   head(_status: number, headers: Record<string, string | string[] | undefined>): void {
     const type = headers['content-type'];

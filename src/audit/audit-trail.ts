@@ -2,30 +2,37 @@
 // record before it is forwarded and an outcome record after its answer (or its refusal). In the
 // durable mode the intent is on disk before the call is sent; when the trail cannot be written, the
 // write is refused with 503 GATEWAY_AUDIT_UNAVAILABLE (failMode closed) or forwarded and counted as
-// lost (open). Reads pass the stage synchronously with nothing allocated.
+// lost (open). A caller's records spend its share of the trail (caller-share.ts). Reads pass the
+// stage synchronously with nothing allocated.
 import { randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import type { ServerResponse } from 'node:http';
+import { statfs } from 'node:fs/promises';
 import type { FastifyRequest } from 'fastify';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import type { BodyBudget } from '../body/budget.js';
 import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { AuditConfig, AuditLevelName } from '../config/schema.js';
-import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, Errors, GatewayError, outcomeCode } from '../errors.js';
+import { Errors, GatewayError } from '../errors.js';
 import { observeAnswer } from '../exchange/answer-observer.js';
-import { callerOf, clientAddress } from '../exchange/caller.js';
+import { observeParsedBody } from '../exchange/body-observer.js';
+import { callerOf } from '../exchange/caller.js';
 import type { CallStage, Exchange, Stage } from '../exchange/exchange.js';
 import { traceIdOf } from '../trace-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
-import { pathOf } from '../operations.js';
-import { redactSecrets } from '../telemetry/logging.js';
 import type { AuditMetrics } from '../telemetry/metrics.js';
 import { serverSpanContextOf } from '../telemetry/server-span.js';
-import { digestSigner } from './chain.js';
 import { AnswerCapture } from './answer-capture.js';
-import { identifyingFields } from './request-fields.js';
-import { openTrailWriter, TrailUnavailable, type RecordBody, type TrailWriter } from './trail-writer.js';
+import { ARCHIVE_UPLOADS, hasBody, intentFields, noteBody, outcomeFields, type AuditState } from './audit-records.js';
+import { CallerShare } from './caller-share.js';
+import { digestSigner } from './chain.js';
+import { boundedRecord, type ShortenedReason } from './record-bounds.js';
+import {
+  LINE_OVERHEAD_BYTES,
+  openTrailWriter,
+  TrailUnavailable,
+  type RecordText,
+  type TrailWriter,
+} from './trail-writer.js';
 
 export type AuditPolicy = AuditConfig['policy'];
 
@@ -47,7 +54,8 @@ export interface AuditTrail {
   /**
    * The call stage right before cache-or-forward: undefined for a call not audited, else a promise
    * that settles once its intent record is written (durable: synced), or rejects with
-   * GATEWAY_AUDIT_UNAVAILABLE (failMode closed) when it cannot be.
+   * GATEWAY_AUDIT_UNAVAILABLE (failMode closed) when it cannot be, or GATEWAY_AUDIT_SHARE_EXHAUSTED
+   * when its caller is over its share of the trail (failMode closed).
    */
   readonly recordIntent: CallStage;
   /** A reload's policy (audit.policy): which writes, at which level. */
@@ -58,29 +66,10 @@ export interface AuditTrail {
 
 const kAudit = Symbol('ledger-gateway.audit');
 
-interface AuditState {
-  readonly level: Exclude<AuditLevelName, 'none'>;
-  readonly started: number;
-  readonly intentId: string;
-  /** The call's trace (the server span's when tracing runs), read once for both records. */
-  readonly traceId: string | null;
-  /** unsent: no intent yet; written: on disk; lost: could not be written. */
-  intent: 'unsent' | 'written' | 'lost';
-  forwarded: boolean;
-  request: Record<string, unknown> | undefined;
-  body: unknown;
-  readonly capture: AnswerCapture;
-}
-
 type Audited = { [kAudit]?: AuditState };
 
-/** Operations whose body is a package archive, never parsed. */
-const ARCHIVE_UPLOADS: ReadonlySet<string> = new Set(['postV2Dars', 'postV2Packages']);
-
-function hasBody(request: FastifyRequest): boolean {
-  const length = request.headers['content-length'];
-  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
+/** What a record takes on disk: its text and its line's chain fields. */
+const onDisk = (record: RecordText) => record.bytes + LINE_OVERHEAD_BYTES;
 
 function auditUnavailable(operation: string, cause: string): GatewayError {
   return new GatewayError(
@@ -93,17 +82,30 @@ function auditUnavailable(operation: string, cause: string): GatewayError {
   );
 }
 
+function shareExhausted(operation: string, retryAfterSeconds: number): GatewayError {
+  return new GatewayError(
+    Errors.GATEWAY_AUDIT_SHARE_EXHAUSTED,
+    {
+      cause: "This caller's writes have added their share of the audit trail for now; it was not sent.",
+      context: { operation, limit: 'audit.callerBytesPerMinute' },
+    },
+    { headers: { 'retry-after': String(retryAfterSeconds) }, reason: 'audit: caller over its share of the trail' },
+  );
+}
+
 /** The trail's writer for the audit section, its failures counted and logged. */
 async function openAuditWriter(config: AuditConfig, options: AuditTrailOptions): Promise<TrailWriter> {
   const { metrics, log } = options;
-  const signer = config.signingKeyFile === undefined ? undefined : digestSigner(await readFile(config.signingKeyFile));
+  const signer = config.signingKeyFile === undefined ? undefined : digestSigner(config.signingKeyFile);
   return openTrailWriter({
     directory: config.directory,
     durable: config.durable,
     maxPendingRecords: config.maxPendingRecords,
+    maxPendingBytes: config.maxPendingBytes,
     maxBatchRecords: config.maxBatchRecords,
     rotateBytes: config.rotateBytes,
     retainFiles: config.retainFiles,
+    maxTrailBytes: config.maxTrailBytes,
     retryIntervalMs: config.retryIntervalMs,
     digestIntervalMs: config.digestIntervalMs,
     writeTimeoutMs: config.writeTimeoutMs,
@@ -112,6 +114,10 @@ async function openAuditWriter(config: AuditConfig, options: AuditTrailOptions):
     observe: {
       written: (records, bytes) => metrics.written(records, bytes),
       synced: (seconds) => metrics.synced(seconds),
+      removed(files, bytes) {
+        metrics.filesRemoved(files);
+        log.warn({ files, bytes }, 'audit trail files removed by retention (audit.retainFiles, audit.maxTrailBytes)');
+      },
       failed(error, records) {
         metrics.writeFailed();
         log.error({ err: error.message, records }, 'audit trail cannot be written');
@@ -121,143 +127,164 @@ async function openAuditWriter(config: AuditConfig, options: AuditTrailOptions):
   });
 }
 
-/** Who asked for which write, and (by level) what it said. */
-function intentRecord(exchange: Exchange, state: AuditState, isTrustedProxy: (address: string) => boolean) {
-  const raw = exchange.raw;
-  const principal = exchange.principal;
-  const record: RecordBody & Record<string, unknown> = {
-    kind: 'intent',
-    time: new Date().toISOString(),
-    id: state.intentId,
-    requestId: exchange.id,
-    traceId: state.traceId,
-    operation: exchange.operation.name,
-    level: state.level,
-    clientAddress: clientAddress(raw.socket.remoteAddress ?? '', raw.headers['x-forwarded-for'], isTrustedProxy),
-    principal: principal === null ? null : { issuer: principal.issuer ?? null, subject: principal.subject },
-    method: raw.method,
-    path: pathOf(raw.url ?? ''),
+/** A write's state as the audit stage marks it: nothing read, nothing written yet. */
+function newAuditState(
+  exchange: Exchange,
+  level: Exclude<AuditLevelName, 'none'>,
+  responseCaptureBytes: number,
+  isTrustedProxy: (address: string) => boolean,
+): AuditState {
+  return {
+    level,
+    started: performance.now(),
+    intentId: randomUUID(),
+    traceId: exchange.traceContext?.traceId ?? serverSpanContextOf(exchange)?.traceId ?? traceIdOf(exchange),
+    caller: callerOf(exchange.principal, exchange.raw, isTrustedProxy),
+    intent: 'unsent',
+    handedOver: false,
+    overShare: false,
+    request: undefined,
+    bodyText: undefined,
+    bodyOmittedBytes: undefined,
+    capture: new AnswerCapture(responseCaptureBytes),
   };
-  if (state.level !== 'metadata' && state.request !== undefined) record.request = state.request;
-  if (state.level === 'body' && state.body !== undefined) record.body = state.body;
-  return record;
 }
 
-/** How a write ended: its status and error code (a client that left included) and what its answer named. */
-function outcomeRecord(exchange: Exchange, state: AuditState) {
-  const response = exchange.lifeline as ServerResponse;
-  const clientLeft = !response.writableFinished;
-  const status = clientLeft && !response.headersSent ? CLIENT_CLOSED_STATUS : response.statusCode;
-  const errorCode = clientLeft
-    ? (exchange.errorCode ?? ErrorCodeLabels.clientClosedRequest)
-    : status < 400
-      ? null
-      : outcomeCode(status, exchange.errorCode);
-  return {
-    kind: 'outcome',
-    time: new Date().toISOString(),
-    id: randomUUID(),
-    intentId: state.intentId,
-    requestId: exchange.id,
-    traceId: state.traceId,
-    operation: exchange.operation.name,
-    forwarded: state.forwarded,
-    status,
-    errorCode,
-    durationMs: Math.round((performance.now() - state.started) * 1000) / 1000,
-    ...(state.forwarded && state.capture.fields(response.writableFinished)),
-  };
+/** The volume holding the trail's directory, for the gauges (undefined when statfs fails). */
+async function volumeOf(directory: string): Promise<{ freeBytes: number; sizeBytes: number } | undefined> {
+  try {
+    const fs = await statfs(directory);
+    return { freeBytes: fs.bavail * fs.bsize, sizeBytes: fs.blocks * fs.bsize };
+  } catch {
+    return undefined;
+  }
 }
 
 /**
  * Reads the identifying fields (and, at level body, the body itself) of a write's JSON body into its
- * state: at once when the policy already parsed the body or there is none, else once it is read.
+ * state when no request rule parsed it (noted then by the parsed-body hook): at once when there is
+ * none, else once it is read.
  */
 function readAuditedFields(
   request: FastifyRequest,
   state: AuditState,
   options: AuditTrailOptions,
+  maxRecordBytes: number,
 ): Promise<void> | undefined {
-  if (state.level === 'metadata' || ARCHIVE_UPLOADS.has(request.operation.name)) {
-    if (hasBody(request)) state.request = { contentLength: Number(request.headers['content-length'] ?? NaN) || null };
+  if (state.request !== undefined || state.level === 'metadata' || ARCHIVE_UPLOADS.has(request.operation.name))
     return undefined;
-  }
   if (request.rawBody === undefined && hasBody(request)) {
     // Held until the exchange ends, counted against the gateway's body budget as the policy's are.
     const hold = options.bodyBudget.hold(callerOf(request.principal, request.raw, options.isTrustedProxy));
     onResponseClose(request.lifeline, hold.release);
     return readRequestBody(request.raw, options.bodyLimits, hold).then((bytes) => {
       request.rawBody = bytes;
-      noteBodyFields(request, state);
+      noteParsedObject(request, state, maxRecordBytes);
     });
   }
-  noteBodyFields(request, state);
+  noteParsedObject(request, state, maxRecordBytes);
   return undefined;
 }
 
-/** The body's identifying fields, from the policy's parse when it made one (a rule-checked route). */
-function noteBodyFields(request: FastifyRequest, state: AuditState): void {
-  const body = request.jsonBody ?? parsedObject(request);
-  if (body === undefined) {
-    state.request = request.rawBody === undefined || request.rawBody.length === 0 ? {} : { unreadableBody: true };
+function noteParsedObject(request: FastifyRequest, state: AuditState, maxRecordBytes: number): void {
+  if (request.rawBody === undefined || request.rawBody.length === 0) return;
+  let body: unknown;
+  try {
+    body = JSON.parse(decodeBody(request.rawBody, declaredContentType(request.raw.rawHeaders)?.parameters.charset));
+  } catch {
     return; // an unreadable body: the participant will refuse it; the attempt is still recorded
   }
-  state.request = identifyingFields(body);
-  if (state.level === 'body') state.body = redactSecrets(body);
-}
-
-function parsedObject(request: FastifyRequest): Record<string, unknown> | undefined {
-  if (request.rawBody === undefined || request.rawBody.length === 0) return undefined;
-  try {
-    const text = decodeBody(request.rawBody, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
-    const body = JSON.parse(text) as unknown;
-    return body !== null && typeof body === 'object' && !Array.isArray(body)
-      ? (body as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
-  }
+  if (body !== null && typeof body === 'object' && !Array.isArray(body))
+    noteBody(state, body as Record<string, unknown>, maxRecordBytes);
 }
 
 export async function createAuditTrail(config: AuditConfig, options: AuditTrailOptions): Promise<AuditTrail> {
-  const { metrics } = options;
+  const { metrics, isTrustedProxy } = options;
   const writer = await openAuditWriter(config, options);
-  metrics.watchWritable(() => writer.writable);
+  metrics.watch({
+    writable: () => writer.writable,
+    pendingBytes: () => writer.pendingBytes,
+    trailBytes: () => writer.bytesOnDisk,
+    maxTrailBytes: config.maxTrailBytes,
+    volume: () => volumeOf(config.directory),
+  });
+  const share = new CallerShare(config.callerBytesPerMinute);
   let policy = config.policy;
   const failOpen = config.failMode === 'open';
+  const { maxRecordBytes } = config;
 
   const levelOf = (operation: string): AuditLevelName => policy.levels[operation] ?? policy.defaultLevel;
 
+  /** The intent's text within its bounds; `shorten`: its caller is over its share (failMode open). */
+  function intentText(exchange: Exchange, state: AuditState, late: boolean, shorten?: ShortenedReason): RecordText {
+    const fields = intentFields(exchange, state, isTrustedProxy, late);
+    const omittedBody = state.bodyOmittedBytes !== undefined && shorten === undefined;
+    const record = boundedRecord(
+      omittedBody
+        ? { ...fields, shortened: { reason: 'maxRecordBytes', bytes: state.bodyOmittedBytes, omitted: ['body'] } }
+        : fields,
+      maxRecordBytes,
+      state.bodyText,
+      shorten,
+    );
+    const reason = record.shortened ?? (omittedBody ? 'maxRecordBytes' : undefined);
+    if (reason !== undefined) metrics.shortened(reason);
+    return record;
+  }
+
   function outcome(exchange: Exchange, state: AuditState): void {
-    const record = outcomeRecord(exchange, state);
+    if (state.intent === 'refused') return; // over its caller's share: in the access log, not the trail
+    const intent =
+      state.intent === 'written'
+        ? undefined
+        : intentText(exchange, state, state.handedOver, state.overShare ? 'callerShare' : undefined);
+    const record = boundedRecord(outcomeFields(exchange, state), maxRecordBytes);
+    const bytes = onDisk(record) + (intent === undefined ? 0 : onDisk(intent));
+    // A write that was not forwarded is recorded within its caller's share; one forwarded always.
+    if (state.handedOver) share.spend(state.caller, bytes);
+    else if (!share.take(state.caller, bytes)) {
+      metrics.shareExceeded();
+      return;
+    }
     // Nobody waits for these: they join the next batch of intents (or are written within 20 ms).
-    if (state.intent !== 'written')
-      writer.appendLater(
-        { ...intentRecord(exchange, state, options.isTrustedProxy), ...(state.intent === 'lost' && { late: true }) },
-        () => metrics.lost('intent'),
-      );
-    writer.appendLater(record, () => metrics.lost('outcome'));
+    // A late intent that fails is not counted again (its write was counted when it was forwarded).
+    if (intent !== undefined) writer.appendLater(intent, () => undefined);
+    writer.appendLater(record, () => {
+      if (state.handedOver) metrics.lost('outcome');
+    });
   }
 
   function recordIntent(request: FastifyRequest, state: AuditState): Promise<void> {
-    const reading = readAuditedFields(request, state, options);
+    const reading = readAuditedFields(request, state, options, maxRecordBytes);
     return reading === undefined ? writeIntent(request, state) : reading.then(() => writeIntent(request, state));
   }
 
   async function writeIntent(request: FastifyRequest, state: AuditState): Promise<void> {
+    const operation = request.operation.name;
+    let record = intentText(request, state, false);
+    if (!share.take(state.caller, onDisk(record))) {
+      metrics.shareExceeded();
+      if (!failOpen) {
+        state.intent = 'refused';
+        throw shareExhausted(operation, share.retryAfterSeconds(state.caller, onDisk(record)));
+      }
+      state.overShare = true;
+      record = intentText(request, state, false, 'callerShare');
+      share.spend(state.caller, onDisk(record));
+    }
     try {
-      await writer.append(intentRecord(request, state, options.isTrustedProxy));
+      await writer.append(record);
       state.intent = 'written';
     } catch (error) {
       state.intent = 'lost';
       if (!(error instanceof TrailUnavailable)) throw error;
       if (!failOpen) {
-        metrics.refused(request.operation.name);
-        throw auditUnavailable(request.operation.name, error.message);
+        metrics.refused(operation);
+        throw auditUnavailable(operation, error.message);
       }
-      metrics.lost('intent');
+      metrics.lost('intent'); // once per write: forwarded without its intent on disk
     }
-    state.forwarded = true;
+    state.handedOver = true;
   }
 
   return {
@@ -265,19 +292,10 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
       if (!exchange.operation.writes || exchange.kind !== 'call') return;
       const level = levelOf(exchange.operation.name);
       if (level === 'none') return;
-      const state: AuditState = {
-        level,
-        started: performance.now(),
-        intentId: randomUUID(),
-        traceId: exchange.traceContext?.traceId ?? serverSpanContextOf(exchange)?.traceId ?? traceIdOf(exchange),
-        intent: 'unsent',
-        forwarded: false,
-        request: undefined,
-        body: undefined,
-        capture: new AnswerCapture(config.responseCaptureBytes),
-      };
+      const state = newAuditState(exchange, level, config.responseCaptureBytes, isTrustedProxy);
       (exchange as Audited)[kAudit] = state;
       observeAnswer(exchange, state.capture);
+      if (level !== 'metadata') observeParsedBody(exchange, (body) => noteBody(state, body, maxRecordBytes));
       onResponseClose(exchange.lifeline, () => outcome(exchange, state));
     },
     recordIntent(call) {

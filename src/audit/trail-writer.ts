@@ -4,22 +4,26 @@
 // line before it as it is written, a signed digest follows at a bounded interval and ends each file,
 // and past rotateBytes the next file is begun (chain-writer.ts). A failed write or sync fails its
 // batch and every record waiting (their callers decide: refuse or forward, audit-trail.ts), and the
-// trail tries a new file after retryIntervalMs: never a record acknowledged that is not on disk.
+// trail tries a new file every retryIntervalMs, on its own timer: never a record acknowledged that
+// is not on disk, and none left waiting in memory past a close (written then, or reported failed).
 import { mkdir } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { lineHash, type DigestSigner } from './chain.js';
-import { ChainWriter, type ChainObserver, type RecordBody } from './chain-writer.js';
-import { chainEnd } from './trail-files.js';
+import { ChainWriter, type ChainObserver, type RecordText } from './chain-writer.js';
+import { trailStart } from './trail-files.js';
 
-export type { RecordBody } from './chain-writer.js';
+export { LINE_OVERHEAD_BYTES, recordText, type RecordText } from './chain-writer.js';
 
 export interface TrailWriterOptions {
   readonly directory: string;
   readonly durable: boolean;
   readonly maxPendingRecords: number;
+  /** The bytes of the records waiting at most (their JSON text). */
+  readonly maxPendingBytes: number;
   readonly maxBatchRecords: number;
   readonly rotateBytes: number;
   readonly retainFiles: number;
+  readonly maxTrailBytes: number;
   readonly retryIntervalMs: number;
   readonly digestIntervalMs: number;
   /** A record not written within this long is failed (TrailUnavailable); it may still be written later. */
@@ -31,7 +35,7 @@ export interface TrailWriterOptions {
 }
 
 export interface TrailObserver extends ChainObserver {
-  /** The trail could not be written (it retries after retryIntervalMs); `records` waiting were failed. */
+  /** The trail could not be written (it retries every retryIntervalMs); `records` waiting were failed. */
   failed(error: Error, records: number): void;
   /** A file was begun after a failure. */
   recovered(file: string): void;
@@ -47,17 +51,21 @@ export class TrailUnavailable extends Error {
 
 export interface TrailWriter {
   /** Resolves once the record is written (synced when durable); rejects with TrailUnavailable. */
-  append(body: RecordBody): Promise<void>;
+  append(record: RecordText): Promise<void>;
   /**
    * Queues a record that nobody waits for (an outcome): written with the next batch, or within
-   * LATER_MS; a failure is reported to `failed`.
+   * LATER_MS; a failure (the trail unwritable until its deadline or the close) is reported to `failed`.
    */
-  appendLater(body: RecordBody, failed: () => void): void;
+  appendLater(record: RecordText, failed: () => void): void;
   /** False from a failure until a new file is begun. */
   readonly writable: boolean;
   /** The file being written, if any. */
   readonly currentFile: string | undefined;
-  /** Writes what waits, a last signed digest, and closes the file. */
+  /** The size of the trail's files in its directory. */
+  readonly bytesOnDisk: number;
+  /** The bytes of the records waiting in memory. */
+  readonly pendingBytes: number;
+  /** Writes what waits (a last try after a failure; what still cannot be written is failed), seals the trail and closes the file. */
   close(): Promise<void>;
 }
 
@@ -66,7 +74,7 @@ class Entry {
   private settled = false;
 
   constructor(
-    readonly body: RecordBody | null, // null: a digest
+    readonly record: RecordText | null, // null: a digest
     private readonly onWritten: () => void,
     private readonly onFailed: (error: Error) => void,
     /** performance.now() past which the record is failed if still not written. */
@@ -95,17 +103,23 @@ const turnEnd = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export async function openTrailWriter(options: TrailWriterOptions): Promise<TrailWriter> {
   await mkdir(options.directory, { recursive: true });
-  const chain = new ChainWriter(options, await chainEnd(options.directory, lineHash));
+  const chain = new ChainWriter(options, await trailStart(options.directory, lineHash));
   const commit = new GroupCommit(options, chain);
   await commit.beginFirstFile();
   return {
-    append: (body) => commit.enqueue(body),
-    appendLater: (body, failed) => commit.enqueueLater(body, failed),
+    append: (record) => commit.enqueue(record),
+    appendLater: (record, failed) => commit.enqueueLater(record, failed),
     get writable() {
       return commit.writable;
     },
     get currentFile() {
       return chain.currentFile;
+    },
+    get bytesOnDisk() {
+      return chain.bytesOnDisk;
+    },
+    get pendingBytes() {
+      return commit.pendingBytes;
     },
     close: () => commit.close(),
   };
@@ -114,16 +128,18 @@ export async function openTrailWriter(options: TrailWriterOptions): Promise<Trai
 /**
  * The queue of records waiting and the batches written from it, one at a time: whatever waits
  * while a batch is on its way to disk becomes the next batch. Owns failure and retry, deadlines,
- * and the timers that keep a quiet trail signed.
+ * and the timers that keep a quiet trail signed and an unwritable one retried.
  */
 class GroupCommit {
   private queue: Entry[] = [];
+  private queuedBytes = 0;
   private inFlight: readonly Entry[] = []; // the batch being written
   private writing: Promise<void> | undefined;
   private failure: TrailUnavailable | undefined;
   private retryAt = 0;
   private closed = false;
   private laterTimer: NodeJS.Timeout | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
   private readonly deadlineTimer: NodeJS.Timeout;
   private readonly digestTimer: NodeJS.Timeout | undefined;
 
@@ -150,7 +166,11 @@ class GroupCommit {
     return this.failure === undefined;
   }
 
-  /** A first file that cannot be begun fails nothing but the trail: it is retried with the first record. */
+  get pendingBytes(): number {
+    return this.queuedBytes;
+  }
+
+  /** A first file that cannot be begun fails nothing but the trail: it is retried on the retry timer. */
   async beginFirstFile(): Promise<void> {
     try {
       await this.chain.beginFile();
@@ -159,21 +179,22 @@ class GroupCommit {
     }
   }
 
-  enqueue(body: RecordBody | null): Promise<void> {
-    const refused = this.refusal();
+  enqueue(record: RecordText | null): Promise<void> {
+    const refused = this.refusal(record);
     if (refused !== undefined) return Promise.reject(refused);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push(new Entry(body, resolve, reject, performance.now() + this.options.writeTimeoutMs));
+      this.push(new Entry(record, resolve, reject, performance.now() + this.options.writeTimeoutMs));
       this.kick();
     });
   }
 
-  enqueueLater(body: RecordBody, failed: () => void): void {
-    if (this.refusal() !== undefined) {
+  enqueueLater(record: RecordText, failed: () => void): void {
+    if (this.refusal(record) !== undefined) {
       failed();
       return;
     }
-    this.queue.push(new Entry(body, noop, failed, performance.now() + this.options.writeTimeoutMs));
+    this.push(new Entry(record, noop, failed, performance.now() + this.options.writeTimeoutMs));
+    // While the trail is unwritable, the retry timer writes it (or fails it) within retryIntervalMs.
     if (this.writing === undefined)
       this.laterTimer ??= setTimeout(() => {
         this.laterTimer = undefined;
@@ -187,17 +208,28 @@ class GroupCommit {
     if (this.digestTimer !== undefined) clearInterval(this.digestTimer);
     clearInterval(this.deadlineTimer);
     if (this.laterTimer !== undefined) clearTimeout(this.laterTimer);
-    if (this.queue.length > 0 && this.writing === undefined && this.failure === undefined) this.kick();
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    // A last try, whatever the retry's time: what waits is written, or failed (its caller counts it).
+    if (this.writing === undefined && (this.queue.length > 0 || this.failure !== undefined)) this.kick();
     while (this.writing !== undefined) await this.writing;
-    if (this.chain.isOpen) await this.chain.endFile().catch(noop);
+    const left = this.queue.splice(0);
+    for (const failed of left) failed.reject(new TrailUnavailable('the audit trail closed before it was written'));
+    if (this.chain.isOpen) await this.chain.endFile(false).catch(noop);
   }
 
-  private refusal(): TrailUnavailable | undefined {
+  private push(entry: Entry): void {
+    this.queue.push(entry);
+    this.queuedBytes += entry.record?.bytes ?? 0;
+  }
+
+  private refusal(record: RecordText | null): TrailUnavailable | undefined {
     if (this.closed) return new TrailUnavailable('the audit trail is closed');
     if (this.failure !== undefined && performance.now() < this.retryAt) return this.failure;
-    const { maxPendingRecords } = this.options;
+    const { maxPendingRecords, maxPendingBytes } = this.options;
     if (this.queue.length >= maxPendingRecords)
       return new TrailUnavailable(`the audit trail has ${maxPendingRecords} records waiting (audit.maxPendingRecords)`);
+    if (record !== null && this.queuedBytes + record.bytes > maxPendingBytes)
+      return new TrailUnavailable(`the audit trail has ${this.queuedBytes} bytes waiting (audit.maxPendingBytes)`);
     return undefined;
   }
 
@@ -212,30 +244,37 @@ class GroupCommit {
       });
   }
 
+  /** Begins a file (after a failure: the trail is writable again), then writes what waits, batch by batch. */
   private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
-      let batch: Entry[] = [];
-      try {
-        if (!this.chain.isOpen) {
-          const recovering = this.failure !== undefined;
-          await this.chain.beginFile();
-          this.failure = undefined;
-          if (recovering) this.options.observe?.recovered(this.chain.currentFile!);
-        }
+    let batch: Entry[] = [];
+    try {
+      if (!this.chain.isOpen) await this.beginFile();
+      while (this.queue.length > 0) {
         batch = this.queue.splice(0, this.options.maxBatchRecords);
+        for (const taken of batch) this.queuedBytes -= taken.record?.bytes ?? 0;
         this.inFlight = batch;
-        await this.chain.writeBatch(batch.map((waiting) => waiting.body));
+        await this.chain.writeBatch(batch.map((waiting) => waiting.record));
         this.inFlight = [];
         for (const written of batch) written.resolve();
-        if (this.chain.fileFull) await this.chain.endFile();
-      } catch (error) {
-        this.failAll(error, batch);
-        return;
+        batch = [];
+        if (this.chain.fileFull) {
+          await this.chain.endFile(true);
+          await this.beginFile(); // the file the end record named, at once: the trail never ends on a promise
+        }
       }
+    } catch (error) {
+      this.failAll(error, batch);
     }
   }
 
-  /** Fails the batch and every record waiting; the next record after retryIntervalMs tries a new file. */
+  private async beginFile(): Promise<void> {
+    const recovering = this.failure !== undefined;
+    await this.chain.beginFile();
+    this.failure = undefined;
+    if (recovering) this.options.observe?.recovered(this.chain.currentFile!);
+  }
+
+  /** Fails the batch and every record waiting; the retry timer tries a new file after retryIntervalMs. */
   private failAll(error: unknown, batch: readonly Entry[]): void {
     const cause =
       error instanceof Error
@@ -246,10 +285,16 @@ class GroupCommit {
     this.retryAt = performance.now() + this.options.retryIntervalMs;
     const waiting = [...batch, ...this.queue];
     this.queue = [];
+    this.queuedBytes = 0;
     this.inFlight = [];
     this.chain.abandonFile();
-    this.options.observe?.failed(failure, waiting.filter((failed) => failed.body !== null).length);
+    this.options.observe?.failed(failure, waiting.filter((failed) => failed.record !== null).length);
     for (const failed of waiting) failed.reject(failure);
+    if (!this.closed)
+      this.retryTimer ??= setTimeout(() => {
+        this.retryTimer = undefined;
+        if (!this.closed) this.kick();
+      }, this.options.retryIntervalMs).unref();
   }
 
   private failOverdue(): void {
@@ -262,8 +307,10 @@ class GroupCommit {
     if (this.queue.length === 0 || this.queue[0]!.deadline > now) return;
     const kept: Entry[] = [];
     for (const waiting of this.queue) {
-      if (waiting.deadline <= now) waiting.reject(overdue);
-      else kept.push(waiting);
+      if (waiting.deadline <= now) {
+        waiting.reject(overdue);
+        this.queuedBytes -= waiting.record?.bytes ?? 0;
+      } else kept.push(waiting);
     }
     this.queue = kept;
   }

@@ -3,6 +3,7 @@
 // keys, issuers' public keys, ${file:...} secrets, FILE_CHECKS below), the auth, protection and policy sections.
 // Nothing listens and nothing is fetched (a JWKS URL is checked for its form, not fetched).
 import { readFileSync } from 'node:fs';
+import { readSigningKey } from '../audit/chain.js';
 import { resolveAuthConfig } from '../auth/config.js';
 import { isDevelopmentMode } from '../auth/dev-mode.js';
 import { effectiveConfigYaml } from '../config/effective.js';
@@ -52,7 +53,16 @@ const FILE_CHECKS: ReadonlyArray<{
     problem: ({ auth }) =>
       secretFileProblem('auth.participantIdentityProviders.tokenFile', auth.participantIdentityProviders.tokenFile),
   },
+  {
+    // Missing, unreadable or not an Ed25519 private key (audit/chain.ts); unset is a note (UNSIGNED_TRAIL_NOTE).
+    sections: ['audit'],
+    problem: ({ audit }) =>
+      audit.enabled && audit.signingKeyFile !== undefined ? readSigningKey(audit.signingKeyFile).problem : undefined,
+  },
 ];
+
+const UNSIGNED_TRAIL_NOTE =
+  'audit.signingKeyFile is not set: the trail is hash-chained but not signed, so whoever can write its volume can rewrite it undetected (docs/audit.md)';
 
 /**
  * Loads the configuration and judges every section (the schema and values, then auth, protection
@@ -100,6 +110,9 @@ export function judgeConfiguration(
       if (found !== undefined) throw new ConfigError(file ?? 'defaults + environment', [found]);
     });
   }
+  judge(['audit'], () => {
+    if (config.audit.enabled && config.audit.signingKeyFile === undefined) notes.push(UNSIGNED_TRAIL_NOTE);
+  });
   if (problems.length > 0 || loaded === undefined)
     throw new ConfigError(file ?? 'defaults + environment', problems, { config, sound });
   return { loaded, notes };

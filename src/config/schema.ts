@@ -419,6 +419,27 @@ export const AuditSchema = Section(
       description:
         'Records waiting to be written at most; past it a record is refused as if the trail could not be written.',
     }),
+    maxPendingBytes: Type.Integer({
+      minimum: 64 * 1024,
+      maximum: 1024 * 1024 * 1024,
+      default: 8 * 1024 * 1024,
+      description:
+        'Bytes of records (their JSON text) waiting to be written at most; past it a record is refused as if the trail could not be written.',
+    }),
+    maxRecordBytes: Type.Integer({
+      minimum: 8 * 1024,
+      maximum: 1024 * 1024,
+      default: 64 * 1024,
+      description:
+        "A record's size on disk at most: past it an intent sheds its body (level body), then keeps only its request's ids, and says so in `shortened` (docs/audit.md).",
+    }),
+    callerBytesPerMinute: Type.Integer({
+      minimum: 0,
+      maximum: 2 ** 40,
+      default: 8 * 1024 * 1024,
+      description:
+        "One caller's share of the trail (by token subject, or client address without a token): the bytes its writes' records add per minute, refilled at that rate. Past it a write is refused with 429 GATEWAY_AUDIT_SHARE_EXHAUSTED (failMode closed) or recorded with only its ids (open). 0: no share.",
+    }),
     maxBatchRecords: Type.Integer({
       minimum: 1,
       maximum: 65_536,
@@ -436,9 +457,19 @@ export const AuditSchema = Section(
       maximum: 1_000_000,
       default: 0,
       description:
-        'Trail files kept in the directory, the oldest removed past it; 0 keeps every file (ship them elsewhere first).',
+        'Trail files kept in the directory, the oldest removed past it (after a retention record names them); 0: no bound by count (maxTrailBytes still bounds the size).',
     }),
-    retryIntervalMs: Milliseconds(1_000, 'After a write failure, how long until the trail tries a new file.'),
+    maxTrailBytes: Type.Integer({
+      minimum: 0,
+      maximum: 2 ** 50,
+      default: 1024 * 1024 * 1024,
+      description:
+        "The trail's files in the directory together at most this size: as each file begins, the oldest past it are removed (after a retention record names them). Ship the files before. 0: no bound (the volume's free space is the bound: the LedgerGatewayAuditVolumeLow alert).",
+    }),
+    retryIntervalMs: Milliseconds(
+      1_000,
+      'After a write failure, how often the trail tries a new file (on its own timer, written or not).',
+    ),
     signingKeyFile: Type.Optional(
       Type.String({
         minLength: 1,

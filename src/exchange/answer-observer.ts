@@ -5,6 +5,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 
 export interface AnswerObserver {
+  /** The call went on a socket to the participant: from here it may have received it (never called for a call refused before). */
+  sent?(): void;
   head(status: number, headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): void;
   data(chunk: Buffer): void;
   /** The answer is complete (not called when it broke off). */

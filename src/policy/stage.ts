@@ -10,6 +10,7 @@ import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
 import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
+import { parsedBody } from '../exchange/body-observer.js';
 import { callerOf } from '../exchange/caller.js';
 import type { CallStage, Principal, Stage } from '../exchange/exchange.js';
 import { onResponseClose } from '../exchange/response-close.js';
@@ -88,6 +89,7 @@ export function createPolicyStage(
     const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
     const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });
     request.jsonBody = body.value;
+    parsedBody(request, body.value); // the audit trail's identifying fields, before the rule may refuse it
     const context = { path: pathOf(request.url), principal: request.principal, numberText: body.numberText };
     const violation = rule(body.value, context);
     if (violation !== undefined) throw toGatewayError(violation);

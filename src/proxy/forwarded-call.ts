@@ -135,6 +135,7 @@ export class ForwardedCall extends UpstreamCall implements Dispatcher.DispatchHa
       return;
     }
     this.to('writing');
+    answerObserverOf(this.request)?.sent?.();
     // A body read whole goes out with the head, in this same turn (undici's client-h1 writeH1).
     if (this.upload === undefined) this.to('waiting');
   }

@@ -46,6 +46,14 @@ export const MetricNames = {
   auditWritesRefused: 'ledger_gateway_audit_writes_refused_total',
   auditWriteFailures: 'ledger_gateway_audit_write_failures_total',
   auditTrailWritable: 'ledger_gateway_audit_trail_writable',
+  auditPendingBytes: 'ledger_gateway_audit_pending_bytes',
+  auditTrailBytes: 'ledger_gateway_audit_trail_bytes',
+  auditTrailMaxBytes: 'ledger_gateway_audit_trail_max_bytes',
+  auditFilesRemoved: 'ledger_gateway_audit_files_removed_total',
+  auditVolumeFreeBytes: 'ledger_gateway_audit_volume_free_bytes',
+  auditVolumeSizeBytes: 'ledger_gateway_audit_volume_size_bytes',
+  auditRecordsShortened: 'ledger_gateway_audit_records_shortened_total',
+  auditCallerShareExceeded: 'ledger_gateway_audit_caller_share_exceeded_total',
   configReloads: 'ledger_gateway_config_reloads_total',
   configInfo: 'ledger_gateway_config_info',
   configRestartRequired: 'ledger_gateway_config_restart_required',
@@ -615,14 +623,32 @@ function healthMetrics(
 export interface AuditMetrics {
   written(records: number, bytes: number): void;
   synced(seconds: number): void;
-  /** A record the trail could not write; `kind`: intent or outcome (failMode open forwards the write). */
+  /**
+   * A record the trail could not write, once per write: `intent`, a write forwarded without its
+   * intent on disk (failMode open); `outcome`, the outcome of a forwarded write.
+   */
   lost(kind: 'intent' | 'outcome'): void;
   /** A write refused because its intent record could not be written (failMode closed). */
   refused(operation: string): void;
   /** A failed write or sync of the trail file. */
   writeFailed(): void;
-  /** Where ledger_gateway_audit_trail_writable reads whether the trail takes records (at scrape). */
-  watchWritable(writable: () => boolean): void;
+  /** Files removed by retention (audit.retainFiles, audit.maxTrailBytes). */
+  filesRemoved(files: number): void;
+  /** A record shortened: over audit.maxRecordBytes, or its caller over its share (failMode open). */
+  shortened(reason: 'maxRecordBytes' | 'callerShare'): void;
+  /** A write over its caller's share of the trail (audit.callerBytesPerMinute). */
+  shareExceeded(): void;
+  /** What the gauges read at scrape: whether the trail takes records, its bytes waiting and on disk, its volume. */
+  watch(trail: AuditGauges): void;
+}
+
+export interface AuditGauges {
+  writable(): boolean;
+  pendingBytes(): number;
+  trailBytes(): number;
+  readonly maxTrailBytes: number;
+  /** The volume holding the trail's directory (statfs), undefined when it cannot be read. */
+  volume(): Promise<{ freeBytes: number; sizeBytes: number } | undefined>;
 }
 
 /** Sync latencies from a fast NVMe's tens of microseconds to a struggling disk's seconds. */
@@ -663,17 +689,27 @@ export function createAuditMetrics(registry: Registry, exemplars: boolean): Audi
     help: 'Failed writes or syncs of the audit trail file (each fails the records of its batch and those waiting).',
     registers: [registry],
   });
-  let writable = () => true;
-  new Gauge({
-    name: MetricNames.auditTrailWritable,
-    help: '1 while the audit trail takes records, 0 from a write failure until a new file is begun.',
+  const removed = new Counter({
+    name: counterName(MetricNames.auditFilesRemoved),
+    help: 'Trail files removed by retention (audit.retainFiles, audit.maxTrailBytes), each named first in a retention record.',
     registers: [registry],
-    collect() {
-      this.set(writable() ? 1 : 0);
-    },
   });
+  const shortened = new Counter({
+    name: counterName(MetricNames.auditRecordsShortened),
+    help: 'Records written shortened (without body or request fields): reason maxRecordBytes (audit.maxRecordBytes) or callerShare (a caller over audit.callerBytesPerMinute, failMode open).',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  const shareExceeded = new Counter({
+    name: counterName(MetricNames.auditCallerShareExceeded),
+    help: "Writes over their caller's share of the trail (audit.callerBytesPerMinute): refused with GATEWAY_AUDIT_SHARE_EXHAUSTED (failMode closed) or recorded with only their ids (open).",
+    registers: [registry],
+  });
+  shortened.labels('maxRecordBytes');
+  shortened.labels('callerShare');
   lost.labels('intent');
   lost.labels('outcome');
+  const watch = auditGauges(registry);
   return {
     written(records, size) {
       written.inc(records);
@@ -683,8 +719,70 @@ export function createAuditMetrics(registry: Registry, exemplars: boolean): Audi
     lost: (kind) => lost.labels(kind).inc(),
     refused: (operation) => refused.labels(operationLabel(operation)).inc(),
     writeFailed: () => failures.inc(),
-    watchWritable(read) {
-      writable = read;
+    filesRemoved: (files) => removed.inc(files),
+    shortened: (reason) => shortened.labels(reason).inc(),
+    shareExceeded: () => shareExceeded.inc(),
+    watch,
+  };
+}
+
+/** The audit gauges, read at scrape from what the trail gives (writable, and nothing else, before it). */
+function auditGauges(registry: Registry): (trail: AuditGauges) => void {
+  let trail: AuditGauges | undefined;
+  const gauge = (name: string, help: string, read: (trail: AuditGauges) => number | undefined) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const value = trail === undefined ? undefined : read(trail);
+        if (value !== undefined) this.set(value);
+      },
+    });
+  new Gauge({
+    name: MetricNames.auditTrailWritable,
+    help: '1 while the audit trail takes records, 0 from a write failure until a new file is begun (retried every audit.retryIntervalMs).',
+    registers: [registry],
+    collect() {
+      this.set(trail === undefined || trail.writable() ? 1 : 0);
     },
+  });
+  gauge(
+    MetricNames.auditPendingBytes,
+    'Bytes of audit records waiting in memory to be written (bound: audit.maxPendingBytes).',
+    (t) => t.pendingBytes(),
+  );
+  gauge(MetricNames.auditTrailBytes, "The size of the audit trail's files in its directory.", (t) => t.trailBytes());
+  gauge(
+    MetricNames.auditTrailMaxBytes,
+    "The bound on the trail's files' size (audit.maxTrailBytes; 0: none).",
+    (t) => t.maxTrailBytes,
+  );
+  const volumeGauge = (
+    name: string,
+    help: string,
+    read: (volume: { freeBytes: number; sizeBytes: number }) => number,
+  ) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      async collect() {
+        const volume = await trail?.volume();
+        if (volume !== undefined) this.set(read(volume));
+      },
+    });
+  volumeGauge(
+    MetricNames.auditVolumeFreeBytes,
+    "Bytes free on the volume holding the audit trail's directory, to its unprivileged user (statfs).",
+    (volume) => volume.freeBytes,
+  );
+  volumeGauge(
+    MetricNames.auditVolumeSizeBytes,
+    "The size of the volume holding the audit trail's directory (statfs).",
+    (volume) => volume.sizeBytes,
+  );
+  return (watched) => {
+    trail = watched;
   };
 }

@@ -88,6 +88,51 @@ describe('identifying fields', () => {
   });
 });
 
+describe('the bounds of the identifying fields, in bytes', () => {
+  const jsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value)) - 2;
+
+  it('cuts a string at 512 bytes of its JSON text, on a character boundary: U+FFFD, escapes and emoji alike', () => {
+    // A byte 0xFF the client sent is U+FFFD once decoded: 3 bytes on disk; a control character, 6.
+    const fffd = identifyingFields({ commandId: '\uFFFD'.repeat(1000) });
+    expect(jsonBytes(fffd.commandId)).toBeLessThanOrEqual(512);
+    expect(fffd.commandId).toBe('\uFFFD'.repeat(170));
+    expect(fffd.truncated).toEqual(['commandId']);
+    const control = identifyingFields({ workflowId: '\u0001'.repeat(200) });
+    expect(control.workflowId).toBe('\u0001'.repeat(85));
+    const emoji = identifyingFields({ submissionId: '😀'.repeat(200) });
+    expect(emoji.submissionId).toBe('😀'.repeat(128));
+    expect(identifyingFields({ commandId: 'a'.repeat(512) })).toEqual({ commandId: 'a'.repeat(512) });
+    expect(identifyingFields({ commandId: 'a'.repeat(513) }).truncated).toEqual(['commandId']);
+  });
+
+  it('keeps 100 items of a list and names it: parties, commands, rights, package ids', () => {
+    const many = Array.from({ length: 150 }, (_, n) => `P${n}::1`);
+    const fields = identifyingFields({
+      actAs: many,
+      commands: many.map((templateId) => ({ CreateCommand: { templateId } })),
+      rights: many.map((party) => ({ kind: { CanActAs: { value: { party } } } })),
+    });
+    expect((fields.actAs as string[]).length).toBe(100);
+    expect((fields.commands as unknown[]).length).toBe(100);
+    expect((fields.rights as unknown[]).length).toBe(100);
+    expect(fields.truncated).toEqual(['actAs', 'commands', 'rights']);
+    const vetting = identifyingFields({
+      changes: [{ operation: { Vet: { value: { packages: many.map((packageId) => ({ packageId })) } } } }],
+    });
+    expect((vetting.packageIds as string[]).length).toBe(100);
+    expect(vetting.truncated).toEqual(['packageIds']);
+    expect(identifyingFields({ actAs: many.slice(0, 100) })).not.toHaveProperty('truncated');
+  });
+
+  it("cuts the answer's fields the same way", () => {
+    expect(answerFields({ updateId: 'u'.repeat(600), offset: 3 })).toEqual({
+      updateId: 'u'.repeat(512),
+      offset: 3,
+      truncated: ['updateId'],
+    });
+  });
+});
+
 describe('answer fields', () => {
   it("read the participant's updateId, offset and record time, top level or in their envelope", () => {
     expect(answerFields({ updateId: 'u1', completionOffset: 7 })).toEqual({ updateId: 'u1', completionOffset: 7 });
@@ -119,10 +164,10 @@ describe('the write operations', () => {
 });
 
 describe('ledger-gateway audit verify (its arguments)', () => {
-  it('refuses a command line without files, or an unknown subcommand, with exit 2', () => {
-    expect(runAuditCommand(['verify']).code).toBe(2);
-    expect(runAuditCommand(['check', 'x']).code).toBe(2);
-    expect(runAuditCommand(['verify', '--nope', 'x']).code).toBe(2);
-    expect(runAuditCommand(['verify', '/no/such/file']).code).toBe(2);
+  it('refuses a command line without files, or an unknown subcommand, with exit 2', async () => {
+    expect((await runAuditCommand(['verify'])).code).toBe(2);
+    expect((await runAuditCommand(['check', 'x'])).code).toBe(2);
+    expect((await runAuditCommand(['verify', '--nope', 'x'])).code).toBe(2);
+    expect((await runAuditCommand(['verify', '/no/such/file'])).code).toBe(2);
   });
 });
