@@ -16,6 +16,7 @@ const FLOORS = [
   'bodies',
   'configuration',
   'aside', // off the request path: only ASIDE_IMPORTER imports it
+  'protobuf values', // a Daml value's JSON form on Canton's protobuf messages: the ledger policy's and the sandbox's
   'vocabulary', // every other file at the root of src/
 ];
 
@@ -29,6 +30,7 @@ const ROOMS = {
   auth: 'stages',
   protection: 'stages',
   policy: 'stages',
+  'ledger-policy': 'stages',
   cache: 'stages',
   proxy: 'stages',
   audit: 'stages',
@@ -37,6 +39,7 @@ const ROOMS = {
   body: 'bodies',
   config: 'configuration',
   sandbox: 'aside',
+  proto: 'protobuf values',
 };
 
 /** Imports the floors allow but the house does not: what these rooms share lives below both. */

@@ -4,7 +4,7 @@
 // watch, the request rules, the audit intent, cache-or-forward: server/calls.ts), an upgrade goes on
 // to the tunnel (server/upgrades.ts). Telemetry writes each exchange's one log line.
 import type { Server as TlsServer } from 'node:tls';
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createAdminListener, type AdminListener } from './server/admin-listener.js';
@@ -15,7 +15,7 @@ import type { GatewayConfig } from './config/schema.js';
 import { createContextStage } from './exchange/context-stage.js';
 import type { ReloadOutcome } from './live/reload.js';
 import { runLiveConfiguration, type ReloadSource, type RunningConfiguration } from './live/running-configuration.js';
-import type { CallStage, Stage } from './exchange/exchange.js';
+import type { CallStage, LedgerDecisionNote, Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { BodyBudget } from './body/budget.js';
 import type { LiveConfig, PinnedExchange } from './live/generations.js';
@@ -31,7 +31,13 @@ import { listenBoth } from './server/bound-url.js';
 import { gracefulShutdown } from './server/shutdown.js';
 import { createLogger, type RequestLineWriter } from './telemetry/logging.js';
 import { createAuditTrail, type AuditTrail } from './audit/audit-trail.js';
-import { createAuditMetrics, createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
+import {
+  createAuditMetrics,
+  createLedgerPolicyMetrics,
+  createMetrics,
+  type GatewayMetrics,
+} from './telemetry/metrics.js';
+import { startLedgerPolicyRuntime } from './ledger-policy/stage.js';
 import { startRequestTelemetry, type RequestTelemetry } from './telemetry/request-telemetry.js';
 import { cacheOrForward, serveCalls } from './server/calls.js';
 import { serveUpgrades } from './server/upgrades.js';
@@ -211,6 +217,24 @@ async function startEdges(
   return { ...telemetry, listenerTls, api, ...upstream };
 }
 
+/**
+ * The ledger policy's decoder threads and package names, which live as long as the process (each
+ * configuration's rules decide on them: live/generations.ts), and what is done with each decision.
+ */
+function startLedgerPolicy(config: GatewayConfig, upstreamUrl: string, { metrics, log }: Surroundings) {
+  const runtime = startLedgerPolicyRuntime(config.ledgerPolicy, upstreamUrl);
+  const counted = createLedgerPolicyMetrics(metrics.registry, metrics.exemplars);
+  return {
+    runtime,
+    observe(call: FastifyRequest, note: LedgerDecisionNote) {
+      counted.decided(call.operation.name, note);
+      // A dry run's refusal is written whatever the access log samples (its request line says it too).
+      if (note.decision === 'deny' && note.mode === 'dryRun')
+        log.warn({ reqId: call.id, operation: call.operation.name, ...note }, 'ledger policy would deny (dry run)');
+    },
+  };
+}
+
 /** The admin listener (health, metrics, GET /config, the version cache's purge). */
 function startAdmin(
   config: GatewayConfig,
@@ -278,12 +302,15 @@ function stageLists(
   // Then a call's own list (server/calls.ts), once Fastify has checked its media type. A change of
   // the participant's IdPs is watched first: it arms a refresh only once the participant answered it
   // with success (live/participant-idps.ts), never for a body still arriving or a caller refused
-  // after. The request rules read and judge the body on the rule-checked routes only. The audit
-  // intent follows them (the identifying fields are in the body they parsed) and is written before
-  // the write goes on. Cache-or-forward answers.
+  // after. The request rules read and judge the body on the rule-checked routes only. The ledger
+  // policy decides a call of a caller a policy names on that body (reading it when they did not),
+  // before the audit intent, so that the record carries its decision and a refused call is not
+  // recorded as a write. The audit intent follows them (the identifying fields are in the body they
+  // parsed) and is written before the write goes on. Cache-or-forward answers.
   const callStages: readonly CallStage[] = [
     parts.participantIdps.watchChange,
     live.pinned((generation) => generation.policy.enforceRequestRules),
+    live.pinned((generation) => generation.ledgerPolicy.decide),
     ...(audit === undefined ? [] : [audit.recordIntent]),
     cacheOrForward(parts.versionCache, parts.forwarder, shared.upstreamUrl),
   ];
@@ -312,10 +339,12 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     ...(tracing !== undefined && { flushTelemetry: () => tracing.shutdown() }),
     log,
   });
+  const ledgerPolicy = startLedgerPolicy(config, options.upstreamUrl, around);
   const running = runLiveConfiguration(config, {
     ...around,
     logger,
     bodyBudget,
+    ledgerPolicy,
     participantGet: (request) => replicas.ownGet(request), // the active replica, upstream.tls, not the clients' pool
     secretPaths: options.secretPaths,
   });
@@ -379,6 +408,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     writeLine?.close(); // the last requests' lines
     await forwarder.close();
     await replicas.close();
+    await ledgerPolicy.runtime.close();
   }
 
   return {

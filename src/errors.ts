@@ -236,6 +236,24 @@ export const Errors = {
     GrpcCode.PERMISSION_DENIED,
     'A source rule (policy.sources) refuses the call whatever its token: its client address is denied or not allowed, or it has no verified client certificate with an accepted subject; context.source names which (address or certificate).',
   ),
+  GATEWAY_LEDGER_POLICY_DENIED: defineError(
+    'GATEWAY_LEDGER_POLICY_DENIED',
+    7,
+    GrpcCode.PERMISSION_DENIED,
+    "A ledger policy (ledgerPolicy.policies) names the caller and refuses what the call would do: a deny rule touches it, no allow rule covers it (its parties, templates, choices, command kinds, packages or rights, a CEL condition, a time window), a template's package name cannot be resolved, or a part of the call cannot be read; context.policy and context.rule name the policy and the rule (default: no allow rule covers the call), never its conditions.",
+  ),
+  GATEWAY_PREPARED_TRANSACTION_UNREADABLE: defineError(
+    'GATEWAY_PREPARED_TRANSACTION_UNREADABLE',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    "An execute call of a caller a ledger policy names carries a preparedTransaction that is not base64 of Canton's PreparedTransaction message, has no root node, nests a value deeper than ledgerPolicy.preparedTransactions.maxValueDepth or has more roots than maxRoots: the rules cannot be held against it, so it is not sent.",
+  ),
+  GATEWAY_LEDGER_POLICY_UNAVAILABLE: defineError(
+    'GATEWAY_LEDGER_POLICY_UNAVAILABLE',
+    1,
+    GrpcCode.UNAVAILABLE,
+    'The ledger policy could not decide in time: the prepared-transaction workers are all busy with ledgerPolicy.preparedTransactions.maxQueue waiting, or a decode took longer than its timeoutMs. The call was not sent. Retry-After: 1.',
+  ),
   GATEWAY_RESOURCE_EXHAUSTED: defineError(
     'GATEWAY_RESOURCE_EXHAUSTED',
     2,

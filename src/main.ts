@@ -84,19 +84,34 @@ function configReloader(
   });
 }
 
+/**
+ * `ledger-gateway audit verify ...` and `ledger-gateway policy test|replay ...`: commands of their
+ * own, no server. True when `argv` was one (its exit status set).
+ */
+async function ranSubcommand(argv: readonly string[]): Promise<boolean> {
+  if (argv[0] === 'audit') {
+    const { runAuditCommand } = await import('./cli/audit-verify.js');
+    const result = await runAuditCommand(argv.slice(1));
+    (result.code === 0 ? process.stdout : process.stderr).write(result.output);
+    process.exitCode = result.code;
+    return true;
+  }
+  if (argv[0] === 'policy') {
+    const { runPolicyCommand } = await import('./cli/policy.js');
+    const result = await runPolicyCommand(argv.slice(1));
+    (result.code === 2 ? process.stderr : process.stdout).write(result.output);
+    process.exitCode = result.code;
+    return true;
+  }
+  return false;
+}
+
 async function main(): Promise<void> {
   // Node's default action for SIGHUP ends the process at once, losing the log lines still buffered:
   // handled from the start, and ignored until the gateway runs.
   const onSighup: { reload?: () => void } = {};
   process.on('SIGHUP', () => onSighup.reload?.());
-  // `ledger-gateway audit verify ...`: a command of its own, no server.
-  if (process.argv[2] === 'audit') {
-    const { runAuditCommand } = await import('./cli/audit-verify.js');
-    const result = await runAuditCommand(process.argv.slice(3));
-    (result.code === 0 ? process.stdout : process.stderr).write(result.output);
-    process.exitCode = result.code;
-    return;
-  }
+  if (await ranSubcommand(process.argv.slice(2))) return;
   // A ConfigError from anywhere in start-up (file, auth section, policy rules) exits 2 (see below).
   const args = readArguments();
   if (args.check) {

@@ -2,7 +2,8 @@
 // the one table of floors, floors.cjs): no import cycle, type-only imports included; no room imports a
 // floor above its own (the stages import no server/ or live/, telemetry/ no stage, exchange/, body/ and
 // config/ none of the floors above), nor a room beside it (a stage another stage); proxy/ never imports
-// telemetry/; nothing but main.ts imports the sandbox; every folder of src/ has a floor.
+// telemetry/; nothing but main.ts imports the sandbox; every folder of src/ has a floor
+// (ledger-policy/ a stage, proto/ the floor of protobuf values below the sandbox).
 // The rules are also run on a small tree that breaks each of them, so that a rule which stopped
 // matching (a renamed folder, a changed option, a table that lost a line) cannot pass for a clean src/.
 import { readdirSync, readFileSync } from 'node:fs';
@@ -94,6 +95,9 @@ describe('the structure of src/', () => {
             "import { CODE } from '../proxy/codes.js';\nimport { GEN } from '../live/generations.js';\n" +
             "import { UP } from '../server/upgrades.js';\nexport const V = [CODE, GEN, UP];\n",
           'src/policy/validate.ts': "import { V } from '../validation/schema.js';\nexport const PV = V;\n",
+          // The ledger policy is a stage like the others; proto/ stands below it and the sandbox.
+          'src/ledger-policy/decide.ts': "import { TOKEN } from '../auth/extract.js';\nexport const LP = TOKEN;\n",
+          'src/proto/daml-value.ts': "import { LP } from '../ledger-policy/decide.js';\nexport const PB = LP;\n",
           'tsconfig.json': JSON.stringify({
             compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true },
             include: ['src/**/*.ts'],
@@ -118,9 +122,11 @@ describe('the structure of src/', () => {
           'folder-without-floor: src/validation/schema.ts -> src/server/upgrades.ts',
           'no-cycle: src/app.ts -> src/auth/hooks.ts -> src/app.ts',
           'one-request-not-up: src/exchange/refusal.ts -> src/telemetry/format.ts',
+          'protobuf-values-not-up: src/proto/daml-value.ts -> src/ledger-policy/decide.ts',
           'proxy-not-to-telemetry: src/proxy/forward.ts -> src/telemetry/format.ts',
           'sandbox-stays-aside: src/auth/dev-mode.ts -> src/sandbox/seed.ts',
           'stages-not-sideways: src/cache/codes.ts -> src/proxy/codes.ts',
+          'stages-not-sideways: src/ledger-policy/decide.ts -> src/auth/extract.ts',
           'stages-not-sideways: src/proxy/websocket.ts -> src/auth/extract.ts',
           'stages-not-up: src/auth/hooks.ts -> src/app.ts',
           'stages-not-up: src/policy/stage.ts -> src/server/upgrades.ts',

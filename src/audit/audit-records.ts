@@ -99,6 +99,8 @@ export function intentFields(
     method: raw.method,
     path: cuts.text('path', pathOf(raw.url ?? '')),
   };
+  // The ledger policy's decision, when a policy names the caller (its names come from the configuration).
+  if (exchange.ledgerDecision !== undefined) record.ledgerPolicy = exchange.ledgerDecision;
   const request =
     state.level === 'metadata' ? undefined : (state.request ?? unreadFields(exchange as FastifyRequest, state));
   if (request !== undefined) record.request = request;

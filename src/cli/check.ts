@@ -1,6 +1,7 @@
 // --check: everything start-up would judge, without starting anything (Envoy's --mode validate,
 // `kong check`): the file and the environment, every file the config names (TLS certificates and
-// keys, issuers' public keys, ${file:...} secrets, FILE_CHECKS below), the auth, protection and policy sections.
+// keys, issuers' public keys, ${file:...} secrets, FILE_CHECKS below), the auth, protection, policy and
+// ledgerPolicy sections (its CEL conditions type-checked).
 // Nothing listens and nothing is fetched (a JWKS URL is checked for its form, not fetched).
 import { readFileSync } from 'node:fs';
 import { readSigningKey } from '../audit/chain.js';
@@ -9,6 +10,7 @@ import { isDevelopmentMode } from '../auth/dev-mode.js';
 import { effectiveConfigYaml } from '../config/effective.js';
 import { ConfigError, loadConfiguration, type LoadedConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
+import { assertLedgerPolicyConfig } from '../ledger-policy/ledger-policy.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
 import { resolveProtectionConfig } from '../protection/config.js';
 
@@ -104,6 +106,7 @@ export function judgeConfiguration(
   }
   judge(['protection'], () => resolveProtectionConfig(config.protection));
   judge(['policy', 'cors'], () => assertPolicyConfig(config));
+  judge(['ledgerPolicy'], () => assertLedgerPolicyConfig(config.ledgerPolicy));
   for (const { sections, problem } of FILE_CHECKS) {
     judge(sections, () => {
       const found = problem(config);

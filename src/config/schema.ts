@@ -1182,6 +1182,181 @@ export const CorsSchema = Section(
   'CORS for browser dApps: off by default; preflights are answered before authentication (browsers send no token on them).',
 );
 
+const NameList = (description: string) =>
+  Type.Optional(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, uniqueItems: true, description }));
+
+const Instant = (description: string) =>
+  Type.Optional(
+    Type.String({ minLength: 1, description: `${description} An RFC 3339 time, e.g. 2026-10-01T00:00:00Z.` }),
+  );
+
+/** One ledger rule: what it allows or denies of a call's decision document (ledger-policy/rules.ts). */
+export const LedgerRuleSchema = Type.Object(
+  {
+    name: Type.String({
+      pattern: '^[A-Za-z0-9_.:-]{1,64}$',
+      description:
+        "The rule's name: in a refusal's context, the log, the metrics and `policy test` (never its conditions).",
+    }),
+    effect: Type.Union([Type.Literal('allow'), Type.Literal('deny')], {
+      default: 'allow',
+      description:
+        'allow: the rule covers a call all of whose parties, packages, rights and read templates it lists (and each command it lists); deny: the rule refuses a call that touches any of them.',
+    }),
+    operations: NameList(
+      'Operation names (docs/request-policy.md), or the groups "reads" and "writes"; without it, every operation.',
+    ),
+    parties: NameList(
+      'Every party the call names (actAs, readAs, submitter, a read\'s parties, the party of a party or rights call): party ids, "Hint::*" prefixes, "*", "$claims.<name>" (the token\'s claim, a string or a list) or "$userId".',
+    ),
+    actAs: NameList(
+      "The call's actAs parties (a prepared transaction's submitters at execute), in the forms of parties.",
+    ),
+    readAs: NameList("The call's readAs parties, in the forms of parties."),
+    templates: NameList(
+      'Templates of commands and read filters: "#<package-name>:<Module>:<Entity>" ("*" for module or entity, "#<package-name>:*"), "<package-id>:<Module>:<Entity>", or "*". A package-name form also holds for a template named by package id (resolved through the participant).',
+    ),
+    choices: NameList(
+      'Choice names of exercise commands (ExerciseCommand, CreateAndExerciseCommand, ExerciseByKeyCommand).',
+    ),
+    commandKinds: Type.Optional(
+      Type.Array(
+        Type.Union(
+          [
+            Type.Literal('CreateCommand'),
+            Type.Literal('ExerciseCommand'),
+            Type.Literal('CreateAndExerciseCommand'),
+            Type.Literal('ExerciseByKeyCommand'),
+            Type.Literal('AssignCommand'),
+            Type.Literal('UnassignCommand'),
+            Type.Literal('FetchNode'),
+          ],
+          { description: "Canton's command variants (FetchNode: a prepared transaction's fetch root)." },
+        ),
+        { minItems: 1, uniqueItems: true, description: 'Command kinds.' },
+      ),
+    ),
+    packages: NameList(
+      'Package names uploaded, vetted or unvetted ("*" for any; an uploaded archive is not opened: only "*" covers it).',
+    ),
+    rights: NameList(
+      'Right kinds granted, revoked or given to a new user (CanActAs, CanReadAs, CanExecuteAs, ParticipantAdmin, IdentityProviderAdmin, ...).',
+    ),
+    notBefore: Instant('The rule holds from this time on.'),
+    notAfter: Instant('The rule holds until this time.'),
+    where: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 4096,
+        description:
+          'A CEL condition on the decision document (docs/ledger-policy.md), type-checked when the configuration is loaded; the rule holds only when it is true.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** Who a ledger policy is for: every matcher it names must hold. */
+export const LedgerPrincipalsSchema = Type.Object(
+  {
+    anyAuthenticated: Type.Optional(Type.Literal(true, { description: 'Every caller with a verified token.' })),
+    subjects: NameList("The token's `sub` (the Ledger API user id) is one of these."),
+    issuers: NameList("The token's `iss` is one of these."),
+    claims: Type.Optional(
+      Type.Record(Type.String({ minLength: 1 }), Type.Union([Type.String(), Type.Number(), Type.Boolean()]), {
+        description: 'Each named claim equals the value (or, for an array claim, holds it).',
+      }),
+    ),
+    consumers: NameList('The API consumer name is one of these (where consumer keys exist).'),
+    certificateSubjects: NameList('The verified client certificate subject, RFC 4514 (e.g. CN=ci,O=Example).'),
+    certificateDnsNames: NameList("A DNS name of the verified client certificate's subjectAltName."),
+    sources: NameList('The client address (through server.trustedProxies) is in one of these addresses or CIDRs.'),
+  },
+  { additionalProperties: false },
+);
+
+export const LedgerPolicyEntrySchema = Type.Object(
+  {
+    name: Type.String({
+      pattern: '^[A-Za-z0-9_.:-]{1,64}$',
+      description: "The policy's name (refusals, logs, metrics).",
+    }),
+    principals: LedgerPrincipalsSchema,
+    dryRun: Type.Boolean({
+      default: false,
+      description: 'Decide and record, never refuse: what the policy would refuse is counted and logged.',
+    }),
+    notBefore: Instant('Its allow rules hold from this time on (its principals stay named: denied by default before).'),
+    notAfter: Instant('Its allow rules hold until this time (then its principals are denied by default).'),
+    rules: Type.Array(LedgerRuleSchema, {
+      default: [],
+      description: 'The rules; deny rules first, then allow, else denied.',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const LedgerPolicySchema = Section(
+  {
+    policies: Type.Array(LedgerPolicyEntrySchema, {
+      default: [],
+      description:
+        'Ledger policies (docs/ledger-policy.md): a caller a policy names may do only what its allow rules cover and its deny rules do not touch; a caller no policy names is left to the other rules. Reloads live; a rule that does not compile (its path and why) stops the start or the reload.',
+    }),
+    packageNames: Section(
+      {
+        cacheEntries: Type.Integer({
+          minimum: 1,
+          maximum: 1_000_000,
+          default: 10_000,
+          description: 'Package ids whose names are kept (package ids are immutable: a name never changes).',
+        }),
+        lookupTimeoutMs: Milliseconds(
+          2_000,
+          "Bound on asking the participant a package id's name (POST /v2/package-vetting/list); past it the call is refused (fail closed).",
+        ),
+        unknownRetryMs: Milliseconds(
+          10_000,
+          'How long a package id the participant does not know is remembered as unknown before it is asked again.',
+        ),
+      },
+      'Resolving package ids to names, for package-name rules on templates named by id.',
+    ),
+    preparedTransactions: Section(
+      {
+        workerThreads: Type.Integer({
+          minimum: 1,
+          maximum: 64,
+          default: 1,
+          description:
+            'Worker threads decoding prepared transactions (every one is decoded in a worker: only they load the protobuf bindings).',
+        }),
+        maxQueue: Type.Integer({
+          minimum: 1,
+          maximum: 100_000,
+          default: 64,
+          description: 'Prepared transactions waiting for a worker at most; past it a call is refused (503, retry).',
+        }),
+        timeoutMs: Milliseconds(5_000, 'Bound on decoding one prepared transaction, its wait included.'),
+        maxValueDepth: Type.Integer({
+          minimum: 8,
+          maximum: 10_000,
+          default: 256,
+          description: 'Deepest Daml value read from a prepared transaction; deeper is refused as unreadable.',
+        }),
+        maxRoots: Type.Integer({
+          minimum: 1,
+          maximum: 1_000_000,
+          default: 10_000,
+          description: 'Most root nodes read.',
+        }),
+      },
+      'Decoding the preparedTransaction of execute calls.',
+    ),
+  },
+  'Ledger policy: who may do what on the ledger, by parties, templates, choices, command kinds, packages and rights, with CEL conditions (docs/ledger-policy.md).',
+);
+
 export const ConfigSchema = Type.Object(
   {
     server: ServerSchema,
@@ -1197,6 +1372,7 @@ export const ConfigSchema = Type.Object(
     telemetry: TelemetrySchema,
     protection: ProtectionSchema,
     policy: PolicySchema,
+    ledgerPolicy: LedgerPolicySchema,
     cors: CorsSchema,
     audit: AuditSchema,
   },
@@ -1228,3 +1404,7 @@ export type VersionCacheConfig = Static<typeof VersionCacheSchema>;
 export type TelemetryConfig = Static<typeof TelemetrySchema>;
 export type MetricsConfig = TelemetryConfig['metrics'];
 export type SourceRuleConfig = Static<typeof SourceRuleSchema>;
+export type LedgerPolicyConfig = Static<typeof LedgerPolicySchema>;
+export type LedgerPolicyEntryConfig = Static<typeof LedgerPolicyEntrySchema>;
+export type LedgerRuleConfig = Static<typeof LedgerRuleSchema>;
+export type LedgerPrincipalsConfig = Static<typeof LedgerPrincipalsSchema>;

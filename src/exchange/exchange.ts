@@ -45,6 +45,17 @@ export interface EndedStream {
 }
 
 /**
+ * The ledger policy's decision on a call of a caller a policy names (ledger-policy/ notes it): what the
+ * access log, the decision metric and the audit record say of it. `dryRun`: a dry-run policy's, never enforced.
+ */
+export interface LedgerDecisionNote {
+  readonly decision: 'allow' | 'deny';
+  readonly policy: string;
+  readonly rule: string;
+  readonly mode: 'enforce' | 'dryRun';
+}
+
+/**
  * An exchange also carries the configuration generation it runs under, pinned by its first stage:
  * that field and its type are live/'s (live/generations.ts `PinnedExchange`), which the rooms below
  * it never read.
@@ -76,6 +87,8 @@ export interface Exchange {
    * readable copy of a head written whole. The access log's responseBytes.
    */
   answerContentLength: string | number | undefined;
+  /** The ledger policy's decision, when a policy names the caller (a call's own stage: never an upgrade yet). */
+  ledgerDecision: LedgerDecisionNote | undefined;
 }
 
 /**
@@ -108,6 +121,7 @@ declare module 'fastify' {
     traceContext: TraceContext | undefined;
     traceresponse: string | undefined;
     answerContentLength: string | number | undefined;
+    ledgerDecision: LedgerDecisionNote | undefined;
     /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */
     rawBody: Buffer | undefined;
     /** The body as a JSON object, when a stage parsed it (a rule-checked route): read, never changed. */

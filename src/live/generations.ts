@@ -11,13 +11,18 @@ import { createAuthenticator, type Authenticator } from '../auth/authenticator.j
 import { authenticationStage } from '../auth/hooks.js';
 import { AuditSchema, type GatewayConfig, type IssuerConfig } from '../config/schema.js';
 import type { CallStage, Exchange, Stage } from '../exchange/exchange.js';
+import {
+  createLedgerPolicyStage,
+  type LedgerPolicyStage,
+  type LedgerPolicyStageOptions,
+} from '../ledger-policy/stage.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler, type CorsHandler } from '../policy/cors.js';
 import { createPolicyStage, type PolicyStage, type PolicyStageOptions } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
-const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', 'log', 'audit'] as const;
+const LIVE_SECTIONS = ['auth', 'policy', 'ledgerPolicy', 'protection', 'cors', 'versionCache', 'log', 'audit'] as const;
 /**
  * Inside a live section, what still needs a restart: the Redis connection is opened once; the audit
  * trail's files, key and writer are opened once (every audit key but its policy, which writes at
@@ -25,6 +30,9 @@ const LIVE_SECTIONS = ['auth', 'policy', 'protection', 'cors', 'versionCache', '
  */
 const RESTART_ONLY_IN_LIVE: ReadonlyArray<readonly [section: string, key: string]> = [
   ['protection', 'redis'],
+  // The decoder's worker threads and the package names learnt live as long as the process.
+  ['ledgerPolicy', 'packageNames'],
+  ['ledgerPolicy', 'preparedTransactions'],
   ...Object.keys(AuditSchema.properties)
     .filter((key) => key !== 'policy')
     .map((key) => ['audit', key] as const),
@@ -45,6 +53,8 @@ export interface Generation {
   readonly protect: Stage;
   /** Authorization (an exchange stage) and the request rules (a call stage: live.pinned). */
   readonly policy: PolicyStage;
+  /** The ledger policy (a call stage: live.pinned), compiled from this configuration's section. */
+  readonly ledgerPolicy: LedgerPolicyStage;
   /**
    * CORS, when configured (policy/cors.ts): adds its headers to a call's reply, or answers a
    * preflight (true). Answers the gateway writes itself copy the reply's headers only then.
@@ -68,6 +78,8 @@ declare module 'fastify' {
 
 export type LiveConfigOptions = ProtectionStageOptions &
   PolicyStageOptions & {
+    /** What every generation's ledger policy shares: the decoder, the package names, the decisions' observer. */
+    readonly ledgerPolicy: Pick<LedgerPolicyStageOptions, 'runtime' | 'observe'>;
     /** How long an old generation may still serve a call: its resources are closed after that. */
     readonly retireAfterMs: number;
   };
@@ -195,6 +207,20 @@ interface GenerationInputs {
   readonly participantKeySets: Dispatcher | undefined;
 }
 
+/** A body the ledger policy reads itself is held to the request rules' bounds (the lower of policy.maxBodyBytes and limits.bodyBytes). */
+function ledgerPolicyBodyReading(config: GatewayConfig) {
+  const ownLimit = config.policy.maxBodyBytes <= config.limits.bodyBytes;
+  return {
+    limits: {
+      maxBytes: ownLimit ? config.policy.maxBodyBytes : config.limits.bodyBytes,
+      maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
+      timeoutMs: config.policy.bodyReadTimeoutMs,
+      timeoutKey: 'policy.bodyReadTimeoutMs',
+    },
+    maxDepth: config.policy.maxBodyDepth,
+  };
+}
+
 /**
  * A generation built from `config`, reusing what `previous` built from equal sections. `own`: the
  * config file's part of `config` (its issuers are the operator's, not the participant's).
@@ -206,6 +232,11 @@ function buildGeneration(
   { options, participantKeySets }: GenerationInputs,
 ): Generation {
   assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
+  const ledgerPolicy = createLedgerPolicyStage(config.ledgerPolicy, ledgerPolicyBodyReading(config), {
+    ...options.ledgerPolicy,
+    bodyBudget: options.bodyBudget,
+    isTrustedProxy: options.isTrustedProxy,
+  }); // its rules compiled and CEL type-checked (a ConfigError) before anything is built
   const sameAuth = previous !== undefined && isDeepStrictEqual(previous.config.auth, config.auth);
   const configured = new Set(own.auth.issuers.map((issuer) => issuer.issuer));
   const authenticator = sameAuth
@@ -248,6 +279,7 @@ function buildGeneration(
           ),
     protect: protection.stage,
     policy,
+    ledgerPolicy,
     cors:
       previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
         ? previous.cors

@@ -9,7 +9,7 @@ import type { LoadedConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
 import type { GatewayMetrics } from '../telemetry/metrics.js';
-import { createLiveConfig, type LiveConfig } from './generations.js';
+import { createLiveConfig, type LiveConfig, type LiveConfigOptions } from './generations.js';
 import { trustParticipantIdentityProviders, type ParticipantGet, type ParticipantTrust } from './participant-idps.js';
 import { createReloadMetrics, reloadGateway, type ReloadLog, type ReloadOutcome } from './reload.js';
 
@@ -43,6 +43,8 @@ export interface RunningConfigurationOptions {
   readonly readiness: Readiness;
   readonly isTrustedProxy: (address: string) => boolean;
   readonly bodyBudget: BodyBudget;
+  /** What every generation's ledger policy shares (its decoder, package names, the decisions' observer). */
+  readonly ledgerPolicy: LiveConfigOptions['ledgerPolicy'];
   /** The gateway's own GET to the participant (its IdP listing): the active replica, upstream.tls. */
   readonly participantGet: ParticipantGet;
   /** Keys whose values were read from files at start (`${file:...}`), redacted in GET /config. */
@@ -67,6 +69,7 @@ function startLiveConfig(config: GatewayConfig, options: RunningConfigurationOpt
     isTrustedProxy: options.isTrustedProxy,
     retireAfterMs: retireAfterMs(config),
     bodyBudget: options.bodyBudget,
+    ledgerPolicy: options.ledgerPolicy,
   });
   const authenticator = live.current.authenticator;
   for (const warning of authenticator.settings.warnings) log.warn({}, warning);

@@ -9,6 +9,7 @@ import { commitSeedTransaction, registerCommandRoutes } from './commands.js';
 import { registerHealthRoutes } from './health.js';
 import { BODY_LIMIT_BYTES, registerHttpConventions, type ReceivedRequest } from './http-conventions.js';
 import { registerIdentityProviderRoutes } from './idps.js';
+import { registerInteractiveRoutes } from './interactive.js';
 import { registerLedgerStateRoutes } from './ledger-state.js';
 import { refuseOutsidePathPrefix, upgradeUnderPathPrefix, withoutPathPrefix } from './path-prefix.js';
 import { createSandboxState, type SandboxState } from './state.js';
@@ -81,6 +82,7 @@ export async function buildSandbox(options: SandboxOptions = {}): Promise<Sandbo
   registerVettingRoutes(app, state);
   registerCommandRoutes(app, state, { submitDelayMs: options.submitDelayMs ?? 0 });
   registerUpdateRoutes(app, state);
+  registerInteractiveRoutes(app, state);
   registerIdentityProviderRoutes(app, state);
 
   const streams = createUpdateStreamServer(state, (record) => {

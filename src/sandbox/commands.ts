@@ -40,7 +40,7 @@ import {
 
 const PARTY_ID = /^[A-Za-z0-9_.-]+::1220[0-9a-f]{64}$/;
 
-type Command =
+export type Command =
   | { kind: 'create'; templateId: string; createArguments: Json }
   | { kind: 'exercise'; templateId: string; contractId: string; choice: string; choiceArgument: Json }
   | { kind: 'createAndExercise'; templateId: string; createArguments: Json; choice: string; choiceArgument: Json }
@@ -201,7 +201,7 @@ function contractNotFound(contractId: string): SandboxError {
 }
 
 /** The ledger-effects nodes of a submission at `offset`; throws before anything is committed. */
-function interpret(state: SandboxState, submission: Submission, offset: number, now: string): LedgerNode[] {
+export function interpret(state: SandboxState, submission: Submission, offset: number, now: string): LedgerNode[] {
   const nodes: LedgerNode[] = [];
   const archivedHere = new Set<string>();
   const exercise = (
@@ -328,7 +328,7 @@ export function commitSeedTransaction(state: SandboxState): StoredTransaction {
   });
 }
 
-function traceOf(request: FastifyRequest): SubmissionTrace {
+export function traceOf(request: FastifyRequest): SubmissionTrace {
   const traceId = traceIdOf(request);
   const incoming = request.headers.traceparent;
   const tracestate = request.headers.tracestate;

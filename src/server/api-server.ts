@@ -135,6 +135,7 @@ export function createApiServer(
   api.decorateRequest('traceresponse', undefined); // set by the telemetry stage when tracing runs
   api.decorateRequest('replyHeaders', false); // set when CORS puts its headers on the reply
   api.decorateRequest('answerContentLength', undefined); // set when the gateway writes an answer head itself
+  api.decorateRequest('ledgerDecision', undefined); // set by the ledger policy for a caller a policy names
   api.decorate('draining', false); // set when shutdown begins (answers close their connections)
   // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
   // routes read theirs (policy stage).

@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Duplex } from 'node:stream';
 import { Errors, GatewayError } from '../errors.js';
-import type { Principal, Stage } from '../exchange/exchange.js';
+import type { LedgerDecisionNote, Principal, Stage } from '../exchange/exchange.js';
 import type { Generation, PinnedExchange } from '../live/generations.js';
 import type { Operation } from '../operations.js';
 import type { WebSocketTunnels } from '../proxy/websocket.js';
@@ -27,6 +27,7 @@ class UpgradeExchange implements PinnedExchange {
   traceContext: TraceContext | undefined = undefined;
   traceresponse: string | undefined = undefined;
   answerContentLength: string | number | undefined = undefined;
+  ledgerDecision: LedgerDecisionNote | undefined = undefined;
   constructor(
     readonly id: string,
     readonly raw: IncomingMessage,

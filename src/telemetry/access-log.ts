@@ -97,6 +97,8 @@ export function createAccessLog(
     fields(exchange, facts) {
       let text = '';
       for (const [key, write] of chosen) text += key + write(exchange, facts);
+      // The ledger policy's decision, when a policy names the caller: which policy and rule, in which mode.
+      if (exchange.ledgerDecision !== undefined) text += `,"ledgerPolicy":${JSON.stringify(exchange.ledgerDecision)}`;
       return facts.stream === undefined ? text : `${text},"endedBy":${json(facts.stream.endedBy)}`;
     },
   };

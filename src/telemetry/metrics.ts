@@ -3,6 +3,7 @@
 // that match Canton's code pattern (capped), a status number. Never a raw URL, a user or a token.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type RegistryContentType } from 'prom-client';
 import { errorCodeLabeler } from '../errors.js';
+import type { LedgerDecisionNote } from '../exchange/exchange.js';
 import { OPERATION_NAMES, UNKNOWN_OPERATION } from '../operations.js';
 import { BUILD_VERSION } from './build-info.js';
 import { droppedLogLines } from './logging.js';
@@ -60,6 +61,7 @@ export const MetricNames = {
   participantIdpRefreshes: 'ledger_gateway_participant_idp_refreshes_total',
   participantIdpsLeftOut: 'ledger_gateway_participant_idps_left_out',
   bodyBufferBytes: 'ledger_gateway_body_buffer_bytes',
+  ledgerPolicyDecisions: 'ledger_gateway_ledger_policy_decisions_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -784,5 +786,26 @@ function auditGauges(registry: Registry): (trail: AuditGauges) => void {
   );
   return (watched) => {
     trail = watched;
+  };
+}
+
+/** The ledger policy's metrics (src/ledger-policy/): one count per decision on a call of a caller a policy names. */
+export interface LedgerPolicyMetrics {
+  decided(operation: string, decision: LedgerDecisionNote): void;
+}
+
+export function createLedgerPolicyMetrics(registry: Registry, exemplars: boolean): LedgerPolicyMetrics {
+  const decisions = new Counter({
+    name: registeredCounterName(MetricNames.ledgerPolicyDecisions, exemplars),
+    help: 'Ledger policy decisions, by operation, policy, rule (default: no allow rule covered the call), decision (allow, deny) and mode (enforce; dryRun: a dry-run policy decided, nothing refused). Policy and rule names come from the configuration (capped, then other); never a party or a user.',
+    labelNames: ['operation', 'policy', 'rule', 'decision', 'mode'],
+    registers: [registry],
+  });
+  const policyLabel = boundedLabel(200);
+  const ruleLabel = boundedLabel(1_000);
+  return {
+    decided(operation, { policy, rule, decision, mode }) {
+      decisions.labels(operationLabel(operation), policyLabel(policy), ruleLabel(rule), decision, mode).inc();
+    },
   };
 }

@@ -1,0 +1,118 @@
+// The commands of a call, from Canton's JSON shapes (openapi.yaml): JsCommands and Command (a submission),
+// JsPrepareSubmissionRequest (prepare), ReassignmentCommands (reassignments), DisclosedContract.
+import { templateRef, type CommandFacts, type CommandKind, type DecisionDocument } from './document.js';
+
+type Json = Record<string, unknown>;
+
+export const isObject = (value: unknown): value is Json =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+
+export const strings = (value: unknown): string[] =>
+  Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
+
+export const text = (value: unknown): string => (typeof value === 'string' ? value : '');
+
+const COMMAND_KINDS: ReadonlySet<string> = new Set([
+  'CreateCommand',
+  'ExerciseCommand',
+  'CreateAndExerciseCommand',
+  'ExerciseByKeyCommand',
+]);
+
+/** One Command oneof (`{"ExerciseCommand": {...}}`, no `value` wrapper: Canton `JsCommandService.scala`). */
+export function commandFacts(command: unknown): CommandFacts | undefined {
+  if (!isObject(command)) return undefined;
+  const kind = Object.keys(command)[0];
+  const payload = kind === undefined ? undefined : command[kind];
+  if (kind === undefined || !COMMAND_KINDS.has(kind) || !isObject(payload)) return undefined;
+  return {
+    kind: kind as CommandKind,
+    template: templateRef(payload.templateId),
+    choice: text(payload.choice),
+    contractId: text(payload.contractId),
+    createArguments: payload.createArguments ?? null,
+    choiceArgument: payload.choiceArgument ?? null,
+    contractKey: payload.contractKey ?? null,
+    source: '',
+    target: '',
+  };
+}
+
+/** A ReassignmentCommand: `{"command": {"UnassignCommand": {"value": {...}}}}`. */
+function reassignmentFacts(entry: unknown): CommandFacts | undefined {
+  const command = isObject(entry) ? entry.command : undefined;
+  if (!isObject(command)) return undefined;
+  const kind = Object.keys(command)[0];
+  const variant = kind === undefined ? undefined : command[kind];
+  const payload = isObject(variant) && isObject(variant.value) ? variant.value : undefined;
+  if ((kind !== 'AssignCommand' && kind !== 'UnassignCommand') || payload === undefined) return undefined;
+  return {
+    kind,
+    template: undefined,
+    choice: '',
+    contractId: text(payload.contractId),
+    createArguments: null,
+    choiceArgument: null,
+    contractKey: null,
+    source: text(payload.source),
+    target: text(payload.target),
+  };
+}
+
+/**
+ * What a command-bearing body says, or undefined when it is not one. A command the gateway cannot
+ * read is kept as an `unreadable` count: the participant will refuse the call, the rules deny it.
+ */
+export interface CommandPart {
+  readonly commands: CommandFacts[];
+  readonly unreadable: number;
+  readonly actAs: string[];
+  readonly readAs: string[];
+  readonly submitter: string[];
+  readonly userId: string;
+  readonly disclosedContracts: DecisionDocument['disclosedContracts'];
+}
+
+function commandList<T>(list: unknown, read: (entry: unknown) => T | undefined): { found: T[]; unreadable: number } {
+  const found: T[] = [];
+  let unreadable = 0;
+  for (const entry of Array.isArray(list) ? list : []) {
+    const facts = read(entry);
+    if (facts === undefined) unreadable++;
+    else found.push(facts);
+  }
+  return { found, unreadable };
+}
+
+/** JsCommands, or the JsPrepareSubmissionRequest that carries the same fields at its top. */
+export function jsCommandsPart(jsCommands: Json): CommandPart {
+  const { found, unreadable } = commandList(jsCommands.commands, commandFacts);
+  const disclosed = Array.isArray(jsCommands.disclosedContracts) ? jsCommands.disclosedContracts : [];
+  return {
+    commands: found,
+    unreadable,
+    actAs: strings(jsCommands.actAs),
+    readAs: strings(jsCommands.readAs),
+    submitter: [],
+    userId: text(jsCommands.userId),
+    disclosedContracts: disclosed.filter(isObject).map((contract) => ({
+      template: templateRef(contract.templateId),
+      contractId: text(contract.contractId),
+    })),
+  };
+}
+
+/** ReassignmentCommands (SubmitReassignmentRequest.reassignmentCommands). */
+export function reassignmentPart(reassignment: Json): CommandPart {
+  const { found, unreadable } = commandList(reassignment.commands, reassignmentFacts);
+  const submitter = text(reassignment.submitter);
+  return {
+    commands: found,
+    unreadable,
+    actAs: [],
+    readAs: [],
+    submitter: submitter === '' ? [] : [submitter],
+    userId: text(reassignment.userId),
+    disclosedContracts: [],
+  };
+}

@@ -1,0 +1,170 @@
+// decisionDocument: one call's document from its operation, its principal and what it carries (its
+// JSON body, its path's party or user, the prepared transaction it executes). Pure: the caller parses
+// the body and decodes the prepared transaction (prepared-pool.ts) first.
+import { pathOf, SubmissionOperations } from '../operations.js';
+import { partySubjects, rightsOf, targetUserOf, UPLOADED_ARCHIVE, vettedPackagesOf } from './build-admin.js';
+import { isObject, jsCommandsPart, reassignmentPart, text, type CommandPart } from './build-commands.js';
+import { readFacts } from './build-reads.js';
+import type { DecisionDocument, PackageFacts, PrincipalFacts, RightFacts } from './document.js';
+import type { PreparedSummary } from './prepared-summary.js';
+
+type Json = Record<string, unknown>;
+
+export interface CallInput {
+  /** The operation name (src/operations.ts). */
+  readonly operation: string;
+  readonly writes: boolean;
+  readonly principal: PrincipalFacts;
+  /** The parsed JSON body; undefined when the call has none (or carries an archive). */
+  readonly body?: unknown;
+  /** The `{party}` and `{user-id}` of the path, decoded. */
+  readonly pathParameters?: { readonly party?: string; readonly userId?: string };
+  /** The decoded preparedTransaction of an execute call. */
+  readonly prepared?: PreparedSummary;
+}
+
+const SUBMISSIONS_OF_JS_COMMANDS: ReadonlySet<string> = new Set([
+  SubmissionOperations.submitAndWait,
+  SubmissionOperations.submitAndWaitForTransactionTree,
+  SubmissionOperations.asyncSubmit,
+]);
+const EXECUTES: ReadonlySet<string> = new Set([
+  SubmissionOperations.execute,
+  SubmissionOperations.executeAndWait,
+  SubmissionOperations.executeAndWaitForTransaction,
+]);
+const UPLOADS: ReadonlySet<string> = new Set(['postV2Dars', 'postV2Packages']);
+const GRANTS = 'postV2UsersUser-idRights';
+const REVOKES = 'patchV2UsersUser-idRights';
+const CREATES_USER = 'postV2Users';
+
+const NO_COMMANDS: CommandPart = {
+  commands: [],
+  unreadable: 0,
+  actAs: [],
+  readAs: [],
+  submitter: [],
+  userId: '',
+  disclosedContracts: [],
+};
+
+/** What the call commands: JsCommands (submissions, prepare), reassignments, or the prepared transaction. */
+function commandPart(input: CallInput, body: Json): { part: CommandPart; source: DecisionDocument['commandSource'] } {
+  const { operation } = input;
+  if (operation === 'submitAndWaitForTransaction' && isObject(body.commands))
+    return { part: jsCommandsPart(body.commands), source: 'json' };
+  if (SUBMISSIONS_OF_JS_COMMANDS.has(operation) || operation === SubmissionOperations.prepare)
+    return { part: jsCommandsPart(body), source: 'json' };
+  if (isObject(body.reassignmentCommands)) return { part: reassignmentPart(body.reassignmentCommands), source: 'json' };
+  if (EXECUTES.has(operation)) {
+    const prepared = input.prepared;
+    if (prepared === undefined) return { part: { ...NO_COMMANDS, unreadable: 1 }, source: 'prepared' };
+    return {
+      part: { ...NO_COMMANDS, commands: prepared.commands, actAs: prepared.actAs, userId: text(body.userId) },
+      source: 'prepared',
+    };
+  }
+  return { part: NO_COMMANDS, source: 'none' };
+}
+
+function packagesOf(operation: string, body: Json): PackageFacts[] {
+  if (UPLOADS.has(operation)) return [UPLOADED_ARCHIVE];
+  if (operation === 'updateVettedPackages') return vettedPackagesOf(body);
+  return [];
+}
+
+function rightsOfCall(operation: string, body: Json): RightFacts[] {
+  if (operation === GRANTS) return rightsOf(body, 'grant');
+  if (operation === REVOKES) return rightsOf(body, 'revoke');
+  if (operation === CREATES_USER) return rightsOf(body, 'create');
+  return [];
+}
+
+const unique = (values: Iterable<string>): string[] => [...new Set(values)].filter((value) => value !== '');
+
+export function decisionDocument(input: CallInput): DecisionDocument {
+  const body: Json = isObject(input.body) ? input.body : {};
+  const { part, source } = commandPart(input, body);
+  const read = readFacts(body);
+  const rights = rightsOfCall(input.operation, body);
+  const subjects = unique([
+    ...(input.pathParameters?.party === undefined ? [] : [input.pathParameters.party]),
+    ...partySubjects(body),
+    ...rights.map((right) => right.party),
+  ]);
+  const actAs = unique(part.actAs);
+  const readAs = unique(part.readAs);
+  const submitter = unique(part.submitter);
+  const malformedTemplates = part.commands.filter(
+    (command) =>
+      command.template === undefined && command.kind !== 'AssignCommand' && command.kind !== 'UnassignCommand',
+  ).length;
+  return {
+    operation: input.operation,
+    writes: input.writes,
+    principal: { ...input.principal, userId: part.userId || text(body.userId) || input.principal.userId },
+    parties: {
+      actAs,
+      readAs,
+      submitter,
+      subjects,
+      all: unique([...actAs, ...readAs, ...submitter, ...subjects, ...(read?.parties ?? [])]),
+    },
+    commands: part.commands,
+    disclosedContracts: part.disclosedContracts,
+    read: read === undefined ? undefined : { ...read, parties: unique(read.parties) },
+    packages: packagesOf(input.operation, body),
+    rights,
+    targetUserId: targetUserOf(body, input.pathParameters?.userId ?? ''),
+    commandSource: source,
+    unreadable: part.unreadable + malformedTemplates + (input.prepared?.unreadable ?? 0),
+  };
+}
+
+/** The principal part, from the verified token and the connection. */
+export function principalFacts(
+  principal: {
+    readonly subject: string;
+    readonly issuer: string | undefined;
+    readonly claims: Readonly<Record<string, unknown>>;
+  },
+  connection: {
+    readonly clientAddress: string;
+    readonly certificateSubject?: string;
+    readonly certificateDnsNames?: readonly string[];
+    readonly consumer?: string;
+  },
+): PrincipalFacts {
+  return {
+    issuer: principal.issuer ?? '',
+    subject: principal.subject,
+    userId: principal.subject,
+    claims: principal.claims,
+    certificateSubject: connection.certificateSubject ?? '',
+    certificateDnsNames: connection.certificateDnsNames ?? [],
+    clientAddress: connection.clientAddress,
+    consumer: connection.consumer ?? '',
+  };
+}
+
+/** A path segment decoded; one with a malformed escape stays as written (the participant will refuse it). */
+function decodedSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/** The `{party}` and `{user-id}` of a path, by its operation's template. */
+export function pathParameters(template: string, path: string): { party?: string; userId?: string } {
+  const names = template.split('/');
+  const values = pathOf(path).split('/');
+  const found: { party?: string; userId?: string } = {};
+  names.forEach((name, index) => {
+    const value = values[index] === undefined ? undefined : decodedSegment(values[index]);
+    if (name === '{party}' && value !== undefined) found.party = value;
+    if (name === '{user-id}' && value !== undefined) found.userId = value;
+  });
+  return found;
+}

@@ -1,0 +1,88 @@
+// What a read asks to see, from Canton's JSON shapes (openapi.yaml): EventFormat and the deprecated
+// TransactionFilter (filtersByParty, filtersForAnyParty, each a Filters of CumulativeFilter),
+// UpdateFormat (includeTransactions, includeReassignments, includeTopologyEvents), TransactionFormat,
+// and the plain party lists (requestingParties, a completion stream's parties, queryingParties).
+import { templateRef, type ReadFacts } from './document.js';
+import { isObject, strings } from './build-commands.js';
+
+type Json = Record<string, unknown>;
+
+export function emptyRead(): ReadFacts {
+  return { parties: [], anyParty: false, wildcard: false, templates: [], interfaces: [] };
+}
+
+/** A Filters message: `cumulative` empty (or a WildcardFilter) takes every template. */
+function addFilters(read: ReadFacts, filters: unknown): void {
+  const cumulative = isObject(filters) && Array.isArray(filters.cumulative) ? filters.cumulative : [];
+  if (cumulative.length === 0) read.wildcard = true;
+  for (const entry of cumulative) {
+    const identifier = isObject(entry) ? entry.identifierFilter : undefined;
+    const variant = isObject(identifier) ? Object.keys(identifier)[0] : undefined;
+    const holder = variant === undefined ? undefined : (identifier as Json)[variant];
+    const value = isObject(holder) && isObject(holder.value) ? holder.value : {};
+    if (variant === 'TemplateFilter') {
+      const template = templateRef(value.templateId);
+      if (template !== undefined) read.templates.push(template);
+      else read.wildcard = true; // unreadable: judged as the widest read
+    } else if (variant === 'InterfaceFilter') {
+      const template = templateRef(value.interfaceId);
+      if (template !== undefined) read.interfaces.push(template);
+      else read.wildcard = true;
+    } else {
+      read.wildcard = true; // WildcardFilter, Empty, or a variant this gateway does not know
+    }
+  }
+}
+
+/** An EventFormat or TransactionFilter: the same two fields. */
+function addEventFormat(read: ReadFacts, format: unknown): void {
+  if (!isObject(format)) return;
+  if (isObject(format.filtersByParty)) {
+    for (const [party, filters] of Object.entries(format.filtersByParty)) {
+      read.parties.push(party);
+      addFilters(read, filters);
+    }
+  }
+  if (format.filtersForAnyParty !== undefined && format.filtersForAnyParty !== null) {
+    read.anyParty = true;
+    addFilters(read, format.filtersForAnyParty);
+  }
+}
+
+function addTransactionFormat(read: ReadFacts, format: unknown): void {
+  if (isObject(format)) addEventFormat(read, format.eventFormat);
+}
+
+function addUpdateFormat(read: ReadFacts, format: unknown): void {
+  if (!isObject(format)) return;
+  addTransactionFormat(read, format.includeTransactions);
+  addEventFormat(read, format.includeReassignments);
+  const topology = isObject(format.includeTopologyEvents) ? format.includeTopologyEvents : undefined;
+  const authorization = isObject(topology?.includeParticipantAuthorizationEvents)
+    ? topology.includeParticipantAuthorizationEvents
+    : undefined;
+  if (authorization !== undefined) {
+    const parties = strings(authorization.parties);
+    // An empty list asks for every party's authorization events (openapi.yaml ParticipantAuthorizationTopologyFormat).
+    if (parties.length === 0) read.anyParty = true;
+    read.parties.push(...parties);
+  }
+}
+
+/**
+ * The read part of any request body: every format field Canton's read requests carry, in their
+ * 3.4 and 3.5 forms. Undefined when the body names none (a read of no events, or not a read).
+ */
+export function readFacts(body: Json): ReadFacts | undefined {
+  const read = emptyRead();
+  let found = false;
+  const note = (present: boolean) => (found ||= present);
+  if (note(body.filter !== undefined)) addEventFormat(read, body.filter);
+  if (note(body.eventFormat !== undefined)) addEventFormat(read, body.eventFormat);
+  if (note(body.transactionFormat !== undefined)) addTransactionFormat(read, body.transactionFormat);
+  if (note(body.updateFormat !== undefined)) addUpdateFormat(read, body.updateFormat);
+  for (const key of ['requestingParties', 'parties', 'queryingParties'] as const) {
+    if (note(Array.isArray(body[key]))) read.parties.push(...strings(body[key]));
+  }
+  return found ? read : undefined;
+}

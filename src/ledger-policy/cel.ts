@@ -1,0 +1,171 @@
+// `where` conditions in CEL (the language of Kubernetes admission policies and Envoy RBAC), on
+// @marcbachmann/cel-js: the decision document's fields are declared as CEL types, so a condition
+// that names a field the document lacks, or compares a string to a number, is refused when the
+// configuration is loaded, not when a call arrives (the choice and its measurements:
+// docs/performance.md, "CEL").
+import { Environment } from '@marcbachmann/cel-js';
+import type { DecisionDocument, TemplateRef } from './document.js';
+
+const TEMPLATE_FIELDS = {
+  templateId: 'string',
+  packageId: 'string',
+  packageName: 'string',
+  moduleName: 'string',
+  entityName: 'string',
+} as const;
+
+// cel-js checks a list item's type by its constructor: each document part is an instance of its own class.
+class CelRecord {
+  constructor(values: object) {
+    Object.assign(this, values);
+  }
+}
+class Template extends CelRecord {}
+class Command extends CelRecord {}
+class Disclosed extends CelRecord {}
+class Principal extends CelRecord {}
+class Parties extends CelRecord {}
+class Read extends CelRecord {}
+class Package extends CelRecord {}
+class Right extends CelRecord {}
+
+/** The CEL environment every condition is checked and run in: one per process, never changed after. */
+const environment = new Environment({
+  limits: { maxAstNodes: 2_000, maxDepth: 64, maxListElements: 1_000, maxMapEntries: 1_000, maxCallArguments: 32 },
+})
+  .registerType('Template', { ctor: Template, fields: TEMPLATE_FIELDS })
+  .registerType('Command', {
+    ctor: Command,
+    fields: {
+      kind: 'string',
+      template: 'Template',
+      choice: 'string',
+      contractId: 'string',
+      createArguments: 'dyn',
+      choiceArgument: 'dyn',
+      contractKey: 'dyn',
+      source: 'string',
+      target: 'string',
+    },
+  })
+  .registerType('Disclosed', { ctor: Disclosed, fields: { template: 'Template', contractId: 'string' } })
+  .registerType('Principal', {
+    ctor: Principal,
+    fields: {
+      issuer: 'string',
+      subject: 'string',
+      userId: 'string',
+      claims: 'map<string, dyn>',
+      certificateSubject: 'string',
+      certificateDnsNames: 'list<string>',
+      clientAddress: 'string',
+      consumer: 'string',
+    },
+  })
+  .registerType('Parties', {
+    ctor: Parties,
+    fields: {
+      actAs: 'list<string>',
+      readAs: 'list<string>',
+      submitter: 'list<string>',
+      subjects: 'list<string>',
+      all: 'list<string>',
+    },
+  })
+  .registerType('Read', {
+    ctor: Read,
+    fields: {
+      requested: 'bool',
+      parties: 'list<string>',
+      anyParty: 'bool',
+      wildcard: 'bool',
+      templates: 'list<Template>',
+      interfaces: 'list<Template>',
+    },
+  })
+  .registerType('Package', {
+    ctor: Package,
+    fields: { change: 'string', packageId: 'string', packageName: 'string', packageVersion: 'string' },
+  })
+  .registerType('Right', {
+    ctor: Right,
+    fields: { change: 'string', kind: 'string', party: 'string', identityProviderId: 'string' },
+  })
+  .registerVariable('operation', 'string')
+  .registerVariable('writes', 'bool')
+  .registerVariable('principal', 'Principal')
+  .registerVariable('parties', 'Parties')
+  .registerVariable('commands', 'list<Command>')
+  .registerVariable('disclosedContracts', 'list<Disclosed>')
+  .registerVariable('read', 'Read')
+  .registerVariable('packages', 'list<Package>')
+  .registerVariable('rights', 'list<Right>')
+  .registerVariable('targetUserId', 'string')
+  .registerVariable('commandSource', 'string')
+  .registerVariable('now', 'google.protobuf.Timestamp');
+
+export type CelCondition = (input: CelInput) => boolean;
+
+/** The document as the CEL environment reads it (absent parts as empty values, never null). */
+export type CelInput = Record<string, unknown>;
+
+/** The first line of a cel-js error (the rest repeats the expression with a caret). */
+function firstLine(error: unknown): string {
+  return String((error as Error).message ?? error).split('\n')[0]!;
+}
+
+/** Compiles and type-checks a condition: a CelCondition, or why it cannot be one. */
+export function compileCondition(expression: string): CelCondition | { readonly problem: string } {
+  let program: ReturnType<typeof environment.parse>;
+  try {
+    program = environment.parse(expression);
+  } catch (error) {
+    return { problem: `does not parse: ${firstLine(error)}` };
+  }
+  const checked = environment.check(expression);
+  if (!checked.valid) return { problem: `does not type-check: ${firstLine(checked.error)}` };
+  if (checked.type !== 'bool') return { problem: `is of type ${checked.type}, not bool` };
+  return (input) => program(input) === true;
+}
+
+const EMPTY_TEMPLATE: Readonly<Record<keyof typeof TEMPLATE_FIELDS, string>> = {
+  templateId: '',
+  packageId: '',
+  packageName: '',
+  moduleName: '',
+  entityName: '',
+};
+
+const templateValue = (template: TemplateRef | undefined) => new Template(template ?? EMPTY_TEMPLATE);
+
+/** The CEL variables of a document at `now`. */
+export function celInput(document: DecisionDocument, now: Date): CelInput {
+  const read = document.read;
+  return {
+    operation: document.operation,
+    writes: document.writes,
+    principal: new Principal(document.principal),
+    parties: new Parties(document.parties),
+    commands: document.commands.map(
+      (command) => new Command({ ...command, template: templateValue(command.template) }),
+    ),
+    disclosedContracts: document.disclosedContracts.map(
+      (contract) => new Disclosed({ template: templateValue(contract.template), contractId: contract.contractId }),
+    ),
+    read: new Read(
+      read === undefined
+        ? { requested: false, parties: [], anyParty: false, wildcard: false, templates: [], interfaces: [] }
+        : {
+            requested: true,
+            ...read,
+            templates: read.templates.map(templateValue),
+            interfaces: read.interfaces.map(templateValue),
+          },
+    ),
+    packages: document.packages.map((pkg) => new Package(pkg)),
+    rights: document.rights.map((right) => new Right(right)),
+    targetUserId: document.targetUserId,
+    commandSource: document.commandSource,
+    now,
+  };
+}

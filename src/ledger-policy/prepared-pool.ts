@@ -1,0 +1,83 @@
+// Prepared transactions decoded off the event loop: one up to a 1 MiB body could hold it for
+// milliseconds (docs/performance.md, "Prepared transactions"), and the protobuf bindings load every
+// message of the Ledger API, so every one goes to a bounded pool of worker threads (piscina), the only
+// threads that load them. Every wait is bounded: a full queue or a slow decode refuses the call
+// (PreparedDecoderBusy), never queues it without end.
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import { PreparedTransactionError, type PreparedLimits, type PreparedSummary } from './prepared-summary.js';
+import type { PreparedOutcome, PreparedTask } from './prepared-worker.js';
+
+export interface PreparedDecoderOptions {
+  readonly workerThreads: number;
+  /** Transactions waiting for a worker at most; past it a call is refused. */
+  readonly maxQueue: number;
+  /** Bound on one decode, waiting included. */
+  readonly timeoutMs: number;
+  readonly limits: PreparedLimits;
+}
+
+/** The pool could not take or finish the decode in time: the call is refused as unavailable (retry). */
+export class PreparedDecoderBusy extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PreparedDecoderBusy';
+  }
+}
+
+export interface PreparedDecoder {
+  /** The summary, or throws PreparedTransactionError (not a prepared transaction) or PreparedDecoderBusy. */
+  decode(encoded: unknown): Promise<PreparedSummary>;
+  close(): Promise<void>;
+}
+
+/** The worker's file: its built twin in dist/ when these sources run as TypeScript (vitest builds dist/ first). */
+function workerFile(): string {
+  const here = import.meta.url;
+  const url = here.endsWith('.ts')
+    ? new URL('../../dist/ledger-policy/prepared-worker.js', here)
+    : new URL('./prepared-worker.js', here);
+  return fileURLToPath(url);
+}
+
+export function createPreparedDecoder(options: PreparedDecoderOptions): PreparedDecoder {
+  // Counted here: piscina does not hold abortable tasks to its maxQueue (5.3, measured).
+  const most = options.workerThreads + options.maxQueue;
+  let inFlight = 0;
+  let pool: Piscina<PreparedTask, PreparedOutcome> | undefined;
+  const poolOf = () =>
+    (pool ??= new Piscina<PreparedTask, PreparedOutcome>({
+      filename: workerFile(),
+      minThreads: 0,
+      maxThreads: options.workerThreads,
+      idleTimeout: 30_000,
+    }));
+
+  async function offThread(encoded: string): Promise<PreparedSummary> {
+    if (inFlight >= most) throw new PreparedDecoderBusy(`${inFlight} prepared transactions are being decoded or wait`);
+    inFlight++;
+    let outcome: PreparedOutcome;
+    try {
+      outcome = await poolOf().run(
+        { encoded, limits: options.limits },
+        { signal: AbortSignal.timeout(options.timeoutMs) },
+      );
+    } catch (error) {
+      throw new PreparedDecoderBusy(`prepared transaction not decoded: ${(error as Error).message}`);
+    } finally {
+      inFlight--;
+    }
+    if ('invalid' in outcome) throw new PreparedTransactionError(outcome.invalid);
+    return outcome.summary;
+  }
+
+  return {
+    async decode(encoded) {
+      if (typeof encoded !== 'string') throw new PreparedTransactionError('preparedTransaction is not a base64 string');
+      return offThread(encoded);
+    },
+    async close() {
+      await pool?.destroy();
+    },
+  };
+}

@@ -1,0 +1,192 @@
+// The ledger policy as a call's own stage (app.ts: after the request rules, before the audit intent):
+// for a caller a policy names, the call's decision document is built from its body (read here when no
+// stage before read it, within the body budget), an execute call's preparedTransaction decoded in the
+// worker pool, and the decision noted on the call (access log, audit record), counted, and enforced
+// unless a dry-run policy made it. A caller no policy names costs one index lookup.
+import type { FastifyRequest } from 'fastify';
+import type { BodyBudget } from '../body/budget.js';
+import { decodeBody } from '../body/charset.js';
+import { declaredContentType } from '../body/content-type.js';
+import { parseJsonObject } from '../body/json.js';
+import { readRequestBody, type BodyReadLimits } from '../body/read.js';
+import type { LedgerPolicyConfig } from '../config/schema.js';
+import { Errors, GatewayError } from '../errors.js';
+import { callerOf, clientAddress } from '../exchange/caller.js';
+import type { CallStage, LedgerDecisionNote } from '../exchange/exchange.js';
+import { onResponseClose } from '../exchange/response-close.js';
+import { SubmissionOperations } from '../operations.js';
+import { decisionDocument, pathParameters, principalFacts } from './build-document.js';
+import type { PrincipalFacts } from './document.js';
+import { createLedgerPolicy, ledgerPolicyRefusal, type Decision } from './ledger-policy.js';
+import { createPackageNameResolver, vettedPackageLookup, type PackageNameResolver } from './package-names.js';
+import { createPreparedDecoder, PreparedDecoderBusy, type PreparedDecoder } from './prepared-pool.js';
+import { PreparedTransactionError, type PreparedSummary } from './prepared-summary.js';
+
+/** What lives across configurations: the decoder's worker threads and the package names learnt. */
+export interface LedgerPolicyRuntime {
+  readonly decoder: PreparedDecoder;
+  readonly resolver: PackageNameResolver;
+  close(): Promise<void>;
+}
+
+/** The runtime of `section` (its packageNames and preparedTransactions keys need a restart). */
+export function startLedgerPolicyRuntime(section: LedgerPolicyConfig, participantUrl: string): LedgerPolicyRuntime {
+  const { packageNames, preparedTransactions } = section;
+  const decoder = createPreparedDecoder({
+    workerThreads: preparedTransactions.workerThreads,
+    maxQueue: preparedTransactions.maxQueue,
+    timeoutMs: preparedTransactions.timeoutMs,
+    limits: {
+      maxValueDepth: preparedTransactions.maxValueDepth,
+      maxRoots: preparedTransactions.maxRoots,
+      withArguments: true,
+    },
+  });
+  const resolver = createPackageNameResolver({
+    lookup: vettedPackageLookup({ baseUrl: participantUrl, timeoutMs: packageNames.lookupTimeoutMs }),
+    cacheEntries: packageNames.cacheEntries,
+    unknownRetryMs: packageNames.unknownRetryMs,
+  });
+  return { decoder, resolver, close: () => decoder.close() };
+}
+
+export interface LedgerPolicyStageOptions {
+  readonly runtime: LedgerPolicyRuntime;
+  /** The process's budget of bodies held in memory, shared with the request rules and the forwarder. */
+  readonly bodyBudget: BodyBudget;
+  readonly isTrustedProxy: (address: string) => boolean;
+  /** Every decision on a call, once made (the decision metric and the dry run's log line: app.ts). */
+  readonly observe: (call: FastifyRequest, decision: LedgerDecisionNote) => void;
+}
+
+/** How a body is read when no stage before read it: the request rules' bounds (policy section). */
+export interface LedgerPolicyBodyReading {
+  readonly limits: BodyReadLimits;
+  readonly maxDepth: number;
+}
+
+export interface LedgerPolicyStage {
+  /** Whether any policy is configured (none: the stage costs nothing). */
+  readonly active: boolean;
+  readonly decide: CallStage;
+}
+
+const EXECUTES: ReadonlySet<string> = new Set([
+  SubmissionOperations.execute,
+  SubmissionOperations.executeAndWait,
+  SubmissionOperations.executeAndWaitForTransaction,
+]);
+/** A package archive is not JSON: its document names an upload, never its content. */
+const ARCHIVE_UPLOADS: ReadonlySet<string> = new Set(['postV2Dars', 'postV2Packages']);
+
+function hasBody(call: FastifyRequest): boolean {
+  const length = call.headers['content-length'];
+  return call.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+/** A call whose body cannot be read as JSON is not one the rules can judge: refused (fail closed). */
+const unreadableBody = (governing: Decision): Decision => ({
+  ...governing,
+  effect: 'deny',
+  rule: 'unreadable',
+  reason: 'the request body is not a JSON object',
+});
+
+export const decisionNote = (decision: Decision): LedgerDecisionNote => ({
+  decision: decision.effect === 'deny' ? 'deny' : 'allow',
+  policy: decision.policy,
+  rule: decision.rule,
+  mode: decision.mode,
+});
+
+export function createLedgerPolicyStage(
+  section: LedgerPolicyConfig,
+  reading: LedgerPolicyBodyReading,
+  options: LedgerPolicyStageOptions,
+): LedgerPolicyStage {
+  const { runtime } = options;
+  const policy = createLedgerPolicy(section, { resolver: runtime.resolver });
+
+  /** The body as JSON (undefined: none, or an archive), read now when no stage before read it. */
+  async function bodyOf(call: FastifyRequest): Promise<unknown> {
+    if (call.jsonBody !== undefined) return call.jsonBody;
+    if (ARCHIVE_UPLOADS.has(call.operation.name) || (call.rawBody === undefined && !hasBody(call))) return undefined;
+    if (call.rawBody === undefined) {
+      // Held until the exchange ends and forwarded as these bytes, as the request rules' are.
+      const hold = options.bodyBudget.hold(callerOf(call.principal, call.raw, options.isTrustedProxy));
+      onResponseClose(call.lifeline, hold.release);
+      call.rawBody = await readRequestBody(call.raw, reading.limits, hold);
+    }
+    const text = decodeBody(call.rawBody, declaredContentType(call.raw.rawHeaders)?.parameters.charset);
+    return parseJsonObject(text, { maxDepth: reading.maxDepth, exactNumbers: [] }).value;
+  }
+
+  async function preparedOf(body: unknown): Promise<PreparedSummary> {
+    const encoded = (body as { preparedTransaction?: unknown } | undefined)?.preparedTransaction;
+    try {
+      return await runtime.decoder.decode(encoded);
+    } catch (error) {
+      if (error instanceof PreparedTransactionError)
+        throw new GatewayError(Errors.GATEWAY_PREPARED_TRANSACTION_UNREADABLE, { cause: error.message });
+      if (error instanceof PreparedDecoderBusy)
+        throw new GatewayError(Errors.GATEWAY_LEDGER_POLICY_UNAVAILABLE, {}, { reason: error.message });
+      throw error;
+    }
+  }
+
+  async function decideGoverned(call: FastifyRequest, principal: PrincipalFacts): Promise<Decision> {
+    let body: unknown;
+    try {
+      body = await bodyOf(call);
+    } catch (error) {
+      if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
+      const governing = await policy.decide(decisionDocument(callInput(call, principal)));
+      return unreadableBody(governing);
+    }
+    const prepared = EXECUTES.has(call.operation.name) ? await preparedOf(body) : undefined;
+    const document = decisionDocument({
+      ...callInput(call, principal),
+      body,
+      ...(prepared === undefined ? {} : { prepared }),
+    });
+    return policy.decide(document, call.headers.authorization);
+  }
+
+  function enforce(call: FastifyRequest, decision: Decision): void {
+    const note = decisionNote(decision);
+    call.ledgerDecision = note;
+    options.observe(call, note);
+    if (decision.effect !== 'deny') return;
+    if (decision.mode === 'enforce') throw ledgerPolicyRefusal(decision);
+    // A dry run decides and records; the call goes on, its line saying what would have refused it.
+    call.refusalReason = `would deny: ledger policy ${decision.policy} rule ${decision.rule}: ${decision.reason}`;
+  }
+
+  const principalOf = (call: FastifyRequest): PrincipalFacts =>
+    principalFacts(call.principal!, {
+      clientAddress: clientAddress(
+        call.raw.socket.remoteAddress ?? '',
+        call.headers['x-forwarded-for'],
+        options.isTrustedProxy,
+      ),
+    });
+
+  return {
+    active: policy.active,
+    decide(call) {
+      if (!policy.active || call.principal === null) return undefined;
+      const principal = principalOf(call);
+      if (!policy.governs(principal)) return undefined;
+      return decideGoverned(call, principal).then((decision) => enforce(call, decision));
+    },
+  };
+}
+
+function callInput(call: FastifyRequest, principal: PrincipalFacts) {
+  return {
+    operation: call.operation.name,
+    writes: call.operation.writes,
+    principal,
+    pathParameters: pathParameters(call.operation.template, call.url),
+  };
+}

@@ -1,0 +1,54 @@
+// Shared by the ledger-policy tests: a principal, decision documents built the way calls build them,
+// and a ledgerPolicy section through the schema's defaults.
+import { Value } from '@sinclair/typebox/value';
+import { decisionDocument, principalFacts } from '../../src/ledger-policy/build-document.js';
+import type { DecisionDocument, PrincipalFacts } from '../../src/ledger-policy/document.js';
+import type { PreparedSummary } from '../../src/ledger-policy/prepared-summary.js';
+import { LedgerPolicySchema, type LedgerPolicyConfig } from '../../src/config/schema.js';
+import { WRITE_OPERATION_NAMES } from '../../src/operations.js';
+import { SANDBOX_SEED } from '../../src/sandbox/app.js';
+
+export const ALICE = SANDBOX_SEED.parties.alice;
+export const BOB = SANDBOX_SEED.parties.bob;
+export const OPERATOR = SANDBOX_SEED.parties.operator;
+export const IOU_PACKAGE_ID = SANDBOX_SEED.packages.iouV1.packageId;
+export const IOU_BY_ID = SANDBOX_SEED.templates.iou;
+export const IOU_BY_NAME = SANDBOX_SEED.templates.iouByPackageName;
+
+export function principal(subject: string, claims: Record<string, unknown> = {}, address = '10.0.0.7'): PrincipalFacts {
+  return principalFacts(
+    { subject, issuer: 'https://idp.example', claims: { sub: subject, ...claims } },
+    { clientAddress: address },
+  );
+}
+
+export function document(
+  operation: string,
+  body: unknown,
+  caller: PrincipalFacts = principal('alice'),
+  extra: { pathParameters?: { party?: string; userId?: string }; prepared?: PreparedSummary } = {},
+): DecisionDocument {
+  return decisionDocument({
+    operation,
+    writes: WRITE_OPERATION_NAMES.has(operation),
+    principal: caller,
+    body,
+    ...extra,
+  });
+}
+
+export const create = (templateId: string, createArguments: object = { owner: ALICE }) => ({
+  CreateCommand: { templateId, createArguments },
+});
+export const exercise = (templateId: string, choice: string, choiceArgument: object = {}) => ({
+  ExerciseCommand: { templateId, contractId: '00abc', choice, choiceArgument },
+});
+
+export function submission(commands: object[], actAs: string[] = [ALICE], extra: object = {}) {
+  return { commands: { commands, commandId: 'c-1', actAs, ...extra } };
+}
+
+/** A ledgerPolicy section with the schema's defaults filled in. */
+export function section(policies: unknown[]): LedgerPolicyConfig {
+  return Value.Default(LedgerPolicySchema, Value.Clone({ policies })) as LedgerPolicyConfig;
+}
