@@ -121,7 +121,17 @@ export function createApiServer(
   // Expect: 100-continue is answered once a stage reads the body, not before the stages judged the call.
   deferContinue(api.server);
 
-  // A call's exchange is its request (exchange.ts): these decorators are its fields.
+  decorateExchangeFields(api);
+  api.decorate('draining', false); // set when shutdown begins (answers close their connections)
+  // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
+  // routes read theirs (policy stage).
+  api.removeAllContentTypeParsers();
+  api.addContentTypeParser('*', (_request, _payload, done) => done(null));
+  return api;
+}
+
+/** A call's exchange is its request (exchange.ts): these decorators are its fields. */
+function decorateExchangeFields(api: FastifyInstance): void {
   api.decorateRequest('kind', 'call');
   api.decorateRequest('lifeline', null as never); // set by the stage hook
   api.decorateRequest('generation', null as never); // pinned by the first stage (live/generations.ts)
@@ -136,10 +146,4 @@ export function createApiServer(
   api.decorateRequest('replyHeaders', false); // set when CORS puts its headers on the reply
   api.decorateRequest('answerContentLength', undefined); // set when the gateway writes an answer head itself
   api.decorateRequest('ledgerDecision', undefined); // set by the ledger policy for a caller a policy names
-  api.decorate('draining', false); // set when shutdown begins (answers close their connections)
-  // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
-  // routes read theirs (policy stage).
-  api.removeAllContentTypeParsers();
-  api.addContentTypeParser('*', (_request, _payload, done) => done(null));
-  return api;
 }
