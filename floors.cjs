@@ -34,6 +34,7 @@ const ROOMS = {
   cache: 'stages',
   proxy: 'stages',
   audit: 'stages',
+  consumers: 'stages',
   telemetry: 'telemetry',
   exchange: 'one request',
   body: 'bodies',

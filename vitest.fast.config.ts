@@ -1,5 +1,5 @@
 // `npm run test:fast`: the unit and in-process tests, without the ones that run the built gateway as
-// a process, Redis, Prometheus, the image or the benchmark harness, nor the in-process ones that wait
+// a process, Redis, Prometheus, Chromium, the image or the benchmark harness, nor the in-process ones that wait
 // out real timeouts and failovers for seconds (all of those stay in `npm test`).
 import { defineConfig, mergeConfig } from 'vitest/config';
 import base from './vitest.config.js';
@@ -39,6 +39,11 @@ export const SLOW_TESTS = [
   'test/proxy/uploads.test.ts',
   'test/server/upgrade-requests.test.ts',
   'test/proxy/websocket.test.ts',
+  // Redis shared by two replicas and a restart; token endpoints that stall for their timeout.
+  'test/consumers/quotas-and-usage.test.ts',
+  'test/consumers/brokered-tokens.test.ts',
+  // A real Chromium, started twice.
+  'test/server/status-page.test.ts',
 ];
 
 export default mergeConfig(base, defineConfig({ test: { exclude: ['**/node_modules/**', ...SLOW_TESTS] } }));

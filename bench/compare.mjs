@@ -66,7 +66,9 @@ const USAGE = `Usage: npm run bench:compare -- (--base <git ref> | --against <pe
   --env <K=V>           an environment variable for both builds (repeatable); {side} in V becomes base or
                         this, e.g. --env LEDGER_GATEWAY_AUDIT__DIRECTORY=/tmp/trail-{side}
   --this-env <K=V>      an environment variable for this build only (repeatable): compare one build with
-                        itself, a setting on and off, e.g. --base HEAD --this-env LEDGER_GATEWAY_AUDIT__ENABLED=true`;
+                        itself, a setting on and off, e.g. --base HEAD --this-env LEDGER_GATEWAY_AUDIT__ENABLED=true
+  --this-token <token>  this build's load presents this bearer token instead of the bench's JWT, e.g. a
+                        gateway key (docs/consumers.md) against the cached JWT of the same build`;
 
 function readOptions() {
   const { values } = parseArgs({
@@ -78,6 +80,7 @@ function readOptions() {
       seconds: { type: 'string', default: '4' },
       connections: { type: 'string', default: '50' },
       'this-env': { type: 'string', multiple: true, default: [] },
+      'this-token': { type: 'string' },
       env: { type: 'string', multiple: true, default: [] },
       profile: { type: 'string' },
       'pace-ms': { type: 'string' },
@@ -104,6 +107,7 @@ function readOptions() {
     seconds: count('seconds'),
     connections: count('connections'),
     thisEnv: values['this-env'],
+    thisToken: values['this-token'],
     bothEnv: values.env,
     profile: values.profile,
     paceMs: values['pace-ms'] === undefined ? undefined : count('pace-ms'),
@@ -288,12 +292,12 @@ async function main() {
       const token = await idp.mint();
       const before = gateways.map((gateway) => cpuSeconds(gateway.pid));
       const runs = await Promise.all(
-        gateways.map((gateway) =>
+        gateways.map((gateway, index) =>
           load.run({
             url: `${gateway.baseUrl}${spec.path}`,
             method: spec.method,
             body: spec.body,
-            token,
+            token: index === 1 && options.thisToken !== undefined ? options.thisToken : token,
             connections: options.connections,
             seconds,
             ...(options.paceMs !== undefined && { paceMs: options.paceMs }),

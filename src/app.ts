@@ -1,8 +1,9 @@
 // The only file that knows the order of the stages. Every exchange, a call or a WebSocket upgrade,
 // walks one list: telemetry -> request context (operation, target check) -> authentication ->
-// protection (limits) -> authorization -> audit mark. Then a call walks its own list (the IdP change
-// watch, the request rules, the audit intent, cache-or-forward: server/calls.ts), an upgrade goes on
-// to the tunnel (server/upgrades.ts). Telemetry writes each exchange's one log line.
+// protection (limits) -> the consumer's quota -> authorization -> its brokered token -> audit mark.
+// Then a call walks its own list (the IdP change watch, the request rules, the audit intent,
+// cache-or-forward: server/calls.ts), an upgrade goes on to the tunnel (server/upgrades.ts).
+// Telemetry writes each exchange's one log line.
 import type { Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -253,6 +254,8 @@ function startAdmin(
     upstream: parts.replicas,
     purgeVersionCache: () => parts.versionCache.clear(),
     runningConfig: parts.running.shown,
+    usage: (from, to) => parts.running.live.consumerUsage(from, to),
+    consumerStatus: () => parts.running.live.consumerStatus(),
     log,
   });
 }
@@ -287,7 +290,9 @@ function stageLists(
   // (protection.unauthenticated). Protection follows it, so that limits count principals and an
   // unauthenticated flood never spends a caller's budget, and precedes the policy's body read, so a
   // refused call costs none; a WebSocket stream holds its slot for the tunnel's life. Authorization
-  // precedes the version cache, so an unauthorized caller never sees a cached body. The audit trail
+  // precedes the version cache, so an unauthorized caller never sees a cached body. A consumer's
+  // quota (consumers/) is counted once the limits admitted the call, and its brokered Canton token
+  // got once the call is authorized, so that no refused call asks the identity provider for one. The audit trail
   // (audit/) then marks the ledger writes it records: a call refused before is in the access log,
   // not the trail.
   const stages: readonly Stage<PinnedExchange>[] = [
@@ -296,7 +301,9 @@ function stageLists(
     establishContext,
     live.authenticate,
     live.protect,
+    live.countQuota,
     live.authorize,
+    live.brokerCredential,
     ...(audit === undefined ? [] : [audit.stage]),
   ];
   // Then a call's own list (server/calls.ts), once Fastify has checked its media type. A change of
@@ -361,6 +368,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   // What lives across exchanges follows the keys it reads, at start and on each reload that changes
   // them; what an exchange reads is on the generation it pinned (docs/development.md#a-key-that-reloads-live).
   live.follow(({ config }) => config.log.access, requestTelemetry.followAccessLog);
+  requestTelemetry.observeFinishedWith(live.observeConsumer); // usage per consumer, under each exchange's own generation
   live.follow((generation) => generation.versionCache, versionCache.clear);
   live.follow(
     (generation) => generation.protection.connectionCaps,

@@ -266,6 +266,18 @@ export const Errors = {
     GrpcCode.RESOURCE_EXHAUSTED,
     'This caller already has its share of the upstream connections (upstream.uploadShare) held by uploads streaming to the participant (bodies over upstream.bufferBodyBytes); Retry-After: 1.',
   ),
+  GATEWAY_QUOTA_EXHAUSTED: defineError(
+    'GATEWAY_QUOTA_EXHAUSTED',
+    2,
+    GrpcCode.RESOURCE_EXHAUSTED,
+    "The consumer's quota of calls of this operation for the UTC day or month (consumers.list[].quotas) is spent; context.period names which (day or month), Retry-After says when it starts again, the RateLimit headers what is left.",
+  ),
+  GATEWAY_UPSTREAM_TOKEN_UNAVAILABLE: defineError(
+    'GATEWAY_UPSTREAM_TOKEN_UNAVAILABLE',
+    1,
+    GrpcCode.UNAVAILABLE,
+    "The gateway could not obtain the consumer's brokered Canton token (its token endpoint was unreachable, slower than consumers.upstreamTokens.timeoutMs, or answered something else than a token) and holds none with consumers.upstreamTokens.minRemainingSeconds left; the call was not sent. Retry-After: 1.",
+  ),
   GATEWAY_PROTECTION_UNAVAILABLE: defineError(
     'GATEWAY_PROTECTION_UNAVAILABLE',
     1,

@@ -85,25 +85,32 @@ function configReloader(
 }
 
 /**
- * `ledger-gateway audit verify ...` and `ledger-gateway policy test|replay ...`: commands of their
- * own, no server. True when `argv` was one (its exit status set).
+ * The commands of their own, no server: `ledger-gateway audit verify ...`, `policy test|replay ...`
+ * and `keys create|list|revoke`. Each names the exit codes whose output is an answer (stdout); any
+ * other exit's output is an error (stderr): `policy test` answers "refused" with exit 1.
  */
+const COMMANDS: Record<string, () => Promise<{ run: (argv: string[]) => Promise<CommandResult>; answers: number[] }>> =
+  {
+    audit: async () => ({ run: (await import('./cli/audit-verify.js')).runAuditCommand, answers: [0] }),
+    policy: async () => ({ run: (await import('./cli/policy.js')).runPolicyCommand, answers: [0, 1] }),
+    keys: async () => ({ run: (await import('./cli/keys.js')).runKeysCommand, answers: [0] }),
+  };
+
+interface CommandResult {
+  readonly code: number;
+  readonly output: string;
+}
+
+/** Runs the command `argv` names, if it names one; true when it did (its exit status set). */
 async function ranSubcommand(argv: readonly string[]): Promise<boolean> {
-  if (argv[0] === 'audit') {
-    const { runAuditCommand } = await import('./cli/audit-verify.js');
-    const result = await runAuditCommand(argv.slice(1));
-    (result.code === 0 ? process.stdout : process.stderr).write(result.output);
-    process.exitCode = result.code;
-    return true;
-  }
-  if (argv[0] === 'policy') {
-    const { runPolicyCommand } = await import('./cli/policy.js');
-    const result = await runPolicyCommand(argv.slice(1));
-    (result.code === 2 ? process.stderr : process.stdout).write(result.output);
-    process.exitCode = result.code;
-    return true;
-  }
-  return false;
+  const name = argv[0];
+  const command = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (command === undefined) return false;
+  const { run, answers } = await command();
+  const result = await run(argv.slice(1));
+  (answers.includes(result.code) ? process.stdout : process.stderr).write(result.output);
+  process.exitCode = result.code;
+  return true;
 }
 
 async function main(): Promise<void> {

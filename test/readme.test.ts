@@ -55,7 +55,7 @@ describe('docs/errors-and-metrics.md', () => {
   it('lists every metric a running gateway exports, with its type and labels, and no other', async () => {
     const rows = tableRows(errorsAndMetrics, 'metrics');
     const documented = new Map(rows.map((cells) => [cells[0]!.replaceAll('`', ''), cells]));
-    // A running gateway with every optional part that registers metrics of its own (participant IdPs, the audit trail).
+    // A running gateway with every optional part that registers metrics of its own (participant IdPs, the audit trail, consumers).
     const upstream = await startRecordingUpstream(answerJson(200, { identityProviderConfigs: [] }));
     const issuer = await createTestIssuer();
     const gateway = await startGateway(upstream.url, {
@@ -65,6 +65,7 @@ describe('docs/errors-and-metrics.md', () => {
         participantIdentityProviders: { enabled: true },
       },
       audit: { enabled: true, directory: mkdtempSync(join(tmpdir(), 'audit-')) },
+      consumers: { list: [{ name: 'payments' }] },
     }).catch(async (error: unknown) => {
       await upstream.close();
       throw error;

@@ -89,6 +89,10 @@ describe('the structure of src/', () => {
           'src/exchange/refusal.ts': "import { format } from '../telemetry/format.js';\nexport const X = format;\n",
           'src/body/json.ts': "import { CODE } from '../proxy/codes.js';\nexport const J = CODE;\n",
           'src/config/load.ts': "import { UP } from '../server/upgrades.js';\nexport const CF = UP;\n",
+          // The consumers' room is a stage like the others: never beside one, never above.
+          'src/consumers/stage.ts': "import { P } from '../protection/stage.js';\nexport const Q = P;\n",
+          'src/consumers/usage.ts': "import { UP } from '../server/upgrades.js';\nexport const U = UP;\n",
+          'src/telemetry/access-log.ts': "import { Q } from '../consumers/stage.js';\nexport const A = Q;\n",
           // A folder with no floor (issue 41 tried src/validation/ importing proxy/, live/ and server/,
           // imported by policy/): every import to or from it is refused until it takes a floor.
           'src/validation/schema.ts':
@@ -126,11 +130,14 @@ describe('the structure of src/', () => {
           'proxy-not-to-telemetry: src/proxy/forward.ts -> src/telemetry/format.ts',
           'sandbox-stays-aside: src/auth/dev-mode.ts -> src/sandbox/seed.ts',
           'stages-not-sideways: src/cache/codes.ts -> src/proxy/codes.ts',
+          'stages-not-sideways: src/consumers/stage.ts -> src/protection/stage.ts',
           'stages-not-sideways: src/ledger-policy/decide.ts -> src/auth/extract.ts',
           'stages-not-sideways: src/proxy/websocket.ts -> src/auth/extract.ts',
           'stages-not-up: src/auth/hooks.ts -> src/app.ts',
+          'stages-not-up: src/consumers/usage.ts -> src/server/upgrades.ts',
           'stages-not-up: src/policy/stage.ts -> src/server/upgrades.ts',
           'stages-not-up: src/protection/stage.ts -> src/live/generations.ts',
+          'telemetry-not-up: src/telemetry/access-log.ts -> src/consumers/stage.ts',
           'telemetry-not-up: src/telemetry/logging.ts -> src/live/generations.ts',
           'telemetry-not-up: src/telemetry/metrics.ts -> src/proxy/codes.ts',
           'telemetry-not-up: src/telemetry/request-telemetry.ts -> src/auth/extract.ts',
@@ -181,7 +188,7 @@ describe('the rooms of src/', () => {
 
   it('opens every folder with one line saying what it holds and what it may import', () => {
     const folders = entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name);
-    expect(folders).toEqual(expect.arrayContaining(['exchange', 'server', 'live', 'proxy', 'telemetry']));
+    expect(folders).toEqual(expect.arrayContaining(['exchange', 'server', 'live', 'proxy', 'telemetry', 'consumers']));
     for (const folder of folders) {
       const opening = readFileSync(join(src, folder, 'README.md'), 'utf8').trim();
       expect(opening.split('\n'), folder).toHaveLength(1);

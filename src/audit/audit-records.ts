@@ -96,6 +96,7 @@ export function intentFields(
             issuer: principal.issuer === undefined ? null : cuts.text('principal', principal.issuer),
             subject: cuts.text('principal', principal.subject),
           },
+    consumer: principal?.consumer ?? null, // a configured name (at most 63 characters): nothing to cut
     method: raw.method,
     path: cuts.text('path', pathOf(raw.url ?? '')),
   };

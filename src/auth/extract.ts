@@ -2,14 +2,14 @@
 // WebSocket upgrade also the `jwt.token.<JWT>` element of Sec-WebSocket-Protocol. Pure functions
 // over the raw header list, so that a repeated header is seen rather than merged or dropped.
 // A token only in the query string is never looked at: it is missing.
-import { subprotocolElements } from '../exchange/subprotocols.js';
+import { subprotocolElements, WEBSOCKET_TOKEN_PREFIX } from '../exchange/subprotocols.js';
 import { AuthFailure } from './failure.js';
 
 /** RFC 6750 §2.1 b64token, and the compact JWS shape inside it (the signature may be empty: alg none). */
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
-export const WEBSOCKET_TOKEN_PREFIX = 'jwt.token.';
+export { WEBSOCKET_TOKEN_PREFIX };
 
 function headerValues(rawHeaders: readonly string[], lowerName: string): string[] {
   const values: string[] = [];

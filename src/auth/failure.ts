@@ -17,6 +17,10 @@ export const AUTH_FAILURE_REASONS = [
   'audience',
   'scope',
   'subject', // no sub: no Ledger API user id
+  'unknown_gateway_key', // a gateway key (lgk_...) the key store does not hold
+  'gateway_key_expired',
+  'gateway_key_revoked',
+  'gateway_key_source', // a gateway key used from an address outside its allowed sources
 ] as const;
 
 export type AuthFailureReason = (typeof AUTH_FAILURE_REASONS)[number];

@@ -3,7 +3,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Exchange, Principal, Stage } from '../exchange/exchange.js';
 import type { Authenticator, SpendUnverified } from './authenticator.js';
-import { authorizationHeader, bearerTokenOf, webSocketToken } from './extract.js';
+import { authorizationHeader, bearerTokenOf, webSocketToken, type TokenSource } from './extract.js';
+import type { Connection } from './token-cache.js';
 import { AuthFailure, unauthenticated, type AuthFailureReason } from './failure.js';
 
 export type OnAuthFailure = (reason: AuthFailureReason) => void;
@@ -19,6 +20,27 @@ export interface UnverifiedBudget {
 }
 
 type Authenticate = (spend: SpendUnverified | undefined) => Principal | Promise<Principal>;
+
+/**
+ * Consumers (consumers/), when configured: gateway keys, accepted wherever a token is (a bearer
+ * token with their prefix is a key, never a JWT), and the consumer of a verified principal.
+ */
+export interface ConsumerCredentials {
+  readonly keys?: {
+    readonly prefix: string;
+    /** The principal of the key this connection proved with this credential, when it still serves the call. */
+    rememberedOn(exchange: Exchange, credential: string): Principal | undefined;
+    /** The key's principal (its consumer set); spends `spend` before any lookup of a key the connection has not proved. */
+    principalOf(
+      token: string,
+      exchange: Exchange,
+      credential: string,
+      spend: SpendUnverified | undefined,
+    ): Principal | Promise<Principal>;
+  };
+  /** The principal with its consumer (by token claims or client certificate). */
+  readonly classify?: (principal: Principal, request: IncomingMessage) => Principal;
+}
 
 /**
  * The principal, at once when the token cache knows the token. Otherwise the authenticator spends a
@@ -52,7 +74,10 @@ function principalOf(
   };
   try {
     const principal = authenticate(spend);
-    if (!(principal instanceof Promise)) return principal;
+    if (!(principal instanceof Promise)) {
+      if (spent) budget!.refund(request); // a gateway key is looked up at once, after its unit was spent
+      return principal;
+    }
     return principal.then((verified) => {
       if (spent) budget!.refund(request);
       return verified;
@@ -67,7 +92,22 @@ export function authenticationStage(
   authenticator: Authenticator,
   onFailure: OnAuthFailure,
   budget?: UnverifiedBudget,
+  consumers: ConsumerCredentials = {},
 ): Stage {
+  const { keys, classify } = consumers;
+  /** A bearer token: a gateway key when it has their prefix, else a JWT for the authenticator. */
+  const bearerPrincipal = (
+    exchange: Exchange,
+    token: string,
+    source: TokenSource,
+    connection: Connection | undefined,
+    credential: string,
+    spend: SpendUnverified | undefined,
+  ) =>
+    keys !== undefined && token.startsWith(keys.prefix)
+      ? keys.principalOf(token, exchange, credential, spend)
+      : authenticator.principalOf(token, source, connection, credential, spend);
+
   /** A call's token: the Authorization header, remembered per connection. */
   function callPrincipal(exchange: Exchange): Principal | Promise<Principal> {
     // A keep-alive client's next call with the same header answers here: nothing else is made for it.
@@ -82,10 +122,12 @@ export function authenticationStage(
     }
     const remembered = header === undefined ? undefined : authenticator.rememberedOn(socket, header);
     if (remembered !== undefined) return remembered;
+    const rememberedKey = header === undefined ? undefined : keys?.rememberedOn(exchange, header);
+    if (rememberedKey !== undefined) return rememberedKey;
     return principalOf(
       (spend) => {
         const value = header ?? authorizationHeader(rawHeaders);
-        return authenticator.principalOf(bearerTokenOf(value), 'bearer token', socket, value, spend);
+        return bearerPrincipal(exchange, bearerTokenOf(value), 'bearer token', socket, value, spend);
       },
       exchange.raw,
       exchange.operation.name,
@@ -100,7 +142,7 @@ export function authenticationStage(
     return principalOf(
       (spend) => {
         const { token, source } = webSocketToken(raw.rawHeaders);
-        return authenticator.principalOf(token, source, undefined, token, spend);
+        return bearerPrincipal(exchange, token, source, undefined, token, spend);
       },
       raw,
       exchange.operation.name,
@@ -113,11 +155,11 @@ export function authenticationStage(
     if (!authenticator.requiresToken(exchange.operation)) return undefined;
     const principal = exchange.kind === 'call' ? callPrincipal(exchange) : upgradePrincipal(exchange);
     if (!(principal instanceof Promise)) {
-      exchange.principal = principal;
+      exchange.principal = classify === undefined ? principal : classify(principal, exchange.raw);
       return undefined;
     }
     return principal.then((verified) => {
-      exchange.principal = verified;
+      exchange.principal = classify === undefined ? verified : classify(verified, exchange.raw);
     });
   };
 }

@@ -13,6 +13,8 @@ import type { GatewayConfig } from '../config/schema.js';
 import { assertLedgerPolicyConfig } from '../ledger-policy/ledger-policy.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
 import { resolveProtectionConfig } from '../protection/config.js';
+import { redisMode } from '../protection/redis-connection.js';
+import { assertConsumersConfig } from '../consumers/config.js';
 
 export interface CheckResult {
   /** The effective configuration as YAML, secrets redacted. */
@@ -107,6 +109,9 @@ export function judgeConfiguration(
   judge(['protection'], () => resolveProtectionConfig(config.protection));
   judge(['policy', 'cors'], () => assertPolicyConfig(config));
   judge(['ledgerPolicy'], () => assertLedgerPolicyConfig(config.ledgerPolicy));
+  judge(['consumers', 'protection'], () =>
+    assertConsumersConfig(config.consumers, redisMode(config.protection.redis) !== undefined),
+  );
   for (const { sections, problem } of FILE_CHECKS) {
     judge(sections, () => {
       const found = problem(config);

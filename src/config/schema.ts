@@ -109,13 +109,13 @@ export const AdminSchema = Section(
         minLength: 16,
         secret: true,
         description:
-          'Bearer token a caller presents for POST /cache/version/purge and GET /config (e.g. ${file:/run/secrets/purge-token}); compared in constant time, never logged. Unset: nobody may purge or read the running configuration, unless trustLoopback is on. Probes and metrics stay open.',
+          "Bearer token a caller presents for POST /cache/version/purge, GET /config, GET /usage and the status page's data (GET /status/data; the page is opened as /status#token=...) (e.g. ${file:/run/secrets/purge-token}); compared in constant time, never logged. Unset: nobody may purge or read the running configuration, usage or status, unless trustLoopback is on. Probes and metrics stay open.",
       }),
     ),
     trustLoopback: Type.Boolean({
       default: false,
       description:
-        "Serve POST /cache/version/purge and GET /config to any loopback peer (127.0.0.0/8, ::1) without the token. Off by default: behind a mesh sidecar every inbound connection is a loopback one (Istio's passthrough comes from 127.0.0.6), so loopback says nothing about who called. Turn it on only where nothing forwards to the admin port from off the pod (kubectl port-forward arrives on loopback too).",
+        "Serve POST /cache/version/purge, GET /config, GET /usage and GET /status/data to any loopback peer (127.0.0.0/8, ::1) without the token. Off by default: behind a mesh sidecar every inbound connection is a loopback one (Istio's passthrough comes from 127.0.0.6), so loopback says nothing about who called. Turn it on only where nothing forwards to the admin port from off the pod (kubectl port-forward arrives on loopback too).",
     }),
   },
   'The admin listener: health probes and metrics.',
@@ -317,6 +317,7 @@ export const ACCESS_LOG_FIELDS = [
   'clientAddress',
   'issuer',
   'subject',
+  'consumer',
   'path',
   'requestBytes',
   'responseBytes',
@@ -375,6 +376,210 @@ export const LogSchema = Section(
     ),
   },
   'Logging.',
+);
+
+/** A consumer's name: a metrics label value, a Redis key part and a log field; `unmapped` is reserved. */
+export const CONSUMER_NAME_PATTERN = '^[a-z0-9][a-z0-9_.-]{0,62}$';
+
+/** Calls a consumer may make in a UTC day and a UTC calendar month; unset: no quota of that period. */
+const QuotaSchema = Type.Object(
+  {
+    perDay: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'Calls per UTC day (00:00 to 24:00 UTC).' }),
+    ),
+    perMonth: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 1_000_000_000,
+        description: 'Calls per UTC calendar month (from the 1st, 00:00 UTC).',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** One consumer: its name, how its calls are recognised, its upstream credentials and its quotas (consumers/). */
+export const ConsumerSchema = Type.Object(
+  {
+    name: Type.String({
+      pattern: CONSUMER_NAME_PATTERN,
+      description:
+        'The consumer\'s name (lower case, digits, "_", ".", "-"; at most 63): the `consumer` label of the metrics, the access log\'s and audit records\' field, the ledger policy\'s principal.consumer. Unique; "unmapped" is reserved for calls no consumer claims.',
+    }),
+    userId: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 128,
+        description:
+          "The Ledger API user a call by gateway key acts as (the principal's subject: limits, authorization rules, the submitting-user rule); it should be the sub of the consumer's brokered tokens. Default: the consumer's name.",
+      }),
+    ),
+    match: Type.Object(
+      {
+        tokens: Type.Optional(
+          Type.Array(
+            Type.Object(
+              {
+                issuer: Type.Optional(Type.String({ minLength: 1, description: "The token's iss." })),
+                azp: Type.Optional(Type.String({ minLength: 1, description: "The token's azp (authorized party)." })),
+                clientId: Type.Optional(
+                  Type.String({ minLength: 1, description: "The token's client_id claim (RFC 9068)." }),
+                ),
+                sub: Type.Optional(Type.String({ minLength: 1, description: "The token's sub." })),
+              },
+              {
+                additionalProperties: false,
+                description: 'A verified token belongs to the consumer when every claim named here equals its value.',
+              },
+            ),
+            { minItems: 1, description: 'Verified tokens of this consumer: any entry that matches.' },
+          ),
+        ),
+        certificates: Type.Optional(
+          Type.Object(
+            {
+              subjects: Type.Optional(
+                Type.Array(Type.String({ minLength: 1 }), {
+                  minItems: 1,
+                  uniqueItems: true,
+                  description: "Subjects as RFC 4514 strings (e.g. CN=payments,O=Example) of the client's certificate.",
+                }),
+              ),
+              dnsNames: Type.Optional(
+                Type.Array(Type.String({ minLength: 1 }), {
+                  minItems: 1,
+                  uniqueItems: true,
+                  description: "DNS names of the certificate's subjectAltName.",
+                }),
+              ),
+            },
+            {
+              additionalProperties: false,
+              description:
+                'A call whose connection presented a client certificate that server.tls.clientCaFile verified, naming one of these, belongs to the consumer (when no token entry claimed it). It classifies; it never replaces the token.',
+            },
+          ),
+        ),
+      },
+      {
+        additionalProperties: false,
+        default: {},
+        description:
+          "How calls with a verified token are recognised as this consumer; calls by gateway key belong to the key's consumer.",
+      },
+    ),
+    upstreamToken: Type.Optional(
+      Type.Object(
+        {
+          tokenUrl: Type.String({
+            pattern: '^https?://',
+            description:
+              "The token endpoint of the participant's identity provider (OAuth 2.0 client credentials, RFC 6749 §4.4).",
+          }),
+          clientId: Type.String({ minLength: 1, description: 'The OAuth client id.' }),
+          clientSecret: Type.String({
+            minLength: 1,
+            secret: true,
+            description: 'The OAuth client secret, e.g. ${file:/run/secrets/payments-client-secret}; never logged.',
+          }),
+          clientAuthentication: Type.Union([Type.Literal('basic'), Type.Literal('post')], {
+            default: 'basic',
+            description:
+              'How the client authenticates at the token endpoint: basic (HTTP Basic, client_secret_basic) or post (in the form, client_secret_post).',
+          }),
+          scope: Type.Optional(
+            Type.String({ minLength: 1, description: 'The scope asked for (e.g. daml_ledger_api).' }),
+          ),
+          parameters: Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$' }), Type.String(), {
+            default: {},
+            description:
+              'Further form parameters of the token request, e.g. { audience: https://daml.com/jwt/aud/participant/p1 } (Auth0) or { resource: ... } (RFC 8707).',
+          }),
+        },
+        {
+          additionalProperties: false,
+          description:
+            "Brokered Canton tokens: the gateway obtains the consumer's token itself and sends it to the participant on every call and stream of the consumer, in place of the client's credential (docs/consumers.md).",
+        },
+      ),
+    ),
+    quotas: Type.Object(
+      {
+        default: Type.Object(QuotaSchema.properties, {
+          additionalProperties: false,
+          default: {},
+          description: 'The quota of every operation without its own entry; each operation is counted on its own.',
+        }),
+        operations: Type.Record(Type.String({ minLength: 1 }), QuotaSchema, {
+          default: {},
+          description: 'Quotas by operation name; a key set here replaces the same key of default.',
+        }),
+      },
+      {
+        additionalProperties: false,
+        default: {},
+        description:
+          'Calls per UTC day and month, per operation; over it: 429 GATEWAY_QUOTA_EXHAUSTED. Exact across replicas with protection.redis (kept across restarts); in memory otherwise (a restart starts them again).',
+      },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const ConsumersSchema = Section(
+  {
+    list: Type.Array(ConsumerSchema, {
+      default: [],
+      maxItems: 1_000,
+      description:
+        'The consumers, by name. Empty: no consumer is recognised, no gateway key accepted, nothing counted per consumer (and nothing costs a call).',
+    }),
+    keys: Section(
+      {
+        store: Type.Union([Type.Literal('none'), Type.Literal('file'), Type.Literal('redis')], {
+          default: 'none',
+          description:
+            'Where gateway keys (lgk_...) are kept, as SHA-256 hashes only: none (no key accepted), file (keys.file, e.g. a mounted Secret; re-read every refreshIntervalMs) or redis (protection.redis, shared by every replica; a revocation reaches each within a second).',
+        }),
+        file: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description: 'The key file with store: file (written by `ledger-gateway keys create|revoke`).',
+          }),
+        ),
+        refreshIntervalMs: Milliseconds(
+          500,
+          'How often the key file is read again, or the Redis key set polled (besides its change notices).',
+          100,
+        ),
+      },
+      'Gateway keys: opaque bearer keys, each of one consumer, with an expiry, allowed source addresses and operations (docs/consumers.md).',
+    ),
+    upstreamTokens: Section(
+      {
+        timeoutMs: Milliseconds(
+          5_000,
+          "Bound on one token request to a consumer's token endpoint; past it the calls waiting get 503 GATEWAY_UPSTREAM_TOKEN_UNAVAILABLE.",
+        ),
+        refreshBeforeExpirySeconds: Type.Integer({
+          minimum: 1,
+          maximum: 3_600,
+          default: 60,
+          description:
+            'A brokered token is refreshed once it has less than this left (one request per consumer, however many calls wait).',
+        }),
+        minRemainingSeconds: Type.Integer({
+          minimum: 1,
+          maximum: 3_600,
+          default: 30,
+          description:
+            'A brokered token with less than this left is not sent: calls wait for the refresh instead. Keep it above upstream.timeoutMs, so that a call waiting for an upstream connection never sends an expired token.',
+        }),
+      },
+      "Brokered Canton tokens (consumers' upstreamToken).",
+    ),
+  },
+  'Consumers: who calls, by gateway key, token claims or client certificate; their brokered Canton tokens, quotas and usage (docs/consumers.md). Reloads live.',
 );
 
 const AuditLevel = Type.Union(
@@ -1375,6 +1580,7 @@ export const ConfigSchema = Type.Object(
     ledgerPolicy: LedgerPolicySchema,
     cors: CorsSchema,
     audit: AuditSchema,
+    consumers: ConsumersSchema,
   },
   { additionalProperties: false },
 );
@@ -1391,6 +1597,8 @@ export type PolicyConfig = Static<typeof PolicySchema>;
 export type AuthorizationRuleConfig = Static<typeof AuthorizationRuleSchema>;
 export type CorsConfig = Static<typeof CorsSchema>;
 export type AuditConfig = Static<typeof AuditSchema>;
+export type ConsumersConfig = Static<typeof ConsumersSchema>;
+export type ConsumerConfig = Static<typeof ConsumerSchema>;
 export type AuditLevelName = Static<typeof AuditLevel>;
 export type AccessLogConfig = Static<typeof LogSchema>['access'];
 export type ServerConfig = Static<typeof ServerSchema>;

@@ -15,6 +15,11 @@ export interface Principal {
   readonly issuer: string | undefined;
   /** The verified claims, for per-operation authorization rules. */
   readonly claims: Readonly<Record<string, unknown>>;
+  /**
+   * The consumer the call belongs to (consumers/: by its gateway key, token claims or client
+   * certificate); undefined when no consumer claims it, or none is configured.
+   */
+  readonly consumer?: string;
 }
 
 /** A plain HTTP call, or a WebSocket upgrade (which becomes a tunnel once every stage admitted it). */
@@ -97,6 +102,14 @@ export interface Exchange {
  * `E`: what the stage reads of the exchange (live/'s stages read its pinned generation too).
  */
 export type Stage<E extends Exchange = Exchange> = (exchange: E) => void | Promise<void>;
+
+/** What the telemetry stage tells the consumers' usage (consumers/usage.ts) of each exchange. */
+export interface ConsumerObserver {
+  /** A finished exchange's outcome, as the telemetry stage counts it once (its status and code); a stream's at its 101. */
+  finished(exchange: Exchange, status: number, code: string, seconds: number): void;
+  /** A WebSocket stream whose tunnel closed: the bytes it carried each way. */
+  streamEnded(exchange: Exchange, stream: EndedStream): void;
+}
 
 /**
  * One step of a call's own list, run once the exchange stages admitted it (server/calls.ts runs the

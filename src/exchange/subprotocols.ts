@@ -17,3 +17,6 @@ export function subprotocolElements(value: string): string[] {
   }
   return elements;
 }
+
+/** The subprotocol element that carries a bearer token on a WebSocket upgrade (Canton `Endpoints.scala`). */
+export const WEBSOCKET_TOKEN_PREFIX = 'jwt.token.';

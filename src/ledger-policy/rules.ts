@@ -8,6 +8,7 @@ import type {
   LedgerPrincipalsConfig,
   LedgerRuleConfig,
 } from '../config/schema.js';
+import { sameName } from '../exchange/client-certificate.js';
 import { OPERATION_NAMES } from '../operations.js';
 import { compileCondition, type CelCondition } from './cel.js';
 import type { PrincipalFacts } from './document.js';
@@ -206,7 +207,9 @@ function principalMatcher(
         ([name, value]) => Object.hasOwn(principal.claims, name) && claimHolds(principal.claims[name], value),
       )) &&
     (consumers === undefined || consumers.includes(principal.consumer)) &&
-    (certificateSubjects === undefined || certificateSubjects.includes(principal.certificateSubject)) &&
+    (certificateSubjects === undefined ||
+      (principal.certificateSubject !== '' &&
+        certificateSubjects.some((subject) => sameName(subject, principal.certificateSubject)))) &&
     (certificateDnsNames === undefined || principal.certificateDnsNames.some((n) => certificateDnsNames.includes(n))) &&
     (inSources === undefined || inSources(principal.clientAddress));
 }

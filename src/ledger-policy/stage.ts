@@ -12,6 +12,7 @@ import { readRequestBody, type BodyReadLimits } from '../body/read.js';
 import type { LedgerPolicyConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { callerOf, clientAddress } from '../exchange/caller.js';
+import { certificateFacts } from '../exchange/client-certificate.js';
 import type { CallStage, LedgerDecisionNote } from '../exchange/exchange.js';
 import { onResponseClose } from '../exchange/response-close.js';
 import { SubmissionOperations } from '../operations.js';
@@ -162,14 +163,19 @@ export function createLedgerPolicyStage(
     call.refusalReason = `would deny: ledger policy ${decision.policy} rule ${decision.rule}: ${decision.reason}`;
   }
 
-  const principalOf = (call: FastifyRequest): PrincipalFacts =>
-    principalFacts(call.principal!, {
+  const principalOf = (call: FastifyRequest): PrincipalFacts => {
+    const certificate = certificateFacts(call.raw);
+    return principalFacts(call.principal!, {
       clientAddress: clientAddress(
         call.raw.socket.remoteAddress ?? '',
         call.headers['x-forwarded-for'],
         options.isTrustedProxy,
       ),
+      certificateSubject: certificate?.subject,
+      certificateDnsNames: certificate?.dnsNames,
+      consumer: call.principal!.consumer,
     });
+  };
 
   return {
     active: policy.active,

@@ -10,7 +10,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { createAuthenticator, type Authenticator } from '../auth/authenticator.js';
 import { authenticationStage } from '../auth/hooks.js';
 import { AuditSchema, type GatewayConfig, type IssuerConfig } from '../config/schema.js';
-import type { CallStage, Exchange, Stage } from '../exchange/exchange.js';
+import type { CallStage, ConsumerObserver, Exchange, Stage } from '../exchange/exchange.js';
 import {
   createLedgerPolicyStage,
   type LedgerPolicyStage,
@@ -20,9 +20,26 @@ import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler, type CorsHandler } from '../policy/cors.js';
 import { createPolicyStage, type PolicyStage, type PolicyStageOptions } from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
+import { openRedisConnection, redisMode } from '../protection/redis-connection.js';
+import { AuthFailure } from '../auth/failure.js';
+import { assertConsumersConfig } from '../consumers/config.js';
+import { createConsumersStage, type ConsumersStage } from '../consumers/stage.js';
+import { createConsumerState, type ConsumerState } from '../consumers/state.js';
+import type { ConsumersStatus } from '../consumers/status.js';
+import type { UsageReport } from '../consumers/usage.js';
 
 /** The sections a reload applies; every other key keeps its running value until a restart. */
-const LIVE_SECTIONS = ['auth', 'policy', 'ledgerPolicy', 'protection', 'cors', 'versionCache', 'log', 'audit'] as const;
+const LIVE_SECTIONS = [
+  'auth',
+  'policy',
+  'ledgerPolicy',
+  'protection',
+  'cors',
+  'versionCache',
+  'log',
+  'audit',
+  'consumers',
+] as const;
 /**
  * Inside a live section, what still needs a restart: the Redis connection is opened once; the audit
  * trail's files, key and writer are opened once (every audit key but its policy, which writes at
@@ -49,6 +66,8 @@ export interface Generation {
   readonly fingerprint: string;
   readonly authenticator: Authenticator;
   readonly protection: ProtectionStage;
+  /** The consumers' hooks (consumers/); undefined when no consumer is configured. */
+  readonly consumers: ConsumersStage | undefined;
   readonly authenticate: Stage;
   readonly protect: Stage;
   /** Authorization (an exchange stage) and the request rules (a call stage: live.pinned). */
@@ -100,6 +119,12 @@ export interface LiveConfig {
   readonly authenticate: Stage<PinnedExchange>;
   readonly protect: Stage<PinnedExchange>;
   readonly authorize: Stage<PinnedExchange>;
+  /** The consumer's quota of the operation (consumers/), when the pinned generation has consumers. */
+  readonly countQuota: Stage<PinnedExchange>;
+  /** The consumer's brokered Canton token in place of the client's credential upstream (consumers/). */
+  readonly brokerCredential: Stage<PinnedExchange>;
+  /** Counts a finished exchange for its consumer under the generation it pinned (none pinned, or no consumers: nothing). */
+  readonly observeConsumer: ConsumerObserver;
   /**
    * The call stage that runs the one `select` picks from the call's pinned generation, a stage built
    * with its configuration: `live.pinned((generation) => generation.policy.enforceRequestRules)`.
@@ -135,6 +160,10 @@ export interface LiveConfig {
   setParticipantIssuers(
     issuers: readonly IssuerConfig[],
   ): Promise<{ readonly generation: Generation; readonly leftOut: readonly string[] }>;
+  /** The consumers' usage from `from` to `to` (UTC days, inclusive); undefined while no consumer was ever configured. */
+  consumerUsage(from: string, to: string): Promise<UsageReport> | undefined;
+  /** The consumers of the running configuration as the status page shows them; undefined while none is configured. */
+  consumerStatus(): Promise<ConsumersStatus> | undefined;
   close(): Promise<void>;
 }
 
@@ -205,6 +234,29 @@ interface GenerationInputs {
   readonly options: LiveConfigOptions;
   /** The participant's IdPs' key sets are fetched on guarded connections (auth/jwks-hosts.ts). */
   readonly participantKeySets: Dispatcher | undefined;
+  /** What consumers keep across generations, made when a generation first names a consumer. */
+  readonly consumerState: () => ConsumerState;
+}
+
+/** The consumers' hooks of `config` (those of `previous` when its consumers and protection did not change). */
+function consumersOf(
+  config: GatewayConfig,
+  previous: Generation | undefined,
+  inputs: GenerationInputs,
+): ConsumersStage | undefined {
+  assertConsumersConfig(config.consumers, redisMode(config.protection.redis) !== undefined);
+  if (
+    previous !== undefined &&
+    isDeepStrictEqual(previous.config.consumers, config.consumers) &&
+    previous.config.protection.failMode === config.protection.failMode
+  )
+    return previous.consumers;
+  if (config.consumers.list.length === 0) return undefined;
+  return createConsumersStage(config.consumers, inputs.consumerState(), {
+    isTrustedProxy: inputs.options.isTrustedProxy,
+    failMode: config.protection.failMode,
+    failure: AuthFailure,
+  });
 }
 
 /** A body the ledger policy reads itself is held to the request rules' bounds (the lower of policy.maxBodyBytes and limits.bodyBytes). */
@@ -229,8 +281,9 @@ function buildGeneration(
   config: GatewayConfig,
   previous: Generation | undefined,
   own: GatewayConfig,
-  { options, participantKeySets }: GenerationInputs,
+  inputs: GenerationInputs,
 ): Generation {
+  const { options, participantKeySets } = inputs;
   assertPolicyConfig(config); // the policy's and CORS's problems, before anything is built
   const ledgerPolicy = createLedgerPolicyStage(config.ledgerPolicy, ledgerPolicyBodyReading(config), {
     ...options.ledgerPolicy,
@@ -256,8 +309,10 @@ function buildGeneration(
     throw error;
   }
   let policy: ReturnType<typeof createPolicyStage>;
+  let consumers: ConsumersStage | undefined;
   try {
     policy = createPolicyStage(config.policy, config.limits, options);
+    consumers = consumersOf(config, previous, inputs);
   } catch (error) {
     if (!sameAuth) authenticator.close();
     if (!sameProtection) void protection.close();
@@ -268,14 +323,16 @@ function buildGeneration(
     fingerprint: configFingerprint(config),
     authenticator,
     protection,
+    consumers,
     // The unauthenticated budget is the protection section's: a new one (or new keys) makes a new stage.
     authenticate:
-      sameAuth && sameProtection
+      sameAuth && sameProtection && consumers === previous?.consumers
         ? previous.authenticate
         : authenticationStage(
             authenticator,
             (reason) => options.metrics.authFailure(reason),
             protection.unauthenticatedBudget,
+            consumers?.credentials,
           ),
     protect: protection.stage,
     policy,
@@ -396,8 +453,33 @@ function retiredGenerations(afterMs: number) {
   };
 }
 
+/**
+ * What consumers keep across generations (key stores, brokers, quota and usage counters), made when
+ * a generation first names a consumer, on protection.redis as the gateway started with it (a restart key).
+ */
+function consumerStateOnce(initial: GatewayConfig, options: LiveConfigOptions) {
+  let state: ConsumerState | undefined;
+  const redis = initial.protection.redis;
+  return {
+    get: () =>
+      (state ??= createConsumerState({
+        registry: options.metrics.registry,
+        exemplars: options.metrics.exemplars,
+        // Its own connection: replies bounded, problems counted as the limits' are.
+        openRedis:
+          redisMode(redis) === undefined
+            ? undefined
+            : () => openRedisConnection(redis, (problem) => options.metrics.protectionStoreError(problem)),
+        keyPrefix: redis.keyPrefix,
+        log: options.log,
+      })),
+    made: () => state,
+  };
+}
+
 export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOptions): LiveConfig {
-  const inputs = { options, participantKeySets: undefined as Dispatcher | undefined };
+  const consumerState = consumerStateOnce(initial, options);
+  const inputs = { options, participantKeySets: undefined as Dispatcher | undefined, consumerState: consumerState.get };
   // The config from the file (its live sections as last applied), and the participant's issuers.
   let base = initial;
   let participantIssuers: readonly IssuerConfig[] = [];
@@ -464,6 +546,15 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     },
     protect: (exchange) => exchange.generation.protect(exchange),
     authorize: (exchange) => exchange.generation.policy.authorize(exchange),
+    countQuota: (exchange) => exchange.generation.consumers?.quota(exchange),
+    brokerCredential: (exchange) => exchange.generation.consumers?.upstreamCredential(exchange),
+    // Telemetry ends every exchange, one refused before the pin included (it has no generation).
+    observeConsumer: {
+      finished: (exchange, status, code, seconds) =>
+        (exchange as Partial<PinnedExchange>).generation?.consumers?.observe.finished(exchange, status, code, seconds),
+      streamEnded: (exchange, stream) =>
+        (exchange as Partial<PinnedExchange>).generation?.consumers?.observe.streamEnded(exchange, stream),
+    },
     pinned: (select) => (call, reply) => select(call.generation)(call, reply),
     apply: (next) =>
       serialized(async () => {
@@ -494,10 +585,13 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
         return { generation: swap(candidate), leftOut };
       }),
     restartOnlyChanges: (next) => restartOnlyPaths(current.config, next),
+    consumerUsage: (from, to) => consumerState.made()?.usage.report(from, to),
+    consumerStatus: () => current.consumers?.status(),
     async close() {
       current.authenticator.close();
       await current.protection.close();
       await retired.closeAll();
+      await consumerState.made()?.close();
     },
   };
 }

@@ -3,10 +3,10 @@
 // ipAllowList, Envoy RBAC's remote_ip), and by the client certificate the API listener verified with
 // server.tls.clientCaFile. A certificate only narrows who may call: the token is still required.
 import type { IncomingMessage } from 'node:http';
-import type { TLSSocket } from 'node:tls';
 import proxyAddr from '@fastify/proxy-addr';
 import type { SourceRuleConfig } from '../config/schema.js';
 import { clientAddress } from '../exchange/caller.js';
+import { certificateAccepted, certificateNames, type CertificateNames } from '../exchange/client-certificate.js';
 
 export type SourceRefusal = 'address' | 'certificate';
 
@@ -19,8 +19,7 @@ interface CompiledRule {
   readonly operations: ReadonlySet<string> | undefined;
   readonly deny: AddressMatcher | undefined;
   readonly allow: AddressMatcher | undefined;
-  readonly subjects: ReadonlyArray<ReadonlySet<string>> | undefined;
-  readonly dnsNames: ReadonlySet<string> | undefined;
+  readonly certificate: CertificateNames | undefined;
 }
 
 /** Why a rule cannot be applied: unknown operations, entries that are not addresses, no condition. */
@@ -64,62 +63,14 @@ function addressMatcher(entries: readonly string[] | undefined): AddressMatcher 
   return (address) => trust(address, 0);
 }
 
-/** An RFC 4514 name as the set of its attribute=value pairs, so that order and spacing do not matter. */
-function nameParts(name: string, separator: RegExp): Set<string> {
-  return new Set(
-    name
-      .split(separator)
-      .map((part) => part.trim())
-      .filter(Boolean)
-      .map((part) => {
-        const equals = part.indexOf('=');
-        return equals === -1 ? part : `${part.slice(0, equals).trim().toUpperCase()}=${part.slice(equals + 1).trim()}`;
-      }),
-  );
-}
-
 function compile(rule: SourceRuleConfig): CompiledRule {
   const certificate = rule.clientCertificate;
   return {
     operations: rule.operations === undefined ? undefined : new Set(rule.operations),
     deny: addressMatcher(rule.deny),
     allow: addressMatcher(rule.allow),
-    subjects: certificate?.subjects?.map((subject) => nameParts(subject, /,/)),
-    dnsNames: certificate?.dnsNames === undefined ? undefined : new Set(certificate.dnsNames),
+    certificate: certificate === undefined ? undefined : certificateNames(certificate.subjects, certificate.dnsNames),
   };
-}
-
-/**
- * The certificate the listener verified on this connection and valid now, or undefined (none, not
- * verified, or outside its validity dates). The handshake checked the dates once; a kept-alive
- * connection or a resumed TLS session outlives them, so they are judged at each call (RFC 5280 §4.1.2.5).
- */
-function verifiedCertificate(request: IncomingMessage) {
-  const socket = request.socket as Partial<TLSSocket>;
-  if (socket.authorized !== true || typeof socket.getPeerX509Certificate !== 'function') return undefined;
-  const certificate = socket.getPeerX509Certificate();
-  if (certificate === undefined) return undefined;
-  const now = Date.now();
-  return now > Date.parse(certificate.validTo) || now < Date.parse(certificate.validFrom) ? undefined : certificate;
-}
-
-function certificateAccepted(rule: CompiledRule, request: IncomingMessage): boolean {
-  const certificate = verifiedCertificate(request);
-  if (certificate === undefined) return false;
-  if (rule.subjects !== undefined) {
-    // Node writes the subject one attribute a line (X509Certificate.subject).
-    const subject = nameParts(certificate.subject, /\n/);
-    if (rule.subjects.some((accepted) => accepted.size === subject.size && [...accepted].every((p) => subject.has(p))))
-      return true;
-  }
-  if (rule.dnsNames !== undefined) {
-    const names = (certificate.subjectAltName ?? '')
-      .split(', ')
-      .filter((entry) => entry.startsWith('DNS:'))
-      .map((entry) => entry.slice(4));
-    if (names.some((name) => rule.dnsNames!.has(name))) return true;
-  }
-  return false;
 }
 
 /** The check for the configured rules, or undefined when there are none (nothing to do per call). */
@@ -141,8 +92,7 @@ export function createSourceCheck(
         );
         if (rule.deny?.(address) === true || rule.allow?.(address) === false) return 'address';
       }
-      if ((rule.subjects !== undefined || rule.dnsNames !== undefined) && !certificateAccepted(rule, request))
-        return 'certificate';
+      if (rule.certificate !== undefined && !certificateAccepted(rule.certificate, request)) return 'certificate';
     }
     return undefined;
   };

@@ -15,7 +15,8 @@ import { injectTraceContext, traceContextFields } from '../trace-context.js';
 import type { CallContext } from './call-context.js';
 import { fetchWhole, type WholeAnswer } from './fetch-whole.js';
 import { ForwardedCall } from './forwarded-call.js';
-import { forwardedFor, upstreamRequestHeaders } from './headers.js';
+import { forwardedFor, upstreamRequestHeaders, withAuthorizationDropped } from './headers.js';
+import { upstreamCredentialOf } from '../exchange/upstream-credential.js';
 import { readUpload, tooLarge, UploadStream, type UploadLimits } from './upload-body.js';
 import { UploadShares, uploadShareExhausted, uploadsPerCaller } from './upload-shares.js';
 import type { UpstreamReplicas } from './upstream-replicas.js';
@@ -77,12 +78,16 @@ function callContext(options: ForwarderOptions, slots: UpstreamSlots): CallConte
     timeoutOf: (request) => timeouts[request.operation.name] ?? defaultTimeout,
     headersFor(request, drop) {
       const forwarded = forwardedFor(request.raw, options.isTrustedProxy);
+      // A brokered credential (consumers/) replaces the client's: its Authorization never goes on.
+      const credential = upstreamCredentialOf(request.raw);
       const headers = upstreamRequestHeaders(
         request.raw.rawHeaders,
         forwarded,
         options.replacesTraceContext,
-        dropped(drop),
+        credential === undefined ? dropped(drop) : withAuthorizationDropped(dropped(drop)),
       );
+      const token = credential?.token();
+      if (token !== undefined) headers.push('authorization', `Bearer ${token}`);
       if (options.propagateTraceContext && request.traceContext !== undefined) {
         injectTraceContext(request.traceContext, headers);
       }

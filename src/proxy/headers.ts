@@ -178,3 +178,10 @@ export function clientResponseHeaders<T extends Record<string, unknown> = Record
   }
   return out;
 }
+
+const AUTHORIZATION: ReadonlySet<string> = new Set(['authorization']);
+
+/** `drop` and Authorization: the client's credential, when the gateway sends its own in its place. */
+export function withAuthorizationDropped(drop: ReadonlySet<string> | undefined): ReadonlySet<string> {
+  return drop === undefined ? AUTHORIZATION : new Set([...drop, 'authorization']);
+}

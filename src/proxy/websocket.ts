@@ -11,9 +11,10 @@ import type { Duplex } from 'node:stream';
 import type { UpstreamConfig, WebSocketConfig } from '../config/schema.js';
 import type { EndedStream, Exchange, StreamEnd } from '../exchange/exchange.js';
 import type { Operation } from '../operations.js';
-import { subprotocolElements } from '../exchange/subprotocols.js';
+import { subprotocolElements, WEBSOCKET_TOKEN_PREFIX } from '../exchange/subprotocols.js';
 import { traceContextFields } from '../trace-context.js';
-import { forwardedFor, upstreamRequestHeaders } from './headers.js';
+import { forwardedFor, upstreamRequestHeaders, withAuthorizationDropped } from './headers.js';
+import { upstreamCredentialOf, type UpstreamCredential } from '../exchange/upstream-credential.js';
 import { UpgradeCall, type TunnelOutcome, type UpgradeRequest } from './upgrade-call.js';
 import { upstreamTlsOptions } from './upstream-pool.js';
 import type { Replica, UpstreamReplicas } from './upstream-replicas.js';
@@ -82,13 +83,32 @@ function countBytes(stream: Duplex, first: number): () => number {
  * it a later, unverified token. Nothing is added, dropped or reordered, so whatever the participant
  * answers from the list is one the client offered (RFC 6455 §4.1).
  */
-export function forwardedSubprotocols(rawHeaders: readonly string[]): string | undefined {
+export function forwardedSubprotocols(
+  rawHeaders: readonly string[],
+  credential?: UpstreamCredential,
+): string | undefined {
   const elements: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     if (rawHeaders[i]!.toLowerCase() !== 'sec-websocket-protocol') continue;
     elements.push(...subprotocolElements(rawHeaders[i + 1] ?? ''));
   }
+  if (credential !== undefined) return withBrokeredToken(elements, credential.token());
   return elements.length === 0 ? undefined : elements.join(',');
+}
+
+/**
+ * The offer with the brokered token where the client's first `jwt.token.` element was (Canton's
+ * Endpoints.scala reads the first one) and the client's others left out; nothing else changes, so
+ * what the participant answers (`daml.ws.auth`) is still one the client offered. No token: the
+ * client's elements are left out, nothing in their place.
+ */
+function withBrokeredToken(elements: readonly string[], token: string | undefined): string | undefined {
+  const first = elements.findIndex((element) => element.startsWith(WEBSOCKET_TOKEN_PREFIX));
+  const kept = elements.filter(
+    (element, index) => !element.startsWith(WEBSOCKET_TOKEN_PREFIX) || (index === first && token !== undefined),
+  );
+  if (first !== -1 && token !== undefined) kept[kept.indexOf(elements[first]!)] = `${WEBSOCKET_TOKEN_PREFIX}${token}`;
+  return kept.length === 0 ? undefined : kept.join(',');
 }
 
 let rewrittenHeaders: ReadonlySet<string> | undefined;
@@ -119,13 +139,25 @@ function sendUpgrade(
   const forwarded = forwardedFor(request, options.isTrustedProxy);
   const { timeoutMs, operationTimeoutsMs } = options.upstream;
   const timeout = operationTimeoutsMs[exchange.operation.name] ?? timeoutMs;
+  // A brokered credential (consumers/) replaces the client's, in the subprotocol offer as in Authorization.
+  const credential = upstreamCredentialOf(request);
+  const headers = upstreamRequestHeaders(
+    request.rawHeaders,
+    forwarded,
+    false,
+    credential === undefined ? rewritten() : withAuthorizationDropped(rewritten()),
+  );
+  // A client that authenticated with Authorization (which Canton reads first) gets the token there.
+  const token = credential?.token();
+  if (token !== undefined && request.headers.authorization !== undefined)
+    headers.push('authorization', `Bearer ${token}`);
   const call = new UpgradeCall(options.replicas, performance.now() + timeout, {
     exchange,
     socket,
     head,
-    headers: upstreamRequestHeaders(request.rawHeaders, forwarded, false, rewritten()),
+    headers,
     upgrade: request.headers.upgrade ?? 'websocket',
-    subprotocols: forwardedSubprotocols(request.rawHeaders),
+    subprotocols: forwardedSubprotocols(request.rawHeaders, credential),
     tls,
     outcome,
     tunnel,

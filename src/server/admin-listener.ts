@@ -8,6 +8,9 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequ
 import type { Registry } from 'prom-client';
 import type { AdminConfig } from '../config/schema.js';
 import type { Readiness } from '../health.js';
+import type { ConsumersStatus } from '../consumers/status.js';
+import type { UsageReport } from '../consumers/usage.js';
+import { serveStatusPage } from './status-page.js';
 
 export interface AdminListenerOptions {
   readonly admin: AdminConfig;
@@ -21,6 +24,10 @@ export interface AdminListenerOptions {
   readonly purgeVersionCache: () => void;
   /** GET /config: the configuration running now, secrets redacted. */
   readonly runningConfig: () => RunningConfigReport;
+  /** GET /usage: the consumers' usage by UTC day (consumers/usage.ts); undefined while no consumer is configured. */
+  readonly usage?: (from: string, to: string) => Promise<UsageReport> | undefined;
+  /** GET /status's consumers (consumers/status.ts); undefined while no consumer is configured. */
+  readonly consumerStatus?: () => Promise<ConsumersStatus> | undefined;
   /** Where changes of readiness are logged (none: not logged). */
   readonly log?: FastifyBaseLogger;
   /** Is this peer address loopback? Tests replace it to act as a remote caller. */
@@ -128,6 +135,31 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
       return reply.code(403).send({ error: 'the configuration is shown with the admin purge token only' });
     return reply.header('cache-control', 'no-store').send(options.runningConfig());
   });
+  server.get('/usage', async (request, reply) => {
+    if (!allowed(request)) return reply.code(403).send({ error: 'usage is shown with the admin purge token only' });
+    const range = usageRange(request.query as Record<string, unknown>);
+    if (typeof range === 'string') return reply.code(400).send({ error: range });
+    const report = await options.usage?.(range.from, range.to);
+    if (report === undefined) return reply.code(404).send({ error: 'no consumer is configured (consumers.list)' });
+    reply.header('cache-control', 'no-store');
+    const csv =
+      range.format === 'csv' || (range.format === undefined && /\btext\/csv\b/.test(request.headers.accept ?? ''));
+    return csv ? reply.type('text/csv; charset=utf-8').send(usageCsv(report)) : reply.send(report);
+  });
+  // The status page (status-page.ts): the page is open, its data is the admin token's.
+  serveStatusPage(server, {
+    allowed,
+    report: async () => {
+      const { ready, checks } = readiness.report();
+      return {
+        generatedAt: new Date().toISOString(),
+        fingerprint: options.runningConfig().fingerprint,
+        ready,
+        checks,
+        consumers: await options.consumerStatus?.(),
+      };
+    },
+  });
   server.get('/metrics', async (_request, reply) => {
     reply.type(registry.contentType);
     return registry.metrics();
@@ -144,4 +176,45 @@ export function createAdminListener(options: AdminListenerOptions): AdminListene
       await server.close();
     },
   };
+}
+
+/** Days a usage report may span. */
+const MAX_USAGE_DAYS = 400;
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+/** GET /usage?from=YYYY-MM-DD&to=YYYY-MM-DD&format=json|csv: the range (default: today, UTC), or what is wrong with it. */
+export function usageRange(
+  query: Record<string, unknown>,
+  now = Date.now(),
+): { from: string; to: string; format: 'json' | 'csv' | undefined } | string {
+  const today = new Date(now).toISOString().slice(0, 10);
+  const from = query.from ?? today;
+  const to = query.to ?? (query.from === undefined ? today : from);
+  const format = query.format;
+  if (typeof from !== 'string' || !DAY.test(from) || Number.isNaN(Date.parse(from)))
+    return 'from: a UTC day, YYYY-MM-DD';
+  if (typeof to !== 'string' || !DAY.test(to) || Number.isNaN(Date.parse(to))) return 'to: a UTC day, YYYY-MM-DD';
+  if (to < from) return 'to is before from';
+  if ((Date.parse(to) - Date.parse(from)) / 86_400_000 >= MAX_USAGE_DAYS) return `at most ${MAX_USAGE_DAYS} days`;
+  if (format !== undefined && format !== 'json' && format !== 'csv') return 'format: json or csv';
+  return { from, to, format };
+}
+
+const USAGE_COLUMNS = [
+  'day',
+  'consumer',
+  'operation',
+  'calls',
+  'refused',
+  'failed',
+  'requestBytes',
+  'responseBytes',
+  'durationMs',
+] as const;
+
+/** The report's rows as CSV (RFC 4180): names and numbers only, nothing to quote. */
+export function usageCsv(report: UsageReport): string {
+  const lines = [USAGE_COLUMNS.join(',')];
+  for (const row of report.rows) lines.push(USAGE_COLUMNS.map((column) => String(row[column])).join(','));
+  return `${lines.join('\r\n')}\r\n`;
 }

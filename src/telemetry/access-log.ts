@@ -45,7 +45,7 @@ export function redactedPath(rawPath: string, operation: Operation | null, redac
   return segments.join('/');
 }
 
-function bytesOf(value: string | string[] | number | undefined): number | null {
+export function bytesOf(value: string | string[] | number | undefined): number | null {
   if (typeof value === 'number') return value;
   if (typeof value !== 'string') return null;
   const n = Number(value);
@@ -65,6 +65,7 @@ export function createAccessLog(
       json(clientAddress(raw.socket.remoteAddress ?? '', raw.headers['x-forwarded-for'], isTrustedProxy)),
     issuer: ({ principal }) => json(principal?.issuer ?? null),
     subject: ({ principal }) => json(principal?.subject ?? null),
+    consumer: ({ principal }) => json(principal?.consumer ?? null),
     path: ({ raw, operation }) => {
       const url = raw.url ?? '';
       const path = redactedPath(pathOf(url), operation, redact);

@@ -62,6 +62,12 @@ export const MetricNames = {
   participantIdpsLeftOut: 'ledger_gateway_participant_idps_left_out',
   bodyBufferBytes: 'ledger_gateway_body_buffer_bytes',
   ledgerPolicyDecisions: 'ledger_gateway_ledger_policy_decisions_total',
+  consumerCalls: 'ledger_gateway_consumer_calls_total',
+  consumerRequestBytes: 'ledger_gateway_consumer_request_bytes_total',
+  consumerResponseBytes: 'ledger_gateway_consumer_response_bytes_total',
+  consumerCallDuration: 'ledger_gateway_consumer_call_duration_seconds',
+  consumerQuotaRefusals: 'ledger_gateway_consumer_quota_refusals_total',
+  upstreamTokenRequests: 'ledger_gateway_upstream_token_requests_total',
 } as const;
 
 /** submit-and-wait holds a call until the transaction commits: buckets reach 60 s. */
@@ -807,5 +813,83 @@ export function createLedgerPolicyMetrics(registry: Registry, exemplars: boolean
     decided(operation, { policy, rule, decision, mode }) {
       decisions.labels(operationLabel(operation), policyLabel(policy), ruleLabel(rule), decision, mode).inc();
     },
+  };
+}
+
+/** Usage per consumer (src/consumers/): registered only when consumers are configured. */
+export interface ConsumerMetrics {
+  /** One finished exchange of a consumer (a configured name, or `unmapped`). */
+  observeConsumer(
+    consumer: string,
+    operation: string,
+    outcome: 'success' | 'refused' | 'failed',
+    seconds: number,
+    requestBytes: number,
+    responseBytes: number,
+  ): void;
+  /** A WebSocket stream's bytes each way, once its tunnel closed (its call was observed at its 101). */
+  streamBytes(consumer: string, operation: string, requestBytes: number, responseBytes: number): void;
+  quotaRefusal(consumer: string, operation: string, period: 'day' | 'month'): void;
+  upstreamTokenRequest(consumer: string, result: 'success' | 'failure'): void;
+}
+
+/** Consumer names come from the configuration (at most 1,000); past that many seen, `other`. */
+const MAX_CONSUMER_LABELS = 1_001;
+
+export function createConsumerMetrics(registry: Registry, exemplars: boolean): ConsumerMetrics {
+  const counterName = (name: string) => (exemplars ? name.replace(/_total$/, '') : name);
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Counter<L>({ name: counterName(name), help, labelNames, registers: [registry] });
+  const calls = counter(
+    MetricNames.consumerCalls,
+    "Finished calls and WebSocket upgrades by consumer (a configured name, or unmapped), operation and outcome (success, refused by the gateway, failed: the participant's error or the client gone).",
+    ['consumer', 'operation', 'outcome'],
+  );
+  const requestBytes = counter(
+    MetricNames.consumerRequestBytes,
+    "Request body bytes by consumer and operation; a WebSocket stream's, the bytes its tunnel carried from the client, added when it ends.",
+    ['consumer', 'operation'],
+  );
+  const responseBytes = counter(
+    MetricNames.consumerResponseBytes,
+    "Answer body bytes (as the answer declared them) by consumer and operation; a WebSocket stream's, the bytes its tunnel carried to the client, added when it ends.",
+    ['consumer', 'operation'],
+  );
+  const duration = new Histogram({
+    name: MetricNames.consumerCallDuration,
+    help: 'Total time in the gateway by consumer and operation.',
+    labelNames: ['consumer', 'operation'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [registry],
+  });
+  const quotaRefusals = counter(
+    MetricNames.consumerQuotaRefusals,
+    'Calls refused with GATEWAY_QUOTA_EXHAUSTED, by consumer, operation and the period spent (day, month).',
+    ['consumer', 'operation', 'period'],
+  );
+  const tokenRequests = counter(
+    MetricNames.upstreamTokenRequests,
+    "Requests for a consumer's brokered Canton token to its token endpoint, by consumer and result (success, failure).",
+    ['consumer', 'result'],
+  );
+  const consumerLabel = boundedLabel(MAX_CONSUMER_LABELS);
+  return {
+    observeConsumer(consumer, operation, outcome, seconds, requestSize, responseSize) {
+      const name = consumerLabel(consumer);
+      const op = operationLabel(operation);
+      calls.labels(name, op, outcome).inc();
+      if (requestSize > 0) requestBytes.labels(name, op).inc(requestSize);
+      if (responseSize > 0) responseBytes.labels(name, op).inc(responseSize);
+      duration.labels(name, op).observe(seconds);
+    },
+    streamBytes(consumer, operation, requestSize, responseSize) {
+      const name = consumerLabel(consumer);
+      const op = operationLabel(operation);
+      if (requestSize > 0) requestBytes.labels(name, op).inc(requestSize);
+      if (responseSize > 0) responseBytes.labels(name, op).inc(responseSize);
+    },
+    quotaRefusal: (consumer, operation, period) =>
+      quotaRefusals.labels(consumerLabel(consumer), operationLabel(operation), period).inc(),
+    upstreamTokenRequest: (consumer, result) => tokenRequests.labels(consumerLabel(consumer), result).inc(),
   };
 }

