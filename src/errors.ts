@@ -90,6 +90,11 @@ export interface ErrorDefinition {
    * "Invalid value for: body (<cause>)", not a JsCantonError (Canton `V2Routes.scala`).
    */
   readonly plainText: boolean;
+  /**
+   * Answered as Canton's JSON API answers a path it does not serve: 404 with its legacy v1 body
+   * `{"errors":["<METHOD>, uri: <uri>"],"status":404}` (`EndpointsCompanion.scala` notFound), not a JsCantonError.
+   */
+  readonly routeNotFound: boolean;
 }
 
 const RETRYABLE_CATEGORIES = new Set([1, 2, 3, 12]);
@@ -99,7 +104,7 @@ function defineError(
   category: number,
   grpc: GrpcCodeValue,
   description: string,
-  options: { status?: number; redacted?: boolean; plainText?: boolean } = {},
+  options: { status?: number; redacted?: boolean; plainText?: boolean; routeNotFound?: boolean } = {},
 ): ErrorDefinition {
   return Object.freeze({
     code,
@@ -108,6 +113,7 @@ function defineError(
     status: options.status ?? httpStatusForGrpcCode(grpc),
     redacted: options.redacted ?? false,
     plainText: options.plainText ?? false,
+    routeNotFound: options.routeNotFound ?? false,
     retryInfo: RETRYABLE_CATEGORIES.has(category) ? '1 second' : null,
     description,
   });
@@ -217,6 +223,13 @@ export const Errors = {
     11,
     GrpcCode.NOT_FOUND,
     "The path is outside /v2 and not exposed by the gateway (the participant's /livez, /readyz and /docs are hidden unless configured).",
+  ),
+  GATEWAY_OUTSIDE_PATH_PREFIX: defineError(
+    'GATEWAY_OUTSIDE_PATH_PREFIX',
+    11,
+    GrpcCode.NOT_FOUND,
+    'The path is outside server.pathPrefix: answered as the participant answers a path it does not serve.',
+    { routeNotFound: true },
   ),
   GATEWAY_INVALID_PATH: defineError(
     'GATEWAY_INVALID_PATH',
@@ -390,6 +403,11 @@ export function renderDecodeFailure(details: ErrorDetails): string {
   return `Invalid value for: body (${details.cause ?? 'the body could not be decoded'})`;
 }
 
+/** A `routeNotFound` error's body: Canton's legacy v1 shape, `cause` the `<METHOD>, uri: <uri>` text. */
+export function renderRouteNotFound(details: ErrorDetails): string {
+  return JSON.stringify({ errors: [details.cause ?? 'not found'], status: 404 });
+}
+
 /** An error raised on the request path; the error handler renders it. */
 export class GatewayError extends Error {
   readonly definition: ErrorDefinition;
@@ -463,6 +481,11 @@ export const UpstreamCodes = {
   decodeFailure: 'DECODE_FAILURE',
   /** Canton's legacy v1 shape for an unknown route: {"errors":[...],"status":404}. */
   routeNotFound: 'ROUTE_NOT_FOUND',
+  /**
+   * pekko-http's own 503 when the participant has not begun its answer within
+   * `http-ledger-api.request-timeout` (20 s; Canton `JsonApiConfig.scala`): the call's outcome is unknown.
+   */
+  participantRequestTimeout: 'PARTICIPANT_REQUEST_TIMEOUT',
   /** JSON without a usable code, or an empty body. */
   unrecognized: 'UNRECOGNIZED_ERROR',
 } as const;

@@ -1,6 +1,7 @@
 // The route catalogue: method + path template -> operation name.
-// Every HTTP operation and WebSocket channel of Canton 3.4.12, 3.5.1 and 3.5.10
-// (Canton's OpenAPI and AsyncAPI documents, served at /docs/openapi and /docs/asyncapi). The five
+// Every HTTP operation and WebSocket channel of Canton 3.4.12, 3.5.1, 3.5.10 and 3.6 (Canton's OpenAPI
+// and AsyncAPI documents, served at /docs/openapi and /docs/asyncapi; 3.4/3.5 vendored in spec/canton/,
+// 3.6 listed by hand in test/operations.test.ts). The five
 // operations the product names carry their own names; every other route is named by Canton's operationId.
 
 export type OperationKind = 'http' | 'websocket';
@@ -67,6 +68,8 @@ export const WRITE_OPERATION_NAMES: ReadonlySet<string> = new Set([
   'patchV2UsersUser-idIdentity-provider-id',
   'postV2Idps',
   'deleteV2IdpsIdp-id',
+  // Sets a party's traffic budget on the synchronizer (Canton `JsTrafficService.scala`, 3.5.10 and later).
+  'postV2TrafficAccounts',
 ]);
 
 const HTTP_ROUTES: readonly RouteEntry[] = [
@@ -78,6 +81,7 @@ const HTTP_ROUTES: readonly RouteEntry[] = [
   ['POST', '/v2/commands/async/submit-reassignment', SubmissionOperations.asyncSubmitReassignment],
   ['POST', '/v2/commands/completions', 'postV2CommandsCompletions'],
   ['POST', '/v2/commands/command-completions', 'postV2CommandsCommand-completions'],
+  ['POST', '/v2/commands/completion-by-hash', 'postV2CommandsCompletion-by-hash'],
   ['POST', '/v2/events/events-by-contract-id', 'postV2EventsEvents-by-contract-id'],
   ['GET', '/v2/version', NamedOperations.getVersion],
   ['POST', '/v2/dars/validate', 'postV2DarsValidate'],
@@ -111,6 +115,7 @@ const HTTP_ROUTES: readonly RouteEntry[] = [
   ['POST', '/v2/updates/update-by-offset', NamedOperations.getUpdateByOffset],
   ['POST', '/v2/updates/transaction-by-id', 'postV2UpdatesTransaction-by-id'],
   ['POST', '/v2/updates/update-by-id', 'postV2UpdatesUpdate-by-id'],
+  ['POST', '/v2/updates/update-by-hash', 'postV2UpdatesUpdate-by-hash'],
   ['GET', '/v2/updates/transaction-tree-by-id/{update-id}', 'getV2UpdatesTransaction-tree-by-idUpdate-id'],
   ['POST', '/v2/updates/get-updates-page', 'postV2UpdatesGet-updates-page'],
   ['GET', '/v2/users', 'getV2Users'],
@@ -143,6 +148,8 @@ const HTTP_ROUTES: readonly RouteEntry[] = [
   ],
   ['POST', '/v2/interactive-submission/preferred-packages', 'postV2Interactive-submissionPreferred-packages'],
   ['POST', '/v2/contracts/contract-by-id', 'postV2ContractsContract-by-id'],
+  // 3.6: a party's keys for party-signed tokens (experimental; Canton `JsJoseService.scala`).
+  ['GET', '/v2/jose/jwks/synchronizer/{synchronizer}/party/{party}', 'getV2JoseJwks'],
   // Served by Canton but not in its spec (routes.json "extra"): pass through, named like the rest.
   ['GET', '/v2/definitions/packages/{package-signature}', 'getV2DefinitionsPackagesPackage-signature'],
   ['GET', '/v2/definitions/templates', 'getV2DefinitionsTemplates'],

@@ -10,6 +10,8 @@ import { resolveAuthConfig } from '../src/auth/config.js';
 import { ENVIRONMENT_OVERRIDES, validateGatewayConfig } from '../src/config/load.js';
 import { ConfigSchema } from '../src/config/schema.js';
 import { Errors } from '../src/errors.js';
+import { HTTP_OPERATIONS } from '../src/operations.js';
+import { REQUEST_RULES } from '../src/policy/rules/index.js';
 import { MetricNames } from '../src/telemetry/metrics.js';
 import { startGateway } from './helpers/gateway.js';
 import { answerJson, startRecordingUpstream } from './helpers/recording-upstream.js';
@@ -96,6 +98,22 @@ describe('docs/errors-and-metrics.md', () => {
   it('names every authentication failure reason the metric can carry', () => {
     const row = errorsAndMetrics.split('\n').find((line) => line.startsWith('| `ledger_gateway_auth_failures_total`'))!;
     for (const reason of AUTH_FAILURE_REASONS) expect(row, reason).toContain(`\`${reason}\``);
+  });
+});
+
+describe('docs/security.md', () => {
+  it('lists every route whose body the request rules read, with its operation, counted from the catalogue, and no other', () => {
+    const rows = tableRows(read('docs/security.md'), 'read-bodies');
+    const documented = rows.map(
+      ([route, operation]) => `${route!.replaceAll('`', '')} ${operation!.replaceAll('`', '')}`,
+    );
+    const readRoutes = HTTP_OPERATIONS.filter((operation) => REQUEST_RULES.has(operation.name)).map(
+      (operation) => `${operation.method} ${operation.template} ${operation.name}`,
+    );
+    expect(documented.sort()).toEqual(readRoutes.sort());
+    // The count the prose states is the table's.
+    expect(read('docs/security.md')).toContain(`the bodies of ${readRoutes.length} routes, the\nrule-checked routes`);
+    expect(readme).toContain(`request rules on ${REQUEST_RULES.size} operations (${readRoutes.length} routes)`);
   });
 });
 

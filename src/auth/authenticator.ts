@@ -4,6 +4,7 @@ import type { Dispatcher } from 'undici';
 import type { AuthConfig } from '../config/schema.js';
 import type { Operation } from '../operations.js';
 import type { Principal } from '../exchange/exchange.js';
+import type { TokenKind } from './claims.js';
 import { resolveAuthConfig, type ResolvedAuth } from './config.js';
 import { checkTokenShape, type TokenSource } from './extract.js';
 import { AuthFailure } from './failure.js';
@@ -53,6 +54,8 @@ export interface Authenticator {
 
 export interface AuthenticatorOptions {
   readonly onKeySetFetch?: (issuer: string, result: 'success' | 'failure') => void;
+  /** A token verified and accepted (once per token: the calls the cache then answers are not counted), and how (claims.ts). */
+  readonly onTokenAccepted?: (issuer: string, kind: TokenKind) => void;
   readonly log?: RemoteKeySetOptions['log'];
   readonly now?: () => number;
   /** The connections an issuer's key set is fetched on (the participant's IdPs); undefined: fetch's own. */
@@ -95,7 +98,11 @@ function issuerKeySets(
  * share one verification, if it started in the cache's current generation: one that started before
  * a key was withdrawn may be checking with that key.
  */
-function sharedVerifications(cache: TokenCache, verifier: TokenVerifier) {
+function sharedVerifications(
+  cache: TokenCache,
+  verifier: TokenVerifier,
+  onAccepted: AuthenticatorOptions['onTokenAccepted'],
+) {
   const inflight = new Map<string, PendingVerification>();
 
   /** Verifies a token; the outcome is stored only if no key was withdrawn meanwhile. */
@@ -108,6 +115,7 @@ function sharedVerifications(cache: TokenCache, verifier: TokenVerifier) {
         .then(
           (verified) => {
             cache.rememberVerified(key, verified, generation, token.length);
+            onAccepted?.(verified.principal.issuer ?? '', verified.kind);
             return verified;
           },
           (error: unknown) => {
@@ -153,7 +161,7 @@ export function createAuthenticator(
     settings,
     now,
   );
-  const verificationOf = sharedVerifications(cache, verifier);
+  const verificationOf = sharedVerifications(cache, verifier, options.onTokenAccepted);
 
   function principalOf(
     token: string,

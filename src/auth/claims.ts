@@ -40,12 +40,19 @@ export function scopesOf(claims: Claims): string[] {
 }
 
 /**
+ * How a token was accepted: through an audience (the issuer's, or the participant's own
+ * `https://daml.com/jwt/aud/participant/<id>`), or through a scope, which Canton deprecated in 3.5 and
+ * removes in 3.7 ("JWTs without any audience specified", Canton `release-notes/3.5.1.md`).
+ */
+export type TokenKind = 'audience' | 'scope';
+
+/**
  * With an issuer `audience` or `scope`, the token must carry it (both, when both are set: stricter than
  * Canton 3.4, which then ignores the scope). Otherwise Canton's default parsing: audience-based when
  * aud holds exactly one non-empty `https://daml.com/jwt/aud/participant/<id>`, else scope-based when
  * the scopes hold `daml_ledger_api` (aud then empty or one participant id), else refused.
  */
-export function checkAudienceAndScope(claims: Claims, rules: ClaimRules): void {
+export function checkAudienceAndScope(claims: Claims, rules: ClaimRules): TokenKind {
   // The reasons name the configured value's key, never the value: it may be read from a secret file,
   // and a refusal's reason is logged.
   const audiences = audiencesOf(claims);
@@ -56,7 +63,7 @@ export function checkAudienceAndScope(claims: Claims, rules: ClaimRules): void {
     if (rules.scope !== undefined && !scopesOf(claims).includes(rules.scope)) {
       throw new AuthFailure('scope', "scope does not contain the issuer's scope");
     }
-    return;
+    return rules.audience !== undefined ? 'audience' : 'scope';
   }
 
   const participantAudiences = audiences.filter((entry) => entry.startsWith(CANTON_AUDIENCE_PREFIX));
@@ -69,7 +76,7 @@ export function checkAudienceAndScope(claims: Claims, rules: ClaimRules): void {
     if (rules.participantId !== undefined && ids[0] !== rules.participantId) {
       throw new AuthFailure('audience', "the token's participant audience is not auth.participantId");
     }
-    return;
+    return 'audience';
   }
   if (scopesOf(claims).includes(CANTON_LEDGER_API_SCOPE)) {
     if (audiences.length > 1)
@@ -77,7 +84,7 @@ export function checkAudienceAndScope(claims: Claims, rules: ClaimRules): void {
     if (rules.participantId !== undefined && audiences.length === 1 && audiences[0] !== rules.participantId) {
       throw new AuthFailure('audience', "the scope-based token's aud is not auth.participantId");
     }
-    return;
+    return 'scope';
   }
   throw new AuthFailure(
     'scope',
@@ -126,6 +133,7 @@ export function checkLifetime(expiresAt: number, nowSeconds: number, rules: Clai
 export interface CheckedClaims {
   readonly subject: string;
   readonly expiresAt: number;
+  readonly kind: TokenKind;
 }
 
 /** Every claim check after the signature: expiry present, iat, lifetime, audience/scope, subject. */
@@ -137,6 +145,6 @@ export function checkClaims(claims: Claims, rules: ClaimRules, nowSeconds: numbe
   if (typeof claims.iat === 'number' && claims.iat > nowSeconds + rules.clockToleranceSeconds)
     throw new AuthFailure('not_yet_valid', 'iat is in the future');
   checkLifetime(expiresAt, nowSeconds, rules);
-  checkAudienceAndScope(claims, rules);
-  return { subject: subjectOf(claims), expiresAt };
+  const kind = checkAudienceAndScope(claims, rules);
+  return { subject: subjectOf(claims), expiresAt, kind };
 }

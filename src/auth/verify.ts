@@ -4,7 +4,7 @@
 import { decodeJwt, decodeProtectedHeader, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose';
 import { JWS_ALGORITHMS } from '../config/schema.js';
 import type { Principal } from '../exchange/exchange.js';
-import { checkClaims, type ClaimRules } from './claims.js';
+import { checkClaims, type ClaimRules, type TokenKind } from './claims.js';
 import type { ResolvedIssuer } from './config.js';
 import { AuthFailure } from './failure.js';
 import type { KeySet, VerificationKey } from './key-set.js';
@@ -13,6 +13,8 @@ export interface VerifiedToken {
   readonly principal: Principal;
   /** exp, epoch seconds. */
   readonly expiresAt: number;
+  /** Accepted through an audience or a scope (claims.ts). */
+  readonly kind: TokenKind;
 }
 
 export interface TokenVerifier {
@@ -139,10 +141,11 @@ export function createTokenVerifier(
       maxTokenLifetimeSeconds: policy.maxTokenLifetimeSeconds,
       clockToleranceSeconds: policy.clockToleranceSeconds,
     };
-    const { subject, expiresAt } = checkClaims(payload, rules, Math.floor(at / 1000));
+    const { subject, expiresAt, kind } = checkClaims(payload, rules, Math.floor(at / 1000));
     return {
       principal: Object.freeze({ subject, issuer: config.issuer, claims: Object.freeze({ ...payload }) }),
       expiresAt,
+      kind,
     };
   }
 

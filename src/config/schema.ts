@@ -46,6 +46,16 @@ export const ServerSchema = Section(
       default: 16_384,
       description: 'Largest request head (request line + headers) accepted; larger gets 431.',
     }),
+    pathPrefix: Type.Optional(
+      Type.String({
+        // Every segment holds a character other than a dot, or 3 dots or more: never `.` or `..`
+        // (written without lookahead, which Helm's RE2 validator cannot run).
+        pattern:
+          "^(?:/(?:[A-Za-z0-9._~!$&'()*+,;=:@-]*[A-Za-z0-9_~!$&'()*+,;=:@-][A-Za-z0-9._~!$&'()*+,;=:@-]*|\\.{3,}))+/?$",
+        description:
+          "A path prefix clients call the JSON API under, e.g. /api/json-api (as Splice's ingress and cn-quickstart expose it): a call or WebSocket upgrade under it is served as its path without the prefix (then put behind upstream.url's own path), and metrics, logs, traces and the audit trail see that path; any other path gets 404 as the participant answers a path it does not serve. Whole segments, matched byte for byte; no percent-encoding, dot segments, query or fragment; a trailing slash is ignored. The admin listener is not affected. Unset: no prefix. Needs a restart (docs/forwarding.md, section A client-facing path prefix).",
+      }),
+    ),
     trustedProxies: Type.Array(Type.String({ minLength: 1 }), {
       default: [],
       description:
@@ -121,7 +131,7 @@ export const UpstreamSchema = Section(
     }),
     timeoutMs: Milliseconds(
       30_000,
-      "Bound on one upstream call: until the answer's headers (the wait for a free connection included), between two chunks of its body, and on a client that stops reading the answer.",
+      "Bound on one upstream call: until the answer's headers (the wait for a free connection included), between two chunks of its body, and on a client that stops reading the answer. Kept above the participant's own http-ledger-api.request-timeout (Canton's default 20 s), so that a call the participant cannot answer in time gets the participant's own 503 (counted PARTICIPANT_REQUEST_TIMEOUT) and this bound cuts only a participant that does not answer at all; raise both together (docs/forwarding.md).",
     ),
     operationTimeoutsMs: Type.Record(
       Type.String({ minLength: 1 }),
@@ -129,7 +139,7 @@ export const UpstreamSchema = Section(
       {
         default: {},
         description:
-          "Per-operation overrides of timeoutMs, by operation name (checked at start), e.g. { submitAndWaitForTransaction: 60000 }; for a WebSocket channel, the bound on the participant's answer to the upgrade.",
+          "Per-operation overrides of timeoutMs, by operation name (checked at start), e.g. { submitAndWaitForTransaction: 60000 } in front of a participant whose http-ledger-api.request-timeout is raised above 60 s (with Canton's 20 s, the participant answers first); for a WebSocket channel, the bound on the participant's answer to the upgrade.",
       },
     ),
     connectTimeoutMs: Milliseconds(5_000, 'Bound on opening a connection to the participant.'),
@@ -247,6 +257,13 @@ export const WebSocketSchema = Section(
       default: 1_048_576,
       description:
         "What a stream's client may send at once above clientBytesPerSecond (the upgrade's own bytes included): its largest frame must fit.",
+    }),
+    keepAliveSeconds: Type.Integer({
+      minimum: 0,
+      maximum: 3600,
+      default: 0,
+      description:
+        "Every this many seconds, a WebSocket ping from the gateway to the client and to the participant, each between two frames of the stream and only while nothing waits to be written to that side; the pongs that answer them are dropped, every frame of the stream passes unchanged. Canton's v2 streams send no keep-alive and pekko-http closes a connection idle for 60 s (load balancers on the way too): 30 keeps a quiet subscription open through them. A side that sends no byte for a whole interval after its ping is gone: the tunnel closes (ended_by keepalive_timeout). Pings count as traffic for idleTimeoutMs. 0: no pings (docs/forwarding.md).",
     }),
   },
   'WebSocket streams tunnelled to the participant.',

@@ -1,12 +1,13 @@
 // The request context stage, for calls and upgrades alike: sound framing, no Connection header that
 // would strip the credential on its way to the participant, for a call Content-Type lines that agree,
-// a clean target and the operation from the route catalogue (request-context.ts); and no new exchange
-// once the gateway is shutting down.
+// a target under server.pathPrefix when one is set (path-prefix.ts), a clean target and the operation
+// from the route catalogue (request-context.ts); and no new exchange once the gateway is shutting down.
 import type { IncomingMessage } from 'node:http';
 import { parseContentType } from '../body/content-type.js';
 import type { RoutesConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import type { Exchange, Stage } from './exchange.js';
+import { outsidePathPrefix, outsidePathPrefixRefusal } from './path-prefix.js';
 import {
   connectionOptionProblem,
   contentTypeProblem,
@@ -47,6 +48,7 @@ export function createContextStage(options: ContextStageOptions): Stage {
     if (headProblem !== undefined)
       throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: `The request is malformed: ${headProblem}.` });
     if (!upgrade) showUnparseableTypeAsUntyped(raw);
+    if (outsidePathPrefix(raw)) throw outsidePathPrefixRefusal(raw);
     exchange.operation = upgrade ? resolveUpgradeOperation(raw) : resolveOperation(raw.method!, raw.url!, routes);
     enter(exchange);
     // A call is served through the drain delay, while load balancers take the gateway out of

@@ -31,11 +31,13 @@ export type Lifeline = ServerResponse | Duplex;
 /**
  * Why a WebSocket stream's tunnel closed: a side closed its connection (`client`, `participant`), or
  * the gateway cut it after websocket.idleTimeoutMs without a byte either way (`idle_timeout`), because
- * its client sent faster than websocket.clientBytesPerSecond allows (`byte_rate`), at shutdown, or
+ * its client sent faster than websocket.clientBytesPerSecond allows (`byte_rate`), because a side sent
+ * nothing for websocket.keepAliveSeconds after a keep-alive ping (`keepalive_timeout`), at shutdown, or
  * because calls moved from its participant replica to another (`replica_changed`,
  * proxy/upstream-replicas.ts). The ended_by label of ledger_gateway_websocket_streams_ended_total.
  */
-export type StreamEnd = 'client' | 'participant' | 'idle_timeout' | 'byte_rate' | 'shutdown' | 'replica_changed';
+export type StreamEnd =
+  'client' | 'participant' | 'idle_timeout' | 'byte_rate' | 'keepalive_timeout' | 'shutdown' | 'replica_changed';
 
 /** A WebSocket stream whose tunnel closed: why, and the bytes it carried each way (not the HTTP heads of its upgrade and 101). */
 export interface EndedStream {

@@ -5,7 +5,7 @@
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { Errors, GatewayError, renderCantonError, renderDecodeFailure } from '../errors.js';
+import { Errors, GatewayError, renderCantonError, renderDecodeFailure, renderRouteNotFound } from '../errors.js';
 import type { Exchange } from './exchange.js';
 import { traceIdOf } from '../trace-context.js';
 
@@ -44,21 +44,31 @@ export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, e
       .type('text/plain; charset=UTF-8')
       .send(renderDecodeFailure(error.details));
   }
-  const body = renderCantonError(error.definition, {
-    ...error.details,
-    correlationId: request.id,
-    traceId: traceIdOf(request),
-  });
-  return reply.code(error.definition.status).headers(error.headers).type('application/json').send(JSON.stringify(body));
+  const body = error.definition.routeNotFound
+    ? renderRouteNotFound(error.details)
+    : JSON.stringify(
+        renderCantonError(error.definition, {
+          ...error.details,
+          correlationId: request.id,
+          traceId: traceIdOf(request),
+        }),
+      );
+  return reply.code(error.definition.status).headers(error.headers).type('application/json').send(body);
 }
 
 /** An upgrade's refusal, on its socket; the connection is always closed after it. */
 export function writeUpgradeRefusal(exchange: Exchange, socket: Duplex, error: GatewayError): void {
   exchange.errorCode = error.definition.code;
   if (error.reason !== undefined) exchange.refusalReason = error.reason;
-  const body = JSON.stringify(
-    renderCantonError(error.definition, { ...error.details, correlationId: exchange.id, traceId: traceIdOf(exchange) }),
-  );
+  const body = error.definition.routeNotFound
+    ? renderRouteNotFound(error.details)
+    : JSON.stringify(
+        renderCantonError(error.definition, {
+          ...error.details,
+          correlationId: exchange.id,
+          traceId: traceIdOf(exchange),
+        }),
+      );
   const headers = [
     `HTTP/1.1 ${error.definition.status} ${http.STATUS_CODES[error.definition.status] ?? 'Error'}`,
     'Content-Type: application/json',

@@ -5,10 +5,22 @@ import { CANTON_CODE, REDACTED_BY_GRPC, UpstreamCodes } from '../errors.js';
 /** How many bytes of an error body are read to find its code; the body is passed on whole regardless. */
 export const ERROR_BODY_CAPTURE_BYTES = 16 * 1024;
 
+/**
+ * The text/plain body pekko-http answers (503) when a route has not produced its answer within the
+ * server's request-timeout, which Canton sets from `http-ledger-api.request-timeout` (20 s;
+ * `HttpService.scala` withRequestTimeout, no custom answer): pekko's `HttpServerBluePrint` default.
+ */
+const PEKKO_TIMEOUT_ANSWER = Buffer.from('The server was not able to produce a timely response to your request.');
+
 export function upstreamErrorCode(contentType: string | undefined, body: Buffer, truncated: boolean): string {
   // No body at all (a HEAD's answer, an empty error) carries no code: not a decode failure either.
   if (body.length === 0) return UpstreamCodes.unrecognized;
-  if (contentType === undefined || !/\bjson\b/i.test(contentType)) return UpstreamCodes.decodeFailure;
+  if (contentType === undefined || !/\bjson\b/i.test(contentType)) {
+    const timedOut =
+      body.length >= PEKKO_TIMEOUT_ANSWER.length &&
+      body.subarray(0, PEKKO_TIMEOUT_ANSWER.length).equals(PEKKO_TIMEOUT_ANSWER);
+    return timedOut ? UpstreamCodes.participantRequestTimeout : UpstreamCodes.decodeFailure;
+  }
   if (truncated) {
     // The code is one of the first keys Canton prints; read it without parsing the whole body.
     const text = body.toString('utf8');

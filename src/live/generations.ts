@@ -296,6 +296,7 @@ function buildGeneration(
     ? previous.authenticator
     : createAuthenticator(config.auth, config.upstream.url, {
         onKeySetFetch: (issuer, result) => options.metrics.jwksRefresh(issuer, result),
+        onTokenAccepted: (issuer, kind) => options.metrics.tokenAccepted(issuer, kind),
         log: options.log,
         keySetDispatcher: (issuer) => (configured.has(issuer) ? undefined : participantKeySets),
       });

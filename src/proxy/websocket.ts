@@ -19,6 +19,7 @@ import { UpgradeCall, type TunnelOutcome, type UpgradeRequest } from './upgrade-
 import { upstreamTlsOptions } from './upstream-pool.js';
 import type { Replica, UpstreamReplicas } from './upstream-replicas.js';
 import { closeFrame, FrameBoundaries, SERVICE_RESTART } from './websocket-frames.js';
+import { forward, keepTunnelAlive, type TunnelKeepAlive, type TunnelLegs } from './websocket-keepalive.js';
 
 export type { TunnelOutcome } from './upgrade-call.js';
 
@@ -75,6 +76,11 @@ function clientPace(websocket: WebSocketConfig): ((bytes: number) => boolean) | 
     tokens -= bytes;
     return tokens >= 0;
   };
+}
+
+/** The tunnel's keep-alive, or undefined when websocket.keepAliveSeconds is 0. */
+function keepAliveOf(seconds: number, legs: TunnelLegs, onSilent: () => void): TunnelKeepAlive | undefined {
+  return seconds === 0 ? undefined : keepTunnelAlive(legs, seconds * 1000, onSilent);
 }
 
 /** The bytes read from `stream` from now on, after the `first` that came with the upgrade's head. */
@@ -196,7 +202,7 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
   const { replicas } = options;
   const secure = replicas.all.some((replica) => replica.url.protocol === 'https:');
   const tls = secure ? upstreamTlsOptions(options.upstream.tls) : {};
-  const { idleTimeoutMs } = options.websocket;
+  const { idleTimeoutMs, keepAliveSeconds } = options.websocket;
   const tunnels = new Set<Duplex>();
   // With replicas: each stream's replica, and how to close it with a close frame telling its client to reconnect.
   const onReplica = new Map<Duplex, { readonly replica: Replica; readonly reconnect: () => void }>();
@@ -228,6 +234,9 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
     tunnels.add(socket);
     const opened = performance.now();
     let closed = false;
+    // websocket.keepAliveSeconds: pings on both legs, their pongs dropped (websocket-keepalive.ts).
+    const legs = { client: socket, participant: upstreamSocket, clientHead: head, participantHead: upstreamHead };
+    const keepAlive = keepAliveOf(keepAliveSeconds, legs, () => end('keepalive_timeout'));
     const fromClient = countBytes(socket, head.length);
     const fromParticipant = countBytes(upstreamSocket, upstreamHead.length);
     // The stream's own end, on a line of its own under the upgrade's id: how long it lasted, why
@@ -248,12 +257,13 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
       outcome.ended({ endedBy, requestBytes: fromClient(), responseBytes: fromParticipant(), replica: replica.label });
       tunnels.delete(socket);
       onReplica.delete(socket);
+      keepAlive?.stop();
       upstreamSocket.destroy();
       if (farewell === undefined) {
         socket.destroy();
         return;
       }
-      socket.unpipe(upstreamSocket);
+      toParticipant.stop();
       farewells.add(socket);
       socket.once('close', () => farewells.delete(socket));
       sendFarewell(socket, farewell);
@@ -268,10 +278,10 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
     if (idleTimeoutMs > 0) (socket as Socket).setTimeout(idleTimeoutMs, () => end('idle_timeout'));
     // From here on, a half-close goes through the tunnel (the caller stops treating it as giving up).
     outcome.answered(101);
-    socket.pipe(upstreamSocket);
+    const toParticipant = forward(socket, upstreamSocket, true, keepAlive?.fromClient);
     if (!replicas.failover) {
       upstreamSocket.on('error', byParticipant).on('close', byParticipant);
-      upstreamSocket.pipe(socket);
+      forward(upstreamSocket, socket, true, keepAlive?.fromParticipant);
       return;
     }
     // A replica that goes away (or stops being the active one) is told to the client with close
@@ -280,14 +290,14 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
     const frames = new FrameBoundaries();
     frames.feed(upstreamHead);
     const reconnect = (cause: 'participant' | 'replica_changed') => {
-      upstreamSocket.unpipe(socket);
+      toClient.stop();
       const clean = frames.atBoundary && !frames.sawClose && socket.writable;
       end(cause, clean ? closeFrame(SERVICE_RESTART, 'participant replica changed; reconnect') : undefined);
     };
     const lost = () => (frames.sawClose ? end('participant') : reconnect('participant'));
     upstreamSocket.on('data', frames.feed).on('error', lost).on('close', lost);
     upstreamSocket.once('end', () => (frames.sawClose ? socket.end() : reconnect('participant')));
-    upstreamSocket.pipe(socket, { end: false });
+    const toClient = forward(upstreamSocket, socket, false, keepAlive?.fromParticipant);
     onReplica.set(socket, { replica, reconnect: () => reconnect('replica_changed') });
     if (replicas.target !== replica) reconnect('replica_changed'); // calls moved on while it opened
   }

@@ -2,7 +2,8 @@
 // the development upstream (`upstream.url: sandbox`) and as a realistic upstream in tests and benchmarks.
 // It emulates the participant (Canton's routes, error codes and bodies), never the gateway.
 
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { commitSeedTransaction, registerCommandRoutes } from './commands.js';
 import { registerHealthRoutes } from './health.js';
@@ -10,6 +11,7 @@ import { BODY_LIMIT_BYTES, registerHttpConventions, type ReceivedRequest } from 
 import { registerIdentityProviderRoutes } from './idps.js';
 import { registerInteractiveRoutes } from './interactive.js';
 import { registerLedgerStateRoutes } from './ledger-state.js';
+import { refuseOutsidePathPrefix, upgradeUnderPathPrefix, withoutPathPrefix } from './path-prefix.js';
 import { createSandboxState, type SandboxState } from './state.js';
 import { createUpdateStreamServer, type UpgradeRecord } from './streams.js';
 import { registerUpdateRoutes } from './updates.js';
@@ -32,6 +34,8 @@ export interface SandboxOptions {
   readonly seed?: 'default' | 'empty';
   /** Fixed latency of every command submission, after validation and before commit; default 0. */
   readonly submitDelayMs?: number;
+  /** Serve everything under this prefix, as Canton's `http-ledger-api.path-prefix` does (e.g. `/ledger`); default none. */
+  readonly pathPrefix?: string;
 }
 
 /** What tests and benchmarks can read about the sandbox (exposed as `app.sandbox`). */
@@ -51,7 +55,13 @@ const UPGRADES_KEPT = 1000;
 
 /** Build an independent sandbox (not listening: the caller listens and closes it). */
 export async function buildSandbox(options: SandboxOptions = {}): Promise<SandboxApp> {
-  const app = Fastify({ logger: options.logger ?? false, bodyLimit: BODY_LIMIT_BYTES });
+  const prefix = options.pathPrefix;
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit: BODY_LIMIT_BYTES,
+    ...(prefix !== undefined && { rewriteUrl: (request: IncomingMessage) => withoutPathPrefix(request, prefix) }),
+  });
+  if (prefix !== undefined) refuseOutsidePathPrefix(app);
   const state = createSandboxState();
   if ((options.seed ?? 'default') === 'default') commitSeedTransaction(state);
 
@@ -79,7 +89,13 @@ export async function buildSandbox(options: SandboxOptions = {}): Promise<Sandbo
     upgrades.push(record);
     if (upgrades.length > UPGRADES_KEPT) upgrades.shift();
   });
-  app.server.on('upgrade', (request, socket, head) => streams.handleUpgrade(request, socket, head));
+  app.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (prefix !== undefined && !upgradeUnderPathPrefix(request, socket, prefix)) {
+      upgrades.push({ url: request.url ?? '', headers: { ...request.headers } });
+      return;
+    }
+    streams.handleUpgrade(request, socket, head);
+  });
   // While closing, answers still in flight end their connection: the HTTP server's close waits for
   // every connection, and a keep-alive one left idle after its answer would hold it open.
   let closing = false;

@@ -81,7 +81,7 @@ export function registerHttpConventions(app: FastifyInstance, received: Received
   app.addHook('preHandler', async (request) => {
     received.push({
       method: request.method,
-      url: request.url,
+      url: request.originalUrl, // as received: under the participant's path prefix when it has one
       headers: { ...request.headers },
       body: rawBodyOf(request),
     });

@@ -248,7 +248,8 @@ export function createUpdateStreamServer(
   const server = new WebSocketServer({ noServer: true, handleProtocols: () => WEBSOCKET_AUTH_PROTOCOL });
   return {
     handleUpgrade(request, socket, head) {
-      onUpgrade({ url: request.url ?? '', headers: { ...request.headers } });
+      const received = (request as { originalUrl?: string }).originalUrl ?? request.url ?? '';
+      onUpgrade({ url: received, headers: { ...request.headers } });
       const path = new URL(request.url ?? '/', 'http://sandbox').pathname;
       if (!UPDATE_STREAM_PATHS.has(path)) {
         socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');

@@ -10,6 +10,7 @@ import type { LimitsConfig, ServerConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { deferContinue } from './expect-continue.js';
 import { sendGatewayError } from '../exchange/refusal.js';
+import { normalizedPathPrefix, stripped, stripPathPrefix, stripUpgradeTargets } from '../exchange/path-prefix.js';
 import { framingProblem, framingRefusal, webSocketOperationOf } from '../exchange/request-context.js';
 import { randomRequestId } from '../exchange/request-id.js';
 import { listenerSecureOptions, type ListenerTlsFiles } from './listener-tls.js';
@@ -54,6 +55,8 @@ export function createApiServer(
   options: ApiServerOptions,
 ): FastifyInstance {
   const { listenerTls, telemetry } = options;
+  // server.pathPrefix: stripped from every target before it is routed, read or forwarded (exchange/path-prefix.ts).
+  const pathPrefix = normalizedPathPrefix(server.pathPrefix);
   // Node's own server options, for the HTTP listener or, with server.tls, the HTTPS one.
   const serverOptions = {
     maxHeaderSize: server.maxHeaderBytes,
@@ -73,7 +76,8 @@ export function createApiServer(
     // Only a WebSocket stream becomes an upgrade (request-context.ts webSocketOperationOf); any
     // other request with an Upgrade header is served as the plain call it is, with its route's
     // stages, as the participant serves it (Node 24.9+; older versions refuse those in handleUpgrade).
-    shouldUpgradeCallback: (request: IncomingMessage) => webSocketOperationOf(request) !== undefined,
+    shouldUpgradeCallback: (request: IncomingMessage) =>
+      webSocketOperationOf(stripped(request, pathPrefix)) !== undefined,
   };
 
   const api = Fastify({
@@ -99,6 +103,7 @@ export function createApiServer(
           },
         }),
     bodyLimit: limits.bodyBytes,
+    ...(pathPrefix !== undefined && { rewriteUrl: (request: IncomingMessage) => stripPathPrefix(request, pathPrefix) }),
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 4096 },
     // Malformed HTTP never reaches a route: counted as operation unknown, method _OTHER (the parser
     // gave up before a method could be trusted), with a request id and a request line of its own.
@@ -136,6 +141,7 @@ export function createApiServer(
     },
   });
 
+  if (pathPrefix !== undefined) stripUpgradeTargets(api.server, pathPrefix);
   // A pipelined request walks its stages only when its answer's turn comes, and never behind an
   // answer that closed the connection (after Fastify's own listener is in place); what waits is bounded.
   const queues = dispatchInTurn(api.server, limits.pipelining);
@@ -144,7 +150,17 @@ export function createApiServer(
   deferContinue(api.server);
   refuseWhatNodeAnswers(api, telemetry);
 
-  // A call's exchange is its request (exchange.ts): these decorators are its fields.
+  decorateExchangeFields(api);
+  api.decorate('draining', false); // set when shutdown begins (answers close their connections)
+  // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
+  // routes read theirs (policy stage).
+  api.removeAllContentTypeParsers();
+  api.addContentTypeParser('*', (_request, _payload, done) => done(null));
+  return api;
+}
+
+/** A call's exchange is its request (exchange.ts): these decorators are its fields. */
+function decorateExchangeFields(api: FastifyInstance): void {
   api.decorateRequest('kind', 'call');
   api.decorateRequest('lifeline', null as never); // set by the stage hook
   api.decorateRequest('generation', null as never); // pinned by the first stage (live/generations.ts)
@@ -158,10 +174,4 @@ export function createApiServer(
   api.decorateRequest('replyHeaders', false); // set when CORS puts its headers on the reply
   api.decorateRequest('answerContentLength', undefined); // set when the gateway writes an answer head itself
   api.decorateRequest('ledgerDecision', undefined); // set by the ledger policy for a caller a policy names
-  api.decorate('draining', false); // set when shutdown begins (answers close their connections)
-  // Bodies are never parsed by Fastify: they stream upstream untouched, and only the rule-checked
-  // routes read theirs (policy stage).
-  api.removeAllContentTypeParsers();
-  api.addContentTypeParser('*', (_request, _payload, done) => done(null));
-  return api;
 }

@@ -22,6 +22,7 @@ export const MetricNames = {
   authFailures: 'ledger_gateway_auth_failures_total',
   versionCache: 'ledger_gateway_version_cache_requests_total',
   jwksRefreshes: 'ledger_gateway_jwks_refreshes_total',
+  tokensAccepted: 'ledger_gateway_tokens_accepted_total',
   inflight: 'ledger_gateway_inflight_requests',
   buildInfo: 'ledger_gateway_build_info',
   protectionRefusals: 'ledger_gateway_protection_refusals_total',
@@ -150,6 +151,8 @@ export interface GatewayMetrics {
   authFailure(reason: string): void;
   versionCache(result: VersionCacheResult): void;
   jwksRefresh(issuer: string, result: 'success' | 'failure'): void;
+  /** A token verified and accepted (once per token), through an audience or a scope (auth/claims.ts TokenKind). */
+  tokenAccepted(issuer: string, kind: 'audience' | 'scope'): void;
   inflight(operation: string, delta: 1 | -1): void;
   /** A call refused by a protection limit (`limit`: a LimitName of protection/store.ts). */
   protectionRefusal(operation: string, limit: string): void;
@@ -167,7 +170,7 @@ export interface GatewayMetrics {
   watchWebSocketStreams(open: () => number): void;
   /** Where ledger_gateway_ready reads each readiness check, as /readyz reports them (at scrape). */
   watchReadiness(checks: () => Readonly<Record<string, 'ok' | 'failing'>>): void;
-  /** A WebSocket tunnel closed; `endedBy`: a StreamEnd (client, participant, idle_timeout, byte_rate, ...). */
+  /** A WebSocket tunnel closed; `endedBy`: a StreamEnd (exchange/exchange.ts). */
   webSocketStreamEnded(operation: string, endedBy: string): void;
   /** A client connection closed as it was accepted, over protection.connections' `limit`. */
   connectionRefused(limit: 'total' | 'perAddress'): void;
@@ -251,7 +254,30 @@ export function createMetrics(
     exemplars,
     ...requestMetrics(registry, counterName, options),
     ...refusalMetrics(registry, counterName),
+    ...tokenMetrics(registry, counterName),
     ...scrapedMetrics(registry, counterName),
+  };
+}
+
+/**
+ * Tokens accepted, by how: Canton 3.7 drops scope-based tokens (`UNRELEASED.md` on main, deprecated
+ * in 3.5), so a `scope` series that still grows names an issuer whose clients must move first.
+ */
+function tokenMetrics(registry: Registry, counterName: CounterNamer): Pick<GatewayMetrics, 'tokenAccepted'> {
+  const accepted = new Counter({
+    name: counterName(MetricNames.tokensAccepted),
+    help:
+      'Tokens verified and accepted (once per token; calls the verified-token cache answers are not counted), ' +
+      'by issuer and kind: audience (an aud the participant or the issuer names) or scope (daml_ledger_api or ' +
+      "the issuer's scope; removed in Canton 3.7).",
+    labelNames: ['issuer', 'kind'] as const,
+    registers: [registry],
+  });
+  const issuerLabel = boundedLabel(50);
+  return {
+    tokenAccepted(issuer, kind) {
+      accepted.labels(issuerLabel(issuer), kind).inc();
+    },
   };
 }
 
@@ -387,7 +413,7 @@ function refusalMetrics(
   const streamsEnded = counter(
     MetricNames.webSocketStreamsEnded,
     'WebSocket streams closed, by operation and by what ended them ' +
-      '(client, participant, idle_timeout, byte_rate, shutdown, replica_changed).',
+      '(client, participant, idle_timeout, byte_rate, keepalive_timeout, shutdown, replica_changed).',
     ['operation', 'ended_by'],
   );
   const connectionsRefused = counter(

@@ -71,6 +71,21 @@ describe('issuer audience and scope (Canton target-audience / target-scope)', ()
   });
 });
 
+describe('the kind of an accepted token (Canton 3.7 drops scope-based tokens)', () => {
+  it('audience when an audience admitted it, scope when a scope did', () => {
+    expect(checkAudienceAndScope({ aud: `${PREFIX}participant1`, scope: 'daml_ledger_api' }, base)).toBe('audience');
+    expect(checkAudienceAndScope({ scope: 'openid daml_ledger_api' }, base)).toBe('scope');
+    expect(checkAudienceAndScope({ scp: ['daml_ledger_api'], aud: 'participant1' }, base)).toBe('scope');
+    expect(checkAudienceAndScope({ aud: 'aud-x' }, { ...base, audience: 'aud-x' })).toBe('audience');
+    expect(checkAudienceAndScope({ aud: 'aud-x', scope: 's' }, { ...base, audience: 'aud-x', scope: 's' })).toBe(
+      'audience',
+    );
+    expect(checkAudienceAndScope({ scope: 'ledger' }, { ...base, scope: 'ledger' })).toBe('scope');
+    const now = 1_000_000;
+    expect(checkClaims({ sub: 'alice', exp: now + 60, scope: 'daml_ledger_api' }, base, now).kind).toBe('scope');
+  });
+});
+
 describe('claim shapes', () => {
   it('reads aud and scopes as Canton does', () => {
     expect(audiencesOf({ aud: null })).toEqual([]);
@@ -94,7 +109,11 @@ describe('lifetime and expiry', () => {
 
   it('requires exp and sub, refuses an expired token and an iat in the future', () => {
     const claims = { aud: `${PREFIX}p1`, sub: 'alice', iat: now };
-    expect(checkClaims({ ...claims, exp: now + 60 }, base, now)).toEqual({ subject: 'alice', expiresAt: now + 60 });
+    expect(checkClaims({ ...claims, exp: now + 60 }, base, now)).toEqual({
+      subject: 'alice',
+      expiresAt: now + 60,
+      kind: 'audience',
+    });
     expect(outcome(() => checkClaims(claims, base, now))).toBe('no_expiry');
     expect(outcome(() => checkClaims({ ...claims, exp: 'soon' }, base, now))).toBe('malformed');
     expect(outcome(() => checkClaims({ ...claims, exp: now - 6 }, base, now))).toBe('expired');

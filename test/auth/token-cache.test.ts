@@ -8,6 +8,7 @@ import type { VerifiedToken } from '../../src/auth/verify.js';
 const verified = (subject: string): VerifiedToken => ({
   principal: { subject, issuer: 'https://idp.test', claims: { sub: subject } },
   expiresAt: Math.floor(Date.now() / 1000) + 240,
+  kind: 'audience',
 });
 
 describe('the token cache', () => {

@@ -105,6 +105,31 @@ describe('config validation', () => {
     ]);
   });
 
+  it('accepts a client-facing path prefix of whole segments, never a dot segment, an encoding, a query or a relative path', () => {
+    // The pattern has no lookahead (Helm's RE2 validator runs it too: test/deploy/helm.test.ts).
+    for (const pathPrefix of ['/api/json-api', '/api/json-api/', '/a.b/.c', '/...', "/v1/@x:y~z!$&'()*+,;="]) {
+      expect(validateGatewayConfig({ server: { pathPrefix } }).server.pathPrefix, pathPrefix).toBe(pathPrefix);
+    }
+    for (const pathPrefix of [
+      '',
+      '/',
+      'api',
+      '/.',
+      '/..',
+      '/a/./b',
+      '/a/../b',
+      '//a',
+      '/a%2Fb',
+      '/a?x',
+      '/a#x',
+      '/a b',
+    ]) {
+      expect(() => validateGatewayConfig({ server: { pathPrefix } }), JSON.stringify(pathPrefix)).toThrow(
+        /server\.pathPrefix: must match pattern/,
+      );
+    }
+  });
+
   it('accepts "sandbox" and http(s) base URLs for the participant', () => {
     for (const url of [
       'sandbox',

@@ -23,6 +23,32 @@ describe('sandbox HTTP conventions', () => {
     });
   });
 
+  it('serves everything under a path prefix of its own, as Canton does with http-ledger-api.path-prefix', async () => {
+    await withSandbox(
+      async ({ url, app }) => {
+        const served = await fetch(`${url}/participant/json/v2/state/ledger-end`);
+        expect(served.status).toBe(200);
+        expect(await readJson(served)).toEqual({ offset: 1 });
+        // Outside it, pekko's own rejection: 404 text/plain, no route ran.
+        for (const path of ['/v2/state/ledger-end', '/participant/jsonx/v2/version', '/participant']) {
+          const outside = await fetch(`${url}${path}`);
+          expect(outside.status, path).toBe(404);
+          expect(outside.headers.get('content-type')).toMatch(/^text\/plain/);
+          expect(await outside.text()).toBe('The requested resource could not be found.');
+        }
+        // Its own 404 for an unknown route under the prefix is the legacy shape, as without one.
+        const unknown = await fetch(`${url}/participant/json/v2/nope`);
+        expect(unknown.status).toBe(404);
+        expect(await readJson(unknown)).toMatchObject({ status: 404 });
+        expect(app.sandbox.receivedRequests.map((r) => r.url)).toEqual([
+          '/participant/json/v2/state/ledger-end',
+          '/participant/json/v2/nope',
+        ]);
+      },
+      { pathPrefix: '/participant/json' },
+    );
+  });
+
   it('answers malformed JSON with 400 text/plain like tapir', async () => {
     await withSandbox(async ({ url }) => {
       for (const path of [

@@ -41,6 +41,7 @@ describe('errorCodeLabeler', () => {
     for (const code of [
       'DECODE_FAILURE',
       'ROUTE_NOT_FOUND',
+      'PARTICIPANT_REQUEST_TIMEOUT',
       'UNRECOGNIZED_ERROR',
       'INTERNAL',
       'PERMISSION_DENIED',

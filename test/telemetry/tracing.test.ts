@@ -99,6 +99,34 @@ describe('tracing', () => {
     expect(exported).not.toContain('TRANSACTION_SHAPE_ACS_DELTA');
   });
 
+  it('names the canonical path under server.pathPrefix: the server span, its url.path, the client span', async () => {
+    upstream = await startRecordingUpstream(scriptedParticipant);
+    gw = await startGateway(
+      `${upstream.url}/ledger`,
+      { server: { pathPrefix: '/api/json-api' } },
+      { tracingActive: true },
+    );
+    const response = await fetch(`${gw.url}/api/json-api${updateByOffset.path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...gw.auth({ traceparent: CLIENT_TRACEPARENT }) },
+      body: updateByOffset.body!,
+    });
+    expect(response.status).toBe(200);
+    await response.arrayBuffer();
+    expect(upstream.requests.map((r) => r.url)).toEqual([`/ledger${updateByOffset.path}`]);
+    const [, , serverSpanId] = TRACEPARENT.exec(response.headers.get('traceresponse') ?? '')!;
+    const [server] = await exportedSpans((s) => s.kind === SpanKind.server && s.spanId === serverSpanId);
+    expect(server).toMatchObject({ name: 'POST /v2/updates/update-by-offset' });
+    expect(server!.attributes).toMatchObject({
+      'url.path': updateByOffset.path,
+      [SpanAttributes.operation]: 'getUpdateByOffset',
+      [SpanAttributes.route]: '/v2/updates/update-by-offset',
+    });
+    const [client] = await exportedSpans((s) => s.kind === SpanKind.client && s.parentSpanId === serverSpanId);
+    expect(String(client!.attributes['url.full'])).toMatch(/\/ledger\/v2\/updates\/update-by-offset$/);
+    expect(traces.receiver.bodies.join('\n')).not.toContain('/api/json-api');
+  });
+
   it("starts a trace without a traceparent; the gateway's error carries its trace id", async () => {
     upstream = await startRecordingUpstream(scriptedParticipant);
     gw = await startGateway(upstream.url, {}, { tracingActive: true });
