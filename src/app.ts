@@ -5,7 +5,7 @@
 // cache-or-forward: server/calls.ts), an upgrade goes on to the tunnel (server/upgrades.ts).
 // Telemetry writes each exchange's one log line.
 import type { Server as TlsServer } from 'node:tls';
-import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createAdminListener, type AdminListener } from './server/admin-listener.js';
@@ -16,10 +16,10 @@ import type { GatewayConfig } from './config/schema.js';
 import { createContextStage } from './exchange/context-stage.js';
 import type { ReloadOutcome } from './live/reload.js';
 import { runLiveConfiguration, type ReloadSource, type RunningConfiguration } from './live/running-configuration.js';
-import type { CallStage, LedgerDecisionNote, Stage } from './exchange/exchange.js';
+import type { CallStage, Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { BodyBudget } from './body/budget.js';
-import { ruleCheckedBodyLimits } from './body/read.js';
+import { streamedBodyLimits } from './body/read.js';
 import type { LiveConfig, PinnedExchange } from './live/generations.js';
 import type { ParticipantTrust } from './live/participant-idps.js';
 import { limitConnections, type ConnectionCaps } from './protection/connections.js';
@@ -33,13 +33,8 @@ import { listenBoth } from './server/bound-url.js';
 import { gracefulShutdown } from './server/shutdown.js';
 import { createLogger, type RequestLineWriter } from './telemetry/logging.js';
 import { createAuditTrail, type AuditTrail } from './audit/audit-trail.js';
-import {
-  createAuditMetrics,
-  createLedgerPolicyMetrics,
-  createMetrics,
-  type GatewayMetrics,
-} from './telemetry/metrics.js';
-import { startLedgerPolicyRuntime } from './ledger-policy/stage.js';
+import { createAuditMetrics, createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
+import { startLedgerPolicy } from './ledger-policy/stage.js';
 import { startRequestTelemetry, type RequestTelemetry } from './telemetry/request-telemetry.js';
 import { cacheOrForward, serveCalls } from './server/calls.js';
 import { serveUpgrades } from './server/upgrades.js';
@@ -152,7 +147,7 @@ function capConnections(api: FastifyInstance, caps: ConnectionCaps, { metrics, i
 
 /**
  * The audit trail of ledger writes (audit/), when audit.enabled: its own body reads are held to the
- * body budget and the policy's limits; its stdout copy goes the request lines' way.
+ * body budget and the participant's body limit; its stdout copy goes the request lines' way.
  */
 function startAuditTrail(
   config: GatewayConfig,
@@ -162,7 +157,7 @@ function startAuditTrail(
 ): Promise<AuditTrail> | undefined {
   if (!config.audit.enabled) return undefined;
   return createAuditTrail(config.audit, {
-    bodyLimits: ruleCheckedBodyLimits(config.policy, config.limits),
+    bodyLimits: streamedBodyLimits(config.policy, config.limits), // the participant's limit: a large body parsed in a turn of its own
     bodyBudget,
     isTrustedProxy,
     metrics: createAuditMetrics(metrics.registry, metrics.exemplars),
@@ -215,24 +210,6 @@ async function startEdges(
     requestTelemetry,
   );
   return { ...telemetry, listenerTls, api, ...upstream };
-}
-
-/**
- * The ledger policy's decoder threads and package names, which live as long as the process (each
- * configuration's rules decide on them: live/generations.ts), and what is done with each decision.
- */
-function startLedgerPolicy(config: GatewayConfig, upstreamUrl: string, { metrics, log }: Surroundings) {
-  const runtime = startLedgerPolicyRuntime(config.ledgerPolicy, upstreamUrl);
-  const counted = createLedgerPolicyMetrics(metrics.registry, metrics.exemplars);
-  return {
-    runtime,
-    observe(call: FastifyRequest, note: LedgerDecisionNote) {
-      counted.decided(call.operation.name, note);
-      // A dry run's refusal is written whatever the access log samples (its request line says it too).
-      if (note.decision === 'deny' && note.mode === 'dryRun')
-        log.warn({ reqId: call.id, operation: call.operation.name, ...note }, 'ledger policy would deny (dry run)');
-    },
-  };
 }
 
 /** The admin listener (health, metrics, GET /config, the version cache's purge). */
@@ -345,7 +322,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     ...(tracing !== undefined && { flushTelemetry: () => tracing.shutdown() }),
     log,
   });
-  const ledgerPolicy = startLedgerPolicy(config, options.upstreamUrl, around);
+  const ledgerPolicy = startLedgerPolicy(config.ledgerPolicy, options.upstreamUrl, { ...around.metrics, log });
   const audit = await startAuditTrail(config, bodyBudget, writeLine, around);
   const running = runLiveConfiguration(config, {
     ...around,

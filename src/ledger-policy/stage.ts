@@ -3,7 +3,8 @@
 // stage before read it, within the body budget), an execute call's preparedTransaction decoded in the
 // worker pool, and the decision noted on the call (access log, audit record), counted, and enforced
 // unless a dry-run policy made it. A caller no policy names costs one index lookup.
-import type { FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
+import type { Registry } from 'prom-client';
 import type { BodyBudget } from '../body/budget.js';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
@@ -17,6 +18,7 @@ import { callerOf, clientAddress } from '../exchange/caller.js';
 import { certificateFacts } from '../exchange/client-certificate.js';
 import type { CallStage, LedgerDecisionNote } from '../exchange/exchange.js';
 import { SubmissionOperations } from '../operations.js';
+import { createLedgerPolicyMetrics } from '../telemetry/metrics.js';
 import { decisionDocument, pathParameters, principalFacts } from './build-document.js';
 import type { PrincipalFacts } from './document.js';
 import { createLedgerPolicy, ledgerPolicyRefusal, type Decision } from './ledger-policy.js';
@@ -29,6 +31,31 @@ export interface LedgerPolicyRuntime {
   readonly decoder: PreparedDecoder;
   readonly resolver: PackageNameResolver;
   close(): Promise<void>;
+}
+
+/**
+ * The ledger policy's decoder threads and package names, which live as long as the process (each
+ * configuration's rules decide on them: live/generations.ts), and what is done with each decision:
+ * counted, and a dry run's refusal written whatever the access log samples (its request line says it too).
+ */
+export function startLedgerPolicy(
+  section: LedgerPolicyConfig,
+  participantUrl: string,
+  surroundings: { readonly registry: Registry; readonly exemplars: boolean; readonly log: FastifyBaseLogger },
+) {
+  const runtime = startLedgerPolicyRuntime(section, participantUrl);
+  const counted = createLedgerPolicyMetrics(surroundings.registry, surroundings.exemplars);
+  return {
+    runtime,
+    observe(call: FastifyRequest, note: LedgerDecisionNote) {
+      counted.decided(call.operation.name, note);
+      if (note.decision === 'deny' && note.mode === 'dryRun')
+        surroundings.log.warn(
+          { reqId: call.id, operation: call.operation.name, ...note },
+          'ledger policy would deny (dry run)',
+        );
+    },
+  };
 }
 
 /** The runtime of `section` (its packageNames and preparedTransactions keys need a restart). */

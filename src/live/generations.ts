@@ -4,6 +4,7 @@
 // under it; an old generation's resources (key-set timers, a limit store) are closed once no call can
 // still hold it. What lives outside the exchanges follows the keys it reads (follow). README.md says
 // which of the two a new live key takes.
+import { streamedBodyLimits } from '../body/read.js';
 import { createHash } from 'node:crypto';
 import type { Dispatcher } from 'undici';
 import { isDeepStrictEqual } from 'node:util';
@@ -259,18 +260,12 @@ function consumersOf(
   });
 }
 
-/** A body the ledger policy reads itself is held to the request rules' bounds (the lower of policy.maxBodyBytes and limits.bodyBytes). */
+/**
+ * A body the ledger policy reads itself is held to the participant's limit (limits.bodyBytes), as
+ * the submissions are: a large one is parsed in a turn of its own (body/parse-turns.ts).
+ */
 function ledgerPolicyBodyReading(config: GatewayConfig) {
-  const ownLimit = config.policy.maxBodyBytes <= config.limits.bodyBytes;
-  return {
-    limits: {
-      maxBytes: ownLimit ? config.policy.maxBodyBytes : config.limits.bodyBytes,
-      maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
-      timeoutMs: config.policy.bodyReadTimeoutMs,
-      timeoutKey: 'policy.bodyReadTimeoutMs',
-    },
-    maxDepth: config.policy.maxBodyDepth,
-  };
+  return { limits: streamedBodyLimits(config.policy, config.limits), maxDepth: config.policy.maxBodyDepth };
 }
 
 /**

@@ -8,7 +8,7 @@ import type { BodyBudget, BodyHold } from '../body/budget.js';
 import { decodeBody, readsAsUtf8 } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import { parseJsonObject } from '../body/json.js';
-import { parseInTurn } from '../body/parse-turns.js';
+import { PARSED_AT_ONCE_BYTES, parseInTurn } from '../body/parse-turns.js';
 import { readRequestBody, ruleCheckedBodyLimits, streamedBodyLimits } from '../body/read.js';
 import { ShallowFields } from '../body/shallow-fields.js';
 import { ConfigError, type LimitsConfig, type PolicyConfig } from '../config/schema.js';
@@ -85,12 +85,21 @@ export function createPolicyStage(
     // The bytes stay in memory until the exchange ends (they are forwarded as received).
     const hold = holdBody(options.bodyBudget, request, options.isTrustedProxy, caller);
     const charset = declaredContentType(request.raw.rawHeaders)?.parameters.charset;
-    if (rule.shallow && readsAsUtf8(charset)) return judgeShallow(request, rule, hold);
+    if (rule.shallow && readsAsUtf8(charset) && !smallDeclared(request)) return judgeShallow(request, rule, hold);
     const bytes = await readRequestBody(request.raw, limits, hold);
     request.rawBody = bytes;
     const judged = parseInTurn(caller, bytes.length, () => judgeBody(request, bytes, rule));
     const violation = judged instanceof Promise ? await judged : judged;
     if (violation !== undefined) throw toGatewayError(violation);
+  }
+
+  /**
+   * A body declared no larger than what is parsed at once: one JSON.parse costs less than the
+   * tokenizer (docs/performance.md) and holds the loop no longer than a rule-checked body does.
+   */
+  function smallDeclared(request: FastifyRequest): boolean {
+    const length = request.headers['content-length'];
+    return length !== undefined && Number(length) <= PARSED_AT_ONCE_BYTES;
   }
 
   /** Tokenizes the body as it arrives for its top-level fields, and checks its rule on them. */

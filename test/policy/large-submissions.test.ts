@@ -8,6 +8,7 @@ import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 import { startGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { startRecordingUpstream } from '../helpers/recording-upstream.js';
+import { keyFiles, records, trailDirectory } from '../audit/support.js';
 
 const current = perTest();
 const MiB = 1024 * 1024;
@@ -62,6 +63,26 @@ describe('submissions up to the participant body limit (limits.bodyBytes)', () =
       expect(upstream.requests, path).toHaveLength(0);
     }
   }, 60_000);
+
+  it('forwards a 3 MiB execute with the audit trail on and the request rules off, its intent recorded (the trail reads to the same limit)', async () => {
+    const upstream = (current.upstream = await startRecordingUpstream());
+    const directory = trailDirectory();
+    const gw = (current.gw = await startGateway(upstream.url, {
+      policy: { requestRules: false },
+      audit: { enabled: true, directory, signingKeyFile: keyFiles().privateKeyFile },
+    }));
+    const body = execute('alice');
+    const answer = await fetch(`${gw.url}/v2/interactive-submission/execute`, {
+      method: 'POST',
+      body,
+      headers: gw.auth({ 'content-type': 'application/json' }),
+    });
+    expect(answer.status).toBe(200);
+    expect(upstream.requests.pop()!.body.equals(Buffer.from(body))).toBe(true);
+    await gw.close();
+    const intent = records(directory).find((record) => record.kind === 'intent');
+    expect(intent).toMatchObject({ request: { submissionId: 's1', userId: 'alice' } });
+  });
 
   it("answers 8 MiB + 1 with a 413 in Canton's shape, naming limits.bodyBytes; nothing reaches the participant", async () => {
     const upstream = (current.upstream = await startRecordingUpstream());
