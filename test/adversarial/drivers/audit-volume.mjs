@@ -1,32 +1,7 @@
 // A1, the audit volume filled by one token holder (issue 40): ledger writes whose identifying fields
 // are long strings of 0xFF bytes (each read as the 3-byte U+FFFD), as fast as the gateway answers
 // them, so that every intent record is as large as the trail lets it be.
-import http from 'node:http';
-
-/** POSTs one write; resolves with its status (0: no answer). */
-function post(api, token, body) {
-  return new Promise((resolve) => {
-    const request = http.request(
-      `${api}/v2/parties`,
-      {
-        method: 'POST',
-        agent: false,
-        headers: {
-          authorization: `Bearer ${token}`,
-          'content-type': 'application/json',
-          'content-length': body.length,
-        },
-      },
-      (response) => {
-        response.resume();
-        response.on('end', () => resolve(response.statusCode));
-        response.on('error', () => resolve(0));
-      },
-    );
-    request.on('error', () => resolve(0));
-    request.end(body);
-  });
-}
+import { postJson } from './post-json.mjs';
 
 /** Keeps `concurrency` writes in flight until `signal` aborts; resolves with their statuses. */
 export async function auditVolume({ api, tokens, concurrency = 8, stringBytes = 65_536 }, signal) {
@@ -44,7 +19,7 @@ export async function auditVolume({ api, tokens, concurrency = 8, stringBytes = 
   const loop = async (index) => {
     const token = tokens[index % tokens.length];
     while (!signal.aborted) {
-      const status = await post(api, token, body);
+      const status = await postJson(`${api}/v2/parties`, token, body);
       answers[status] = (answers[status] ?? 0) + 1;
     }
   };

@@ -2,34 +2,8 @@
 // by side, at the largest size policy.maxBodyBytes allows, on update-by-offset (a read any token may
 // make), `concurrency` at a time. Five at once ran the heap out while each parsed body stayed alive
 // until its call ended; eight at once held the event loop past the liveness probe's 2 s.
-import http from 'node:http';
+import { postJson } from './post-json.mjs';
 import { hostileBodies, UPDATE_BY_OFFSET_PATH } from '../../../bench/hostile-body-shapes.mjs';
-
-/** POSTs one body; resolves with its status (0: no answer; undefined: aborted) once its answer is read. */
-function post(api, token, body, signal) {
-  return new Promise((resolve) => {
-    const request = http.request(
-      `${api}${UPDATE_BY_OFFSET_PATH}`,
-      {
-        method: 'POST',
-        agent: false,
-        headers: {
-          authorization: `Bearer ${token}`,
-          'content-type': 'application/json',
-          'content-length': body.length,
-        },
-      },
-      (response) => {
-        response.resume();
-        response.on('end', () => resolve(response.statusCode));
-        response.on('error', () => resolve(0));
-      },
-    );
-    request.on('error', () => resolve(signal.aborted ? undefined : 0));
-    signal.addEventListener('abort', () => request.destroy(), { once: true });
-    request.end(body);
-  });
-}
 
 /** Keeps `concurrency` bombs in flight until `signal` aborts; resolves with their statuses. */
 export async function bodyBombs(
@@ -41,7 +15,7 @@ export async function bodyBombs(
   const loop = async (index) => {
     const token = tokens[index % tokens.length];
     while (!signal.aborted) {
-      const status = await post(api, token, body, signal);
+      const status = await postJson(`${api}${UPDATE_BY_OFFSET_PATH}`, token, body, signal);
       if (status !== undefined) answers[status] = (answers[status] ?? 0) + 1;
     }
   };
