@@ -45,6 +45,17 @@ const submit = (choice: string) => ({
   },
 });
 
+/** `policy test`'s arguments for a config, a request and the caller's claims (files by name in `f`). */
+const testArgs = (f: Record<string, string | undefined>, request: string, claims: string) => [
+  'test',
+  '--config',
+  f['config.yaml']!,
+  '--request',
+  f[request]!,
+  '--claims',
+  f[claims]!,
+];
+
 describe('ledger-gateway policy test', () => {
   it('prints the decision, the policy, the rule and why; exit 0 allowed, 1 refused, 2 a bad command line', async () => {
     const f = files({
@@ -54,41 +65,17 @@ describe('ledger-gateway policy test', () => {
       'claims.json': { sub: 'ci-job', iss: 'https://idp' },
       'other.json': { sub: 'alice' },
     });
-    const allowed = await runPolicyCommand([
-      'test',
-      '--config',
-      f['config.yaml']!,
-      '--request',
-      f['bump.json']!,
-      '--claims',
-      f['claims.json']!,
-    ]);
+    const allowed = await runPolicyCommand(testArgs(f, 'bump.json', 'claims.json'));
     expect(allowed).toEqual({
       code: 0,
       output: expect.stringMatching(/decision:\s+allow\npolicy:\s+ci\nrule:\s+bump-only\nwhy:\s+bump-only cover/),
     });
-    const refused = await runPolicyCommand([
-      'test',
-      '--config',
-      f['config.yaml']!,
-      '--request',
-      f['transfer.json']!,
-      '--claims',
-      f['claims.json']!,
-    ]);
+    const refused = await runPolicyCommand(testArgs(f, 'transfer.json', 'claims.json'));
     expect(refused.code).toBe(1);
     expect(refused.output).toMatch(
       /decision:\s+deny\npolicy:\s+ci\nrule:\s+default\nwhy:\s+no allow rule covers commands\[0\] \(ExerciseCommand #sandbox-iou:Iou:Iou Transfer\)/,
     );
-    const ungoverned = await runPolicyCommand([
-      'test',
-      '--config',
-      f['config.yaml']!,
-      '--request',
-      f['transfer.json']!,
-      '--claims',
-      f['other.json']!,
-    ]);
+    const ungoverned = await runPolicyCommand(testArgs(f, 'transfer.json', 'other.json'));
     expect(ungoverned).toMatchObject({ code: 0, output: expect.stringContaining('decision:  none') });
     expect((await runPolicyCommand(['test', '--config', f['config.yaml']!])).code).toBe(2);
     expect((await runPolicyCommand(['test', '--nope'])).code).toBe(2);
@@ -102,17 +89,7 @@ describe('ledger-gateway policy test', () => {
     try {
       execFileSync(
         join(ROOT, 'node_modules/.bin/node'),
-        [
-          'dist/main.js',
-          'policy',
-          'test',
-          '--config',
-          f['config.yaml']!,
-          '--request',
-          f['transfer.json']!,
-          '--claims',
-          f['claims.json']!,
-        ],
+        ['dist/main.js', 'policy', ...testArgs(f, 'transfer.json', 'claims.json')],
         { cwd: ROOT, encoding: 'utf8', timeout: 50_000 },
       );
     } catch (error) {
