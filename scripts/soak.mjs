@@ -151,7 +151,15 @@ const { api, admin } = JSON.parse(gateway.line);
 const pid = gateway.child.pid;
 const base = new URL(api);
 
-/** NODE_OPTIONS and OTEL_* of the base Deployment's container, the collector replaced by a local sink. */
+/** The ENV lines of the image's final stage (deploy/Dockerfile), as KEY=value pairs. */
+function imageEnv() {
+  const text = readFileSync(join(ROOT, 'deploy/Dockerfile'), 'utf8');
+  const final = text.slice(text.lastIndexOf('\nFROM '));
+  const pairs = [...final.matchAll(/^ENV (.+)$/gm)].flatMap((line) => line[1].trim().split(/\s+/));
+  return Object.fromEntries(pairs.map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]));
+}
+
+/** The image's ENV, NODE_OPTIONS and OTEL_* of the base Deployment's container, the collector replaced by a local sink. */
 async function imageEnvironment() {
   const documents = parseAllDocuments(readFileSync(join(ROOT, 'deploy/kubernetes/base/deployment.yaml'), 'utf8'));
   const deployment = documents.map((d) => d.toJS()).find((o) => o?.kind === 'Deployment');
@@ -159,7 +167,7 @@ async function imageEnvironment() {
   const sink = http.createServer((request, response) => request.resume().on('end', () => response.end()));
   await new Promise((resolve) => sink.listen(0, '127.0.0.1', resolve));
   sink.unref();
-  const env = { K8S_POD_NAME: 'soak', K8S_NAMESPACE: 'soak', K8S_NODE_NAME: 'soak' };
+  const env = { ...imageEnv(), K8S_POD_NAME: 'soak', K8S_NAMESPACE: 'soak', K8S_NODE_NAME: 'soak' };
   for (const { name, value } of container.env) {
     if (value === undefined || !(name === 'NODE_OPTIONS' || name.startsWith('OTEL_'))) continue;
     env[name] = value.replace(/\$\((\w+)\)/g, (_, v) => env[v] ?? '');
@@ -167,7 +175,7 @@ async function imageEnvironment() {
   env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${sink.address().port}`;
   if (values['node-options'] !== undefined) env.NODE_OPTIONS = values['node-options']; // trying other flags
   console.log(
-    `soak: the image's environment: NODE_OPTIONS=${env.NODE_OPTIONS}, spans to a sink (${env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on'} ${env.OTEL_TRACES_SAMPLER_ARG ?? ''})`,
+    `soak: the image's environment: NODE_OPTIONS=${env.NODE_OPTIONS}, MALLOC_ARENA_MAX=${env.MALLOC_ARENA_MAX}, spans to a sink (${env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on'} ${env.OTEL_TRACES_SAMPLER_ARG ?? ''})`,
   );
   return env;
 }

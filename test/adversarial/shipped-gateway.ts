@@ -1,6 +1,6 @@
 // The gateway as the image runs it, for the red-team tests and the hostile soak: the built process,
-// started with the image's entry command (the tracing bootstrap, then dist/main.js) and the base
-// Deployment's NODE_OPTIONS and OTEL_* (spans sent to a sink on loopback), its output drained (a
+// started with the image's entry command (the tracing bootstrap, then dist/main.js), the image's ENV and
+// the base Deployment's NODE_OPTIONS and OTEL_* (spans sent to a sink on loopback), its output drained (a
 // flood logs a line per request: only the last lines are kept), and what the drivers of
 // ./drivers/ need around it: the pod's memory limit, resident memory, metrics, and a caller whose
 // rate is measured while a driver runs in a process of its own.
@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseAllDocuments } from 'yaml';
+import { readDockerfile } from '../deploy/manifests.js';
 import { ROOT, writeConfig } from '../helpers/process.js';
 
 const MiB = 1024 * 1024;
@@ -27,10 +28,11 @@ function shippedContainer(): Container {
   return deployment!.spec!.template.spec.containers.find((container) => container.name === 'ledger-gateway')!;
 }
 
-/** The base Deployment's NODE_OPTIONS, OTEL_* and memory limit. */
+/** The image's ENV, the base Deployment's NODE_OPTIONS and OTEL_*, and its memory limit. */
 export function shipped(): { readonly env: Record<string, string>; readonly memoryLimitBytes: number } {
   const container = shippedContainer();
   const env: Record<string, string> = {
+    ...readDockerfile().env,
     K8S_POD_NAME: 'red-team',
     K8S_NAMESPACE: 'red-team',
     K8S_NODE_NAME: 'red-team',

@@ -5,30 +5,18 @@
 // gateway. Here the built process runs under the shipped heap flag with every default, and its peak
 // resident memory is held against the shipped pod memory limit.
 import net from 'node:net';
-import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ConfigSchema } from '../../src/config/schema.js';
-import { buildDist, ROOT, startProcess, writeGatewayConfig, type GatewayProcess } from '../helpers/process.js';
+import { buildDist, startProcess, writeGatewayConfig, type GatewayProcess } from '../helpers/process.js';
 import { startRecordingUpstream } from '../helpers/recording-upstream.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
+import { residentMemory, shipped } from '../adversarial/shipped-gateway.js';
 
 const MiB = 1024 * 1024;
 const SUBMIT = '/v2/commands/submit-and-wait-for-transaction';
 const SUBMISSION =
   '{"commands":{"commands":[{"CreateCommand":{"templateId":"p:M:E","createArguments":{}}}],"commandId":"c","actAs":["Alice"]}}';
 
-/** The container's NODE_OPTIONS and memory limit in the Kubernetes manifests. */
-function shipped(): { nodeOptions: string; memoryLimitBytes: number } {
-  const manifest = readFileSync(`${ROOT}/deploy/kubernetes/base/deployment.yaml`, 'utf8');
-  const nodeOptions = /name: NODE_OPTIONS\s+value: (.+)/.exec(manifest)![1]!.trim();
-  const limit = /limits:\s+cpu: \S+\s+memory: (\d+)Mi/.exec(manifest)![1]!;
-  return { nodeOptions, memoryLimitBytes: Number(limit) * MiB };
-}
-
-/** The process's peak resident memory so far (VmHWM), in bytes. */
-function peakResident(pid: number): number {
-  return Number(/^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
-}
 
 async function metric(admin: string, name: string): Promise<number> {
   const text = await (await fetch(`${admin}/metrics`)).text();
@@ -98,7 +86,7 @@ describe('unfinished bodies from many connections, in a gateway process with the
   beforeAll(() => buildDist(), 120_000);
 
   it('holds them within limits.bufferedBodyBytes: a caller over its share gets 429, the full budget 503, the process stays inside the pod limit, others are served', async () => {
-    const { nodeOptions, memoryLimitBytes } = shipped();
+    const { env, memoryLimitBytes } = shipped();
     const limits = ConfigSchema.properties.limits.properties;
     const budget = limits.bufferedBodyBytes.default as number;
     const perCaller = Math.floor(budget * (limits.bufferedBodyShare.default as number));
@@ -106,9 +94,9 @@ describe('unfinished bodies from many connections, in a gateway process with the
     const upstream = await startRecordingUpstream();
     const issuer = await createTestIssuer();
     const config = writeGatewayConfig(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT);
-    const gateway = await startProcess(['dist/main.js', '--config', config], { NODE_OPTIONS: nodeOptions }, 60_000);
+    const gateway = await startProcess(['dist/main.js', '--config', config], env, 60_000);
     const pid = gateway.child.pid!;
-    const idle = peakResident(pid);
+    const idle = residentMemory(pid).peak;
     const connections: Unfinished[] = [];
     try {
       const token = (sub: string) => issuer.mint({ sub });
@@ -176,7 +164,7 @@ describe('unfinished bodies from many connections, in a gateway process with the
       expect(held.length).toBe(budget / MiB);
       expect(await waitFor(() => held.every((c) => c.status !== undefined), 60_000)).toBe(true);
       expect(new Set(held.map((c) => `${c.status} ${c.code}`))).toEqual(new Set(['400 GATEWAY_MALFORMED_REQUEST']));
-      const peak = peakResident(pid);
+      const peak = residentMemory(pid).peak;
       const margin = memoryLimitBytes / 4;
       expect(peak, `peak resident ${(peak / MiB).toFixed(0)} MiB`).toBeLessThan(memoryLimitBytes - margin);
 
