@@ -53,9 +53,10 @@ export interface EndedStream {
 /**
  * The ledger policy's decision on a call of a caller a policy names (ledger-policy/ notes it): what the
  * access log, the decision metric and the audit record say of it. `dryRun`: a dry-run policy's, never enforced.
+ * `breakGlass`: a break-glass entry (its name in `policy`) let the call through whatever the policies say.
  */
 export interface LedgerDecisionNote {
-  readonly decision: 'allow' | 'deny';
+  readonly decision: 'allow' | 'deny' | 'breakGlass';
   readonly policy: string;
   readonly rule: string;
   readonly mode: 'enforce' | 'dryRun';

@@ -12,8 +12,8 @@ import { indexPolicies, type IndexedPolicy } from './rule-index.js';
 import { compileLedgerPolicies, type Fact } from './rules.js';
 
 export interface Decision {
-  /** none: no policy names the caller. */
-  readonly effect: 'allow' | 'deny' | 'none';
+  /** none: no policy names the caller; breakGlass: a break-glass entry names it (allowed everything). */
+  readonly effect: 'allow' | 'deny' | 'none' | 'breakGlass';
   readonly policy: string;
   readonly rule: string;
   readonly reason: string;
@@ -38,8 +38,10 @@ export interface LedgerPolicyDependencies {
 export interface LedgerPolicy {
   /** Whether any policy is configured (none: every call is `none`, nothing to build per call). */
   readonly active: boolean;
-  /** Whether a policy names this caller: when none does, no document needs to be built. */
+  /** Whether a policy or a break-glass entry names this caller: when none does, no document needs to be built. */
   governs(principal: PrincipalFacts): boolean;
+  /** The decision on any call of a caller a break-glass entry names now, else undefined (no document needed). */
+  breakGlass(principal: PrincipalFacts): Decision | undefined;
   /** Whether a rule reads the commands' arguments (a prepared transaction's are decoded only then). */
   readonly readsArguments: boolean;
   /** The decision; a promise only while a package id is asked of the participant. */
@@ -99,7 +101,7 @@ export function createLedgerPolicy(
   section: LedgerPolicyConfig,
   dependencies: LedgerPolicyDependencies = {},
 ): LedgerPolicy {
-  const { policies, problems } = compileLedgerPolicies(section);
+  const { policies, breakGlass, problems } = compileLedgerPolicies(section);
   if (problems.length > 0) throw new ConfigError('ledgerPolicy', problems);
   const index = indexPolicies(policies);
   const rules = policies.flatMap((policy) => policy.rules);
@@ -136,8 +138,33 @@ export function createLedgerPolicy(
     return decideGoverned(governing, document, now());
   }
 
+  /** The first break-glass entry naming the caller now; it outranks every policy. */
+  function brokenGlass(principal: PrincipalFacts): Decision | undefined {
+    if (breakGlass.length === 0) return undefined;
+    const time = now().getTime();
+    const entry = breakGlass.find(
+      (candidate) =>
+        (candidate.notBefore === undefined || time >= candidate.notBefore) &&
+        (candidate.notAfter === undefined || time < candidate.notAfter) &&
+        candidate.names(principal),
+    );
+    if (entry === undefined) return undefined;
+    return {
+      effect: 'breakGlass',
+      policy: entry.name,
+      rule: 'break-glass',
+      reason: `break-glass entry ${entry.name} names the caller: allowed everything`,
+      mode: 'enforce',
+    };
+  }
+
   function undecidable(document: DecisionDocument, unknown: ReadonlySet<Fact>): string[] {
     const conditions: string[] = [];
+    for (const entry of breakGlass) {
+      const facts = missing(entry.needs, unknown);
+      if (facts.length > 0)
+        conditions.push(`whether break-glass ${entry.name} names the caller (needs ${facts.join(', ')})`);
+    }
     for (const { policy } of index.policies) {
       const facts = missing(policy.needs, unknown);
       if (facts.length > 0 && (policy.subjects === undefined || policy.subjects.has(document.principal.subject)))
@@ -153,11 +180,14 @@ export function createLedgerPolicy(
   }
 
   return {
-    active: policies.length > 0,
-    governs: (principal) => index.governing(principal).length > 0,
+    active: policies.length > 0 || breakGlass.length > 0,
+    governs: (principal) => index.governing(principal).length > 0 || brokenGlass(principal) !== undefined,
+    breakGlass: brokenGlass,
     readsArguments: rules.some((rule) => rule.needs.has('arguments')),
     undecidable,
     decide(document, authorization) {
+      const glass = brokenGlass(document.principal);
+      if (glass !== undefined) return glass;
       const governing = index.governing(document.principal);
       if (governing.length === 0) return NOT_GOVERNED;
       const missing = unnamed(document, templatesByName, packagesByName);

@@ -49,13 +49,33 @@ export function startLedgerPolicy(
     runtime,
     observe(call: FastifyRequest, note: LedgerDecisionNote) {
       counted.decided(call.operation.name, note);
-      if (note.decision === 'deny' && note.mode === 'dryRun')
+      if (note.decision === 'breakGlass') breakGlassUsed(surroundings.log, call, note);
+      else if (note.decision === 'deny' && note.mode === 'dryRun')
         surroundings.log.warn(
           { reqId: call.id, operation: call.operation.name, ...note },
           'ledger policy would deny (dry run)',
         );
     },
   };
+}
+
+/**
+ * Every use of a break-glass principal, at warn whatever the access log samples: who (subject and
+ * issuer, never the token) used which entry for what; the reqId joins the call's access line (its
+ * client address). The alert reads the decision metric.
+ */
+function breakGlassUsed(log: FastifyBaseLogger, call: FastifyRequest, note: LedgerDecisionNote): void {
+  const principal = call.principal;
+  log.warn(
+    {
+      reqId: call.id,
+      operation: call.operation.name,
+      breakGlass: note.policy,
+      subject: principal?.subject,
+      issuer: principal?.issuer,
+    },
+    'ledger policy break-glass used',
+  );
 }
 
 /** The runtime of `section` (its packageNames and preparedTransactions keys need a restart). */
@@ -117,7 +137,7 @@ const unreadableBody = (governing: Decision): Decision => ({
 });
 
 export const decisionNote = (decision: Decision): LedgerDecisionNote => ({
-  decision: decision.effect === 'deny' ? 'deny' : 'allow',
+  decision: decision.effect === 'deny' || decision.effect === 'breakGlass' ? decision.effect : 'allow',
   policy: decision.policy,
   rule: decision.rule,
   mode: decision.mode,
@@ -211,6 +231,9 @@ export function createLedgerPolicyStage(
       if (!policy.active || call.principal === null) return undefined;
       const principal = principalOf(call);
       if (!policy.governs(principal)) return undefined;
+      // A break-glass caller's body is never read: it is allowed whatever it carries.
+      const glass = policy.breakGlass(principal);
+      if (glass !== undefined) return enforce(call, glass);
       return decideGoverned(call, principal).then((decision) => enforce(call, decision));
     },
   };

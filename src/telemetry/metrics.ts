@@ -863,7 +863,7 @@ export interface LedgerPolicyMetrics {
 export function createLedgerPolicyMetrics(registry: Registry, exemplars: boolean): LedgerPolicyMetrics {
   const decisions = new Counter({
     name: registeredCounterName(MetricNames.ledgerPolicyDecisions, exemplars),
-    help: 'Ledger policy decisions, by operation, policy, rule (default: no allow rule covered the call), decision (allow, deny) and mode (enforce; dryRun: a dry-run policy decided, nothing refused). Policy and rule names come from the configuration (capped, then other); never a party or a user.',
+    help: 'Ledger policy decisions, by operation, policy, rule (default: no allow rule covered the call), decision (allow, deny; breakGlass: a break-glass principal, allowed everything) and mode (enforce; dryRun: a dry-run policy decided, nothing refused). Policy and rule names come from the configuration (capped, then other); never a party or a user.',
     labelNames: ['operation', 'policy', 'rule', 'decision', 'mode'],
     registers: [registry],
   });
