@@ -5,7 +5,8 @@
 import { ConfigError, type LedgerPolicyConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { decideWith, operationMatches, type Verdict } from './decide.js';
-import type { DecisionDocument, PackageFacts, PrincipalFacts, TemplateRef } from './document.js';
+import type { DecisionDocument, PackageFacts, PrincipalFacts, RightFacts, TemplateRef } from './document.js';
+import { describeRight, rightsGiven, usesOfRight } from './grants.js';
 import { namesPackages } from './matchers.js';
 import type { PackageNameResolver } from './package-names.js';
 import { indexPolicies, type IndexedPolicy } from './rule-index.js';
@@ -68,7 +69,7 @@ export function assertLedgerPolicyConfig(section: LedgerPolicyConfig): void {
 }
 
 /** Enforcing policies decide first; the dry-run ones are reported where they would refuse. */
-function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Decision {
+function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Decision {
   const enforcing = governing.filter((entry) => !entry.policy.dryRun);
   const enforced: Verdict | undefined = enforcing.length > 0 ? decideWith(enforcing, document, now) : undefined;
   if (enforced !== undefined && (enforced.effect === 'deny' || enforcing.length === governing.length))
@@ -76,6 +77,54 @@ function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionD
   const all = decideWith(governing, document, now);
   if (all.effect === 'deny' || enforced === undefined) return { ...all, mode: 'dryRun' };
   return { ...enforced, mode: 'enforce' };
+}
+
+/** The built-in rule refusing a right the caller may not use itself (grants.ts). */
+export const GRANT_RULE = 'grant-exceeds-caller';
+
+/**
+ * Whether the caller's policies let it use `right` itself: undefined when they do; else the refusal
+ * of a use they do not allow (mode dryRun when only a dry-run policy refuses it).
+ */
+function rightRefusal(
+  governing: readonly IndexedPolicy[],
+  right: RightFacts,
+  principal: PrincipalFacts,
+  now: Date,
+): Decision | undefined {
+  let dryRun: Decision | undefined;
+  for (const alternatives of usesOfRight(right, principal)) {
+    const decisions = alternatives.map((probe) => decideCall(governing, probe, now));
+    if (decisions.some((decision) => decision.effect === 'allow')) continue;
+    const onlyDryRun = decisions.find((decision) => decision.mode === 'dryRun');
+    if (onlyDryRun === undefined) return decisions[0];
+    dryRun ??= onlyDryRun;
+  }
+  return dryRun;
+}
+
+/**
+ * The call's decision, then each right it gives: one the caller may not use itself refuses it
+ * (rule grant-exceeds-caller), an enforced refusal before a dry run's.
+ */
+function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Decision {
+  const call = decideCall(governing, document, now);
+  if (call.effect === 'deny' && call.mode === 'enforce') return call;
+  let dryRun: Decision | undefined = call.effect === 'deny' ? call : undefined;
+  for (const { right, index } of rightsGiven(document)) {
+    const refused = rightRefusal(governing, right, document.principal, now);
+    if (refused === undefined) continue;
+    const refusal: Decision = {
+      effect: 'deny',
+      policy: refused.policy,
+      rule: GRANT_RULE,
+      reason: `rights[${index}] gives ${describeRight(right)}, which the caller may not use itself (${refused.rule}: ${refused.reason})`,
+      mode: refused.mode,
+    };
+    if (refusal.mode === 'enforce') return refusal;
+    dryRun ??= refusal;
+  }
+  return dryRun ?? call;
 }
 
 type Named = TemplateRef | (PackageFacts & { packageName: string });
