@@ -16,7 +16,9 @@ import { Errors, GatewayError } from '../errors.js';
 import { holdBody } from '../exchange/body-hold.js';
 import { callerOf, clientAddress } from '../exchange/caller.js';
 import { certificateFacts } from '../exchange/client-certificate.js';
-import type { CallStage, LedgerDecisionNote } from '../exchange/exchange.js';
+import type { CallStage, Exchange, LedgerDecisionNote, Stage } from '../exchange/exchange.js';
+import { judgeFirstMessage } from '../exchange/first-message.js';
+import { subprotocolElements, WEBSOCKET_TOKEN_PREFIX } from '../exchange/subprotocols.js';
 import { SubmissionOperations } from '../operations.js';
 import { createLedgerPolicyMetrics } from '../telemetry/metrics.js';
 import { decisionDocument, pathParameters, principalFacts } from './build-document.js';
@@ -47,7 +49,7 @@ export function startLedgerPolicy(
   const counted = createLedgerPolicyMetrics(surroundings.registry, surroundings.exemplars);
   return {
     runtime,
-    observe(call: FastifyRequest, note: LedgerDecisionNote) {
+    observe(call: Exchange, note: LedgerDecisionNote) {
       counted.decided(call.operation.name, note);
       if (note.decision === 'breakGlass') breakGlassUsed(surroundings.log, call, note);
       else if (note.decision === 'deny' && note.mode === 'dryRun')
@@ -64,7 +66,7 @@ export function startLedgerPolicy(
  * issuer, never the token) used which entry for what; the reqId joins the call's access line (its
  * client address). The alert reads the decision metric.
  */
-function breakGlassUsed(log: FastifyBaseLogger, call: FastifyRequest, note: LedgerDecisionNote): void {
+function breakGlassUsed(log: FastifyBaseLogger, call: Exchange, note: LedgerDecisionNote): void {
   const principal = call.principal;
   log.warn(
     {
@@ -105,7 +107,7 @@ export interface LedgerPolicyStageOptions {
   readonly bodyBudget: BodyBudget;
   readonly isTrustedProxy: (address: string) => boolean;
   /** Every decision on a call, once made (the decision metric and the dry run's log line: app.ts). */
-  readonly observe: (call: FastifyRequest, decision: LedgerDecisionNote) => void;
+  readonly observe: (call: Exchange, decision: LedgerDecisionNote) => void;
 }
 
 /** How a body is read when no stage before read it: the request rules' bounds (policy section). */
@@ -118,6 +120,22 @@ export interface LedgerPolicyStage {
   /** Whether any policy is configured (none: the stage costs nothing). */
   readonly active: boolean;
   readonly decide: CallStage;
+  /**
+   * A WebSocket stream's (an upgrade's, in the exchange stages): for a caller a policy names, its
+   * first message, the request with the filter, is judged before the participant sees it (the
+   * tunnel holds it: exchange/first-message.ts).
+   */
+  readonly governStream: Stage;
+}
+
+/** The caller's bearer token for the package-name lookups: its Authorization, else a stream's `jwt.token.` offer. */
+function bearerOf(exchange: Exchange): string | undefined {
+  const headers = exchange.raw.headers;
+  if (headers.authorization !== undefined) return headers.authorization;
+  const offered = subprotocolElements(headers['sec-websocket-protocol'] ?? '').find((element) =>
+    element.startsWith(WEBSOCKET_TOKEN_PREFIX),
+  );
+  return offered === undefined ? undefined : `Bearer ${offered.slice(WEBSOCKET_TOKEN_PREFIX.length)}`;
 }
 
 const EXECUTES: ReadonlySet<string> = new Set([
@@ -142,6 +160,21 @@ export const decisionNote = (decision: Decision): LedgerDecisionNote => ({
   rule: decision.rule,
   mode: decision.mode,
 });
+
+/** The caller's principal facts: the verified token, the client address and certificate. */
+function principalOfExchange(call: Exchange, isTrustedProxy: (address: string) => boolean): PrincipalFacts {
+  const certificate = certificateFacts(call.raw);
+  return principalFacts(call.principal!, {
+    clientAddress: clientAddress(
+      call.raw.socket.remoteAddress ?? '',
+      call.raw.headers['x-forwarded-for'],
+      isTrustedProxy,
+    ),
+    certificateSubject: certificate?.subject,
+    certificateDnsNames: certificate?.dnsNames,
+    consumer: call.principal!.consumer,
+  });
+}
 
 export function createLedgerPolicyStage(
   section: LedgerPolicyConfig,
@@ -201,7 +234,7 @@ export function createLedgerPolicyStage(
     return policy.decide(document, call.headers.authorization);
   }
 
-  function enforce(call: FastifyRequest, decision: Decision): void {
+  function enforce(call: Exchange, decision: Decision): void {
     const note = decisionNote(decision);
     call.ledgerDecision = note;
     options.observe(call, note);
@@ -211,22 +244,36 @@ export function createLedgerPolicyStage(
     call.refusalReason = `would deny: ledger policy ${decision.policy} rule ${decision.rule}: ${decision.reason}`;
   }
 
-  const principalOf = (call: FastifyRequest): PrincipalFacts => {
-    const certificate = certificateFacts(call.raw);
-    return principalFacts(call.principal!, {
-      clientAddress: clientAddress(
-        call.raw.socket.remoteAddress ?? '',
-        call.headers['x-forwarded-for'],
-        options.isTrustedProxy,
-      ),
-      certificateSubject: certificate?.subject,
-      certificateDnsNames: certificate?.dnsNames,
-      consumer: call.principal!.consumer,
-    });
-  };
+  const principalOf = (call: Exchange) => principalOfExchange(call, options.isTrustedProxy);
+
+  /** A stream's first message (null: compressed) as the body of its HTTP list form, decided. */
+  async function decideFirstMessage(exchange: Exchange, principal: PrincipalFacts, message: Buffer | null) {
+    const input = { operation: exchange.operation.name, writes: false, principal };
+    let body: unknown;
+    try {
+      if (message === null) throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: 'compressed' });
+      body = parseJsonObject(message.toString('utf8'), { maxDepth: reading.maxDepth, exactNumbers: [] }).value;
+    } catch (error) {
+      if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
+      enforce(exchange, unreadableBody(await policy.decide(decisionDocument(input))));
+      return;
+    }
+    enforce(exchange, await policy.decide(decisionDocument({ ...input, body }), bearerOf(exchange)));
+  }
 
   return {
     active: policy.active,
+    governStream(exchange) {
+      if (!policy.active || exchange.principal === null || exchange.kind !== 'upgrade') return undefined;
+      const principal = principalOf(exchange);
+      if (!policy.governs(principal)) return undefined;
+      const glass = policy.breakGlass(principal);
+      if (glass !== undefined) return enforce(exchange, glass);
+      judgeFirstMessage(exchange.raw, {
+        maxBytes: reading.limits.maxBytes,
+        judge: (message) => decideFirstMessage(exchange, principal, message),
+      });
+    },
     decide(call) {
       if (!policy.active || call.principal === null) return undefined;
       const principal = principalOf(call);

@@ -413,7 +413,7 @@ function refusalMetrics(
   const streamsEnded = counter(
     MetricNames.webSocketStreamsEnded,
     'WebSocket streams closed, by operation and by what ended them ' +
-      '(client, participant, idle_timeout, byte_rate, keepalive_timeout, shutdown, replica_changed).',
+      '(client, participant, idle_timeout, byte_rate, keepalive_timeout, shutdown, replica_changed; refused: the ledger policy refused its first message).',
     ['operation', 'ended_by'],
   );
   const connectionsRefused = counter(
