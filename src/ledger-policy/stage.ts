@@ -271,6 +271,7 @@ export function createLedgerPolicyStage(
       if (glass !== undefined) return enforce(exchange, glass);
       judgeFirstMessage(exchange.raw, {
         maxBytes: reading.limits.maxBytes,
+        hold: holdBody(options.bodyBudget, exchange, options.isTrustedProxy),
         judge: (message) => decideFirstMessage(exchange, principal, message),
       });
     },

@@ -232,7 +232,12 @@ function holdFirstMessage(
   outcome: FirstMessageOutcome,
 ): TunnelDirection {
   const reader = new FirstMessageReader(judge.maxBytes);
-  const refuse = (error: unknown) =>
+  const allow = () => {
+    judge.hold.release();
+    outcome.allowed(reader.bytes);
+  };
+  const refuse = (error: unknown) => {
+    judge.hold.release();
     outcome.refused(
       refusalFarewell(
         exchange,
@@ -243,12 +248,15 @@ function holdFirstMessage(
             }),
       ),
     );
+  };
   const onData = (chunk: Buffer) => {
-    const read = reader.take(chunk);
-    if (read.state === 'more') return;
+    const overBudget = judge.hold.take(chunk.length);
+    const read = overBudget === undefined ? reader.take(chunk) : undefined;
+    if (read?.state === 'more') return;
     stop();
     socket.pause();
-    if (read.state === 'closed') return outcome.allowed(reader.bytes);
+    if (read === undefined) return refuse(overBudget);
+    if (read.state === 'closed') return allow();
     if (read.state === 'tooLarge')
       return refuse(
         new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, {
@@ -257,7 +265,7 @@ function holdFirstMessage(
       );
     Promise.resolve()
       .then(() => judge.judge(read.message))
-      .then(() => outcome.allowed(reader.bytes), refuse);
+      .then(allow, refuse);
   };
   const stop = () => socket.off('data', onData);
   socket.on('data', onData);
