@@ -19,7 +19,7 @@ const transfers: ArgumentBudget = {
   name: 'transfer-amount',
   scale: 2,
   perDayUnits: 10_000n,
-  measure: (document) => (document.arguments as { amount?: string } | undefined)?.amount,
+  measure: (document) => (document as { arguments?: { amount?: string } }).arguments?.amount,
 };
 const transfer = (amount: string) => ({ arguments: { amount } });
 
