@@ -136,7 +136,11 @@ export function createBudgetSpend(
     const spent: Spent[] = [];
     for (const [index, budget] of applying.entries()) {
       const refund = () =>
-        Promise.allSettled(spent.map((done) => state.budgets.refund(consumer, done.budget, done.units, at)));
+        Promise.allSettled(
+          spent.map(async (done) => {
+            await state.budgets.refund(consumer, done.budget, done.units, at);
+          }),
+        );
       let verdict: BudgetVerdict;
       try {
         verdict = await state.budgets.spend(consumer, budget, units[index]!, at);

@@ -4,7 +4,7 @@
 // spends it exactly: a call that would pass the budget is refused and counts nothing. Amounts are kept as integers of the budget's smallest unit (10^-scale),
 // never as binary floating point; in Redis they stay exact up to 2^53 units a day (Lua's numbers).
 import type { RedisClient } from './key-redis.js';
-import { periodsAt } from './quotas.js';
+import { periodsAt } from './periods.js';
 
 /** What a budget reads from a call: its document to the amount it spends (a decimal, or a list of them summed), or undefined for none. */
 export type BudgetMeasure = (document: object) => string | number | readonly (string | number)[] | undefined;

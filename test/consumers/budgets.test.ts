@@ -33,6 +33,14 @@ describe('amounts', () => {
     expect(() => unitsOf(transfers, transfer('-5'))).toThrow(/negative/);
     expect(unitsOf(transfers, {})).toBe(0n);
   });
+
+  it('sums a list of amounts, each read exactly, and refuses a list with one bad amount', () => {
+    const each: ArgumentBudget = { ...transfers, measure: (document) => (document as { amounts: string[] }).amounts };
+    expect(unitsOf(each, { amounts: ['0.10', '0.20', '7'] })).toBe(730n);
+    expect(unitsOf(each, { amounts: [] })).toBe(0n);
+    expect(() => unitsOf(each, { amounts: ['1.00', '-0.01'] })).toThrow(/negative/);
+    expect(() => unitsOf(each, { amounts: ['1.00', null] })).toThrow(/not a decimal/);
+  });
 });
 
 async function spendAll(counters: BudgetCounter[], amounts: string[]) {
@@ -50,6 +58,16 @@ describe('the memory counter', () => {
   it("refuses the transfer that would pass the day's budget and counts nothing for it", async () => {
     const counter = createMemoryBudgetCounter();
     expect(await spendAll([counter], ['60.00', '40.01', '40.00', '0.01'])).toEqual([true, false, true, false]);
+  });
+
+  it('gives back a refund, and counts a budget of another scale on its own', async () => {
+    const counter = createMemoryBudgetCounter();
+    const at = Date.now();
+    expect((await counter.spend('payments', transfers, 10_000n, at)).admitted).toBe(true);
+    await counter.refund('payments', transfers, 2_500n, at);
+    expect((await counter.spend('payments', transfers, 2_500n, at)).remainingUnits).toBe(0n);
+    const inMills = { ...transfers, scale: 3, perDayUnits: 100_000n };
+    expect((await counter.spend('payments', inMills, 1n, at)).remainingUnits).toBe(99_999n);
   });
 });
 
@@ -81,6 +99,9 @@ describeNeeding('redis-server')('the Redis counter', () => {
         ),
       );
       expect(fresh.filter((answer) => answer.admitted)).toHaveLength(40);
+      // A refund on one replica is seen by the other.
+      await counters[0]!.refund('fresh', transfers, 500n, Date.now());
+      expect((await counters[1]!.spend('fresh', transfers, 500n, Date.now())).remainingUnits).toBe(0n);
     } finally {
       for (const client of clients) client.disconnect();
     }
