@@ -193,6 +193,18 @@ describe('a budget over the amount of a Transfer, in memory', () => {
     expect(amountsReceived()).toEqual(['90.00']);
   });
 
+  it("adds its RateLimit items after the quota's, and a call refused by it counts the quota's call", async () => {
+    const consumers = wallet();
+    (consumers.list[0] as Record<string, unknown>).quotas = { default: { perDay: 10 } };
+    const gateway = await replica(consumers);
+    const answer = await submit(gateway, [transfer('99.99')]);
+    expect(answer.headers.get('ratelimit-policy')).toBe('"day";q=10;w=86400, "budget.transfers";q=10000;w=86400');
+    expect(answer.headers.get('ratelimit')).toMatch(/^"day";r=9;t=\d+, "budget.transfers";r=1;t=\d+$/);
+    const refused = await submit(gateway, [transfer('0.02')]);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('ratelimit')).toMatch(/^"day";r=8;t=\d+, "budget.transfers";r=1;t=\d+$/);
+  });
+
   it('applies only to the operations it names and to its consumer', async () => {
     const gateway = await replica(wallet([{ ...TRANSFERS, operations: ['postV2CommandsSubmit-and-wait'] }]));
     expect((await submit(gateway, [transfer('500.00')])).status).toBe(200);
