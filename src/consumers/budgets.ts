@@ -2,7 +2,7 @@
 // sum of `amount` over its transfers. A budget reads the call's ledger-policy decision document
 // through a measure (its CEL amount expression: ledger-policy/cel.ts compileAmount), and the counter
 // spends it exactly: a call that would pass the budget is refused and counts nothing. Amounts are kept as integers of the budget's smallest unit (10^-scale),
-// never as binary floating point; in Redis they stay exact up to 2^53 units a day (Lua's numbers).
+// never as binary floating point; in Redis they stay exact up to budget-config.ts MAX_BUDGET_UNITS a day.
 import type { RedisClient } from './key-redis.js';
 import { periodsAt } from './periods.js';
 
@@ -104,14 +104,14 @@ export function createMemoryBudgetCounter(): BudgetCounter {
 }
 
 // KEYS: the day's spending; ARGV: the units of this call, the budget, the key's lifetime in seconds.
-// Returns {1, spent} when counted, {0, spent} when the call would pass the budget.
+// Returns {1, spent} when counted, {0, spent} when the call would pass the budget. The spending goes
+// back as Redis keeps it, a decimal string: Lua's tostring writes 14 digits (1e+15 for 999999999999999).
 const SPEND = `
-local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-local units = tonumber(ARGV[1])
-if spent + units > tonumber(ARGV[2]) then return {0, tostring(spent)} end
-spent = redis.call('INCRBY', KEYS[1], ARGV[1])
+local kept = redis.call('GET', KEYS[1]) or '0'
+if tonumber(kept) + tonumber(ARGV[1]) > tonumber(ARGV[2]) then return {0, kept} end
+redis.call('INCRBY', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-return {1, tostring(spent)}
+return {1, redis.call('GET', KEYS[1])}
 `;
 
 type SpendingClient = RedisClient & {

@@ -10,6 +10,7 @@ import {
   type ArgumentBudget,
   type BudgetCounter,
 } from '../../src/consumers/budgets.js';
+import { MAX_BUDGET_UNITS } from '../../src/consumers/budget-config.js';
 import { openRedisConnection } from '../../src/protection/redis-connection.js';
 import { describeNeeding } from '../helpers/tool-groups.js';
 import { startRedisServer, type RedisServer } from '../protection/redis-server.js';
@@ -99,6 +100,17 @@ describeNeeding('redis-server')('the Redis counter', () => {
         ),
       );
       expect(fresh.filter((answer) => answer.admitted)).toHaveLength(40);
+      // The largest budget a configuration may hold (budget-config.ts MAX_BUDGET_UNITS) is counted to the unit.
+      const largest = { ...transfers, perDayUnits: MAX_BUDGET_UNITS };
+      const spendLargest = (units: bigint) => Promise.resolve(counters[1]!.spend('large', largest, units, Date.now()));
+      expect(await spendLargest(MAX_BUDGET_UNITS - 1n)).toMatchObject({ admitted: true, remainingUnits: 1n });
+      expect(await spendLargest(2n)).toMatchObject({ admitted: false, spentUnits: MAX_BUDGET_UNITS - 1n });
+      expect(await spendLargest(1n)).toMatchObject({
+        admitted: true,
+        spentUnits: MAX_BUDGET_UNITS,
+        remainingUnits: 0n,
+      });
+      expect((await spendLargest(10n ** 40n)).admitted).toBe(false);
       // A refund on one replica is seen by the other.
       await counters[0]!.refund('fresh', transfers, 500n, Date.now());
       expect((await counters[1]!.spend('fresh', transfers, 500n, Date.now())).remainingUnits).toBe(0n);
