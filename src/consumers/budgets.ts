@@ -1,8 +1,9 @@
 // Budgets over a command argument: how much of a quantity a consumer may move in a UTC day, e.g. the
 // sum of `amount` over its transfers. A budget reads the call's ledger-policy decision document
-// through a measure (its CEL amount expression: ledger-policy/cel.ts compileAmount), and the counter
-// spends it exactly: a call that would pass the budget is refused and counts nothing. Amounts are kept as integers of the budget's smallest unit (10^-scale),
-// never as binary floating point; in Redis they stay exact up to budget-config.ts MAX_BUDGET_UNITS a day.
+// through a measure (its CEL amount expression: ledger-policy/cel.ts compileBudgetAmount), and the counter
+// spends it exactly: a call that would pass the budget is refused and counts nothing. Amounts are
+// kept as integers of the budget's smallest unit (10^-scale), never as binary floating point; in
+// Redis they stay exact up to budget-config.ts MAX_BUDGET_UNITS a day.
 import type { RedisClient } from './key-redis.js';
 import { periodsAt } from './periods.js';
 
