@@ -22,8 +22,8 @@ import { subprotocolElements, WEBSOCKET_TOKEN_PREFIX } from '../exchange/subprot
 import { SubmissionOperations } from '../operations.js';
 import { createLedgerPolicyMetrics } from '../telemetry/metrics.js';
 import { decisionDocument, pathParameters, principalFacts } from './build-document.js';
-import type { PrincipalFacts } from './document.js';
-import { createLedgerPolicy, ledgerPolicyRefusal, type Decision } from './ledger-policy.js';
+import type { DecisionDocument, PrincipalFacts } from './document.js';
+import { createLedgerPolicy, ledgerPolicyRefusal, type Decision, type LedgerPolicy } from './ledger-policy.js';
 import { createPackageNameResolver, vettedPackageLookup, type PackageNameResolver } from './package-names.js';
 import { createPreparedDecoder, PreparedDecoderBusy, type PreparedDecoder } from './prepared-pool.js';
 import { PreparedTransactionError, type PreparedSummary } from './prepared-summary.js';
@@ -121,6 +121,11 @@ export interface LedgerPolicyStage {
   readonly active: boolean;
   readonly decide: CallStage;
   /**
+   * The call's decision document (the one the policy decided on, or built now, reading the body as
+   * the policy does): what a consumer's budgets read. A body that cannot be read: GATEWAY_MALFORMED_REQUEST.
+   */
+  documentOf(call: FastifyRequest): Promise<DecisionDocument>;
+  /**
    * A WebSocket stream's (an upgrade's, in the exchange stages): for a caller a policy names, its
    * first message, the request with the filter, is judged before the participant sees it (the
    * tunnel holds it: exchange/first-message.ts).
@@ -176,6 +181,25 @@ function principalOfExchange(call: Exchange, isTrustedProxy: (address: string) =
   });
 }
 
+/** A stream's first message (null: compressed) decided as the body of its HTTP list form. */
+async function firstMessageDecision(
+  policy: LedgerPolicy,
+  maxDepth: number,
+  stream: { readonly exchange: Exchange; readonly principal: PrincipalFacts; readonly message: Buffer | null },
+): Promise<Decision> {
+  const { exchange, principal, message } = stream;
+  const input = { operation: exchange.operation.name, writes: false, principal };
+  let body: unknown;
+  try {
+    if (message === null) throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: 'compressed' });
+    body = parseJsonObject(message.toString('utf8'), { maxDepth, exactNumbers: [] }).value;
+  } catch (error) {
+    if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
+    return unreadableBody(await policy.decide(decisionDocument(input)));
+  }
+  return policy.decide(decisionDocument({ ...input, body }), bearerOf(exchange));
+}
+
 export function createLedgerPolicyStage(
   section: LedgerPolicyConfig,
   reading: LedgerPolicyBodyReading,
@@ -216,21 +240,34 @@ export function createLedgerPolicyStage(
     }
   }
 
+  async function buildDocument(call: FastifyRequest, principal: PrincipalFacts): Promise<DecisionDocument> {
+    const body = await bodyOf(call);
+    const prepared = EXECUTES.has(call.operation.name) ? await preparedOf(body) : undefined;
+    return decisionDocument({
+      ...callInput(call, principal),
+      body,
+      ...(prepared === undefined ? {} : { prepared }),
+    });
+  }
+
+  // A call's document is built once: the budgets after the policy read the one it decided on
+  // (or its failure: a body that could not be read is not read twice).
+  const documents = new WeakMap<FastifyRequest, Promise<DecisionDocument>>();
+  function documentOf(call: FastifyRequest, principal?: PrincipalFacts): Promise<DecisionDocument> {
+    let document = documents.get(call);
+    if (document === undefined) documents.set(call, (document = buildDocument(call, principal ?? principalOf(call))));
+    return document;
+  }
+
   async function decideGoverned(call: FastifyRequest, principal: PrincipalFacts): Promise<Decision> {
-    let body: unknown;
+    let document: DecisionDocument;
     try {
-      body = await bodyOf(call);
+      document = await documentOf(call, principal);
     } catch (error) {
       if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
       const governing = await policy.decide(decisionDocument(callInput(call, principal)));
       return unreadableBody(governing);
     }
-    const prepared = EXECUTES.has(call.operation.name) ? await preparedOf(body) : undefined;
-    const document = decisionDocument({
-      ...callInput(call, principal),
-      body,
-      ...(prepared === undefined ? {} : { prepared }),
-    });
     return policy.decide(document, call.headers.authorization);
   }
 
@@ -244,25 +281,13 @@ export function createLedgerPolicyStage(
     call.refusalReason = `would deny: ledger policy ${decision.policy} rule ${decision.rule}: ${decision.reason}`;
   }
 
-  const principalOf = (call: Exchange) => principalOfExchange(call, options.isTrustedProxy);
-
-  /** A stream's first message (null: compressed) as the body of its HTTP list form, decided. */
-  async function decideFirstMessage(exchange: Exchange, principal: PrincipalFacts, message: Buffer | null) {
-    const input = { operation: exchange.operation.name, writes: false, principal };
-    let body: unknown;
-    try {
-      if (message === null) throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: 'compressed' });
-      body = parseJsonObject(message.toString('utf8'), { maxDepth: reading.maxDepth, exactNumbers: [] }).value;
-    } catch (error) {
-      if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
-      enforce(exchange, unreadableBody(await policy.decide(decisionDocument(input))));
-      return;
-    }
-    enforce(exchange, await policy.decide(decisionDocument({ ...input, body }), bearerOf(exchange)));
+  function principalOf(call: Exchange): PrincipalFacts {
+    return principalOfExchange(call, options.isTrustedProxy);
   }
 
   return {
     active: policy.active,
+    documentOf: (call) => documentOf(call),
     governStream(exchange) {
       if (!policy.active || exchange.principal === null || exchange.kind !== 'upgrade') return undefined;
       const principal = principalOf(exchange);
@@ -272,7 +297,8 @@ export function createLedgerPolicyStage(
       judgeFirstMessage(exchange.raw, {
         maxBytes: reading.limits.maxBytes,
         hold: holdBody(options.bodyBudget, exchange, options.isTrustedProxy),
-        judge: (message) => decideFirstMessage(exchange, principal, message),
+        judge: async (message) =>
+          enforce(exchange, await firstMessageDecision(policy, reading.maxDepth, { exchange, principal, message })),
       });
     },
     decide(call) {
