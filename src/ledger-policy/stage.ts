@@ -95,9 +95,10 @@ export interface LedgerPolicyBodyReading {
 }
 
 export interface LedgerPolicyStage {
-  /** Whether any policy is configured (none: the stage costs nothing). */
+  /** Whether any policy is configured. */
   readonly active: boolean;
-  readonly decide: CallStage;
+  /** The call stage; undefined when no policy is configured, so that a call does not run it at all. */
+  readonly decide: CallStage | undefined;
 }
 
 const EXECUTES: ReadonlySet<string> = new Set([
@@ -205,10 +206,11 @@ export function createLedgerPolicyStage(
     });
   };
 
+  if (!policy.active) return { active: false, decide: undefined };
   return {
-    active: policy.active,
+    active: true,
     decide(call) {
-      if (!policy.active || call.principal === null) return undefined;
+      if (call.principal === null) return undefined;
       const principal = principalOf(call);
       if (!policy.governs(principal)) return undefined;
       return decideGoverned(call, principal).then((decision) => enforce(call, decision));

@@ -128,9 +128,10 @@ export interface LiveConfig {
   readonly observeConsumer: ConsumerObserver;
   /**
    * The call stage that runs the one `select` picks from the call's pinned generation, a stage built
-   * with its configuration: `live.pinned((generation) => generation.policy.enforceRequestRules)`.
+   * with its configuration: `live.pinned((generation) => generation.policy.enforceRequestRules)`. A
+   * configuration that turns the stage off has none (undefined): a call then pays one branch for it.
    */
-  pinned(select: (generation: Generation) => CallStage): CallStage;
+  pinned(select: (generation: Generation) => CallStage | undefined): CallStage;
   /**
    * When `gate` answers a promise for an exchange (its token is one a change of the participant's
    * identity providers may change), that exchange's authentication waits for it, then runs under the
@@ -550,7 +551,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       streamEnded: (exchange, stream) =>
         (exchange as Partial<PinnedExchange>).generation?.consumers?.observe.streamEnded(exchange, stream),
     },
-    pinned: (select) => (call, reply) => select(call.generation)(call, reply),
+    pinned: (select) => (call, reply) => select(call.generation)?.(call, reply),
     apply: (next) =>
       serialized(async () => {
         const nextBase = effectiveConfig(base, next);
