@@ -60,6 +60,7 @@ const OPERATION_NAMED_KEYS: Record<string, NameList> = {
   'policy.sources[].operations[]': { name: 'operationName' },
   'auth.publicOperations[]': { name: 'publicOperationName' },
   'consumers.list[].quotas.operations': { name: 'operationName' },
+  'consumers.list[].budgets[].operations[]': { name: 'operationName' },
 };
 
 /** A `${file:...}` reference (src/config/file-references.ts), resolved before the gateway judges the value. */

@@ -6,6 +6,10 @@
 // cgroup OOM-killed it, resident memory passed three quarters of the limit (docs/operations.md's
 // margin) or the caller fell under half its rate in the tests' alternating windows (the rate over
 // the whole full-rate run, against the caller alone before and after, is printed beside it).
+// The drivers run on CPUs of their own, as an attacker's clients run on other machines: sharing the
+// gateway's, their processes took it from the gateway (0.44 of a core driven against 0.59 held, the
+// machine 0% idle), and the caller's rate measured the machine instead of the gateway's fairness.
+// The gateway, the upstream and the caller share CPU 0 alike in held and driven windows.
 //
 //   npm run soak:hostile                      # 60 s per driver
 //   npm run soak:hostile -- --seconds 10      # a short look
@@ -13,8 +17,9 @@
 //
 // Needs root and a cgroup v1 memory hierarchy at /sys/fs/cgroup/memory (or cgroup v2 at
 // /sys/fs/cgroup with the memory controller); without one it says why and exits 3.
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
@@ -82,6 +87,22 @@ function memoryCgroup(limitBytes: number): MemoryCgroup | string {
   };
 }
 
+/**
+ * CPU 0 for this process and what it starts (the gateway, the upstream, the caller), the other CPUs
+ * for each driver (`pinDriver`); on one CPU, nothing is pinned.
+ */
+function cpuSplit(): { readonly pinDriver: (pid: number) => void; readonly note: string } {
+  const cpus = availableParallelism();
+  if (cpus < 2) return { pinDriver: () => {}, note: 'one CPU: the drivers share it with the gateway' };
+  const pin = (pid: number, list: string) =>
+    execFileSync('taskset', ['-a', '-p', '-c', list, String(pid)], { stdio: 'ignore' });
+  pin(process.pid, '0');
+  return {
+    pinDriver: (pid) => pin(pid, `1-${cpus - 1}`),
+    note: `the gateway, the upstream and the caller on CPU 0, the drivers on CPU 1-${cpus - 1}`,
+  };
+}
+
 interface DriverFigures {
   readonly driver: string;
   readonly aloneRate: number;
@@ -101,6 +122,8 @@ if (typeof cgroup === 'string') {
   console.error(`soak:hostile needs a memory cgroup: ${cgroup}`);
   process.exit(3);
 }
+const cpus = cpuSplit();
+console.info(`soak:hostile: ${cpus.note}`);
 const auditDir = mkdtempSync(join(tmpdir(), 'soak-hostile-audit-'));
 const upstream = await plainUpstream();
 const issuer = await createTestIssuer();
@@ -126,6 +149,7 @@ try {
     await sleep(1_000);
     const before = await aloneWindow();
     const driver = runDriver(name, { api: gateway.api, tokens, connections: 4 });
+    cpus.pinDriver(driver.pid);
     await sleep(2_000); // the driver reaches full rate
     const drivenFrom = Date.now();
     await sleep(Math.max(1, seconds - 2) * 1000);

@@ -267,12 +267,15 @@ function stageLists(
   // after. The request rules read and judge the body on the rule-checked routes only. The ledger
   // policy decides a call of a caller a policy names on that body (reading it when they did not),
   // before the audit intent, so that the record carries its decision and a refused call is not
-  // recorded as a write. The audit intent follows them (the identifying fields are in the body they
+  // recorded as a write. A consumer's budgets are spent in the same place, right after it
+  // (live/generations.ts ledgerStage; the stage itself where no budget is configured): on the
+  // document it decided on, only for a call it let go on, and before the audit intent, so that a
+  // call past a budget is not recorded as a write either. The audit intent follows them (the identifying fields are in the body they
   // parsed) and is written before the write goes on. Cache-or-forward answers.
   const callStages: readonly CallStage[] = [
     parts.participantIdps.watchChange,
     live.pinned((generation) => generation.policy.enforceRequestRules),
-    live.pinned((generation) => generation.ledgerPolicy.decide),
+    live.pinned((generation) => generation.decideAndSpend),
     ...(audit === undefined ? [] : [audit.recordIntent]),
     cacheOrForward(parts.versionCache, parts.forwarder, shared.upstreamUrl),
   ];

@@ -279,6 +279,18 @@ export const Errors = {
     GrpcCode.RESOURCE_EXHAUSTED,
     "The consumer's quota of calls of this operation for the UTC day or month (consumers.list[].quotas) is spent; context.period names which (day or month), Retry-After says when it starts again, the RateLimit headers what is left.",
   ),
+  GATEWAY_BUDGET_EXHAUSTED: defineError(
+    'GATEWAY_BUDGET_EXHAUSTED',
+    2,
+    GrpcCode.RESOURCE_EXHAUSTED,
+    "The call would pass the consumer's budget of the UTC day (consumers.list[].budgets: the sum of an amount its calls carry, e.g. the amount of its transfers); nothing was counted and the call was not sent. context.budget names it, context.remaining says what is left, Retry-After when the day starts again, the RateLimit headers what is left in units of 10^-scale.",
+  ),
+  GATEWAY_BUDGET_AMOUNT_INVALID: defineError(
+    'GATEWAY_BUDGET_AMOUNT_INVALID',
+    8,
+    GrpcCode.INVALID_ARGUMENT,
+    "The amount a consumer's budget reads from the call (consumers.list[].budgets[].amount) is not a decimal number, has more decimal places than the budget's scale, is negative, or could not be read from the call; the call was not sent and nothing was counted.",
+  ),
   GATEWAY_UPSTREAM_TOKEN_UNAVAILABLE: defineError(
     'GATEWAY_UPSTREAM_TOKEN_UNAVAILABLE',
     1,

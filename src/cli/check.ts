@@ -15,6 +15,7 @@ import { assertPolicyConfig } from '../policy/authorization.js';
 import { resolveProtectionConfig } from '../protection/config.js';
 import { redisMode } from '../protection/redis-connection.js';
 import { assertConsumersConfig } from '../consumers/config.js';
+import { compileBudgetAmount } from '../ledger-policy/cel.js';
 
 export interface CheckResult {
   /** The effective configuration as YAML, secrets redacted. */
@@ -110,7 +111,7 @@ export function judgeConfiguration(
   judge(['policy', 'cors'], () => assertPolicyConfig(config));
   judge(['ledgerPolicy'], () => assertLedgerPolicyConfig(config.ledgerPolicy));
   judge(['consumers', 'protection'], () =>
-    assertConsumersConfig(config.consumers, redisMode(config.protection.redis) !== undefined),
+    assertConsumersConfig(config.consumers, redisMode(config.protection.redis) !== undefined, compileBudgetAmount),
   );
   for (const { sections, problem } of FILE_CHECKS) {
     judge(sections, () => {

@@ -446,6 +446,44 @@ const QuotaSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** A budget's amounts: decimal text as Daml writes a Numeric (digits, at most one point, no exponent). */
+export const BUDGET_DECIMAL_PATTERN = '^\\d{1,30}(\\.\\d{1,37})?$';
+
+/** A budget over an argument of the consumer's calls: how much of it they may move in a UTC day (consumers/budgets.ts). */
+const BudgetSchema = Type.Object(
+  {
+    name: Type.String({
+      pattern: CONSUMER_NAME_PATTERN,
+      description:
+        "The budget's name (as a consumer's): context.budget of its refusals, the `budget` label of its metric, its RateLimit item and Redis key. Unique within the consumer.",
+    }),
+    operations: Type.Array(Type.String({ minLength: 1 }), {
+      minItems: 1,
+      maxItems: 64,
+      description:
+        'The operations whose calls spend it, e.g. [submitAndWaitForTransaction, submitAndWait, submit]; the amount expression chooses among their commands.',
+    }),
+    amount: Type.String({
+      minLength: 1,
+      maxLength: 4_096,
+      description:
+        'A CEL expression over the call\'s ledger-policy decision document (docs/ledger-policy.md) giving the amount the call spends: a decimal (a string as Daml writes a Numeric, or an int), or a list of them, summed. Type-checked at load. E.g. commands.filter(c, c.choice == "Transfer").map(c, c.choiceArgument.amount).',
+    }),
+    scale: Type.Integer({
+      minimum: 0,
+      maximum: 37,
+      description:
+        "Decimal places counted (Daml's Numeric 10 has ten): an amount with more is refused (GATEWAY_BUDGET_AMOUNT_INVALID). A change starts the day's count again.",
+    }),
+    perDay: Type.String({
+      pattern: BUDGET_DECIMAL_PATTERN,
+      description:
+        'The sum a consumer may spend per UTC day, a decimal with at most `scale` places; at most 2^53 units of 10^-scale (Redis counts exactly up to there).',
+    }),
+  },
+  { additionalProperties: false },
+);
+
 /** One consumer: its name, how its calls are recognised, its upstream credentials and its quotas (consumers/). */
 export const ConsumerSchema = Type.Object(
   {
@@ -570,6 +608,12 @@ export const ConsumerSchema = Type.Object(
           'Calls per UTC day and month, per operation; over it: 429 GATEWAY_QUOTA_EXHAUSTED. Exact across replicas with protection.redis (kept across restarts); in memory otherwise (a restart starts them again).',
       },
     ),
+    budgets: Type.Array(BudgetSchema, {
+      default: [],
+      maxItems: 32,
+      description:
+        "Budgets over an argument of the consumer's calls, per UTC day (e.g. the sum of `amount` it may transfer): the call that would pass one gets 429 GATEWAY_BUDGET_EXHAUSTED and counts nothing. Spent once the ledger policy admitted the call, before it is forwarded. Exact across replicas with protection.redis (kept across restarts); in memory otherwise (docs/consumers.md).",
+    }),
   },
   { additionalProperties: false },
 );

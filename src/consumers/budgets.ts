@@ -1,14 +1,14 @@
-// Budgets over a command argument (phase 2 wires them to the ledger policy's decision document):
-// how much of a quantity a consumer may move in a UTC day, e.g. the sum of `amount` over its
-// transfers. A budget reads the call's parsed document through a measure (a pure function from the
-// document to a decimal), and the counter spends it exactly: a call that would pass the budget is
-// refused and counts nothing. Amounts are kept as integers of the budget's smallest unit (10^-scale),
-// never as binary floating point; in Redis they stay exact up to 2^53 units a day (Lua's numbers).
+// Budgets over a command argument: how much of a quantity a consumer may move in a UTC day, e.g. the
+// sum of `amount` over its transfers. A budget reads the call's ledger-policy decision document
+// through a measure (its CEL amount expression: ledger-policy/cel.ts compileBudgetAmount), and the counter
+// spends it exactly: a call that would pass the budget is refused and counts nothing. Amounts are
+// kept as integers of the budget's smallest unit (10^-scale), never as binary floating point; in
+// Redis they stay exact up to budget-config.ts MAX_BUDGET_UNITS a day.
 import type { RedisClient } from './key-redis.js';
-import { periodsAt } from './quotas.js';
+import { periodsAt } from './periods.js';
 
-/** What a budget reads from a call: its parsed document to the amount it spends (a decimal), or undefined for none. */
-export type BudgetMeasure = (document: Readonly<Record<string, unknown>>) => string | number | undefined;
+/** What a budget reads from a call: its document to the amount it spends (a decimal, or a list of them summed), or undefined for none. */
+export type BudgetMeasure = (document: object) => string | number | readonly (string | number)[] | undefined;
 
 export interface ArgumentBudget {
   /** Names the budget in its counts and refusals. */
@@ -31,6 +31,8 @@ export interface BudgetVerdict {
 
 export interface BudgetCounter {
   spend(consumer: string, budget: ArgumentBudget, units: bigint, at: number): BudgetVerdict | Promise<BudgetVerdict>;
+  /** Gives back what `spend` counted at `at` (a later budget of the same call refused it). */
+  refund(consumer: string, budget: ArgumentBudget, units: bigint, at: number): void | Promise<void>;
 }
 
 const DECIMAL = /^(-?)(\d{1,30})(?:\.(\d{1,40}))?$/;
@@ -47,14 +49,25 @@ export function decimalUnits(value: string | number, scale: number): bigint {
   return sign === '-' ? -units : units;
 }
 
-/** The units a call spends of `budget`: its measure over the document; throws for an amount that is not a decimal. */
-export function unitsOf(budget: ArgumentBudget, document: Readonly<Record<string, unknown>>): bigint {
-  const amount = budget.measure(document);
-  if (amount === undefined) return 0n;
-  const units = decimalUnits(amount, budget.scale);
+function amountUnits(amount: unknown, scale: number): bigint {
+  if (typeof amount !== 'string' && typeof amount !== 'number') throw new RangeError('not a decimal number');
+  const units = decimalUnits(amount, scale);
   if (units < 0n) throw new RangeError('a negative amount');
   return units;
 }
+
+/** The units a call spends of `budget`: its measure over the document (a list summed); throws for an amount that is not a decimal. */
+export function unitsOf(budget: ArgumentBudget, document: object): bigint {
+  const amount = budget.measure(document);
+  if (amount === undefined) return 0n;
+  if (!Array.isArray(amount)) return amountUnits(amount, budget.scale);
+  let units = 0n;
+  for (const each of amount as readonly unknown[]) units += amountUnits(each, budget.scale);
+  return units;
+}
+
+/** A budget's count of a consumer: a change of scale counts afresh (units of another size). */
+const countKey = (consumer: string, budget: ArgumentBudget) => `${consumer}:${budget.name}:${budget.scale}`;
 
 function verdict(admitted: boolean, spent: bigint, budget: ArgumentBudget, at: number): BudgetVerdict {
   const remaining = budget.perDayUnits - spent;
@@ -77,24 +90,29 @@ export function createMemoryBudgetCounter(): BudgetCounter {
         dayId = day.id;
         spent = new Map<string, bigint>();
       }
-      const key = `${consumer} ${budget.name}`;
+      const key = countKey(consumer, budget);
       const before = spent.get(key) ?? 0n;
       if (before + units > budget.perDayUnits) return verdict(false, before, budget, at);
       spent.set(key, before + units);
       return verdict(true, before + units, budget, at);
     },
+    refund(consumer, budget, units, at) {
+      if (periodsAt(at).day.id !== dayId) return;
+      const key = countKey(consumer, budget);
+      spent.set(key, (spent.get(key) ?? 0n) - units);
+    },
   };
 }
 
 // KEYS: the day's spending; ARGV: the units of this call, the budget, the key's lifetime in seconds.
-// Returns {1, spent} when counted, {0, spent} when the call would pass the budget.
+// Returns {1, spent} when counted, {0, spent} when the call would pass the budget. The spending goes
+// back as Redis keeps it, a decimal string: Lua's tostring writes 14 digits (1e+15 for 999999999999999).
 const SPEND = `
-local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
-local units = tonumber(ARGV[1])
-if spent + units > tonumber(ARGV[2]) then return {0, tostring(spent)} end
-spent = redis.call('INCRBY', KEYS[1], ARGV[1])
+local kept = redis.call('GET', KEYS[1]) or '0'
+if tonumber(kept) + tonumber(ARGV[1]) > tonumber(ARGV[2]) then return {0, kept} end
+redis.call('INCRBY', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-return {1, tostring(spent)}
+return {1, redis.call('GET', KEYS[1])}
 `;
 
 type SpendingClient = RedisClient & {
@@ -105,17 +123,23 @@ type SpendingClient = RedisClient & {
 export function createRedisBudgetCounter(client: RedisClient, prefix: string): BudgetCounter {
   client.defineCommand('ledgerGatewayBudgetSpend', { lua: SPEND });
   const spending = client as SpendingClient;
+  // One key per consumer, budget and day, in a hash slot of its own (a Cluster runs a script on one slot).
+  const keyOf = (consumer: string, budget: ArgumentBudget, at: number) =>
+    `${prefix}budget:{${countKey(consumer, budget)}}:${periodsAt(at).day.id}`;
   return {
     async spend(consumer, budget, units, at) {
       const { day } = periodsAt(at);
       const [counted, spent] = await spending.ledgerGatewayBudgetSpend(
         1,
-        `${prefix}budget:{${consumer}:${budget.name}}:${day.id}`,
+        keyOf(consumer, budget, at),
         units.toString(),
         budget.perDayUnits.toString(),
         String(Math.ceil((day.end - at) / 1000) + 86_400),
       );
       return verdict(counted === 1, BigInt(spent), budget, at);
+    },
+    async refund(consumer, budget, units, at) {
+      await client.decrby(keyOf(consumer, budget, at), units.toString());
     },
   };
 }

@@ -1,9 +1,11 @@
 // What the schema cannot say about consumers: names unique (and not the reserved `unmapped`), a
 // token entry names a claim, no two consumers claim the same tokens, quotas name known operations,
-// the key store has what it needs. Resolved once per configuration into lookups the hot path reads.
+// the key store has what it needs, budgets compile (budget-config.ts). Resolved once per
+// configuration into lookups the hot path reads.
 import { ConfigError, type ConsumerConfig, type ConsumersConfig } from '../config/schema.js';
 import { certificateNames, type CertificateNames } from '../exchange/client-certificate.js';
 import { OPERATION_NAMES } from '../operations.js';
+import { budgetProblems, type AmountCompiler } from './budget-config.js';
 
 /** The consumer label (and usage row) of calls no consumer claims: one value, however many callers. */
 export const UNMAPPED = 'unmapped';
@@ -92,9 +94,20 @@ function nameAndQuotaProblems(list: readonly ConsumerConfig[]): string[] {
   return problems;
 }
 
-/** Every problem of the section; `redisConfigured`: whether protection.redis names a Redis. */
-export function consumersConfigProblems(section: ConsumersConfig, redisConfigured: boolean): string[] {
-  const problems = [...nameAndQuotaProblems(section.list), ...tokenProblems(section.list)];
+/**
+ * Every problem of the section; `redisConfigured`: whether protection.redis names a Redis;
+ * `compileAmount`: the ledger policy's compiler of a budget's amount expression.
+ */
+export function consumersConfigProblems(
+  section: ConsumersConfig,
+  redisConfigured: boolean,
+  compileAmount: AmountCompiler,
+): string[] {
+  const problems = [
+    ...nameAndQuotaProblems(section.list),
+    ...tokenProblems(section.list),
+    ...budgetProblems(section.list, compileAmount),
+  ];
   const { store, file } = section.keys;
   if (store === 'file' && file === undefined) problems.push('consumers.keys.file: required with store: file');
   if (store !== 'file' && file !== undefined) problems.push('consumers.keys.file: only with store: file');
@@ -104,8 +117,12 @@ export function consumersConfigProblems(section: ConsumersConfig, redisConfigure
 }
 
 /** Throws one ConfigError naming every problem. */
-export function assertConsumersConfig(section: ConsumersConfig, redisConfigured: boolean): void {
-  const problems = consumersConfigProblems(section, redisConfigured);
+export function assertConsumersConfig(
+  section: ConsumersConfig,
+  redisConfigured: boolean,
+  compileAmount: AmountCompiler,
+): void {
+  const problems = consumersConfigProblems(section, redisConfigured, compileAmount);
   if (problems.length > 0) throw new ConfigError('consumers', problems);
 }
 

@@ -5,6 +5,7 @@
 // IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers: RateLimit-Policy and RateLimit).
 import type { Quota } from './config.js';
 import type { RedisClient } from './key-redis.js';
+import { periodsAt } from './periods.js';
 
 export type QuotaPeriod = 'day' | 'month';
 
@@ -35,20 +36,6 @@ export interface QuotaCounter {
 export interface PeriodCounts {
   readonly day: number;
   readonly month: number;
-}
-
-/** The UTC day and month a moment falls in: their names, and their bounds in epoch milliseconds. */
-export function periodsAt(at: number) {
-  const date = new Date(at);
-  const year = date.getUTCFullYear();
-  const month = date.getUTCMonth();
-  const dayStart = Date.UTC(year, month, date.getUTCDate());
-  const monthStart = Date.UTC(year, month, 1);
-  const monthEnd = Date.UTC(year, month + 1, 1);
-  return {
-    day: { id: new Date(dayStart).toISOString().slice(0, 10), start: dayStart, end: dayStart + 86_400_000 },
-    month: { id: new Date(monthStart).toISOString().slice(0, 7), start: monthStart, end: monthEnd },
-  };
 }
 
 function states(quota: Quota, at: number, dayCount: number, monthCount: number): PeriodState[] {

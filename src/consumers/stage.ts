@@ -1,11 +1,14 @@
 // The consumers' hooks in the stage list, each thin: the key check and the principal's consumer for
 // authentication (auth/hooks.ts ConsumerCredentials), the quota check after the limits, the brokered
-// credential once the call is authorized, and the count of each finished exchange.
+// credential once the call is authorized, the budgets once the ledger policy admitted a call
+// (budget-stage.ts), and the count of each finished exchange.
 import type { ServerResponse } from 'node:http';
 import type { ConsumersConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import type { ConsumerObserver, Exchange, Principal, Stage } from '../exchange/exchange.js';
 import { NO_UPSTREAM_CREDENTIAL, replaceUpstreamCredential } from '../exchange/upstream-credential.js';
+import type { AmountCompiler } from './budget-config.js';
+import { createBudgetSpend, type BudgetSpend } from './budget-stage.js';
 import { UNMAPPED } from './config.js';
 import { createConsumerDirectory } from './directory.js';
 import { createKeyCheck, GATEWAY_KEY_ISSUER, type CredentialFailure, type KeyCheck } from './key-check.js';
@@ -23,6 +26,8 @@ export interface ConsumersStage {
   readonly quota: Stage;
   /** After authorization: the consumer's brokered token replaces the client's credential upstream. */
   readonly upstreamCredential: Stage;
+  /** Once the ledger policy admitted a call: the consumer's budgets of its operation; undefined when no consumer has one. */
+  readonly budgets: BudgetSpend | undefined;
   readonly observe: ConsumerObserver;
   /** What the status page shows of every consumer (status.ts): never a key, a hash or a token. */
   status(): Promise<ConsumersStatus>;
@@ -34,6 +39,8 @@ export interface ConsumersStageOptions {
   readonly failMode: 'open' | 'closed';
   /** auth/failure.ts AuthFailure: a bad key is refused as a bad token is. */
   readonly failure: CredentialFailure;
+  /** ledger-policy/cel.ts compileBudgetAmount: a budget's amount over the decision document. */
+  readonly compileAmount: AmountCompiler;
 }
 
 function quotaExhausted(consumer: string, operation: string, verdict: QuotaVerdict, headers: Record<string, string>) {
@@ -111,6 +118,7 @@ export function createConsumersStage(
   return {
     credentials: { keys, classify: (principal, request) => directory.classify(principal, request) },
     quota: quotaStage(directory, state, options.failMode),
+    budgets: createBudgetSpend(section.list, state, options),
     upstreamCredential(exchange) {
       const principal = exchange.principal;
       const consumer = principal?.consumer;

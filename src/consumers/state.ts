@@ -1,4 +1,4 @@
-// What consumers keep across configuration generations: the metrics, the quota counts and usage
+// What consumers keep across configuration generations: the metrics, the quota and budget counts and usage
 // (a reload must not start them again), the brokered tokens of unchanged credentials, the key
 // store's watch, and the Redis connection (protection.redis, opened once, when first needed).
 import { isDeepStrictEqual } from 'node:util';
@@ -8,6 +8,7 @@ import { createConsumerMetrics, type ConsumerMetrics } from '../telemetry/metric
 import { watchKeyFile } from './key-file.js';
 import { watchRedisKeys, type RedisClient } from './key-redis.js';
 import type { KeyWatch } from './key-store.js';
+import { createMemoryBudgetCounter, createRedisBudgetCounter, type BudgetCounter } from './budgets.js';
 import { createMemoryQuotaCounter, createRedisQuotaCounter, type QuotaCounter } from './quotas.js';
 import { createTokenBroker, type TokenBroker } from './token-broker.js';
 import { createUsageLedger, type UsageLedger } from './usage.js';
@@ -25,6 +26,8 @@ export interface ConsumerStateOptions {
 export interface ConsumerState {
   readonly metrics: ConsumerMetrics;
   readonly quotas: QuotaCounter;
+  /** The budgets' spending per UTC day (shared and kept in Redis when protection.redis names one). */
+  readonly budgets: BudgetCounter;
   readonly usage: UsageLedger;
   readonly log: ConsumerStateOptions['log'];
   /** The key store's watch for this keys section (the running one when it did not change); undefined: no keys. */
@@ -57,6 +60,7 @@ export function createConsumerState(options: ConsumerStateOptions): ConsumerStat
   return {
     metrics,
     quotas: redis === undefined ? createMemoryQuotaCounter() : createRedisQuotaCounter(redis, keyPrefix),
+    budgets: redis === undefined ? createMemoryBudgetCounter() : createRedisBudgetCounter(redis, keyPrefix),
     usage,
     log,
     keysFor(section) {

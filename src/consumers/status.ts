@@ -5,7 +5,8 @@
 import type { ConsumersConfig } from '../config/schema.js';
 import type { KeyRecord } from './gateway-keys.js';
 import type { KeyWatch } from './key-store.js';
-import { periodsAt, type QuotaCounter } from './quotas.js';
+import { periodsAt } from './periods.js';
+import type { QuotaCounter } from './quotas.js';
 import type { BrokeredTokenStatus, TokenBroker } from './token-broker.js';
 import { UNMAPPED, type ResolvedConsumer } from './config.js';
 import type { UsageLedger, UsageReport } from './usage.js';

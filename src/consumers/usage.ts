@@ -9,7 +9,7 @@ import { bytesOf } from '../telemetry/access-log.js';
 import type { ConsumerMetrics } from '../telemetry/metrics.js';
 import { UNMAPPED } from './config.js';
 import type { RedisClient } from './key-redis.js';
-import { periodsAt } from './quotas.js';
+import { periodsAt } from './periods.js';
 
 const COUNTS = ['calls', 'refused', 'failed', 'requestBytes', 'responseBytes', 'durationMs'] as const;
 type Count = (typeof COUNTS)[number];

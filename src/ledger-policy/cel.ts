@@ -169,3 +169,55 @@ export function celInput(document: DecisionDocument, now: Date): CelInput {
     now,
   };
 }
+
+/** What a budget's amount expression may give: a decimal (text or an int), or a list of them (summed). */
+const AMOUNT_TYPES: ReadonlySet<string> = new Set([
+  'string',
+  'int',
+  'uint',
+  'dyn',
+  'list',
+  'list<string>',
+  'list<int>',
+  'list<uint>',
+  'list<dyn>',
+]);
+
+/** An amount as a budget reads it: decimal text, a number (a JSON number read through dyn), or a list of them. */
+export type CelAmount = string | number | readonly (string | number)[];
+
+export type CelAmountExpression = (input: CelInput) => CelAmount | undefined;
+
+/** A CEL value the budget reads as an amount; anything else is left as is for the budget to refuse. */
+function amountValue(value: unknown): unknown {
+  if (typeof value === 'bigint') return value.toString();
+  if (Array.isArray(value)) return value.map(amountValue);
+  return value;
+}
+
+/**
+ * Compiles and type-checks a budget's amount (consumers.list[].budgets[].amount): a CelAmountExpression,
+ * or why it cannot be one. A double is refused at load: an amount is never binary floating point.
+ */
+export function compileAmount(expression: string): CelAmountExpression | { readonly problem: string } {
+  let program: ReturnType<typeof environment.parse>;
+  try {
+    program = environment.parse(expression);
+  } catch (error) {
+    return { problem: `does not parse: ${firstLine(error)}` };
+  }
+  const checked = environment.check(expression);
+  if (!checked.valid) return { problem: `does not type-check: ${firstLine(checked.error)}` };
+  if (checked.type === undefined || !AMOUNT_TYPES.has(checked.type))
+    return { problem: `is of type ${checked.type}, not a decimal (string or int) or a list of them` };
+  return (input) => amountValue(program(input)) as CelAmount | undefined;
+}
+
+/** A budget's measure (consumers/budget-config.ts AmountCompiler): its amount expression over a decision document. */
+export function compileBudgetAmount(
+  expression: string,
+): ((document: object) => CelAmount | undefined) | { readonly problem: string } {
+  const amount = compileAmount(expression);
+  if (typeof amount !== 'function') return amount;
+  return (document) => amount(celInput(document as DecisionDocument, new Date()));
+}

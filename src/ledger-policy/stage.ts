@@ -20,7 +20,7 @@ import type { CallStage, LedgerDecisionNote } from '../exchange/exchange.js';
 import { SubmissionOperations } from '../operations.js';
 import { createLedgerPolicyMetrics } from '../telemetry/metrics.js';
 import { decisionDocument, pathParameters, principalFacts } from './build-document.js';
-import type { PrincipalFacts } from './document.js';
+import type { DecisionDocument, PrincipalFacts } from './document.js';
 import { createLedgerPolicy, ledgerPolicyRefusal, type Decision } from './ledger-policy.js';
 import { createPackageNameResolver, vettedPackageLookup, type PackageNameResolver } from './package-names.js';
 import { createPreparedDecoder, PreparedDecoderBusy, type PreparedDecoder } from './prepared-pool.js';
@@ -99,6 +99,11 @@ export interface LedgerPolicyStage {
   readonly active: boolean;
   /** The call stage; undefined when no policy is configured, so that a call does not run it at all. */
   readonly decide: CallStage | undefined;
+  /**
+   * The call's decision document (the one the policy decided on, or built now, reading the body as
+   * the policy does): what a consumer's budgets read. A body that cannot be read: GATEWAY_MALFORMED_REQUEST.
+   */
+  documentOf(call: FastifyRequest): Promise<DecisionDocument>;
 }
 
 const EXECUTES: ReadonlySet<string> = new Set([
@@ -164,21 +169,34 @@ export function createLedgerPolicyStage(
     }
   }
 
+  async function buildDocument(call: FastifyRequest, principal: PrincipalFacts): Promise<DecisionDocument> {
+    const body = await bodyOf(call);
+    const prepared = EXECUTES.has(call.operation.name) ? await preparedOf(body) : undefined;
+    return decisionDocument({
+      ...callInput(call, principal),
+      body,
+      ...(prepared === undefined ? {} : { prepared }),
+    });
+  }
+
+  // A call's document is built once: the budgets after the policy read the one it decided on
+  // (or its failure: a body that could not be read is not read twice).
+  const documents = new WeakMap<FastifyRequest, Promise<DecisionDocument>>();
+  function documentOf(call: FastifyRequest, principal?: PrincipalFacts): Promise<DecisionDocument> {
+    let document = documents.get(call);
+    if (document === undefined) documents.set(call, (document = buildDocument(call, principal ?? principalOf(call))));
+    return document;
+  }
+
   async function decideGoverned(call: FastifyRequest, principal: PrincipalFacts): Promise<Decision> {
-    let body: unknown;
+    let document: DecisionDocument;
     try {
-      body = await bodyOf(call);
+      document = await documentOf(call, principal);
     } catch (error) {
       if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
       const governing = await policy.decide(decisionDocument(callInput(call, principal)));
       return unreadableBody(governing);
     }
-    const prepared = EXECUTES.has(call.operation.name) ? await preparedOf(body) : undefined;
-    const document = decisionDocument({
-      ...callInput(call, principal),
-      body,
-      ...(prepared === undefined ? {} : { prepared }),
-    });
     return policy.decide(document, call.headers.authorization);
   }
 
@@ -192,7 +210,7 @@ export function createLedgerPolicyStage(
     call.refusalReason = `would deny: ledger policy ${decision.policy} rule ${decision.rule}: ${decision.reason}`;
   }
 
-  const principalOf = (call: FastifyRequest): PrincipalFacts => {
+  function principalOf(call: FastifyRequest): PrincipalFacts {
     const certificate = certificateFacts(call.raw);
     return principalFacts(call.principal!, {
       clientAddress: clientAddress(
@@ -204,11 +222,13 @@ export function createLedgerPolicyStage(
       certificateDnsNames: certificate?.dnsNames,
       consumer: call.principal!.consumer,
     });
-  };
+  }
 
-  if (!policy.active) return { active: false, decide: undefined };
+  const callDocument = (call: FastifyRequest) => documentOf(call);
+  if (!policy.active) return { active: false, decide: undefined, documentOf: callDocument };
   return {
     active: true,
+    documentOf: callDocument,
     decide(call) {
       if (call.principal === null) return undefined;
       const principal = principalOf(call);

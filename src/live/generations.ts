@@ -24,6 +24,8 @@ import { createProtectionStage, type ProtectionStage, type ProtectionStageOption
 import { openRedisConnection, redisMode } from '../protection/redis-connection.js';
 import { AuthFailure } from '../auth/failure.js';
 import { assertConsumersConfig } from '../consumers/config.js';
+import { compileBudgetAmount } from '../ledger-policy/cel.js';
+import type { BudgetSpend } from '../consumers/budget-stage.js';
 import { createConsumersStage, type ConsumersStage } from '../consumers/stage.js';
 import { createConsumerState, type ConsumerState } from '../consumers/state.js';
 import type { ConsumersStatus } from '../consumers/status.js';
@@ -75,6 +77,11 @@ export interface Generation {
   readonly policy: PolicyStage;
   /** The ledger policy (a call stage: live.pinned), compiled from this configuration's section. */
   readonly ledgerPolicy: LedgerPolicyStage;
+  /**
+   * The ledger policy's place in a call's list: its decision, then the consumer's budgets when any is
+   * configured (ledgerStage); undefined when neither is (live.pinned then skips it in one branch).
+   */
+  readonly decideAndSpend: CallStage | undefined;
   /**
    * CORS, when configured (policy/cors.ts): adds its headers to a call's reply, or answers a
    * preflight (true). Answers the gateway writes itself copy the reply's headers only then.
@@ -246,7 +253,7 @@ function consumersOf(
   previous: Generation | undefined,
   inputs: GenerationInputs,
 ): ConsumersStage | undefined {
-  assertConsumersConfig(config.consumers, redisMode(config.protection.redis) !== undefined);
+  assertConsumersConfig(config.consumers, redisMode(config.protection.redis) !== undefined, compileBudgetAmount);
   if (
     previous !== undefined &&
     isDeepStrictEqual(previous.config.consumers, config.consumers) &&
@@ -258,7 +265,22 @@ function consumersOf(
     isTrustedProxy: inputs.options.isTrustedProxy,
     failMode: config.protection.failMode,
     failure: AuthFailure,
+    compileAmount: compileBudgetAmount,
   });
+}
+
+/**
+ * The ledger policy's decision, then the consumer's budgets spent on the document it decided on (or
+ * one built for them): a budget counts only a call the policy lets go on, before it is forwarded.
+ * Without budgets, the policy's stage itself: nothing more runs per call, nothing at all without a policy.
+ */
+function ledgerStage(ledgerPolicy: LedgerPolicyStage, budgets: BudgetSpend | undefined): CallStage | undefined {
+  if (budgets === undefined) return ledgerPolicy.decide;
+  return (call, reply) => {
+    const spend = () => budgets(call, () => ledgerPolicy.documentOf(call));
+    const decided = ledgerPolicy.decide?.(call, reply);
+    return decided === undefined ? spend() : decided.then(spend);
+  };
 }
 
 /**
@@ -333,6 +355,7 @@ function buildGeneration(
     protect: protection.stage,
     policy,
     ledgerPolicy,
+    decideAndSpend: ledgerStage(ledgerPolicy, consumers?.budgets),
     cors:
       previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
         ? previous.cors

@@ -67,6 +67,7 @@ export const MetricNames = {
   consumerResponseBytes: 'ledger_gateway_consumer_response_bytes_total',
   consumerCallDuration: 'ledger_gateway_consumer_call_duration_seconds',
   consumerQuotaRefusals: 'ledger_gateway_consumer_quota_refusals_total',
+  consumerBudgetRefusals: 'ledger_gateway_consumer_budget_refusals_total',
   upstreamTokenRequests: 'ledger_gateway_upstream_token_requests_total',
   pipelinedRequestsWaiting: 'ledger_gateway_pipelined_requests_waiting',
   pipelinedBytesWaiting: 'ledger_gateway_pipelined_bytes_waiting',
@@ -890,6 +891,8 @@ export interface ConsumerMetrics {
   /** A WebSocket stream's bytes each way, once its tunnel closed (its call was observed at its 101). */
   streamBytes(consumer: string, operation: string, requestBytes: number, responseBytes: number): void;
   quotaRefusal(consumer: string, operation: string, period: 'day' | 'month'): void;
+  /** A call refused by a budget: `exhausted` (it would pass it) or `invalid` (its amount is not one). */
+  budgetRefusal(consumer: string, operation: string, budget: string, reason: 'exhausted' | 'invalid'): void;
   upstreamTokenRequest(consumer: string, result: 'success' | 'failure'): void;
 }
 
@@ -927,6 +930,11 @@ export function createConsumerMetrics(registry: Registry, exemplars: boolean): C
     'Calls refused with GATEWAY_QUOTA_EXHAUSTED, by consumer, operation and the period spent (day, month).',
     ['consumer', 'operation', 'period'],
   );
+  const budgetRefusals = counter(
+    MetricNames.consumerBudgetRefusals,
+    'Calls refused by a budget (consumers.list[].budgets), by consumer, operation, budget and reason (exhausted: GATEWAY_BUDGET_EXHAUSTED; invalid: GATEWAY_BUDGET_AMOUNT_INVALID).',
+    ['consumer', 'operation', 'budget', 'reason'],
+  );
   const tokenRequests = counter(
     MetricNames.upstreamTokenRequests,
     "Requests for a consumer's brokered Canton token to its token endpoint, by consumer and result (success, failure).",
@@ -950,6 +958,9 @@ export function createConsumerMetrics(registry: Registry, exemplars: boolean): C
     },
     quotaRefusal: (consumer, operation, period) =>
       quotaRefusals.labels(consumerLabel(consumer), operationLabel(operation), period).inc(),
+    // A budget's name is one of at most 32 per consumer, from the configuration.
+    budgetRefusal: (consumer, operation, budget, reason) =>
+      budgetRefusals.labels(consumerLabel(consumer), operationLabel(operation), budget, reason).inc(),
     upstreamTokenRequest: (consumer, result) => tokenRequests.labels(consumerLabel(consumer), result).inc(),
   };
 }

@@ -168,6 +168,8 @@ export async function metricValue(admin: string, name: string, labels = ''): Pro
 }
 
 export interface DriverRun {
+  /** The driver's process. */
+  readonly pid: number;
   /** Holds the driver still (SIGSTOP), or lets it go on (SIGCONT): what it holds in the gateway stays. */
   hold(held: boolean): void;
   /** Stops the driver (SIGTERM) and resolves with what it reported. */
@@ -188,6 +190,7 @@ export function runDriver(name: string, options: object): DriverRun {
     }),
   );
   return {
+    pid: child.pid!,
     hold(held) {
       if (child.exitCode === null) child.kill(held ? 'SIGSTOP' : 'SIGCONT');
     },

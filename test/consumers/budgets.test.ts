@@ -10,6 +10,7 @@ import {
   type ArgumentBudget,
   type BudgetCounter,
 } from '../../src/consumers/budgets.js';
+import { MAX_BUDGET_UNITS } from '../../src/consumers/budget-config.js';
 import { openRedisConnection } from '../../src/protection/redis-connection.js';
 import { describeNeeding } from '../helpers/tool-groups.js';
 import { startRedisServer, type RedisServer } from '../protection/redis-server.js';
@@ -19,7 +20,7 @@ const transfers: ArgumentBudget = {
   name: 'transfer-amount',
   scale: 2,
   perDayUnits: 10_000n,
-  measure: (document) => (document.arguments as { amount?: string } | undefined)?.amount,
+  measure: (document) => (document as { arguments?: { amount?: string } }).arguments?.amount,
 };
 const transfer = (amount: string) => ({ arguments: { amount } });
 
@@ -32,6 +33,14 @@ describe('amounts', () => {
     expect(() => decimalUnits('1e3', 2)).toThrow(/not a decimal/);
     expect(() => unitsOf(transfers, transfer('-5'))).toThrow(/negative/);
     expect(unitsOf(transfers, {})).toBe(0n);
+  });
+
+  it('sums a list of amounts, each read exactly, and refuses a list with one bad amount', () => {
+    const each: ArgumentBudget = { ...transfers, measure: (document) => (document as { amounts: string[] }).amounts };
+    expect(unitsOf(each, { amounts: ['0.10', '0.20', '7'] })).toBe(730n);
+    expect(unitsOf(each, { amounts: [] })).toBe(0n);
+    expect(() => unitsOf(each, { amounts: ['1.00', '-0.01'] })).toThrow(/negative/);
+    expect(() => unitsOf(each, { amounts: ['1.00', null] })).toThrow(/not a decimal/);
   });
 });
 
@@ -50,6 +59,16 @@ describe('the memory counter', () => {
   it("refuses the transfer that would pass the day's budget and counts nothing for it", async () => {
     const counter = createMemoryBudgetCounter();
     expect(await spendAll([counter], ['60.00', '40.01', '40.00', '0.01'])).toEqual([true, false, true, false]);
+  });
+
+  it('gives back a refund, and counts a budget of another scale on its own', async () => {
+    const counter = createMemoryBudgetCounter();
+    const at = Date.now();
+    expect((await counter.spend('payments', transfers, 10_000n, at)).admitted).toBe(true);
+    await counter.refund('payments', transfers, 2_500n, at);
+    expect((await counter.spend('payments', transfers, 2_500n, at)).remainingUnits).toBe(0n);
+    const inMills = { ...transfers, scale: 3, perDayUnits: 100_000n };
+    expect((await counter.spend('payments', inMills, 1n, at)).remainingUnits).toBe(99_999n);
   });
 });
 
@@ -81,6 +100,20 @@ describeNeeding('redis-server')('the Redis counter', () => {
         ),
       );
       expect(fresh.filter((answer) => answer.admitted)).toHaveLength(40);
+      // The largest budget a configuration may hold (budget-config.ts MAX_BUDGET_UNITS) is counted to the unit.
+      const largest = { ...transfers, perDayUnits: MAX_BUDGET_UNITS };
+      const spendLargest = (units: bigint) => Promise.resolve(counters[1]!.spend('large', largest, units, Date.now()));
+      expect(await spendLargest(MAX_BUDGET_UNITS - 1n)).toMatchObject({ admitted: true, remainingUnits: 1n });
+      expect(await spendLargest(2n)).toMatchObject({ admitted: false, spentUnits: MAX_BUDGET_UNITS - 1n });
+      expect(await spendLargest(1n)).toMatchObject({
+        admitted: true,
+        spentUnits: MAX_BUDGET_UNITS,
+        remainingUnits: 0n,
+      });
+      expect((await spendLargest(10n ** 40n)).admitted).toBe(false);
+      // A refund on one replica is seen by the other.
+      await counters[0]!.refund('fresh', transfers, 500n, Date.now());
+      expect((await counters[1]!.spend('fresh', transfers, 500n, Date.now())).remainingUnits).toBe(0n);
     } finally {
       for (const client of clients) client.disconnect();
     }
