@@ -22,7 +22,7 @@ import { BodyBudget } from './body/budget.js';
 import { streamedBodyLimits } from './body/read.js';
 import type { LiveConfig, PinnedExchange } from './live/generations.js';
 import type { ParticipantTrust } from './live/participant-idps.js';
-import { limitConnections, type ConnectionCaps } from './protection/connections.js';
+import { capConnections } from './protection/connections.js';
 import { createForwarder, type Forwarder } from './proxy/forward.js';
 import { UpstreamReplicas } from './proxy/upstream-replicas.js';
 import { createWebSocketTunnels } from './proxy/websocket.js';
@@ -130,19 +130,6 @@ function connectUpstream(
   });
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
   return { replicas, forwarder, bodyBudget, tunnels };
-}
-
-/**
- * Open client connections are capped as they are accepted, before TLS or any request
- * (protection.connections); a reload's caps apply to the connections accepted after it.
- */
-function capConnections(api: FastifyInstance, caps: ConnectionCaps, { metrics, isTrustedProxy }: Surroundings) {
-  const connections = limitConnections(api.server, caps, {
-    isTrustedProxy,
-    onRefused: (limit) => metrics.connectionRefused(limit),
-  });
-  metrics.watchConnections(() => connections.open);
-  return connections;
 }
 
 /** The metrics, readiness and logger every part is built with, and who may speak for a client's address. */
@@ -329,7 +316,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),
     count: (result) => metrics.versionCache(result),
   });
-  const connections = capConnections(api, live.current.protection.connectionCaps, around);
+  const connections = capConnections(api.server, live.current.protection.connectionCaps, around);
 
   // What lives across exchanges follows the keys it reads, at start and on each reload that changes
   // them; what an exchange reads is on the generation it pinned (docs/development.md#a-key-that-reloads-live).
