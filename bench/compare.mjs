@@ -53,7 +53,7 @@ const PEERS = {
 const USAGE = `Usage: npm run bench:compare -- (--base <git ref> | --against <peer>) [options]
   --base <ref>          the build to compare with (a commit, branch or tag), built in a temporary worktree
   --against <peer>      a peer to compare with instead: ${Object.keys(PEERS).join(', ')}
-  --scenario <name>     ledger-end (proxied GET, default), version (cached), submit or update-by-offset
+  --scenario <name>     ledger-end (proxied GET, default), version (cached), submit, submit-4mib or update-by-offset
   --rounds <n>          rounds, both gateways loaded together in each (default 8)
   --seconds <s>         seconds per round (default 4)
   --connections <n>     wrk connections per gateway (default 50)

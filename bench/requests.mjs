@@ -38,6 +38,37 @@ export function submitBody(targetBytes = 1024) {
   return build('n'.repeat(Math.max(0, targetBytes - Buffer.byteLength(bare))));
 }
 
+/**
+ * A submit-and-wait (JsCommands, one of the routes read only for its userId) of `targetBytes`, most of
+ * it disclosed contracts of a 3 KB created-event blob each, as a large submission carries them.
+ */
+export function largeSubmitBody(targetBytes = 4 * 1024 * 1024) {
+  const contract = {
+    templateId: SANDBOX_SEED.templates.iou,
+    contractId: '00ab',
+    createdEventBlob: Buffer.alloc(2_300, 'canton').toString('base64'),
+    synchronizerId: SANDBOX_SEED.synchronizers.global.synchronizerId,
+  };
+  const build = (count, workflowId) =>
+    JSON.stringify({
+      commands: [
+        {
+          CreateCommand: {
+            templateId: SANDBOX_SEED.templates.iou,
+            createArguments: { issuer: alice, owner: alice, currency: 'USD', amount: '999.99', observers: [] },
+          },
+        },
+      ],
+      commandId: 'bench-large-00000001',
+      actAs: [alice],
+      workflowId,
+      disclosedContracts: Array.from({ length: count }, () => contract),
+      userId: SANDBOX_SEED.users.alice.id,
+    });
+  const count = Math.floor((targetBytes - Buffer.byteLength(build(0, ''))) / (JSON.stringify(contract).length + 1));
+  return build(count, 'w'.repeat(Math.max(0, targetBytes - Buffer.byteLength(build(count, '')))));
+}
+
 export function updateByOffsetBody() {
   return JSON.stringify({
     offset: SANDBOX_SEED.initialTransaction.offset,
@@ -66,6 +97,12 @@ export const HTTP_SCENARIOS = {
     method: 'POST',
     path: '/v2/commands/submit-and-wait-for-transaction',
     body: submitBody(),
+  },
+  'submit-4mib': {
+    title: 'POST submit-and-wait, 4 MiB of disclosed contracts (read for userId as it arrives)',
+    method: 'POST',
+    path: '/v2/commands/submit-and-wait',
+    body: largeSubmitBody(),
   },
   'update-by-offset': {
     title: 'POST update-by-offset (rules checked)',

@@ -7,6 +7,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Errors, GatewayError, renderCantonError, renderDecodeFailure, renderRouteNotFound } from '../errors.js';
 import type { Exchange } from './exchange.js';
+import { lingerAfterAnswer } from './lingering-close.js';
 import { traceIdOf } from '../trace-context.js';
 
 /** Maps Fastify's own errors (bad URL, media type, parser) into the catalogue. */
@@ -37,6 +38,8 @@ export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, e
   // Refused before its body was read whole (a 401 for an upload, say): Node would read the rest as
   // this connection's next bytes, and a body that then fails to parse drew a second, stray answer.
   if (reply.server.draining || !request.raw.complete) reply.header('connection', 'close');
+  // The rest of a body still arriving is read and dropped after the answer, so the client reads it.
+  if (!request.raw.complete) lingerAfterAnswer(request.raw);
   if (error.definition.plainText) {
     return reply
       .code(error.definition.status)

@@ -5,6 +5,7 @@
 // ./drivers/ need around it: the pod's memory limit, resident memory, metrics, and a caller whose
 // rate is measured while a driver runs in a process of its own.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -174,6 +175,8 @@ export interface DriverRun {
   hold(held: boolean): void;
   /** Stops the driver (SIGTERM) and resolves with what it reported. */
   stop(): Promise<unknown>;
+  /** Resolves with what it reported once it ends of itself. */
+  readonly finished: Promise<unknown>;
 }
 
 /** Runs one driver of ./drivers/ (by its name in drivers/index.mjs) in a process of its own. */
@@ -200,12 +203,19 @@ export function runDriver(name: string, options: object): DriverRun {
       const forced = setTimeout(() => child.kill('SIGKILL'), 10_000);
       return done.finally(() => clearTimeout(forced));
     },
+    finished: done,
   };
 }
 
 export interface SteadyCaller {
-  /** Successful answers (200) per second from `fromMs` to `toMs` (Date.now() times), and every status in that window. */
-  window(fromMs: number, toMs: number): { readonly rate: number; readonly statuses: Record<number, number> };
+  /**
+   * Successful answers (200) per second from `fromMs` to `toMs` (Date.now() times), every status in
+   * that window, and the 99th percentile of how long its calls took, in ms.
+   */
+  window(
+    fromMs: number,
+    toMs: number,
+  ): { readonly rate: number; readonly statuses: Record<number, number>; readonly p99Ms: number };
   /** The longest any one call took, in ms. */
   readonly longestMs: number;
   stop(): Promise<void>;
@@ -217,7 +227,7 @@ export interface SteadyCaller {
  */
 export function steadyCaller(api: string, token: string, connections = 4, path = '/v2/state/ledger-end'): SteadyCaller {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
-  const answered: Array<{ at: number; status: number }> = [];
+  const answered: Array<{ at: number; status: number; ms: number }> = [];
   let longestMs = 0;
   let running = true;
   const call = () =>
@@ -240,7 +250,7 @@ export function steadyCaller(api: string, token: string, connections = 4, path =
       const status = await call();
       const at = Date.now();
       longestMs = Math.max(longestMs, at - started);
-      answered.push({ at, status });
+      answered.push({ at, status, ms: at - started });
       if (status === 0) await new Promise((resolve) => setTimeout(resolve, 50));
     }
   };
@@ -250,7 +260,9 @@ export function steadyCaller(api: string, token: string, connections = 4, path =
       const within = answered.filter(({ at }) => at >= fromMs && at < toMs);
       const statuses: Record<number, number> = {};
       for (const { status } of within) statuses[status] = (statuses[status] ?? 0) + 1;
-      return { rate: (statuses[200] ?? 0) / ((toMs - fromMs) / 1000), statuses };
+      const times = within.map(({ ms }) => ms).sort((a, b) => a - b);
+      const p99Ms = times[Math.min(times.length - 1, Math.floor(times.length * 0.99))] ?? NaN;
+      return { rate: (statuses[200] ?? 0) / ((toMs - fromMs) / 1000), statuses, p99Ms };
     },
     get longestMs() {
       return longestMs;
@@ -298,6 +310,49 @@ export async function rateAgainstDriver(
   }
   driver.hold(false);
   return { alone: answers.alone / seconds.alone, driven: answers.driven / seconds.driven, drivenStatuses };
+}
+
+/** What a hashing upstream received: a call's path, its body's length and sha256. */
+export interface HashedRequest {
+  readonly url: string;
+  readonly bytes: number;
+  readonly sha256: string;
+}
+
+/**
+ * A participant that answers every call with a small JSON body once its body has arrived, and keeps
+ * of each only its path, length and sha256 (large bodies compared byte for byte without holding them).
+ */
+export async function hashingUpstream(): Promise<{
+  readonly url: string;
+  readonly received: HashedRequest[];
+  close(): Promise<void>;
+}> {
+  const received: HashedRequest[] = [];
+  const server = http.createServer((request, response) => {
+    const hash = createHash('sha256');
+    let bytes = 0;
+    request.on('data', (chunk: Buffer) => {
+      hash.update(chunk);
+      bytes += chunk.length;
+    });
+    request.on('end', () => {
+      if (request.method === 'POST') received.push({ url: request.url!, bytes, sha256: hash.digest('hex') });
+      response.writeHead(200, { 'content-type': 'application/json', 'content-length': 12 });
+      response.end('{"offset":1}');
+    });
+  });
+  server.keepAliveTimeout = 120_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 /**

@@ -70,6 +70,30 @@ describe("Canton's TypeScript clients through the gateway", () => {
     expect((await ledger.get('/v2/state/ledger-end')).offset).toBe(2);
   });
 
+  it('sends a 6 MiB submission with disclosed contracts through the gateway, as the client wrote it (limits.bodyBytes)', async () => {
+    const { ledger } = await clients();
+    await ledger.init();
+    // 2,000 disclosed contracts of a 3 KB created-event blob each (issue 42: what a large submission carries).
+    const blob = Buffer.alloc(2_300, 'canton').toString('base64');
+    const disclosedContracts = Array.from({ length: 2_000 }, (_, index) => ({
+      templateId: IOU,
+      contractId: `00${index.toString(16).padStart(4, '0')}`,
+      createdEventBlob: blob,
+      synchronizerId: SANDBOX_SEED.synchronizers.global.synchronizerId,
+    }));
+    const body = { ...createIou('client-large-1').commands, disclosedContracts };
+    const sent = JSON.stringify(body);
+    expect(sent.length).toBeGreaterThan(6 * 1024 * 1024);
+    const answer = await ledger.post('/v2/commands/submit-and-wait', body);
+    expect(answer.completionOffset).toBe(2);
+    const received = sandbox!.app.sandbox.receivedRequests.filter(
+      (request) => request.url === '/v2/commands/submit-and-wait',
+    );
+    expect(received).toHaveLength(1);
+    expect(received[0]!.body.length).toBe(sent.length);
+    expect(received[0]!.body === sent).toBe(true);
+  }, 60_000);
+
   it("surfaces the gateway's own refusal as a JsCantonError, and the participant never sees the call", async () => {
     const { ledger } = await clients();
     await ledger.init();

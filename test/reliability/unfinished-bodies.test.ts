@@ -17,7 +17,6 @@ const SUBMIT = '/v2/commands/submit-and-wait-for-transaction';
 const SUBMISSION =
   '{"commands":{"commands":[{"CreateCommand":{"templateId":"p:M:E","createArguments":{}}}],"commandId":"c","actAs":["Alice"]}}';
 
-
 async function metric(admin: string, name: string): Promise<number> {
   const text = await (await fetch(`${admin}/metrics`)).text();
   return Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)`, 'm').exec(text)![1]);

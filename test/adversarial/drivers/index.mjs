@@ -5,6 +5,7 @@
 import { auditVolume } from './audit-volume.mjs';
 import { bodyBombs } from './body-bombs.mjs';
 import { budgetReservations } from './budget-reservations.mjs';
+import { largeSubmissions } from './large-submissions.mjs';
 import { pipelinedFlood } from './pipelined-flood.mjs';
 
 export const DRIVERS = {
@@ -13,6 +14,10 @@ export const DRIVERS = {
   B1: {
     what: '4 token holders x 8 connections declaring 1 MiB bodies and sending none',
     run: (options, signal) => budgetReservations({ connectionsPerCaller: 8, ...options }, signal),
+  },
+  L1: {
+    what: 'token holders each sending one submission at the participant limit (8 MiB) at once, retrying after Retry-After',
+    run: largeSubmissions,
   },
   A1: { what: 'audited writes with long 0xFF strings in their identifying fields, 8 at a time', run: auditVolume },
 };

@@ -1,0 +1,126 @@
+// L1 of issue 42: submissions at the participant's own limit (limits.bodyBytes, 8 MiB), 16 at once from
+// 16 token holders, on a route read only for its userId (the body is tokenized as it arrives and held
+// until judged, then forwarded), against the shipped process. 16 x 8 MiB is four times the default body
+// budget (limits.bufferedBodyBytes, 32 MiB): what does not fit is refused at once with the budget's
+// coded 503 and Retry-After: 1, never left waiting, and a client that retries as told gets through.
+// The refusal comes while the client still sends: closed at once, the connection was reset under
+// the client, which lost the answer (2 of 28 attempts; src/exchange/lingering-close.ts). Every body
+// answered 200 reached the participant byte for byte, no refused one reached it, another caller is
+// answered throughout, and the process stays inside the pod's limit. Its latency (p99 before, during,
+// after) and the event loop's delay are printed, not asserted: on the shared 2-core machine the
+// caller's p99 alone moved from 10 to 670 ms between quiet windows (docs/performance.md has the
+// figures). The bodies carry disclosed contracts (3 KB blobs), as large submissions do.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { buildDist } from '../helpers/process.js';
+import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
+import {
+  hashingUpstream,
+  metricValue,
+  residentMemory,
+  runDriver,
+  shipped,
+  sleep,
+  startShippedGateway,
+  steadyCaller,
+} from './shipped-gateway.js';
+
+const MiB = 1024 * 1024;
+const CALLERS = 16;
+const LOOP_LAG_P99 = 'nodejs_eventloop_lag_p99_seconds';
+
+interface Sent {
+  readonly sha256: string;
+  readonly accepted: boolean;
+  readonly attempts: number;
+}
+
+interface L1Result {
+  readonly answers: Record<string, number>;
+  readonly refusals: Record<string, number>;
+  readonly sent: Sent[];
+  readonly longestMs: number;
+}
+
+/** 16 holders' 8 MiB submissions through the shipped process with `extra` config; what each side saw. */
+async function sixteenAtTheLimit(extra: string[]) {
+  const upstream = await hashingUpstream();
+  const issuer = await createTestIssuer();
+  const gateway = await startShippedGateway(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, { extra });
+  try {
+    const caller = steadyCaller(gateway.api, await issuer.mint({ sub: 'carol' }), 2);
+    const tokens = await Promise.all(Array.from({ length: CALLERS }, (_, i) => issuer.mint({ sub: `l1-${i}` })));
+    await sleep(1_000);
+    const beforeFrom = Date.now();
+    await sleep(3_000);
+    const before = caller.window(beforeFrom, Date.now());
+    await metricValue(gateway.admin, LOOP_LAG_P99); // the event loop's delay, from here on (read, then reset)
+    const drivenFrom = Date.now();
+    const driver = runDriver('L1', { api: gateway.api, tokens, shape: 'disclosed', durationMs: 60_000 });
+    const result = (await driver.finished) as L1Result;
+    const driven = caller.window(drivenFrom, Date.now());
+    const loopLagP99Ms = (await metricValue(gateway.admin, LOOP_LAG_P99)) * 1000;
+    const afterFrom = Date.now();
+    await sleep(3_000);
+    const after = caller.window(afterFrom, Date.now());
+    await caller.stop();
+    const alive = gateway.alive();
+    return {
+      result,
+      before,
+      driven,
+      after,
+      loopLagP99Ms,
+      received: upstream.received,
+      alive,
+      memory: residentMemory(gateway.pid),
+    };
+  } finally {
+    await gateway.close();
+    await upstream.close();
+  }
+}
+
+function reportOf(run: Awaited<ReturnType<typeof sixteenAtTheLimit>>): string {
+  const { result, before, driven, after, loopLagP99Ms, memory } = run;
+  const attempts = result.sent.map((entry) => entry.attempts);
+  return (
+    `answers ${JSON.stringify(result.answers)}, refusals ${JSON.stringify(result.refusals)}, attempts per ` +
+    `caller ${Math.min(...attempts)}-${Math.max(...attempts)}, longest attempt ${result.longestMs} ms; another ` +
+    `caller's p99 ${before.p99Ms} ms before, ${driven.p99Ms} ms during (${JSON.stringify(driven.statuses)}), ` +
+    `${after.p99Ms} ms after; event loop delay p99 ${loopLagP99Ms.toFixed(0)} ms during; ` +
+    `resident peak ${(memory.peak / MiB).toFixed(0)} MiB of ${(shipped().memoryLimitBytes / MiB).toFixed(0)}`
+  );
+}
+
+/** What holds whatever the budget: every 200 reached the participant unchanged, nothing else did. */
+function expectDeliveredUnchanged(run: Awaited<ReturnType<typeof sixteenAtTheLimit>>, report: string): void {
+  const { result, received } = run;
+  expect(result.sent, report).toHaveLength(CALLERS);
+  expect(
+    result.sent.every((entry) => entry.accepted),
+    report,
+  ).toBe(true);
+  expect(received.map(({ sha256 }) => sha256).sort(), report).toEqual(result.sent.map(({ sha256 }) => sha256).sort());
+  expect(
+    received.every(({ url, bytes }) => url === '/v2/commands/submit-and-wait' && bytes === 8 * MiB),
+    report,
+  ).toBe(true);
+  expect(run.alive, report).toBe(true);
+  expect(Object.keys(run.driven.statuses), report).toEqual(['200']);
+  expect(run.memory.peak, report).toBeLessThan(shipped().memoryLimitBytes * 0.75);
+}
+
+describe('L1, 16 submissions at the participant limit at once, against the shipped process', () => {
+  beforeAll(() => buildDist(), 120_000);
+
+  it('under the default budget: what does not fit is refused at once with 503 and Retry-After: 1; retried, every body arrives unchanged', async () => {
+    const run = await sixteenAtTheLimit([]);
+    const report = reportOf(run);
+    console.info(`L1, default budget: ${report}`);
+    expectDeliveredUnchanged(run, report);
+    // The budget holds four at a time: the others were refused, with the budget's code, told when to retry.
+    expect(run.result.answers['503'] ?? 0, report).toBeGreaterThan(0);
+    expect(Object.keys(run.result.answers).sort(), report).toEqual(['200', '503']);
+    expect(Object.keys(run.result.refusals), report).toEqual(['503 GATEWAY_BODY_BUFFER_EXHAUSTED Retry-After: 1']);
+  }, 150_000);
+});
