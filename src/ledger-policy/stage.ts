@@ -95,9 +95,10 @@ export interface LedgerPolicyBodyReading {
 }
 
 export interface LedgerPolicyStage {
-  /** Whether any policy is configured (none: the stage costs nothing). */
+  /** Whether any policy is configured. */
   readonly active: boolean;
-  readonly decide: CallStage;
+  /** The call stage; undefined when no policy is configured, so that a call does not run it at all. */
+  readonly decide: CallStage | undefined;
   /**
    * The call's decision document (the one the policy decided on, or built now, reading the body as
    * the policy does): what a consumer's budgets read. A body that cannot be read: GATEWAY_MALFORMED_REQUEST.
@@ -223,11 +224,13 @@ export function createLedgerPolicyStage(
     });
   }
 
+  const callDocument = (call: FastifyRequest) => documentOf(call);
+  if (!policy.active) return { active: false, decide: undefined, documentOf: callDocument };
   return {
-    active: policy.active,
-    documentOf: (call) => documentOf(call),
+    active: true,
+    documentOf: callDocument,
     decide(call) {
-      if (!policy.active || call.principal === null) return undefined;
+      if (call.principal === null) return undefined;
       const principal = principalOf(call);
       if (!policy.governs(principal)) return undefined;
       return decideGoverned(call, principal).then((decision) => enforce(call, decision));
