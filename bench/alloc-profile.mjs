@@ -35,7 +35,9 @@ const USAGE = `Usage: npm run bench:alloc -- [options]
   --scenario <list>   comma-separated: ${SCENARIOS.join(', ')} (default: all)
   --seconds <s>       sampled seconds per scenario (default 5), after as many of warm-up
   --floor             also the Fastify floor (proxied GET only: it has no features to sample)
-  --top <n>           functions listed (default 20)`;
+  --top <n>           functions listed (default 20)
+  --env <K=V>         an environment variable for the gateway (repeatable), e.g.
+                      --env LEDGER_GATEWAY_LOG__ACCESS__ENABLED=false`;
 
 function readOptions() {
   const { values } = parseArgs({
@@ -44,6 +46,7 @@ function readOptions() {
       seconds: { type: 'string', default: '5' },
       floor: { type: 'boolean', default: false },
       top: { type: 'string', default: '20' },
+      env: { type: 'string', multiple: true, default: [] },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -57,7 +60,12 @@ function readOptions() {
   if (!Number.isInteger(seconds) || seconds < 1 || seconds > 60)
     throw new Error('--seconds must be a whole number from 1 to 60');
   if (!Number.isInteger(top) || top < 1) throw new Error('--top must be a positive whole number');
-  return { scenarios, seconds, floor: values.floor, top };
+  const bad = values.env.find((pair) => pair.indexOf('=') < 1);
+  if (bad !== undefined) throw new Error(`--env ${bad}: expected NAME=value`);
+  const env = Object.fromEntries(
+    values.env.map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+  );
+  return { scenarios, seconds, floor: values.floor, top, env };
 }
 
 /** Toggles the sampler in `handle`'s process and, on stop, waits (bounded) for its profile. */
@@ -152,7 +160,7 @@ async function main() {
   const gateway = await startGateway(ROOT, dir, 'gateway', settings, {
     core: coreProxy,
     nodeArgs: sampler,
-    env: { ALLOC_PROFILE_OUT: profileFile },
+    env: { ...options.env, ALLOC_PROFILE_OUT: profileFile },
   });
 
   log(

@@ -22,7 +22,7 @@ import { BodyBudget } from './body/budget.js';
 import { streamedBodyLimits } from './body/read.js';
 import type { LiveConfig, PinnedExchange } from './live/generations.js';
 import type { ParticipantTrust } from './live/participant-idps.js';
-import { limitConnections, type ConnectionCaps } from './protection/connections.js';
+import { capConnections } from './protection/connections.js';
 import { createForwarder, type Forwarder } from './proxy/forward.js';
 import { UpstreamReplicas } from './proxy/upstream-replicas.js';
 import { createWebSocketTunnels } from './proxy/websocket.js';
@@ -31,9 +31,9 @@ import { randomRequestId } from './exchange/request-id.js';
 import { watchListenerTls } from './server/listener-tls.js';
 import { listenBoth } from './server/bound-url.js';
 import { gracefulShutdown } from './server/shutdown.js';
-import { createLogger, type RequestLineWriter } from './telemetry/logging.js';
-import { createAuditTrail, type AuditTrail } from './audit/audit-trail.js';
-import { createAuditMetrics, createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
+import { createLogger } from './telemetry/logging.js';
+import { startAuditTrail, type AuditTrail } from './audit/audit-trail.js';
+import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { startLedgerPolicy } from './ledger-policy/stage.js';
 import { startRequestTelemetry, type RequestTelemetry } from './telemetry/request-telemetry.js';
 import { cacheOrForward, serveCalls } from './server/calls.js';
@@ -130,40 +130,6 @@ function connectUpstream(
   });
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
   return { replicas, forwarder, bodyBudget, tunnels };
-}
-
-/**
- * Open client connections are capped as they are accepted, before TLS or any request
- * (protection.connections); a reload's caps apply to the connections accepted after it.
- */
-function capConnections(api: FastifyInstance, caps: ConnectionCaps, { metrics, isTrustedProxy }: Surroundings) {
-  const connections = limitConnections(api.server, caps, {
-    isTrustedProxy,
-    onRefused: (limit) => metrics.connectionRefused(limit),
-  });
-  metrics.watchConnections(() => connections.open);
-  return connections;
-}
-
-/**
- * The audit trail of ledger writes (audit/), when audit.enabled: its own body reads are held to the
- * body budget and the participant's body limit; its stdout copy goes the request lines' way.
- */
-function startAuditTrail(
-  config: GatewayConfig,
-  bodyBudget: BodyBudget,
-  writeLine: RequestLineWriter | undefined,
-  { metrics, log, isTrustedProxy }: Surroundings,
-): Promise<AuditTrail> | undefined {
-  if (!config.audit.enabled) return undefined;
-  return createAuditTrail(config.audit, {
-    bodyLimits: streamedBodyLimits(config.policy, config.limits), // the participant's limit: a large body parsed in a turn of its own
-    bodyBudget,
-    isTrustedProxy,
-    metrics: createAuditMetrics(metrics.registry, metrics.exemplars),
-    log,
-    ...(config.audit.stdout && writeLine !== undefined && { echo: (line: string) => writeLine.raw(line) }),
-  });
 }
 
 /** The metrics, readiness and logger every part is built with, and who may speak for a client's address. */
@@ -328,7 +294,15 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     log,
   });
   const ledgerPolicy = startLedgerPolicy(config.ledgerPolicy, options.upstreamUrl, { ...around.metrics, log });
-  const audit = await startAuditTrail(config, bodyBudget, writeLine, around);
+  // The audit trail (audit/, when audit.enabled) reads bodies up to the participant's limit: a large one
+  // parsed in a turn of its own; its stdout copy goes the request lines' way.
+  const audit = await startAuditTrail(config.audit, streamedBodyLimits(config.policy, config.limits), {
+    ...around.metrics,
+    log,
+    isTrustedProxy: around.isTrustedProxy,
+    bodyBudget,
+    writeRaw: writeLine && ((line) => writeLine.raw(line)),
+  });
   const running = runLiveConfiguration(config, {
     ...around,
     logger,
@@ -344,7 +318,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     fetchVersion: (request) => forwarder.fetchWhole(request, VERSION_ANSWER_MAX_BYTES),
     count: (result) => metrics.versionCache(result),
   });
-  const connections = capConnections(api, live.current.protection.connectionCaps, around);
+  const connections = capConnections(api.server, live.current.protection.connectionCaps, around);
 
   // What lives across exchanges follows the keys it reads, at start and on each reload that changes
   // them; what an exchange reads is on the generation it pinned (docs/development.md#a-key-that-reloads-live).

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { statfs } from 'node:fs/promises';
 import type { FastifyRequest } from 'fastify';
+import type { Registry } from 'prom-client';
 import { decodeBody } from '../body/charset.js';
 import { declaredContentType } from '../body/content-type.js';
 import type { BodyBudget } from '../body/budget.js';
@@ -21,7 +22,7 @@ import { callerOf } from '../exchange/caller.js';
 import type { CallStage, Exchange, Stage } from '../exchange/exchange.js';
 import { traceIdOf } from '../trace-context.js';
 import { onResponseClose } from '../exchange/response-close.js';
-import type { AuditMetrics } from '../telemetry/metrics.js';
+import { createAuditMetrics, type AuditMetrics } from '../telemetry/metrics.js';
 import { serverSpanContextOf } from '../telemetry/server-span.js';
 import { AnswerCapture } from './answer-capture.js';
 import { ARCHIVE_UPLOADS, intentFields, noteBody, outcomeFields, type AuditState } from './audit-records.js';
@@ -207,6 +208,31 @@ function noteParsedObject(
       noteBody(state, body as Record<string, unknown>, maxRecordBytes);
   });
   return noted instanceof Promise ? noted : undefined;
+}
+
+/**
+ * The audit trail of ledger writes when `section` enables it, else undefined: its metrics in
+ * `registry`, and its stdout copy (audit.stdout) written the request lines' way (`writeRaw`).
+ */
+export function startAuditTrail(
+  section: AuditConfig,
+  bodyLimits: BodyReadLimits,
+  surroundings: Pick<AuditTrailOptions, 'bodyBudget' | 'isTrustedProxy' | 'log'> & {
+    readonly registry: Registry;
+    readonly exemplars: boolean;
+    readonly writeRaw: ((line: string) => void) | undefined;
+  },
+): Promise<AuditTrail> | undefined {
+  if (!section.enabled) return undefined;
+  const { bodyBudget, isTrustedProxy, log, writeRaw } = surroundings;
+  return createAuditTrail(section, {
+    bodyLimits,
+    bodyBudget,
+    isTrustedProxy,
+    metrics: createAuditMetrics(surroundings.registry, surroundings.exemplars),
+    log,
+    ...(section.stdout && writeRaw !== undefined && { echo: writeRaw }),
+  });
 }
 
 export async function createAuditTrail(config: AuditConfig, options: AuditTrailOptions): Promise<AuditTrail> {

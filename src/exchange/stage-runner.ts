@@ -20,9 +20,12 @@ export function runStages<E extends Exchange, R>(
   reply: R,
   from = 0,
 ): Promise<void> | undefined {
-  for (let index = from; index < stages.length; index++) {
+  const last = stages.length - 1;
+  for (let index = from; index <= last; index++) {
     const pending = stages[index]!(exchange, reply);
-    if (pending !== undefined) return pending.then(() => runStages(stages, exchange, reply, index + 1));
+    // The last stage's promise (a call's forwarding) is the list's own: no promise chained on it.
+    if (pending !== undefined)
+      return index === last ? pending : pending.then(() => runStages(stages, exchange, reply, index + 1));
   }
   return undefined;
 }

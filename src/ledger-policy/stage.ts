@@ -117,9 +117,10 @@ export interface LedgerPolicyBodyReading {
 }
 
 export interface LedgerPolicyStage {
-  /** Whether any policy is configured (none: the stage costs nothing). */
+  /** Whether any policy is configured. */
   readonly active: boolean;
-  readonly decide: CallStage;
+  /** The call stage; undefined when no policy is configured, so that a call does not run it at all. */
+  readonly decide: CallStage | undefined;
   /**
    * The call's decision document (the one the policy decided on, or built now, reading the body as
    * the policy does): what a consumer's budgets read. A body that cannot be read: GATEWAY_MALFORMED_REQUEST.
@@ -128,9 +129,9 @@ export interface LedgerPolicyStage {
   /**
    * A WebSocket stream's (an upgrade's, in the exchange stages): for a caller a policy names, its
    * first message, the request with the filter, is judged before the participant sees it (the
-   * tunnel holds it: exchange/first-message.ts).
+   * tunnel holds it: exchange/first-message.ts); undefined when no policy is configured.
    */
-  readonly governStream: Stage;
+  readonly governStream: Stage | undefined;
 }
 
 /** The caller's bearer token for the package-name lookups: its Authorization, else a stream's `jwt.token.` offer. */
@@ -285,11 +286,13 @@ export function createLedgerPolicyStage(
     return principalOfExchange(call, options.isTrustedProxy);
   }
 
+  const callDocument = (call: FastifyRequest) => documentOf(call);
+  if (!policy.active) return { active: false, decide: undefined, documentOf: callDocument, governStream: undefined };
   return {
-    active: policy.active,
-    documentOf: (call) => documentOf(call),
+    active: true,
+    documentOf: callDocument,
     governStream(exchange) {
-      if (!policy.active || exchange.principal === null || exchange.kind !== 'upgrade') return undefined;
+      if (exchange.principal === null || exchange.kind !== 'upgrade') return undefined;
       const principal = principalOf(exchange);
       if (!policy.governs(principal)) return undefined;
       const glass = policy.breakGlass(principal);
@@ -302,7 +305,7 @@ export function createLedgerPolicyStage(
       });
     },
     decide(call) {
-      if (!policy.active || call.principal === null) return undefined;
+      if (call.principal === null) return undefined;
       const principal = principalOf(call);
       if (!policy.governs(principal)) return undefined;
       // A break-glass caller's body is never read: it is allowed whatever it carries.

@@ -77,8 +77,11 @@ export interface Generation {
   readonly policy: PolicyStage;
   /** The ledger policy (a call stage: live.pinned), compiled from this configuration's section. */
   readonly ledgerPolicy: LedgerPolicyStage;
-  /** The ledger policy's place in a call's list: its decision, then the consumer's budgets when any is configured (ledgerStage). */
-  readonly decideAndSpend: CallStage;
+  /**
+   * The ledger policy's place in a call's list: its decision, then the consumer's budgets when any is
+   * configured (ledgerStage); undefined when neither is (live.pinned then skips it in one branch).
+   */
+  readonly decideAndSpend: CallStage | undefined;
   /**
    * CORS, when configured (policy/cors.ts): adds its headers to a call's reply, or answers a
    * preflight (true). Answers the gateway writes itself copy the reply's headers only then.
@@ -134,9 +137,10 @@ export interface LiveConfig {
   readonly observeConsumer: ConsumerObserver;
   /**
    * The call stage that runs the one `select` picks from the call's pinned generation, a stage built
-   * with its configuration: `live.pinned((generation) => generation.policy.enforceRequestRules)`.
+   * with its configuration: `live.pinned((generation) => generation.policy.enforceRequestRules)`. A
+   * configuration that turns the stage off has none (undefined): a call then pays one branch for it.
    */
-  pinned(select: (generation: Generation) => CallStage): CallStage;
+  pinned(select: (generation: Generation) => CallStage | undefined): CallStage;
   /**
    * When `gate` answers a promise for an exchange (its token is one a change of the participant's
    * identity providers may change), that exchange's authentication waits for it, then runs under the
@@ -270,13 +274,13 @@ function consumersOf(
 /**
  * The ledger policy's decision, then the consumer's budgets spent on the document it decided on (or
  * one built for them): a budget counts only a call the policy lets go on, before it is forwarded.
- * Without budgets, the policy's stage itself: nothing more runs per call.
+ * Without budgets, the policy's stage itself: nothing more runs per call, nothing at all without a policy.
  */
-function ledgerStage(ledgerPolicy: LedgerPolicyStage, budgets: BudgetSpend | undefined): CallStage {
+function ledgerStage(ledgerPolicy: LedgerPolicyStage, budgets: BudgetSpend | undefined): CallStage | undefined {
   if (budgets === undefined) return ledgerPolicy.decide;
   return (call, reply) => {
     const spend = () => budgets(call, () => ledgerPolicy.documentOf(call));
-    const decided = ledgerPolicy.decide(call, reply);
+    const decided = ledgerPolicy.decide?.(call, reply);
     return decided === undefined ? spend() : decided.then(spend);
   };
 }
@@ -565,7 +569,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     authorize: (exchange) => exchange.generation.policy.authorize(exchange),
     countQuota: (exchange) => exchange.generation.consumers?.quota(exchange),
     brokerCredential: (exchange) => exchange.generation.consumers?.upstreamCredential(exchange),
-    governStream: (exchange) => exchange.generation.ledgerPolicy.governStream(exchange),
+    governStream: (exchange) => exchange.generation.ledgerPolicy.governStream?.(exchange),
     // Telemetry ends every exchange, one refused before the pin included (it has no generation).
     observeConsumer: {
       finished: (exchange, status, code, seconds) =>
@@ -573,7 +577,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       streamEnded: (exchange, stream) =>
         (exchange as Partial<PinnedExchange>).generation?.consumers?.observe.streamEnded(exchange, stream),
     },
-    pinned: (select) => (call, reply) => select(call.generation)(call, reply),
+    pinned: (select) => (call, reply) => select(call.generation)?.(call, reply),
     apply: (next) =>
       serialized(async () => {
         const nextBase = effectiveConfig(base, next);

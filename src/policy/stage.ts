@@ -88,7 +88,7 @@ export function createPolicyStage(
     if (rule.shallow && readsAsUtf8(charset) && !smallDeclared(request)) return judgeShallow(request, rule, hold);
     const bytes = await readRequestBody(request.raw, limits, hold);
     request.rawBody = bytes;
-    const judged = parseInTurn(caller, bytes.length, () => judgeBody(request, bytes, rule));
+    const judged = parseInTurn(caller, bytes.length, () => judgeBody(request, bytes, charset, rule));
     const violation = judged instanceof Promise ? await judged : judged;
     if (violation !== undefined) throw toGatewayError(violation);
   }
@@ -117,8 +117,13 @@ export function createPolicyStage(
   }
 
   /** Parses the body and checks its rule: the tree lives only in this call (body/parse-turns.ts). */
-  function judgeBody(request: FastifyRequest, bytes: Buffer, rule: RequestRule): Violation | undefined {
-    const text = decodeBody(bytes, declaredContentType(request.raw.rawHeaders)?.parameters.charset);
+  function judgeBody(
+    request: FastifyRequest,
+    bytes: Buffer,
+    charset: string | undefined,
+    rule: RequestRule,
+  ): Violation | undefined {
+    const text = decodeBody(bytes, charset);
     const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });
     parsedBody(request, body.value); // read at once, never kept: the tree dies with this call
     return rule(body.value, { path: pathOf(request.url), principal: request.principal, numberText: body.numberText });

@@ -8,6 +8,7 @@
 import type { Server } from 'node:net';
 import type { Socket } from 'node:net';
 import { addressKey, clientAddress } from '../exchange/caller.js';
+import type { GatewayMetrics } from '../telemetry/metrics.js';
 import { SlotCounts } from './slot-counts.js';
 
 export type ConnectionLimit = 'total' | 'perAddress';
@@ -81,4 +82,26 @@ export function limitConnections(
     },
     setCaps,
   };
+}
+
+/**
+ * The API listener's connections capped as they are accepted, before TLS or any request
+ * (protection.connections; a reload's caps apply to the connections accepted after it), and counted:
+ * each refusal, and the connections open at scrape.
+ */
+export function capConnections(
+  server: Server,
+  caps: ConnectionCaps,
+  options: {
+    readonly isTrustedProxy: (address: string) => boolean;
+    readonly metrics: Pick<GatewayMetrics, 'connectionRefused' | 'watchConnections'>;
+  },
+): ConnectionCount {
+  const { metrics } = options;
+  const connections = limitConnections(server, caps, {
+    isTrustedProxy: options.isTrustedProxy,
+    onRefused: (limit) => metrics.connectionRefused(limit),
+  });
+  metrics.watchConnections(() => connections.open);
+  return connections;
 }

@@ -53,4 +53,17 @@ describe('runStages', () => {
     await expect(runStages(rejected, exchange, undefined)).rejects.toBe(refusal);
     expect(ran).toEqual([]);
   });
+
+  it("hands back the last stage's promise itself (a call's forwarding): no promise chained on it", async () => {
+    const ran: string[] = [];
+    const forwarding = Promise.resolve();
+    const stages = [() => void ran.push('a'), () => forwarding];
+    expect(runStages(stages, exchange, undefined)).toBe(forwarding);
+    // A stage before the last that waits still chains the rest on its promise.
+    const waiting = Promise.resolve();
+    const chained = runStages([() => waiting, () => void ran.push('b')], exchange, undefined);
+    expect(chained).not.toBe(waiting);
+    await chained;
+    expect(ran).toEqual(['a', 'b']);
+  });
 });

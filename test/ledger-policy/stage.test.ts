@@ -4,8 +4,11 @@
 // decoded in the worker pool (a transaction prepared elsewhere that exercises a denied choice is
 // refused there); a dry-run policy counts and logs what it would refuse and refuses nothing.
 import { describe, expect, it } from 'vitest';
+import { BodyBudget } from '../../src/body/budget.js';
+import { streamedBodyLimits } from '../../src/body/read.js';
+import { createLedgerPolicyStage, startLedgerPolicyRuntime } from '../../src/ledger-policy/stage.js';
 import { SANDBOX_SEED } from '../../src/sandbox/app.js';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { startGateway, testConfig, type RunningGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { postJson, readJson, startSandbox, unsignedJwt, type RunningSandbox } from '../sandbox/helpers.js';
 import { ALICE, BOB, IOU_BY_ID, IOU_BY_NAME } from './support.js';
@@ -221,5 +224,32 @@ describe('the ledger policy on the request path', () => {
     expect(alice.status).toBe(200);
     expect(reached(sandbox, path)).toBe(1);
     expect(await decisions(gw, { policy: 'bob-app-no-creates', rule: 'no-creates', decision: 'deny' })).toBe(1);
+  });
+});
+
+describe('the ledger policy stage of a configuration', () => {
+  /** The stage of a configuration with these policies (its runtime closed after). */
+  async function stageWith(list: object[]) {
+    const config = testConfig('http://127.0.0.1:9', { ledgerPolicy: { policies: list } });
+    const runtime = startLedgerPolicyRuntime(config.ledgerPolicy, 'http://127.0.0.1:9');
+    try {
+      return createLedgerPolicyStage(
+        config.ledgerPolicy,
+        { limits: streamedBodyLimits(config.policy, config.limits), maxDepth: config.policy.maxBodyDepth },
+        { runtime, bodyBudget: new BodyBudget(config.limits), isTrustedProxy: () => false, observe: () => undefined },
+      );
+    } finally {
+      await runtime.close();
+    }
+  }
+
+  it('is no call stage at all when no policy is configured (a call pays one branch), its documents still built', async () => {
+    const none = await stageWith([]);
+    expect(none.active).toBe(false);
+    expect(none.decide).toBeUndefined();
+    expect(typeof none.documentOf).toBe('function'); // what a consumer's budgets read
+    const some = await stageWith(policies());
+    expect(some.active).toBe(true);
+    expect(typeof some.decide).toBe('function');
   });
 });
