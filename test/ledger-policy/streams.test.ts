@@ -103,6 +103,7 @@ describe('the ledger policy on WebSocket streams', () => {
       ['/v2/updates/flats', updatesOf],
       ['/v2/updates/trees', updatesOf],
       ['/v2/commands/completions', completions],
+      ['/v2/commands/command-completions', completions],
       ['/v2/state/active-contracts', activeContracts],
     ];
     for (const [path, request] of cases) expectRefused(await stream(gw, path, request(BOB)));
