@@ -3,6 +3,8 @@
 // chunk costs work in proportion to its own size (no stall of the event loop at any body size), and
 // what is kept is the body's first four levels (the top-level fields, the envelopes such as
 // `commands`, a list's items and theirs), each string cut, each list and the whole bounded.
+import { isUtf8 } from 'node:buffer';
+import { TextDecoder } from 'node:util';
 import { TokenType as Token, Tokenizer } from '@streamparser/json';
 import { Errors, GatewayError } from '../errors.js';
 
@@ -51,6 +53,12 @@ export class ShallowFields {
   private keptValues = 0;
   private failure: GatewayError | undefined;
   private sawValue = false;
+  /**
+   * Set from the first chunk that is not whole UTF-8 (a malformed sequence, or a character cut at
+   * the chunk's end): the rest is decoded here, malformed sequences read as U+FFFD as the
+   * participant's decoder reads them (body/charset.ts), where the tokenizer would refuse the body.
+   */
+  private decoder: TextDecoder | undefined;
 
   /** `rulesRead`: keys kept whenever they are within the kept levels (those a rule judges). */
   constructor(
@@ -65,12 +73,16 @@ export class ShallowFields {
 
   /** Tokenizes the next bytes; throws the body's refusal as soon as it is known. */
   write(chunk: Uint8Array): void {
-    if (this.failure === undefined) this.tokenizer.write(chunk);
+    if (this.decoder === undefined && !isUtf8(chunk)) this.decoder = new TextDecoder('utf-8');
+    if (this.failure === undefined)
+      this.tokenizer.write(this.decoder === undefined ? chunk : this.decoder.decode(chunk, { stream: true }));
     if (this.failure !== undefined) throw this.failure;
   }
 
   /** The shallow object, once the whole body was written. */
   end(): Record<string, unknown> {
+    const rest = this.decoder?.decode();
+    if (rest !== undefined && rest !== '' && this.failure === undefined) this.tokenizer.write(rest);
     if (!this.sawValue && this.failure === undefined)
       throw undecodable('Malformed JSON: the body is empty; this route needs a JSON object');
     if (this.failure === undefined && !this.tokenizer.isEnded) this.tokenizer.end();

@@ -68,6 +68,20 @@ describe('ShallowFields', () => {
     expect(fields.end().userId).toBe(userId);
   });
 
+  it('reads malformed UTF-8 as the participant does (U+FFFD, as Buffer#toString), at every chunk size', () => {
+    const bytes = Buffer.concat([
+      Buffer.from('{"userId":"u","x":"a'),
+      Buffer.from([0xff, 0xfe, 0x41, 0xe2, 0x82]), // two bad bytes, A, a euro sign cut short
+      Buffer.from('","y":"é😀"}'),
+    ]);
+    const expected = JSON.parse(bytes.toString('utf8')) as unknown;
+    for (const size of [1, 2, 3, 5, 64]) {
+      const fields = new ShallowFields(32, new Set(['userId']));
+      for (let at = 0; at < bytes.length; at += size) fields.write(bytes.subarray(at, at + size));
+      expect(fields.end(), `chunks of ${size}`).toEqual(expected);
+    }
+  });
+
   it("refuses what the participant's decoder refuses, and nesting past maxDepth as the gateway does", () => {
     expect(read('', 4)).toBe('DECODE_FAILURE');
     expect(read('[1]', 4)).toBe('DECODE_FAILURE');
