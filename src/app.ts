@@ -236,7 +236,8 @@ function stageLists(
   // quota (consumers/) is counted once the limits admitted the call, and its brokered Canton token
   // got once the call is authorized, so that no refused call asks the identity provider for one. The audit trail
   // (audit/) then marks the ledger writes it records: a call refused before is in the access log,
-  // not the trail.
+  // not the trail. The ledger policy governs a stream's first message (its filter), which the tunnel
+  // holds until it is judged; a call's body is judged in the call's own list.
   const stages: readonly Stage<PinnedExchange>[] = [
     requestTelemetry.begin,
     live.pin,
@@ -246,6 +247,7 @@ function stageLists(
     live.countQuota,
     live.authorize,
     live.brokerCredential,
+    live.governStream,
     ...(audit === undefined ? [] : [audit.stage]),
   ];
   // Then a call's own list (server/calls.ts), once Fastify has checked its media type. A change of

@@ -125,7 +125,14 @@ async function trailRecords(directory: string): Promise<Json[]> {
 function recordedDecision(record: Json): string {
   const decided = record.ledgerPolicy;
   if (!isObject(decided)) return '';
-  const verb = decided.decision === 'deny' ? (decided.mode === 'dryRun' ? 'dry run: would deny' : 'denied') : 'allowed';
+  const verb =
+    decided.decision === 'deny'
+      ? decided.mode === 'dryRun'
+        ? 'dry run: would deny'
+        : 'denied'
+      : decided.decision === 'breakGlass'
+        ? 'allowed by break-glass'
+        : 'allowed';
   return ` (${verb} by ${text(decided.policy)}/${text(decided.rule)})`;
 }
 

@@ -1600,12 +1600,31 @@ export const LedgerPolicyEntrySchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** A break-glass principal: allowed everything by the ledger policy, each use logged at warn, counted and audited. */
+export const LedgerBreakGlassSchema = Type.Object(
+  {
+    name: Type.String({
+      pattern: '^[A-Za-z0-9_.:-]{1,64}$',
+      description: "The entry's name: the `policy` of its decisions (metric, access log, audit record, warning).",
+    }),
+    principals: LedgerPrincipalsSchema,
+    notBefore: Instant('It holds from this time on (before, its principals are judged by the policies).'),
+    notAfter: Instant('It holds until this time (then its principals are judged by the policies).'),
+  },
+  { additionalProperties: false },
+);
+
 export const LedgerPolicySchema = Section(
   {
     policies: Type.Array(LedgerPolicyEntrySchema, {
       default: [],
       description:
         'Ledger policies (docs/ledger-policy.md): a caller a policy names may do only what its allow rules cover and its deny rules do not touch; a caller no policy names is left to the other rules. Reloads live; a rule that does not compile (its path and why) stops the start or the reload.',
+    }),
+    breakGlass: Type.Array(LedgerBreakGlassSchema, {
+      default: [],
+      description:
+        'Break-glass principals (docs/ledger-policy.md#break-glass): a caller one names is allowed everything the ledger policy could refuse, whatever the policies say; each call is logged at warn, counted with decision breakGlass and written to the audit record (alert LedgerGatewayLedgerPolicyBreakGlassUsed). Authentication, authorization and the request rules still apply.',
     }),
     packageNames: Section(
       {
@@ -1715,3 +1734,4 @@ export type LedgerPolicyConfig = Static<typeof LedgerPolicySchema>;
 export type LedgerPolicyEntryConfig = Static<typeof LedgerPolicyEntrySchema>;
 export type LedgerRuleConfig = Static<typeof LedgerRuleSchema>;
 export type LedgerPrincipalsConfig = Static<typeof LedgerPrincipalsSchema>;
+export type LedgerBreakGlassConfig = Static<typeof LedgerBreakGlassSchema>;

@@ -37,7 +37,15 @@ export type Lifeline = ServerResponse | Duplex;
  * proxy/upstream-replicas.ts). The ended_by label of ledger_gateway_websocket_streams_ended_total.
  */
 export type StreamEnd =
-  'client' | 'participant' | 'idle_timeout' | 'byte_rate' | 'keepalive_timeout' | 'shutdown' | 'replica_changed';
+  | 'client'
+  | 'participant'
+  | 'idle_timeout'
+  | 'byte_rate'
+  | 'keepalive_timeout'
+  | 'shutdown'
+  | 'replica_changed'
+  /** The stream's first message was refused (exchange/first-message.ts: the ledger policy). */
+  | 'refused';
 
 /** A WebSocket stream whose tunnel closed: why, and the bytes it carried each way (not the HTTP heads of its upgrade and 101). */
 export interface EndedStream {
@@ -53,9 +61,10 @@ export interface EndedStream {
 /**
  * The ledger policy's decision on a call of a caller a policy names (ledger-policy/ notes it): what the
  * access log, the decision metric and the audit record say of it. `dryRun`: a dry-run policy's, never enforced.
+ * `breakGlass`: a break-glass entry (its name in `policy`) let the call through whatever the policies say.
  */
 export interface LedgerDecisionNote {
-  readonly decision: 'allow' | 'deny';
+  readonly decision: 'allow' | 'deny' | 'breakGlass';
   readonly policy: string;
   readonly rule: string;
   readonly mode: 'enforce' | 'dryRun';

@@ -60,10 +60,11 @@ export function sendGatewayError(request: FastifyRequest, reply: FastifyReply, e
 }
 
 /** An upgrade's refusal, on its socket; the connection is always closed after it. */
-export function writeUpgradeRefusal(exchange: Exchange, socket: Duplex, error: GatewayError): void {
+/** The refusal's body (Canton's JsCantonError), noted on the exchange as its code and reason. */
+export function refusalBody(exchange: Exchange, error: GatewayError): string {
   exchange.errorCode = error.definition.code;
   if (error.reason !== undefined) exchange.refusalReason = error.reason;
-  const body = error.definition.routeNotFound
+  return error.definition.routeNotFound
     ? renderRouteNotFound(error.details)
     : JSON.stringify(
         renderCantonError(error.definition, {
@@ -72,6 +73,10 @@ export function writeUpgradeRefusal(exchange: Exchange, socket: Duplex, error: G
           traceId: traceIdOf(exchange),
         }),
       );
+}
+
+export function writeUpgradeRefusal(exchange: Exchange, socket: Duplex, error: GatewayError): void {
+  const body = refusalBody(exchange, error);
   const headers = [
     `HTTP/1.1 ${error.definition.status} ${http.STATUS_CODES[error.definition.status] ?? 'Error'}`,
     'Content-Type: application/json',

@@ -5,15 +5,16 @@
 import { ConfigError, type LedgerPolicyConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
 import { decideWith, operationMatches, type Verdict } from './decide.js';
-import type { DecisionDocument, PackageFacts, PrincipalFacts, TemplateRef } from './document.js';
+import type { DecisionDocument, PackageFacts, PrincipalFacts, RightFacts, TemplateRef } from './document.js';
+import { describeRight, rightsGiven, usesOfRight } from './grants.js';
 import { namesPackages } from './matchers.js';
 import type { PackageNameResolver } from './package-names.js';
 import { indexPolicies, type IndexedPolicy } from './rule-index.js';
 import { compileLedgerPolicies, type Fact } from './rules.js';
 
 export interface Decision {
-  /** none: no policy names the caller. */
-  readonly effect: 'allow' | 'deny' | 'none';
+  /** none: no policy names the caller; breakGlass: a break-glass entry names it (allowed everything). */
+  readonly effect: 'allow' | 'deny' | 'none' | 'breakGlass';
   readonly policy: string;
   readonly rule: string;
   readonly reason: string;
@@ -38,8 +39,10 @@ export interface LedgerPolicyDependencies {
 export interface LedgerPolicy {
   /** Whether any policy is configured (none: every call is `none`, nothing to build per call). */
   readonly active: boolean;
-  /** Whether a policy names this caller: when none does, no document needs to be built. */
+  /** Whether a policy or a break-glass entry names this caller: when none does, no document needs to be built. */
   governs(principal: PrincipalFacts): boolean;
+  /** The decision on any call of a caller a break-glass entry names now, else undefined (no document needed). */
+  breakGlass(principal: PrincipalFacts): Decision | undefined;
   /** Whether a rule reads the commands' arguments (a prepared transaction's are decoded only then). */
   readonly readsArguments: boolean;
   /** The decision; a promise only while a package id is asked of the participant. */
@@ -66,7 +69,7 @@ export function assertLedgerPolicyConfig(section: LedgerPolicyConfig): void {
 }
 
 /** Enforcing policies decide first; the dry-run ones are reported where they would refuse. */
-function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Decision {
+function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Decision {
   const enforcing = governing.filter((entry) => !entry.policy.dryRun);
   const enforced: Verdict | undefined = enforcing.length > 0 ? decideWith(enforcing, document, now) : undefined;
   if (enforced !== undefined && (enforced.effect === 'deny' || enforcing.length === governing.length))
@@ -74,6 +77,54 @@ function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionD
   const all = decideWith(governing, document, now);
   if (all.effect === 'deny' || enforced === undefined) return { ...all, mode: 'dryRun' };
   return { ...enforced, mode: 'enforce' };
+}
+
+/** The built-in rule refusing a right the caller may not use itself (grants.ts). */
+export const GRANT_RULE = 'grant-exceeds-caller';
+
+/**
+ * Whether the caller's policies let it use `right` itself: undefined when they do; else the refusal
+ * of a use they do not allow (mode dryRun when only a dry-run policy refuses it).
+ */
+function rightRefusal(
+  governing: readonly IndexedPolicy[],
+  right: RightFacts,
+  principal: PrincipalFacts,
+  now: Date,
+): Decision | undefined {
+  let dryRun: Decision | undefined;
+  for (const alternatives of usesOfRight(right, principal)) {
+    const decisions = alternatives.map((probe) => decideCall(governing, probe, now));
+    if (decisions.some((decision) => decision.effect === 'allow')) continue;
+    const onlyDryRun = decisions.find((decision) => decision.mode === 'dryRun');
+    if (onlyDryRun === undefined) return decisions[0];
+    dryRun ??= onlyDryRun;
+  }
+  return dryRun;
+}
+
+/**
+ * The call's decision, then each right it gives: one the caller may not use itself refuses it
+ * (rule grant-exceeds-caller), an enforced refusal before a dry run's.
+ */
+function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Decision {
+  const call = decideCall(governing, document, now);
+  if (call.effect === 'deny' && call.mode === 'enforce') return call;
+  let dryRun: Decision | undefined = call.effect === 'deny' ? call : undefined;
+  for (const { right, index } of rightsGiven(document)) {
+    const refused = rightRefusal(governing, right, document.principal, now);
+    if (refused === undefined) continue;
+    const refusal: Decision = {
+      effect: 'deny',
+      policy: refused.policy,
+      rule: GRANT_RULE,
+      reason: `rights[${index}] gives ${describeRight(right)}, which the caller may not use itself (${refused.rule}: ${refused.reason})`,
+      mode: refused.mode,
+    };
+    if (refusal.mode === 'enforce') return refusal;
+    dryRun ??= refusal;
+  }
+  return dryRun ?? call;
 }
 
 type Named = TemplateRef | (PackageFacts & { packageName: string });
@@ -99,7 +150,7 @@ export function createLedgerPolicy(
   section: LedgerPolicyConfig,
   dependencies: LedgerPolicyDependencies = {},
 ): LedgerPolicy {
-  const { policies, problems } = compileLedgerPolicies(section);
+  const { policies, breakGlass, problems } = compileLedgerPolicies(section);
   if (problems.length > 0) throw new ConfigError('ledgerPolicy', problems);
   const index = indexPolicies(policies);
   const rules = policies.flatMap((policy) => policy.rules);
@@ -136,8 +187,33 @@ export function createLedgerPolicy(
     return decideGoverned(governing, document, now());
   }
 
+  /** The first break-glass entry naming the caller now; it outranks every policy. */
+  function brokenGlass(principal: PrincipalFacts): Decision | undefined {
+    if (breakGlass.length === 0) return undefined;
+    const time = now().getTime();
+    const entry = breakGlass.find(
+      (candidate) =>
+        (candidate.notBefore === undefined || time >= candidate.notBefore) &&
+        (candidate.notAfter === undefined || time < candidate.notAfter) &&
+        candidate.names(principal),
+    );
+    if (entry === undefined) return undefined;
+    return {
+      effect: 'breakGlass',
+      policy: entry.name,
+      rule: 'break-glass',
+      reason: `break-glass entry ${entry.name} names the caller: allowed everything`,
+      mode: 'enforce',
+    };
+  }
+
   function undecidable(document: DecisionDocument, unknown: ReadonlySet<Fact>): string[] {
     const conditions: string[] = [];
+    for (const entry of breakGlass) {
+      const facts = missing(entry.needs, unknown);
+      if (facts.length > 0)
+        conditions.push(`whether break-glass ${entry.name} names the caller (needs ${facts.join(', ')})`);
+    }
     for (const { policy } of index.policies) {
       const facts = missing(policy.needs, unknown);
       if (facts.length > 0 && (policy.subjects === undefined || policy.subjects.has(document.principal.subject)))
@@ -153,11 +229,14 @@ export function createLedgerPolicy(
   }
 
   return {
-    active: policies.length > 0,
-    governs: (principal) => index.governing(principal).length > 0,
+    active: policies.length > 0 || breakGlass.length > 0,
+    governs: (principal) => index.governing(principal).length > 0 || brokenGlass(principal) !== undefined,
+    breakGlass: brokenGlass,
     readsArguments: rules.some((rule) => rule.needs.has('arguments')),
     undecidable,
     decide(document, authorization) {
+      const glass = brokenGlass(document.principal);
+      if (glass !== undefined) return glass;
       const governing = index.governing(document.principal);
       if (governing.length === 0) return NOT_GOVERNED;
       const missing = unnamed(document, templatesByName, packagesByName);

@@ -3,6 +3,7 @@
 // policy before it could decide anything.
 import proxyAddr from '@fastify/proxy-addr';
 import type {
+  LedgerBreakGlassConfig,
   LedgerPolicyConfig,
   LedgerPolicyEntryConfig,
   LedgerPrincipalsConfig,
@@ -89,6 +90,15 @@ export interface CompiledPolicy {
   readonly notBefore: number | undefined;
   readonly notAfter: number | undefined;
   readonly rules: readonly CompiledRule[];
+}
+
+/** A break-glass entry: the callers it names are allowed everything while it holds. */
+export interface CompiledBreakGlass {
+  readonly name: string;
+  readonly needs: ReadonlySet<Fact>;
+  names(principal: PrincipalFacts): boolean;
+  readonly notBefore: number | undefined;
+  readonly notAfter: number | undefined;
 }
 
 export const OPERATION_GROUPS: ReadonlySet<string> = new Set(['reads', 'writes']);
@@ -232,12 +242,23 @@ function compilePolicy(entry: LedgerPolicyEntryConfig, at: string, problems: str
   };
 }
 
+function compileBreakGlass(entry: LedgerBreakGlassConfig, at: string, problems: string[]): CompiledBreakGlass {
+  return {
+    name: entry.name,
+    needs: principalNeeds(entry.principals),
+    names: principalMatcher(entry.principals, `${at}.principals`, problems),
+    ...window(entry, at, problems),
+  };
+}
+
 /** The section compiled, and every problem with its key path (none: it can decide). */
 export function compileLedgerPolicies(section: LedgerPolicyConfig): {
   readonly policies: readonly CompiledPolicy[];
+  readonly breakGlass: readonly CompiledBreakGlass[];
   readonly problems: readonly string[];
 } {
   const problems: string[] = [];
+  // Policies and break-glass entries share the `policy` label of a decision: one name, one meaning.
   const names = new Set<string>();
   const policies = section.policies.map((entry, index) => {
     const at = `ledgerPolicy.policies[${index}]`;
@@ -245,5 +266,11 @@ export function compileLedgerPolicies(section: LedgerPolicyConfig): {
     names.add(entry.name);
     return compilePolicy(entry, at, problems);
   });
-  return { policies, problems };
+  const breakGlass = (section.breakGlass ?? []).map((entry, index) => {
+    const at = `ledgerPolicy.breakGlass[${index}]`;
+    if (names.has(entry.name)) problems.push(`${at}.name: "${entry.name}" is used twice`);
+    names.add(entry.name);
+    return compileBreakGlass(entry, at, problems);
+  });
+  return { policies, breakGlass, problems };
 }

@@ -16,12 +16,14 @@ import { Errors, GatewayError } from '../errors.js';
 import { holdBody } from '../exchange/body-hold.js';
 import { callerOf, clientAddress } from '../exchange/caller.js';
 import { certificateFacts } from '../exchange/client-certificate.js';
-import type { CallStage, LedgerDecisionNote } from '../exchange/exchange.js';
+import type { CallStage, Exchange, LedgerDecisionNote, Stage } from '../exchange/exchange.js';
+import { judgeFirstMessage } from '../exchange/first-message.js';
+import { subprotocolElements, WEBSOCKET_TOKEN_PREFIX } from '../exchange/subprotocols.js';
 import { SubmissionOperations } from '../operations.js';
 import { createLedgerPolicyMetrics } from '../telemetry/metrics.js';
 import { decisionDocument, pathParameters, principalFacts } from './build-document.js';
 import type { DecisionDocument, PrincipalFacts } from './document.js';
-import { createLedgerPolicy, ledgerPolicyRefusal, type Decision } from './ledger-policy.js';
+import { createLedgerPolicy, ledgerPolicyRefusal, type Decision, type LedgerPolicy } from './ledger-policy.js';
 import { createPackageNameResolver, vettedPackageLookup, type PackageNameResolver } from './package-names.js';
 import { createPreparedDecoder, PreparedDecoderBusy, type PreparedDecoder } from './prepared-pool.js';
 import { PreparedTransactionError, type PreparedSummary } from './prepared-summary.js';
@@ -47,15 +49,35 @@ export function startLedgerPolicy(
   const counted = createLedgerPolicyMetrics(surroundings.registry, surroundings.exemplars);
   return {
     runtime,
-    observe(call: FastifyRequest, note: LedgerDecisionNote) {
+    observe(call: Exchange, note: LedgerDecisionNote) {
       counted.decided(call.operation.name, note);
-      if (note.decision === 'deny' && note.mode === 'dryRun')
+      if (note.decision === 'breakGlass') breakGlassUsed(surroundings.log, call, note);
+      else if (note.decision === 'deny' && note.mode === 'dryRun')
         surroundings.log.warn(
           { reqId: call.id, operation: call.operation.name, ...note },
           'ledger policy would deny (dry run)',
         );
     },
   };
+}
+
+/**
+ * Every use of a break-glass principal, at warn whatever the access log samples: who (subject and
+ * issuer, never the token) used which entry for what; the reqId joins the call's access line (its
+ * client address). The alert reads the decision metric.
+ */
+function breakGlassUsed(log: FastifyBaseLogger, call: Exchange, note: LedgerDecisionNote): void {
+  const principal = call.principal;
+  log.warn(
+    {
+      reqId: call.id,
+      operation: call.operation.name,
+      breakGlass: note.policy,
+      subject: principal?.subject,
+      issuer: principal?.issuer,
+    },
+    'ledger policy break-glass used',
+  );
 }
 
 /** The runtime of `section` (its packageNames and preparedTransactions keys need a restart). */
@@ -85,7 +107,7 @@ export interface LedgerPolicyStageOptions {
   readonly bodyBudget: BodyBudget;
   readonly isTrustedProxy: (address: string) => boolean;
   /** Every decision on a call, once made (the decision metric and the dry run's log line: app.ts). */
-  readonly observe: (call: FastifyRequest, decision: LedgerDecisionNote) => void;
+  readonly observe: (call: Exchange, decision: LedgerDecisionNote) => void;
 }
 
 /** How a body is read when no stage before read it: the request rules' bounds (policy section). */
@@ -104,6 +126,22 @@ export interface LedgerPolicyStage {
    * the policy does): what a consumer's budgets read. A body that cannot be read: GATEWAY_MALFORMED_REQUEST.
    */
   documentOf(call: FastifyRequest): Promise<DecisionDocument>;
+  /**
+   * A WebSocket stream's (an upgrade's, in the exchange stages): for a caller a policy names, its
+   * first message, the request with the filter, is judged before the participant sees it (the
+   * tunnel holds it: exchange/first-message.ts); undefined when no policy is configured.
+   */
+  readonly governStream: Stage | undefined;
+}
+
+/** The caller's bearer token for the package-name lookups: its Authorization, else a stream's `jwt.token.` offer. */
+function bearerOf(exchange: Exchange): string | undefined {
+  const headers = exchange.raw.headers;
+  if (headers.authorization !== undefined) return headers.authorization;
+  const offered = subprotocolElements(headers['sec-websocket-protocol'] ?? '').find((element) =>
+    element.startsWith(WEBSOCKET_TOKEN_PREFIX),
+  );
+  return offered === undefined ? undefined : `Bearer ${offered.slice(WEBSOCKET_TOKEN_PREFIX.length)}`;
 }
 
 const EXECUTES: ReadonlySet<string> = new Set([
@@ -123,11 +161,45 @@ const unreadableBody = (governing: Decision): Decision => ({
 });
 
 export const decisionNote = (decision: Decision): LedgerDecisionNote => ({
-  decision: decision.effect === 'deny' ? 'deny' : 'allow',
+  decision: decision.effect === 'deny' || decision.effect === 'breakGlass' ? decision.effect : 'allow',
   policy: decision.policy,
   rule: decision.rule,
   mode: decision.mode,
 });
+
+/** The caller's principal facts: the verified token, the client address and certificate. */
+function principalOfExchange(call: Exchange, isTrustedProxy: (address: string) => boolean): PrincipalFacts {
+  const certificate = certificateFacts(call.raw);
+  return principalFacts(call.principal!, {
+    clientAddress: clientAddress(
+      call.raw.socket.remoteAddress ?? '',
+      call.raw.headers['x-forwarded-for'],
+      isTrustedProxy,
+    ),
+    certificateSubject: certificate?.subject,
+    certificateDnsNames: certificate?.dnsNames,
+    consumer: call.principal!.consumer,
+  });
+}
+
+/** A stream's first message (null: compressed) decided as the body of its HTTP list form. */
+async function firstMessageDecision(
+  policy: LedgerPolicy,
+  maxDepth: number,
+  stream: { readonly exchange: Exchange; readonly principal: PrincipalFacts; readonly message: Buffer | null },
+): Promise<Decision> {
+  const { exchange, principal, message } = stream;
+  const input = { operation: exchange.operation.name, writes: false, principal };
+  let body: unknown;
+  try {
+    if (message === null) throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, { cause: 'compressed' });
+    body = parseJsonObject(message.toString('utf8'), { maxDepth, exactNumbers: [] }).value;
+  } catch (error) {
+    if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
+    return unreadableBody(await policy.decide(decisionDocument(input)));
+  }
+  return policy.decide(decisionDocument({ ...input, body }), bearerOf(exchange));
+}
 
 export function createLedgerPolicyStage(
   section: LedgerPolicyConfig,
@@ -200,7 +272,7 @@ export function createLedgerPolicyStage(
     return policy.decide(document, call.headers.authorization);
   }
 
-  function enforce(call: FastifyRequest, decision: Decision): void {
+  function enforce(call: Exchange, decision: Decision): void {
     const note = decisionNote(decision);
     call.ledgerDecision = note;
     options.observe(call, note);
@@ -210,29 +282,35 @@ export function createLedgerPolicyStage(
     call.refusalReason = `would deny: ledger policy ${decision.policy} rule ${decision.rule}: ${decision.reason}`;
   }
 
-  function principalOf(call: FastifyRequest): PrincipalFacts {
-    const certificate = certificateFacts(call.raw);
-    return principalFacts(call.principal!, {
-      clientAddress: clientAddress(
-        call.raw.socket.remoteAddress ?? '',
-        call.headers['x-forwarded-for'],
-        options.isTrustedProxy,
-      ),
-      certificateSubject: certificate?.subject,
-      certificateDnsNames: certificate?.dnsNames,
-      consumer: call.principal!.consumer,
-    });
+  function principalOf(call: Exchange): PrincipalFacts {
+    return principalOfExchange(call, options.isTrustedProxy);
   }
 
   const callDocument = (call: FastifyRequest) => documentOf(call);
-  if (!policy.active) return { active: false, decide: undefined, documentOf: callDocument };
+  if (!policy.active) return { active: false, decide: undefined, documentOf: callDocument, governStream: undefined };
   return {
     active: true,
     documentOf: callDocument,
+    governStream(exchange) {
+      if (exchange.principal === null || exchange.kind !== 'upgrade') return undefined;
+      const principal = principalOf(exchange);
+      if (!policy.governs(principal)) return undefined;
+      const glass = policy.breakGlass(principal);
+      if (glass !== undefined) return enforce(exchange, glass);
+      judgeFirstMessage(exchange.raw, {
+        maxBytes: reading.limits.maxBytes,
+        hold: holdBody(options.bodyBudget, exchange, options.isTrustedProxy),
+        judge: async (message) =>
+          enforce(exchange, await firstMessageDecision(policy, reading.maxDepth, { exchange, principal, message })),
+      });
+    },
     decide(call) {
       if (call.principal === null) return undefined;
       const principal = principalOf(call);
       if (!policy.governs(principal)) return undefined;
+      // A break-glass caller's body is never read: it is allowed whatever it carries.
+      const glass = policy.breakGlass(principal);
+      if (glass !== undefined) return enforce(call, glass);
       return decideGoverned(call, principal).then((decision) => enforce(call, decision));
     },
   };

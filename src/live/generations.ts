@@ -131,6 +131,8 @@ export interface LiveConfig {
   readonly countQuota: Stage<PinnedExchange>;
   /** The consumer's brokered Canton token in place of the client's credential upstream (consumers/). */
   readonly brokerCredential: Stage<PinnedExchange>;
+  /** A WebSocket stream's first message judged by the pinned generation's ledger policy (calls: its own call stage). */
+  readonly governStream: Stage<PinnedExchange>;
   /** Counts a finished exchange for its consumer under the generation it pinned (none pinned, or no consumers: nothing). */
   readonly observeConsumer: ConsumerObserver;
   /**
@@ -567,6 +569,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
     authorize: (exchange) => exchange.generation.policy.authorize(exchange),
     countQuota: (exchange) => exchange.generation.consumers?.quota(exchange),
     brokerCredential: (exchange) => exchange.generation.consumers?.upstreamCredential(exchange),
+    governStream: (exchange) => exchange.generation.ledgerPolicy.governStream?.(exchange),
     // Telemetry ends every exchange, one refused before the pin included (it has no generation).
     observeConsumer: {
       finished: (exchange, status, code, seconds) =>

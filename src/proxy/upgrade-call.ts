@@ -1,6 +1,7 @@
 // A WebSocket upgrade sent to the participant: an upstream call (upstream-call.ts) on node:http, a
 // fresh connection each (agent: false), until the participant agrees (101: the connection becomes a
 // tunnel, websocket.ts) or refuses (its answer passes on whole, its error code read as a call's).
+import { firstMessageJudgeOf } from '../exchange/first-message.js';
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
@@ -117,7 +118,9 @@ export class UpgradeCall extends UpstreamCall {
       }
       socket.write(statusLine(response, false, exchange.traceresponse!));
       if (upstreamHead.length > 0) socket.write(upstreamHead);
-      if (this.upgrade.head.length > 0) upstreamSocket.write(this.upgrade.head);
+      // A stream whose first message is judged keeps the client's first bytes until then (websocket.ts).
+      if (this.upgrade.head.length > 0 && firstMessageJudgeOf(exchange.raw) === undefined)
+        upstreamSocket.write(this.upgrade.head);
       this.upgrade.tunnel(this.replica, upstreamSocket, upstreamHead);
     });
     upstream.end();

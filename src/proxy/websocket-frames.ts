@@ -194,3 +194,24 @@ export function closeFrame(code: number, reason: string): Buffer {
   text.copy(frame, 4);
   return frame;
 }
+
+/** Close code 1008, Policy Violation (RFC 6455 §7.4.1): a stream the gateway's rules refused. */
+export const POLICY_VIOLATION = 1008;
+
+/** A server's text frame (unmasked, FIN): one whole message. */
+export function textFrame(text: string): Buffer {
+  const payload = Buffer.from(text, 'utf8');
+  const extended = payload.length < 126 ? 0 : payload.length < 65_536 ? 2 : 8;
+  const frame = Buffer.alloc(2 + extended + payload.length);
+  frame[0] = 0x81; // FIN, opcode 1 (text)
+  if (extended === 0) frame[1] = payload.length;
+  else if (extended === 2) {
+    frame[1] = 126;
+    frame.writeUInt16BE(payload.length, 2);
+  } else {
+    frame[1] = 127;
+    frame.writeBigUInt64BE(BigInt(payload.length), 2);
+  }
+  payload.copy(frame, 2 + extended);
+  return frame;
+}

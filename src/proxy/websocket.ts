@@ -18,8 +18,18 @@ import { upstreamCredentialOf, type UpstreamCredential } from '../exchange/upstr
 import { UpgradeCall, type TunnelOutcome, type UpgradeRequest } from './upgrade-call.js';
 import { upstreamTlsOptions } from './upstream-pool.js';
 import type { Replica, UpstreamReplicas } from './upstream-replicas.js';
-import { closeFrame, FrameBoundaries, SERVICE_RESTART } from './websocket-frames.js';
-import { forward, keepTunnelAlive, type TunnelKeepAlive, type TunnelLegs } from './websocket-keepalive.js';
+import { Errors, GatewayError } from '../errors.js';
+import { firstMessageJudgeOf, type FirstMessageJudge } from '../exchange/first-message.js';
+import { refusalBody } from '../exchange/refusal.js';
+import { closeFrame, FrameBoundaries, POLICY_VIOLATION, SERVICE_RESTART, textFrame } from './websocket-frames.js';
+import { FirstMessageReader } from './websocket-first-message.js';
+import {
+  forward,
+  keepTunnelAlive,
+  type TunnelDirection,
+  type TunnelKeepAlive,
+  type TunnelLegs,
+} from './websocket-keepalive.js';
 
 export type { TunnelOutcome } from './upgrade-call.js';
 
@@ -198,6 +208,109 @@ function watchClientPace(socket: Duplex, head: Buffer, settings: WebSocketConfig
   });
 }
 
+/** How a held first message ends: allowed (its bytes go on, then the stream), or refused with this farewell. */
+interface FirstMessageOutcome {
+  allowed(held: Buffer): void;
+  refused(farewell: Buffer): void;
+}
+
+/** Canton's error shape as the stream's one message, then the close (1008): Canton's streams answer errors as messages. */
+function refusalFarewell(exchange: Exchange, error: GatewayError): Buffer {
+  const body = refusalBody(exchange, error);
+  return Buffer.concat([textFrame(body), closeFrame(POLICY_VIOLATION, error.definition.code)]);
+}
+
+/**
+ * Holds the client's bytes until its first message is whole and judged (exchange/first-message.ts);
+ * nothing reaches the participant before. A client that closes first has nothing judged.
+ */
+function holdFirstMessage(
+  exchange: Exchange,
+  socket: Duplex,
+  head: Buffer,
+  judge: FirstMessageJudge,
+  outcome: FirstMessageOutcome,
+): TunnelDirection {
+  const reader = new FirstMessageReader(judge.maxBytes);
+  const allow = () => {
+    judge.hold.release();
+    outcome.allowed(reader.bytes);
+  };
+  const refuse = (error: unknown) => {
+    judge.hold.release();
+    outcome.refused(
+      refusalFarewell(
+        exchange,
+        error instanceof GatewayError
+          ? error
+          : new GatewayError(Errors.GATEWAY_INTERNAL_ERROR, {
+              cause: `An internal error occurred; the gateway log has the details under correlation id ${exchange.id}.`,
+            }),
+      ),
+    );
+  };
+  const onData = (chunk: Buffer) => {
+    const overBudget = judge.hold.take(chunk.length);
+    const read = overBudget === undefined ? reader.take(chunk) : undefined;
+    if (read?.state === 'more') return;
+    stop();
+    socket.pause();
+    if (read === undefined) return refuse(overBudget);
+    if (read.state === 'closed') return allow();
+    if (read.state === 'tooLarge')
+      return refuse(
+        new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, {
+          cause: `The stream's first message is larger than ${judge.maxBytes} bytes.`,
+        }),
+      );
+    Promise.resolve()
+      .then(() => judge.judge(read.message))
+      .then(allow, refuse);
+  };
+  const stop = () => socket.off('data', onData);
+  socket.on('data', onData);
+  if (head.length > 0) onData(head);
+  return { stop };
+}
+
+/** The tunnel's legs; a judged first message's head is held, not yet passed on (upgrade-call.ts). */
+function legsOf(
+  judge: FirstMessageJudge | undefined,
+  client: Duplex,
+  head: Buffer,
+  participant: Duplex,
+  participantHead: Buffer,
+): TunnelLegs {
+  return { client, participant, clientHead: judge === undefined ? head : Buffer.alloc(0), participantHead };
+}
+
+/**
+ * The client's bytes to the participant: from now on, or, when a stage judges the first message,
+ * once it is allowed (its held bytes first); a refusal ends the stream with its farewell.
+ */
+function clientToParticipant(
+  exchange: Exchange,
+  legs: TunnelLegs & { readonly head: Buffer },
+  keepAlive: TunnelKeepAlive | undefined,
+  judge: FirstMessageJudge | undefined,
+  end: (cause: 'refused', farewell: Buffer) => void,
+): TunnelDirection {
+  const { client, participant } = legs;
+  const passOn = () => forward(client, participant, true, keepAlive?.fromClient);
+  if (judge === undefined) return passOn();
+  let current: TunnelDirection = holdFirstMessage(exchange, client, legs.head, judge, {
+    allowed(held) {
+      if (client.destroyed || participant.destroyed) return; // the stream ended while it was judged
+      const parts = keepAlive === undefined ? [held] : keepAlive.fromClient.pass(held);
+      for (const part of parts) participant.write(part);
+      current = passOn();
+      client.resume();
+    },
+    refused: (farewell) => end('refused', farewell),
+  });
+  return { stop: () => current.stop() };
+}
+
 export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSocketTunnels {
   const { replicas } = options;
   const secure = replicas.all.some((replica) => replica.url.protocol === 'https:');
@@ -235,7 +348,8 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
     const opened = performance.now();
     let closed = false;
     // websocket.keepAliveSeconds: pings on both legs, their pongs dropped (websocket-keepalive.ts).
-    const legs = { client: socket, participant: upstreamSocket, clientHead: head, participantHead: upstreamHead };
+    const judge = firstMessageJudgeOf(exchange.raw);
+    const legs = legsOf(judge, socket, head, upstreamSocket, upstreamHead);
     const keepAlive = keepAliveOf(keepAliveSeconds, legs, () => end('keepalive_timeout'));
     const fromClient = countBytes(socket, head.length);
     const fromParticipant = countBytes(upstreamSocket, upstreamHead.length);
@@ -252,7 +366,8 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
       const closedFirst = endedBy === 'client' || endedBy === 'participant' ? endedBy : 'gateway';
       const durationMs = Math.round(performance.now() - opened);
       const line = { reqId: exchange.id, operation: operation.name, durationMs, closedFirst, reason: endedBy };
-      options.log.info(farewell === undefined ? line : { ...line, closeCode: SERVICE_RESTART }, 'stream ended');
+      const closeCode = endedBy === 'refused' ? POLICY_VIOLATION : SERVICE_RESTART;
+      options.log.info(farewell === undefined ? line : { ...line, closeCode }, 'stream ended');
       options.onStreamEnded?.(operation, endedBy);
       outcome.ended({ endedBy, requestBytes: fromClient(), responseBytes: fromParticipant(), replica: replica.label });
       tunnels.delete(socket);
@@ -278,7 +393,7 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
     if (idleTimeoutMs > 0) (socket as Socket).setTimeout(idleTimeoutMs, () => end('idle_timeout'));
     // From here on, a half-close goes through the tunnel (the caller stops treating it as giving up).
     outcome.answered(101);
-    const toParticipant = forward(socket, upstreamSocket, true, keepAlive?.fromClient);
+    const toParticipant = clientToParticipant(exchange, { ...legs, head }, keepAlive, judge, end);
     if (!replicas.failover) {
       upstreamSocket.on('error', byParticipant).on('close', byParticipant);
       forward(upstreamSocket, socket, true, keepAlive?.fromParticipant);

@@ -414,7 +414,7 @@ function refusalMetrics(
   const streamsEnded = counter(
     MetricNames.webSocketStreamsEnded,
     'WebSocket streams closed, by operation and by what ended them ' +
-      '(client, participant, idle_timeout, byte_rate, keepalive_timeout, shutdown, replica_changed).',
+      '(client, participant, idle_timeout, byte_rate, keepalive_timeout, shutdown, replica_changed; refused: the ledger policy refused its first message).',
     ['operation', 'ended_by'],
   );
   const connectionsRefused = counter(
@@ -864,7 +864,7 @@ export interface LedgerPolicyMetrics {
 export function createLedgerPolicyMetrics(registry: Registry, exemplars: boolean): LedgerPolicyMetrics {
   const decisions = new Counter({
     name: registeredCounterName(MetricNames.ledgerPolicyDecisions, exemplars),
-    help: 'Ledger policy decisions, by operation, policy, rule (default: no allow rule covered the call), decision (allow, deny) and mode (enforce; dryRun: a dry-run policy decided, nothing refused). Policy and rule names come from the configuration (capped, then other); never a party or a user.',
+    help: 'Ledger policy decisions, by operation, policy, rule (default: no allow rule covered the call), decision (allow, deny; breakGlass: a break-glass principal, allowed everything) and mode (enforce; dryRun: a dry-run policy decided, nothing refused). Policy and rule names come from the configuration (capped, then other); never a party or a user.',
     labelNames: ['operation', 'policy', 'rule', 'decision', 'mode'],
     registers: [registry],
   });

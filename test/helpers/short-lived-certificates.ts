@@ -15,8 +15,16 @@ export interface ClientCertificate {
 export interface ClientCa {
   /** The CA certificate's PEM file: server.tls.clientCaFile. */
   readonly caFile: string;
-  /** A client certificate `CN=<commonName>` signed by this CA, valid from a minute ago until `notAfter`. */
-  issue(commonName: string, notAfter: Date): ClientCertificate;
+  /**
+   * A client certificate `CN=<commonName>` (with `O=<organization>` after it, and DNS names in its
+   * subjectAltName, when given) signed by this CA, valid from a minute ago until `notAfter`.
+   */
+  issue(commonName: string, notAfter: Date, names?: SubjectNames): ClientCertificate;
+}
+
+export interface SubjectNames {
+  readonly organization?: string;
+  readonly dnsNames?: readonly string[];
 }
 
 function keyPair() {
@@ -34,13 +42,17 @@ function certificate(
   issuer: { name: string; key: forge.pki.rsa.PrivateKey },
   notAfter: Date,
   ca: boolean,
+  names: SubjectNames = {},
 ): forge.pki.Certificate {
   const certificate = forge.pki.createCertificate();
   certificate.publicKey = publicKey;
   certificate.serialNumber = (serial++).toString(16).padStart(2, '0');
   certificate.validity.notBefore = new Date(Date.now() - 60_000);
   certificate.validity.notAfter = notAfter;
-  certificate.setSubject([{ name: 'commonName', value: subject }]);
+  certificate.setSubject([
+    { name: 'commonName', value: subject },
+    ...(names.organization === undefined ? [] : [{ name: 'organizationName', value: names.organization }]),
+  ]);
   certificate.setIssuer([{ name: 'commonName', value: issuer.name }]);
   certificate.setExtensions(
     ca
@@ -52,6 +64,9 @@ function certificate(
           { name: 'basicConstraints', cA: false },
           { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
           { name: 'extKeyUsage', clientAuth: true },
+          ...(names.dnsNames === undefined
+            ? []
+            : [{ name: 'subjectAltName', altNames: names.dnsNames.map((value) => ({ type: 2, value })) }]),
         ],
   );
   certificate.sign(issuer.key, forge.md.sha256.create());
@@ -74,9 +89,9 @@ export function createClientCa(): ClientCa {
   writeFileSync(caFile, forge.pki.certificateToPem(caCertificate));
   return {
     caFile,
-    issue(commonName, notAfter) {
+    issue(commonName, notAfter, names) {
       const keys = keyPair();
-      const issued = certificate(commonName, keys.publicKey, { name, key: caKeys.key }, notAfter, false);
+      const issued = certificate(commonName, keys.publicKey, { name, key: caKeys.key }, notAfter, false, names);
       return { cert: forge.pki.certificateToPem(issued), key: keys.pem };
     },
   };

@@ -9,6 +9,8 @@ export interface WebSocketUpstream {
   readonly url: string;
   /** Headers of every upgrade request that reached it. */
   readonly upgrades: http.IncomingHttpHeaders[];
+  /** Every message that reached it, as text, in order. */
+  readonly messages: string[];
   close(): Promise<void>;
 }
 
@@ -18,6 +20,7 @@ export interface WebSocketUpstream {
  */
 export async function startWebSocketUpstream(tls?: { cert: Buffer; key: Buffer }): Promise<WebSocketUpstream> {
   const upgrades: http.IncomingHttpHeaders[] = [];
+  const messages: string[] = [];
   const answer = (_request: http.IncomingMessage, response: http.ServerResponse) =>
     response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
   const server = tls === undefined ? http.createServer(answer) : https.createServer(tls, answer);
@@ -26,7 +29,11 @@ export async function startWebSocketUpstream(tls?: { cert: Buffer; key: Buffer }
     handleProtocols: (protocols) => (protocols.has('daml.ws.auth') ? 'daml.ws.auth' : false),
   });
   wss.on('connection', (socket) =>
-    socket.on('message', (data) => socket.send(`echo:${Buffer.from(data as Buffer).toString()}`)),
+    socket.on('message', (data) => {
+      const text = Buffer.from(data as Buffer).toString();
+      messages.push(text);
+      socket.send(`echo:${text}`);
+    }),
   );
   server.on('upgrade', (request, socket, head) => {
     upgrades.push(request.headers);
@@ -36,6 +43,7 @@ export async function startWebSocketUpstream(tls?: { cert: Buffer; key: Buffer }
   return {
     url: `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${(server.address() as AddressInfo).port}`,
     upgrades,
+    messages,
     close: async () => {
       for (const client of wss.clients) client.terminate();
       wss.close();

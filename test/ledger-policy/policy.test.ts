@@ -325,7 +325,7 @@ describe('deciding', () => {
     });
   });
 
-  it('holds packages and rights: no principal may grant a right its policy does not list', () => {
+  it('holds packages and rights: no principal may grant a right its policy does not list, nor one it may not use itself', () => {
     const policy = createLedgerPolicy(
       section([
         {
@@ -334,19 +334,25 @@ describe('deciding', () => {
           rules: [
             { name: 'grant-read', rights: ['CanReadAs'] },
             { name: 'vet-app', operations: ['updateVettedPackages'], packages: ['sandbox-iou'] },
+            { name: 'read-bob', operations: ['reads'], readAs: [BOB] },
           ],
         },
       ]),
     );
     const ops = principal('ops');
-    const grant = (kind: string) =>
+    const grant = (kind: string, party = BOB) =>
       document(
         'postV2UsersUser-idRights',
-        { userId: 'bob', rights: [{ kind: { [kind]: { value: { party: BOB } } } }] },
+        { userId: 'bob', rights: [{ kind: { [kind]: { value: { party } } } }] },
         ops,
       );
     expect(sync(policy.decide(grant('CanReadAs')))).toMatchObject({ effect: 'allow', rule: 'grant-read' });
     expect(sync(policy.decide(grant('CanActAs')))).toMatchObject({ effect: 'deny' });
+    // Listed, but ops may not read as alice itself: it may not let another do so.
+    expect(sync(policy.decide(grant('CanReadAs', ALICE)))).toMatchObject({
+      effect: 'deny',
+      rule: 'grant-exceeds-caller',
+    });
     const vet = (name: string) =>
       document(
         'updateVettedPackages',

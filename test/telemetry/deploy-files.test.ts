@@ -96,7 +96,7 @@ describe('deploy/prometheus/alerts.yaml', () => {
     );
   });
 
-  it('alerts on readiness, replicas, failovers, dropped log lines, authentication failures, refused connections, an unwritable audit trail and its volume filling, traffic or not', () => {
+  it('alerts on readiness, replicas, failovers, dropped log lines, authentication failures, refused connections, an unwritable audit trail and its volume filling, a break-glass use, traffic or not', () => {
     const byName = new Map(rules.groups.flatMap((group) => group.rules).map((rule) => [rule.alert, rule.expr]));
     const expected: Array<[string, string]> = [
       ['LedgerGatewayNotReady', MetricNames.ready],
@@ -109,6 +109,7 @@ describe('deploy/prometheus/alerts.yaml', () => {
       ['LedgerGatewayAuditTrailUnwritable', MetricNames.auditRecordsLost],
       ['LedgerGatewayAuditVolumeLow', MetricNames.auditVolumeFreeBytes],
       ['LedgerGatewayAuditVolumeLow', MetricNames.auditVolumeSizeBytes],
+      ['LedgerGatewayLedgerPolicyBreakGlassUsed', MetricNames.ledgerPolicyDecisions],
     ];
     for (const [alert, metric] of expected) expect(byName.get(alert), alert).toContain(metric);
     // Readiness and replicas are judged on gauges alone, so that an idle gateway's outage fires too.
