@@ -16,6 +16,12 @@ export interface BodyBudgetLimits {
 export interface BodyHold {
   /** Counts `bytes` more; the refusal (the connection closing) when the budget or the share would pass. */
   readonly take: (bytes: number) => GatewayError | undefined;
+  /**
+   * Counts `bytes` more of what reading the body holds beside its bytes (a tokenizer's long string),
+   * against the process's budget only: a caller's share bounds its bodies, and a body at the
+   * participant's limit fills it alone.
+   */
+  readonly takeBeside: (bytes: number) => GatewayError | undefined;
   /** Gives back everything taken (idempotent; a function of its own, to be passed as a listener). */
   readonly release: () => void;
 }
@@ -48,7 +54,11 @@ function shareExhausted(bytes: number, perCaller: number): GatewayError {
   );
 }
 
-const NO_HOLD: BodyHold = Object.freeze({ take: () => undefined, release: () => undefined });
+const NO_HOLD: BodyHold = Object.freeze({
+  take: () => undefined,
+  takeBeside: () => undefined,
+  release: () => undefined,
+});
 
 export class BodyBudget {
   private used = 0;
@@ -75,7 +85,14 @@ export class BodyBudget {
   hold(caller: string): BodyHold {
     if (this.limits.bufferedBodyBytes === 0) return NO_HOLD;
     let held = 0;
+    let heldBeside = 0;
     return {
+      takeBeside: (bytes) => {
+        if (this.used + bytes > this.limits.bufferedBodyBytes) return exhausted(bytes, this.limits);
+        this.used += bytes;
+        heldBeside += bytes;
+        return undefined;
+      },
       take: (bytes) => {
         const callerHeld = this.byCaller.get(caller) ?? 0;
         if (callerHeld + bytes > this.perCaller) return shareExhausted(bytes, this.perCaller);
@@ -86,6 +103,8 @@ export class BodyBudget {
         return undefined;
       },
       release: () => {
+        this.used -= heldBeside;
+        heldBeside = 0;
         if (held === 0) return;
         this.used -= held;
         const left = (this.byCaller.get(caller) ?? 0) - held;

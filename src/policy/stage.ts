@@ -104,7 +104,7 @@ export function createPolicyStage(
 
   /** Tokenizes the body as it arrives for its top-level fields, and checks its rule on them. */
   async function judgeShallow(request: FastifyRequest, rule: RequestRule, hold: BodyHold): Promise<void> {
-    const fields = new ShallowFields(maxBodyDepth, SUBMITTING_USER);
+    const fields = new ShallowFields(maxBodyDepth, SUBMITTING_USER, hold.takeBeside);
     request.rawBody = await readRequestBody(request.raw, shallowLimits, hold, (chunk) => fields.write(chunk));
     const body = fields.end();
     parsedBody(request, body, false); // an excerpt: the audit trail's identifying fields, before the rule may refuse it

@@ -41,8 +41,11 @@ interface L1Result {
   readonly longestMs: number;
 }
 
-/** 16 holders' 8 MiB submissions through the shipped process with `extra` config; what each side saw. */
-async function sixteenAtTheLimit(extra: string[]) {
+/**
+ * 16 holders' 8 MiB submissions of `shape` (drivers/large-submissions.mjs) through the shipped process
+ * with `extra` config; what each side saw.
+ */
+async function sixteenAtTheLimit(extra: string[], shape: 'disclosed' | 'string' = 'disclosed') {
   const upstream = await hashingUpstream();
   const issuer = await createTestIssuer();
   const gateway = await startShippedGateway(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, { extra });
@@ -55,7 +58,7 @@ async function sixteenAtTheLimit(extra: string[]) {
     const before = caller.window(beforeFrom, Date.now());
     await metricValue(gateway.admin, LOOP_LAG_P99); // the event loop's delay, from here on (read, then reset)
     const drivenFrom = Date.now();
-    const driver = runDriver('L1', { api: gateway.api, tokens, shape: 'disclosed', durationMs: 60_000 });
+    const driver = runDriver('L1', { api: gateway.api, tokens, shape, durationMs: 60_000 });
     const result = (await driver.finished) as L1Result;
     const driven = caller.window(drivenFrom, Date.now());
     const loopLagP99Ms = (await metricValue(gateway.admin, LOOP_LAG_P99)) * 1000;
@@ -121,6 +124,16 @@ describe('L1, 16 submissions at the participant limit at once, against the shipp
     // The budget holds four at a time: the others were refused, with the budget's code, told when to retry.
     expect(run.result.answers['503'] ?? 0, report).toBeGreaterThan(0);
     expect(Object.keys(run.result.answers).sort(), report).toEqual(['200', '503']);
+    expect(Object.keys(run.result.refusals), report).toEqual(['503 GATEWAY_BODY_BUFFER_EXHAUSTED Retry-After: 1']);
+  }, 150_000);
+
+  // The tokenizer builds each string whole before it is cut: bodies of one 8 MiB string held 259 MiB
+  // while only their bytes were counted; what long strings hold now counts against the budget too.
+  it('bodies of one 8 MiB string each: what their strings hold counts against the budget; every body arrives, inside the bound', async () => {
+    const run = await sixteenAtTheLimit([], 'string');
+    const report = reportOf(run);
+    console.info(`L1, one 8 MiB string each: ${report}`);
+    expectDeliveredUnchanged(run, report);
     expect(Object.keys(run.result.refusals), report).toEqual(['503 GATEWAY_BODY_BUFFER_EXHAUSTED Retry-After: 1']);
   }, 150_000);
 });

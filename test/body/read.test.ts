@@ -130,4 +130,15 @@ describe('readRequestBody', () => {
     b.destroy();
     await expect.poll(() => budget.heldBytes).toBe(0);
   });
+
+  it("counts what reading holds beside the bytes (takeBeside) against the process's budget only, given back on release", () => {
+    const budget = new BodyBudget({ bufferedBodyBytes: 100, bufferedBodyShare: 0.25 });
+    const hold = budget.hold('a');
+    expect(hold.take(20)).toBeUndefined();
+    expect(hold.takeBeside(60)).toBeUndefined(); // past the caller's share of 25, but not the budget
+    expect([budget.heldBytes, budget.heldBy('a')]).toEqual([80, 20]);
+    expect(budget.hold('b').takeBeside(30)?.definition.code).toBe('GATEWAY_BODY_BUFFER_EXHAUSTED');
+    hold.release();
+    expect([budget.heldBytes, budget.heldBy('a')]).toEqual([0, 0]);
+  });
 });

@@ -3,7 +3,7 @@
 // repeated key keeps its last value, as the participant's decoder does.
 import { describe, expect, it } from 'vitest';
 import { ShallowFields } from '../../src/body/shallow-fields.js';
-import { GatewayError } from '../../src/errors.js';
+import { Errors, GatewayError } from '../../src/errors.js';
 
 /** The shallow object of `text` written in chunks of `size` bytes, or the refusal's code. */
 function read(text: string, size: number, maxDepth = 32): unknown {
@@ -80,6 +80,48 @@ describe('ShallowFields', () => {
       for (let at = 0; at < bytes.length; at += size) fields.write(bytes.subarray(at, at + size));
       expect(fields.end(), `chunks of ${size}`).toEqual(expected);
     }
+  });
+
+  describe('counts what long strings hold (the tokenizer builds each whole before it is cut)', () => {
+    const KiB = 1024;
+    /** What `countText` was asked to count for `bytes` in chunks of `size`, and the shallow object. */
+    function counted(bytes: Buffer, size: number) {
+      let total = 0;
+      const fields = new ShallowFields(32, new Set(['userId']), (count) => void (total += count));
+      for (let at = 0; at < bytes.length; at += size) fields.write(bytes.subarray(at, at + size));
+      return { total, body: fields.end() };
+    }
+    const long = (length: number, unit = 'w') => unit.repeat(length / unit.length);
+
+    it('twice the bytes of each string past its first 64 KiB, nothing for short strings, at every chunk size', () => {
+      const body = Buffer.from(`{"a":"${long(200 * KiB)}","b":["x","y"],"userId":"u","c":"${long(70 * KiB)}"}`);
+      const expected = 2 * (200 * KiB + 1 - 64 * KiB) + 2 * (70 * KiB + 1 - 64 * KiB);
+      for (const size of [7, 1000, 64 * KiB, body.length])
+        expect(counted(body, size).total, `chunks of ${size}`).toBe(expected);
+      const many = Buffer.from(JSON.stringify({ userId: 'u', list: Array.from({ length: 5_000 }, () => long(1024)) }));
+      expect(counted(many, 4096).total).toBe(0);
+    });
+
+    it('reads escaped quotes and runs of backslashes as the string going on, across chunk boundaries', () => {
+      // Escaped quotes after escaped backslashes, then a string of 80 KiB of backslashes (an even run: the quote after it closes).
+      const inside = long(100 * KiB, 'ab\\\\\\"c'); // JSON text ab\\\"c: an escaped backslash, an escaped quote
+      const body = Buffer.from(`{"userId":"u","a":"${inside}","after":"${long(80 * KiB, '\\')}"}`);
+      const parsed = JSON.parse(body.toString()) as { a: string; after: string };
+      expect([parsed.a.slice(0, 5), parsed.after.length]).toEqual(['ab\\"c', 40 * KiB]);
+      const expected = 2 * (inside.length + 1 - 64 * KiB) + 2 * (80 * KiB + 1 - 64 * KiB);
+      for (const size of [1, 3, 5, 6, 4096]) {
+        const { total, body: read } = counted(body, size);
+        expect(total, `chunks of ${size}`).toBe(expected);
+        expect(read.userId).toBe('u');
+      }
+    });
+
+    it("refuses the body with the budget's refusal once a count is refused", () => {
+      const refusal = new GatewayError(Errors.GATEWAY_BODY_BUFFER_EXHAUSTED, { cause: 'full' });
+      const fields = new ShallowFields(32, new Set(['userId']), (count) => (count > 0 ? refusal : undefined));
+      const body = Buffer.from(`{"userId":"u","a":"${long(100 * KiB)}"}`);
+      expect(() => fields.write(body)).toThrow(refusal);
+    });
   });
 
   it("refuses what the participant's decoder refuses, and nesting past maxDepth as the gateway does", () => {
