@@ -22,12 +22,13 @@ const KEPT_DEPTH = 4;
 /** Values kept from one body, all levels together (a body of a million keys keeps no more). */
 const KEPT_VALUES = 10_000;
 /**
- * The tokenizer builds each string whole before it is cut: a string's bytes past this many are counted
- * (`countText`) at TEXT_COST each, its string and the flattened copy cutting it makes. Sixteen bodies
- * of one 8 MiB string held 259 MiB against 189 to 210 for bodies of 3 KB strings (issue 42's L1).
+ * The tokenizer builds each string whole before it is cut: a token's bytes past this many are counted
+ * (`countText`) at TEXT_COST each: its pieces, the flat string they become, and the copy of the bytes
+ * the read makes. Sixteen bodies of one 8 MiB string held 262 MiB uncounted, 224 to 239 at two, 210
+ * to 220 at three, against 189 to 210 for bodies of 3 KB strings (issue 42's L1, 75% of the pod: 240).
  */
 const UNCOUNTED_TEXT_BYTES = 64 * 1024;
-const TEXT_COST = 2;
+const TEXT_COST = 3;
 
 type Scalar = string | number | boolean | null;
 type Kept = Scalar | Kept[] | { [key: string]: Kept };
@@ -40,8 +41,11 @@ interface Frame {
   readonly into: { [key: string]: Kept } | Kept[] | undefined;
 }
 
+/** A long string cut to KEPT_TEXT, copied: V8's slice would keep the whole string alive beneath it. */
 const keep = (value: Scalar): Scalar =>
-  typeof value === 'string' && value.length > KEPT_TEXT ? value.slice(0, KEPT_TEXT) : value;
+  typeof value === 'string' && value.length > KEPT_TEXT
+    ? Buffer.from(value.slice(0, KEPT_TEXT), 'utf16le').toString('utf16le')
+    : value;
 
 function undecodable(cause: string): GatewayError {
   return new GatewayError(Errors.DECODE_FAILURE, { cause });
@@ -66,10 +70,10 @@ export class ShallowFields {
    * participant's decoder reads them (body/charset.ts), where the tokenizer would refuse the body.
    */
   private decoder: TextDecoder | undefined;
-  /** Where the bytes so far leave off: inside a string, its bytes so far, and the backslashes ending them. */
-  private inString = false;
-  private textBytes = 0;
-  private backslashes = 0;
+  /** Bytes given to the tokenizer, where its last token began, and up to where long tokens were counted. */
+  private written = 0;
+  private lastTokenAt = 0;
+  private countedTo = 0;
 
   /**
    * `rulesRead`: keys kept whenever they are within the kept levels (those a rule judges).
@@ -80,7 +84,10 @@ export class ShallowFields {
     private readonly rulesRead: ReadonlySet<string> = new Set(),
     private readonly countText?: (bytes: number) => GatewayError | undefined,
   ) {
-    this.tokenizer.onToken = ({ token, value }) => this.onToken(token, value);
+    this.tokenizer.onToken = ({ token, value, offset }) => {
+      this.lastTokenAt = offset;
+      this.onToken(token, value);
+    };
     this.tokenizer.onError = (error) => {
       this.failure ??= undecodable(`Malformed JSON: ${error.message}`);
     };
@@ -88,43 +95,25 @@ export class ShallowFields {
 
   /** Tokenizes the next bytes; throws the body's refusal as soon as it is known. */
   write(chunk: Uint8Array): void {
-    const text = this.countText === undefined ? 0 : this.longTextIn(chunk);
-    if (text > 0) this.failure ??= this.countText!(text * TEXT_COST);
     if (this.decoder === undefined && !isUtf8(chunk)) this.decoder = new TextDecoder('utf-8');
-    if (this.failure === undefined)
-      this.tokenizer.write(this.decoder === undefined ? chunk : this.decoder.decode(chunk, { stream: true }));
+    if (this.failure === undefined) {
+      const input = this.decoder === undefined ? chunk : Buffer.from(this.decoder.decode(chunk, { stream: true }));
+      this.tokenizer.write(input);
+      this.written += input.length;
+      this.countLongToken();
+    }
     if (this.failure !== undefined) throw this.failure;
   }
 
   /**
-   * The bytes of `chunk` that lie in strings past their first UNCOUNTED_TEXT_BYTES. Only quotes and the
-   * backslashes before them are looked at (both ASCII: never part of a multi-byte character), found
-   * with indexOf; a quote after an odd run of backslashes is escaped, runs carried across chunks.
+   * A token being built holds what arrived since the last token began (a string, or a number, gathered
+   * whole before it is emitted): past UNCOUNTED_TEXT_BYTES that gap is counted, at TEXT_COST a byte.
    */
-  private longTextIn(chunk: Uint8Array): number {
-    let counted = 0;
-    let at = 0;
-    while (at < chunk.length) {
-      const quote = chunk.indexOf(0x22, at);
-      if (!this.inString) {
-        if (quote === -1) break;
-        [this.inString, this.textBytes, this.backslashes, at] = [true, 0, 0, quote + 1];
-        continue;
-      }
-      const end = quote === -1 ? chunk.length : quote;
-      let run = 0;
-      while (run < end - at && chunk[end - 1 - run] === 0x5c) run++;
-      if (run === end - at) run += this.backslashes;
-      const before = this.textBytes;
-      this.textBytes += end - at + (quote === -1 ? 0 : 1);
-      counted += Math.max(0, this.textBytes - Math.max(before, UNCOUNTED_TEXT_BYTES));
-      if (quote === -1) this.backslashes = run;
-      else if (run % 2 === 1)
-        this.backslashes = 0; // an escaped quote: the string goes on
-      else this.inString = false;
-      at = end + 1;
-    }
-    return counted;
+  private countLongToken(): void {
+    const from = Math.max(this.lastTokenAt + UNCOUNTED_TEXT_BYTES, this.countedTo);
+    if (this.countText === undefined || this.written <= from) return;
+    this.failure ??= this.countText((this.written - from) * TEXT_COST);
+    this.countedTo = this.written;
   }
 
   /** The shallow object, once the whole body was written. */
