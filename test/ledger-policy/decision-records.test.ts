@@ -3,12 +3,12 @@
 // call goes on to the participant.
 import { describe, expect, it } from 'vitest';
 import { SANDBOX_SEED } from '../../src/sandbox/app.js';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { startGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { perTest } from '../helpers/per-test.js';
 import { postJson, startSandbox } from '../sandbox/helpers.js';
 import { records, trailDirectory } from '../audit/support.js';
-import { ALICE, BOB, IOU_BY_ID, IOU_BY_NAME } from './support.js';
+import { ALICE, BOB, decisions, IOU_BY_ID, IOU_BY_NAME } from './support.js';
 
 const current = perTest();
 
@@ -36,16 +36,6 @@ const policies = (dryRun: boolean) => [
     ],
   },
 ];
-
-async function decisions(gw: RunningGateway, labels: Record<string, string>): Promise<number> {
-  const metric = (await gw.registry.getMetricsAsJSON()).find(
-    (m) => m.name === 'ledger_gateway_ledger_policy_decisions_total',
-  );
-  if (metric === undefined) throw new Error('no decisions metric');
-  return (metric.values as Array<{ value: number; labels: Record<string, string | number> }>)
-    .filter((v) => Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l))
-    .reduce((sum, v) => sum + v.value, 0);
-}
 
 describe("a ledger policy's decision", () => {
   it('is in the access line and the audit records of an allowed write and of a refused one', async () => {

@@ -11,10 +11,9 @@ import { SANDBOX_SEED } from '../../src/sandbox/app.js';
 import { startGateway, testConfig, type RunningGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { postJson, readJson, startSandbox, unsignedJwt, type RunningSandbox } from '../sandbox/helpers.js';
-import { ALICE, BOB, IOU_BY_ID, IOU_BY_NAME } from './support.js';
+import { ALICE, BOB, decisions, IOU_BY_ID, IOU_BY_NAME } from './support.js';
 
 const current = perTest();
-const DECISIONS = 'ledger_gateway_ledger_policy_decisions_total';
 
 const iou = { issuer: ALICE, owner: BOB, currency: 'USD', amount: '10.0', observers: [] };
 const CREATE = { CreateCommand: { templateId: IOU_BY_ID, createArguments: iou } };
@@ -66,14 +65,6 @@ async function start(dryRun = false): Promise<{ sandbox: RunningSandbox; gw: Run
 }
 
 /** The decisions counted with these labels, over every other label's values. */
-async function decisions(gw: RunningGateway, labels: Record<string, string> = {}): Promise<number> {
-  const metric = (await gw.registry.getMetricsAsJSON()).find((m) => m.name === DECISIONS);
-  if (metric === undefined) throw new Error(`no metric ${DECISIONS}`);
-  return (metric.values as Array<{ value: number; labels: Record<string, string | number> }>)
-    .filter((v) => Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l))
-    .reduce((sum, v) => sum + v.value, 0);
-}
-
 /** A refusal in Canton's error shape: its status, code and context. */
 async function refusal(
   response: Response,

@@ -7,6 +7,7 @@ import type { PreparedSummary } from '../../src/ledger-policy/prepared-summary.j
 import { LedgerPolicySchema, type LedgerPolicyConfig } from '../../src/config/schema.js';
 import { WRITE_OPERATION_NAMES } from '../../src/operations.js';
 import { SANDBOX_SEED } from '../../src/sandbox/app.js';
+import type { RunningGateway } from '../helpers/gateway.js';
 
 export const ALICE = SANDBOX_SEED.parties.alice;
 export const BOB = SANDBOX_SEED.parties.bob;
@@ -51,4 +52,15 @@ export function submission(commands: object[], actAs: string[] = [ALICE], extra:
 /** A ledgerPolicy section with the schema's defaults filled in. */
 export function section(policies: unknown[]): LedgerPolicyConfig {
   return Value.Default(LedgerPolicySchema, Value.Clone({ policies })) as LedgerPolicyConfig;
+}
+
+/** The ledger policy's decisions a gateway counted whose labels include `labels` (all of them by default). */
+export async function decisions(gw: RunningGateway, labels: Record<string, string> = {}): Promise<number> {
+  const metric = (await gw.registry.getMetricsAsJSON()).find(
+    (m) => m.name === 'ledger_gateway_ledger_policy_decisions_total',
+  );
+  if (metric === undefined) throw new Error('no ledger_gateway_ledger_policy_decisions_total metric');
+  return (metric.values as Array<{ value: number; labels: Record<string, string | number> }>)
+    .filter((v) => Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l))
+    .reduce((sum, v) => sum + v.value, 0);
 }
