@@ -114,8 +114,12 @@ function firstLine(error: unknown): string {
   return String((error as Error).message ?? error).split('\n')[0]!;
 }
 
-/** Compiles and type-checks a condition: a CelCondition, or why it cannot be one. */
-export function compileCondition(expression: string): CelCondition | { readonly problem: string } {
+type Problem = { readonly problem: string };
+
+/** Parses and type-checks an expression against the decision document: its program and type, or why not. */
+function parseChecked(
+  expression: string,
+): { readonly program: ReturnType<typeof environment.parse>; readonly type: string | undefined } | Problem {
   let program: ReturnType<typeof environment.parse>;
   try {
     program = environment.parse(expression);
@@ -124,7 +128,15 @@ export function compileCondition(expression: string): CelCondition | { readonly 
   }
   const checked = environment.check(expression);
   if (!checked.valid) return { problem: `does not type-check: ${firstLine(checked.error)}` };
+  return { program, type: checked.type };
+}
+
+/** Compiles and type-checks a condition: a CelCondition, or why it cannot be one. */
+export function compileCondition(expression: string): CelCondition | Problem {
+  const checked = parseChecked(expression);
+  if ('problem' in checked) return checked;
   if (checked.type !== 'bool') return { problem: `is of type ${checked.type}, not bool` };
+  const { program } = checked;
   return (input) => program(input) === true;
 }
 
@@ -199,17 +211,12 @@ function amountValue(value: unknown): unknown {
  * Compiles and type-checks a budget's amount (consumers.list[].budgets[].amount): a CelAmountExpression,
  * or why it cannot be one. A double is refused at load: an amount is never binary floating point.
  */
-export function compileAmount(expression: string): CelAmountExpression | { readonly problem: string } {
-  let program: ReturnType<typeof environment.parse>;
-  try {
-    program = environment.parse(expression);
-  } catch (error) {
-    return { problem: `does not parse: ${firstLine(error)}` };
-  }
-  const checked = environment.check(expression);
-  if (!checked.valid) return { problem: `does not type-check: ${firstLine(checked.error)}` };
+export function compileAmount(expression: string): CelAmountExpression | Problem {
+  const checked = parseChecked(expression);
+  if ('problem' in checked) return checked;
   if (checked.type === undefined || !AMOUNT_TYPES.has(checked.type))
     return { problem: `is of type ${checked.type}, not a decimal (string or int) or a list of them` };
+  const { program } = checked;
   return (input) => amountValue(program(input)) as CelAmount | undefined;
 }
 
