@@ -35,6 +35,7 @@ import { createLogger } from './telemetry/logging.js';
 import { startAuditTrail, type AuditTrail } from './audit/audit-trail.js';
 import { createMetrics, type GatewayMetrics } from './telemetry/metrics.js';
 import { startLedgerPolicy } from './ledger-policy/stage.js';
+import { createLargeBodyPool, LARGE_BODY_POOL } from './policy/large-body-pool.js';
 import { startRequestTelemetry, type RequestTelemetry } from './telemetry/request-telemetry.js';
 import { cacheOrForward, serveCalls } from './server/calls.js';
 import { serveUpgrades } from './server/upgrades.js';
@@ -108,6 +109,8 @@ function connectUpstream(
   // One budget for every body held in memory (limits is read at start: a reload keeps it).
   const bodyBudget = new BodyBudget(config.limits);
   metrics.watchBodyBuffer(() => bodyBudget.heldBytes);
+  // Rule-checked bodies over 1 MiB are judged in worker threads (policy/large-body-pool.ts), one pool for the process.
+  const largeBodies = createLargeBodyPool(LARGE_BODY_POOL);
   const forwarder = createForwarder({
     replicas,
     bodyBudget,
@@ -129,7 +132,7 @@ function connectUpstream(
     log,
   });
   metrics.watchWebSocketStreams(() => tunnels.openTunnels);
-  return { replicas, forwarder, bodyBudget, tunnels };
+  return { replicas, forwarder, bodyBudget, largeBodies, tunnels };
 }
 
 /** The metrics, readiness and logger every part is built with, and who may speak for a client's address. */
@@ -276,7 +279,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
   const { metrics, log, readiness } = around;
   const edges = await startEdges(config, options, logger, around);
   const { tracing, serverSpanPlugin, writeLine, requestTelemetry, listenerTls, api } = edges;
-  const { replicas, forwarder, bodyBudget, tunnels } = edges;
+  const { replicas, forwarder, bodyBudget, largeBodies, tunnels } = edges;
 
   // Telemetry encloses every stage: a call's server span opens before the first stage runs (a
   // refusal there carries its trace id), and every exchange ends in one observation and one log line.
@@ -307,6 +310,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     ...around,
     logger,
     bodyBudget,
+    largeBodies,
     ledgerPolicy,
     participantGet: (request) => replicas.ownGet(request), // the active replica, upstream.tls, not the clients' pool
     secretPaths: options.secretPaths,
@@ -372,6 +376,7 @@ export async function buildGateway(config: GatewayConfig, options: GatewayOption
     await forwarder.close();
     await replicas.close();
     await ledgerPolicy.runtime.close();
+    await largeBodies.close();
   }
 
   return {

@@ -201,7 +201,7 @@ export const Errors = {
     'GATEWAY_REQUEST_TOO_LARGE',
     8,
     GrpcCode.INVALID_ARGUMENT,
-    'The request body is larger than limits.bodyBytes or, on a rule-checked route (its body is read whole and parsed), than policy.maxBodyBytes.',
+    "The request body is larger than limits.bodyBytes or, on a rule-checked route (its body is read whole and parsed), than policy.maxBodyBytes when set; or a rule-checked body's parsed tree needs more memory than a rule-check worker's heap (the body's shape, not the gateway's load: retrying will not help).",
     { status: 413 },
   ),
   GATEWAY_HEADERS_TOO_LARGE: defineError(
@@ -320,6 +320,12 @@ export const Errors = {
     1,
     GrpcCode.UNAVAILABLE,
     'The request bodies the gateway holds in memory (rule-checked bodies, and bodies up to upstream.bufferBodyBytes) fill limits.bufferedBodyBytes; the caller is not over a limit. Retry-After: 1, the connection closed.',
+  ),
+  GATEWAY_RULE_CHECK_UNAVAILABLE: defineError(
+    'GATEWAY_RULE_CHECK_UNAVAILABLE',
+    1,
+    GrpcCode.UNAVAILABLE,
+    'A rule-checked body too large to judge on the event loop could not be judged in time: the rule-check workers are busy with 32 bodies waiting, the body waited or was judged longer than 20 s, or its worker stopped. The call was not sent. Retry-After: 1.',
   ),
   GATEWAY_UPSTREAM_UNAVAILABLE: defineError(
     'GATEWAY_UPSTREAM_UNAVAILABLE',

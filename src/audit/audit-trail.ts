@@ -40,7 +40,7 @@ import {
 export type AuditPolicy = AuditConfig['policy'];
 
 export interface AuditTrailOptions {
-  /** How a write's body is read when no request rule read it (policy.maxBodyBytes, policy.bodyReadTimeoutMs). */
+  /** How a write's body is read when no request rule read it (limits.bodyBytes, policy.bodyReadTimeoutMs). */
   readonly bodyLimits: BodyReadLimits;
   /** The gateway's budget of request bodies held in memory (body/budget.ts). */
   readonly bodyBudget: BodyBudget;

@@ -5,6 +5,7 @@
 // a rule judges on their exact digits (an int64 above 2^53 is no double): nothing is kept for the other
 // numbers, and there is no reviver (with one, V8 keeps the source text of every value of the body).
 import { Errors, GatewayError } from '../errors.js';
+import { treeTooLarge, type TreeBounds } from './tree-size.js';
 
 export interface JsonBody {
   /** The body: always a JSON object. */
@@ -18,6 +19,8 @@ export interface JsonReading {
   readonly maxDepth: number;
   /** Dotted paths of object keys ("commands.tapsMaxPasses"; no arrays) of the numbers whose text is kept. */
   readonly exactNumbers: readonly string[];
+  /** Where the tree is built in a bounded heap: how large it may be (past it: 413, before it is built). */
+  readonly treeBounds?: TreeBounds;
 }
 
 /** A node of the declared key paths: the keys that continue a path, and the path a key ends. */
@@ -158,6 +161,12 @@ export function parseJsonObject(text: string, reading: JsonReading): JsonBody {
   if ('tooDeepAt' in scanned) {
     throw new GatewayError(Errors.GATEWAY_MALFORMED_REQUEST, {
       cause: `The body is nested deeper than ${reading.maxDepth} levels (at position ${scanned.tooDeepAt}).`,
+    });
+  }
+  const tooLarge = reading.treeBounds && treeTooLarge(text, reading.treeBounds);
+  if (tooLarge !== undefined) {
+    throw new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, {
+      cause: `The request body would parse to ${tooLarge}, more than a rule-checked body may hold.`,
     });
   }
   let value: unknown;

@@ -34,13 +34,14 @@ export function streamedBodyLimits(policy: PolicyConfig, limits: LimitsConfig): 
 }
 
 /**
- * How a body read whole for judging is bounded: policy.maxBodyBytes, or limits.bodyBytes when that is
+ * How a body read whole for judging is bounded: limits.bodyBytes, or policy.maxBodyBytes when it is set
  * lower (each named in a refusal), within policy.bodyReadTimeoutMs.
  */
 export function ruleCheckedBodyLimits(policy: PolicyConfig, limits: LimitsConfig): BodyReadLimits {
-  const ownLimit = policy.maxBodyBytes <= limits.bodyBytes;
+  const own = policy.maxBodyBytes;
+  const ownLimit = own !== undefined && own < limits.bodyBytes;
   return {
-    maxBytes: ownLimit ? policy.maxBodyBytes : limits.bodyBytes,
+    maxBytes: ownLimit ? own : limits.bodyBytes,
     maxBytesKey: ownLimit ? 'policy.maxBodyBytes' : 'limits.bodyBytes',
     timeoutMs: policy.bodyReadTimeoutMs,
     timeoutKey: 'policy.bodyReadTimeoutMs',

@@ -12,15 +12,15 @@ import { Errors, GatewayError } from '../errors.js';
  * A kept string's and a kept list's most characters and items: one more than the audit trail records
  * (512 bytes of text, 100 items), so that its own cut, in bytes, sees there was more and names it.
  */
-const KEPT_TEXT = 513;
-const KEPT_ITEMS = 101;
+export const KEPT_TEXT = 513;
+export const KEPT_ITEMS = 101;
 /**
  * Levels kept: the top, an envelope or a list, its items, and theirs (a command's kind and its
  * templateId, choice, contractId: what the audit trail records of each).
  */
 const KEPT_DEPTH = 4;
 /** Values kept from one body, all levels together (a body of a million keys keeps no more). */
-const KEPT_VALUES = 10_000;
+export const KEPT_VALUES = 10_000;
 /**
  * The tokenizer builds each string whole before it is cut: a token's bytes past this many are counted
  * (`countText`) at TEXT_COST each: its pieces, the flat string they become, and the copy of the bytes

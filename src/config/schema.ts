@@ -276,14 +276,14 @@ export const LimitsSchema = Section(
       maximum: 1024 * 1024 * 1024,
       default: 8_388_608,
       description:
-        "The participant's own limit on a request body, which every body cap follows: larger gets 413 GATEWAY_REQUEST_TOO_LARGE. 8 MiB on Canton 3.4 and 3.5 (pekko-http's max-content-length, which Canton does not override); 10 MiB on 3.6 (http-ledger-api.max-inbound-message-size): set it to the participant's. Streamed bodies, and the submissions read only for their userId (tokenized as they arrive, never parsed whole), take up to this; the four routes whose rules read the whole document stay under policy.maxBodyBytes.",
+        "The participant's own limit on a request body, which every body cap follows: larger gets 413 GATEWAY_REQUEST_TOO_LARGE. 8 MiB on Canton 3.4 and 3.5 (pekko-http's max-content-length, which Canton does not override); 10 MiB on 3.6 (http-ledger-api.max-inbound-message-size): set it to the participant's. Streamed bodies, and the submissions read only for their userId (tokenized as they arrive, never parsed whole), take up to this; so do the four routes whose rules read the whole document (parsed in a worker thread past 1 MiB), unless policy.maxBodyBytes sets them a lower cap.",
     }),
     bufferedBodyBytes: Type.Integer({
       minimum: 0,
       maximum: 1024 * 1024 * 1024,
       default: 33_554_432,
       description:
-        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies (policy.maxBodyBytes) and bodies up to upstream.bufferBodyBytes, counted in the bytes that arrived (never from a declared Content-Length) until their exchange ends. A chunk that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of the body is read. The default keeps the process inside the shipped 320 MiB memory limit with the budget full and a worst body being parsed (docs/security.md). 0: no budget.',
+        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies and bodies up to upstream.bufferBodyBytes, counted in the bytes that arrived (never from a declared Content-Length) until their exchange ends. A chunk that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of the body is read. The default keeps the process inside the shipped 320 MiB memory limit with the budget full and a worst body being parsed (docs/security.md). 0: no budget.',
     }),
     bufferedBodyShare: Type.Number({
       exclusiveMinimum: 0,
@@ -1422,13 +1422,14 @@ export const PolicySchema = Section(
       description:
         "Answer the requests the participant would refuse (updateVettedPackages, getUpdateByOffset, updateIdentityProviderConfig, submitAndWaitForTransaction; on every other submission route, a userId other than the token's) at the edge, in its error shape. Only these routes have their bodies read.",
     }),
-    maxBodyBytes: Type.Integer({
-      minimum: 1024,
-      maximum: 1_048_576,
-      default: 1_048_576,
-      description:
-        "Largest body of a rule-checked route (read whole and parsed, unlike the other routes' bodies, which stream under limits.bodyBytes); larger gets 413 GATEWAY_REQUEST_TOO_LARGE before anything is parsed. The lower of this and limits.bodyBytes applies. At most 1 MiB: a body is parsed on the event loop, and the worst 1 MiB body holds it under the 3 s docs/security.md promises even on a loaded machine (8 MiB, the participant's own limit, held it 4 to 7 s; 2 MiB over 3 s under load).",
-    }),
+    maxBodyBytes: Type.Optional(
+      Type.Integer({
+        minimum: 1024,
+        maximum: 1024 * 1024 * 1024,
+        description:
+          "Unset (the default): a rule-checked route's body (read whole and parsed) takes what limits.bodyBytes, the participant's limit, allows, as every other route's. Set: a lower cap on those four routes' bodies only; larger gets 413 GATEWAY_REQUEST_TOO_LARGE before anything is parsed (the lower of this and limits.bodyBytes applies). Bodies up to 1 MiB are parsed on the event loop; larger ones in a worker thread with a bounded heap, so that no body stalls other calls (docs/security.md).",
+      }),
+    ),
     maxBodyDepth: Type.Integer({
       minimum: 8,
       maximum: 10_000,

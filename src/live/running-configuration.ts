@@ -43,6 +43,8 @@ export interface RunningConfigurationOptions {
   readonly readiness: Readiness;
   readonly isTrustedProxy: (address: string) => boolean;
   readonly bodyBudget: BodyBudget;
+  /** The worker threads that judge large rule-checked bodies, shared by every generation's policy. */
+  readonly largeBodies: LiveConfigOptions['largeBodies'];
   /** What every generation's ledger policy shares (its decoder, package names, the decisions' observer). */
   readonly ledgerPolicy: LiveConfigOptions['ledgerPolicy'];
   /** The gateway's own GET to the participant (its IdP listing): the active replica, upstream.tls. */
@@ -69,6 +71,7 @@ function startLiveConfig(config: GatewayConfig, options: RunningConfigurationOpt
     isTrustedProxy: options.isTrustedProxy,
     retireAfterMs: retireAfterMs(config),
     bodyBudget: options.bodyBudget,
+    largeBodies: options.largeBodies,
     ledgerPolicy: options.ledgerPolicy,
   });
   const authenticator = live.current.authenticator;

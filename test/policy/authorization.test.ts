@@ -3,6 +3,7 @@ import { loadConfig, validateGatewayConfig } from '../../src/config/load.js';
 import { createAuthorizer, policyConfigProblems, ruleMatches, scopesOf } from '../../src/policy/authorization.js';
 import { createCorsHandler } from '../../src/policy/cors.js';
 import { BodyBudget } from '../../src/body/budget.js';
+import { createLargeBodyPool, LARGE_BODY_POOL } from '../../src/policy/large-body-pool.js';
 import { createPolicyStage } from '../../src/policy/stage.js';
 import { principal } from './support/judge.js';
 
@@ -81,7 +82,6 @@ describe('policy configuration', () => {
       rules: {},
       sources: [],
       requestRules: true,
-      maxBodyBytes: 1_048_576,
       maxBodyDepth: 512,
       bodyReadTimeoutMs: 30_000,
     });
@@ -105,6 +105,7 @@ describe('policy configuration', () => {
       createPolicyStage(bad.policy, bad.limits, {
         bodyBudget: new BodyBudget(bad.limits),
         isTrustedProxy: () => false,
+        largeBodies: createLargeBodyPool(LARGE_BODY_POOL), // never started: the stage refuses the config first
       }),
     ).toThrow(/invalid configuration \(policy\)[\s\S]*policy\.rules\.updateVetedPackages: unknown operation/);
   });
