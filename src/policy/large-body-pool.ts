@@ -124,7 +124,7 @@ export function createLargeBodyPool(options: LargeBodyPoolOptions): LargeBodyPoo
   }
 
   async function judge(task: Omit<LargeBodyTask, 'bytes' | 'treeBounds'>, bytes: Buffer): Promise<LargeBodyVerdict> {
-    if (waiting.length >= options.maxQueue)
+    if (working >= options.workerThreads && waiting.length >= options.maxQueue)
       throw unavailable(`${working + waiting.length} request bodies are being judged or wait for a rule-check worker.`);
     const signal = AbortSignal.timeout(options.timeoutMs);
     await turn(signal);
