@@ -22,6 +22,8 @@ export interface BodyHold {
    * participant's limit fills it alone.
    */
   readonly takeBeside: (bytes: number) => GatewayError | undefined;
+  /** Gives back `bytes` taken beside once what they counted is gone (a worker's tree, judged), before the exchange ends. */
+  readonly giveBackBeside: (bytes: number) => void;
   /** Gives back everything taken (idempotent; a function of its own, to be passed as a listener). */
   readonly release: () => void;
 }
@@ -57,6 +59,7 @@ function shareExhausted(bytes: number, perCaller: number): GatewayError {
 const NO_HOLD: BodyHold = Object.freeze({
   take: () => undefined,
   takeBeside: () => undefined,
+  giveBackBeside: () => undefined,
   release: () => undefined,
 });
 
@@ -92,6 +95,11 @@ export class BodyBudget {
         this.used += bytes;
         heldBeside += bytes;
         return undefined;
+      },
+      giveBackBeside: (bytes) => {
+        const back = Math.min(bytes, heldBeside);
+        this.used -= back;
+        heldBeside -= back;
       },
       take: (bytes) => {
         const callerHeld = this.byCaller.get(caller) ?? 0;

@@ -3,8 +3,8 @@
 // prepared transactions are (ledger-policy/prepared-pool.ts). Each worker has a bounded heap
 // (resourceLimits): a body whose tree passes it kills only its worker, and is refused as too large.
 // Every wait is bounded: a full queue or a judgement past the timeout refuses the call as
-// unavailable (retry), never queues it without end. A body waits here without a copy; it is copied
-// once, and the copy moved to the worker, only when a worker takes it.
+// unavailable (retry), never queues it without end. A body's bytes are never copied: they are moved
+// to the worker when it takes the body, and moved back with its verdict.
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { Errors, GatewayError, type ErrorDefinition } from '../errors.js';
@@ -23,14 +23,19 @@ export interface LargeBodyPoolOptions {
   readonly treeBounds: TreeBounds;
 }
 
-/** What the worker made of a body: its excerpt for the audit trail, and its rule's refusal if any. */
+/** What the worker made of a body: its excerpt for the audit trail, its rule's refusal if any, and the bytes back. */
 export interface LargeBodyVerdict {
   readonly excerpt: Record<string, unknown>;
   readonly violation: GatewayError | undefined;
+  readonly bytes: Buffer;
 }
 
 export interface LargeBodyPool {
-  /** The verdict, or throws the body's refusal (undecodable, too deep, too large to parse, pool busy). */
+  /**
+   * The verdict, or throws the body's refusal (undecodable, too deep, too large to parse, pool busy).
+   * `bytes` are lent to the worker (moved, so left empty here) and come back in the verdict; they are
+   * lost only when the call is refused (the body's refusal, its worker stopped or was late).
+   */
   judge(task: Omit<LargeBodyTask, 'bytes' | 'treeBounds'>, bytes: Buffer): Promise<LargeBodyVerdict>;
   close(): Promise<void>;
 }
@@ -43,7 +48,7 @@ export const LARGE_BODY_POOL: LargeBodyPoolOptions = {
   workerThreads: 1,
   maxQueue: 32,
   timeoutMs: 20_000,
-  heapMb: 64,
+  heapMb: 32,
   treeBounds: { containers: 600_000, values: 1_500_000, keysOfOneObject: 100_000 },
 };
 
@@ -65,8 +70,8 @@ function rebuilt(wire: WireError): GatewayError {
   return new GatewayError(definition, wire.details, wire.reason === undefined ? {} : { reason: wire.reason });
 }
 
-function unavailable(cause: string): GatewayError {
-  return new GatewayError(Errors.GATEWAY_RULE_CHECK_UNAVAILABLE, { cause });
+function unavailable(cause: string, error?: unknown): GatewayError {
+  return new GatewayError(Errors.GATEWAY_RULE_CHECK_UNAVAILABLE, { cause }, { cause: error });
 }
 
 /** Why a worker did not answer: its heap bound (the body's fault: 413, no retry), or busy and late (503, retry). */
@@ -78,7 +83,13 @@ function failure(error: unknown, options: LargeBodyPoolOptions, bytes: number): 
     });
   if ((error as Error).name === 'AbortError' || (error as Error).name === 'TimeoutError')
     return unavailable(`The request body was not judged within ${options.timeoutMs} ms.`);
-  return unavailable('The request body could not be judged: its rule-check worker stopped.');
+  return unavailable('The request body could not be judged: its rule-check worker stopped.', error);
+}
+
+/** The bytes as a view of memory of their own, to move: a read body's own (Buffer.concat), else a copy. */
+function lendable(bytes: Buffer): Uint8Array {
+  const whole = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
+  return whole && bytes.buffer instanceof ArrayBuffer ? new Uint8Array(bytes.buffer) : new Uint8Array(bytes);
 }
 
 export function createLargeBodyPool(options: LargeBodyPoolOptions): LargeBodyPool {
@@ -93,7 +104,7 @@ export function createLargeBodyPool(options: LargeBodyPoolOptions): LargeBodyPoo
       idleTimeout: 30_000,
       resourceLimits: {
         maxOldGenerationSizeMb: options.heapMb,
-        maxYoungGenerationSizeMb: Math.max(4, Math.round(options.heapMb / 4)),
+        maxYoungGenerationSizeMb: Math.max(4, Math.round(options.heapMb / 8)),
       },
     }));
 
@@ -129,19 +140,21 @@ export function createLargeBodyPool(options: LargeBodyPoolOptions): LargeBodyPoo
     const signal = AbortSignal.timeout(options.timeoutMs);
     await turn(signal);
     let outcome: LargeBodyOutcome;
+    const size = bytes.length;
     try {
-      const copy = new Uint8Array(bytes); // one copy, moved: the exchange keeps its bytes to forward
+      const lent = lendable(bytes);
       outcome = await poolOf().run(
-        { ...task, bytes: copy, treeBounds: options.treeBounds },
-        { signal, transferList: [copy.buffer] },
+        { ...task, bytes: lent, treeBounds: options.treeBounds },
+        { signal, transferList: [lent.buffer as ArrayBuffer] },
       );
     } catch (error) {
-      throw failure(error, options, bytes.length);
+      throw failure(error, options, size);
     } finally {
       release();
     }
     if ('refused' in outcome) throw rebuilt(outcome.refused);
-    return { excerpt: outcome.excerpt, violation: outcome.violation && rebuilt(outcome.violation) };
+    const back = Buffer.from(outcome.bytes.buffer, outcome.bytes.byteOffset, outcome.bytes.byteLength);
+    return { excerpt: outcome.excerpt, violation: outcome.violation && rebuilt(outcome.violation), bytes: back };
   }
 
   return {

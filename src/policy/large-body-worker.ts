@@ -1,6 +1,7 @@
 // The worker of the large-body pool (large-body-pool.ts): decodes, parses and judges one rule-checked
 // body off the event loop, and sends back only the verdict and a bounded excerpt for the audit trail,
-// never the tree (which dies with this call, in this thread's bounded heap).
+// never the tree (which dies with this call, in this thread's bounded heap), with the bytes it was lent.
+import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { bodyExcerpt } from '../body/excerpt.js';
 import { decodeBody } from '../body/charset.js';
 import { parseJsonObject } from '../body/json.js';
@@ -13,7 +14,7 @@ import type { Violation } from './violation.js';
 export interface LargeBodyTask {
   /** The operation whose rule judges the body (policy/rules/index.ts). */
   readonly operation: string;
-  /** The body's bytes, a copy moved to this thread (the exchange keeps its own to forward). */
+  /** The body's bytes, lent to this thread (moved, not copied) and moved back with the outcome. */
   readonly bytes: Uint8Array;
   readonly charset: string | undefined;
   readonly maxDepth: number;
@@ -30,8 +31,11 @@ export interface WireError {
   readonly reason?: string;
 }
 
-export type LargeBodyOutcome =
+export type LargeBodyVerdict =
   { readonly refused: WireError } | { readonly excerpt: Record<string, unknown>; readonly violation?: WireError };
+
+/** The verdict, and the bytes lent, given back to the exchange that forwards them. */
+export type LargeBodyOutcome = LargeBodyVerdict & { readonly bytes: Uint8Array };
 
 function wireViolation(violation: Violation): WireError {
   const details: ErrorDetails = {
@@ -47,7 +51,13 @@ function wireViolation(violation: Violation): WireError {
   };
 }
 
-export default function judgeLargeBody(task: LargeBodyTask): LargeBodyOutcome {
+/** Judges the body, and moves its bytes back with the verdict (piscina's move: no copy either way). */
+export default function judgeLargeBody(task: LargeBodyTask): unknown {
+  const outcome: LargeBodyOutcome = { ...verdictOf(task), bytes: task.bytes };
+  return move({ [transferableSymbol]: [task.bytes.buffer], [valueSymbol]: outcome });
+}
+
+function verdictOf(task: LargeBodyTask): LargeBodyVerdict {
   const rule = REQUEST_RULES.get(task.operation);
   if (rule === undefined) throw new Error(`no request rule for ${task.operation}`);
   try {

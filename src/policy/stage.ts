@@ -34,6 +34,9 @@ const SUBMITTING_USER: ReadonlySet<string> = new Set(['userId']);
  */
 export const JUDGED_IN_THREAD_BYTES = 1_048_576;
 
+/** A body judged in a worker holds there its decoded text and its tree, each about its own size. */
+const WORKER_HOLDS_PER_BYTE = 2;
+
 export interface PolicyStage {
   /** Per-operation authorization (synchronous). */
   readonly authorize: Stage;
@@ -98,7 +101,7 @@ export function createPolicyStage(
     if (rule.shallow && readsAsUtf8(charset) && !smallDeclared(request)) return judgeShallow(request, rule, hold);
     const bytes = await readRequestBody(request.raw, limits, hold);
     request.rawBody = bytes;
-    if (bytes.length > JUDGED_IN_THREAD_BYTES) return judgeInWorker(request, bytes, charset);
+    if (bytes.length > JUDGED_IN_THREAD_BYTES) return judgeInWorker(request, bytes, charset, hold);
     const judged = parseInTurn(caller, bytes.length, () => judgeBody(request, bytes, charset, rule));
     const violation = judged instanceof Promise ? await judged : judged;
     if (violation !== undefined) throw toGatewayError(violation);
@@ -131,7 +134,17 @@ export function createPolicyStage(
    * Parses the body and checks its rule in a worker thread: only the verdict and an excerpt for the
    * audit trail come back (the tree stays in the worker's bounded heap).
    */
-  async function judgeInWorker(request: FastifyRequest, bytes: Buffer, charset: string | undefined): Promise<void> {
+  async function judgeInWorker(
+    request: FastifyRequest,
+    bytes: Buffer,
+    charset: string | undefined,
+    hold: BodyHold,
+  ): Promise<void> {
+    // What the worker holds while it judges (the decoded text and the tree, each about the body's
+    // size) counts against the body budget beside the bytes, as a tokenizer's long strings do.
+    const beside = WORKER_HOLDS_PER_BYTE * bytes.length;
+    const refused = hold.takeBeside(beside);
+    if (refused !== undefined) throw refused;
     const task = {
       operation: request.operation.name,
       charset,
@@ -144,7 +157,9 @@ export function createPolicyStage(
         claims: request.principal.claims,
       },
     };
-    const { excerpt, violation } = await options.largeBodies.judge(task, bytes);
+    const judged = options.largeBodies.judge(task, bytes).finally(() => hold.giveBackBeside(beside));
+    const { excerpt, violation, bytes: back } = await judged;
+    request.rawBody = back; // lent to the worker and back, to be forwarded as received
     parsedBody(request, excerpt, false); // an excerpt: the audit trail's identifying fields, before the rule may refuse it
     if (violation !== undefined) throw violation;
   }

@@ -1,5 +1,6 @@
 // L1, submissions at the participant's own limit (issue 42): token holders each send one
-// submission of `size` bytes (limits.bodyBytes, 8 MiB) on a route read only for its userId, all at
+// submission of `size` bytes (limits.bodyBytes, 8 MiB) on a route read only for its userId (or, on
+// submit-and-wait-for-transaction, a rule-checked route read whole and judged in a worker), all at
 // once, the userId last so that the whole body is held before it is judged. A caller refused for
 // the body budget (503) or its share of it (429) tries again after the Retry-After it was given, as
 // a client should, until it is answered 200 or `signal` aborts.
@@ -14,9 +15,10 @@ const COMMANDS =
  * one long workflowId (the tokenizer's worst: one string as long as the body), 'disclosed': disclosed
  * contracts of a 3 KB created-event blob each (what a large submission carries).
  */
-export function largeSubmission(size, user, commandId, shape = 'string') {
-  const head = `{${COMMANDS},"commandId":"${commandId}",`;
-  const tail = `"userId":"${user}"}`;
+export function largeSubmission(size, user, commandId, shape = 'string', wrapped = false) {
+  // submit-and-wait-for-transaction wraps the same JsCommands in `commands` (its rule reads it whole).
+  const head = `${wrapped ? '{"commands":' : ''}{${COMMANDS},"commandId":"${commandId}",`;
+  const tail = `"userId":"${user}"}${wrapped ? '}' : ''}`;
   if (shape === 'string') {
     const open = `${head}"workflowId":"`;
     const close = `",${tail}`;
@@ -50,7 +52,13 @@ export async function largeSubmissions(
   const sent = [];
   let longestMs = 0;
   const caller = async (index) => {
-    const body = largeSubmission(size, subjectOf(tokens[index]), `l1-${index}`, shape);
+    const body = largeSubmission(
+      size,
+      subjectOf(tokens[index]),
+      `l1-${index}`,
+      shape,
+      path.endsWith('-for-transaction'),
+    );
     const entry = { sha256: createHash('sha256').update(body).digest('hex'), accepted: false, attempts: 0 };
     sent.push(entry);
     while (!signal.aborted && !entry.accepted) {
