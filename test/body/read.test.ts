@@ -141,4 +141,17 @@ describe('readRequestBody', () => {
     hold.release();
     expect([budget.heldBytes, budget.heldBy('a')]).toEqual([0, 0]);
   });
+
+  it('gives back what was taken beside before the exchange ends (giveBackBeside), never more than was taken', () => {
+    const budget = new BodyBudget({ bufferedBodyBytes: 100, bufferedBodyShare: 0.25 });
+    const hold = budget.hold('a');
+    expect(hold.take(20)).toBeUndefined();
+    expect(hold.takeBeside(40)).toBeUndefined(); // a worker's tree, while it judges the body
+    hold.giveBackBeside(40); // judged: the bytes stay held until the exchange ends
+    expect(budget.heldBytes).toBe(20);
+    hold.giveBackBeside(40);
+    expect(budget.heldBytes).toBe(20);
+    hold.release();
+    expect(budget.heldBytes).toBe(0);
+  });
 });

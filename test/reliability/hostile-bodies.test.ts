@@ -223,6 +223,7 @@ describe('the worst bodies at the largest size the schema allows, in a gateway p
       // Another route streams a body of the largest size through, unread.
       expect(await judged('streamed', '/v2/updates/update-by-id', bodies[0]!.body)).toBe(200);
 
+      console.info(`worst bodies at ${limit} bytes, the event loop's longest delay: ${delays.join(', ')}`);
       calling = false;
       await otherCaller;
       expect(gateway.child.exitCode).toBeNull();
