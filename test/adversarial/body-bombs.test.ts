@@ -1,11 +1,12 @@
 // P2 of issue 40: bodies of arrays nested as deep as policy.maxBodyDepth allows, at the largest size
-// policy.maxBodyBytes allows, on update-by-offset (a read any token may make), 8 at a time. Each parsed
+// parsed on the event loop (1 MiB: larger ones are judged in a worker thread), on update-by-offset (a read any token may make), 8 at a time. Each parsed
 // body was kept alive on its request until its call ended (for the audit trail), so five of them ran
 // the shipped heap out; without that, eight finishing together were parsed back to back and held the
 // event loop 3.2 to 5.1 s, past the liveness probe's 2 s. Now a parsed body does not outlive its rule
 // check, and a large one is parsed in a turn of its own: the loop serves others between two.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ConfigSchema } from '../../src/config/schema.js';
+import { JUDGED_IN_THREAD_BYTES } from '../../src/policy/stage.js';
 import { buildDist } from '../helpers/process.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
 import {
@@ -43,7 +44,7 @@ describe('P2, parsed-body bombs 8 at a time, against the shipped process', () =>
         api: gateway.api,
         tokens,
         concurrency: 8,
-        size: policy.maxBodyBytes.default,
+        size: JUDGED_IN_THREAD_BYTES,
         maxDepth: policy.maxBodyDepth.default,
       });
       // The kubelet's liveness probe, every 500 ms while the bombs go off.

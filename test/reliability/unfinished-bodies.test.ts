@@ -1,5 +1,5 @@
 // Issue 32 §2: two ordinary callers each open 256 connections (their share of protection.maxInFlight),
-// declare a 1 MiB submission body (policy.maxBodyBytes: read whole) and send all but its last byte
+// declare a 1 MiB submission body (read whole: a rule-checked route) and send all but its last byte
 // (issue 40: a declared length holds nothing until its bytes arrive).
 // Before limits.bufferedBodyBytes the sum of those bodies had no bound and the pod's cgroup killed the
 // gateway. Here the built process runs under the shipped heap flag with every default, and its peak

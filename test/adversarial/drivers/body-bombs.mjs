@@ -1,5 +1,5 @@
 // P2, parsed-body bombs (issue 40): bodies of arrays nested as deep as policy.maxBodyDepth allows, side
-// by side, at the largest size policy.maxBodyBytes allows, on update-by-offset (a read any token may
+// by side, at the largest size parsed on the event loop (1 MiB), on update-by-offset (a read any token may
 // make), `concurrency` at a time. Five at once ran the heap out while each parsed body stayed alive
 // until its call ended; eight at once held the event loop past the liveness probe's 2 s.
 import { postJson } from './post-json.mjs';

@@ -10,7 +10,10 @@ import { pipelinedFlood } from './pipelined-flood.mjs';
 
 export const DRIVERS = {
   P1: { what: 'bare GETs without a token, pipelined on one connection', run: pipelinedFlood },
-  P2: { what: 'worst-shape bodies at policy.maxBodyBytes on update-by-offset, 8 at a time', run: bodyBombs },
+  P2: {
+    what: 'worst-shape bodies at 1 MiB (the largest parsed on the event loop) on update-by-offset, 8 at a time',
+    run: bodyBombs,
+  },
   B1: {
     what: '4 token holders x 8 connections declaring 1 MiB bodies and sending none',
     run: (options, signal) => budgetReservations({ connectionsPerCaller: 8, ...options }, signal),
