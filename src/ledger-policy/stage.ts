@@ -209,8 +209,16 @@ export function createLedgerPolicyStage(
   const { runtime } = options;
   const policy = createLedgerPolicy(section, { resolver: runtime.resolver });
 
-  /** The body as JSON (undefined: none, or an archive), read now when no stage before read it. */
+  /**
+   * The body as JSON (undefined: none, or an archive): the tree the request rules parsed when they
+   * kept it (a small body, parsed with the same charset and depth), else read and parsed now.
+   */
   async function bodyOf(call: FastifyRequest): Promise<unknown> {
+    const parsed = call.parsedBody;
+    if (parsed !== undefined) {
+      call.parsedBody = undefined; // taken: the document holds what it needs of it
+      return parsed;
+    }
     if (ARCHIVE_UPLOADS.has(call.operation.name) || (call.rawBody === undefined && !declaresBody(call.headers)))
       return undefined;
     const caller = callerOf(call.principal, call.raw, options.isTrustedProxy);
