@@ -259,25 +259,45 @@ export function createLedgerPolicyStage(
     });
   }
 
+  /**
+   * The document of a call whose body the request rules kept parsed (body/parse-turns.ts: a small
+   * one), built at once: nothing to wait for but an execute's prepared transaction. Else undefined.
+   */
+  function keptDocument(call: FastifyRequest, principal: PrincipalFacts): DecisionDocument | undefined {
+    const body = call.parsedBody;
+    if (body === undefined || EXECUTES.has(call.operation.name)) return undefined;
+    call.parsedBody = undefined; // taken: the document holds what it needs of it
+    return decisionDocument({ ...callInput(call, principal), body });
+  }
+
   // A call's document is built once: the budgets after the policy read the one it decided on
   // (or its failure: a body that could not be read is not read twice).
-  const documents = new WeakMap<FastifyRequest, Promise<DecisionDocument>>();
-  function documentOf(call: FastifyRequest, principal?: PrincipalFacts): Promise<DecisionDocument> {
+  const documents = new WeakMap<FastifyRequest, DecisionDocument | Promise<DecisionDocument>>();
+  function documentOf(call: FastifyRequest, principal?: PrincipalFacts): DecisionDocument | Promise<DecisionDocument> {
     let document = documents.get(call);
-    if (document === undefined) documents.set(call, (document = buildDocument(call, principal ?? principalOf(call))));
+    if (document === undefined) {
+      const facts = principal ?? principalOf(call);
+      document = keptDocument(call, facts) ?? buildDocument(call, facts);
+      documents.set(call, document);
+    }
     return document;
   }
 
-  async function decideGoverned(call: FastifyRequest, principal: PrincipalFacts): Promise<Decision> {
-    let document: DecisionDocument;
-    try {
-      document = await documentOf(call, principal);
-    } catch (error) {
-      if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
-      const governing = await policy.decide(decisionDocument(callInput(call, principal)));
-      return unreadableBody(governing);
-    }
-    return policy.decide(document, call.headers.authorization);
+  async function decideUnreadable(call: FastifyRequest, principal: PrincipalFacts): Promise<Decision> {
+    return unreadableBody(await policy.decide(decisionDocument(callInput(call, principal))));
+  }
+
+  /** The decision; a promise only when the body or a package name has to be waited for. */
+  function decideGoverned(call: FastifyRequest, principal: PrincipalFacts): Decision | Promise<Decision> {
+    const document = documentOf(call, principal);
+    if (!(document instanceof Promise)) return policy.decide(document, call.headers.authorization);
+    return document.then(
+      (built) => policy.decide(built, call.headers.authorization),
+      (error: unknown) => {
+        if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
+        return decideUnreadable(call, principal);
+      },
+    );
   }
 
   function enforce(call: Exchange, decision: Decision): void {
@@ -294,7 +314,7 @@ export function createLedgerPolicyStage(
     return principalOfExchange(call, options.isTrustedProxy);
   }
 
-  const callDocument = (call: FastifyRequest) => documentOf(call);
+  const callDocument = (call: FastifyRequest) => new Promise<DecisionDocument>((resolve) => resolve(documentOf(call)));
   if (!policy.active) return { active: false, decide: undefined, documentOf: callDocument, governStream: undefined };
   return {
     active: true,
@@ -319,7 +339,8 @@ export function createLedgerPolicyStage(
       // A break-glass caller's body is never read: it is allowed whatever it carries.
       const glass = policy.breakGlass(principal);
       if (glass !== undefined) return enforce(call, glass);
-      return decideGoverned(call, principal).then((decision) => enforce(call, decision));
+      const decided = decideGoverned(call, principal);
+      return decided instanceof Promise ? decided.then((decision) => enforce(call, decision)) : enforce(call, decided);
     },
   };
 }
