@@ -137,7 +137,7 @@ export function compileCondition(expression: string): CelCondition | Problem {
   if ('problem' in checked) return checked;
   if (checked.type !== 'bool') return { problem: `is of type ${checked.type}, not bool` };
   const { program } = checked;
-  return (input) => program(input as Record<string, unknown>) === true;
+  return (input) => program(input) === true;
 }
 
 const EMPTY_TEMPLATE: Readonly<Record<keyof typeof TEMPLATE_FIELDS, string>> = {
@@ -261,7 +261,7 @@ export function compileAmount(expression: string): CelAmountExpression | Problem
   if (checked.type === undefined || !AMOUNT_TYPES.has(checked.type))
     return { problem: `is of type ${checked.type}, not a decimal (string or int) or a list of them` };
   const { program } = checked;
-  return (input) => amountValue(program(input as Record<string, unknown>)) as CelAmount | undefined;
+  return (input) => amountValue(program(input)) as CelAmount | undefined;
 }
 
 /** A budget's measure (consumers/budget-config.ts AmountCompiler): its amount expression over a decision document. */
