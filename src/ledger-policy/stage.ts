@@ -201,13 +201,15 @@ async function firstMessageDecision(
   return policy.decide(decisionDocument({ ...input, body }), bearerOf(exchange));
 }
 
-export function createLedgerPolicyStage(
-  section: LedgerPolicyConfig,
+/**
+ * A call's decision document, built once per call (a promise while its body is read or its prepared
+ * transaction decoded): what the policy decides on and the budgets after it read.
+ */
+function createCallDocuments(
   reading: LedgerPolicyBodyReading,
   options: LedgerPolicyStageOptions,
-): LedgerPolicyStage {
+): (call: FastifyRequest, principal?: PrincipalFacts) => DecisionDocument | Promise<DecisionDocument> {
   const { runtime } = options;
-  const policy = createLedgerPolicy(section, { resolver: runtime.resolver });
 
   /**
    * The body as JSON (undefined: none, or an archive): the tree the request rules parsed when they
@@ -276,12 +278,25 @@ export function createLedgerPolicyStage(
   function documentOf(call: FastifyRequest, principal?: PrincipalFacts): DecisionDocument | Promise<DecisionDocument> {
     let document = documents.get(call);
     if (document === undefined) {
-      const facts = principal ?? principalOf(call);
+      const facts = principal ?? principalOfExchange(call, options.isTrustedProxy);
       document = keptDocument(call, facts) ?? buildDocument(call, facts);
       documents.set(call, document);
     }
     return document;
   }
+
+  return documentOf;
+}
+
+export function createLedgerPolicyStage(
+  section: LedgerPolicyConfig,
+  reading: LedgerPolicyBodyReading,
+  options: LedgerPolicyStageOptions,
+): LedgerPolicyStage {
+  const { runtime } = options;
+  const policy = createLedgerPolicy(section, { resolver: runtime.resolver });
+
+  const documentOf = createCallDocuments(reading, options);
 
   async function decideUnreadable(call: FastifyRequest, principal: PrincipalFacts): Promise<Decision> {
     return unreadableBody(await policy.decide(decisionDocument(callInput(call, principal))));
