@@ -14,6 +14,13 @@ export interface BodyBudgetLimits {
 
 /** The bytes one body holds against the budget; given back once, when its exchange ends. */
 export interface BodyHold {
+  /**
+   * The refusal of a body that declares more than the budget or the caller's share has free now,
+   * before a byte of it is read: nothing is reserved (declared lengths, once reserved, filled the
+   * budget with no body), but bodies that cannot fit are not started, so partial bodies cannot crowd
+   * out each other's ends.
+   */
+  readonly admits: (declaredBytes: number) => GatewayError | undefined;
   /** Counts `bytes` more; the refusal (the connection closing) when the budget or the share would pass. */
   readonly take: (bytes: number) => GatewayError | undefined;
   /**
@@ -55,6 +62,7 @@ function shareExhausted(bytes: number, perCaller: number): GatewayError {
 }
 
 const NO_HOLD: BodyHold = Object.freeze({
+  admits: () => undefined,
   take: () => undefined,
   takeBeside: () => undefined,
   release: () => undefined,
@@ -87,6 +95,13 @@ export class BodyBudget {
     let held = 0;
     let heldBeside = 0;
     return {
+      // The budget first: a body the whole process has no room for is no caller's excess.
+      admits: (declaredBytes) => {
+        if (this.used + declaredBytes > this.limits.bufferedBodyBytes) return exhausted(declaredBytes, this.limits);
+        if ((this.byCaller.get(caller) ?? 0) + declaredBytes > this.perCaller)
+          return shareExhausted(declaredBytes, this.perCaller);
+        return undefined;
+      },
       takeBeside: (bytes) => {
         if (this.used + bytes > this.limits.bufferedBodyBytes) return exhausted(bytes, this.limits);
         this.used += bytes;

@@ -53,9 +53,9 @@ function malformed(cause: string): GatewayError {
 
 /**
  * Reads the whole request body into one Buffer, held against `hold` (the process's body budget). A
- * declared Content-Length above the limit is refused at once, before a byte is read; the budget counts
- * the bytes as they arrive, never what the head declares (a declared length reserved up front let
- * connections that sent no body fill the budget). Every refusal closes the connection (the rest of
+ * declared Content-Length above the limit, or above what the budget has free now, is refused at once,
+ * before a byte is read; the budget counts the bytes as they arrive, never what the head declares (a
+ * declared length reserved up front let connections that sent no body fill the budget). Every refusal closes the connection (the rest of
  * the body is not read as a next request).
  */
 export function readRequestBody(
@@ -67,6 +67,8 @@ export function readRequestBody(
   const tooLarge = () => closingConnection(requestTooLarge(limits.maxBytes, limits.maxBytesKey));
   const declared = raw.headers['content-length'];
   if (declared !== undefined && Number(declared) > limits.maxBytes) return Promise.reject(tooLarge());
+  const unfit = declared === undefined ? undefined : hold.admits(Number(declared));
+  if (unfit !== undefined) return Promise.reject(unfit);
   if (raw.readableEnded) return Promise.resolve(Buffer.alloc(0));
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];

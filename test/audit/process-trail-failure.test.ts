@@ -66,6 +66,14 @@ async function submitUntil(
   throw new Error('the trail never failed');
 }
 
+/** Intents the gateway counted as lost (a write forwarded without its intent on disk). */
+const lostIntents = (gateway: GatewayProcess) =>
+  metric(gateway, 'ledger_gateway_audit_records_lost_total', '{kind="intent"}');
+
+/** Submits writes until the full disk has cost the first intent. */
+const fillUntilAnIntentIsLost = (gateway: GatewayProcess, headers: Record<string, string>) =>
+  submitUntil(gateway, headers, 'fill', async () => (await lostIntents(gateway)) > 0);
+
 const stop = async (gateway: GatewayProcess) => {
   gateway.child.kill('SIGTERM');
   expect(await gateway.exited).toBe(0);
@@ -94,7 +102,7 @@ describe('a trail that cannot be written, in the gateway process', () => {
       expect(await metric(gateway, 'ledger_gateway_audit_writes_refused_total')).toBe(refused);
       expect(await metric(gateway, 'ledger_gateway_audit_write_failures_total')).toBeGreaterThan(0);
       // A write refused is not a write forwarded unrecorded.
-      expect(await metric(gateway, 'ledger_gateway_audit_records_lost_total', '{kind="intent"}')).toBe(0);
+      expect(await lostIntents(gateway)).toBe(0);
       // Nothing was sent since: the trail must take records again by itself.
       await expect
         .poll(() => metric(gateway, 'ledger_gateway_audit_trail_writable'), { timeout: 10_000, interval: 200 })
@@ -118,15 +126,10 @@ describe('a trail that cannot be written, in the gateway process', () => {
       `{ enabled: true, directory: "${directory}", failMode: open, retryIntervalMs: 1500 }`,
     );
     try {
-      await submitUntil(
-        gateway,
-        headers,
-        'fill',
-        async () => (await metric(gateway, 'ledger_gateway_audit_records_lost_total', '{kind="intent"}')) > 0,
-      );
+      await fillUntilAnIntentIsLost(gateway, headers);
       // Right after the failure: its intent cannot be written, it is forwarded (open).
       expect(await submit(gateway, headers, 'slow-1')).toEqual({ status: 200, code: null });
-      const lost = await metric(gateway, 'ledger_gateway_audit_records_lost_total', '{kind="intent"}');
+      const lost = await lostIntents(gateway);
       await stop(gateway);
       const trail = intents(directory);
       const slow = trail.filter((record) => record.request.commandId === 'slow-1');
@@ -153,14 +156,9 @@ describe('a trail that cannot be written, in the gateway process', () => {
       `{ enabled: true, directory: "${directory}", failMode: open, retryIntervalMs: 600000 }`,
     );
     try {
-      await submitUntil(
-        gateway,
-        headers,
-        'fill',
-        async () => (await metric(gateway, 'ledger_gateway_audit_records_lost_total', '{kind="intent"}')) > 0,
-      );
+      await fillUntilAnIntentIsLost(gateway, headers);
       for (let n = 0; n < 5; n++) expect((await submit(gateway, headers, `after-${n}`)).status).toBe(200);
-      const lost = await metric(gateway, 'ledger_gateway_audit_records_lost_total', '{kind="intent"}');
+      const lost = await lostIntents(gateway);
       await stop(gateway);
       const onTime = new Set(
         intents(directory)

@@ -89,13 +89,13 @@ describe('readRequestBody', () => {
     const budget = new BodyBudget({ bufferedBodyBytes: 100, bufferedBodyShare: 0.5 });
     const { url, outcomes } = await serve(100, 5_000, budget);
     const { port, hostname } = new URL(url);
-    // Unfinished bodies: `sent` of `length` bytes.
-    const unfinished = (caller: string, length: number, sent: number) => {
+    // Unfinished bodies: `sent` of `length` bytes (undefined: chunked, no length declared).
+    const unfinished = (caller: string, length: number | undefined, sent: number) => {
       const request = http.request({
         host: hostname,
         port,
         method: 'POST',
-        headers: { 'content-length': String(length), 'x-caller': caller },
+        headers: { ...(length === undefined ? {} : { 'content-length': String(length) }), 'x-caller': caller },
       });
       request.on('error', () => undefined);
       if (sent > 0) request.write('x'.repeat(sent));
@@ -104,8 +104,8 @@ describe('readRequestBody', () => {
     };
     // Declared whole, none of it sent: nothing held (a declared length once filled the budget with no body).
     const declaredOnly = ['d', 'e', 'f'].map((caller) => unfinished(caller, 30, 0));
-    // One caller's 50 bytes (its whole share, one byte still to come) and another's 40.
-    const a = unfinished('a', 51, 50);
+    // One caller's 50 bytes (its whole share, chunked: more to come) and another's 40.
+    const a = unfinished('a', undefined, 50);
     const b = unfinished('b', 41, 40);
     await expect.poll(() => budget.heldBytes).toBe(90);
     const post = (caller: string, body: string | ReadableStream) =>
@@ -128,6 +128,48 @@ describe('readRequestBody', () => {
     expect(budget.heldBytes).toBe(90);
     a.destroy();
     b.destroy();
+    await expect.poll(() => budget.heldBytes).toBe(0);
+  });
+
+  it('refuses at once, before reading it, a body that declares more than the budget or the share has free now; nothing is reserved', async () => {
+    const budget = new BodyBudget({ bufferedBodyBytes: 100, bufferedBodyShare: 0.5 });
+    const { url, outcomes } = await serve(100, 5_000, budget);
+    const { port, hostname } = new URL(url);
+    /** Declares `length` bytes, sends `sent` of them and waits for the answer (none by 1 s: undefined). */
+    const answerTo = (caller: string, length: number, sent: number) =>
+      new Promise<number | undefined>((resolve) => {
+        const request = http.request(
+          { host: hostname, port, method: 'POST', headers: { 'content-length': String(length), 'x-caller': caller } },
+          (response) => resolve(response.statusCode),
+        );
+        request.on('error', () => resolve(undefined));
+        request.write('x'.repeat(sent));
+        setTimeout(() => {
+          resolve(undefined);
+          request.destroy();
+        }, 1_000);
+      });
+    // 60 bytes held by two callers; 40 free.
+    const held = [
+      http.request({ host: hostname, port, method: 'POST', headers: { 'content-length': '31', 'x-caller': 'a' } }),
+      http.request({ host: hostname, port, method: 'POST', headers: { 'content-length': '31', 'x-caller': 'b' } }),
+    ];
+    for (const request of held) {
+      request.on('error', () => undefined);
+      request.write('x'.repeat(30));
+    }
+    await expect.poll(() => budget.heldBytes).toBe(60);
+    // 5 of a declared 41 would fit, but the whole cannot: refused now, before the rest arrives.
+    expect(await answerTo('c', 41, 5)).toBe(503);
+    // Past the caller's own share (50): a holds 30, declares 21 more.
+    expect(await answerTo('a', 21, 5)).toBe(429);
+    // Within what is free: read on (no answer while its body is unfinished), nothing reserved for it.
+    expect(await answerTo('c', 40, 5)).toBeUndefined();
+    expect(outcomes.filter((o) => o instanceof GatewayError).map((o) => o.definition.code)).toEqual([
+      'GATEWAY_BODY_BUFFER_EXHAUSTED',
+      'GATEWAY_RESOURCE_EXHAUSTED',
+    ]);
+    for (const request of held) request.destroy();
     await expect.poll(() => budget.heldBytes).toBe(0);
   });
 

@@ -39,6 +39,18 @@ closeAfterEach(
 
 const capture = logCapture;
 
+/** A request line of a cached GET /v2/version answered 200. */
+const getVersionLine = (reqId: string) => ({
+  reqId,
+  operation: 'getVersion',
+  method: 'GET',
+  status: 200,
+  errorCode: 'none',
+  durationMs: 1,
+  traceId: null,
+  spanId: null,
+});
+
 describe('the logger', () => {
   it('redacts credentials at any depth it is likely to meet them', () => {
     const out = capture();
@@ -218,16 +230,7 @@ describe('the logger', () => {
   it('writes no request line below info', () => {
     const out = capture();
     const writer = requestLineWriter(createLogger('warn', out.stream));
-    writer({
-      reqId: 'r',
-      operation: 'getVersion',
-      method: 'GET',
-      status: 200,
-      errorCode: 'none',
-      durationMs: 1,
-      traceId: null,
-      spanId: null,
-    });
+    writer(getVersionLine('r'));
     writer.close();
     expect(out.lines).toEqual([]);
   });
@@ -276,22 +279,12 @@ describe('the logger', () => {
   it('holds request lines: one write once a batch (32 KB) is full, else within about a second, each a whole line', async () => {
     const writes: string[] = [];
     const writer = requestLineWriter(createLogger('info', { write: (chunk: string) => void writes.push(chunk) }));
-    const line = (reqId: string) => ({
-      reqId,
-      operation: 'getVersion',
-      method: 'GET',
-      status: 200,
-      errorCode: 'none',
-      durationMs: 1,
-      traceId: null,
-      spanId: null,
-    });
     const reqIds = (chunk: string) =>
       chunk
         .split('\n')
         .filter(Boolean)
         .map((text) => (JSON.parse(text) as { reqId: string }).reqId);
-    for (const reqId of ['r1', 'r2', 'r3']) writer(line(reqId));
+    for (const reqId of ['r1', 'r2', 'r3']) writer(getVersionLine(reqId));
     await new Promise((resolve) => setImmediate(resolve));
     expect(writes).toEqual([]); // not at the end of the turn: a few lines are not worth a write
     await expect.poll(() => writes.length, { timeout: 2_000, interval: 20 }).toBe(1);
@@ -300,7 +293,7 @@ describe('the logger', () => {
 
     // A full batch is handed over at once, in whole lines.
     let n = 0;
-    while (writes.length === 1) writer(line(`b${n++}`));
+    while (writes.length === 1) writer(getVersionLine(`b${n++}`));
     expect(writes[1]!.length).toBeGreaterThanOrEqual(32 * 1024);
     expect(writes[1]!.length).toBeLessThan(32 * 1024 + 300); // handed over with the line that filled it
     expect(reqIds(writes[1]!)).toEqual(Array.from({ length: n }, (_, i) => `b${i}`));
@@ -311,27 +304,9 @@ describe('the logger', () => {
     const writes: string[] = [];
     const logger = createLogger('info', { write: (chunk: string) => void writes.push(chunk) });
     const writer = requestLineWriter(logger);
-    writer({
-      reqId: 'first',
-      operation: 'getVersion',
-      method: 'GET',
-      status: 200,
-      errorCode: 'none',
-      durationMs: 1,
-      traceId: null,
-      spanId: null,
-    });
+    writer(getVersionLine('first'));
     logger.warn('limit store (Redis) connection lost');
-    writer({
-      reqId: 'after',
-      operation: 'getVersion',
-      method: 'GET',
-      status: 200,
-      errorCode: 'none',
-      durationMs: 1,
-      traceId: null,
-      spanId: null,
-    });
+    writer(getVersionLine('after'));
     writer.close();
     const order = writes
       .join('')
