@@ -148,6 +148,11 @@ declare module 'fastify' {
     /** The body bytes, when a stage had to read them (rule-checked routes); forwarded as is. */
     rawBody: Buffer | undefined;
     /**
+     * The request rules' parse of a small body (body/parse-turns.ts PARSED_AT_ONCE_BYTES), kept only
+     * for the ledger policy's stage, which takes it (parsed once) and drops it before the call goes on.
+     */
+    parsedBody: Record<string, unknown> | undefined;
+    /**
      * Set when a stage put headers on the reply that every answer carries (CORS: server/calls.ts): the
      * answers the gateway writes itself then copy the reply's headers (answer.ts).
      */

@@ -80,7 +80,13 @@ function rightsOfCall(operation: string, body: Json): RightFacts[] {
   return [];
 }
 
-const unique = (values: Iterable<string>): string[] => [...new Set(values)].filter((value) => value !== '');
+/** The values without '' and repeats, in first-seen order (a short list, the usual one, without a Set). */
+function unique(values: readonly string[]): string[] {
+  if (values.length > 8) return [...new Set(values)].filter((value) => value !== '');
+  const found: string[] = [];
+  for (const value of values) if (value !== '' && !found.includes(value)) found.push(value);
+  return found;
+}
 
 export function decisionDocument(input: CallInput): DecisionDocument {
   const body: Json = isObject(input.body) ? input.body : {};
@@ -158,6 +164,7 @@ function decodedSegment(segment: string): string {
 
 /** The `{party}` and `{user-id}` of a path, by its operation's template. */
 export function pathParameters(template: string, path: string): { party?: string; userId?: string } {
+  if (!template.includes('{')) return {};
   const names = template.split('/');
   const values = pathOf(path).split('/');
   const found: { party?: string; userId?: string } = {};

@@ -106,8 +106,8 @@ const environment = new Environment({
 
 export type CelCondition = (input: CelInput) => boolean;
 
-/** The document as the CEL environment reads it (absent parts as empty values, never null). */
-export type CelInput = Record<string, unknown>;
+/** The document as the CEL environment reads it (celInput). */
+export type CelInput = object;
 
 /** The first line of a cel-js error (the rest repeats the expression with a caret). */
 function firstLine(error: unknown): string {
@@ -150,36 +150,80 @@ const EMPTY_TEMPLATE: Readonly<Record<keyof typeof TEMPLATE_FIELDS, string>> = {
 
 const templateValue = (template: TemplateRef | undefined) => new Template(template ?? EMPTY_TEMPLATE);
 
-/** The CEL variables of a document at `now`. */
-export function celInput(document: DecisionDocument, now: Date): CelInput {
-  const read = document.read;
-  return {
-    operation: document.operation,
-    writes: document.writes,
-    principal: new Principal(document.principal),
-    parties: new Parties(document.parties),
-    commands: document.commands.map(
+const NO_READ = { requested: false, parties: [], anyParty: false, wildcard: false, templates: [], interfaces: [] };
+
+/**
+ * The CEL variables of a document at `now` (absent parts as empty values, never null). cel-js reads
+ * only the variables an expression names, so each is built the first time a condition reads it, then
+ * kept for the other conditions of the decision: a policy whose conditions read `commands` never
+ * builds the principal, the parties or the read.
+ */
+class CelVariables {
+  #principal: Principal | undefined;
+  #parties: Parties | undefined;
+  #commands: Command[] | undefined;
+  #disclosedContracts: Disclosed[] | undefined;
+  #read: Read | undefined;
+  #packages: Package[] | undefined;
+  #rights: Right[] | undefined;
+
+  constructor(
+    private readonly document: DecisionDocument,
+    readonly now: Date,
+  ) {}
+
+  get operation() {
+    return this.document.operation;
+  }
+  get writes() {
+    return this.document.writes;
+  }
+  get targetUserId() {
+    return this.document.targetUserId;
+  }
+  get commandSource() {
+    return this.document.commandSource;
+  }
+  get principal() {
+    return (this.#principal ??= new Principal(this.document.principal));
+  }
+  get parties() {
+    return (this.#parties ??= new Parties(this.document.parties));
+  }
+  get commands() {
+    return (this.#commands ??= this.document.commands.map(
       (command) => new Command({ ...command, template: templateValue(command.template) }),
-    ),
-    disclosedContracts: document.disclosedContracts.map(
+    ));
+  }
+  get disclosedContracts() {
+    return (this.#disclosedContracts ??= this.document.disclosedContracts.map(
       (contract) => new Disclosed({ template: templateValue(contract.template), contractId: contract.contractId }),
-    ),
-    read: new Read(
+    ));
+  }
+  get read() {
+    const read = this.document.read;
+    return (this.#read ??= new Read(
       read === undefined
-        ? { requested: false, parties: [], anyParty: false, wildcard: false, templates: [], interfaces: [] }
+        ? NO_READ
         : {
             requested: true,
             ...read,
             templates: read.templates.map(templateValue),
             interfaces: read.interfaces.map(templateValue),
           },
-    ),
-    packages: document.packages.map((pkg) => new Package(pkg)),
-    rights: document.rights.map((right) => new Right(right)),
-    targetUserId: document.targetUserId,
-    commandSource: document.commandSource,
-    now,
-  };
+    ));
+  }
+  get packages() {
+    return (this.#packages ??= this.document.packages.map((pkg) => new Package(pkg)));
+  }
+  get rights() {
+    return (this.#rights ??= this.document.rights.map((right) => new Right(right)));
+  }
+}
+
+/** The CEL variables of a document at `now`. */
+export function celInput(document: DecisionDocument, now: Date): CelInput {
+  return new CelVariables(document, now);
 }
 
 /** What a budget's amount expression may give: a decimal (text or an int), or a list of them (summed). */

@@ -96,7 +96,7 @@ function allowCovers(rule: CompiledRule, document: DecisionDocument): boolean {
     operationMatches(rule, document) &&
     partiesMatch(rule.parties, parties.all, principal, 'every') &&
     partiesMatch(rule.actAs, parties.actAs, principal, 'every') &&
-    partiesMatch(rule.readAs, [...parties.readAs, ...readParties], principal, 'every') &&
+    (rule.readAs === undefined || partiesMatch(rule.readAs, [...parties.readAs, ...readParties], principal, 'every')) &&
     (rule.packages === undefined ||
       rule.packages.has('*') ||
       document.packages.every((p) => p.packageName !== '' && rule.packages!.has(p.packageName))) &&
@@ -137,7 +137,7 @@ function denyTouches(rule: CompiledRule, document: DecisionDocument): boolean {
     operationMatches(rule, document) &&
     touchesParties(rule.parties, parties.all) &&
     touchesParties(rule.actAs, parties.actAs) &&
-    touchesParties(rule.readAs, [...parties.readAs, ...(read?.parties ?? [])]) &&
+    (rule.readAs === undefined || touchesParties(rule.readAs, [...parties.readAs, ...(read?.parties ?? [])])) &&
     (rule.packages === undefined ||
       document.packages.some(
         (p) => p.packageName === '' || rule.packages!.has('*') || rule.packages!.has(p.packageName),

@@ -20,7 +20,14 @@ export interface IndexedPolicy {
   readonly buckets: ReadonlyMap<string, Bucket>;
   /** A rule's position in its policy: candidates are judged in the configuration's order. */
   readonly order: ReadonlyMap<CompiledRule, number>;
+  /** The entity names some rule of the policy names: only these can add candidates. */
+  readonly entities: ReadonlySet<string>;
+  /** Candidate lists already found, by what they depend on (candidatesKey): at most MAX_CACHED_CANDIDATES. */
+  readonly candidates: Map<string, readonly CompiledRule[]>;
 }
+
+/** Calls naming other combinations of a policy's entities find their candidates anew. */
+const MAX_CACHED_CANDIDATES = 1_024;
 
 export interface PolicyIndex {
   /** The policies that name this caller, in the configuration's order. */
@@ -55,29 +62,51 @@ function indexPolicy(policy: CompiledPolicy): IndexedPolicy {
         }
     }
   }
-  return { policy, buckets, order: new Map(policy.rules.map((rule, index) => [rule, index])) };
+  const entities = new Set<string>();
+  for (const bucket of buckets.values()) for (const entity of bucket.byEntity.keys()) entities.add(entity);
+  return {
+    policy,
+    buckets,
+    order: new Map(policy.rules.map((rule, index) => [rule, index])),
+    entities,
+    candidates: new Map(),
+  };
 }
 
-/** The entity names a document's commands and read filters name. */
-function entitiesOf(document: DecisionDocument): string[] {
+/** The entity names a document's commands and read filters name that the policy's rules name too. */
+function indexedEntitiesOf(indexed: IndexedPolicy, document: DecisionDocument): string[] {
   const entities: string[] = [];
-  for (const command of document.commands)
-    if (command.template !== undefined) entities.push(command.template.entityName);
+  const add = (entity: string) => {
+    if (indexed.entities.has(entity) && !entities.includes(entity)) entities.push(entity);
+  };
+  for (const command of document.commands) if (command.template !== undefined) add(command.template.entityName);
   const read = document.read;
-  if (read !== undefined)
-    for (const template of [...read.templates, ...read.interfaces]) entities.push(template.entityName);
+  if (read !== undefined) {
+    for (const template of read.templates) add(template.entityName);
+    for (const template of read.interfaces) add(template.entityName);
+  }
   return entities;
 }
 
-/** The rules of a policy that can concern this call, in the configuration's order. */
-export function candidateRules(indexed: IndexedPolicy, document: DecisionDocument): CompiledRule[] {
+/**
+ * What a policy's candidates depend on: the operation, whether it writes, and a wildcard read or the
+ * indexed entities the call names (a bounded set: the configuration's names, never the caller's).
+ */
+function candidatesKey(document: DecisionDocument, entities: readonly string[] | undefined): string {
+  const what = entities === undefined ? '*' : [...entities].sort().join(',');
+  return `${document.operation} ${document.writes ? 'writes' : 'reads'} ${what}`;
+}
+
+function findCandidates(
+  indexed: IndexedPolicy,
+  document: DecisionDocument,
+  entities: readonly string[] | undefined,
+): CompiledRule[] {
   const found = new Set<CompiledRule>();
-  const wildcardRead = document.read?.wildcard === true;
-  const entities = entitiesOf(document);
   for (const key of [document.operation, document.writes ? 'writes' : 'reads', '*']) {
     const bucket = indexed.buckets.get(key);
     if (bucket === undefined) continue;
-    if (wildcardRead) {
+    if (entities === undefined) {
       for (const rule of bucket.all) found.add(rule);
       continue;
     }
@@ -86,6 +115,18 @@ export function candidateRules(indexed: IndexedPolicy, document: DecisionDocumen
   }
   if (found.size < 2) return [...found];
   return [...found].sort((a, b) => indexed.order.get(a)! - indexed.order.get(b)!);
+}
+
+/** The rules of a policy that can concern this call (every rule, for a wildcard read), in the configuration's order. */
+export function candidateRules(indexed: IndexedPolicy, document: DecisionDocument): readonly CompiledRule[] {
+  const entities = document.read?.wildcard === true ? undefined : indexedEntitiesOf(indexed, document);
+  const key = candidatesKey(document, entities);
+  let candidates = indexed.candidates.get(key);
+  if (candidates === undefined) {
+    candidates = findCandidates(indexed, document, entities);
+    if (indexed.candidates.size < MAX_CACHED_CANDIDATES) indexed.candidates.set(key, candidates);
+  }
+  return candidates;
 }
 
 export function indexPolicies(policies: readonly CompiledPolicy[]): PolicyIndex {

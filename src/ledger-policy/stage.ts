@@ -201,16 +201,26 @@ async function firstMessageDecision(
   return policy.decide(decisionDocument({ ...input, body }), bearerOf(exchange));
 }
 
-export function createLedgerPolicyStage(
-  section: LedgerPolicyConfig,
+/**
+ * A call's decision document, built once per call (a promise while its body is read or its prepared
+ * transaction decoded): what the policy decides on and the budgets after it read.
+ */
+function createCallDocuments(
   reading: LedgerPolicyBodyReading,
   options: LedgerPolicyStageOptions,
-): LedgerPolicyStage {
+): (call: FastifyRequest, principal?: PrincipalFacts) => DecisionDocument | Promise<DecisionDocument> {
   const { runtime } = options;
-  const policy = createLedgerPolicy(section, { resolver: runtime.resolver });
 
-  /** The body as JSON (undefined: none, or an archive), read now when no stage before read it. */
+  /**
+   * The body as JSON (undefined: none, or an archive): the tree the request rules parsed when they
+   * kept it (a small body, parsed with the same charset and depth), else read and parsed now.
+   */
   async function bodyOf(call: FastifyRequest): Promise<unknown> {
+    const parsed = call.parsedBody;
+    if (parsed !== undefined) {
+      call.parsedBody = undefined; // taken: the document holds what it needs of it
+      return parsed;
+    }
     if (ARCHIVE_UPLOADS.has(call.operation.name) || (call.rawBody === undefined && !declaresBody(call.headers)))
       return undefined;
     const caller = callerOf(call.principal, call.raw, options.isTrustedProxy);
@@ -251,25 +261,58 @@ export function createLedgerPolicyStage(
     });
   }
 
+  /**
+   * The document of a call whose body the request rules kept parsed (body/parse-turns.ts: a small
+   * one), built at once: nothing to wait for but an execute's prepared transaction. Else undefined.
+   */
+  function keptDocument(call: FastifyRequest, principal: PrincipalFacts): DecisionDocument | undefined {
+    const body = call.parsedBody;
+    if (body === undefined || EXECUTES.has(call.operation.name)) return undefined;
+    call.parsedBody = undefined; // taken: the document holds what it needs of it
+    return decisionDocument({ ...callInput(call, principal), body });
+  }
+
   // A call's document is built once: the budgets after the policy read the one it decided on
   // (or its failure: a body that could not be read is not read twice).
-  const documents = new WeakMap<FastifyRequest, Promise<DecisionDocument>>();
-  function documentOf(call: FastifyRequest, principal?: PrincipalFacts): Promise<DecisionDocument> {
+  const documents = new WeakMap<FastifyRequest, DecisionDocument | Promise<DecisionDocument>>();
+  function documentOf(call: FastifyRequest, principal?: PrincipalFacts): DecisionDocument | Promise<DecisionDocument> {
     let document = documents.get(call);
-    if (document === undefined) documents.set(call, (document = buildDocument(call, principal ?? principalOf(call))));
+    if (document === undefined) {
+      const facts = principal ?? principalOfExchange(call, options.isTrustedProxy);
+      document = keptDocument(call, facts) ?? buildDocument(call, facts);
+      documents.set(call, document);
+    }
     return document;
   }
 
-  async function decideGoverned(call: FastifyRequest, principal: PrincipalFacts): Promise<Decision> {
-    let document: DecisionDocument;
-    try {
-      document = await documentOf(call, principal);
-    } catch (error) {
-      if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
-      const governing = await policy.decide(decisionDocument(callInput(call, principal)));
-      return unreadableBody(governing);
-    }
-    return policy.decide(document, call.headers.authorization);
+  return documentOf;
+}
+
+export function createLedgerPolicyStage(
+  section: LedgerPolicyConfig,
+  reading: LedgerPolicyBodyReading,
+  options: LedgerPolicyStageOptions,
+): LedgerPolicyStage {
+  const { runtime } = options;
+  const policy = createLedgerPolicy(section, { resolver: runtime.resolver });
+
+  const documentOf = createCallDocuments(reading, options);
+
+  async function decideUnreadable(call: FastifyRequest, principal: PrincipalFacts): Promise<Decision> {
+    return unreadableBody(await policy.decide(decisionDocument(callInput(call, principal))));
+  }
+
+  /** The decision; a promise only when the body or a package name has to be waited for. */
+  function decideGoverned(call: FastifyRequest, principal: PrincipalFacts): Decision | Promise<Decision> {
+    const document = documentOf(call, principal);
+    if (!(document instanceof Promise)) return policy.decide(document, call.headers.authorization);
+    return document.then(
+      (built) => policy.decide(built, call.headers.authorization),
+      (error: unknown) => {
+        if (!(error instanceof GatewayError) || error.definition !== Errors.GATEWAY_MALFORMED_REQUEST) throw error;
+        return decideUnreadable(call, principal);
+      },
+    );
   }
 
   function enforce(call: Exchange, decision: Decision): void {
@@ -286,7 +329,7 @@ export function createLedgerPolicyStage(
     return principalOfExchange(call, options.isTrustedProxy);
   }
 
-  const callDocument = (call: FastifyRequest) => documentOf(call);
+  const callDocument = (call: FastifyRequest) => new Promise<DecisionDocument>((resolve) => resolve(documentOf(call)));
   if (!policy.active) return { active: false, decide: undefined, documentOf: callDocument, governStream: undefined };
   return {
     active: true,
@@ -311,7 +354,8 @@ export function createLedgerPolicyStage(
       // A break-glass caller's body is never read: it is allowed whatever it carries.
       const glass = policy.breakGlass(principal);
       if (glass !== undefined) return enforce(call, glass);
-      return decideGoverned(call, principal).then((decision) => enforce(call, decision));
+      const decided = decideGoverned(call, principal);
+      return decided instanceof Promise ? decided.then((decision) => enforce(call, decision)) : enforce(call, decided);
     },
   };
 }

@@ -277,11 +277,22 @@ function consumersOf(
  * Without budgets, the policy's stage itself: nothing more runs per call, nothing at all without a policy.
  */
 function ledgerStage(ledgerPolicy: LedgerPolicyStage, budgets: BudgetSpend | undefined): CallStage | undefined {
-  if (budgets === undefined) return ledgerPolicy.decide;
+  const decide = ledgerPolicy.decide;
+  const decideAndSpend: CallStage | undefined =
+    budgets === undefined
+      ? decide
+      : (call, reply) => {
+          const spend = () => budgets(call, () => ledgerPolicy.documentOf(call));
+          const decided = decide?.(call, reply);
+          return decided === undefined ? spend() : decided.then(spend);
+        };
+  if (decideAndSpend === undefined) return undefined;
+  // The request rules' tree kept for this stage (createPolicyStage's keepParsedBody) is taken, when a
+  // document is built, before the first wait; one no document needed is dropped here, never forwarded with the call.
   return (call, reply) => {
-    const spend = () => budgets(call, () => ledgerPolicy.documentOf(call));
-    const decided = ledgerPolicy.decide?.(call, reply);
-    return decided === undefined ? spend() : decided.then(spend);
+    const done = decideAndSpend(call, reply);
+    call.parsedBody = undefined;
+    return done;
   };
 }
 
@@ -330,9 +341,17 @@ function buildGeneration(
   }
   let policy: ReturnType<typeof createPolicyStage>;
   let consumers: ConsumersStage | undefined;
+  let decideAndSpend: CallStage | undefined;
   try {
-    policy = createPolicyStage(config.policy, config.limits, options);
     consumers = consumersOf(config, previous, inputs);
+    decideAndSpend = ledgerStage(ledgerPolicy, consumers?.budgets);
+    // A small body's tree is kept for the ledger stage only when there is one to read it.
+    policy = createPolicyStage(config.policy, config.limits, {
+      bodyBudget: options.bodyBudget,
+      isTrustedProxy: options.isTrustedProxy,
+      largeBodies: options.largeBodies,
+      keepParsedBody: decideAndSpend !== undefined,
+    });
   } catch (error) {
     if (!sameAuth) authenticator.close();
     if (!sameProtection) void protection.close();
@@ -357,7 +376,7 @@ function buildGeneration(
     protect: protection.stage,
     policy,
     ledgerPolicy,
-    decideAndSpend: ledgerStage(ledgerPolicy, consumers?.budgets),
+    decideAndSpend,
     cors:
       previous !== undefined && isDeepStrictEqual(previous.config.cors, config.cors)
         ? previous.cors

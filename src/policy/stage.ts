@@ -54,6 +54,11 @@ export interface PolicyStageOptions {
   readonly isTrustedProxy: (address: string) => boolean;
   /** The worker threads that judge rule-checked bodies over JUDGED_IN_THREAD_BYTES (one pool per process). */
   readonly largeBodies: LargeBodyPool;
+  /**
+   * Whether a small body's parsed tree is kept on the call (request.parsedBody) for the ledger policy's
+   * stage, which reads it instead of parsing the same bytes again and drops it (live/generations.ts).
+   */
+  readonly keepParsedBody?: boolean;
 }
 
 /**
@@ -164,7 +169,10 @@ export function createPolicyStage(
     if (violation !== undefined) throw violation;
   }
 
-  /** Parses the body and checks its rule: the tree lives only in this call (body/parse-turns.ts). */
+  /**
+   * Parses the body and checks its rule. The tree lives only in this call (body/parse-turns.ts), but
+   * a small one admitted by its rule is kept for the ledger policy when it will read it.
+   */
   function judgeBody(
     request: FastifyRequest,
     bytes: Buffer,
@@ -174,6 +182,13 @@ export function createPolicyStage(
     const text = decodeBody(bytes, charset);
     const body = parseJsonObject(text, { maxDepth: maxBodyDepth, exactNumbers: rule.exactNumbers });
     parsedBody(request, body.value); // read at once, never kept: the tree dies with this call
-    return rule(body.value, { path: pathOf(request.url), principal: request.principal, numberText: body.numberText });
+    const violation = rule(body.value, {
+      path: pathOf(request.url),
+      principal: request.principal,
+      numberText: body.numberText,
+    });
+    if (violation === undefined && options.keepParsedBody === true && bytes.length <= PARSED_AT_ONCE_BYTES)
+      request.parsedBody = body.value;
+    return violation;
   }
 }

@@ -169,6 +169,7 @@ function decorateExchangeFields(api: FastifyInstance): void {
   api.decorateRequest('errorCode', null);
   api.decorateRequest('refusalReason', undefined); // set with errorCode when a stage refuses the call
   api.decorateRequest('rawBody', undefined);
+  api.decorateRequest('parsedBody', undefined);
   api.decorateRequest('traceContext', undefined); // set by the telemetry stage when propagating by hand
   api.decorateRequest('traceresponse', undefined); // set by the telemetry stage when tracing runs
   api.decorateRequest('replyHeaders', false); // set when CORS puts its headers on the reply

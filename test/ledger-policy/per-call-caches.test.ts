@@ -1,0 +1,103 @@
+// What the ledger policy keeps between calls and within one decision, so that a call costs less
+// (docs/performance.md, "Ledger policy"): a policy's candidate rules found once per operation and
+// entities named, and each CEL variable built when a condition first reads it. Decisions must not
+// change: one policy decides calls of different shapes in turn, and conditions read every variable.
+import { describe, expect, it } from 'vitest';
+import { celInput, compileCondition } from '../../src/ledger-policy/cel.js';
+import { createLedgerPolicy, type Decision } from '../../src/ledger-policy/ledger-policy.js';
+import { ALICE, BOB, create, document, exercise, IOU_BY_ID, principal, section, submission } from './support.js';
+
+const SUBMIT = 'submitAndWaitForTransaction';
+const OTHER = IOU_BY_ID.replace(/:Iou:Iou$/, ':Other:Thing');
+const SECRET = IOU_BY_ID.replace(/:Iou:Iou$/, ':Other:Secret');
+const sync = (decision: Decision | Promise<Decision>): Decision => {
+  if (decision instanceof Promise) throw new Error('expected a synchronous decision');
+  return decision;
+};
+const wildcardRead = { transactionFormat: { eventFormat: { filtersByParty: { [ALICE]: { cumulative: [] } } } } };
+
+describe("a policy's candidate rules, found once per operation and entities named", () => {
+  const policy = createLedgerPolicy(
+    section([
+      {
+        name: 'app',
+        principals: { subjects: ['alice'] },
+        rules: [
+          { name: 'ious', operations: [SUBMIT], templates: [IOU_BY_ID], actAs: [ALICE] },
+          { name: 'no-thing-archive', effect: 'deny', templates: [OTHER], choices: ['Archive'] },
+          { name: 'things', operations: [SUBMIT], templates: [OTHER], actAs: [ALICE] },
+          { name: 'no-secrets', effect: 'deny', templates: [SECRET] },
+        ],
+      },
+    ]),
+  );
+  const decide = (body: object) => sync(policy.decide(document(SUBMIT, body)));
+
+  it('decides each shape of call as its own, whatever was decided before it', () => {
+    for (let round = 0; round < 2; round++) {
+      expect(decide(submission([create(IOU_BY_ID)]))).toMatchObject({ effect: 'allow', rule: 'ious' });
+      expect(decide(submission([exercise(OTHER, 'Archive')]))).toMatchObject({
+        effect: 'deny',
+        rule: 'no-thing-archive',
+      });
+      expect(decide(submission([exercise(OTHER, 'Use')]))).toMatchObject({ effect: 'allow', rule: 'things' });
+      expect(decide(submission([create(IOU_BY_ID), exercise(OTHER, 'Use')]))).toMatchObject({
+        effect: 'allow',
+        rule: 'ious,things',
+      });
+      expect(decide(submission([create(IOU_BY_ID), exercise(OTHER, 'Archive')]))).toMatchObject({
+        effect: 'deny',
+        rule: 'no-thing-archive',
+      });
+      // A template no rule names is covered by none (deny by default), cached or not.
+      expect(decide(submission([create(IOU_BY_ID.replace(/:Iou:Iou$/, ':Iou:Unnamed'))]))).toMatchObject({
+        effect: 'deny',
+        rule: 'default',
+      });
+      // A wildcard read can concern every rule: the deny rule on SECRET touches it, though no command names SECRET.
+      expect(decide({ ...submission([create(IOU_BY_ID)]), ...wildcardRead })).toMatchObject({
+        effect: 'deny',
+        rule: 'no-secrets',
+      });
+    }
+  });
+});
+
+describe('the CEL variables of a decision, each built when first read', () => {
+  const doc = document(
+    SUBMIT,
+    {
+      ...submission([create(IOU_BY_ID, { owner: BOB, amount: '5.0' })], [ALICE], { readAs: [BOB] }),
+      ...wildcardRead,
+    },
+    principal('alice', { party: ALICE }),
+  );
+  const holds = (expression: string) => {
+    const condition = compileCondition(expression);
+    if (typeof condition !== 'function') throw new Error(condition.problem);
+    return condition(celInput(doc, new Date('2026-11-29T12:00:00Z')));
+  };
+
+  it('reads every variable as the document has it', () => {
+    expect(holds(`operation == "${SUBMIT}" && writes`)).toBe(true);
+    expect(holds(`principal.subject == "alice" && principal.claims.party == "${ALICE}"`)).toBe(true);
+    expect(holds(`parties.actAs == ["${ALICE}"] && parties.readAs == ["${BOB}"]`)).toBe(true);
+    expect(holds(`commands.size() == 1 && commands[0].template.entityName == "Iou"`)).toBe(true);
+    expect(holds(`commands[0].createArguments.owner == "${BOB}"`)).toBe(true);
+    expect(holds(`read.requested && read.wildcard && read.parties == ["${ALICE}"]`)).toBe(true);
+    expect(holds('disclosedContracts.size() == 0 && packages.size() == 0 && rights.size() == 0')).toBe(true);
+    expect(holds('commandSource == "json" && targetUserId == ""')).toBe(true);
+    expect(holds('now == timestamp("2026-11-29T12:00:00Z")')).toBe(true);
+    expect(holds(`principal.subject == "bob"`)).toBe(false);
+  });
+
+  it('gives one condition the same values as another in one decision', () => {
+    const input = celInput(doc, new Date());
+    const first = compileCondition('commands[0].kind == "CreateCommand"');
+    const second = compileCondition('commands.exists(c, c.template.entityName == "Iou") && parties.all.size() == 2');
+    if (typeof first !== 'function' || typeof second !== 'function') throw new Error('does not compile');
+    expect(first(input)).toBe(true);
+    expect(second(input)).toBe(true);
+    expect(first(input)).toBe(true);
+  });
+});
