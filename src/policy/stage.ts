@@ -106,7 +106,8 @@ export function createPolicyStage(
     if (rule.shallow && readsAsUtf8(charset) && !smallDeclared(request)) return judgeShallow(request, rule, hold);
     const bytes = await readRequestBody(request.raw, limits, hold);
     request.rawBody = bytes;
-    if (bytes.length > JUDGED_IN_THREAD_BYTES) return judgeInWorker(request, bytes, charset, hold);
+    if (bytes.length > JUDGED_IN_THREAD_BYTES)
+      return judgeInWorker(options.largeBodies, maxBodyDepth, request, bytes, charset, hold);
     const judged = parseInTurn(caller, bytes.length, () => judgeBody(request, bytes, charset, rule));
     const violation = judged instanceof Promise ? await judged : judged;
     if (violation !== undefined) throw toGatewayError(violation);
@@ -136,40 +137,6 @@ export function createPolicyStage(
   }
 
   /**
-   * Parses the body and checks its rule in a worker thread: only the verdict and an excerpt for the
-   * audit trail come back (the tree stays in the worker's bounded heap).
-   */
-  async function judgeInWorker(
-    request: FastifyRequest,
-    bytes: Buffer,
-    charset: string | undefined,
-    hold: BodyHold,
-  ): Promise<void> {
-    // What the worker holds while it judges (the decoded text and the tree, each about the body's
-    // size) counts against the body budget beside the bytes, as a tokenizer's long strings do.
-    const beside = WORKER_HOLDS_PER_BYTE * bytes.length;
-    const refused = hold.takeBeside(beside);
-    if (refused !== undefined) throw refused;
-    const task = {
-      operation: request.operation.name,
-      charset,
-      maxDepth: maxBodyDepth,
-      path: pathOf(request.url),
-      // The caller as plain data, copied to the worker (the verified claims are JSON).
-      principal: request.principal && {
-        subject: request.principal.subject,
-        issuer: request.principal.issuer,
-        claims: request.principal.claims,
-      },
-    };
-    const judged = options.largeBodies.judge(task, bytes).finally(() => hold.giveBackBeside(beside));
-    const { excerpt, violation, bytes: back } = await judged;
-    request.rawBody = back; // lent to the worker and back, to be forwarded as received
-    parsedBody(request, excerpt, false); // an excerpt: the audit trail's identifying fields, before the rule may refuse it
-    if (violation !== undefined) throw violation;
-  }
-
-  /**
    * Parses the body and checks its rule. The tree lives only in this call (body/parse-turns.ts), but
    * a small one admitted by its rule is kept for the ledger policy when it will read it.
    */
@@ -191,4 +158,40 @@ export function createPolicyStage(
       request.parsedBody = body.value;
     return violation;
   }
+}
+
+/**
+ * Parses the body and checks its rule in a worker thread: only the verdict and an excerpt for the
+ * audit trail come back (the tree stays in the worker's bounded heap).
+ */
+async function judgeInWorker(
+  largeBodies: LargeBodyPool,
+  maxDepth: number,
+  request: FastifyRequest,
+  bytes: Buffer,
+  charset: string | undefined,
+  hold: BodyHold,
+): Promise<void> {
+  // What the worker holds while it judges (the decoded text and the tree, each about the body's
+  // size) counts against the body budget beside the bytes, as a tokenizer's long strings do.
+  const beside = WORKER_HOLDS_PER_BYTE * bytes.length;
+  const refused = hold.takeBeside(beside);
+  if (refused !== undefined) throw refused;
+  const task = {
+    operation: request.operation.name,
+    charset,
+    maxDepth,
+    path: pathOf(request.url),
+    // The caller as plain data, copied to the worker (the verified claims are JSON).
+    principal: request.principal && {
+      subject: request.principal.subject,
+      issuer: request.principal.issuer,
+      claims: request.principal.claims,
+    },
+  };
+  const judged = largeBodies.judge(task, bytes).finally(() => hold.giveBackBeside(beside));
+  const { excerpt, violation, bytes: back } = await judged;
+  request.rawBody = back; // lent to the worker and back, to be forwarded as received
+  parsedBody(request, excerpt, false); // an excerpt: the audit trail's identifying fields, before the rule may refuse it
+  if (violation !== undefined) throw violation;
 }
