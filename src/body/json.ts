@@ -5,7 +5,7 @@
 // a rule judges on their exact digits (an int64 above 2^53 is no double): nothing is kept for the other
 // numbers, and there is no reviver (with one, V8 keeps the source text of every value of the body).
 import { Errors, GatewayError } from '../errors.js';
-import { treeTooLarge, type TreeBounds } from './tree-size.js';
+import { stringEnd, treeTooLarge, type TreeBounds } from './tree-size.js';
 
 export interface JsonBody {
   /** The body: always a JSON object. */
@@ -63,18 +63,6 @@ const OFF_PATH_OBJECT: Frame = Object.freeze({ isObject: true, keys: undefined, 
 const OFF_PATH_ARRAY: Frame = Object.freeze({ isObject: false, keys: undefined, key: undefined });
 
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
-
-/** The index just past the string that opens at `start` (its closing quote), or the text's length. */
-function stringEnd(text: string, start: number): number {
-  let quote = text.indexOf('"', start + 1);
-  while (quote !== -1) {
-    let backslashes = 0;
-    for (let k = quote - 1; text.charCodeAt(k) === 0x5c; k--) backslashes++;
-    if (backslashes % 2 === 0) return quote + 1;
-    quote = text.indexOf('"', quote + 1); // an escaped quote
-  }
-  return text.length;
-}
 
 /** The key a string literal spells (escapes read), or its raw text when it does not parse. */
 function keyOf(text: string, start: number, end: number): string {

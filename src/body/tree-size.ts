@@ -14,13 +14,13 @@ export interface TreeBounds {
 }
 
 /** The index just past the string that opens at `start` (its closing quote), or the text's length. */
-function stringEnd(text: string, start: number): number {
+export function stringEnd(text: string, start: number): number {
   let quote = text.indexOf('"', start + 1);
   while (quote !== -1) {
     let backslashes = 0;
     for (let k = quote - 1; text.charCodeAt(k) === 0x5c; k--) backslashes++;
     if (backslashes % 2 === 0) return quote + 1;
-    quote = text.indexOf('"', quote + 1);
+    quote = text.indexOf('"', quote + 1); // an escaped quote
   }
   return text.length;
 }
