@@ -319,6 +319,20 @@ export interface HashedRequest {
   readonly sha256: string;
 }
 
+/** A stand-in participant on a loopback port, keeping connections as a participant would; `close` cuts them. */
+async function listenOnLoopback(server: http.Server): Promise<{ url: string; close: () => Promise<void> }> {
+  server.keepAliveTimeout = 120_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 /**
  * A participant that answers every call with a small JSON body once its body has arrived, and keeps
  * of each only its path, length and sha256 (large bodies compared byte for byte without holding them).
@@ -342,17 +356,7 @@ export async function hashingUpstream(): Promise<{
       response.end('{"offset":1}');
     });
   });
-  server.keepAliveTimeout = 120_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    received,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return { ...(await listenOnLoopback(server)), received };
 }
 
 /**
@@ -373,17 +377,12 @@ export async function plainUpstream(): Promise<{
       response.end('{"offset":1}');
     });
   });
-  server.keepAliveTimeout = 120_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { url, close } = await listenOnLoopback(server);
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url,
     get calls() {
       return calls;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close,
   };
 }

@@ -1,6 +1,7 @@
 // A gateway and an upstream that each test of a file starts for itself, closed after each test.
 import { afterEach } from 'vitest';
-import type { RunningGateway } from './gateway.js';
+import { startGateway, type RunningGateway } from './gateway.js';
+import { startRecordingUpstream, type RecordingUpstream } from './recording-upstream.js';
 
 export interface PerTest {
   gw: RunningGateway | undefined;
@@ -37,4 +38,35 @@ export function closeAfterEach(...resources: ReadonlyArray<() => Closable | unde
       await open.close();
     }
   });
+}
+
+export interface RecordingGatewayPerTest {
+  /** The gateway and the upstream the last `start` of this test started. */
+  readonly gw: RunningGateway | undefined;
+  readonly upstream: RecordingUpstream | undefined;
+  /** Starts a recording upstream and a gateway in front of it with `overrides`. */
+  readonly start: (overrides?: Record<string, unknown>) => Promise<RunningGateway>;
+}
+
+/** A gateway in front of a recording upstream for each test, both closed after it. */
+export function recordingGatewayPerTest(): RecordingGatewayPerTest {
+  let gw: RunningGateway | undefined;
+  let upstream: RecordingUpstream | undefined;
+  closeAfterEach(
+    () => gw,
+    () => upstream,
+  );
+  return {
+    get gw() {
+      return gw;
+    },
+    get upstream() {
+      return upstream;
+    },
+    start: async (overrides = {}) => {
+      upstream = await startRecordingUpstream();
+      gw = await startGateway(upstream.url, overrides);
+      return gw;
+    },
+  };
 }

@@ -3,24 +3,14 @@
 // logged at warn (no token), counted with decision breakGlass and written to the audit record. The
 // alert on it is checked by promtool (deploy/prometheus/alerts.test.yaml, test/telemetry/deploy-files.test.ts).
 import { describe, expect, it } from 'vitest';
-import { SANDBOX_SEED } from '../../src/sandbox/app.js';
 import { startGateway } from '../helpers/gateway.js';
-import { logCapture } from '../helpers/log-capture.js';
 import { perTest } from '../helpers/per-test.js';
 import { postJson, startSandbox } from '../sandbox/helpers.js';
-import { records, trailDirectory } from '../audit/support.js';
-import { ALICE, BOB, decisions, IOU_BY_ID } from './support.js';
+import { records } from '../audit/support.js';
+import { ALICE, decisions, TRANSFER, auditedSandboxGateway } from './support.js';
 
 const current = perTest();
 const SUBMIT = '/v2/commands/submit-and-wait';
-const TRANSFER = {
-  ExerciseCommand: {
-    templateId: IOU_BY_ID,
-    contractId: SANDBOX_SEED.initialTransaction.contractId,
-    choice: 'Transfer',
-    choiceArgument: { newOwner: BOB },
-  },
-};
 const body = (commandId: string) => ({ commands: [TRANSFER], commandId, actAs: [ALICE], userId: 'alice' });
 
 const ledgerPolicy = {
@@ -39,16 +29,7 @@ const ledgerPolicy = {
 
 describe('a break-glass principal', () => {
   it('is allowed what the policy denies, each use logged at warn without its token, counted and audited', async () => {
-    const sandbox = await startSandbox();
-    current.upstream = sandbox;
-    const log = logCapture();
-    const directory = trailDirectory();
-    const gw = await startGateway(
-      sandbox.url,
-      { ledgerPolicy, audit: { enabled: true, directory } },
-      { logger: log.logger },
-    );
-    current.gw = gw;
+    const { sandbox, gw, log, directory } = await auditedSandboxGateway(current, ledgerPolicy);
     const refused = await postJson(`${gw.url}${SUBMIT}`, body('plain'), gw.auth());
     expect(refused.status).toBe(403);
 

@@ -6,11 +6,10 @@ import { isJsCantonError, LedgerClient } from '@canton-network/core-ledger-clien
 import type { AccessTokenProvider } from '@canton-network/core-wallet-auth';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { SANDBOX_SEED } from '../../src/sandbox/app.js';
 import { startGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { startSandbox } from '../sandbox/helpers.js';
-import { ALICE, BOB, IOU_BY_ID, IOU_BY_NAME } from './support.js';
+import { ALICE, BOB, IOU_BY_ID, IOU_BY_NAME, TRANSFER } from './support.js';
 
 const current = perTest();
 const SUBMIT = '/v2/commands/submit-and-wait-for-transaction';
@@ -37,14 +36,6 @@ const CREATE = {
   CreateCommand: {
     templateId: IOU_BY_ID,
     createArguments: { issuer: ALICE, owner: BOB, currency: 'USD', amount: '10.0', observers: [] },
-  },
-};
-const TRANSFER = {
-  ExerciseCommand: {
-    templateId: IOU_BY_ID,
-    contractId: SANDBOX_SEED.initialTransaction.contractId,
-    choice: 'Transfer',
-    choiceArgument: { newOwner: BOB },
   },
 };
 

@@ -2,26 +2,17 @@
 // and refused writes alike), and a dry-run policy's refusals, which are counted and logged while the
 // call goes on to the participant.
 import { describe, expect, it } from 'vitest';
-import { SANDBOX_SEED } from '../../src/sandbox/app.js';
 import { startGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
 import { perTest } from '../helpers/per-test.js';
 import { postJson, startSandbox } from '../sandbox/helpers.js';
-import { records, trailDirectory } from '../audit/support.js';
-import { ALICE, BOB, decisions, IOU_BY_ID, IOU_BY_NAME } from './support.js';
+import { records } from '../audit/support.js';
+import { ALICE, BOB, decisions, IOU_BY_ID, IOU_BY_NAME, TRANSFER, auditedSandboxGateway } from './support.js';
 
 const current = perTest();
 
 const iou = { issuer: ALICE, owner: BOB, currency: 'USD', amount: '10.0', observers: [] };
 const CREATE = { CreateCommand: { templateId: IOU_BY_ID, createArguments: iou } };
-const TRANSFER = {
-  ExerciseCommand: {
-    templateId: IOU_BY_ID,
-    contractId: SANDBOX_SEED.initialTransaction.contractId,
-    choice: 'Transfer',
-    choiceArgument: { newOwner: BOB },
-  },
-};
 const SUBMIT = '/v2/commands/submit-and-wait';
 const body = (commands: object[], commandId: string) => ({ commands, commandId, actAs: [ALICE], userId: 'alice' });
 
@@ -39,16 +30,7 @@ const policies = (dryRun: boolean) => [
 
 describe("a ledger policy's decision", () => {
   it('is in the access line and the audit records of an allowed write and of a refused one', async () => {
-    const sandbox = await startSandbox();
-    current.upstream = sandbox;
-    const log = logCapture();
-    const directory = trailDirectory();
-    const gw = await startGateway(
-      sandbox.url,
-      { ledgerPolicy: { policies: policies(false) }, audit: { enabled: true, directory } },
-      { logger: log.logger },
-    );
-    current.gw = gw;
+    const { gw, log, directory } = await auditedSandboxGateway(current, { policies: policies(false) });
     const allowed = await postJson(`${gw.url}${SUBMIT}`, body([CREATE], 'create-1'), gw.auth());
     expect(allowed.status).toBe(200);
     const refused = await postJson(`${gw.url}${SUBMIT}`, body([TRANSFER], 'transfer-1'), gw.auth());

@@ -7,24 +7,15 @@ import { describe, expect, it } from 'vitest';
 import { BodyBudget } from '../../src/body/budget.js';
 import { streamedBodyLimits } from '../../src/body/read.js';
 import { createLedgerPolicyStage, startLedgerPolicyRuntime } from '../../src/ledger-policy/stage.js';
-import { SANDBOX_SEED } from '../../src/sandbox/app.js';
 import { startGateway, testConfig, type RunningGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { postJson, readJson, startSandbox, unsignedJwt, type RunningSandbox } from '../sandbox/helpers.js';
-import { ALICE, BOB, decisions, IOU_BY_ID, IOU_BY_NAME } from './support.js';
+import { ALICE, BOB, decisions, IOU_BY_ID, IOU_BY_NAME, TRANSFER } from './support.js';
 
 const current = perTest();
 
 const iou = { issuer: ALICE, owner: BOB, currency: 'USD', amount: '10.0', observers: [] };
 const CREATE = { CreateCommand: { templateId: IOU_BY_ID, createArguments: iou } };
-const TRANSFER = {
-  ExerciseCommand: {
-    templateId: IOU_BY_ID,
-    contractId: SANDBOX_SEED.initialTransaction.contractId,
-    choice: 'Transfer',
-    choiceArgument: { newOwner: BOB },
-  },
-};
 
 /** alice (the test token's subject) may create IOUs by package name, never transfer one. */
 const policies = (dryRun = false) => [

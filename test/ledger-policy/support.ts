@@ -7,7 +7,11 @@ import type { PreparedSummary } from '../../src/ledger-policy/prepared-summary.j
 import { LedgerPolicySchema, type LedgerPolicyConfig } from '../../src/config/schema.js';
 import { WRITE_OPERATION_NAMES } from '../../src/operations.js';
 import { SANDBOX_SEED } from '../../src/sandbox/app.js';
-import type { RunningGateway } from '../helpers/gateway.js';
+import { trailDirectory } from '../audit/support.js';
+import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { logCapture } from '../helpers/log-capture.js';
+import type { PerTest } from '../helpers/per-test.js';
+import { startSandbox } from '../sandbox/helpers.js';
 
 export const ALICE = SANDBOX_SEED.parties.alice;
 export const BOB = SANDBOX_SEED.parties.bob;
@@ -41,6 +45,15 @@ export function document(
 export const create = (templateId: string, createArguments: object = { owner: ALICE }) => ({
   CreateCommand: { templateId, createArguments },
 });
+/** Alice's Transfer of the sandbox's seeded Iou to Bob: the choice the tests' policies deny. */
+export const TRANSFER = {
+  ExerciseCommand: {
+    templateId: IOU_BY_ID,
+    contractId: SANDBOX_SEED.initialTransaction.contractId,
+    choice: 'Transfer',
+    choiceArgument: { newOwner: BOB },
+  },
+};
 export const exercise = (templateId: string, choice: string, choiceArgument: object = {}) => ({
   ExerciseCommand: { templateId, contractId: '00abc', choice, choiceArgument },
 });
@@ -63,4 +76,22 @@ export async function decisions(gw: RunningGateway, labels: Record<string, strin
   return (metric.values as Array<{ value: number; labels: Record<string, string | number> }>)
     .filter((v) => Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l))
     .reduce((sum, v) => sum + v.value, 0);
+}
+
+/**
+ * A gateway in front of the sandbox with `ledgerPolicy` and the audit trail on, its log captured;
+ * both put into `current` to be closed after the test.
+ */
+export async function auditedSandboxGateway(current: PerTest, ledgerPolicy: unknown) {
+  const sandbox = await startSandbox();
+  current.upstream = sandbox;
+  const log = logCapture();
+  const directory = trailDirectory();
+  const gw = await startGateway(
+    sandbox.url,
+    { ledgerPolicy, audit: { enabled: true, directory } },
+    { logger: log.logger },
+  );
+  current.gw = gw;
+  return { sandbox, gw, log, directory };
 }

@@ -3,27 +3,17 @@
 import http from 'node:http';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
+import { startGateway } from '../helpers/gateway.js';
 import { echoOnce, startWebSocketUpstream } from '../helpers/websocket-upstream.js';
-import { headerValues, startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { headerValues } from '../helpers/recording-upstream.js';
 import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
-import { closeAfterEach } from '../helpers/per-test.js';
+import { recordingGatewayPerTest } from '../helpers/per-test.js';
 
 const PKG = '3f1c0000000000000000000000000000000000000000000000000000000000e9';
 const TEMPLATE = `${PKG}:Iou:Iou`;
 
-let upstream: RecordingUpstream | undefined;
-let gw: RunningGateway | undefined;
-closeAfterEach(
-  () => gw,
-  () => upstream,
-);
-
-async function start(overrides: Record<string, unknown> = {}): Promise<RunningGateway> {
-  upstream = await startRecordingUpstream();
-  gw = await startGateway(upstream.url, overrides);
-  return gw;
-}
+const current = recordingGatewayPerTest();
+const { start } = current;
 
 async function send(
   method: string,
@@ -32,8 +22,8 @@ async function send(
   headers: Record<string, string> = {},
   token?: string,
 ) {
-  const authorization = token === undefined ? gw!.auth() : { authorization: `Bearer ${token}` };
-  return fetch(`${gw!.url}${path}`, {
+  const authorization = token === undefined ? current.gw!.auth() : { authorization: `Bearer ${token}` };
+  return fetch(`${current.gw!.url}${path}`, {
     method,
     body,
     headers: { 'content-type': 'application/json', ...authorization, ...headers },
@@ -48,7 +38,7 @@ async function expectRefusal(response: Response, status: number, code: string, c
   expect(Object.keys(body).sort()).toEqual(JS_CANTON_ERROR_KEYS);
   expect(body).toMatchObject({ code, errorCategory: category, grpcCodeValue: grpc });
   expect(body.correlationId).toBe(response.headers.get('x-request-id'));
-  expect(upstream!.requests).toHaveLength(0);
+  expect(current.upstream!.requests).toHaveLength(0);
   return body;
 }
 
@@ -58,7 +48,7 @@ async function expectDecodeFailure(response: Response, detail: string) {
   expect(response.headers.get('content-type')).toBe('text/plain; charset=UTF-8');
   expect(await response.text()).toBe(`Invalid value for: body (${detail})`);
   expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
-  expect(upstream!.requests).toHaveLength(0);
+  expect(current.upstream!.requests).toHaveLength(0);
 }
 
 /** What Canton's JSON layer copies from a gRPC error's ErrorInfo (Canton's JSON API docs, json-api/index.rst). */
@@ -74,9 +64,9 @@ function expectGrpcOrigin(body: Record<string, unknown>, context: Record<string,
 
 async function expectForwardedVerbatim(response: Response, body: string) {
   expect(response.status).toBe(200);
-  expect(upstream!.requests).toHaveLength(1);
-  expect(upstream!.requests[0]!.body.toString('utf8')).toBe(body);
-  expect(upstream!.requests[0]!.body.equals(Buffer.from(body))).toBe(true);
+  expect(current.upstream!.requests).toHaveLength(1);
+  expect(current.upstream!.requests[0]!.body.toString('utf8')).toBe(body);
+  expect(current.upstream!.requests[0]!.body.equals(Buffer.from(body))).toBe(true);
 }
 
 describe('request rules through the gateway', () => {
@@ -202,7 +192,7 @@ describe('request rules through the gateway', () => {
     const body =
       '{"identityProviderConfig": {"identityProviderId": "idp id/1", "isDeactivated": true, "issuer": "", "jwksUrl": "", "audience": ""},\n "updateMask": {"paths": ["is_deactivated"]}}';
     await expectForwardedVerbatim(await send('PATCH', `/v2/idps/${encodeURIComponent('idp id/1')}`, body), body);
-    expect(upstream!.requests[0]!.url).toBe('/v2/idps/idp%20id%2F1');
+    expect(current.upstream!.requests[0]!.url).toBe('/v2/idps/idp%20id%2F1');
   });
 
   it("submitAndWaitForTransaction: refusals, another user's userId redacted, an accepted body byte for byte", async () => {
@@ -274,10 +264,10 @@ describe('request rules through the gateway', () => {
     expect(large.cause).toBe('The request body is larger than 4096 bytes (limits.bodyBytes).'); // the lower of the two limits
     const utf16 = Buffer.from('{"offset": 1, "updateFormat": {"x": "é"}}', 'utf16le').toString('latin1');
     await expectRefusal(
-      await fetch(`${gw!.url}${path}`, {
+      await fetch(`${current.gw!.url}${path}`, {
         method: 'POST',
         body: Buffer.from(utf16, 'latin1'),
-        headers: { ...gw!.auth(), 'content-type': 'application/json; charset=utf-16le' },
+        headers: { ...current.gw!.auth(), 'content-type': 'application/json; charset=utf-16le' },
       }),
       415,
       'GATEWAY_UNSUPPORTED_MEDIA_TYPE',
@@ -291,7 +281,7 @@ describe('request rules through the gateway', () => {
     const path = '/v2/updates/update-by-offset';
     const fits = `{"offset": 7, "updateFormat": {}, "pad": "${'x'.repeat(1900)}"}`;
     await expectForwardedVerbatim(await send('POST', path, fits), fits);
-    upstream!.requests.length = 0;
+    current.upstream!.requests.length = 0;
     // Over the limit, declared or chunked, and not even JSON: 413, so nothing was parsed.
     const over = `{"offset": 7, "pad": "${'x'.repeat(3000)}`;
     const declared = await send('POST', path, over);
@@ -299,11 +289,11 @@ describe('request rules through the gateway', () => {
     const refusal = await expectRefusal(declared, 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
     expect(refusal.cause).toBe('The request body is larger than 2048 bytes (policy.maxBodyBytes).');
     const stream = new Blob([over.slice(0, 1500), over.slice(1500)]).stream();
-    const chunked = await fetch(`${gw!.url}${path}`, {
+    const chunked = await fetch(`${current.gw!.url}${path}`, {
       method: 'POST',
       body: stream,
       duplex: 'half',
-      headers: gw!.auth(),
+      headers: current.gw!.auth(),
     });
     await expectRefusal(chunked, 413, 'GATEWAY_REQUEST_TOO_LARGE', 8, 3);
     // Another route streams a body of the same size through, unread.
@@ -317,8 +307,8 @@ describe('request rules through the gateway', () => {
       new Promise<{ status: number; body: string }>((resolve, reject) => {
         const headers = [
           'Host',
-          new URL(gw!.url).host,
-          ...Object.entries(gw!.auth()).flat(),
+          new URL(current.gw!.url).host,
+          ...Object.entries(current.gw!.auth()).flat(),
           'Content-Type',
           'application/json',
           'Content-Type',
@@ -326,7 +316,7 @@ describe('request rules through the gateway', () => {
           'Content-Length',
           String(body.length),
         ];
-        const request = http.request(`${gw!.url}${path}`, { method: 'POST', headers }, (response) => {
+        const request = http.request(`${current.gw!.url}${path}`, { method: 'POST', headers }, (response) => {
           let text = '';
           response.on('data', (chunk: Buffer) => {
             text += chunk.toString();
@@ -343,10 +333,13 @@ describe('request rules through the gateway', () => {
         code: 'GATEWAY_MALFORMED_REQUEST',
         cause: 'The request is malformed: the request has Content-Type lines that declare different types.',
       });
-      expect(upstream!.requests).toHaveLength(0);
+      expect(current.upstream!.requests).toHaveLength(0);
     }
     expect((await twoTypes('/v2/updates/update-by-offset', 'Application/JSON')).status).toBe(200);
-    expect(headerValues(upstream!.requests[0]!, 'content-type')).toEqual(['application/json', 'Application/JSON']);
+    expect(headerValues(current.upstream!.requests[0]!, 'content-type')).toEqual([
+      'application/json',
+      'Application/JSON',
+    ]);
   });
 
   it('accepts an empty or unparseable Content-Type as the participant does (the body read as UTF-8) and forwards it as sent', async () => {
@@ -360,14 +353,14 @@ describe('request rules through the gateway', () => {
       ['/v2/updates/update-by-id', ''],
       ['/v2/updates/update-by-id', 'not a type'],
     ] as const) {
-      upstream!.requests.length = 0;
+      current.upstream!.requests.length = 0;
       const answer = await send('POST', path, body, { 'content-type': contentType });
       expect(answer.status, `${path} ${contentType}`).toBe(200);
-      expect(headerValues(upstream!.requests[0]!, 'content-type'), contentType).toEqual([contentType]);
-      expect(upstream!.requests[0]!.body.toString()).toBe(body);
+      expect(headerValues(current.upstream!.requests[0]!, 'content-type'), contentType).toEqual([contentType]);
+      expect(current.upstream!.requests[0]!.body.toString()).toBe(body);
     }
     // Judged as UTF-8 JSON all the same: the rules still refuse.
-    upstream!.requests.length = 0;
+    current.upstream!.requests.length = 0;
     const zero = await send('POST', '/v2/updates/update-by-offset', '{"offset": 0}', { 'content-type': 'nonsense' });
     await expectRefusal(zero, 400, 'NON_POSITIVE_OFFSET', 8, 3);
   });
@@ -379,21 +372,21 @@ describe('request rules through the gateway', () => {
       await send('POST', '/v2/updates/update-by-offset', body, { 'content-type': 'text/plain' }),
       body,
     );
-    upstream!.requests.length = 0;
-    const untyped = await fetch(`${gw!.url}/v2/updates/update-by-offset`, {
+    current.upstream!.requests.length = 0;
+    const untyped = await fetch(`${current.gw!.url}/v2/updates/update-by-offset`, {
       method: 'POST',
       body: new TextEncoder().encode(body),
-      headers: gw!.auth(),
+      headers: current.gw!.auth(),
     });
     expect(untyped.status, 'no Content-Type at all').toBe(200);
-    expect(upstream!.requests[0]!.headers['content-type']).toBeUndefined();
-    expect(upstream!.requests[0]!.body.toString()).toBe(body);
-    upstream!.requests.length = 0;
-    const chunked = await fetch(`${gw!.url}/v2/updates/update-by-offset`, {
+    expect(current.upstream!.requests[0]!.headers['content-type']).toBeUndefined();
+    expect(current.upstream!.requests[0]!.body.toString()).toBe(body);
+    current.upstream!.requests.length = 0;
+    const chunked = await fetch(`${current.gw!.url}/v2/updates/update-by-offset`, {
       method: 'POST',
       body: new Blob(['{"offset": 7,', ' "updateFormat": {}}']).stream(),
       duplex: 'half',
-      headers: gw!.auth(),
+      headers: current.gw!.auth(),
     });
     await expectForwardedVerbatim(chunked, body);
   });
@@ -426,8 +419,8 @@ describe('authorization per operation', () => {
 
   it('lets a token whose scope holds ledger:admin change vetting and identity providers, and no other', async () => {
     await start({ policy });
-    const admin = await gw!.issuer.mint({ sub: 'ops', scope: 'daml_ledger_api ledger:admin' });
-    const user = await gw!.issuer.mint({ sub: 'ops', scope: 'daml_ledger_api' });
+    const admin = await current.gw!.issuer.mint({ sub: 'ops', scope: 'daml_ledger_api ledger:admin' });
+    const user = await current.gw!.issuer.mint({ sub: 'ops', scope: 'daml_ledger_api' });
     const denied = await expectRefusal(
       await send('POST', '/v2/package-vetting/update', vetting, {}, user),
       403,
@@ -462,8 +455,8 @@ describe('authorization per operation', () => {
 
   it('lets only the listed subjects submit; other operations stay open to any token', async () => {
     await start({ policy });
-    const bob = await gw!.issuer.mint({ sub: 'bob' });
-    const carol = await gw!.issuer.mint({ sub: 'carol' });
+    const bob = await current.gw!.issuer.mint({ sub: 'bob' });
+    const carol = await current.gw!.issuer.mint({ sub: 'carol' });
     await expectRefusal(
       await send('POST', '/v2/commands/submit-and-wait-for-transaction', submit('carol'), {}, carol),
       403,
@@ -475,18 +468,18 @@ describe('authorization per operation', () => {
       await send('POST', '/v2/commands/submit-and-wait-for-transaction', submit('bob'), {}, bob),
       submit('bob'),
     );
-    upstream!.requests.length = 0;
+    current.upstream!.requests.length = 0;
     const open = await send('GET', '/v2/state/ledger-end', undefined, {}, carol);
     expect(open.status).toBe(200);
-    expect(upstream!.requests).toHaveLength(1);
+    expect(current.upstream!.requests).toHaveLength(1);
   });
 
   it('governs /v2 paths outside the catalogue as operation unknown: forwarded by default, refused by a deny rule', async () => {
     await start();
     expect((await send('GET', '/v2/some-newer-route', undefined)).status).toBe(200);
-    expect(upstream!.requests.map((r) => r.url)).toEqual(['/v2/some-newer-route']);
-    await gw!.close();
-    await upstream!.close();
+    expect(current.upstream!.requests.map((r) => r.url)).toEqual(['/v2/some-newer-route']);
+    await current.gw!.close();
+    await current.upstream!.close();
     await start({ policy: { rules: { unknown: [{ effect: 'deny', anyAuthenticated: true }] } } });
     await expectRefusal(await send('GET', '/v2/some-newer-route', undefined), 403, 'NA', -1, 7);
     await expectRefusal(await send('PUT', '/v2/users', '{}'), 403, 'NA', -1, 7);
@@ -495,19 +488,19 @@ describe('authorization per operation', () => {
 
   it('authorizes before the version cache: a caller no rule allows never sees a cached answer', async () => {
     await start({ policy: { rules: { getVersion: [{ subjects: ['alice'] }] } } });
-    const alice = await gw!.issuer.mint({ sub: 'alice' });
-    const carol = await gw!.issuer.mint({ sub: 'carol' });
+    const alice = await current.gw!.issuer.mint({ sub: 'alice' });
+    const carol = await current.gw!.issuer.mint({ sub: 'carol' });
     expect((await send('GET', '/v2/version', undefined, {}, alice)).status).toBe(200);
-    const served = upstream!.requests.length;
+    const served = current.upstream!.requests.length;
     const denied = await send('GET', '/v2/version', undefined, {}, carol);
     expect(denied.status).toBe(403);
     expect(await denied.json()).toMatchObject({ code: 'NA', errorCategory: -1, grpcCodeValue: 7 });
-    expect(upstream!.requests).toHaveLength(served);
+    expect(current.upstream!.requests).toHaveLength(served);
   });
 
   it('authorizes WebSocket upgrades by operation too', async () => {
     const wsUpstream = await startWebSocketUpstream();
-    gw = await startGateway(wsUpstream.url, { policy });
+    const gw = await startGateway(wsUpstream.url, { policy });
     try {
       const carol = await gw.issuer.mint({ sub: 'carol' });
       const alice = await gw.issuer.mint({ sub: 'alice' });
@@ -523,6 +516,7 @@ describe('authorization per operation', () => {
       expect(await echoOnce(wsUrl, [`jwt.token.${alice}`, 'daml.ws.auth'])).toBe('echo:{}');
       expect(wsUpstream.upgrades).toHaveLength(1);
     } finally {
+      await gw.close();
       await wsUpstream.close();
     }
   });
@@ -533,7 +527,7 @@ describe('CORS', () => {
 
   it('answers a preflight without a token, before authentication, and never forwards it', async () => {
     await start({ cors });
-    const response = await fetch(`${gw!.url}/v2/commands/submit-and-wait-for-transaction`, {
+    const response = await fetch(`${current.gw!.url}/v2/commands/submit-and-wait-for-transaction`, {
       method: 'OPTIONS',
       headers: {
         origin: 'https://app.example',
@@ -549,30 +543,32 @@ describe('CORS', () => {
     );
     expect(response.headers.get('access-control-max-age')).toBe('300');
     expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/); // answered by the gateway itself, still identified
-    expect(upstream!.requests).toHaveLength(0);
+    expect(current.upstream!.requests).toHaveLength(0);
   });
 
   it('gives no allow-origin to an origin not listed', async () => {
     await start({ cors });
-    const response = await fetch(`${gw!.url}/v2/version`, {
+    const response = await fetch(`${current.gw!.url}/v2/version`, {
       method: 'OPTIONS',
       headers: { origin: 'https://evil.example', 'access-control-request-method': 'GET' },
     });
     expect(response.headers.get('access-control-allow-origin')).toBeNull();
-    expect(upstream!.requests).toHaveLength(0);
+    expect(current.upstream!.requests).toHaveLength(0);
   });
 
   it('adds the CORS headers to forwarded answers and to refusals alike', async () => {
     await start({ cors });
-    const ok = await fetch(`${gw!.url}/v2/state/ledger-end`, {
-      headers: { origin: 'https://app.example', ...gw!.auth() },
+    const ok = await fetch(`${current.gw!.url}/v2/state/ledger-end`, {
+      headers: { origin: 'https://app.example', ...current.gw!.auth() },
     });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('access-control-allow-origin')).toBe('https://app.example');
     expect(ok.headers.get('access-control-expose-headers')).toBe('x-request-id, retry-after');
     expect(ok.headers.get('vary')).toContain('Origin');
     expect(ok.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
-    const noToken = await fetch(`${gw!.url}/v2/state/ledger-end`, { headers: { origin: 'https://app.example' } });
+    const noToken = await fetch(`${current.gw!.url}/v2/state/ledger-end`, {
+      headers: { origin: 'https://app.example' },
+    });
     expect(noToken.status).toBe(401);
     expect(noToken.headers.get('access-control-allow-origin')).toBe('https://app.example');
     expect(noToken.headers.get('x-request-id')).toBe(
@@ -582,12 +578,12 @@ describe('CORS', () => {
 
   it('is off by default: an OPTIONS call is no preflight and needs a token like any other', async () => {
     await start();
-    const response = await fetch(`${gw!.url}/v2/version`, {
+    const response = await fetch(`${current.gw!.url}/v2/version`, {
       method: 'OPTIONS',
       headers: { origin: 'https://app.example', 'access-control-request-method': 'GET' },
     });
     expect(response.status).toBe(401);
     expect(response.headers.get('access-control-allow-origin')).toBeNull();
-    expect(upstream!.requests).toHaveLength(0);
+    expect(current.upstream!.requests).toHaveLength(0);
   });
 });

@@ -2,28 +2,16 @@
 // limit (limits.bodyBytes): judged in a worker thread (src/policy/large-body-pool.ts) with the same
 // rule and the same answers as a small body, through the running gateway to a recording upstream.
 import { describe, expect, it } from 'vitest';
-import { startGateway, type RunningGateway } from '../helpers/gateway.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
-import { closeAfterEach } from '../helpers/per-test.js';
+import { recordingGatewayPerTest } from '../helpers/per-test.js';
 import { keyFiles, records, trailDirectory } from '../audit/support.js';
 
 const MiB = 1024 * 1024;
 const PATH = '/v2/commands/submit-and-wait-for-transaction';
 const BLOB = 'Y2FudG9u'.repeat(384); // a 3 KB createdEventBlob, as disclosed contracts carry
 
-let upstream: RecordingUpstream | undefined;
-let gw: RunningGateway | undefined;
-closeAfterEach(
-  () => gw,
-  () => upstream,
-);
-
-async function start(overrides: Record<string, unknown> = {}): Promise<RunningGateway> {
-  upstream = await startRecordingUpstream();
-  gw = await startGateway(upstream.url, overrides);
-  return gw;
-}
+const current = recordingGatewayPerTest();
+const { start } = current;
 
 /**
  * A submit-and-wait-for-transaction body of exactly `size` bytes (the disclosed contracts fill it, a
@@ -44,10 +32,10 @@ function submission(size: number, userId: string, templateId = '#app:Iou:Iou'): 
 }
 
 async function post(body: string, path = PATH): Promise<Response> {
-  return fetch(`${gw!.url}${path}`, {
+  return fetch(`${current.gw!.url}${path}`, {
     method: 'POST',
     body,
-    headers: gw!.auth({ 'content-type': 'application/json' }),
+    headers: current.gw!.auth({ 'content-type': 'application/json' }),
   });
 }
 
@@ -56,7 +44,7 @@ async function refusal(response: Response, status: number, code: string): Promis
   const body = (await response.json()) as Record<string, unknown>;
   expect(Object.keys(body).sort()).toEqual(JS_CANTON_ERROR_KEYS);
   expect(body.code).toBe(code);
-  expect(upstream!.requests).toHaveLength(0);
+  expect(current.upstream!.requests).toHaveLength(0);
   return body;
 }
 
@@ -67,10 +55,10 @@ describe('rule-checked bodies over 1 MiB, up to limits.bodyBytes', () => {
       const body = submission(size, 'alice');
       const response = await post(body);
       expect(response.status, `${size} bytes`).toBe(200);
-      expect(upstream!.requests.at(-1)!.url).toBe(PATH);
-      expect(upstream!.requests.at(-1)!.body.equals(Buffer.from(body)), `${size} bytes`).toBe(true);
+      expect(current.upstream!.requests.at(-1)!.url).toBe(PATH);
+      expect(current.upstream!.requests.at(-1)!.body.equals(Buffer.from(body)), `${size} bytes`).toBe(true);
     }
-    expect(upstream!.requests).toHaveLength(2);
+    expect(current.upstream!.requests).toHaveLength(2);
   });
 
   it("another user's userId is refused as a small body's is (403, redacted), and never reaches the participant", async () => {
@@ -98,7 +86,7 @@ describe('rule-checked bodies over 1 MiB, up to limits.bodyBytes', () => {
     // Too deep: the gateway's own 400, as for a small body.
     const deep = `{"commands":{"x":${'['.repeat(600)}${']'.repeat(600)},"pad":"${'p'.repeat(2 * MiB)}"}}`;
     await refusal(await post(deep), 400, 'GATEWAY_MALFORMED_REQUEST');
-    expect(upstream!.requests).toHaveLength(0);
+    expect(current.upstream!.requests).toHaveLength(0);
   });
 
   it('limits.bodyBytes + 1 gets the 413 shape, naming limits.bodyBytes; a tree too large for a worker gets a 413 too', async () => {
@@ -128,7 +116,7 @@ describe('rule-checked bodies over 1 MiB, up to limits.bodyBytes', () => {
     await start({ audit: { enabled: true, directory, signingKeyFile: keyFiles().privateKeyFile } });
     expect((await post(submission(3 * MiB, 'alice'))).status).toBe(200);
     expect((await post(submission(3 * MiB, 'bob'))).status).toBe(403);
-    await gw!.close();
+    await current.gw!.close();
     const intents = records(directory).filter((record) => record.kind === 'intent');
     const tried = (userId: string) => ({
       request: {
