@@ -2,9 +2,11 @@
 // milliseconds (docs/performance.md, "Prepared transactions"), and the protobuf bindings load every
 // message of the Ledger API, so every one goes to a bounded pool of worker threads (piscina), the only
 // threads that load them. Every wait is bounded: a full queue or a slow decode refuses the call
-// (PreparedDecoderBusy), never queues it without end.
+// (PreparedDecoderBusy), never queues it without end. A governed caller's large body is made into
+// its decision document by the same workers, under the same bounds (large-body-document.ts).
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
+import type { BodyDocumentOutcome, BodyDocumentTask } from './body-document-worker.js';
 import { PreparedTransactionError, type PreparedLimits, type PreparedSummary } from './prepared-summary.js';
 import type { PreparedOutcome, PreparedTask } from './prepared-worker.js';
 
@@ -28,6 +30,11 @@ export class PreparedDecoderBusy extends Error {
 export interface PreparedDecoder {
   /** The summary, or throws PreparedTransactionError (not a prepared transaction) or PreparedDecoderBusy. */
   decode(encoded: unknown): Promise<PreparedSummary>;
+  /**
+   * A large body's decision document (body-document-worker.ts), or throws PreparedDecoderBusy (the
+   * bytes, moved to the worker, are then lost: the call is refused). The decode's bounds are this pool's.
+   */
+  documentOfBody(task: Omit<BodyDocumentTask, 'prepared'>, executes: boolean): Promise<BodyDocumentOutcome>;
   close(): Promise<void>;
 }
 
@@ -44,37 +51,45 @@ export function createPreparedDecoder(options: PreparedDecoderOptions): Prepared
   // Counted here: piscina does not hold abortable tasks to its maxQueue (5.3, measured).
   const most = options.workerThreads + options.maxQueue;
   let inFlight = 0;
-  let pool: Piscina<PreparedTask, PreparedOutcome> | undefined;
+  let pool: Piscina<PreparedTask | BodyDocumentTask, unknown> | undefined;
   const poolOf = () =>
-    (pool ??= new Piscina<PreparedTask, PreparedOutcome>({
+    (pool ??= new Piscina<PreparedTask | BodyDocumentTask, unknown>({
       filename: workerFile(),
       minThreads: 0,
       maxThreads: options.workerThreads,
       idleTimeout: 30_000,
     }));
 
-  async function offThread(encoded: string): Promise<PreparedSummary> {
-    if (inFlight >= most) throw new PreparedDecoderBusy(`${inFlight} prepared transactions are being decoded or wait`);
+  /** One task of the worker's export `name`, bounded in number and in time. */
+  async function offThread<Outcome>(
+    task: PreparedTask | BodyDocumentTask,
+    run: { readonly name: string; readonly transferList?: ArrayBuffer[] },
+  ): Promise<Outcome> {
+    if (inFlight >= most)
+      throw new PreparedDecoderBusy(`${inFlight} prepared transactions or large bodies are being decoded or wait`);
     inFlight++;
-    let outcome: PreparedOutcome;
     try {
-      outcome = await poolOf().run(
-        { encoded, limits: options.limits },
-        { signal: AbortSignal.timeout(options.timeoutMs) },
-      );
+      return (await poolOf().run(task, { ...run, signal: AbortSignal.timeout(options.timeoutMs) })) as Outcome;
     } catch (error) {
-      throw new PreparedDecoderBusy(`prepared transaction not decoded: ${(error as Error).message}`);
+      throw new PreparedDecoderBusy(`not decoded in a worker: ${(error as Error).message}`);
     } finally {
       inFlight--;
     }
-    if ('invalid' in outcome) throw new PreparedTransactionError(outcome.invalid);
-    return outcome.summary;
   }
 
   return {
     async decode(encoded) {
       if (typeof encoded !== 'string') throw new PreparedTransactionError('preparedTransaction is not a base64 string');
-      return offThread(encoded);
+      const outcome = await offThread<PreparedOutcome>({ encoded, limits: options.limits }, { name: 'default' });
+      if ('invalid' in outcome) throw new PreparedTransactionError(outcome.invalid);
+      return outcome.summary;
+    },
+    documentOfBody(task, executes) {
+      const prepared = executes ? { ...options.limits, withArguments: task.withArguments } : undefined;
+      return offThread<BodyDocumentOutcome>(
+        { ...task, prepared },
+        { name: 'documentOfBody', transferList: [task.bytes.buffer as ArrayBuffer] },
+      );
     },
     async close() {
       await pool?.destroy();

@@ -3,6 +3,8 @@
 import { preparedTransactionBytes, type PreparedLimits, type PreparedSummary } from './prepared-summary.js';
 import { summarizePreparedTransaction } from './prepared-transaction.js';
 
+export { documentOfBody } from './body-document-worker.js';
+
 export interface PreparedTask {
   readonly encoded: string;
   readonly limits: PreparedLimits;

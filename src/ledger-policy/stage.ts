@@ -24,6 +24,7 @@ import { createLedgerPolicyMetrics } from '../telemetry/metrics.js';
 import { decisionDocument, pathParameters, principalFacts } from './build-document.js';
 import type { DecisionDocument, PrincipalFacts } from './document.js';
 import { createLedgerPolicy, ledgerPolicyRefusal, type Decision, type LedgerPolicy } from './ledger-policy.js';
+import { documentOffThread, type LargeBodyReading } from './large-body-document.js';
 import { createPackageNameResolver, vettedPackageLookup, type PackageNameResolver } from './package-names.js';
 import { createPreparedDecoder, PreparedDecoderBusy, type PreparedDecoder } from './prepared-pool.js';
 import { PreparedTransactionError, type PreparedSummary } from './prepared-summary.js';
@@ -114,6 +115,10 @@ export interface LedgerPolicyStageOptions {
 export interface LedgerPolicyBodyReading {
   readonly limits: BodyReadLimits;
   readonly maxDepth: number;
+  /** Bodies read off the event loop, past the request rules' threshold, and the tree they may parse to. */
+  readonly large: LargeBodyReading;
+  /** Whether a consumer's budget reads the call's document (a large body's arguments then come back from the worker). */
+  readonly budgetsReadDocuments: boolean;
 }
 
 export interface LedgerPolicyStage {
@@ -208,34 +213,68 @@ async function firstMessageDecision(
 function createCallDocuments(
   reading: LedgerPolicyBodyReading,
   options: LedgerPolicyStageOptions,
+  readsArguments: boolean,
 ): (call: FastifyRequest, principal?: PrincipalFacts) => DecisionDocument | Promise<DecisionDocument> {
   const { runtime } = options;
 
+  /** The body's bytes, read now when no stage before read them (undefined: none, or an archive). */
+  async function bytesOf(call: FastifyRequest): Promise<Buffer | undefined> {
+    if (ARCHIVE_UPLOADS.has(call.operation.name) || (call.rawBody === undefined && !declaresBody(call.headers)))
+      return undefined;
+    // Held until the exchange ends and forwarded as these bytes, as the request rules' are.
+    call.rawBody ??= await readRequestBody(
+      call.raw,
+      reading.limits,
+      holdBody(
+        options.bodyBudget,
+        call,
+        options.isTrustedProxy,
+        callerOf(call.principal, call.raw, options.isTrustedProxy),
+      ),
+    );
+    return call.rawBody;
+  }
+
   /**
    * The body as JSON (undefined: none, or an archive): the tree the request rules parsed when they
-   * kept it (a small body, parsed with the same charset and depth), else read and parsed now.
+   * kept it (a small body, parsed with the same charset and depth), else `bytes` parsed now.
    */
-  async function bodyOf(call: FastifyRequest): Promise<unknown> {
+  async function bodyOf(call: FastifyRequest, bytes: Buffer | undefined): Promise<unknown> {
     const parsed = call.parsedBody;
     if (parsed !== undefined) {
       call.parsedBody = undefined; // taken: the document holds what it needs of it
       return parsed;
     }
-    if (ARCHIVE_UPLOADS.has(call.operation.name) || (call.rawBody === undefined && !declaresBody(call.headers)))
-      return undefined;
-    const caller = callerOf(call.principal, call.raw, options.isTrustedProxy);
-    // Held until the exchange ends and forwarded as these bytes, as the request rules' are.
-    call.rawBody ??= await readRequestBody(
-      call.raw,
-      reading.limits,
-      holdBody(options.bodyBudget, call, options.isTrustedProxy, caller),
-    );
-    const bytes = call.rawBody;
+    if (bytes === undefined) return undefined;
     // A large body is parsed in a turn of its own (body/parse-turns.ts), as the request rules parse theirs.
-    return parseInTurn(caller, bytes.length, () => {
+    return parseInTurn(callerOf(call.principal, call.raw, options.isTrustedProxy), bytes.length, () => {
       const text = decodeBody(bytes, declaredContentType(call.raw.rawHeaders)?.parameters.charset);
       return parseJsonObject(text, { maxDepth: reading.maxDepth, exactNumbers: [] }).value;
     });
+  }
+
+  /** A body past what the event loop parses: its document built in the pool's worker (large-body-document.ts). */
+  function largeBodyDocument(
+    call: FastifyRequest,
+    principal: PrincipalFacts,
+    bytes: Buffer,
+  ): Promise<DecisionDocument> {
+    const caller = callerOf(call.principal, call.raw, options.isTrustedProxy);
+    const large = {
+      input: callInput(call, principal),
+      bytes,
+      charset: declaredContentType(call.raw.rawHeaders)?.parameters.charset,
+      maxDepth: reading.maxDepth,
+      executes: EXECUTES.has(call.operation.name),
+      withArguments: readsArguments || reading.budgetsReadDocuments,
+      bytesBack: (back: Buffer) => (call.rawBody = back),
+    };
+    return documentOffThread(
+      runtime.decoder,
+      reading.large,
+      large,
+      holdBody(options.bodyBudget, call, options.isTrustedProxy, caller),
+    );
   }
 
   async function preparedOf(body: unknown): Promise<PreparedSummary> {
@@ -252,7 +291,10 @@ function createCallDocuments(
   }
 
   async function buildDocument(call: FastifyRequest, principal: PrincipalFacts): Promise<DecisionDocument> {
-    const body = await bodyOf(call);
+    const bytes = call.parsedBody === undefined ? await bytesOf(call) : undefined;
+    if (bytes !== undefined && bytes.length > reading.large.inThreadBytes)
+      return largeBodyDocument(call, principal, bytes);
+    const body = await bodyOf(call, bytes);
     const prepared = EXECUTES.has(call.operation.name) ? await preparedOf(body) : undefined;
     return decisionDocument({
       ...callInput(call, principal),
@@ -296,7 +338,7 @@ export function createLedgerPolicyStage(
   const { runtime } = options;
   const policy = createLedgerPolicy(section, { resolver: runtime.resolver });
 
-  const documentOf = createCallDocuments(reading, options);
+  const documentOf = createCallDocuments(reading, options, policy.readsArguments);
 
   async function decideUnreadable(call: FastifyRequest, principal: PrincipalFacts): Promise<Decision> {
     return unreadableBody(await policy.decide(decisionDocument(callInput(call, principal))));

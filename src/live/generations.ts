@@ -19,7 +19,13 @@ import {
 } from '../ledger-policy/stage.js';
 import { assertPolicyConfig } from '../policy/authorization.js';
 import { createCorsHandler, type CorsHandler } from '../policy/cors.js';
-import { createPolicyStage, type PolicyStage, type PolicyStageOptions } from '../policy/stage.js';
+import { LARGE_BODY_POOL } from '../policy/large-body-pool.js';
+import {
+  createPolicyStage,
+  JUDGED_IN_THREAD_BYTES,
+  type PolicyStage,
+  type PolicyStageOptions,
+} from '../policy/stage.js';
 import { createProtectionStage, type ProtectionStage, type ProtectionStageOptions } from '../protection/stage.js';
 import { openRedisConnection, redisMode } from '../protection/redis-connection.js';
 import { AuthFailure } from '../auth/failure.js';
@@ -298,10 +304,16 @@ function ledgerStage(ledgerPolicy: LedgerPolicyStage, budgets: BudgetSpend | und
 
 /**
  * A body the ledger policy reads itself is held to the participant's limit (limits.bodyBytes), as
- * the submissions are: a large one is parsed in a turn of its own (body/parse-turns.ts).
+ * the submissions are: a large one is parsed in a turn of its own (body/parse-turns.ts), and one the
+ * request rules would judge in their worker is read off the event loop under their worker's tree bounds.
  */
 function ledgerPolicyBodyReading(config: GatewayConfig) {
-  return { limits: streamedBodyLimits(config.policy, config.limits), maxDepth: config.policy.maxBodyDepth };
+  return {
+    limits: streamedBodyLimits(config.policy, config.limits),
+    maxDepth: config.policy.maxBodyDepth,
+    large: { inThreadBytes: JUDGED_IN_THREAD_BYTES, treeBounds: LARGE_BODY_POOL.treeBounds },
+    budgetsReadDocuments: config.consumers.list.some((consumer) => consumer.budgets.length > 0),
+  };
 }
 
 /**
