@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { BodyBudget } from '../../src/body/budget.js';
 import { streamedBodyLimits } from '../../src/body/read.js';
 import { createLedgerPolicyStage, startLedgerPolicyRuntime } from '../../src/ledger-policy/stage.js';
+import { LARGE_BODY_POOL } from '../../src/policy/large-body-pool.js';
 import { startGateway, testConfig, type RunningGateway } from '../helpers/gateway.js';
 import { perTest } from '../helpers/per-test.js';
 import { postJson, readJson, startSandbox, unsignedJwt, type RunningSandbox } from '../sandbox/helpers.js';
@@ -217,7 +218,12 @@ describe('the ledger policy stage of a configuration', () => {
     try {
       return createLedgerPolicyStage(
         config.ledgerPolicy,
-        { limits: streamedBodyLimits(config.policy, config.limits), maxDepth: config.policy.maxBodyDepth },
+        {
+          limits: streamedBodyLimits(config.policy, config.limits),
+          maxDepth: config.policy.maxBodyDepth,
+          large: { inThreadBytes: 1_048_576, treeBounds: LARGE_BODY_POOL.treeBounds },
+          budgetsReadDocuments: false,
+        },
         { runtime, bodyBudget: new BodyBudget(config.limits), isTrustedProxy: () => false, observe: () => undefined },
       );
     } finally {
