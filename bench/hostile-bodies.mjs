@@ -7,18 +7,25 @@
 // a busy machine), the gateway's longest event-loop delay (perf_hooks monitorEventLoopDelay, read from
 // its /metrics: no other call is served meanwhile), the other caller's worst wait, the slowest and
 // median time to answer one body, and the gateway's peak resident memory. Then the body of issue 24 itself (10 MiB of floats), which is
-// now refused before it is read.
-//   npm run bench:bodies -- [--size <bytes>] [--repeat <n>] [--root <built checkout>]
+// now refused before it is read. With --governed, the caller is one a ledger policy names instead, and
+// the shapes are sent in submissions (submit-and-wait, whose body the policy reads itself) at 1 MiB and
+// at limits.bodyBytes, while another caller, no policy's, asks its GET.
+//   npm run bench:bodies -- [--size <bytes>] [--repeat <n>] [--root <built checkout>] [--governed]
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { gatewaySettings, startGateway } from './gateway.mjs';
-import { hostileBodies, UPDATE_BY_OFFSET_PATH } from './hostile-body-shapes.mjs';
+import {
+  hostileBodies,
+  hostileSubmissions,
+  SUBMIT_AND_WAIT_PATH,
+  UPDATE_BY_OFFSET_PATH,
+} from './hostile-body-shapes.mjs';
 import { cpuSeconds } from './proc-stats.mjs';
 import { freePort, portAccepts, startProcess, stopAll, stopChildrenOnExit, waitUntil } from './processes.mjs';
-import { startIdentityProvider } from './tokens.mjs';
+import { startIdentityProvider, USER_ID } from './tokens.mjs';
 
 const HERE = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
 const log = (message = '') => process.stdout.write(`${message}\n`);
@@ -100,11 +107,11 @@ const mib = (bytes) => `${(bytes / MiB).toFixed(0)} MiB`;
  * answer came within that time: a refusal given on the declared length alone is read before the
  * gateway closes the connection (a body still arriving then would reset it, and lose the answer).
  */
-function send(baseUrl, headers, body, earlyAnswerMs = 0) {
+function send(baseUrl, headers, body, earlyAnswerMs = 0, path = UPDATE_BY_OFFSET_PATH) {
   const started = performance.now();
   return new Promise((resolve) => {
     const request = http.request(
-      `${baseUrl}${UPDATE_BY_OFFSET_PATH}`,
+      `${baseUrl}${path}`,
       {
         method: 'POST',
         headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
@@ -153,16 +160,16 @@ async function eventLoopDelayMs(metricsUrl) {
   }
 }
 
-async function measure(gateway, headers, body, repeat, earlyAnswerMs = 0) {
+async function measure(gateway, headers, body, repeat, earlyAnswerMs = 0, { path, probeHeaders = headers } = {}) {
   await eventLoopDelayMs(gateway.metricsUrl);
   const watch = startMemoryWatch(gateway.pid);
-  const probe = startProbe(gateway.baseUrl, headers);
+  const probe = startProbe(gateway.baseUrl, probeHeaders);
   await sleep(50);
   const sends = [];
   const cpus = [];
   for (let i = 0; i < repeat; i++) {
     const before = cpuSeconds(gateway.pid);
-    sends.push(await send(gateway.baseUrl, headers, body, earlyAnswerMs));
+    sends.push(await send(gateway.baseUrl, headers, body, earlyAnswerMs, path));
     cpus.push((cpuSeconds(gateway.pid) - before) * 1000);
   }
   await sleep(50);
@@ -176,12 +183,66 @@ async function measure(gateway, headers, body, repeat, earlyAnswerMs = 0) {
   };
 }
 
+/** One row per shape: what sending it `repeat` times cost. */
+async function shapeRow(gateway, headers, label, body, repeat, options) {
+  const { sends, cpus, waits, peakRss, loopDelay } = await measure(gateway, headers, body, repeat, 0, options);
+  const answers = [...new Set(sends.map((s) => s.answer))].join(', ');
+  const times = sends.map((s) => s.ms);
+  log(
+    `| ${label} | ${answers} | ${ms(percentile(cpus, 0.5))} | ${ms(loopDelay)} | ${ms(Math.max(...waits))} | ${ms(Math.max(...times))} / ${ms(percentile(times, 0.5))} | ${mib(peakRss)} |`,
+  );
+}
+
+const TABLE_HEAD = [
+  "| shape | answer | gateway CPU per body (median) | gateway event-loop delay (max) | other caller's worst wait | time to answer (worst / median) | peak resident |",
+  '|---|---|---|---|---|---|---|',
+];
+
+/** The request rules' route: each shape at `size`, then the body of issue 24. */
+async function ruleCheckedRun(gateway, headers, size, repeat) {
+  log(`Each shape ${size} bytes, sent ${repeat} times, one after another:`);
+  log('');
+  for (const line of TABLE_HEAD) log(line);
+  for (const { name, body } of hostileBodies(size)) await shapeRow(gateway, headers, name, body, repeat);
+  const floats = hostileBodies(10 * MiB)[0].body;
+  const issue = await measure(gateway, headers, floats, 1, 2_000);
+  log(
+    `| issue 24: 10 MiB of floats | ${issue.sends[0].answer} | ${ms(issue.cpus[0])} | ${ms(issue.loopDelay)} | ${ms(Math.max(...issue.waits))} | ${ms(issue.sends[0].ms)} | ${mib(issue.peakRss)} |`,
+  );
+}
+
+/** A ledger policy naming the bench's caller: it may create, nothing else (its submissions' documents are built). */
+const GOVERNING_POLICY = {
+  name: 'bench-caller',
+  principals: { subjects: [USER_ID] },
+  rules: [{ name: 'creates', commandKinds: ['CreateCommand'] }],
+};
+
+/** A governed caller's submissions: each shape at 1 MiB and at the participant's limit; another caller's GET meanwhile. */
+async function governedRun(gateway, headers, probeHeaders, bodyLimit, repeat) {
+  log(
+    `A caller ledgerPolicy names (policy ${GOVERNING_POLICY.name}); each shape in a submission to ${SUBMIT_AND_WAIT_PATH},`,
+  );
+  log(
+    `at 1 MiB and at limits.bodyBytes (${bodyLimit}), sent ${repeat} times, one after another; the other caller is no policy's:`,
+  );
+  log('');
+  for (const line of TABLE_HEAD) log(line);
+  for (const size of [MiB, bodyLimit]) {
+    for (const { name, body } of hostileSubmissions(size, USER_ID)) {
+      const label = `${name}, ${(size / MiB).toFixed(0)} MiB`;
+      await shapeRow(gateway, headers, label, body, repeat, { path: SUBMIT_AND_WAIT_PATH, probeHeaders });
+    }
+  }
+}
+
 async function main() {
   const { values } = parseArgs({
     options: {
       size: { type: 'string' },
       repeat: { type: 'string', default: '3' },
       root: { type: 'string', default: HERE },
+      governed: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -190,6 +251,7 @@ async function main() {
   const nodeOptions = shippedNodeOptions(root);
   const { ConfigSchema } = await import(join(root, 'dist/config/schema.js'));
   const ruleLimit = ConfigSchema.properties.policy.properties.maxBodyBytes?.default;
+  const bodyLimit = ConfigSchema.properties.limits.properties.bodyBytes.default;
   const size = values.size === undefined ? (ruleLimit ?? 10 * MiB) : Number(values.size);
 
   const dir = mkdtempSync(join(tmpdir(), 'ledger-gateway-bodies-'));
@@ -208,37 +270,22 @@ async function main() {
       idp,
     });
     if (ruleLimit !== undefined && size > ruleLimit) settings.config.policy.maxBodyBytes = size;
+    if (values.governed) settings.config.ledgerPolicy = { policies: [GOVERNING_POLICY] };
     const gateway = await startGateway(root, dir, 'gateway', settings, {
       nodeArgs: nodeOptions.split(/\s+/),
       logFile: '/dev/null',
     });
     const headers = { authorization: `Bearer ${await idp.mint()}` };
+    const probeHeaders = values.governed ? { authorization: `Bearer ${await idp.mint('other-caller')}` } : headers;
 
     log(
       `Gateway: ${root === HERE ? 'this checkout' : root}, node ${nodeOptions}, policy.maxBodyBytes ${ruleLimit ?? '(none)'}, limits.bodyBytes ${settings.config.limits?.bodyBytes ?? 'default'}`,
     );
     log(
-      `Idle: the other caller waits ${ms(percentile((await measure(gateway, headers, '{"offset":1}', 1)).waits, 0.5))} (median), resident ${mib(memory(gateway.pid).rss)}`,
+      `Idle: the other caller waits ${ms(percentile((await measure(gateway, headers, '{"offset":1}', 1, 0, { probeHeaders })).waits, 0.5))} (median), resident ${mib(memory(gateway.pid).rss)}`,
     );
-    log(`Each shape ${size} bytes, sent ${repeat} times, one after another:`);
-    log('');
-    log(
-      "| shape | answer | gateway CPU per body (median) | gateway event-loop delay (max) | other caller's worst wait | time to answer (worst / median) | peak resident |",
-    );
-    log('|---|---|---|---|---|---|---|');
-    for (const { name, body } of hostileBodies(size)) {
-      const { sends, cpus, waits, peakRss, loopDelay } = await measure(gateway, headers, body, repeat);
-      const answers = [...new Set(sends.map((s) => s.answer))].join(', ');
-      const times = sends.map((s) => s.ms);
-      log(
-        `| ${name} | ${answers} | ${ms(percentile(cpus, 0.5))} | ${ms(loopDelay)} | ${ms(Math.max(...waits))} | ${ms(Math.max(...times))} / ${ms(percentile(times, 0.5))} | ${mib(peakRss)} |`,
-      );
-    }
-    const floats = hostileBodies(10 * MiB)[0].body;
-    const issue = await measure(gateway, headers, floats, 1, 2_000);
-    log(
-      `| issue 24: 10 MiB of floats | ${issue.sends[0].answer} | ${ms(issue.cpus[0])} | ${ms(issue.loopDelay)} | ${ms(Math.max(...issue.waits))} | ${ms(issue.sends[0].ms)} | ${mib(issue.peakRss)} |`,
-    );
+    if (values.governed) await governedRun(gateway, headers, probeHeaders, bodyLimit, repeat);
+    else await ruleCheckedRun(gateway, headers, size, repeat);
     const alive = gateway.child.exitCode === null && gateway.child.signalCode === null;
     log('');
     log(

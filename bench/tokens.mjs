@@ -37,12 +37,12 @@ export async function startIdentityProvider(dir) {
     get jwksFetches() {
       return fetches;
     },
-    /** A fresh token: every load run gets its own, so none outlives Canton's lifetime limit. */
-    mint: () =>
+    /** A fresh token (of USER_ID unless `subject`): every load run gets its own, so none outlives Canton's lifetime limit. */
+    mint: (subject = USER_ID) =>
       new SignJWT({})
         .setProtectedHeader({ alg: 'RS256', kid: KEY_ID, typ: 'JWT' })
         .setIssuer(issuer)
-        .setSubject(USER_ID)
+        .setSubject(subject)
         .setAudience(AUDIENCE)
         .setIssuedAt()
         .setExpirationTime(Math.floor(Date.now() / 1000) + LIFETIME_SECONDS)

@@ -259,7 +259,7 @@ export const Errors = {
     'GATEWAY_LEDGER_POLICY_UNAVAILABLE',
     1,
     GrpcCode.UNAVAILABLE,
-    'The ledger policy could not decide in time: the prepared-transaction workers are all busy with ledgerPolicy.preparedTransactions.maxQueue waiting, or a decode took longer than its timeoutMs. The call was not sent. Retry-After: 1.',
+    "The ledger policy could not decide in time: the prepared-transaction workers (which also read a governed caller's bodies over 1 MiB) are all busy with ledgerPolicy.preparedTransactions.maxQueue waiting, or a decode took longer than its timeoutMs. The call was not sent. Retry-After: 1.",
   ),
   GATEWAY_RESOURCE_EXHAUSTED: defineError(
     'GATEWAY_RESOURCE_EXHAUSTED',

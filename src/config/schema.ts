@@ -1653,15 +1653,19 @@ export const LedgerPolicySchema = Section(
           maximum: 64,
           default: 1,
           description:
-            'Worker threads decoding prepared transactions (every one is decoded in a worker: only they load the protobuf bindings).',
+            'Worker threads decoding prepared transactions (every one is decoded in a worker: only they load the protobuf bindings), and reading the bodies over 1 MiB of a caller a policy names into their decision documents.',
         }),
         maxQueue: Type.Integer({
           minimum: 1,
           maximum: 100_000,
           default: 64,
-          description: 'Prepared transactions waiting for a worker at most; past it a call is refused (503, retry).',
+          description:
+            'Prepared transactions and large bodies waiting for a worker at most; past it a call is refused (503, retry).',
         }),
-        timeoutMs: Milliseconds(5_000, 'Bound on decoding one prepared transaction, its wait included.'),
+        timeoutMs: Milliseconds(
+          5_000,
+          'Bound on decoding one prepared transaction, or reading one large body, its wait included.',
+        ),
         maxValueDepth: Type.Integer({
           minimum: 8,
           maximum: 10_000,
@@ -1675,7 +1679,7 @@ export const LedgerPolicySchema = Section(
           description: 'Most root nodes read.',
         }),
       },
-      'Decoding the preparedTransaction of execute calls.',
+      "Decoding the preparedTransaction of execute calls, and reading a governed caller's bodies over 1 MiB (off the event loop).",
     ),
   },
   'Ledger policy: who may do what on the ledger, by parties, templates, choices, command kinds, packages and rights, with CEL conditions (docs/ledger-policy.md).',
