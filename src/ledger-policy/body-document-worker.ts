@@ -3,6 +3,9 @@
 // The tree is counted before it is built (body/tree-size.ts), then parsed, an execute's prepared
 // transaction decoded, and the document built by the same decisionDocument as on the event loop; only
 // the document goes back (its commands' arguments only when something reads them), with the bytes lent.
+// Its long lists go back in slices, each copied onto the event loop in a turn of its own: copied in
+// one piece, 100,000 commands held the loop up to 1.4 s (docs/performance.md).
+import { serialize } from 'node:v8';
 import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { decodeBody } from '../body/charset.js';
 import { parseJsonObject } from '../body/json.js';
@@ -34,8 +37,19 @@ export interface BodyRefusal {
   readonly details: ErrorDetails;
 }
 
-type Verdict =
-  { readonly document: DecisionDocument } | { readonly refused: BodyRefusal } | { readonly invalidPrepared: string };
+/** A document's lists that grow with the body, each handed back in slices past SLICE_ITEMS items. */
+export type SlicedList = 'commands' | 'disclosedContracts';
+const SLICED: readonly SlicedList[] = ['commands', 'disclosedContracts'];
+/** Items of one slice: copying a slice of commands back costs the event loop a few milliseconds. */
+export const SLICE_ITEMS = 2_000;
+
+/** The document, its sliced lists left empty and sent beside as serialized slices (node:v8), in order. */
+export interface SlicedDocument {
+  readonly document: DecisionDocument;
+  readonly slices: ReadonlyArray<{ readonly list: SlicedList; readonly bytes: Uint8Array }>;
+}
+
+type Verdict = SlicedDocument | { readonly refused: BodyRefusal } | { readonly invalidPrepared: string };
 
 export type BodyDocumentOutcome = Verdict & { readonly bytes: Uint8Array };
 
@@ -76,11 +90,25 @@ function documentOf(task: BodyDocumentTask): Verdict {
     }
   }
   const document = decisionDocument({ ...task.input, body, ...(prepared === undefined ? {} : { prepared }) });
-  return { document: task.withArguments ? document : withoutArguments(document) };
+  return sliced(task.withArguments ? document : withoutArguments(document));
+}
+
+function sliced(document: DecisionDocument): SlicedDocument {
+  const slices: Array<SlicedDocument['slices'][number]> = [];
+  const emptied: Record<string, never[]> = {};
+  for (const list of SLICED) {
+    const items: readonly unknown[] = document[list];
+    if (items.length <= SLICE_ITEMS) continue;
+    emptied[list] = [];
+    for (let at = 0; at < items.length; at += SLICE_ITEMS)
+      slices.push({ list, bytes: new Uint8Array(serialize(items.slice(at, at + SLICE_ITEMS))) });
+  }
+  return { document: { ...document, ...emptied }, slices };
 }
 
 /** The document (or the body's refusal), and the bytes moved back (piscina's move: no copy either way). */
 export function documentOfBody(task: BodyDocumentTask): unknown {
   const outcome: BodyDocumentOutcome = { ...documentOf(task), bytes: task.bytes };
-  return move({ [transferableSymbol]: [task.bytes.buffer], [valueSymbol]: outcome });
+  const slices = 'slices' in outcome ? outcome.slices.map((slice) => slice.bytes.buffer) : [];
+  return move({ [transferableSymbol]: [task.bytes.buffer, ...slices], [valueSymbol]: outcome });
 }

@@ -7,7 +7,9 @@ import type { BodyHold } from '../body/budget.js';
 import type { TreeBounds } from '../body/tree-size.js';
 import { Errors, GatewayError, type ErrorDefinition } from '../errors.js';
 import type { CallInput } from './build-document.js';
-import type { BodyDocumentTask } from './body-document-worker.js';
+import { deserialize } from 'node:v8';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { BodyDocumentTask, SlicedDocument } from './body-document-worker.js';
 import type { DecisionDocument } from './document.js';
 import { PreparedDecoderBusy, type PreparedDecoder } from './prepared-pool.js';
 
@@ -67,20 +69,32 @@ export async function documentOffThread(
     treeBounds: reading.treeBounds,
     withArguments: call.withArguments,
   };
-  let outcome;
   try {
-    outcome = await decoder.documentOfBody(task, call.executes);
-  } catch (error) {
-    if (error instanceof PreparedDecoderBusy)
+    const outcome = await decoder.documentOfBody(task, call.executes).catch((error: unknown) => {
+      if (!(error instanceof PreparedDecoderBusy)) throw error;
       throw new GatewayError(Errors.GATEWAY_LEDGER_POLICY_UNAVAILABLE, {}, { reason: error.message });
-    throw error;
+    });
+    call.bytesBack(Buffer.from(outcome.bytes.buffer, outcome.bytes.byteOffset, outcome.bytes.byteLength));
+    if ('refused' in outcome)
+      throw new GatewayError(
+        byCode.get(outcome.refused.code) ?? Errors.GATEWAY_INTERNAL_ERROR,
+        outcome.refused.details,
+      );
+    if ('invalidPrepared' in outcome)
+      throw new GatewayError(Errors.GATEWAY_PREPARED_TRANSACTION_UNREADABLE, { cause: outcome.invalidPrepared });
+    return await assembled(outcome);
   } finally {
-    hold.giveBackBeside(beside);
+    hold.giveBackBeside(beside); // the slices, copied, are the document's now
   }
-  call.bytesBack(Buffer.from(outcome.bytes.buffer, outcome.bytes.byteOffset, outcome.bytes.byteLength));
-  if ('refused' in outcome)
-    throw new GatewayError(byCode.get(outcome.refused.code) ?? Errors.GATEWAY_INTERNAL_ERROR, outcome.refused.details);
-  if ('invalidPrepared' in outcome)
-    throw new GatewayError(Errors.GATEWAY_PREPARED_TRANSACTION_UNREADABLE, { cause: outcome.invalidPrepared });
-  return outcome.document;
+}
+
+/** The document with its sliced lists filled in, one slice a turn of the event loop, so that other calls go between. */
+async function assembled({ document, slices }: SlicedDocument): Promise<DecisionDocument> {
+  if (slices.length === 0) return document;
+  const lists = { commands: [...document.commands], disclosedContracts: [...document.disclosedContracts] };
+  for (const slice of slices) {
+    await nextTurn();
+    lists[slice.list].push(...(deserialize(slice.bytes) as never[]));
+  }
+  return { ...document, ...lists };
 }

@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { BodyBudget } from '../../src/body/budget.js';
 import { decisionDocument, type CallInput } from '../../src/ledger-policy/build-document.js';
+import { SLICE_ITEMS } from '../../src/ledger-policy/body-document-worker.js';
 import { documentOffThread, type LargeBodyCall } from '../../src/ledger-policy/large-body-document.js';
 import { createPreparedDecoder, type PreparedDecoder } from '../../src/ledger-policy/prepared-pool.js';
 import { summarizePreparedTransaction } from '../../src/ledger-policy/prepared-transaction.js';
@@ -133,6 +134,18 @@ describe('a large body made into its decision document in a worker', () => {
         },
       ],
       ['postV2Interactive-submissionExecuteandwait', { preparedTransaction: transfer, userId: 'alice' }, transfer],
+      // Lists longer than a slice (SLICE_ITEMS) go back in slices, put together in order.
+      [
+        'postV2CommandsSubmit-and-wait',
+        {
+          commands: Array.from({ length: 2 * SLICE_ITEMS + 1 }, (_, i) => (i % 3 === 0 ? TRANSFER : create)),
+          disclosedContracts: Array.from({ length: SLICE_ITEMS + 7 }, (_, i) => ({
+            ...disclosed,
+            contractId: `00${i}`,
+          })),
+          actAs: [ALICE],
+        },
+      ],
     ];
     const d = pool();
     for (const [operation, body, prepared] of cases) {
