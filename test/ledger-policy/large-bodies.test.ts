@@ -1,7 +1,8 @@
 // A governed caller's bodies past what the event loop parses (the request rules' 1 MiB), up to the
 // participant's limit (limits.bodyBytes): their decision documents built in the ledger policy's worker
 // (src/ledger-policy/large-body-document.ts), never parsed on the event loop, decided as a small body
-// is, through the running gateway to a recording upstream.
+// is, through the running gateway to a recording upstream; a consumer's budget reads a large body's
+// arguments from the same worker.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 import { recordingGatewayPerTest } from '../helpers/per-test.js';
@@ -196,6 +197,34 @@ describe("a governed caller's body past 1 MiB", () => {
     const deep = `{"commands":[],"x":${'['.repeat(600)}${']'.repeat(600)},"pad":"${'p'.repeat(3 * MiB)}"}`;
     expect((await post(SUBMIT, deep)).status).toBe(200);
     expect(current.upstream!.requests.map((request) => request.body.toString('utf8'))).toEqual([deep]);
+  });
+
+  it("under a consumer's budget over an argument, is spent on its arguments, handed back for the budget", async () => {
+    const transfers = {
+      name: 'transfers',
+      operations: ['postV2CommandsSubmit-and-wait'],
+      amount: 'commands.filter(c, c.choice == "Transfer").map(c, c.choiceArgument.amount)',
+      scale: 2,
+      perDay: '100.00',
+    };
+    // No ledger policy: the document is built for the budget alone, from a body read in the worker.
+    await current.start({
+      consumers: { list: [{ name: 'alice-wallet', match: { tokens: [{ sub: 'alice' }] }, budgets: [transfers] }] },
+    });
+    const transfer = (amount: string) => ({
+      ExerciseCommand: { ...TRANSFER.ExerciseCommand, choiceArgument: { newOwner: BOB, amount } },
+    });
+    const parses = parsesOnTheEventLoop();
+    const spent = jsCommands(3 * MiB, transfer('60.00'));
+    expect((await post(SUBMIT, spent)).status).toBe(200);
+    const over = await refusal(
+      await post(SUBMIT, jsCommands(3 * MiB, transfer('40.01'))),
+      429,
+      'GATEWAY_BUDGET_EXHAUSTED',
+    );
+    expect(over.context).toMatchObject({ budget: 'transfers', amount: '40.01', remaining: '40.00' });
+    expect(current.upstream!.requests.map((request) => request.body.toString('utf8'))).toEqual([spent]);
+    expect(parses()).toBe(0);
   });
 
   it('is refused as unavailable (503, retry) when the worker is late', async () => {
