@@ -10,7 +10,7 @@
 // now refused before it is read. With --governed, the caller is one a ledger policy names instead, and
 // the shapes are sent in submissions (submit-and-wait, whose body the policy reads itself) at 1 MiB and
 // at limits.bodyBytes, while another caller, no policy's, asks its GET.
-//   npm run bench:bodies -- [--size <bytes>] [--repeat <n>] [--root <built checkout>] [--governed]
+//   npm run bench:bodies -- [--size <bytes>] [--repeat <n>] [--root <built checkout>] [--governed [--shape <name>]]
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -219,7 +219,7 @@ const GOVERNING_POLICY = {
 };
 
 /** A governed caller's submissions: each shape at 1 MiB and at the participant's limit; another caller's GET meanwhile. */
-async function governedRun(gateway, headers, probeHeaders, bodyLimit, repeat) {
+async function governedRun(gateway, headers, probeHeaders, bodyLimit, repeat, only) {
   log(
     `A caller ledgerPolicy names (policy ${GOVERNING_POLICY.name}); each shape in a submission to ${SUBMIT_AND_WAIT_PATH},`,
   );
@@ -230,6 +230,7 @@ async function governedRun(gateway, headers, probeHeaders, bodyLimit, repeat) {
   for (const line of TABLE_HEAD) log(line);
   for (const size of [MiB, bodyLimit]) {
     for (const { name, body } of hostileSubmissions(size, USER_ID)) {
+      if (only !== undefined && name !== only) continue;
       const label = `${name}, ${(size / MiB).toFixed(0)} MiB`;
       await shapeRow(gateway, headers, label, body, repeat, { path: SUBMIT_AND_WAIT_PATH, probeHeaders });
     }
@@ -243,6 +244,7 @@ async function main() {
       repeat: { type: 'string', default: '3' },
       root: { type: 'string', default: HERE },
       governed: { type: 'boolean', default: false },
+      shape: { type: 'string' },
     },
     strict: true,
   });
@@ -284,7 +286,7 @@ async function main() {
     log(
       `Idle: the other caller waits ${ms(percentile((await measure(gateway, headers, '{"offset":1}', 1, 0, { probeHeaders })).waits, 0.5))} (median), resident ${mib(memory(gateway.pid).rss)}`,
     );
-    if (values.governed) await governedRun(gateway, headers, probeHeaders, bodyLimit, repeat);
+    if (values.governed) await governedRun(gateway, headers, probeHeaders, bodyLimit, repeat, values.shape);
     else await ruleCheckedRun(gateway, headers, size, repeat);
     const alive = gateway.child.exitCode === null && gateway.child.signalCode === null;
     log('');

@@ -96,6 +96,16 @@ export function hostileBodies(size, maxDepth = 512, fields = updateFields) {
  */
 export function hostileSubmissions(size, userId, maxDepth = 512) {
   const create = '{"CreateCommand":{"templateId":"#app:Iou:Iou","createArguments":{"owner":"Alice::1220"}}}';
-  const fields = () => `"commands":[${create}],"commandId":"bench","actAs":["Alice::1220"],"userId":"${userId}"`;
-  return hostileBodies(size, maxDepth, fields).filter((shape) => shape.name !== 'floats, offset 0');
+  const rest = `"commandId":"bench","actAs":["Alice::1220"],"userId":"${userId}"`;
+  const fields = () => `"commands":[${create}],${rest}`;
+  const head = '{"commands":[';
+  const creates = Math.floor((size - head.length - rest.length - 3) / (create.length + 1));
+  return [
+    ...hostileBodies(size, maxDepth, fields).filter((shape) => shape.name !== 'floats, offset 0'),
+    {
+      name: 'creates',
+      what: 'as many small create commands as fit (the largest decision document)',
+      body: `${head}${Array(creates).fill(create).join(',')}],${rest}}`,
+    },
+  ];
 }

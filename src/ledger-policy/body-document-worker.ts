@@ -12,7 +12,7 @@ import { parseJsonObject } from '../body/json.js';
 import type { TreeBounds } from '../body/tree-size.js';
 import { GatewayError, type ErrorDetails } from '../errors.js';
 import { decisionDocument, type CallInput } from './build-document.js';
-import type { DecisionDocument } from './document.js';
+import type { DecisionDocument, TemplateRef } from './document.js';
 import { PreparedTransactionError, preparedTransactionBytes, type PreparedLimits } from './prepared-summary.js';
 import { summarizePreparedTransaction } from './prepared-transaction.js';
 
@@ -90,7 +90,30 @@ function documentOf(task: BodyDocumentTask): Verdict {
     }
   }
   const document = decisionDocument({ ...task.input, body, ...(prepared === undefined ? {} : { prepared }) });
-  return sliced(task.withArguments ? document : withoutArguments(document));
+  return sliced(sharingTemplates(task.withArguments ? document : withoutArguments(document)));
+}
+
+/**
+ * The document with one TemplateRef per template named (a large body names few templates many times):
+ * copied back, a shared object is one object, and the copy on the event loop that much smaller.
+ */
+function sharingTemplates(document: DecisionDocument): DecisionDocument {
+  const refs = new Map<string, TemplateRef>();
+  const shared = (ref: TemplateRef | undefined) => {
+    if (ref === undefined) return undefined;
+    const known = refs.get(ref.templateId);
+    if (known !== undefined && known.packageName === ref.packageName && known.packageId === ref.packageId) return known;
+    refs.set(ref.templateId, ref);
+    return ref;
+  };
+  return {
+    ...document,
+    commands: document.commands.map((command) => ({ ...command, template: shared(command.template) })),
+    disclosedContracts: document.disclosedContracts.map((contract) => ({
+      ...contract,
+      template: shared(contract.template),
+    })),
+  };
 }
 
 function sliced(document: DecisionDocument): SlicedDocument {
