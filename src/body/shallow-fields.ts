@@ -74,6 +74,8 @@ export class ShallowFields {
   private written = 0;
   private lastTokenAt = 0;
   private countedTo = 0;
+  /** What long tokens were counted at, all together: given back once the body is tokenized. */
+  private textCounted = 0;
 
   /**
    * `rulesRead`: keys kept whenever they are within the kept levels (those a rule judges).
@@ -112,8 +114,16 @@ export class ShallowFields {
   private countLongToken(): void {
     const from = Math.max(this.lastTokenAt + UNCOUNTED_TEXT_BYTES, this.countedTo);
     if (this.countText === undefined || this.written <= from) return;
-    this.failure ??= this.countText((this.written - from) * TEXT_COST);
+    const bytes = (this.written - from) * TEXT_COST;
+    const refused = this.countText(bytes);
+    if (refused === undefined) this.textCounted += bytes;
+    this.failure ??= refused;
     this.countedTo = this.written;
+  }
+
+  /** Bytes counted for long tokens (countText), which the tokenizer no longer holds once it ended. */
+  get countedTextBytes(): number {
+    return this.textCounted;
   }
 
   /** The shallow object, once the whole body was written. */

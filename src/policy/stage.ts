@@ -127,6 +127,9 @@ export function createPolicyStage(
     const fields = new ShallowFields(maxBodyDepth, SUBMITTING_USER, hold.takeBeside);
     request.rawBody = await readRequestBody(request.raw, shallowLimits, hold, (chunk) => fields.write(chunk));
     const body = fields.end();
+    // Its long strings were tokens only: nothing holds them now, and a stage after this one (the
+    // ledger policy's worker) counts what it holds of the body itself.
+    hold.giveBackBeside(fields.countedTextBytes);
     parsedBody(request, body, false); // an excerpt: the audit trail's identifying fields, before the rule may refuse it
     const violation = rule(body, {
       path: pathOf(request.url),
