@@ -5,7 +5,9 @@
 // as long as the parse took before the next: no other call waits longer than one parse, and a flood
 // of large bodies takes at most about half the loop, the garbage collection their trees cost included. Turns go round the callers, so that one caller's bodies
 // never queue another's behind all of theirs. A small body (a few milliseconds at worst) is parsed
-// at once, as before: most calls never wait for a turn.
+// at once, as before: most calls never wait for a turn. The trees the turns leave are collected in
+// the turn that passes a bound (body/collect.ts), so the pause counts in that turn.
+import { eventLoopGarbage } from './collect.js';
 
 /** Bodies up to this size are parsed at once; larger ones wait for a turn of their own. */
 export const PARSED_AT_ONCE_BYTES = 64 * 1024;
@@ -26,6 +28,7 @@ function runOne(): void {
   if (jobs.length > 0) waiting.set(caller, jobs); // to the back of the round
   const started = performance.now();
   job();
+  eventLoopGarbage().letGo(); // the tree just let go, collected in its turn (body/collect.ts)
   // The loop then gets twice as long as the parse took before the next one: large bodies, and the
   // garbage collection their trees cost after them, take at most about half of it, so the other calls
   // keep at least half their pace while a flood of them waits.

@@ -2,6 +2,7 @@
 // body off the event loop, and sends back only the verdict and a bounded excerpt for the audit trail,
 // never the tree (which dies with this call, in this thread's bounded heap), with the bytes it was lent.
 import { move, transferableSymbol, valueSymbol } from 'piscina';
+import { garbageBound } from '../body/collect.js';
 import { bodyExcerpt } from '../body/excerpt.js';
 import { decodeBody } from '../body/charset.js';
 import { parseJsonObject } from '../body/json.js';
@@ -51,9 +52,16 @@ function wireViolation(violation: Violation): WireError {
   };
 }
 
+/**
+ * The texts and trees judged bodies leave here are collected before they pile up (body/collect.ts):
+ * a full collection of this small heap once they pass 8 MiB (after each body of 4 MiB or more).
+ */
+const garbage = garbageBound(8 * 1024 * 1024);
+
 /** Judges the body, and moves its bytes back with the verdict (piscina's move: no copy either way). */
 export default function judgeLargeBody(task: LargeBodyTask): unknown {
   const outcome: LargeBodyOutcome = { ...verdictOf(task), bytes: task.bytes };
+  setImmediate(garbage.letGo, task.bytes.byteLength); // its text (outside the heap), once the verdict is on its way
   return move({ [transferableSymbol]: [task.bytes.buffer], [valueSymbol]: outcome });
 }
 
