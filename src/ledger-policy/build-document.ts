@@ -3,9 +3,17 @@
 // the body and decodes the prepared transaction (prepared-pool.ts) first.
 import { pathOf, SubmissionOperations } from '../operations.js';
 import { partySubjects, rightsOf, targetUserOf, UPLOADED_ARCHIVE, vettedPackagesOf } from './build-admin.js';
-import { isObject, jsCommandsPart, reassignmentPart, text, type CommandPart } from './build-commands.js';
+import {
+  addUnique,
+  isObject,
+  jsCommandsPart,
+  reassignmentPart,
+  text,
+  unique,
+  type CommandPart,
+} from './build-commands.js';
 import { readFacts } from './build-reads.js';
-import type { DecisionDocument, PackageFacts, PrincipalFacts, RightFacts } from './document.js';
+import type { CommandFacts, DecisionDocument, PackageFacts, PrincipalFacts, RightFacts } from './document.js';
 import type { PreparedSummary } from './prepared-summary.js';
 
 type Json = Record<string, unknown>;
@@ -80,12 +88,35 @@ function rightsOfCall(operation: string, body: Json): RightFacts[] {
   return [];
 }
 
-/** The values without '' and repeats, in first-seen order (a short list, the usual one, without a Set). */
-function unique(values: readonly string[]): string[] {
-  if (values.length > 8) return [...new Set(values)].filter((value) => value !== '');
-  const found: string[] = [];
-  for (const value of values) if (value !== '' && !found.includes(value)) found.push(value);
-  return found;
+/** The party a party or rights call is about: the path's, the body's, each right's. */
+function subjectsOf(input: CallInput, body: Json, rights: readonly RightFacts[]): string[] {
+  const subjects: string[] = [];
+  const pathParty = input.pathParameters?.party;
+  if (pathParty !== undefined) addUnique(subjects, [pathParty]);
+  addUnique(subjects, partySubjects(body));
+  for (const right of rights) addUnique(subjects, [right.party]);
+  return subjects;
+}
+
+/** Every party of the call: what `parties` rules hold against. */
+function allParties(lists: readonly (readonly string[])[]): string[] {
+  const all: string[] = [];
+  for (const list of lists) addUnique(all, list);
+  return all;
+}
+
+function countMalformedTemplates(commands: readonly CommandFacts[]): number {
+  let malformed = 0;
+  for (const command of commands)
+    if (command.template === undefined && command.kind !== 'AssignCommand' && command.kind !== 'UnassignCommand')
+      malformed++;
+  return malformed;
+}
+
+/** The principal with the call's user id (its commands', else its body's, else the token's). */
+function principalOfCall(input: CallInput, part: CommandPart, body: Json): PrincipalFacts {
+  const userId = part.userId || text(body.userId) || input.principal.userId;
+  return userId === input.principal.userId ? input.principal : { ...input.principal, userId };
 }
 
 export function decisionDocument(input: CallInput): DecisionDocument {
@@ -93,39 +124,33 @@ export function decisionDocument(input: CallInput): DecisionDocument {
   const { part, source } = commandPart(input, body);
   const read = readFacts(body);
   const rights = rightsOfCall(input.operation, body);
-  const subjects = unique([
-    ...(input.pathParameters?.party === undefined ? [] : [input.pathParameters.party]),
-    ...partySubjects(body),
-    ...rights.map((right) => right.party),
-  ]);
   const actAs = unique(part.actAs);
   const readAs = unique(part.readAs);
   const submitter = unique(part.submitter);
-  const malformedTemplates = part.commands.filter(
-    (command) =>
-      command.template === undefined && command.kind !== 'AssignCommand' && command.kind !== 'UnassignCommand',
-  ).length;
+  const subjects = subjectsOf(input, body, rights);
   return {
     operation: input.operation,
     writes: input.writes,
-    principal: { ...input.principal, userId: part.userId || text(body.userId) || input.principal.userId },
+    principal: principalOfCall(input, part, body),
     parties: {
       actAs,
       readAs,
       submitter,
       subjects,
-      all: unique([...actAs, ...readAs, ...submitter, ...subjects, ...(read?.parties ?? [])]),
+      all: allParties([actAs, readAs, submitter, subjects, read?.parties ?? NO_PARTIES]),
     },
     commands: part.commands,
     disclosedContracts: part.disclosedContracts,
-    read: read === undefined ? undefined : { ...read, parties: unique(read.parties) },
+    read,
     packages: packagesOf(input.operation, body),
     rights,
     targetUserId: targetUserOf(body, input.pathParameters?.userId ?? ''),
     commandSource: source,
-    unreadable: part.unreadable + malformedTemplates + (input.prepared?.unreadable ?? 0),
+    unreadable: part.unreadable + countMalformedTemplates(part.commands) + (input.prepared?.unreadable ?? 0),
   };
 }
+
+const NO_PARTIES: readonly string[] = [];
 
 /** The principal part, from the verified token and the connection. */
 export function principalFacts(

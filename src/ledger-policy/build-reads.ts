@@ -3,7 +3,7 @@
 // UpdateFormat (includeTransactions, includeReassignments, includeTopologyEvents), TransactionFormat,
 // and the plain party lists (requestingParties, a completion stream's parties, queryingParties).
 import { templateRef, type ReadFacts } from './document.js';
-import { isObject, strings } from './build-commands.js';
+import { isObject, strings, unique } from './build-commands.js';
 
 type Json = Record<string, unknown>;
 
@@ -74,15 +74,23 @@ function addUpdateFormat(read: ReadFacts, format: unknown): void {
  * 3.4 and 3.5 forms. Undefined when the body names none (a read of no events, or not a read).
  */
 export function readFacts(body: Json): ReadFacts | undefined {
+  const lists = PARTY_LISTS.filter((key) => Array.isArray(body[key]));
+  if (
+    body.filter === undefined &&
+    body.eventFormat === undefined &&
+    body.transactionFormat === undefined &&
+    body.updateFormat === undefined &&
+    lists.length === 0
+  )
+    return undefined;
   const read = emptyRead();
-  let found = false;
-  const note = (present: boolean) => (found ||= present);
-  if (note(body.filter !== undefined)) addEventFormat(read, body.filter);
-  if (note(body.eventFormat !== undefined)) addEventFormat(read, body.eventFormat);
-  if (note(body.transactionFormat !== undefined)) addTransactionFormat(read, body.transactionFormat);
-  if (note(body.updateFormat !== undefined)) addUpdateFormat(read, body.updateFormat);
-  for (const key of ['requestingParties', 'parties', 'queryingParties'] as const) {
-    if (note(Array.isArray(body[key]))) read.parties.push(...strings(body[key]));
-  }
-  return found ? read : undefined;
+  if (body.filter !== undefined) addEventFormat(read, body.filter);
+  if (body.eventFormat !== undefined) addEventFormat(read, body.eventFormat);
+  if (body.transactionFormat !== undefined) addTransactionFormat(read, body.transactionFormat);
+  if (body.updateFormat !== undefined) addUpdateFormat(read, body.updateFormat);
+  for (const key of lists) read.parties.push(...strings(body[key]));
+  const parties = unique(read.parties);
+  return parties === read.parties ? read : { ...read, parties };
 }
+
+const PARTY_LISTS = ['requestingParties', 'parties', 'queryingParties'] as const;
