@@ -7,8 +7,12 @@ type Json = Record<string, unknown>;
 export const isObject = (value: unknown): value is Json =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 
-export const strings = (value: unknown): string[] =>
-  Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
+/** The strings of a list (the list itself when it holds nothing else: a parsed body's, never changed). */
+export function strings(value: unknown): string[] {
+  if (!Array.isArray(value)) return [];
+  for (const item of value) if (typeof item !== 'string') return value.filter((entry) => typeof entry === 'string');
+  return value as string[];
+}
 
 /** Appends each value not '' and not already in `found` (a short list, the usual one, without a Set). */
 export function addUnique(found: string[], values: readonly string[]): void {

@@ -37,10 +37,12 @@ function addFilters(read: ReadFacts, filters: unknown): void {
 /** An EventFormat or TransactionFilter: the same two fields. */
 function addEventFormat(read: ReadFacts, format: unknown): void {
   if (!isObject(format)) return;
-  if (isObject(format.filtersByParty)) {
-    for (const [party, filters] of Object.entries(format.filtersByParty)) {
+  const byParty = format.filtersByParty;
+  if (isObject(byParty)) {
+    for (const party in byParty) {
+      if (!Object.hasOwn(byParty, party)) continue;
       read.parties.push(party);
-      addFilters(read, filters);
+      addFilters(read, byParty[party]);
     }
   }
   if (format.filtersForAnyParty !== undefined && format.filtersForAnyParty !== null) {
@@ -74,13 +76,12 @@ function addUpdateFormat(read: ReadFacts, format: unknown): void {
  * 3.4 and 3.5 forms. Undefined when the body names none (a read of no events, or not a read).
  */
 export function readFacts(body: Json): ReadFacts | undefined {
-  const lists = PARTY_LISTS.filter((key) => Array.isArray(body[key]));
   if (
     body.filter === undefined &&
     body.eventFormat === undefined &&
     body.transactionFormat === undefined &&
     body.updateFormat === undefined &&
-    lists.length === 0
+    !PARTY_LISTS.some((key) => Array.isArray(body[key]))
   )
     return undefined;
   const read = emptyRead();
@@ -88,7 +89,7 @@ export function readFacts(body: Json): ReadFacts | undefined {
   if (body.eventFormat !== undefined) addEventFormat(read, body.eventFormat);
   if (body.transactionFormat !== undefined) addTransactionFormat(read, body.transactionFormat);
   if (body.updateFormat !== undefined) addUpdateFormat(read, body.updateFormat);
-  for (const key of lists) read.parties.push(...strings(body[key]));
+  for (const key of PARTY_LISTS) if (Array.isArray(body[key])) read.parties.push(...strings(body[key]));
   const parties = unique(read.parties);
   return parties === read.parties ? read : { ...read, parties };
 }

@@ -224,19 +224,46 @@ function allowVerdict(
   });
   if (allow.length === 0)
     return deny(`no allow rule of ${policies.map((p) => p.policy.name).join(', ')} covers the call`);
-  if (document.commands.length === 0) {
-    const rule = allow[0]!;
-    return { effect: 'allow', policy: rule.policy, rule: rule.name, reason: `${rule.name} covers the call` };
+  if (document.commands.length === 0) return verdictsOf(allow[0]!).coversTheCall;
+  const commands = document.commands;
+  if (commands.length === 1) {
+    const rule = coveringRule(allow, commands[0]!);
+    return rule === undefined
+      ? deny(`no allow rule covers ${describeCommand(commands[0]!, 0)}`)
+      : verdictsOf(rule).coversEveryCommand;
   }
   const used: CompiledRule[] = [];
-  const commands = document.commands;
   for (let index = 0; index < commands.length; index++) {
     const rule = coveringRule(allow, commands[index]!);
     if (rule === undefined) return deny(`no allow rule covers ${describeCommand(commands[index]!, index)}`);
     if (!used.includes(rule)) used.push(rule);
   }
-  const names = used.length === 1 ? used[0]!.name : used.map((rule) => rule.name).join(',');
+  if (used.length === 1) return verdictsOf(used[0]!).coversEveryCommand;
+  const names = used.map((rule) => rule.name).join(',');
   return { effect: 'allow', policy: used[0]!.policy, rule: names, reason: `${names} cover every command` };
+}
+
+/** A rule's own verdicts, made once: the same for every call it decides (ledger-policy.ts keeps their decisions). */
+interface RuleVerdicts {
+  readonly holds: Verdict;
+  readonly coversTheCall: Verdict;
+  readonly coversEveryCommand: Verdict;
+}
+
+const ruleVerdicts = new WeakMap<CompiledRule, RuleVerdicts>();
+
+function verdictsOf(rule: CompiledRule): RuleVerdicts {
+  let verdicts = ruleVerdicts.get(rule);
+  if (verdicts === undefined) {
+    const { policy, name } = rule;
+    verdicts = {
+      holds: Object.freeze({ effect: 'deny', policy, rule: name, reason: `deny rule ${name} holds` }),
+      coversTheCall: Object.freeze({ effect: 'allow', policy, rule: name, reason: `${name} covers the call` }),
+      coversEveryCommand: Object.freeze({ effect: 'allow', policy, rule: name, reason: `${name} cover every command` }),
+    };
+    ruleVerdicts.set(rule, verdicts);
+  }
+  return verdicts;
 }
 
 /** The first allow rule whose command matchers name the command. */
@@ -263,8 +290,7 @@ export function decideWith(policies: readonly IndexedPolicy[], document: Decisio
     for (const rule of candidateRules(indexed, document)) {
       if (!inWindow(rule, time)) continue;
       if (rule.effect === 'deny') {
-        if (denyTouches(rule, document) && conditions.holds(rule) !== 'false')
-          return { effect: 'deny', policy: rule.policy, rule: rule.name, reason: `deny rule ${rule.name} holds` };
+        if (denyTouches(rule, document) && conditions.holds(rule) !== 'false') return verdictsOf(rule).holds;
       } else if (policyOpen && allowCovers(rule, document) && conditions.holds(rule) === 'true') {
         allow.push(rule);
       }

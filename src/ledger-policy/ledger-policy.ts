@@ -81,13 +81,24 @@ function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocum
   return withMode(enforced, 'enforce');
 }
 
-const withMode = (verdict: Verdict, mode: Decision['mode']): Decision => ({
-  effect: verdict.effect,
-  policy: verdict.policy,
-  rule: verdict.rule,
-  reason: verdict.reason,
-  mode,
-});
+/** A rule's verdict (frozen: the same for every call) has its two decisions made once, frozen too. */
+const decisionsOfVerdict = new WeakMap<Verdict, Readonly<Record<Decision['mode'], Decision>>>();
+
+function withMode(verdict: Verdict, mode: Decision['mode']): Decision {
+  const made = decisionsOfVerdict.get(verdict);
+  if (made !== undefined) return made[mode];
+  const decision = (of: Decision['mode']): Decision => ({
+    effect: verdict.effect,
+    policy: verdict.policy,
+    rule: verdict.rule,
+    reason: verdict.reason,
+    mode: of,
+  });
+  if (!Object.isFrozen(verdict)) return decision(mode);
+  const both = { enforce: Object.freeze(decision('enforce')), dryRun: Object.freeze(decision('dryRun')) };
+  decisionsOfVerdict.set(verdict, both);
+  return both[mode];
+}
 
 /** The built-in rule refusing a right the caller may not use itself (grants.ts). */
 export const GRANT_RULE = 'grant-exceeds-caller';

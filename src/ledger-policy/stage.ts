@@ -121,6 +121,8 @@ export interface LedgerPolicyStage {
   readonly active: boolean;
   /** The call stage; undefined when no policy is configured, so that a call does not run it at all. */
   readonly decide: CallStage | undefined;
+  /** The same, keeping the call's document for documentOf: the stage when budgets read it after the decision. */
+  readonly decideForBudgets: CallStage | undefined;
   /**
    * The call's decision document (the one the policy decided on, or built now, reading the body as
    * the policy does): what a consumer's budgets read. A body that cannot be read: GATEWAY_MALFORMED_REQUEST.
@@ -160,12 +162,21 @@ const unreadableBody = (governing: Decision): Decision => ({
   reason: 'the request body is not a JSON object',
 });
 
-export const decisionNote = (decision: Decision): LedgerDecisionNote => ({
-  decision: decision.effect === 'deny' || decision.effect === 'breakGlass' ? decision.effect : 'allow',
-  policy: decision.policy,
-  rule: decision.rule,
-  mode: decision.mode,
-});
+/** A frozen decision (a rule's own, the same for every call it decides) has its note made once, frozen too. */
+const notesOfDecisions = new WeakMap<Decision, LedgerDecisionNote>();
+
+export function decisionNote(decision: Decision): LedgerDecisionNote {
+  const made = notesOfDecisions.get(decision);
+  if (made !== undefined) return made;
+  const note: LedgerDecisionNote = {
+    decision: decision.effect === 'deny' || decision.effect === 'breakGlass' ? decision.effect : 'allow',
+    policy: decision.policy,
+    rule: decision.rule,
+    mode: decision.mode,
+  };
+  if (Object.isFrozen(decision)) notesOfDecisions.set(decision, Object.freeze(note));
+  return note;
+}
 
 /** The caller's principal facts: the verified token, the client address and certificate. */
 function principalOfExchange(call: Exchange, isTrustedProxy: (address: string) => boolean): PrincipalFacts {
@@ -208,7 +219,7 @@ async function firstMessageDecision(
 function createCallDocuments(
   reading: LedgerPolicyBodyReading,
   options: LedgerPolicyStageOptions,
-): (call: FastifyRequest, principal?: PrincipalFacts) => DecisionDocument | Promise<DecisionDocument> {
+): (call: FastifyRequest, principal?: PrincipalFacts, keep?: boolean) => DecisionDocument | Promise<DecisionDocument> {
   const { runtime } = options;
 
   /**
@@ -273,14 +284,19 @@ function createCallDocuments(
   }
 
   // A call's document is built once: the budgets after the policy read the one it decided on
-  // (or its failure: a body that could not be read is not read twice).
+  // (or its failure: a body that could not be read is not read twice). Without budgets nothing reads
+  // it after the decision: it is not kept (`keep` false).
   const documents = new WeakMap<FastifyRequest, DecisionDocument | Promise<DecisionDocument>>();
-  function documentOf(call: FastifyRequest, principal?: PrincipalFacts): DecisionDocument | Promise<DecisionDocument> {
-    let document = documents.get(call);
+  function documentOf(
+    call: FastifyRequest,
+    principal?: PrincipalFacts,
+    keep = true,
+  ): DecisionDocument | Promise<DecisionDocument> {
+    let document = keep ? documents.get(call) : undefined;
     if (document === undefined) {
       const facts = principal ?? principalOfExchange(call, options.isTrustedProxy);
       document = keptDocument(call, facts) ?? buildDocument(call, facts);
-      documents.set(call, document);
+      if (keep) documents.set(call, document);
     }
     return document;
   }
@@ -303,8 +319,12 @@ export function createLedgerPolicyStage(
   }
 
   /** The decision; a promise only when the body or a package name has to be waited for. */
-  function decideGoverned(call: FastifyRequest, principal: PrincipalFacts): Decision | Promise<Decision> {
-    const document = documentOf(call, principal);
+  function decideGoverned(
+    call: FastifyRequest,
+    principal: PrincipalFacts,
+    keep: boolean,
+  ): Decision | Promise<Decision> {
+    const document = documentOf(call, principal, keep);
     if (!(document instanceof Promise)) return policy.decide(document, call.headers.authorization);
     return document.then(
       (built) => policy.decide(built, call.headers.authorization),
@@ -329,11 +349,34 @@ export function createLedgerPolicyStage(
     return principalOfExchange(call, options.isTrustedProxy);
   }
 
+  /** The call stage; `keep`: the call's document is kept for documentOf (budgets read it after). */
+  const decideStage =
+    (keep: boolean): CallStage =>
+    (call) => {
+      if (call.principal === null) return undefined;
+      const principal = principalOf(call);
+      if (!policy.governs(principal)) return undefined;
+      // A break-glass caller's body is never read: it is allowed whatever it carries.
+      const glass = policy.breakGlass(principal);
+      if (glass !== undefined) return enforce(call, glass);
+      const decided = decideGoverned(call, principal, keep);
+      return decided instanceof Promise ? decided.then((decision) => enforce(call, decision)) : enforce(call, decided);
+    };
+
   const callDocument = (call: FastifyRequest) => new Promise<DecisionDocument>((resolve) => resolve(documentOf(call)));
-  if (!policy.active) return { active: false, decide: undefined, documentOf: callDocument, governStream: undefined };
+  if (!policy.active)
+    return {
+      active: false,
+      decide: undefined,
+      decideForBudgets: undefined,
+      documentOf: callDocument,
+      governStream: undefined,
+    };
   return {
     active: true,
     documentOf: callDocument,
+    decide: decideStage(false),
+    decideForBudgets: decideStage(true),
     governStream(exchange) {
       if (exchange.principal === null || exchange.kind !== 'upgrade') return undefined;
       const principal = principalOf(exchange);
@@ -346,16 +389,6 @@ export function createLedgerPolicyStage(
         judge: async (message) =>
           enforce(exchange, await firstMessageDecision(policy, reading.maxDepth, { exchange, principal, message })),
       });
-    },
-    decide(call) {
-      if (call.principal === null) return undefined;
-      const principal = principalOf(call);
-      if (!policy.governs(principal)) return undefined;
-      // A break-glass caller's body is never read: it is allowed whatever it carries.
-      const glass = policy.breakGlass(principal);
-      if (glass !== undefined) return enforce(call, glass);
-      const decided = decideGoverned(call, principal);
-      return decided instanceof Promise ? decided.then((decision) => enforce(call, decision)) : enforce(call, decided);
     },
   };
 }
