@@ -13,7 +13,15 @@ import {
   type CommandPart,
 } from './build-commands.js';
 import { readFacts } from './build-reads.js';
-import type { CommandFacts, DecisionDocument, PackageFacts, PrincipalFacts, RightFacts } from './document.js';
+import type {
+  CommandFacts,
+  DecisionDocument,
+  PackageFacts,
+  PartyFacts,
+  PrincipalFacts,
+  ReadFacts,
+  RightFacts,
+} from './document.js';
 import type { PreparedSummary } from './prepared-summary.js';
 
 type Json = Record<string, unknown>;
@@ -29,6 +37,8 @@ export interface CallInput {
   readonly pathParameters?: { readonly party?: string; readonly userId?: string };
   /** The decoded preparedTransaction of an execute call. */
   readonly prepared?: PreparedSummary;
+  /** An execute call's preparedTransaction was not recorded (replay): unknown, not unreadable. */
+  readonly preparedUnrecorded?: boolean;
 }
 
 const SUBMISSIONS_OF_JS_COMMANDS: ReadonlySet<string> = new Set([
@@ -56,6 +66,8 @@ const NO_COMMANDS: CommandPart = {
   disclosedContracts: [],
 };
 
+const UNREAD_PREPARED: CommandPart = { ...NO_COMMANDS, unreadable: 1 };
+
 /** What the call commands: JsCommands (submissions, prepare), reassignments, or the prepared transaction. */
 function commandPart(input: CallInput, body: Json): { part: CommandPart; source: DecisionDocument['commandSource'] } {
   const { operation } = input;
@@ -66,7 +78,8 @@ function commandPart(input: CallInput, body: Json): { part: CommandPart; source:
   if (isObject(body.reassignmentCommands)) return { part: reassignmentPart(body.reassignmentCommands), source: 'json' };
   if (EXECUTES.has(operation)) {
     const prepared = input.prepared;
-    if (prepared === undefined) return { part: { ...NO_COMMANDS, unreadable: 1 }, source: 'prepared' };
+    if (prepared === undefined)
+      return { part: input.preparedUnrecorded === true ? NO_COMMANDS : UNREAD_PREPARED, source: 'prepared' };
     return {
       part: { ...NO_COMMANDS, commands: prepared.commands, actAs: prepared.actAs, userId: text(body.userId) },
       source: 'prepared',
@@ -75,17 +88,20 @@ function commandPart(input: CallInput, body: Json): { part: CommandPart; source:
   return { part: NO_COMMANDS, source: 'none' };
 }
 
+/** What a call without packages or rights has: one empty list, never changed. */
+const NONE: never[] = Object.freeze([]) as unknown as never[];
+
 function packagesOf(operation: string, body: Json): PackageFacts[] {
   if (UPLOADS.has(operation)) return [UPLOADED_ARCHIVE];
   if (operation === 'updateVettedPackages') return vettedPackagesOf(body);
-  return [];
+  return NONE;
 }
 
 function rightsOfCall(operation: string, body: Json): RightFacts[] {
   if (operation === GRANTS) return rightsOf(body, 'grant');
   if (operation === REVOKES) return rightsOf(body, 'revoke');
   if (operation === CREATES_USER) return rightsOf(body, 'create');
-  return [];
+  return NONE;
 }
 
 /** The party a party or rights call is about: the path's, the body's, each right's. */
@@ -119,35 +135,110 @@ function principalOfCall(input: CallInput, part: CommandPart, body: Json): Princ
   return userId === input.principal.userId ? input.principal : { ...input.principal, userId };
 }
 
+/**
+ * A call's decision document. What the rules read of every call (its operation, commands and whether
+ * any part is unreadable) is read at once; every other part the first time a rule, a condition or a
+ * budget reads it, then kept: a policy whose rules name commands and actAs never builds the call's
+ * rights, packages or target user, and a call nothing reads the read filters of never walks them.
+ */
+class CallDocument implements DecisionDocument {
+  readonly operation: string;
+  readonly writes: boolean;
+  readonly commands: CommandFacts[];
+  readonly commandSource: DecisionDocument['commandSource'];
+  readonly unreadable: number;
+  readonly #input: CallInput;
+  readonly #body: Json;
+  readonly #part: CommandPart;
+  #principal: PrincipalFacts | undefined;
+  #parties: PartyFacts | undefined;
+  #read: ReadFacts | undefined | null = null; // null: not read yet
+  #packages: PackageFacts[] | undefined;
+  #rights: RightFacts[] | undefined;
+  #targetUserId: string | undefined;
+
+  constructor(input: CallInput) {
+    const body: Json = isObject(input.body) ? input.body : {};
+    const { part, source } = commandPart(input, body);
+    this.operation = input.operation;
+    this.writes = input.writes;
+    this.commands = part.commands;
+    this.commandSource = source;
+    this.unreadable = part.unreadable + countMalformedTemplates(part.commands) + (input.prepared?.unreadable ?? 0);
+    this.#input = input;
+    this.#body = body;
+    this.#part = part;
+  }
+
+  get principal(): PrincipalFacts {
+    return (this.#principal ??= principalOfCall(this.#input, this.#part, this.#body));
+  }
+
+  get parties(): PartyFacts {
+    return (this.#parties ??= new CallParties(this.#part, this));
+  }
+
+  /** The parties the call is about (CallParties.subjects). */
+  subjectParties(): string[] {
+    return subjectsOf(this.#input, this.#body, this.rights);
+  }
+
+  get disclosedContracts(): DecisionDocument['disclosedContracts'] {
+    return this.#part.disclosedContracts;
+  }
+
+  get read(): ReadFacts | undefined {
+    if (this.#read === null) this.#read = readFacts(this.#body);
+    return this.#read;
+  }
+
+  get packages(): PackageFacts[] {
+    return (this.#packages ??= packagesOf(this.operation, this.#body));
+  }
+
+  get rights(): RightFacts[] {
+    return (this.#rights ??= rightsOfCall(this.operation, this.#body));
+  }
+
+  get targetUserId(): string {
+    return (this.#targetUserId ??= targetUserOf(this.#body, this.#input.pathParameters?.userId ?? ''));
+  }
+}
+
 export function decisionDocument(input: CallInput): DecisionDocument {
-  const body: Json = isObject(input.body) ? input.body : {};
-  const { part, source } = commandPart(input, body);
-  const read = readFacts(body);
-  const rights = rightsOfCall(input.operation, body);
-  const actAs = unique(part.actAs);
-  const readAs = unique(part.readAs);
-  const submitter = unique(part.submitter);
-  const subjects = subjectsOf(input, body, rights);
-  return {
-    operation: input.operation,
-    writes: input.writes,
-    principal: principalOfCall(input, part, body),
-    parties: {
-      actAs,
-      readAs,
-      submitter,
-      subjects,
-      all: allParties([actAs, readAs, submitter, subjects, read?.parties ?? NO_PARTIES]),
-    },
-    commands: part.commands,
-    disclosedContracts: part.disclosedContracts,
-    read,
-    packages: packagesOf(input.operation, body),
-    rights,
-    targetUserId: targetUserOf(body, input.pathParameters?.userId ?? ''),
-    commandSource: source,
-    unreadable: part.unreadable + countMalformedTemplates(part.commands) + (input.prepared?.unreadable ?? 0),
-  };
+  return new CallDocument(input);
+}
+
+/** A call's parties by role; the subjects and all of them found the first time a rule reads them. */
+class CallParties implements PartyFacts {
+  readonly actAs: string[];
+  readonly readAs: string[];
+  readonly submitter: string[];
+  #subjects: string[] | undefined;
+  #all: string[] | undefined;
+
+  constructor(
+    part: CommandPart,
+    private readonly document: CallDocument,
+  ) {
+    this.actAs = unique(part.actAs);
+    this.readAs = unique(part.readAs);
+    this.submitter = unique(part.submitter);
+  }
+
+  get subjects(): string[] {
+    return (this.#subjects ??= this.document.subjectParties());
+  }
+
+  get all(): string[] {
+    return (this.#all ??= allParties([
+      this.actAs,
+      this.readAs,
+      this.submitter,
+      this.subjects,
+      this.document.read?.parties ?? NO_PARTIES,
+    ]));
+  }
 }
 
 const NO_PARTIES: readonly string[] = [];
@@ -178,6 +269,8 @@ export function principalFacts(
   };
 }
 
+const NO_PATH_PARAMETERS: { readonly party?: string; readonly userId?: string } = Object.freeze({});
+
 /** A path segment decoded; one with a malformed escape stays as written (the participant will refuse it). */
 function decodedSegment(segment: string): string {
   try {
@@ -189,7 +282,7 @@ function decodedSegment(segment: string): string {
 
 /** The `{party}` and `{user-id}` of a path, by its operation's template. */
 export function pathParameters(template: string, path: string): { party?: string; userId?: string } {
-  if (!template.includes('{')) return {};
+  if (!template.includes('{')) return NO_PATH_PARAMETERS;
   const names = template.split('/');
   const values = pathOf(path).split('/');
   const found: { party?: string; userId?: string } = {};

@@ -194,7 +194,12 @@ class CelVariables {
     return (this.#principal ??= new Principal(this.document.principal));
   }
   get parties() {
-    return (this.#parties ??= new Parties(this.document.parties));
+    if (this.#parties === undefined) {
+      // Field by field: a call's parties find some of theirs when first read (build-document.ts).
+      const { actAs, readAs, submitter, subjects, all } = this.document.parties;
+      this.#parties = new Parties({ actAs, readAs, submitter, subjects, all });
+    }
+    return this.#parties;
   }
   get commands() {
     return (this.#commands ??= this.document.commands.map(commandValue));

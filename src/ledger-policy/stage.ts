@@ -21,7 +21,7 @@ import { judgeFirstMessage } from '../exchange/first-message.js';
 import { subprotocolElements, WEBSOCKET_TOKEN_PREFIX } from '../exchange/subprotocols.js';
 import { SubmissionOperations } from '../operations.js';
 import { createLedgerPolicyMetrics } from '../telemetry/metrics.js';
-import { decisionDocument, pathParameters, principalFacts } from './build-document.js';
+import { decisionDocument, pathParameters, principalFacts, type CallInput } from './build-document.js';
 import type { DecisionDocument, PrincipalFacts } from './document.js';
 import { createLedgerPolicy, ledgerPolicyRefusal, type Decision, type LedgerPolicy } from './ledger-policy.js';
 import { createPackageNameResolver, vettedPackageLookup, type PackageNameResolver } from './package-names.js';
@@ -265,11 +265,7 @@ function createCallDocuments(
   async function buildDocument(call: FastifyRequest, principal: PrincipalFacts): Promise<DecisionDocument> {
     const body = await bodyOf(call);
     const prepared = EXECUTES.has(call.operation.name) ? await preparedOf(body) : undefined;
-    return decisionDocument({
-      ...callInput(call, principal),
-      body,
-      ...(prepared === undefined ? {} : { prepared }),
-    });
+    return decisionDocument(callInput(call, principal, body, prepared));
   }
 
   /**
@@ -280,7 +276,7 @@ function createCallDocuments(
     const body = call.parsedBody;
     if (body === undefined || EXECUTES.has(call.operation.name)) return undefined;
     call.parsedBody = undefined; // taken: the document holds what it needs of it
-    return decisionDocument({ ...callInput(call, principal), body });
+    return decisionDocument(callInput(call, principal, body));
   }
 
   // A call's document is built once: the budgets after the policy read the one it decided on
@@ -393,11 +389,19 @@ export function createLedgerPolicyStage(
   };
 }
 
-function callInput(call: FastifyRequest, principal: PrincipalFacts) {
-  return {
-    operation: call.operation.name,
-    writes: call.operation.writes,
+function callInput(
+  call: FastifyRequest,
+  principal: PrincipalFacts,
+  body?: unknown,
+  prepared?: PreparedSummary,
+): CallInput {
+  const operation = call.operation;
+  const input: CallInput = {
+    operation: operation.name,
+    writes: operation.writes,
     principal,
-    pathParameters: pathParameters(call.operation.template, call.url),
+    body,
+    pathParameters: pathParameters(operation.template, call.url),
   };
+  return prepared === undefined ? input : { ...input, prepared };
 }
