@@ -878,7 +878,7 @@ export function createLedgerPolicyMetrics(registry: Registry, exemplars: boolean
     decided(operation, note) {
       if (!Object.isFrozen(note)) return series(operation, note).inc();
       let byOperation = seriesOfNotes.get(note);
-      if (byOperation === undefined) seriesOfNotes.set(note, (byOperation = new Map()));
+      if (byOperation === undefined) seriesOfNotes.set(note, (byOperation = new Map<string, CounterChild>()));
       let child = byOperation.get(operation);
       if (child === undefined) byOperation.set(operation, (child = series(operation, note)));
       child.inc();
