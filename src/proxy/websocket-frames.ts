@@ -195,8 +195,11 @@ export function closeFrame(code: number, reason: string): Buffer {
   return frame;
 }
 
-/** Close code 1008, Policy Violation (RFC 6455 §7.4.1): a stream the gateway's rules refused. */
-export const POLICY_VIOLATION = 1008;
+/**
+ * Close code 1000 after a refusal message: the participant recovers a stream's error into one message
+ * and completes the stream, and pekko-http closes a completed stream with 1000 (Canton `Endpoints.websocket`).
+ */
+export const NORMAL_CLOSURE = 1000;
 
 /** A server's text frame (unmasked, FIN): one whole message. */
 export function textFrame(text: string): Buffer {

@@ -21,7 +21,7 @@ import type { Replica, UpstreamReplicas } from './upstream-replicas.js';
 import { Errors, GatewayError } from '../errors.js';
 import { firstMessageJudgeOf, type FirstMessageJudge } from '../exchange/first-message.js';
 import { refusalBody } from '../exchange/refusal.js';
-import { closeFrame, FrameBoundaries, POLICY_VIOLATION, SERVICE_RESTART, textFrame } from './websocket-frames.js';
+import { closeFrame, FrameBoundaries, NORMAL_CLOSURE, SERVICE_RESTART, textFrame } from './websocket-frames.js';
 import { FirstMessageReader } from './websocket-first-message.js';
 import {
   forward,
@@ -214,10 +214,10 @@ interface FirstMessageOutcome {
   refused(farewell: Buffer): void;
 }
 
-/** Canton's error shape as the stream's one message, then the close (1008): Canton's streams answer errors as messages. */
+/** Canton's error shape as the stream's one message, then a normal close, as the participant ends a stream it refuses. */
 function refusalFarewell(exchange: Exchange, error: GatewayError): Buffer {
   const body = refusalBody(exchange, error);
-  return Buffer.concat([textFrame(body), closeFrame(POLICY_VIOLATION, error.definition.code)]);
+  return Buffer.concat([textFrame(body), closeFrame(NORMAL_CLOSURE, '')]);
 }
 
 /**
@@ -366,7 +366,7 @@ export function createWebSocketTunnels(options: WebSocketTunnelOptions): WebSock
       const closedFirst = endedBy === 'client' || endedBy === 'participant' ? endedBy : 'gateway';
       const durationMs = Math.round(performance.now() - opened);
       const line = { reqId: exchange.id, operation: operation.name, durationMs, closedFirst, reason: endedBy };
-      const closeCode = endedBy === 'refused' ? POLICY_VIOLATION : SERVICE_RESTART;
+      const closeCode = endedBy === 'refused' ? NORMAL_CLOSURE : SERVICE_RESTART;
       options.log.info(farewell === undefined ? line : { ...line, closeCode }, 'stream ended');
       options.onStreamEnded?.(operation, endedBy);
       outcome.ended({ endedBy, requestBytes: fromClient(), responseBytes: fromParticipant(), replica: replica.label });

@@ -2,7 +2,8 @@
 // /v2/updates, the completion stream and the active contract set, sent by a real WebSocket client
 // through the gateway. A filter with a party or template outside the rules is refused before the
 // participant sees it: the client gets Canton's error shape as the stream's message, then close
-// code 1008; an allowed one reaches the participant as sent and streams.
+// code 1000 with no reason, as the participant closes a stream after its error message; an allowed
+// one reaches the participant as sent and streams.
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
@@ -37,6 +38,7 @@ const updatesOf = (party: string) => ({
 interface Stream {
   readonly messages: string[];
   readonly closeCode: number;
+  readonly reason?: string;
 }
 
 /** Opens a stream through the gateway, sends one request, collects messages until it closes (or `until` of them). */
@@ -49,7 +51,7 @@ function stream(gw: RunningGateway, path: string, request: object, until = Infin
       messages.push(Buffer.from(data as Buffer).toString());
       if (messages.length >= until) socket.close();
     });
-    socket.on('close', (closeCode) => resolve({ messages, closeCode }));
+    socket.on('close', (closeCode, reason) => resolve({ messages, closeCode, reason: reason.toString() }));
     socket.on('error', reject);
   });
 }
@@ -65,7 +67,8 @@ async function decisions(gw: RunningGateway, labels: Record<string, string>): Pr
 }
 
 function expectRefused(result: Stream): void {
-  expect(result.closeCode).toBe(1008);
+  expect(result.closeCode).toBe(1000);
+  expect(result.reason).toBe('');
   expect(result.messages).toHaveLength(1);
   const error = JSON.parse(result.messages[0]!) as { code: string; context: Record<string, unknown> };
   expect(error).toMatchObject({
@@ -124,7 +127,7 @@ describe('the ledger policy on WebSocket streams', () => {
       socket.on('close', (closeCode) => resolve({ messages, closeCode }));
       socket.on('error', reject);
     });
-    expect(garbage.closeCode).toBe(1008);
+    expect(garbage.closeCode).toBe(1000);
     expect(JSON.parse(garbage.messages[0]!)).toMatchObject({ code: 'DECODE_FAILURE' });
     expect(upstream.messages).toHaveLength(cases.length);
   });
