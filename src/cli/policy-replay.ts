@@ -96,12 +96,10 @@ function documentOfIntent(record: Json): { document: DecisionDocument; unknown: 
     body,
     pathParameters: pathParameters(TEMPLATES.get(operation)?.template ?? '', text(record.path)),
     ...(prepared === undefined ? {} : { prepared }),
+    // A prepared transaction that was not recorded cannot be read: that is not the caller's doing.
+    preparedUnrecorded: prepared === undefined && EXECUTES.has(operation),
   });
-  // A prepared transaction that was not recorded cannot be read: that is not the caller's doing.
-  return {
-    document: prepared === undefined && EXECUTES.has(operation) ? { ...document, unreadable: 0 } : document,
-    unknown,
-  };
+  return { document, unknown };
 }
 
 /** Every record of the trail's files, oldest first (lines cut short at a crash are skipped). */

@@ -1,8 +1,9 @@
 // In the prepared-transaction pool's worker (prepared-worker.ts exports it): a governed caller's large
 // body made into its call's decision document off the event loop (large-body-document.ts asks for it).
 // The tree is counted before it is built (body/tree-size.ts), then parsed, an execute's prepared
-// transaction decoded, and the document built by the same decisionDocument as on the event loop; only
-// the document goes back (its commands' arguments only when something reads them), with the bytes lent.
+// transaction decoded, and the document built by the same decisionDocument as on the event loop, every
+// part read (plainDocument); only the document goes back (its commands' arguments only when something
+// reads them), with the bytes lent.
 // Its long lists go back in slices, each copied onto the event loop in a turn of its own: copied in
 // one piece, 100,000 commands held the loop up to 1.4 s (docs/performance.md).
 import { serialize } from 'node:v8';
@@ -11,7 +12,7 @@ import { decodeBody } from '../body/charset.js';
 import { parseJsonObject } from '../body/json.js';
 import type { TreeBounds } from '../body/tree-size.js';
 import { GatewayError, type ErrorDetails } from '../errors.js';
-import { decisionDocument, type CallInput } from './build-document.js';
+import { decisionDocument, plainDocument, type CallInput } from './build-document.js';
 import type { DecisionDocument, TemplateRef } from './document.js';
 import { PreparedTransactionError, preparedTransactionBytes, type PreparedLimits } from './prepared-summary.js';
 import { summarizePreparedTransaction } from './prepared-transaction.js';
@@ -89,7 +90,9 @@ function documentOf(task: BodyDocumentTask): Verdict {
       return { invalidPrepared: error.message };
     }
   }
-  const document = decisionDocument({ ...task.input, body, ...(prepared === undefined ? {} : { prepared }) });
+  const document = plainDocument(
+    decisionDocument({ ...task.input, body, ...(prepared === undefined ? {} : { prepared }) }),
+  );
   return sliced(sharingTemplates(task.withArguments ? document : withoutArguments(document)));
 }
 

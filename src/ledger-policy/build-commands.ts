@@ -7,8 +7,32 @@ type Json = Record<string, unknown>;
 export const isObject = (value: unknown): value is Json =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 
-export const strings = (value: unknown): string[] =>
-  Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
+/** The strings of a list (the list itself when it holds nothing else: a parsed body's, never changed). */
+export function strings(value: unknown): string[] {
+  if (!Array.isArray(value)) return [];
+  for (const item of value) if (typeof item !== 'string') return value.filter((entry) => typeof entry === 'string');
+  return value as string[];
+}
+
+/** Appends each value not '' and not already in `found` (a short list, the usual one, without a Set). */
+export function addUnique(found: string[], values: readonly string[]): void {
+  for (const value of values) if (value !== '' && !found.includes(value)) found.push(value);
+}
+
+/**
+ * The values without '' and repeats, in first-seen order: `values` itself when it has none (the
+ * builders hand over lists of their own), else a new list.
+ */
+export function unique(values: string[]): string[] {
+  if (values.length > 8) return [...new Set(values)].filter((value) => value !== '');
+  for (let i = 0; i < values.length; i++)
+    if (values[i] === '' || values.indexOf(values[i]!, i + 1) !== -1) {
+      const found: string[] = [];
+      addUnique(found, values);
+      return found;
+    }
+  return values;
+}
 
 export const text = (value: unknown): string => (typeof value === 'string' ? value : '');
 
@@ -19,10 +43,16 @@ const COMMAND_KINDS: ReadonlySet<string> = new Set([
   'ExerciseByKeyCommand',
 ]);
 
+/** A oneof's variant: the object's first own key (Object.keys(value)[0] without the list). */
+function firstKey(value: Json): string | undefined {
+  for (const key in value) if (Object.hasOwn(value, key)) return key;
+  return undefined;
+}
+
 /** One Command oneof (`{"ExerciseCommand": {...}}`, no `value` wrapper: Canton `JsCommandService.scala`). */
 export function commandFacts(command: unknown): CommandFacts | undefined {
   if (!isObject(command)) return undefined;
-  const kind = Object.keys(command)[0];
+  const kind = firstKey(command);
   const payload = kind === undefined ? undefined : command[kind];
   if (kind === undefined || !COMMAND_KINDS.has(kind) || !isObject(payload)) return undefined;
   return {
@@ -87,7 +117,7 @@ function commandList<T>(list: unknown, read: (entry: unknown) => T | undefined):
 /** JsCommands, or the JsPrepareSubmissionRequest that carries the same fields at its top. */
 export function jsCommandsPart(jsCommands: Json): CommandPart {
   const { found, unreadable } = commandList(jsCommands.commands, commandFacts);
-  const disclosed = Array.isArray(jsCommands.disclosedContracts) ? jsCommands.disclosedContracts : [];
+  const disclosed: unknown[] = Array.isArray(jsCommands.disclosedContracts) ? jsCommands.disclosedContracts : [];
   return {
     commands: found,
     unreadable,
@@ -95,10 +125,13 @@ export function jsCommandsPart(jsCommands: Json): CommandPart {
     readAs: strings(jsCommands.readAs),
     submitter: [],
     userId: text(jsCommands.userId),
-    disclosedContracts: disclosed.filter(isObject).map((contract) => ({
-      template: templateRef(contract.templateId),
-      contractId: text(contract.contractId),
-    })),
+    disclosedContracts:
+      disclosed.length === 0
+        ? []
+        : disclosed.filter(isObject).map((contract) => ({
+            template: templateRef(contract.templateId),
+            contractId: text(contract.contractId),
+          })),
   };
 }
 

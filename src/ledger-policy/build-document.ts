@@ -3,9 +3,25 @@
 // the body and decodes the prepared transaction (prepared-pool.ts) first.
 import { pathOf, SubmissionOperations } from '../operations.js';
 import { partySubjects, rightsOf, targetUserOf, UPLOADED_ARCHIVE, vettedPackagesOf } from './build-admin.js';
-import { isObject, jsCommandsPart, reassignmentPart, text, type CommandPart } from './build-commands.js';
+import {
+  addUnique,
+  isObject,
+  jsCommandsPart,
+  reassignmentPart,
+  text,
+  unique,
+  type CommandPart,
+} from './build-commands.js';
 import { readFacts } from './build-reads.js';
-import type { DecisionDocument, PackageFacts, PrincipalFacts, RightFacts } from './document.js';
+import type {
+  CommandFacts,
+  DecisionDocument,
+  PackageFacts,
+  PartyFacts,
+  PrincipalFacts,
+  ReadFacts,
+  RightFacts,
+} from './document.js';
 import type { PreparedSummary } from './prepared-summary.js';
 
 type Json = Record<string, unknown>;
@@ -21,6 +37,8 @@ export interface CallInput {
   readonly pathParameters?: { readonly party?: string; readonly userId?: string };
   /** The decoded preparedTransaction of an execute call. */
   readonly prepared?: PreparedSummary;
+  /** An execute call's preparedTransaction was not recorded (replay): unknown, not unreadable. */
+  readonly preparedUnrecorded?: boolean;
 }
 
 const SUBMISSIONS_OF_JS_COMMANDS: ReadonlySet<string> = new Set([
@@ -48,6 +66,8 @@ const NO_COMMANDS: CommandPart = {
   disclosedContracts: [],
 };
 
+const UNREAD_PREPARED: CommandPart = { ...NO_COMMANDS, unreadable: 1 };
+
 /** What the call commands: JsCommands (submissions, prepare), reassignments, or the prepared transaction. */
 function commandPart(input: CallInput, body: Json): { part: CommandPart; source: DecisionDocument['commandSource'] } {
   const { operation } = input;
@@ -58,7 +78,8 @@ function commandPart(input: CallInput, body: Json): { part: CommandPart; source:
   if (isObject(body.reassignmentCommands)) return { part: reassignmentPart(body.reassignmentCommands), source: 'json' };
   if (EXECUTES.has(operation)) {
     const prepared = input.prepared;
-    if (prepared === undefined) return { part: { ...NO_COMMANDS, unreadable: 1 }, source: 'prepared' };
+    if (prepared === undefined)
+      return { part: input.preparedUnrecorded === true ? NO_COMMANDS : UNREAD_PREPARED, source: 'prepared' };
     return {
       part: { ...NO_COMMANDS, commands: prepared.commands, actAs: prepared.actAs, userId: text(body.userId) },
       source: 'prepared',
@@ -67,65 +88,185 @@ function commandPart(input: CallInput, body: Json): { part: CommandPart; source:
   return { part: NO_COMMANDS, source: 'none' };
 }
 
+/** What a call without packages or rights has: one empty list, never changed. */
+const NONE: never[] = Object.freeze([]) as unknown as never[];
+
 function packagesOf(operation: string, body: Json): PackageFacts[] {
   if (UPLOADS.has(operation)) return [UPLOADED_ARCHIVE];
   if (operation === 'updateVettedPackages') return vettedPackagesOf(body);
-  return [];
+  return NONE;
 }
 
 function rightsOfCall(operation: string, body: Json): RightFacts[] {
   if (operation === GRANTS) return rightsOf(body, 'grant');
   if (operation === REVOKES) return rightsOf(body, 'revoke');
   if (operation === CREATES_USER) return rightsOf(body, 'create');
-  return [];
+  return NONE;
 }
 
-/** The values without '' and repeats, in first-seen order (a short list, the usual one, without a Set). */
-function unique(values: readonly string[]): string[] {
-  if (values.length > 8) return [...new Set(values)].filter((value) => value !== '');
-  const found: string[] = [];
-  for (const value of values) if (value !== '' && !found.includes(value)) found.push(value);
-  return found;
+/** The party a party or rights call is about: the path's, the body's, each right's. */
+function subjectsOf(input: CallInput, body: Json, rights: readonly RightFacts[]): string[] {
+  const subjects: string[] = [];
+  const pathParty = input.pathParameters?.party;
+  if (pathParty !== undefined) addUnique(subjects, [pathParty]);
+  addUnique(subjects, partySubjects(body));
+  for (const right of rights) addUnique(subjects, [right.party]);
+  return subjects;
+}
+
+/** Every party of the call: what `parties` rules hold against. */
+function allParties(lists: readonly (readonly string[])[]): string[] {
+  const all: string[] = [];
+  for (const list of lists) addUnique(all, list);
+  return all;
+}
+
+function countMalformedTemplates(commands: readonly CommandFacts[]): number {
+  let malformed = 0;
+  for (const command of commands)
+    if (command.template === undefined && command.kind !== 'AssignCommand' && command.kind !== 'UnassignCommand')
+      malformed++;
+  return malformed;
+}
+
+/** The principal with the call's user id (its commands', else its body's, else the token's). */
+function principalOfCall(input: CallInput, part: CommandPart, body: Json): PrincipalFacts {
+  const userId = part.userId || text(body.userId) || input.principal.userId;
+  return userId === input.principal.userId ? input.principal : { ...input.principal, userId };
+}
+
+/**
+ * A call's decision document. What the rules read of every call (its operation, commands and whether
+ * any part is unreadable) is read at once; every other part the first time a rule, a condition or a
+ * budget reads it, then kept: a policy whose rules name commands and actAs never builds the call's
+ * rights, packages or target user, and a call nothing reads the read filters of never walks them.
+ */
+class CallDocument implements DecisionDocument {
+  readonly operation: string;
+  readonly writes: boolean;
+  readonly commands: CommandFacts[];
+  readonly commandSource: DecisionDocument['commandSource'];
+  readonly unreadable: number;
+  readonly #input: CallInput;
+  readonly #body: Json;
+  readonly #part: CommandPart;
+  #principal: PrincipalFacts | undefined;
+  #parties: PartyFacts | undefined;
+  #read: ReadFacts | undefined | null = null; // null: not read yet
+  #packages: PackageFacts[] | undefined;
+  #rights: RightFacts[] | undefined;
+  #targetUserId: string | undefined;
+
+  constructor(input: CallInput) {
+    const body: Json = isObject(input.body) ? input.body : {};
+    const { part, source } = commandPart(input, body);
+    this.operation = input.operation;
+    this.writes = input.writes;
+    this.commands = part.commands;
+    this.commandSource = source;
+    this.unreadable = part.unreadable + countMalformedTemplates(part.commands) + (input.prepared?.unreadable ?? 0);
+    this.#input = input;
+    this.#body = body;
+    this.#part = part;
+  }
+
+  get principal(): PrincipalFacts {
+    return (this.#principal ??= principalOfCall(this.#input, this.#part, this.#body));
+  }
+
+  get parties(): PartyFacts {
+    return (this.#parties ??= new CallParties(this.#part, this));
+  }
+
+  /** The parties the call is about (CallParties.subjects). */
+  subjectParties(): string[] {
+    return subjectsOf(this.#input, this.#body, this.rights);
+  }
+
+  get disclosedContracts(): DecisionDocument['disclosedContracts'] {
+    return this.#part.disclosedContracts;
+  }
+
+  get read(): ReadFacts | undefined {
+    if (this.#read === null) this.#read = readFacts(this.#body);
+    return this.#read;
+  }
+
+  get packages(): PackageFacts[] {
+    return (this.#packages ??= packagesOf(this.operation, this.#body));
+  }
+
+  get rights(): RightFacts[] {
+    return (this.#rights ??= rightsOfCall(this.operation, this.#body));
+  }
+
+  get targetUserId(): string {
+    return (this.#targetUserId ??= targetUserOf(this.#body, this.#input.pathParameters?.userId ?? ''));
+  }
 }
 
 export function decisionDocument(input: CallInput): DecisionDocument {
-  const body: Json = isObject(input.body) ? input.body : {};
-  const { part, source } = commandPart(input, body);
-  const read = readFacts(body);
-  const rights = rightsOfCall(input.operation, body);
-  const subjects = unique([
-    ...(input.pathParameters?.party === undefined ? [] : [input.pathParameters.party]),
-    ...partySubjects(body),
-    ...rights.map((right) => right.party),
-  ]);
-  const actAs = unique(part.actAs);
-  const readAs = unique(part.readAs);
-  const submitter = unique(part.submitter);
-  const malformedTemplates = part.commands.filter(
-    (command) =>
-      command.template === undefined && command.kind !== 'AssignCommand' && command.kind !== 'UnassignCommand',
-  ).length;
+  return new CallDocument(input);
+}
+
+/** The document as plain data, every part read: what crosses to another thread, which copies no getter. */
+export function plainDocument(document: DecisionDocument): DecisionDocument {
+  const { parties } = document;
   return {
-    operation: input.operation,
-    writes: input.writes,
-    principal: { ...input.principal, userId: part.userId || text(body.userId) || input.principal.userId },
+    operation: document.operation,
+    writes: document.writes,
+    principal: document.principal,
     parties: {
-      actAs,
-      readAs,
-      submitter,
-      subjects,
-      all: unique([...actAs, ...readAs, ...submitter, ...subjects, ...(read?.parties ?? [])]),
+      actAs: parties.actAs,
+      readAs: parties.readAs,
+      submitter: parties.submitter,
+      subjects: parties.subjects,
+      all: parties.all,
     },
-    commands: part.commands,
-    disclosedContracts: part.disclosedContracts,
-    read: read === undefined ? undefined : { ...read, parties: unique(read.parties) },
-    packages: packagesOf(input.operation, body),
-    rights,
-    targetUserId: targetUserOf(body, input.pathParameters?.userId ?? ''),
-    commandSource: source,
-    unreadable: part.unreadable + malformedTemplates + (input.prepared?.unreadable ?? 0),
+    commands: document.commands,
+    disclosedContracts: document.disclosedContracts,
+    read: document.read,
+    packages: document.packages,
+    rights: document.rights,
+    targetUserId: document.targetUserId,
+    commandSource: document.commandSource,
+    unreadable: document.unreadable,
   };
 }
+
+/** A call's parties by role; the subjects and all of them found the first time a rule reads them. */
+class CallParties implements PartyFacts {
+  readonly actAs: string[];
+  readonly readAs: string[];
+  readonly submitter: string[];
+  #subjects: string[] | undefined;
+  #all: string[] | undefined;
+
+  constructor(
+    part: CommandPart,
+    private readonly document: CallDocument,
+  ) {
+    this.actAs = unique(part.actAs);
+    this.readAs = unique(part.readAs);
+    this.submitter = unique(part.submitter);
+  }
+
+  get subjects(): string[] {
+    return (this.#subjects ??= this.document.subjectParties());
+  }
+
+  get all(): string[] {
+    return (this.#all ??= allParties([
+      this.actAs,
+      this.readAs,
+      this.submitter,
+      this.subjects,
+      this.document.read?.parties ?? NO_PARTIES,
+    ]));
+  }
+}
+
+const NO_PARTIES: readonly string[] = [];
 
 /** The principal part, from the verified token and the connection. */
 export function principalFacts(
@@ -153,6 +294,8 @@ export function principalFacts(
   };
 }
 
+const NO_PATH_PARAMETERS: { readonly party?: string; readonly userId?: string } = Object.freeze({});
+
 /** A path segment decoded; one with a malformed escape stays as written (the participant will refuse it). */
 function decodedSegment(segment: string): string {
   try {
@@ -164,7 +307,7 @@ function decodedSegment(segment: string): string {
 
 /** The `{party}` and `{user-id}` of a path, by its operation's template. */
 export function pathParameters(template: string, path: string): { party?: string; userId?: string } {
-  if (!template.includes('{')) return {};
+  if (!template.includes('{')) return NO_PATH_PARAMETERS;
   const names = template.split('/');
   const values = pathOf(path).split('/');
   const found: { party?: string; userId?: string } = {};

@@ -3,7 +3,7 @@
 // UpdateFormat (includeTransactions, includeReassignments, includeTopologyEvents), TransactionFormat,
 // and the plain party lists (requestingParties, a completion stream's parties, queryingParties).
 import { templateRef, type ReadFacts } from './document.js';
-import { isObject, strings } from './build-commands.js';
+import { isObject, strings, unique } from './build-commands.js';
 
 type Json = Record<string, unknown>;
 
@@ -37,10 +37,12 @@ function addFilters(read: ReadFacts, filters: unknown): void {
 /** An EventFormat or TransactionFilter: the same two fields. */
 function addEventFormat(read: ReadFacts, format: unknown): void {
   if (!isObject(format)) return;
-  if (isObject(format.filtersByParty)) {
-    for (const [party, filters] of Object.entries(format.filtersByParty)) {
+  const byParty = format.filtersByParty;
+  if (isObject(byParty)) {
+    for (const party in byParty) {
+      if (!Object.hasOwn(byParty, party)) continue;
       read.parties.push(party);
-      addFilters(read, filters);
+      addFilters(read, byParty[party]);
     }
   }
   if (format.filtersForAnyParty !== undefined && format.filtersForAnyParty !== null) {
@@ -74,15 +76,22 @@ function addUpdateFormat(read: ReadFacts, format: unknown): void {
  * 3.4 and 3.5 forms. Undefined when the body names none (a read of no events, or not a read).
  */
 export function readFacts(body: Json): ReadFacts | undefined {
+  if (
+    body.filter === undefined &&
+    body.eventFormat === undefined &&
+    body.transactionFormat === undefined &&
+    body.updateFormat === undefined &&
+    !PARTY_LISTS.some((key) => Array.isArray(body[key]))
+  )
+    return undefined;
   const read = emptyRead();
-  let found = false;
-  const note = (present: boolean) => (found ||= present);
-  if (note(body.filter !== undefined)) addEventFormat(read, body.filter);
-  if (note(body.eventFormat !== undefined)) addEventFormat(read, body.eventFormat);
-  if (note(body.transactionFormat !== undefined)) addTransactionFormat(read, body.transactionFormat);
-  if (note(body.updateFormat !== undefined)) addUpdateFormat(read, body.updateFormat);
-  for (const key of ['requestingParties', 'parties', 'queryingParties'] as const) {
-    if (note(Array.isArray(body[key]))) read.parties.push(...strings(body[key]));
-  }
-  return found ? read : undefined;
+  if (body.filter !== undefined) addEventFormat(read, body.filter);
+  if (body.eventFormat !== undefined) addEventFormat(read, body.eventFormat);
+  if (body.transactionFormat !== undefined) addTransactionFormat(read, body.transactionFormat);
+  if (body.updateFormat !== undefined) addUpdateFormat(read, body.updateFormat);
+  for (const key of PARTY_LISTS) if (Array.isArray(body[key])) read.parties.push(...strings(body[key]));
+  const parties = unique(read.parties);
+  return parties === read.parties ? read : { ...read, parties };
 }
+
+const PARTY_LISTS = ['requestingParties', 'parties', 'queryingParties'] as const;

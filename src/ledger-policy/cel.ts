@@ -4,7 +4,7 @@
 // configuration is loaded, not when a call arrives (the choice and its measurements:
 // docs/performance.md, "CEL").
 import { Environment } from '@marcbachmann/cel-js';
-import type { DecisionDocument, TemplateRef } from './document.js';
+import type { CommandFacts, DecisionDocument, TemplateRef } from './document.js';
 
 const TEMPLATE_FIELDS = {
   templateId: 'string',
@@ -150,6 +150,12 @@ const EMPTY_TEMPLATE: Readonly<Record<keyof typeof TEMPLATE_FIELDS, string>> = {
 
 const templateValue = (template: TemplateRef | undefined) => new Template(template ?? EMPTY_TEMPLATE);
 
+function commandValue(command: CommandFacts): Command {
+  const value = new Command(command) as Command & { template: Template };
+  value.template = templateValue(command.template);
+  return value;
+}
+
 const NO_READ = { requested: false, parties: [], anyParty: false, wildcard: false, templates: [], interfaces: [] };
 
 /**
@@ -188,12 +194,15 @@ class CelVariables {
     return (this.#principal ??= new Principal(this.document.principal));
   }
   get parties() {
-    return (this.#parties ??= new Parties(this.document.parties));
+    if (this.#parties === undefined) {
+      // Field by field: a call's parties find some of theirs when first read (build-document.ts).
+      const { actAs, readAs, submitter, subjects, all } = this.document.parties;
+      this.#parties = new Parties({ actAs, readAs, submitter, subjects, all });
+    }
+    return this.#parties;
   }
   get commands() {
-    return (this.#commands ??= this.document.commands.map(
-      (command) => new Command({ ...command, template: templateValue(command.template) }),
-    ));
+    return (this.#commands ??= this.document.commands.map(commandValue));
   }
   get disclosedContracts() {
     return (this.#disclosedContracts ??= this.document.disclosedContracts.map(

@@ -46,32 +46,55 @@ export function operationMatches(rule: CompiledRule, document: DecisionDocument)
   );
 }
 
-type Quantifier = 'every' | 'some';
-
-function partiesMatch(
+/** Whether every party of the lists is one a pattern names (no patterns: true). */
+function everyParty(
   patterns: readonly PartyPattern[] | undefined,
-  parties: readonly string[],
   principal: PrincipalFacts,
-  quantifier: Quantifier,
+  parties: readonly string[],
+  more: readonly string[] = NONE,
 ): boolean {
   if (patterns === undefined) return true;
-  const matches = (party: string) => anyPartyMatches(patterns, party, principal);
-  return quantifier === 'every' ? parties.every(matches) : parties.some(matches);
+  for (const party of parties) if (!anyPartyMatches(patterns, party, principal)) return false;
+  for (const party of more) if (!anyPartyMatches(patterns, party, principal)) return false;
+  return true;
 }
 
-const anyParty = (patterns: readonly PartyPattern[] | undefined) =>
-  patterns === undefined || patterns.some((pattern) => pattern.kind === 'any');
+/** Whether some party of the lists is one a pattern names. */
+function someParty(
+  patterns: readonly PartyPattern[],
+  principal: PrincipalFacts,
+  parties: readonly string[],
+  more: readonly string[] = NONE,
+): boolean {
+  for (const party of parties) if (anyPartyMatches(patterns, party, principal)) return true;
+  for (const party of more) if (anyPartyMatches(patterns, party, principal)) return true;
+  return false;
+}
 
-const everyTemplate = (rule: CompiledRule) =>
-  rule.templates?.some((p) => p.packageName === undefined && p.packageId === undefined) === true;
+const NONE: readonly string[] = [];
+
+function anyParty(patterns: readonly PartyPattern[] | undefined): boolean {
+  if (patterns === undefined) return true;
+  for (const pattern of patterns) if (pattern.kind === 'any') return true;
+  return false;
+}
+
+function everyTemplate(rule: CompiledRule): boolean {
+  for (const pattern of rule.templates ?? [])
+    if (pattern.packageName === undefined && pattern.packageId === undefined) return true;
+  return false;
+}
 
 /** Whether an allow rule covers the read: all its parties and templates. */
 function readCovered(rule: CompiledRule, read: ReadFacts | undefined): boolean {
   if (read === undefined) return true;
   if (read.anyParty && !(anyParty(rule.parties) && anyParty(rule.readAs))) return false;
-  if (rule.templates === undefined) return true;
+  const templates = rule.templates;
+  if (templates === undefined) return true;
   if (read.wildcard) return everyTemplate(rule);
-  return [...read.templates, ...read.interfaces].every((template) => anyTemplateMatches(rule.templates!, template));
+  for (const template of read.templates) if (!anyTemplateMatches(templates, template)) return false;
+  for (const template of read.interfaces) if (!anyTemplateMatches(templates, template)) return false;
+  return true;
 }
 
 /**
@@ -87,20 +110,29 @@ function aboutTheCall(rule: CompiledRule, document: DecisionDocument): boolean {
   return rule.templates === undefined || document.commands.length > 0 || document.read !== undefined;
 }
 
+function packagesCovered(names: ReadonlySet<string> | undefined, document: DecisionDocument): boolean {
+  if (names === undefined || names.has('*')) return true;
+  for (const pkg of document.packages) if (pkg.packageName === '' || !names.has(pkg.packageName)) return false;
+  return true;
+}
+
+function rightsCovered(kinds: ReadonlySet<string> | undefined, document: DecisionDocument): boolean {
+  if (kinds === undefined) return true;
+  for (const right of document.rights) if (!kinds.has(right.kind)) return false;
+  return true;
+}
+
 /** Call-level coverage of an allow rule (its command matchers are judged per command). */
 function allowCovers(rule: CompiledRule, document: DecisionDocument): boolean {
-  const { parties, principal } = document;
-  if (!aboutTheCall(rule, document)) return false;
-  const readParties = document.read?.parties ?? [];
+  if (!aboutTheCall(rule, document) || !operationMatches(rule, document)) return false;
+  const principal = document.principal;
   return (
-    operationMatches(rule, document) &&
-    partiesMatch(rule.parties, parties.all, principal, 'every') &&
-    partiesMatch(rule.actAs, parties.actAs, principal, 'every') &&
-    (rule.readAs === undefined || partiesMatch(rule.readAs, [...parties.readAs, ...readParties], principal, 'every')) &&
-    (rule.packages === undefined ||
-      rule.packages.has('*') ||
-      document.packages.every((p) => p.packageName !== '' && rule.packages!.has(p.packageName))) &&
-    (rule.rights === undefined || document.rights.every((right) => rule.rights!.has(right.kind))) &&
+    (rule.parties === undefined || everyParty(rule.parties, principal, document.parties.all)) &&
+    (rule.actAs === undefined || everyParty(rule.actAs, principal, document.parties.actAs)) &&
+    (rule.readAs === undefined ||
+      everyParty(rule.readAs, principal, document.parties.readAs, document.read?.parties)) &&
+    packagesCovered(rule.packages, document) &&
+    rightsCovered(rule.rights, document) &&
     readCovered(rule, document.read)
   );
 }
@@ -117,35 +149,59 @@ const hasCommandMatchers = (rule: CompiledRule) =>
   rule.templates !== undefined || rule.choices !== undefined || rule.commandKinds !== undefined;
 
 function readTouched(rule: CompiledRule, read: ReadFacts | undefined): boolean {
-  if (
-    read === undefined ||
-    rule.templates === undefined ||
-    rule.choices !== undefined ||
-    rule.commandKinds !== undefined
-  )
+  const templates = rule.templates;
+  if (read === undefined || templates === undefined || rule.choices !== undefined || rule.commandKinds !== undefined)
     return false;
   if (read.wildcard) return true;
-  return [...read.templates, ...read.interfaces].some((template) => anyTemplateMatches(rule.templates!, template));
+  for (const template of read.templates) if (anyTemplateMatches(templates, template)) return true;
+  for (const template of read.interfaces) if (anyTemplateMatches(templates, template)) return true;
+  return false;
+}
+
+/** Whether a deny rule's party list touches the call: any party it names, or any party a read asks for. */
+function touchesParties(
+  patterns: readonly PartyPattern[] | undefined,
+  document: DecisionDocument,
+  parties: readonly string[],
+  more?: readonly string[],
+): boolean {
+  return (
+    patterns === undefined ||
+    (document.read?.anyParty ?? false) ||
+    someParty(patterns, document.principal, parties, more)
+  );
+}
+
+function packagesTouched(names: ReadonlySet<string> | undefined, document: DecisionDocument): boolean {
+  if (names === undefined) return true;
+  for (const pkg of document.packages)
+    if (pkg.packageName === '' || names.has('*') || names.has(pkg.packageName)) return true;
+  return false;
+}
+
+function rightsTouched(kinds: ReadonlySet<string> | undefined, document: DecisionDocument): boolean {
+  if (kinds === undefined) return true;
+  for (const right of document.rights) if (kinds.has(right.kind)) return true;
+  return false;
+}
+
+function commandsTouched(rule: CompiledRule, document: DecisionDocument): boolean {
+  if (!hasCommandMatchers(rule)) return true;
+  for (const command of document.commands) if (commandMatches(rule, command)) return true;
+  return readTouched(rule, document.read);
 }
 
 /** Whether a deny rule touches the call: any of what it lists. */
 function denyTouches(rule: CompiledRule, document: DecisionDocument): boolean {
-  const { parties, principal, read } = document;
-  const touchesParties = (patterns: readonly PartyPattern[] | undefined, list: readonly string[]) =>
-    patterns === undefined || (read?.anyParty ?? false) || partiesMatch(patterns, list, principal, 'some');
   return (
     operationMatches(rule, document) &&
-    touchesParties(rule.parties, parties.all) &&
-    touchesParties(rule.actAs, parties.actAs) &&
-    (rule.readAs === undefined || touchesParties(rule.readAs, [...parties.readAs, ...(read?.parties ?? [])])) &&
-    (rule.packages === undefined ||
-      document.packages.some(
-        (p) => p.packageName === '' || rule.packages!.has('*') || rule.packages!.has(p.packageName),
-      )) &&
-    (rule.rights === undefined || document.rights.some((right) => rule.rights!.has(right.kind))) &&
-    (!hasCommandMatchers(rule) ||
-      document.commands.some((command) => commandMatches(rule, command)) ||
-      readTouched(rule, read))
+    (rule.parties === undefined || touchesParties(rule.parties, document, document.parties.all)) &&
+    (rule.actAs === undefined || touchesParties(rule.actAs, document, document.parties.actAs)) &&
+    (rule.readAs === undefined ||
+      touchesParties(rule.readAs, document, document.parties.readAs, document.read?.parties)) &&
+    packagesTouched(rule.packages, document) &&
+    rightsTouched(rule.rights, document) &&
+    commandsTouched(rule, document)
   );
 }
 
@@ -168,18 +224,52 @@ function allowVerdict(
   });
   if (allow.length === 0)
     return deny(`no allow rule of ${policies.map((p) => p.policy.name).join(', ')} covers the call`);
-  if (document.commands.length === 0) {
-    const rule = allow[0]!;
-    return { effect: 'allow', policy: rule.policy, rule: rule.name, reason: `${rule.name} covers the call` };
+  if (document.commands.length === 0) return verdictsOf(allow[0]!).coversTheCall;
+  const commands = document.commands;
+  if (commands.length === 1) {
+    const rule = coveringRule(allow, commands[0]!);
+    return rule === undefined
+      ? deny(`no allow rule covers ${describeCommand(commands[0]!, 0)}`)
+      : verdictsOf(rule).coversEveryCommand;
   }
   const used: CompiledRule[] = [];
-  for (const [index, command] of document.commands.entries()) {
-    const rule = allow.find((candidate) => commandMatches(candidate, command));
-    if (rule === undefined) return deny(`no allow rule covers ${describeCommand(command, index)}`);
+  for (let index = 0; index < commands.length; index++) {
+    const rule = coveringRule(allow, commands[index]!);
+    if (rule === undefined) return deny(`no allow rule covers ${describeCommand(commands[index]!, index)}`);
     if (!used.includes(rule)) used.push(rule);
   }
+  if (used.length === 1) return verdictsOf(used[0]!).coversEveryCommand;
   const names = used.map((rule) => rule.name).join(',');
   return { effect: 'allow', policy: used[0]!.policy, rule: names, reason: `${names} cover every command` };
+}
+
+/** A rule's own verdicts, made once: the same for every call it decides (ledger-policy.ts keeps their decisions). */
+interface RuleVerdicts {
+  readonly holds: Verdict;
+  readonly coversTheCall: Verdict;
+  readonly coversEveryCommand: Verdict;
+}
+
+const ruleVerdicts = new WeakMap<CompiledRule, RuleVerdicts>();
+
+function verdictsOf(rule: CompiledRule): RuleVerdicts {
+  let verdicts = ruleVerdicts.get(rule);
+  if (verdicts === undefined) {
+    const { policy, name } = rule;
+    verdicts = {
+      holds: Object.freeze({ effect: 'deny', policy, rule: name, reason: `deny rule ${name} holds` }),
+      coversTheCall: Object.freeze({ effect: 'allow', policy, rule: name, reason: `${name} covers the call` }),
+      coversEveryCommand: Object.freeze({ effect: 'allow', policy, rule: name, reason: `${name} cover every command` }),
+    };
+    ruleVerdicts.set(rule, verdicts);
+  }
+  return verdicts;
+}
+
+/** The first allow rule whose command matchers name the command. */
+function coveringRule(allow: readonly CompiledRule[], command: CommandFacts): CompiledRule | undefined {
+  for (const rule of allow) if (commandMatches(rule, command)) return rule;
+  return undefined;
 }
 
 /** The verdict of `policies` (all naming the caller) on the document at `now`. */
@@ -200,8 +290,7 @@ export function decideWith(policies: readonly IndexedPolicy[], document: Decisio
     for (const rule of candidateRules(indexed, document)) {
       if (!inWindow(rule, time)) continue;
       if (rule.effect === 'deny') {
-        if (denyTouches(rule, document) && conditions.holds(rule) !== 'false')
-          return { effect: 'deny', policy: rule.policy, rule: rule.name, reason: `deny rule ${rule.name} holds` };
+        if (denyTouches(rule, document) && conditions.holds(rule) !== 'false') return verdictsOf(rule).holds;
       } else if (policyOpen && allowCovers(rule, document) && conditions.holds(rule) === 'true') {
         allow.push(rule);
       }

@@ -140,9 +140,14 @@ export interface DecisionDocument {
  */
 export function templateRef(templateId: unknown): TemplateRef | undefined {
   if (typeof templateId !== 'string') return undefined;
-  const parts = templateId.split(':');
-  if (parts.length !== 3 || parts.some((part) => part === '')) return undefined;
-  const [pkg, moduleName, entityName] = parts as [string, string, string];
+  // Two colons, none at either end or side by side: three non-empty parts (without split's list).
+  const first = templateId.indexOf(':');
+  const second = templateId.indexOf(':', first + 1);
+  if (first < 1 || second <= first + 1 || second === templateId.length - 1 || templateId.includes(':', second + 1))
+    return undefined;
+  const pkg = templateId.slice(0, first);
+  const moduleName = templateId.slice(first + 1, second);
+  const entityName = templateId.slice(second + 1);
   const byName = pkg.startsWith('#');
   return {
     templateId,

@@ -70,13 +70,34 @@ export function assertLedgerPolicyConfig(section: LedgerPolicyConfig): void {
 
 /** Enforcing policies decide first; the dry-run ones are reported where they would refuse. */
 function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Decision {
-  const enforcing = governing.filter((entry) => !entry.policy.dryRun);
+  const enforcing = governing.some((entry) => entry.policy.dryRun)
+    ? governing.filter((entry) => !entry.policy.dryRun)
+    : governing;
   const enforced: Verdict | undefined = enforcing.length > 0 ? decideWith(enforcing, document, now) : undefined;
   if (enforced !== undefined && (enforced.effect === 'deny' || enforcing.length === governing.length))
-    return { ...enforced, mode: 'enforce' };
+    return withMode(enforced, 'enforce');
   const all = decideWith(governing, document, now);
-  if (all.effect === 'deny' || enforced === undefined) return { ...all, mode: 'dryRun' };
-  return { ...enforced, mode: 'enforce' };
+  if (all.effect === 'deny' || enforced === undefined) return withMode(all, 'dryRun');
+  return withMode(enforced, 'enforce');
+}
+
+/** A rule's verdict (frozen: the same for every call) has its two decisions made once, frozen too. */
+const decisionsOfVerdict = new WeakMap<Verdict, Readonly<Record<Decision['mode'], Decision>>>();
+
+function withMode(verdict: Verdict, mode: Decision['mode']): Decision {
+  const made = decisionsOfVerdict.get(verdict);
+  if (made !== undefined) return made[mode];
+  const decision = (of: Decision['mode']): Decision => ({
+    effect: verdict.effect,
+    policy: verdict.policy,
+    rule: verdict.rule,
+    reason: verdict.reason,
+    mode: of,
+  });
+  if (!Object.isFrozen(verdict)) return decision(mode);
+  const both = { enforce: Object.freeze(decision('enforce')), dryRun: Object.freeze(decision('dryRun')) };
+  decisionsOfVerdict.set(verdict, both);
+  return both[mode];
 }
 
 /** The built-in rule refusing a right the caller may not use itself (grants.ts). */
@@ -109,7 +130,7 @@ function rightRefusal(
  */
 function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Decision {
   const call = decideCall(governing, document, now);
-  if (call.effect === 'deny' && call.mode === 'enforce') return call;
+  if ((call.effect === 'deny' && call.mode === 'enforce') || document.rights.length === 0) return call;
   let dryRun: Decision | undefined = call.effect === 'deny' ? call : undefined;
   for (const { right, index } of rightsGiven(document)) {
     const refused = rightRefusal(governing, right, document.principal, now);
@@ -168,7 +189,7 @@ export function createLedgerPolicy(
   });
 
   async function resolveThenDecide(
-    governing: IndexedPolicy[],
+    governing: readonly IndexedPolicy[],
     document: DecisionDocument,
     missing: Named[],
     authorization?: string,

@@ -10,8 +10,12 @@ interface Bucket {
   readonly byEntity: Map<string, CompiledRule[]>;
   /** Rules without templates, or with a template pattern of any entity. */
   readonly general: CompiledRule[];
-  /** Every rule of the bucket (a wildcard read can concern any of them). */
-  readonly all: CompiledRule[];
+  /**
+   * The deny rules of byEntity that a wildcard read touches whatever its commands name (templates
+   * without choices or command kinds: decide.ts readTouched). The allow rules of byEntity never cover
+   * a wildcard read (only a "*" template does, and such a rule is general).
+   */
+  readonly wildcardDenies: CompiledRule[];
 }
 
 export interface IndexedPolicy {
@@ -22,23 +26,25 @@ export interface IndexedPolicy {
   readonly order: ReadonlyMap<CompiledRule, number>;
   /** The entity names some rule of the policy names: only these can add candidates. */
   readonly entities: ReadonlySet<string>;
-  /** Candidate lists already found, by what they depend on (candidatesKey): at most MAX_CACHED_CANDIDATES. */
-  readonly candidates: Map<string, readonly CompiledRule[]>;
+  /** Candidate lists already found, by what they depend on (candidatesOf, then the entities named). */
+  readonly candidates: Map<string, Map<string, readonly CompiledRule[]>[]>;
+  /** How many lists the cache holds: at most MAX_CACHED_CANDIDATES. */
+  readonly cached: { count: number };
 }
 
 /** Calls naming other combinations of a policy's entities find their candidates anew. */
 const MAX_CACHED_CANDIDATES = 1_024;
 
 export interface PolicyIndex {
-  /** The policies that name this caller, in the configuration's order. */
-  governing(principal: PrincipalFacts): IndexedPolicy[];
+  /** The policies that name this caller, in the configuration's order (a list not to be changed). */
+  governing(principal: PrincipalFacts): readonly IndexedPolicy[];
   readonly policies: readonly IndexedPolicy[];
 }
 
 function bucketOf(buckets: Map<string, Bucket>, key: string): Bucket {
   let bucket = buckets.get(key);
   if (bucket === undefined) {
-    bucket = { byEntity: new Map(), general: [], all: [] };
+    bucket = { byEntity: new Map(), general: [], wildcardDenies: [] };
     buckets.set(key, bucket);
   }
   return bucket;
@@ -52,14 +58,16 @@ function indexPolicy(policy: CompiledPolicy): IndexedPolicy {
       : undefined;
     for (const key of rule.operations ?? ['*']) {
       const bucket = bucketOf(buckets, key);
-      bucket.all.push(rule);
       if (entities === undefined) bucket.general.push(rule);
-      else
+      else {
+        if (rule.effect === 'deny' && rule.choices === undefined && rule.commandKinds === undefined)
+          bucket.wildcardDenies.push(rule);
         for (const entity of entities) {
           const list = bucket.byEntity.get(entity) ?? [];
           list.push(rule);
           bucket.byEntity.set(entity, list);
         }
+      }
     }
   }
   const entities = new Set<string>();
@@ -70,61 +78,88 @@ function indexPolicy(policy: CompiledPolicy): IndexedPolicy {
     order: new Map(policy.rules.map((rule, index) => [rule, index])),
     entities,
     candidates: new Map(),
+    cached: { count: 0 },
   };
+}
+
+/** The indexed entity names a call names, gathered without a list while there is only one. */
+class EntityNames {
+  first = '';
+  several: string[] | undefined;
+  constructor(private readonly indexed: ReadonlySet<string>) {}
+  add(entity: string): void {
+    if (!this.indexed.has(entity) || entity === this.first) return;
+    if (this.first === '') this.first = entity;
+    else if (this.several === undefined) this.several = [this.first, entity];
+    else if (!this.several.includes(entity)) this.several.push(entity);
+  }
+  /** The names sorted and joined: what a policy's candidates depend on besides the operation. */
+  key(): string {
+    return this.several === undefined ? this.first : this.several.sort().join(',');
+  }
+  list(): readonly string[] {
+    return this.several ?? (this.first === '' ? [] : [this.first]);
+  }
 }
 
 /** The entity names a document's commands and read filters name that the policy's rules name too. */
-function indexedEntitiesOf(indexed: IndexedPolicy, document: DecisionDocument): string[] {
-  const entities: string[] = [];
-  const add = (entity: string) => {
-    if (indexed.entities.has(entity) && !entities.includes(entity)) entities.push(entity);
-  };
-  for (const command of document.commands) if (command.template !== undefined) add(command.template.entityName);
+function indexedEntitiesOf(indexed: IndexedPolicy, document: DecisionDocument): EntityNames {
+  const names = new EntityNames(indexed.entities);
+  for (const command of document.commands) if (command.template !== undefined) names.add(command.template.entityName);
   const read = document.read;
   if (read !== undefined) {
-    for (const template of read.templates) add(template.entityName);
-    for (const template of read.interfaces) add(template.entityName);
+    for (const template of read.templates) names.add(template.entityName);
+    for (const template of read.interfaces) names.add(template.entityName);
   }
-  return entities;
-}
-
-/**
- * What a policy's candidates depend on: the operation, whether it writes, and a wildcard read or the
- * indexed entities the call names (a bounded set: the configuration's names, never the caller's).
- */
-function candidatesKey(document: DecisionDocument, entities: readonly string[] | undefined): string {
-  const what = entities === undefined ? '*' : [...entities].sort().join(',');
-  return `${document.operation} ${document.writes ? 'writes' : 'reads'} ${what}`;
+  return names;
 }
 
 function findCandidates(
   indexed: IndexedPolicy,
   document: DecisionDocument,
-  entities: readonly string[] | undefined,
+  wildcard: boolean,
+  entities: readonly string[],
 ): CompiledRule[] {
   const found = new Set<CompiledRule>();
   for (const key of [document.operation, document.writes ? 'writes' : 'reads', '*']) {
     const bucket = indexed.buckets.get(key);
     if (bucket === undefined) continue;
-    if (entities === undefined) {
-      for (const rule of bucket.all) found.add(rule);
-      continue;
-    }
     for (const rule of bucket.general) found.add(rule);
+    if (wildcard) for (const rule of bucket.wildcardDenies) found.add(rule);
     for (const entity of entities) for (const rule of bucket.byEntity.get(entity) ?? []) found.add(rule);
   }
   if (found.size < 2) return [...found];
   return [...found].sort((a, b) => indexed.order.get(a)! - indexed.order.get(b)!);
 }
 
-/** The rules of a policy that can concern this call (every rule, for a wildcard read), in the configuration's order. */
+/**
+ * The cache of a policy's candidates for one operation, whether it writes and whether it reads every
+ * template (keyed then by the indexed entities named: a bounded set, the configuration's names, never
+ * the caller's).
+ */
+function candidatesOf(indexed: IndexedPolicy, document: DecisionDocument, wildcard: boolean) {
+  let byFlags = indexed.candidates.get(document.operation);
+  if (byFlags === undefined) {
+    if (indexed.cached.count >= MAX_CACHED_CANDIDATES) return undefined;
+    byFlags = [new Map(), new Map(), new Map(), new Map()];
+    indexed.candidates.set(document.operation, byFlags);
+  }
+  return byFlags[(document.writes ? 2 : 0) + (wildcard ? 1 : 0)];
+}
+
+/** The rules of a policy that can concern this call, in the configuration's order. */
 export function candidateRules(indexed: IndexedPolicy, document: DecisionDocument): readonly CompiledRule[] {
-  const entities = document.read?.wildcard === true ? undefined : indexedEntitiesOf(indexed, document);
-  const key = candidatesKey(document, entities);
-  let candidates = indexed.candidates.get(key);
+  const wildcard = document.read?.wildcard === true;
+  const entities = indexedEntitiesOf(indexed, document);
+  const cache = candidatesOf(indexed, document, wildcard);
+  const key = entities.key();
+  let candidates = cache?.get(key);
   if (candidates === undefined) {
-    candidates = findCandidates(indexed, document, entities);
-    if (indexed.candidates.size < MAX_CACHED_CANDIDATES) indexed.candidates.set(key, candidates);
+    candidates = findCandidates(indexed, document, wildcard, entities.list());
+    if (cache !== undefined && indexed.cached.count < MAX_CACHED_CANDIDATES) {
+      cache.set(key, candidates);
+      indexed.cached.count++;
+    }
   }
   return candidates;
 }
@@ -143,13 +178,24 @@ export function indexPolicies(policies: readonly CompiledPolicy[]): PolicyIndex 
       }
   }
   const position = new Map(indexed.map((entry, index) => [entry, index]));
+  const alone = new Map(indexed.map((entry) => [entry, [entry]]));
+  const NONE: IndexedPolicy[] = [];
+  // A call asks twice with one principal (whether it is governed, then its decision): the last answer is kept.
+  let last: { readonly principal: PrincipalFacts; readonly named: IndexedPolicy[] } | undefined;
   return {
     policies: indexed,
     governing(principal) {
-      const named = [...(bySubject.get(principal.subject) ?? []), ...others].filter((entry) =>
-        entry.policy.names(principal),
-      );
-      return named.length < 2 ? named : named.sort((a, b) => position.get(a)! - position.get(b)!);
+      if (last?.principal === principal) return last.named;
+      let named: IndexedPolicy[] = NONE;
+      for (const list of [bySubject.get(principal.subject) ?? NONE, others])
+        for (const entry of list) {
+          if (!entry.policy.names(principal)) continue;
+          // One policy naming the caller, the usual case: its own list of one, made once.
+          named = named === NONE ? alone.get(entry)! : [...named, entry];
+        }
+      if (named.length > 1) named.sort((a, b) => position.get(a)! - position.get(b)!);
+      last = { principal, named };
+      return named;
     },
   };
 }

@@ -21,7 +21,7 @@ import { judgeFirstMessage } from '../exchange/first-message.js';
 import { subprotocolElements, WEBSOCKET_TOKEN_PREFIX } from '../exchange/subprotocols.js';
 import { SubmissionOperations } from '../operations.js';
 import { createLedgerPolicyMetrics } from '../telemetry/metrics.js';
-import { decisionDocument, pathParameters, principalFacts } from './build-document.js';
+import { decisionDocument, pathParameters, principalFacts, type CallInput } from './build-document.js';
 import type { DecisionDocument, PrincipalFacts } from './document.js';
 import { createLedgerPolicy, ledgerPolicyRefusal, type Decision, type LedgerPolicy } from './ledger-policy.js';
 import { documentOffThread, type LargeBodyReading } from './large-body-document.js';
@@ -126,6 +126,8 @@ export interface LedgerPolicyStage {
   readonly active: boolean;
   /** The call stage; undefined when no policy is configured, so that a call does not run it at all. */
   readonly decide: CallStage | undefined;
+  /** The same, keeping the call's document for documentOf: the stage when budgets read it after the decision. */
+  readonly decideForBudgets: CallStage | undefined;
   /**
    * The call's decision document (the one the policy decided on, or built now, reading the body as
    * the policy does): what a consumer's budgets read. A body that cannot be read: GATEWAY_MALFORMED_REQUEST.
@@ -165,12 +167,21 @@ const unreadableBody = (governing: Decision): Decision => ({
   reason: 'the request body is not a JSON object',
 });
 
-export const decisionNote = (decision: Decision): LedgerDecisionNote => ({
-  decision: decision.effect === 'deny' || decision.effect === 'breakGlass' ? decision.effect : 'allow',
-  policy: decision.policy,
-  rule: decision.rule,
-  mode: decision.mode,
-});
+/** A frozen decision (a rule's own, the same for every call it decides) has its note made once, frozen too. */
+const notesOfDecisions = new WeakMap<Decision, LedgerDecisionNote>();
+
+export function decisionNote(decision: Decision): LedgerDecisionNote {
+  const made = notesOfDecisions.get(decision);
+  if (made !== undefined) return made;
+  const note: LedgerDecisionNote = {
+    decision: decision.effect === 'deny' || decision.effect === 'breakGlass' ? decision.effect : 'allow',
+    policy: decision.policy,
+    rule: decision.rule,
+    mode: decision.mode,
+  };
+  if (Object.isFrozen(decision)) notesOfDecisions.set(decision, Object.freeze(note));
+  return note;
+}
 
 /** The caller's principal facts: the verified token, the client address and certificate. */
 function principalOfExchange(call: Exchange, isTrustedProxy: (address: string) => boolean): PrincipalFacts {
@@ -214,7 +225,7 @@ function createCallDocuments(
   reading: LedgerPolicyBodyReading,
   options: LedgerPolicyStageOptions,
   readsArguments: boolean,
-): (call: FastifyRequest, principal?: PrincipalFacts) => DecisionDocument | Promise<DecisionDocument> {
+): (call: FastifyRequest, principal?: PrincipalFacts, keep?: boolean) => DecisionDocument | Promise<DecisionDocument> {
   const { runtime } = options;
 
   /** The body's bytes, read now when no stage before read them (undefined: none, or an archive). */
@@ -296,11 +307,7 @@ function createCallDocuments(
       return largeBodyDocument(call, principal, bytes);
     const body = await bodyOf(call, bytes);
     const prepared = EXECUTES.has(call.operation.name) ? await preparedOf(body) : undefined;
-    return decisionDocument({
-      ...callInput(call, principal),
-      body,
-      ...(prepared === undefined ? {} : { prepared }),
-    });
+    return decisionDocument(callInput(call, principal, body, prepared));
   }
 
   /**
@@ -311,18 +318,23 @@ function createCallDocuments(
     const body = call.parsedBody;
     if (body === undefined || EXECUTES.has(call.operation.name)) return undefined;
     call.parsedBody = undefined; // taken: the document holds what it needs of it
-    return decisionDocument({ ...callInput(call, principal), body });
+    return decisionDocument(callInput(call, principal, body));
   }
 
   // A call's document is built once: the budgets after the policy read the one it decided on
-  // (or its failure: a body that could not be read is not read twice).
+  // (or its failure: a body that could not be read is not read twice). Without budgets nothing reads
+  // it after the decision: it is not kept (`keep` false).
   const documents = new WeakMap<FastifyRequest, DecisionDocument | Promise<DecisionDocument>>();
-  function documentOf(call: FastifyRequest, principal?: PrincipalFacts): DecisionDocument | Promise<DecisionDocument> {
-    let document = documents.get(call);
+  function documentOf(
+    call: FastifyRequest,
+    principal?: PrincipalFacts,
+    keep = true,
+  ): DecisionDocument | Promise<DecisionDocument> {
+    let document = keep ? documents.get(call) : undefined;
     if (document === undefined) {
       const facts = principal ?? principalOfExchange(call, options.isTrustedProxy);
       document = keptDocument(call, facts) ?? buildDocument(call, facts);
-      documents.set(call, document);
+      if (keep) documents.set(call, document);
     }
     return document;
   }
@@ -345,8 +357,12 @@ export function createLedgerPolicyStage(
   }
 
   /** The decision; a promise only when the body or a package name has to be waited for. */
-  function decideGoverned(call: FastifyRequest, principal: PrincipalFacts): Decision | Promise<Decision> {
-    const document = documentOf(call, principal);
+  function decideGoverned(
+    call: FastifyRequest,
+    principal: PrincipalFacts,
+    keep: boolean,
+  ): Decision | Promise<Decision> {
+    const document = documentOf(call, principal, keep);
     if (!(document instanceof Promise)) return policy.decide(document, call.headers.authorization);
     return document.then(
       (built) => policy.decide(built, call.headers.authorization),
@@ -371,11 +387,34 @@ export function createLedgerPolicyStage(
     return principalOfExchange(call, options.isTrustedProxy);
   }
 
+  /** The call stage; `keep`: the call's document is kept for documentOf (budgets read it after). */
+  const decideStage =
+    (keep: boolean): CallStage =>
+    (call) => {
+      if (call.principal === null) return undefined;
+      const principal = principalOf(call);
+      if (!policy.governs(principal)) return undefined;
+      // A break-glass caller's body is never read: it is allowed whatever it carries.
+      const glass = policy.breakGlass(principal);
+      if (glass !== undefined) return enforce(call, glass);
+      const decided = decideGoverned(call, principal, keep);
+      return decided instanceof Promise ? decided.then((decision) => enforce(call, decision)) : enforce(call, decided);
+    };
+
   const callDocument = (call: FastifyRequest) => new Promise<DecisionDocument>((resolve) => resolve(documentOf(call)));
-  if (!policy.active) return { active: false, decide: undefined, documentOf: callDocument, governStream: undefined };
+  if (!policy.active)
+    return {
+      active: false,
+      decide: undefined,
+      decideForBudgets: undefined,
+      documentOf: callDocument,
+      governStream: undefined,
+    };
   return {
     active: true,
     documentOf: callDocument,
+    decide: decideStage(false),
+    decideForBudgets: decideStage(true),
     governStream(exchange) {
       if (exchange.principal === null || exchange.kind !== 'upgrade') return undefined;
       const principal = principalOf(exchange);
@@ -389,24 +428,22 @@ export function createLedgerPolicyStage(
           enforce(exchange, await firstMessageDecision(policy, reading.maxDepth, { exchange, principal, message })),
       });
     },
-    decide(call) {
-      if (call.principal === null) return undefined;
-      const principal = principalOf(call);
-      if (!policy.governs(principal)) return undefined;
-      // A break-glass caller's body is never read: it is allowed whatever it carries.
-      const glass = policy.breakGlass(principal);
-      if (glass !== undefined) return enforce(call, glass);
-      const decided = decideGoverned(call, principal);
-      return decided instanceof Promise ? decided.then((decision) => enforce(call, decision)) : enforce(call, decided);
-    },
   };
 }
 
-function callInput(call: FastifyRequest, principal: PrincipalFacts) {
-  return {
-    operation: call.operation.name,
-    writes: call.operation.writes,
+function callInput(
+  call: FastifyRequest,
+  principal: PrincipalFacts,
+  body?: unknown,
+  prepared?: PreparedSummary,
+): CallInput {
+  const operation = call.operation;
+  const input: CallInput = {
+    operation: operation.name,
+    writes: operation.writes,
     principal,
-    pathParameters: pathParameters(call.operation.template, call.url),
+    body,
+    pathParameters: pathParameters(operation.template, call.url),
   };
+  return prepared === undefined ? input : { ...input, prepared };
 }

@@ -283,10 +283,10 @@ function consumersOf(
  * Without budgets, the policy's stage itself: nothing more runs per call, nothing at all without a policy.
  */
 function ledgerStage(ledgerPolicy: LedgerPolicyStage, budgets: BudgetSpend | undefined): CallStage | undefined {
-  const decide = ledgerPolicy.decide;
+  const decide = ledgerPolicy.decideForBudgets;
   const decideAndSpend: CallStage | undefined =
     budgets === undefined
-      ? decide
+      ? ledgerPolicy.decide
       : (call, reply) => {
           const spend = () => budgets(call, () => ledgerPolicy.documentOf(call));
           const decided = decide?.(call, reply);

@@ -870,9 +870,18 @@ export function createLedgerPolicyMetrics(registry: Registry, exemplars: boolean
   });
   const policyLabel = boundedLabel(200);
   const ruleLabel = boundedLabel(1_000);
+  const series = (operation: string, { policy, rule, decision, mode }: LedgerDecisionNote) =>
+    decisions.labels(operationLabel(operation), policyLabel(policy), ruleLabel(rule), decision, mode);
+  // A frozen note is a rule's own (ledger-policy/stage.ts decisionNote): its series found once per operation.
+  const seriesOfNotes = new WeakMap<LedgerDecisionNote, Map<string, CounterChild>>();
   return {
-    decided(operation, { policy, rule, decision, mode }) {
-      decisions.labels(operationLabel(operation), policyLabel(policy), ruleLabel(rule), decision, mode).inc();
+    decided(operation, note) {
+      if (!Object.isFrozen(note)) return series(operation, note).inc();
+      let byOperation = seriesOfNotes.get(note);
+      if (byOperation === undefined) seriesOfNotes.set(note, (byOperation = new Map<string, CounterChild>()));
+      let child = byOperation.get(operation);
+      if (child === undefined) byOperation.set(operation, (child = series(operation, note)));
+      child.inc();
     },
   };
 }

@@ -4,7 +4,7 @@
 // it is built; what the worker holds counted against the body budget; a full or late pool refused.
 import { afterEach, describe, expect, it } from 'vitest';
 import { BodyBudget } from '../../src/body/budget.js';
-import { decisionDocument, type CallInput } from '../../src/ledger-policy/build-document.js';
+import { decisionDocument, plainDocument, type CallInput } from '../../src/ledger-policy/build-document.js';
 import { SLICE_ITEMS } from '../../src/ledger-policy/body-document-worker.js';
 import { documentOffThread, type LargeBodyCall } from '../../src/ledger-policy/large-body-document.js';
 import { createPreparedDecoder, type PreparedDecoder } from '../../src/ledger-policy/prepared-pool.js';
@@ -56,15 +56,17 @@ function call(operation: string, text: string, extra: Partial<LargeBodyCall> = {
   };
 }
 
-/** The document the event loop builds from the same text (stage.ts's in-thread path). */
+/** The document the event loop builds from the same text (stage.ts's in-thread path), every part read. */
 function inThread(operation: string, text: string, prepared?: string): ReturnType<typeof decisionDocument> {
   const summary =
     prepared === undefined ? undefined : summarizePreparedTransaction(preparedTransactionBytes(prepared), LIMITS);
-  return decisionDocument({
-    ...input(operation),
-    body: JSON.parse(text),
-    ...(summary === undefined ? {} : { prepared: summary }),
-  });
+  return plainDocument(
+    decisionDocument({
+      ...input(operation),
+      body: JSON.parse(text),
+      ...(summary === undefined ? {} : { prepared: summary }),
+    }),
+  );
 }
 
 async function preparedTransfer(): Promise<string> {

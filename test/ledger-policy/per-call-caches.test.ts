@@ -1,10 +1,14 @@
 // What the ledger policy keeps between calls and within one decision, so that a call costs less
 // (docs/performance.md, "Ledger policy"): a policy's candidate rules found once per operation and
-// entities named, and each CEL variable built when a condition first reads it. Decisions must not
-// change: one policy decides calls of different shapes in turn, and conditions read every variable.
+// entities named, each CEL variable built when a condition first reads it, a rule's decision made
+// once, and a document's parts built when first read. Decisions must not change: one policy decides
+// calls of different shapes in turn, and conditions read every variable.
 import { describe, expect, it } from 'vitest';
 import { celInput, compileCondition } from '../../src/ledger-policy/cel.js';
 import { createLedgerPolicy, type Decision } from '../../src/ledger-policy/ledger-policy.js';
+import { candidateRules, indexPolicies } from '../../src/ledger-policy/rule-index.js';
+import { compileLedgerPolicies } from '../../src/ledger-policy/rules.js';
+import { decisionNote } from '../../src/ledger-policy/stage.js';
 import { ALICE, BOB, create, document, exercise, IOU_BY_ID, principal, section, submission } from './support.js';
 
 const SUBMIT = 'submitAndWaitForTransaction';
@@ -99,5 +103,48 @@ describe('the CEL variables of a decision, each built when first read', () => {
     expect(first(input)).toBe(true);
     expect(second(input)).toBe(true);
     expect(first(input)).toBe(true);
+  });
+});
+
+describe('what a decision builds and makes anew for each call', () => {
+  const rules = [
+    { name: 'ious', operations: [SUBMIT], templates: [IOU_BY_ID], actAs: [ALICE] },
+    { name: 'no-thing-archive', effect: 'deny', templates: [OTHER], choices: ['Archive'] },
+    { name: 'things', operations: [SUBMIT], templates: [OTHER], actAs: [ALICE] },
+    { name: 'no-secrets', effect: 'deny', templates: [SECRET] },
+  ];
+  const config = section([{ name: 'app', principals: { subjects: ['alice'] }, rules }]);
+
+  it('judges a wildcard read against the general rules, the deny rules it touches and those of the commands, not every rule', () => {
+    const [indexed] = indexPolicies(compileLedgerPolicies(config).policies).policies;
+    const call = document(SUBMIT, { ...submission([create(IOU_BY_ID)]), ...wildcardRead });
+    // `things` names another template only, so it cannot cover a read of every template; `no-thing-archive` names a choice.
+    expect(candidateRules(indexed!, call).map((rule) => rule.name)).toEqual(['ious', 'no-secrets']);
+  });
+
+  it("gives every call a rule decides the rule's own decision and note, frozen", () => {
+    const policy = createLedgerPolicy(config);
+    const decide = () => sync(policy.decide(document(SUBMIT, submission([create(IOU_BY_ID)]))));
+    const first = decide();
+    expect(first).toMatchObject({ effect: 'allow', rule: 'ious', mode: 'enforce' });
+    expect(decide()).toBe(first);
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(decisionNote(decide())).toBe(decisionNote(first));
+    expect(decisionNote(first)).toEqual({ decision: 'allow', policy: 'app', rule: 'ious', mode: 'enforce' });
+  });
+
+  it('reads the parts of a call no rule names only when something reads them', () => {
+    const policy = createLedgerPolicy(config);
+    let reads = 0;
+    const body: Record<string, unknown> = submission([create(IOU_BY_ID)]);
+    // A party call's fields: a submission's document looks for them only when its parties' subjects are read.
+    Object.defineProperty(body, 'partyIdHint', { enumerable: true, get: () => (reads++, undefined) });
+    const call = document(SUBMIT, body);
+    expect(sync(policy.decide(call))).toMatchObject({ effect: 'allow', rule: 'ious' });
+    expect(reads).toBe(0);
+    expect(call.parties.all).toEqual([ALICE]);
+    expect(reads).toBe(1);
+    expect(call.parties.subjects).toEqual([]);
+    expect(reads).toBe(1);
   });
 });
