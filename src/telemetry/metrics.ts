@@ -862,23 +862,31 @@ export interface LedgerPolicyMetrics {
 }
 
 export function createLedgerPolicyMetrics(registry: Registry, exemplars: boolean): LedgerPolicyMetrics {
-  const decisions = new Counter({
-    name: registeredCounterName(MetricNames.ledgerPolicyDecisions, exemplars),
-    help: 'Ledger policy decisions, by operation, policy, rule (default: no allow rule covered the call), decision (allow, deny; breakGlass: a break-glass principal, allowed everything) and mode (enforce; dryRun: a dry-run policy decided, nothing refused). Policy and rule names come from the configuration (capped, then other); never a party or a user.',
-    labelNames: ['operation', 'policy', 'rule', 'decision', 'mode'],
-    registers: [registry],
-  });
+  // Counted in plain numbers on kept series (plain-metrics.ts), as the request metrics are: a
+  // governed call decides once, and prom-client hashes the labels on every inc.
+  const decisions = new PlainCounter(
+    registeredCounterName(MetricNames.ledgerPolicyDecisions, exemplars),
+    'Ledger policy decisions, by operation, policy, rule (default: no allow rule covered the call), decision (allow, deny; breakGlass: a break-glass principal, allowed everything) and mode (enforce; dryRun: a dry-run policy decided, nothing refused). Policy and rule names come from the configuration (capped, then other); never a party or a user.',
+    ['operation', 'policy', 'rule', 'decision', 'mode'],
+  );
+  registerPlainMetric(registry, decisions);
   const policyLabel = boundedLabel(200);
   const ruleLabel = boundedLabel(1_000);
-  const series = (operation: string, { policy, rule, decision, mode }: LedgerDecisionNote) =>
-    decisions.labels(operationLabel(operation), policyLabel(policy), ruleLabel(rule), decision, mode);
+  const seriesOfLabels = new Map<string, CounterSeries>();
+  const series = (operation: string, { policy, rule, decision, mode }: LedgerDecisionNote) => {
+    const labels = [operationLabel(operation), policyLabel(policy), ruleLabel(rule), decision, mode];
+    const key = JSON.stringify(labels); // names are the configuration's: any character
+    let found = seriesOfLabels.get(key);
+    if (found === undefined) seriesOfLabels.set(key, (found = decisions.series(...labels)));
+    return found;
+  };
   // A frozen note is a rule's own (ledger-policy/stage.ts decisionNote): its series found once per operation.
-  const seriesOfNotes = new WeakMap<LedgerDecisionNote, Map<string, CounterChild>>();
+  const seriesOfNotes = new WeakMap<LedgerDecisionNote, Map<string, CounterSeries>>();
   return {
     decided(operation, note) {
       if (!Object.isFrozen(note)) return series(operation, note).inc();
       let byOperation = seriesOfNotes.get(note);
-      if (byOperation === undefined) seriesOfNotes.set(note, (byOperation = new Map<string, CounterChild>()));
+      if (byOperation === undefined) seriesOfNotes.set(note, (byOperation = new Map<string, CounterSeries>()));
       let child = byOperation.get(operation);
       if (child === undefined) byOperation.set(operation, (child = series(operation, note)));
       child.inc();
