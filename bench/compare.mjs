@@ -62,7 +62,9 @@ const USAGE = `Usage: npm run bench:compare -- (--base <git ref> | --against <pe
                         like with like (closed-loop at saturation, a side that waits on its disk idles
                         between wake-ups and pays more per request for it)
   --profile <dir>       each gateway writes a V8 CPU profile into <dir>/<base|this>/; the end prints where
-                        each side's CPU per request went, by function (profile shares × measured CPU)
+                        each side's CPU per request went, by function and file (profile shares × measured
+                        CPU; bench/profile-diff.mjs reads the profiles again)
+  --profile-interval <µs>  the profiler's sampling interval (V8's default 1000): finer for short runs
   --env <K=V>           an environment variable for both builds (repeatable); {side} in V becomes base or
                         this, e.g. --env LEDGER_GATEWAY_AUDIT__DIRECTORY=/tmp/trail-{side}
   --this-env <K=V>      an environment variable for this build only (repeatable): compare one build with
@@ -83,6 +85,7 @@ function readOptions() {
       'this-token': { type: 'string' },
       env: { type: 'string', multiple: true, default: [] },
       profile: { type: 'string' },
+      'profile-interval': { type: 'string' },
       'pace-ms': { type: 'string' },
       help: { type: 'boolean', default: false },
     },
@@ -110,6 +113,7 @@ function readOptions() {
     thisToken: values['this-token'],
     bothEnv: values.env,
     profile: values.profile,
+    profileInterval: values['profile-interval'] === undefined ? undefined : count('profile-interval'),
     paceMs: values['pace-ms'] === undefined ? undefined : count('pace-ms'),
   };
 }
@@ -158,30 +162,26 @@ async function startUpstream(dir, answer) {
 
 /**
  * Where each side's CPU per request went (--profile): a profile's shares of busy samples times the
- * side's measured CPU per request, the largest differences first.
+ * side's measured CPU per request, by function and file (bench/profile-diff.mjs), the largest
+ * differences first.
  */
 async function printProfileDifference(profileDir, sides) {
   const { readdirSync } = await import('node:fs');
-  const { cpuShares } = await import('./profile-summary.mjs');
+  const { selfShares, differences } = await import('./profile-diff.mjs');
   const shares = sides.map(({ name }) => {
     const files = readdirSync(join(profileDir, name))
       .filter((file) => file.endsWith('.cpuprofile'))
       .sort();
-    return cpuShares(join(profileDir, name, files.at(-1)), 2);
+    return selfShares(join(profileDir, name, files.at(-1)), 2);
   });
-  for (const [title, kind, top] of [
-    ['by function (self time)', 'self', 25],
-    ['by package and own file (inclusive)', 'inclusive', 20],
+  const scales = sides.map((side) => side.cpuUs);
+  for (const [title, key, top] of [
+    ['by function and file (self time)', 'byFunction', 25],
+    ['by file and package (self time)', 'byPlace', 20],
   ]) {
-    const names = new Set([...shares[0][kind].keys(), ...shares[1][kind].keys()]);
-    const rows = [...names].map((name) => {
-      const [base, other] = shares.map((side, index) => (side[kind].get(name) ?? 0) * sides[index].cpuUs);
-      return { name, base, other };
-    });
-    rows.sort((a, b) => Math.abs(b.other - b.base) - Math.abs(a.other - a.base));
     log(`CPU per request ${title}, µs: base, this, difference (largest differences first)`);
-    for (const { name, base, other } of rows.slice(0, top))
-      log(`  ${fixed(base, 1)} ${fixed(other, 1)} ${fixed(other - base, 1)}  ${name}`);
+    for (const { name, base, other, difference } of differences(shares[0][key], shares[1][key], scales).slice(0, top))
+      log(`  ${fixed(base, 1)} ${fixed(other, 1)} ${fixed(difference, 1)}  ${name}`);
   }
 }
 
@@ -270,7 +270,13 @@ async function main() {
           logFile: '/dev/null',
           env,
           nodeArgs:
-            options.profile === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${join(options.profile, name)}`],
+            options.profile === undefined
+              ? []
+              : [
+                  '--cpu-prof',
+                  `--cpu-prof-dir=${join(options.profile, name)}`,
+                  ...(options.profileInterval === undefined ? [] : [`--cpu-prof-interval=${options.profileInterval}`]),
+                ],
         })),
         label,
       };

@@ -38,17 +38,6 @@ export function summarizeProfile(file, { skipSeconds = 0, top = 25 } = {}) {
   ];
 }
 
-/**
- * Each function's (self) and each package's or own file's (inclusive) share of a profile's busy
- * samples, 0 to 1. Samples, not their time deltas: a process sharing its core with another is
- * sampled only while it runs, so a count follows its CPU.
- */
-export function cpuShares(file, skipSeconds = 0) {
-  const { total, self, inclusive } = busyTimes(file, skipSeconds);
-  const shares = (map) => new Map([...map].map(([name, count]) => [name, count / total]));
-  return { self: shares(self), inclusive: shares(inclusive) };
-}
-
 function busyTimes(file, skipSeconds) {
   const profile = JSON.parse(readFileSync(file, 'utf8'));
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));

@@ -16,11 +16,11 @@ import type { GatewayConfig } from './config/schema.js';
 import { createContextStage } from './exchange/context-stage.js';
 import type { ReloadOutcome } from './live/reload.js';
 import { runLiveConfiguration, type ReloadSource, type RunningConfiguration } from './live/running-configuration.js';
-import type { CallStage, Stage } from './exchange/exchange.js';
+import type { Stage } from './exchange/exchange.js';
 import { Readiness } from './health.js';
 import { BodyBudget } from './body/budget.js';
 import { streamedBodyLimits } from './body/read.js';
-import type { LiveConfig, PinnedExchange } from './live/generations.js';
+import type { CallStageEntry, LiveConfig, PinnedExchange } from './live/generations.js';
 import type { ParticipantTrust } from './live/participant-idps.js';
 import { capConnections } from './protection/connections.js';
 import { createForwarder, type Forwarder } from './proxy/forward.js';
@@ -264,7 +264,7 @@ function stageLists(
   // document it decided on, only for a call it let go on, and before the audit intent, so that a
   // call past a budget is not recorded as a write either. The audit intent follows them (the identifying fields are in the body they
   // parsed) and is written before the write goes on. Cache-or-forward answers.
-  const callStages: readonly CallStage[] = [
+  const callStages: readonly CallStageEntry[] = [
     parts.participantIdps.watchChange,
     live.pinned((generation) => generation.policy.enforceRequestRules),
     live.pinned((generation) => generation.decideAndSpend),

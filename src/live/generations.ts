@@ -85,7 +85,7 @@ export interface Generation {
   readonly ledgerPolicy: LedgerPolicyStage;
   /**
    * The ledger policy's place in a call's list: its decision, then the consumer's budgets when any is
-   * configured (ledgerStage); undefined when neither is (live.pinned then skips it in one branch).
+   * configured (ledgerStage); undefined when neither is (left out of the call list built for it: live.pinned).
    */
   readonly decideAndSpend: CallStage | undefined;
   /**
@@ -117,6 +117,27 @@ export type LiveConfigOptions = ProtectionStageOptions &
     readonly retireAfterMs: number;
   };
 
+/** A call stage each generation picks from its configuration (live.pinned); undefined where it is off. */
+export interface PinnedCallStage {
+  readonly pick: (generation: Generation) => CallStage | undefined;
+}
+
+/** A call's own stage as app.ts lists it: the same under every configuration, or pinned. */
+export type CallStageEntry = CallStage | PinnedCallStage;
+
+/**
+ * The call list under `generation`: each pinned stage picked, those its configuration turns off left
+ * out, so that a call pays nothing for them. Built once per generation (server/calls.ts).
+ */
+export function callStagesUnder(entries: readonly CallStageEntry[], generation: Generation): CallStage[] {
+  const stages: CallStage[] = [];
+  for (const entry of entries) {
+    const stage = typeof entry === 'function' ? entry : entry.pick(generation);
+    if (stage !== undefined) stages.push(stage);
+  }
+  return stages;
+}
+
 /** Whether an exchange's authentication must wait, and for what (live/participant-idps.ts). */
 export type AuthenticationGate = (exchange: Exchange) => Promise<void> | undefined;
 
@@ -142,11 +163,11 @@ export interface LiveConfig {
   /** Counts a finished exchange for its consumer under the generation it pinned (none pinned, or no consumers: nothing). */
   readonly observeConsumer: ConsumerObserver;
   /**
-   * The call stage that runs the one `select` picks from the call's pinned generation, a stage built
-   * with its configuration: `live.pinned((generation) => generation.policy.enforceRequestRules)`. A
-   * configuration that turns the stage off has none (undefined): a call then pays one branch for it.
+   * The call stage each generation picks with `select`, a stage built with its configuration:
+   * `live.pinned((generation) => generation.policy.enforceRequestRules)`. A configuration that turns
+   * the stage off picks none (undefined): the call list built for it leaves it out (callStagesUnder).
    */
-  pinned(select: (generation: Generation) => CallStage | undefined): CallStage;
+  pinned(select: (generation: Generation) => CallStage | undefined): PinnedCallStage;
   /**
    * When `gate` answers a promise for an exchange (its token is one a change of the participant's
    * identity providers may change), that exchange's authentication waits for it, then runs under the
@@ -608,7 +629,7 @@ export function createLiveConfig(initial: GatewayConfig, options: LiveConfigOpti
       streamEnded: (exchange, stream) =>
         (exchange as Partial<PinnedExchange>).generation?.consumers?.observe.streamEnded(exchange, stream),
     },
-    pinned: (select) => (call, reply) => select(call.generation)?.(call, reply),
+    pinned: (select) => ({ pick: select }),
     apply: (next) =>
       serialized(async () => {
         const nextBase = effectiveConfig(base, next);

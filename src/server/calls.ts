@@ -9,7 +9,7 @@ import { Errors, GatewayError } from '../errors.js';
 import type { CallStage, Stage } from '../exchange/exchange.js';
 import { asGatewayError, sendGatewayError } from '../exchange/refusal.js';
 import { runStages, stageHook } from '../exchange/stage-runner.js';
-import type { PinnedExchange } from '../live/generations.js';
+import { callStagesUnder, type CallStageEntry, type Generation, type PinnedExchange } from '../live/generations.js';
 import { NamedOperations } from '../operations.js';
 import type { Forwarder } from '../proxy/forward.js';
 
@@ -18,8 +18,8 @@ const API_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
 export interface CallHandlerOptions {
   /** The gateway's stage list, the same one every upgrade walks. */
   readonly stages: readonly Stage<PinnedExchange>[];
-  /** A call's own stages, in order; the last answers it. */
-  readonly callStages: readonly CallStage[];
+  /** A call's own stages, in order (some picked by each generation: live.pinned); the last answers it. */
+  readonly callStages: readonly CallStageEntry[];
   /** The stage of `stages` before which CORS may answer a preflight (authentication: a preflight carries no token). */
   readonly corsBefore: Stage<PinnedExchange>;
   readonly log: { error(details: object, message: string): void };
@@ -60,11 +60,21 @@ export function serveCalls(api: FastifyInstance, options: CallHandlerOptions): v
     done(null, payload);
   });
   // A call's own stages run in its handler: a promise only when one has to wait (no preHandler
-  // hook for every call).
+  // hook for every call). Their list under a generation is built when its first call comes (and again
+  // when calls of an old and a new one alternate, while a reload retires the old).
+  let builtFor: Generation | undefined;
+  let built: readonly CallStage[] = [];
   api.route({
     method: [...API_METHODS],
     url: '/*',
-    handler: (request, reply) => runStages(callStages, request, reply),
+    handler: (request, reply) => {
+      const generation = request.generation;
+      if (generation !== builtFor) {
+        built = callStagesUnder(callStages, generation);
+        builtFor = generation;
+      }
+      return runStages(built, request, reply);
+    },
   });
   api.setErrorHandler((error: FastifyError | GatewayError, request, reply) => {
     const gatewayError = asGatewayError(error, request.id);

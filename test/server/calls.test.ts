@@ -5,8 +5,7 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Errors, GatewayError } from '../../src/errors.js';
-import type { CallStage } from '../../src/exchange/exchange.js';
-import type { Generation, PinnedExchange } from '../../src/live/generations.js';
+import type { CallStageEntry, Generation, PinnedExchange } from '../../src/live/generations.js';
 import { serveCalls } from '../../src/server/calls.js';
 import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 
@@ -22,8 +21,14 @@ afterEach(async () => {
   api = undefined;
 });
 
-/** A listener serving calls through `callStages`, behind an exchange list that pins a generation without CORS. */
-async function serving(callStages: (seen: Seen) => CallStage[]): Promise<{ url: string; seen: Seen }> {
+/**
+ * A listener serving calls through `callStages`, behind an exchange list that pins a generation
+ * without CORS (`generationOf`'s, by default a new one for each call).
+ */
+async function serving(
+  callStages: (seen: Seen) => CallStageEntry[],
+  generationOf: () => Generation = () => ({ cors: undefined }) as Generation,
+): Promise<{ url: string; seen: Seen }> {
   const seen: Seen = { ran: [], errorCode: null, refusalReason: undefined };
   api = Fastify({ logger: false });
   for (const [name, value] of Object.entries({
@@ -41,7 +46,7 @@ async function serving(callStages: (seen: Seen) => CallStage[]): Promise<{ url: 
   api.decorate('draining', false);
   const pin = (exchange: PinnedExchange) => {
     seen.ran.push('exchange stages');
-    exchange.generation = { cors: undefined } as Generation;
+    exchange.generation = generationOf();
   };
   const authenticate = () => undefined;
   serveCalls(api, {
@@ -114,5 +119,44 @@ describe("a call's own stages", () => {
     expect((await fetch(`${url}/v2/commands/submit-and-wait`, { method: 'POST' })).status).toBe(200);
     expect(seen.ran).toEqual(['exchange stages', 'policy (dry run)', 'answer']);
     expect(seen).toMatchObject({ errorCode: null, refusalReason: 'ledger policy (dry run): would refuse actAs' });
+  });
+
+  it("build a generation's list once: a pinned stage is picked once per generation, and one it turns off never runs", async () => {
+    const generations = [
+      { cors: undefined, name: 'first' },
+      { cors: undefined, name: 'second' },
+    ];
+    let current = generations[0]!;
+    const picked: string[] = [];
+    const { url, seen } = await serving(
+      ({ ran }) => [
+        {
+          pick: (generation) => {
+            picked.push(`rules under ${current.name}`);
+            return generation === (current as unknown) ? () => void ran.push('rules') : undefined;
+          },
+        },
+        {
+          // Off under the first configuration, on under the second.
+          pick: () => {
+            picked.push(`policy under ${current.name}`);
+            return current === generations[0] ? undefined : () => void ran.push('policy');
+          },
+        },
+        (_call, reply) => {
+          ran.push('answer');
+          void reply.send({ answered: true });
+        },
+      ],
+      () => current as unknown as Generation,
+    );
+    for (let call = 0; call < 3; call++) expect((await fetch(`${url}/v2/state/ledger-end`)).status).toBe(200);
+    current = generations[1]!;
+    expect((await fetch(`${url}/v2/state/ledger-end`)).status).toBe(200);
+    expect(picked).toEqual(['rules under first', 'policy under first', 'rules under second', 'policy under second']);
+    expect(seen.ran.filter((step) => step !== 'exchange stages')).toEqual([
+      ...['rules', 'answer', 'rules', 'answer', 'rules', 'answer'],
+      ...['rules', 'policy', 'answer'],
+    ]);
   });
 });
