@@ -71,9 +71,14 @@ const NO_HOLD: BodyHold = Object.freeze({
   release: () => undefined,
 });
 
+/** What the holds of one budget count together: bytes held, all callers together and by caller. */
+interface Held {
+  bytes: number;
+  readonly byCaller: Map<string, number>;
+}
+
 export class BodyBudget {
-  private used = 0;
-  private readonly byCaller = new Map<string, number>();
+  private readonly held: Held = { bytes: 0, byCaller: new Map() };
   /** The most bytes one caller may hold (at least one body of `perCaller` bytes). */
   readonly perCaller: number;
 
@@ -84,57 +89,76 @@ export class BodyBudget {
 
   /** Bytes held now, all callers together. */
   get heldBytes(): number {
-    return this.used;
+    return this.held.bytes;
   }
 
   /** Bytes `caller` holds now. */
   heldBy(caller: string): number {
-    return this.byCaller.get(caller) ?? 0;
+    return this.held.byCaller.get(caller) ?? 0;
   }
 
   /** A hold for one body of `caller` (its principal, or its client address: exchange/caller.ts). */
   hold(caller: string): BodyHold {
-    if (this.limits.bufferedBodyBytes === 0) return NO_HOLD;
-    let held = 0;
-    let heldBeside = 0;
-    return {
-      // The budget first: a body the whole process has no room for is no caller's excess.
-      admits: (declaredBytes) => {
-        if (this.used + declaredBytes > this.limits.bufferedBodyBytes) return exhausted(declaredBytes, this.limits);
-        if ((this.byCaller.get(caller) ?? 0) + declaredBytes > this.perCaller)
-          return shareExhausted(declaredBytes, this.perCaller);
-        return undefined;
-      },
-      takeBeside: (bytes) => {
-        if (this.used + bytes > this.limits.bufferedBodyBytes) return exhausted(bytes, this.limits);
-        this.used += bytes;
-        heldBeside += bytes;
-        return undefined;
-      },
-      giveBackBeside: (bytes) => {
-        const back = Math.min(bytes, heldBeside);
-        this.used -= back;
-        heldBeside -= back;
-      },
-      take: (bytes) => {
-        const callerHeld = this.byCaller.get(caller) ?? 0;
-        if (callerHeld + bytes > this.perCaller) return shareExhausted(bytes, this.perCaller);
-        if (this.used + bytes > this.limits.bufferedBodyBytes) return exhausted(bytes, this.limits);
-        this.used += bytes;
-        this.byCaller.set(caller, callerHeld + bytes);
-        held += bytes;
-        return undefined;
-      },
-      release: () => {
-        this.used -= heldBeside;
-        heldBeside = 0;
-        if (held === 0) return;
-        this.used -= held;
-        const left = (this.byCaller.get(caller) ?? 0) - held;
-        if (left <= 0) this.byCaller.delete(caller);
-        else this.byCaller.set(caller, left);
-        held = 0;
-      },
-    };
+    return this.limits.bufferedBodyBytes === 0
+      ? NO_HOLD
+      : new CallerHold(this.held, caller, this.limits, this.perCaller);
   }
+}
+
+/**
+ * One body's hold: one object per body, whose two functions handed on as callbacks (takeBeside to a
+ * tokenizer, release as a close listener) are bound once; the rest are methods.
+ */
+class CallerHold implements BodyHold {
+  private bytes = 0;
+  private besideBytes = 0;
+
+  constructor(
+    private readonly all: Held,
+    private readonly caller: string,
+    private readonly limits: BodyBudgetLimits,
+    private readonly perCaller: number,
+  ) {}
+
+  // The budget first: a body the whole process has no room for is no caller's excess.
+  admits(declaredBytes: number): GatewayError | undefined {
+    if (this.all.bytes + declaredBytes > this.limits.bufferedBodyBytes) return exhausted(declaredBytes, this.limits);
+    if ((this.all.byCaller.get(this.caller) ?? 0) + declaredBytes > this.perCaller)
+      return shareExhausted(declaredBytes, this.perCaller);
+    return undefined;
+  }
+
+  readonly takeBeside = (bytes: number): GatewayError | undefined => {
+    if (this.all.bytes + bytes > this.limits.bufferedBodyBytes) return exhausted(bytes, this.limits);
+    this.all.bytes += bytes;
+    this.besideBytes += bytes;
+    return undefined;
+  };
+
+  giveBackBeside(bytes: number): void {
+    const back = Math.min(bytes, this.besideBytes);
+    this.all.bytes -= back;
+    this.besideBytes -= back;
+  }
+
+  take(bytes: number): GatewayError | undefined {
+    const callerHeld = this.all.byCaller.get(this.caller) ?? 0;
+    if (callerHeld + bytes > this.perCaller) return shareExhausted(bytes, this.perCaller);
+    if (this.all.bytes + bytes > this.limits.bufferedBodyBytes) return exhausted(bytes, this.limits);
+    this.all.bytes += bytes;
+    this.all.byCaller.set(this.caller, callerHeld + bytes);
+    this.bytes += bytes;
+    return undefined;
+  }
+
+  readonly release = (): void => {
+    this.all.bytes -= this.besideBytes;
+    this.besideBytes = 0;
+    if (this.bytes === 0) return;
+    this.all.bytes -= this.bytes;
+    const left = (this.all.byCaller.get(this.caller) ?? 0) - this.bytes;
+    if (left <= 0) this.all.byCaller.delete(this.caller);
+    else this.all.byCaller.set(this.caller, left);
+    this.bytes = 0;
+  };
 }
