@@ -59,6 +59,8 @@ export interface ConfiguredPropagation {
   /** Every header the propagators read (lower case): a client's copies are replaced, never sent beside the gateway's. */
   readonly fields: ReadonlySet<string>;
   readonly fieldList: readonly string[];
+  /** W3C's propagators only (tracecontext, with or without baggage): for a trace started here they write its traceparent alone. */
+  readonly w3cOnly: boolean;
 }
 
 /** OTEL_PROPAGATORS read as the SDK reads it: unset or empty is tracecontext,baggage; `none` anywhere turns it off. */
@@ -77,6 +79,7 @@ export function propagationFromEnvironment(env: NodeJS.ProcessEnv): ConfiguredPr
     unknown,
     fields: new Set(fieldList),
     fieldList,
+    w3cOnly: names.includes('tracecontext') && names.every((name) => name === 'tracecontext' || name === 'baggage'),
   };
 }
 
@@ -125,15 +128,39 @@ export function newSpanId(): string {
   return id;
 }
 
+/**
+ * A trace started here for a call that carried no header the propagators read: nothing was extracted,
+ * so its OpenTelemetry context (the hop's span context on the root) is built only when a propagator
+ * other than W3C's asks for it; W3C's would write its traceparent alone (injectTraceContext).
+ */
+class StartedTrace implements TraceContext {
+  readonly flags: number = TraceFlags.SAMPLED;
+  readonly continued = false;
+  private built: Context | undefined;
+
+  constructor(
+    readonly traceId: string,
+    readonly spanId: string,
+  ) {}
+
+  get context(): Context {
+    this.built ??= trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: this.traceId,
+      spanId: this.spanId,
+      traceFlags: this.flags,
+    });
+    return this.built;
+  }
+}
+
 /** The gateway's hop in the caller's trace, or in a new sampled one when the caller sent none the propagators read. */
 export function continueTrace(
   headers: IncomingHttpHeaders,
   propagation: ConfiguredPropagation = configuredPropagation(),
 ): TraceContext {
-  // Most calls carry no trace header at all: then there is nothing to extract (a fifth of this function's cost).
-  const extracted = carriesAny(headers, propagation.fieldList)
-    ? propagation.propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter)
-    : ROOT_CONTEXT;
+  // Most calls carry no trace header at all: then there is nothing to extract.
+  if (!carriesAny(headers, propagation.fieldList)) return new StartedTrace(newTraceId(), newSpanId());
+  const extracted = propagation.propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
   const parent = trace.getSpanContext(extracted);
   const continued = parent !== undefined && isSpanContextValid(parent);
   const traceId = continued ? parent.traceId : newTraceId();
@@ -168,7 +195,10 @@ export function injectTraceContext(
   headers: string[],
   propagation: ConfiguredPropagation = configuredPropagation(),
 ): void {
-  propagation.propagator.inject(context.context, headers, headerListSetter);
+  // A trace started here has no tracestate and no baggage: W3C's propagators would write its traceparent
+  // alone, in the syntax formatTraceparent writes (W3C Trace Context §3.2).
+  if (context instanceof StartedTrace && propagation.w3cOnly) headers.push('traceparent', formatTraceparent(context));
+  else propagation.propagator.inject(context.context, headers, headerListSetter);
 }
 
 /** The traceresponse for the client: W3C traceparent syntax, whatever the propagators. */

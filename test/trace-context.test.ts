@@ -96,6 +96,30 @@ describe('continueTrace (W3C tracecontext, the default)', () => {
     }
   });
 
+  it('hands on a trace started for a call with no trace header exactly as the configured propagators write it', () => {
+    for (const names of [
+      'tracecontext,baggage',
+      'tracecontext',
+      'baggage,tracecontext',
+      'b3',
+      'b3multi,tracecontext',
+    ]) {
+      const { context, sent } = injected({}, names);
+      const written: string[] = [];
+      propagatorOf(names).inject(context.context, written, {
+        set: (carrier, key, value) => void carrier.push(key, value),
+      });
+      expect(
+        [...sent].flatMap(([name, values]) => values.flatMap((value) => [name, value])),
+        names,
+      ).toEqual(written);
+      expect(written.length, names).toBeGreaterThan(0);
+    }
+    expect(injected({}, 'tracecontext,baggage').sent).toEqual(
+      new Map([['traceparent', [expect.stringMatching(TRACEPARENT) as string]]]),
+    );
+  });
+
   it("formats the gateway's hop as a valid traceparent (the traceresponse)", () => {
     const context = continueTrace({ traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` }, propagationOf('tracecontext'));
     expect(formatTraceparent(context)).toMatch(TRACEPARENT);
