@@ -27,7 +27,7 @@ export interface PreparedDecoderOptions {
 /**
  * The shipped workers' heap: the protobuf bindings of the Ledger API, and the worst tree the request
  * rules' worker admits (32 MiB heap, policy/large-body-pool.ts) with the decision document built from
- * it (docs/performance.md, "Memory under large bodies").
+ * it (docs/performance.md, "Prepared transactions").
  */
 export const PREPARED_WORKER_HEAP_MB = 64;
 
