@@ -4,6 +4,7 @@
 // configuration is loaded, not when a call arrives (the choice and its measurements:
 // docs/performance.md, "CEL").
 import { Environment } from '@marcbachmann/cel-js';
+import { BAIL, compileToClosure } from './cel-compiled.js';
 import type { CommandFacts, DecisionDocument, TemplateRef } from './document.js';
 
 const TEMPLATE_FIELDS = {
@@ -117,7 +118,7 @@ function firstLine(error: unknown): string {
 type Problem = { readonly problem: string };
 
 /** Parses and type-checks an expression against the decision document: its program and type, or why not. */
-function parseChecked(
+export function parseChecked(
   expression: string,
 ): { readonly program: ReturnType<typeof environment.parse>; readonly type: string | undefined } | Problem {
   let program: ReturnType<typeof environment.parse>;
@@ -126,7 +127,8 @@ function parseChecked(
   } catch (error) {
     return { problem: `does not parse: ${firstLine(error)}` };
   }
-  const checked = environment.check(expression);
+  // The program's own tree checked: its nodes keep their types (what cel-compiled.ts reads).
+  const checked = program.check();
   if (!checked.valid) return { problem: `does not type-check: ${firstLine(checked.error)}` };
   return { program, type: checked.type };
 }
@@ -137,7 +139,12 @@ export function compileCondition(expression: string): CelCondition | Problem {
   if ('problem' in checked) return checked;
   if (checked.type !== 'bool') return { problem: `is of type ${checked.type}, not bool` };
   const { program } = checked;
-  return (input) => program(input) === true;
+  const compiled = compileToClosure(program.ast);
+  if (compiled === undefined) return (input) => program(input) === true;
+  return (input) => {
+    const value = compiled(documentOf(input));
+    return value === BAIL ? program(input) === true : value === true;
+  };
 }
 
 const EMPTY_TEMPLATE: Readonly<Record<keyof typeof TEMPLATE_FIELDS, string>> = {
@@ -177,6 +184,11 @@ class CelVariables {
     private readonly document: DecisionDocument,
     readonly now: Date,
   ) {}
+
+  /** The document itself, for a compiled condition (cel-compiled.ts); cel-js reads only the variables. */
+  static documentOf(variables: CelVariables): DecisionDocument {
+    return variables.document;
+  }
 
   get operation() {
     return this.document.operation;
@@ -229,6 +241,8 @@ class CelVariables {
     return (this.#rights ??= this.document.rights.map((right) => new Right(right)));
   }
 }
+
+const documentOf = (input: CelInput) => CelVariables.documentOf(input as CelVariables);
 
 /** The CEL variables of a document at `now`. */
 export function celInput(document: DecisionDocument, now: Date): CelInput {
