@@ -11,7 +11,7 @@ export const BAIL: unique symbol = Symbol('cel-js decides');
 
 /** The variables of a macro (exists, all) by slot, and the document. */
 interface Frame {
-  readonly document: DecisionDocument;
+  document: DecisionDocument;
   readonly locals: unknown[];
 }
 type Compiled = (frame: Frame) => unknown;
@@ -285,8 +285,18 @@ export function compileToClosure(ast: unknown): ((document: DecisionDocument) =>
   const compiler = new Compiler();
   const compiled = compiler.compile(ast as Node);
   if (compiled === undefined) return undefined;
-  const slots = compiler.slots;
-  return (document) => compiled({ document, locals: slots === 0 ? NO_LOCALS : new Array<unknown>(slots) });
+  // One frame per condition, reused: a condition runs to its end before it runs again (nothing in it waits).
+  const frame: Frame = { document: EMPTY_DOCUMENT, locals: new Array<unknown>(compiler.slots) };
+  return (document) => {
+    frame.document = document;
+    try {
+      return compiled(frame);
+    } finally {
+      // Nothing of the call is kept past it.
+      frame.document = EMPTY_DOCUMENT;
+      frame.locals.fill(undefined);
+    }
+  };
 }
 
-const NO_LOCALS: unknown[] = [];
+const EMPTY_DOCUMENT = {} as DecisionDocument;

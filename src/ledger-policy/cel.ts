@@ -180,10 +180,17 @@ class CelVariables {
   #packages: Package[] | undefined;
   #rights: Right[] | undefined;
 
+  #now: Date | undefined;
+
+  /** `at`: the time, or its ms since the epoch (its Date made when a condition reads `now`). */
   constructor(
     private readonly document: DecisionDocument,
-    readonly now: Date,
+    private readonly at: Date | number,
   ) {}
+
+  get now(): Date {
+    return (this.#now ??= typeof this.at === 'number' ? new Date(this.at) : this.at);
+  }
 
   /** The document itself, for a compiled condition (cel-compiled.ts); cel-js reads only the variables. */
   static documentOf(variables: CelVariables): DecisionDocument {
@@ -244,8 +251,8 @@ class CelVariables {
 
 const documentOf = (input: CelInput) => CelVariables.documentOf(input as CelVariables);
 
-/** The CEL variables of a document at `now`. */
-export function celInput(document: DecisionDocument, now: Date): CelInput {
+/** The CEL variables of a document at `now` (a Date, or ms since the epoch). */
+export function celInput(document: DecisionDocument, now: Date | number): CelInput {
   return new CelVariables(document, now);
 }
 

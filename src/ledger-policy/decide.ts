@@ -17,12 +17,12 @@ export interface Verdict {
   readonly reason: string;
 }
 
-/** Evaluates the CEL input at most once per decision. */
+/** Builds the CEL input (and its `now`) at most once per decision, and only for a rule with a condition. */
 class Conditions {
   private input: CelInput | undefined;
   constructor(
     private readonly document: DecisionDocument,
-    private readonly now: Date,
+    private readonly now: number,
   ) {}
   holds(rule: CompiledRule): 'true' | 'false' | 'error' {
     if (rule.where === undefined) return 'true';
@@ -272,8 +272,8 @@ function coveringRule(allow: readonly CompiledRule[], command: CommandFacts): Co
   return undefined;
 }
 
-/** The verdict of `policies` (all naming the caller) on the document at `now`. */
-export function decideWith(policies: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Verdict {
+/** The verdict of `policies` (all naming the caller) on the document at `time` (ms since the epoch). */
+export function decideWith(policies: readonly IndexedPolicy[], document: DecisionDocument, time: number): Verdict {
   const first = policies[0]!.policy.name;
   if (document.unreadable > 0)
     return {
@@ -282,8 +282,7 @@ export function decideWith(policies: readonly IndexedPolicy[], document: Decisio
       rule: 'unreadable',
       reason: `${document.unreadable} part(s) of the call cannot be read`,
     };
-  const time = now.getTime();
-  const conditions = new Conditions(document, now);
+  const conditions = new Conditions(document, time);
   const allow: CompiledRule[] = [];
   for (const indexed of policies) {
     const policyOpen = inWindow(indexed.policy, time);

@@ -181,20 +181,24 @@ export function indexPolicies(policies: readonly CompiledPolicy[]): PolicyIndex 
   const alone = new Map(indexed.map((entry) => [entry, [entry]]));
   const NONE: IndexedPolicy[] = [];
   // A call asks twice with one principal (whether it is governed, then its decision): the last answer is kept.
-  let last: { readonly principal: PrincipalFacts; readonly named: IndexedPolicy[] } | undefined;
+  let lastPrincipal: PrincipalFacts | undefined;
+  let lastNamed: IndexedPolicy[] = NONE;
+  const add = (named: IndexedPolicy[], list: readonly IndexedPolicy[], principal: PrincipalFacts) => {
+    for (const entry of list) {
+      if (!entry.policy.names(principal)) continue;
+      // One policy naming the caller, the usual case: its own list of one, made once.
+      named = named === NONE ? alone.get(entry)! : [...named, entry];
+    }
+    return named;
+  };
   return {
     policies: indexed,
     governing(principal) {
-      if (last?.principal === principal) return last.named;
-      let named: IndexedPolicy[] = NONE;
-      for (const list of [bySubject.get(principal.subject) ?? NONE, others])
-        for (const entry of list) {
-          if (!entry.policy.names(principal)) continue;
-          // One policy naming the caller, the usual case: its own list of one, made once.
-          named = named === NONE ? alone.get(entry)! : [...named, entry];
-        }
+      if (lastPrincipal === principal) return lastNamed;
+      const named = add(add(NONE, bySubject.get(principal.subject) ?? NONE, principal), others, principal);
       if (named.length > 1) named.sort((a, b) => position.get(a)! - position.get(b)!);
-      last = { principal, named };
+      lastPrincipal = principal;
+      lastNamed = named;
       return named;
     },
   };
