@@ -49,14 +49,16 @@ function key(value: unknown, name: string): unknown {
   return found === undefined ? BAIL : found;
 }
 
-/** A decimal as JSON writes it: what double() gives Number(text) for (cel-js lib/functions.js). */
-const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
-
+/**
+ * double() as cel-js gives it (lib/functions.js): a trimmed, non-empty text is Number(text) unless
+ * that is NaN ("inf" and "nan" spelt otherwise than JavaScript does are left to cel-js).
+ */
 function toDouble(value: unknown): unknown {
   if (typeof value === 'number') return value;
   if (typeof value === 'bigint') return Number(value);
-  if (typeof value === 'string' && DECIMAL.test(value)) return Number(value);
-  return BAIL;
+  if (typeof value !== 'string' || value === '' || value !== value.trim()) return BAIL;
+  const parsed = Number(value);
+  return Number.isNaN(parsed) ? BAIL : parsed;
 }
 
 /** Values CEL's == compares as JavaScript's === does: two of one primitive kind, or two nulls. */

@@ -42,8 +42,32 @@ const DOCUMENTS: Record<string, DecisionDocument> = {
   }),
 };
 
+// double() of each text alone, as cel-js reads it (lib/functions.js) or leaves it to cel-js.
+for (const amount of [
+  '1e3',
+  '-2.5',
+  '+7',
+  '.5',
+  '5.',
+  '0x10',
+  '0b11',
+  ' 1',
+  '1 ',
+  '',
+  'inf',
+  'Infinity',
+  '-Infinity',
+  '-infinity',
+  'NaN',
+  'nan',
+  '1_0',
+  'abc',
+])
+  DOCUMENTS[`an amount of "${amount}"`] = document(SUBMIT, submission([create(IOU_BY_ID, { owner: ALICE, amount })]));
+
 const CONDITIONS = [
   'double(commands[0].createArguments.amount) < 1000.0',
+  'double(commands[0].createArguments.amount) > 0.0 || double(commands[0].createArguments.amount) <= 0.0',
   'commands.exists(c, c.createArguments.owner == "nobody")',
   'commands.all(c, double(c.createArguments.amount) >= 0.0)',
   'commands.exists(c, c.kind == "ExerciseCommand" && c.choiceArgument.newOwner == principal.claims.party)',
