@@ -78,7 +78,8 @@ function compare(op: string, left: unknown, right: unknown): unknown {
     (typeof left === 'bigint' && typeof right === 'bigint')
   ))
     return BAIL;
-  const [a, b] = [left, right] as [number, number];
+  const a = left as number;
+  const b = right as number;
   return op === '<' ? a < b : op === '<=' ? a <= b : op === '>' ? a > b : a >= b;
 }
 

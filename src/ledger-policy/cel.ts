@@ -105,7 +105,17 @@ const environment = new Environment({
   .registerVariable('commandSource', 'string')
   .registerVariable('now', 'google.protobuf.Timestamp');
 
-export type CelCondition = (input: CelInput) => boolean;
+/** A decision's document, and its CEL input, built by `input()` the first time cel-js has to run. */
+export interface CelActivation {
+  readonly document: DecisionDocument;
+  input(): CelInput;
+}
+
+export interface CelCondition {
+  (input: CelInput): boolean;
+  /** The same on an activation: a compiled condition reads the document, and builds no CEL input. */
+  readonly on: (activation: CelActivation) => boolean;
+}
 
 /** The document as the CEL environment reads it (celInput). */
 export type CelInput = object;
@@ -140,11 +150,22 @@ export function compileCondition(expression: string): CelCondition | Problem {
   if (checked.type !== 'bool') return { problem: `is of type ${checked.type}, not bool` };
   const { program } = checked;
   const compiled = compileToClosure(program.ast);
-  if (compiled === undefined) return (input) => program(input) === true;
-  return (input) => {
-    const value = compiled(documentOf(input));
-    return value === BAIL ? program(input) === true : value === true;
-  };
+  if (compiled === undefined)
+    return Object.assign((input: CelInput) => program(input) === true, {
+      on: (activation: CelActivation) => program(activation.input()) === true,
+    });
+  return Object.assign(
+    (input: CelInput) => {
+      const value = compiled(documentOf(input));
+      return value === BAIL ? program(input) === true : value === true;
+    },
+    {
+      on: (activation: CelActivation) => {
+        const value = compiled(activation.document);
+        return value === BAIL ? program(activation.input()) === true : value === true;
+      },
+    },
+  );
 }
 
 const EMPTY_TEMPLATE: Readonly<Record<keyof typeof TEMPLATE_FIELDS, string>> = {

@@ -2,7 +2,7 @@
 // touches the call (any of its parties, templates, choices, packages or rights) refuses it. Then the
 // allow rules: the call passes when rules cover it (every party, package, right and read template
 // it names) and every command is covered by one of them; otherwise it is refused by default.
-import { celInput, type CelInput } from './cel.js';
+import { celInput, type CelActivation, type CelInput } from './cel.js';
 import type { CommandFacts, DecisionDocument, PrincipalFacts, ReadFacts } from './document.js';
 import { anyPartyMatches, anyTemplateMatches, type PartyPattern } from './matchers.js';
 import { candidateRules, type IndexedPolicy } from './rule-index.js';
@@ -17,17 +17,20 @@ export interface Verdict {
   readonly reason: string;
 }
 
-/** Builds the CEL input (and its `now`) at most once per decision, and only for a rule with a condition. */
-class Conditions {
-  private input: CelInput | undefined;
+/** A decision's CEL activation: its input (and `now`) built at most once, and only for cel-js. */
+class Conditions implements CelActivation {
+  #input: CelInput | undefined;
   constructor(
-    private readonly document: DecisionDocument,
+    readonly document: DecisionDocument,
     private readonly now: number,
   ) {}
+  input(): CelInput {
+    return (this.#input ??= celInput(this.document, this.now));
+  }
   holds(rule: CompiledRule): 'true' | 'false' | 'error' {
     if (rule.where === undefined) return 'true';
     try {
-      return rule.where((this.input ??= celInput(this.document, this.now))) ? 'true' : 'false';
+      return rule.where.on(this) ? 'true' : 'false';
     } catch {
       return 'error';
     }
