@@ -122,6 +122,33 @@ function refuseMasterAtSentinel(
   };
 }
 
+/**
+ * A Sentinel client that never stays ended unless its owner closed it. ioredis's failover detector
+ * outlives the connection it watched: its +switch-master, landing while a reconnect still asks a
+ * sentinel for the master, aborts that connect, and ioredis then ends the client for good. Here the
+ * client is opened again after the usual backoff.
+ */
+class SentinelClient extends Redis {
+  private closedByOwner = false;
+  private reopenings = 0;
+
+  constructor(options: RedisOptions) {
+    super(options);
+    this.on('ready', () => (this.reopenings = 0));
+    this.on('end', () => {
+      if (this.closedByOwner) return;
+      setTimeout(() => {
+        if (!this.closedByOwner && this.status === 'end') this.connect().catch(() => {});
+      }, backoff(++this.reopenings)).unref();
+    });
+  }
+
+  override disconnect(reconnect = false): void {
+    if (!reconnect) this.closedByOwner = true;
+    super.disconnect(reconnect);
+  }
+}
+
 /** Opens the connection the section configures (call only when redisMode is defined). */
 export function openRedisConnection(
   config: RedisConnectionConfig,
@@ -156,7 +183,7 @@ export function openRedisConnection(
   };
   if (sentinel !== undefined) {
     const sentinels = sentinel.nodes.map(address);
-    const client = new Redis({
+    const client = new SentinelClient({
       ...bounded,
       sentinels,
       // Only the configured sentinels are asked: one that answers must not add others (ioredis's

@@ -6,11 +6,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { JS_CANTON_ERROR_KEYS } from '../helpers/canton-error-shape.js';
 import { recordingGatewayPerTest } from '../helpers/per-test.js';
-import { createSandboxState } from '../../src/sandbox/state.js';
-import { commitSeedTransaction, type Submission } from '../../src/sandbox/commands.js';
-import { prepareTransaction } from '../../src/sandbox/interactive.js';
+import type { Submission } from '../../src/sandbox/commands.js';
 import { SANDBOX_SEED } from '../../src/sandbox/app.js';
-import { ALICE, BOB, IOU_BY_ID, TRANSFER } from './support.js';
+import { ALICE, BOB, IOU_BY_ID, preparedBySandbox, TRANSFER } from './support.js';
 
 const MiB = 1024 * 1024;
 const SUBMIT = '/v2/commands/submit-and-wait';
@@ -83,20 +81,7 @@ async function refusal(response: Response, status: number, code: string): Promis
   return body;
 }
 
-async function preparedTransaction(command: Submission['commands'][number]): Promise<string> {
-  const state = createSandboxState();
-  commitSeedTransaction(state);
-  const submission: Submission = {
-    userId: 'alice',
-    commandId: 'c',
-    workflowId: '',
-    actAs: [ALICE],
-    readAs: [],
-    synchronizerId: '',
-    commands: [command],
-  };
-  return Buffer.from(await prepareTransaction(state, submission)).toString('base64');
-}
+const preparedTransaction = (command: Submission['commands'][number]) => preparedBySandbox([command]);
 
 const executeBody = (prepared: string, size: number) => {
   const head = `{"preparedTransaction":"${prepared}","userId":"alice","hashingSchemeVersion":"HASHING_SCHEME_VERSION_V2","submissionId":"`;

@@ -12,11 +12,8 @@ import { summarizePreparedTransaction } from '../../src/ledger-policy/prepared-t
 import { preparedTransactionBytes } from '../../src/ledger-policy/prepared-summary.js';
 import { GatewayError } from '../../src/errors.js';
 import { LARGE_BODY_POOL } from '../../src/policy/large-body-pool.js';
-import { createSandboxState } from '../../src/sandbox/state.js';
-import { commitSeedTransaction, type Submission } from '../../src/sandbox/commands.js';
-import { prepareTransaction } from '../../src/sandbox/interactive.js';
 import { SANDBOX_SEED } from '../../src/sandbox/app.js';
-import { ALICE, BOB, IOU_BY_ID, OPERATOR, principal, TRANSFER } from './support.js';
+import { ALICE, BOB, IOU_BY_ID, OPERATOR, preparedBySandbox, principal, TRANSFER } from './support.js';
 
 const MiB = 1024 * 1024;
 const READING = { inThreadBytes: MiB, treeBounds: LARGE_BODY_POOL.treeBounds };
@@ -69,28 +66,16 @@ function inThread(operation: string, text: string, prepared?: string): ReturnTyp
   );
 }
 
-async function preparedTransfer(): Promise<string> {
-  const state = createSandboxState();
-  commitSeedTransaction(state);
-  const submission: Submission = {
-    userId: 'alice',
-    commandId: 'c',
-    workflowId: '',
-    actAs: [ALICE],
-    readAs: [],
-    synchronizerId: '',
-    commands: [
-      {
-        kind: 'exercise',
-        templateId: IOU_BY_ID,
-        contractId: SANDBOX_SEED.initialTransaction.contractId,
-        choice: 'Transfer',
-        choiceArgument: { newOwner: BOB },
-      },
-    ],
-  };
-  return Buffer.from(await prepareTransaction(state, submission)).toString('base64');
-}
+const preparedTransfer = () =>
+  preparedBySandbox([
+    {
+      kind: 'exercise',
+      templateId: IOU_BY_ID,
+      contractId: SANDBOX_SEED.initialTransaction.contractId,
+      choice: 'Transfer',
+      choiceArgument: { newOwner: BOB },
+    },
+  ]);
 
 const hold = () => new BodyBudget({ bufferedBodyBytes: 64 * MiB, bufferedBodyShare: 1 }).hold('alice');
 

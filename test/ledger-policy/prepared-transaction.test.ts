@@ -18,27 +18,12 @@ import {
 } from '../../src/ledger-policy/prepared-summary.js';
 import { summarizePreparedTransaction } from '../../src/ledger-policy/prepared-transaction.js';
 import { createLedgerPolicy } from '../../src/ledger-policy/ledger-policy.js';
-import { createSandboxState } from '../../src/sandbox/state.js';
-import { commitSeedTransaction, type Submission } from '../../src/sandbox/commands.js';
-import { prepareTransaction } from '../../src/sandbox/interactive.js';
-import { ALICE, BOB, document, IOU_BY_ID, principal, section } from './support.js';
+import type { Submission } from '../../src/sandbox/commands.js';
+import { ALICE, BOB, document, IOU_BY_ID, preparedBySandbox, principal, section } from './support.js';
 import { SANDBOX_SEED } from '../../src/sandbox/app.js';
 import { ROOT } from '../helpers/process.js';
 
-async function prepared(commands: Submission['commands'], actAs: string[] = [ALICE]): Promise<string> {
-  const state = createSandboxState();
-  commitSeedTransaction(state);
-  const submission: Submission = {
-    userId: 'alice',
-    commandId: 'c',
-    workflowId: '',
-    actAs,
-    readAs: [],
-    synchronizerId: '',
-    commands,
-  };
-  return Buffer.from(await prepareTransaction(state, submission)).toString('base64');
-}
+const prepared = preparedBySandbox;
 
 const transfer = (newOwner: string): Submission['commands'] => [
   {

@@ -7,6 +7,9 @@ import type { PreparedSummary } from '../../src/ledger-policy/prepared-summary.j
 import { LedgerPolicySchema, type LedgerPolicyConfig } from '../../src/config/schema.js';
 import { WRITE_OPERATION_NAMES } from '../../src/operations.js';
 import { SANDBOX_SEED } from '../../src/sandbox/app.js';
+import { commitSeedTransaction, type Submission } from '../../src/sandbox/commands.js';
+import { prepareTransaction } from '../../src/sandbox/interactive.js';
+import { createSandboxState } from '../../src/sandbox/state.js';
 import { trailDirectory } from '../audit/support.js';
 import { startGateway, type RunningGateway } from '../helpers/gateway.js';
 import { logCapture } from '../helpers/log-capture.js';
@@ -94,4 +97,20 @@ export async function auditedSandboxGateway(current: PerTest, ledgerPolicy: unkn
   );
   current.gw = gw;
   return { sandbox, gw, log, directory };
+}
+
+/** A prepared transaction of `commands` (base64, as an execute carries it), prepared by the sandbox on its seed. */
+export async function preparedBySandbox(commands: Submission['commands'], actAs: string[] = [ALICE]): Promise<string> {
+  const state = createSandboxState();
+  commitSeedTransaction(state);
+  const submission: Submission = {
+    userId: 'alice',
+    commandId: 'c',
+    workflowId: '',
+    actAs,
+    readAs: [],
+    synchronizerId: '',
+    commands,
+  };
+  return Buffer.from(await prepareTransaction(state, submission)).toString('base64');
 }

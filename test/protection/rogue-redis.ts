@@ -1,7 +1,8 @@
 // A server that speaks the Redis protocol (RESP2) on a loopback port and misbehaves as a test asks:
 // it records every command it is sent (AUTH's arguments included), answers the handshake a client
 // makes (AUTH, CLIENT, INFO, PING) and then, as configured, streams one reply that never ends, or
-// names itself as the master when asked as a sentinel. No Redis needed: this is the rogue.
+// names itself as the master when asked as a sentinel, or stands in for a real master's sentinel that
+// answers when the test lets it. No Redis needed for the rogue itself.
 import net from 'node:net';
 
 export interface RogueRedis {
@@ -10,6 +11,10 @@ export interface RogueRedis {
   readonly commands: string[][];
   /** Connections accepted so far. */
   readonly connections: number;
+  /** Connections open now that subscribed to +switch-master (a client's failover detector). */
+  readonly switchSubscribers: number;
+  /** As a sentinel: tells every subscriber that the master moved (to where `masterPort` names). */
+  publishSwitchMaster(): void;
   /** Bytes of the endless replies written so far. */
   readonly streamedBytes: number;
   close(): Promise<void>;
@@ -20,6 +25,12 @@ export interface RogueBehaviour {
   readonly endlessReply?: boolean;
   /** As a sentinel: `SENTINEL get-master-addr-by-name` names this server itself. */
   readonly namesItselfMaster?: boolean;
+  /**
+   * As a sentinel for a real master on this port: `SENTINEL get-master-addr-by-name` is answered
+   * when `onMasterQuery` calls `answer` (at once when there is no hook), and SUBSCRIBE is accepted.
+   */
+  readonly masterPort?: number;
+  readonly onMasterQuery?: (answer: () => void) => void;
 }
 
 const bulk = (text: string) => `$${Buffer.byteLength(text)}\r\n${text}\r\n`;
@@ -66,6 +77,7 @@ export async function startRogueRedis(behaviour: RogueBehaviour): Promise<RogueR
   const sockets = new Set<net.Socket>();
   let connections = 0;
   let streamedBytes = 0;
+  const subscribers = new Set<net.Socket>();
   const chunk = Buffer.alloc(64 * 1024, 'x');
 
   /** Writes for as long as the socket takes it: the client reads as fast as it can. */
@@ -83,10 +95,23 @@ export async function startRogueRedis(behaviour: RogueBehaviour): Promise<RogueR
     pump();
   }
 
+  function answerAsSentinel(socket: net.Socket, words: string[], masterPort: number): void {
+    if (words[1]?.toLowerCase() !== 'get-master-addr-by-name') {
+      socket.write('*0\r\n');
+      return;
+    }
+    const answer = () => socket.write(`*2\r\n${bulk('127.0.0.1')}${bulk(String(masterPort))}`);
+    if (behaviour.onMasterQuery === undefined) answer();
+    else behaviour.onMasterQuery(answer);
+  }
+
   const server = net.createServer((socket) => {
     connections++;
     sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
+    socket.on('close', () => {
+      sockets.delete(socket);
+      subscribers.delete(socket);
+    });
     socket.on('error', () => undefined);
     let buffered: Buffer = Buffer.alloc(0);
     let streaming = false;
@@ -99,7 +124,12 @@ export async function startRogueRedis(behaviour: RogueBehaviour): Promise<RogueR
         const name = words[0]!.toUpperCase();
         if (name === 'AUTH' || name === 'CLIENT' || name === 'SELECT') socket.write('+OK\r\n');
         else if (name === 'INFO') socket.write(INFO);
-        else if (name === 'SENTINEL' && behaviour.namesItselfMaster === true) {
+        else if (name === 'SENTINEL' && behaviour.masterPort !== undefined) {
+          answerAsSentinel(socket, words, behaviour.masterPort);
+        } else if (name === 'SUBSCRIBE' && behaviour.masterPort !== undefined) {
+          subscribers.add(socket);
+          socket.write(`*3\r\n${bulk('subscribe')}${bulk(words[1] ?? '')}:1\r\n`);
+        } else if (name === 'SENTINEL' && behaviour.namesItselfMaster === true) {
           const address = server.address() as net.AddressInfo;
           if (words[1]?.toLowerCase() === 'get-master-addr-by-name')
             socket.write(`*2\r\n${bulk('127.0.0.1')}${bulk(String(address.port))}`);
@@ -121,6 +151,14 @@ export async function startRogueRedis(behaviour: RogueBehaviour): Promise<RogueR
     },
     get streamedBytes() {
       return streamedBytes;
+    },
+    get switchSubscribers() {
+      return subscribers.size;
+    },
+    publishSwitchMaster() {
+      const port = String(behaviour.masterPort);
+      const message = bulk(`mymaster 127.0.0.1 ${port} 127.0.0.1 ${port}`);
+      for (const socket of subscribers) socket.write(`*3\r\n${bulk('message')}${bulk('+switch-master')}${message}`);
     },
     async close() {
       for (const socket of sockets) socket.destroy();
