@@ -10,7 +10,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Value } from '@sinclair/typebox/value';
 import { decisionDocument, principalFacts } from '../src/ledger-policy/build-document.js';
 import { createLedgerPolicy } from '../src/ledger-policy/ledger-policy.js';
-import { createPreparedDecoder } from '../src/ledger-policy/prepared-pool.js';
+import { createPreparedDecoder, PREPARED_WORKER_HEAP_MB } from '../src/ledger-policy/prepared-pool.js';
 import {
   DEFAULT_PREPARED_LIMITS,
   preparedTransactionBytes,
@@ -105,7 +105,13 @@ for (const size of [100 * 1024, 1024 * 1024]) {
         await new Promise((resolve) => setImmediate(resolve));
       }
     }, REPETITIONS);
-    const decoder = createPreparedDecoder({ workerThreads: 1, maxQueue: REPETITIONS, timeoutMs: 60_000, limits });
+    const decoder = createPreparedDecoder({
+      workerThreads: 1,
+      maxQueue: REPETITIONS,
+      timeoutMs: 60_000,
+      heapMb: PREPARED_WORKER_HEAP_MB,
+      limits,
+    });
     const started = performance.now();
     await decoder.decode(encoded); // the worker starts and loads the bindings
     const firstMs = performance.now() - started;

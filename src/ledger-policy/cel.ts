@@ -4,6 +4,7 @@
 // configuration is loaded, not when a call arrives (the choice and its measurements:
 // docs/performance.md, "CEL").
 import { Environment } from '@marcbachmann/cel-js';
+import { BAIL, compileToClosure } from './cel-compiled.js';
 import type { CommandFacts, DecisionDocument, TemplateRef } from './document.js';
 
 const TEMPLATE_FIELDS = {
@@ -104,7 +105,17 @@ const environment = new Environment({
   .registerVariable('commandSource', 'string')
   .registerVariable('now', 'google.protobuf.Timestamp');
 
-export type CelCondition = (input: CelInput) => boolean;
+/** A decision's document, and its CEL input, built by `input()` the first time cel-js has to run. */
+export interface CelActivation {
+  readonly document: DecisionDocument;
+  input(): CelInput;
+}
+
+export interface CelCondition {
+  (input: CelInput): boolean;
+  /** The same on an activation: a compiled condition reads the document, and builds no CEL input. */
+  readonly on: (activation: CelActivation) => boolean;
+}
 
 /** The document as the CEL environment reads it (celInput). */
 export type CelInput = object;
@@ -117,7 +128,7 @@ function firstLine(error: unknown): string {
 type Problem = { readonly problem: string };
 
 /** Parses and type-checks an expression against the decision document: its program and type, or why not. */
-function parseChecked(
+export function parseChecked(
   expression: string,
 ): { readonly program: ReturnType<typeof environment.parse>; readonly type: string | undefined } | Problem {
   let program: ReturnType<typeof environment.parse>;
@@ -126,7 +137,8 @@ function parseChecked(
   } catch (error) {
     return { problem: `does not parse: ${firstLine(error)}` };
   }
-  const checked = environment.check(expression);
+  // The program's own tree checked: its nodes keep their types (what cel-compiled.ts reads).
+  const checked = program.check();
   if (!checked.valid) return { problem: `does not type-check: ${firstLine(checked.error)}` };
   return { program, type: checked.type };
 }
@@ -137,7 +149,23 @@ export function compileCondition(expression: string): CelCondition | Problem {
   if ('problem' in checked) return checked;
   if (checked.type !== 'bool') return { problem: `is of type ${checked.type}, not bool` };
   const { program } = checked;
-  return (input) => program(input) === true;
+  const compiled = compileToClosure(program.ast);
+  if (compiled === undefined)
+    return Object.assign((input: CelInput) => program(input) === true, {
+      on: (activation: CelActivation) => program(activation.input()) === true,
+    });
+  return Object.assign(
+    (input: CelInput) => {
+      const value = compiled(documentOf(input));
+      return value === BAIL ? program(input) === true : value === true;
+    },
+    {
+      on: (activation: CelActivation) => {
+        const value = compiled(activation.document);
+        return value === BAIL ? program(activation.input()) === true : value === true;
+      },
+    },
+  );
 }
 
 const EMPTY_TEMPLATE: Readonly<Record<keyof typeof TEMPLATE_FIELDS, string>> = {
@@ -173,10 +201,22 @@ class CelVariables {
   #packages: Package[] | undefined;
   #rights: Right[] | undefined;
 
+  #now: Date | undefined;
+
+  /** `at`: the time, or its ms since the epoch (its Date made when a condition reads `now`). */
   constructor(
     private readonly document: DecisionDocument,
-    readonly now: Date,
+    private readonly at: Date | number,
   ) {}
+
+  get now(): Date {
+    return (this.#now ??= typeof this.at === 'number' ? new Date(this.at) : this.at);
+  }
+
+  /** The document itself, for a compiled condition (cel-compiled.ts); cel-js reads only the variables. */
+  static documentOf(variables: CelVariables): DecisionDocument {
+    return variables.document;
+  }
 
   get operation() {
     return this.document.operation;
@@ -230,8 +270,10 @@ class CelVariables {
   }
 }
 
-/** The CEL variables of a document at `now`. */
-export function celInput(document: DecisionDocument, now: Date): CelInput {
+const documentOf = (input: CelInput) => CelVariables.documentOf(input as CelVariables);
+
+/** The CEL variables of a document at `now` (a Date, or ms since the epoch). */
+export function celInput(document: DecisionDocument, now: Date | number): CelInput {
   return new CelVariables(document, now);
 }
 

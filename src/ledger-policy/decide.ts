@@ -2,7 +2,7 @@
 // touches the call (any of its parties, templates, choices, packages or rights) refuses it. Then the
 // allow rules: the call passes when rules cover it (every party, package, right and read template
 // it names) and every command is covered by one of them; otherwise it is refused by default.
-import { celInput, type CelInput } from './cel.js';
+import { celInput, type CelActivation, type CelInput } from './cel.js';
 import type { CommandFacts, DecisionDocument, PrincipalFacts, ReadFacts } from './document.js';
 import { anyPartyMatches, anyTemplateMatches, type PartyPattern } from './matchers.js';
 import { candidateRules, type IndexedPolicy } from './rule-index.js';
@@ -17,17 +17,20 @@ export interface Verdict {
   readonly reason: string;
 }
 
-/** Evaluates the CEL input at most once per decision. */
-class Conditions {
-  private input: CelInput | undefined;
+/** A decision's CEL activation: its input (and `now`) built at most once, and only for cel-js. */
+class Conditions implements CelActivation {
+  #input: CelInput | undefined;
   constructor(
-    private readonly document: DecisionDocument,
-    private readonly now: Date,
+    readonly document: DecisionDocument,
+    private readonly now: number,
   ) {}
+  input(): CelInput {
+    return (this.#input ??= celInput(this.document, this.now));
+  }
   holds(rule: CompiledRule): 'true' | 'false' | 'error' {
     if (rule.where === undefined) return 'true';
     try {
-      return rule.where((this.input ??= celInput(this.document, this.now))) ? 'true' : 'false';
+      return rule.where.on(this) ? 'true' : 'false';
     } catch {
       return 'error';
     }
@@ -272,8 +275,8 @@ function coveringRule(allow: readonly CompiledRule[], command: CommandFacts): Co
   return undefined;
 }
 
-/** The verdict of `policies` (all naming the caller) on the document at `now`. */
-export function decideWith(policies: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Verdict {
+/** The verdict of `policies` (all naming the caller) on the document at `time` (ms since the epoch). */
+export function decideWith(policies: readonly IndexedPolicy[], document: DecisionDocument, time: number): Verdict {
   const first = policies[0]!.policy.name;
   if (document.unreadable > 0)
     return {
@@ -282,8 +285,7 @@ export function decideWith(policies: readonly IndexedPolicy[], document: Decisio
       rule: 'unreadable',
       reason: `${document.unreadable} part(s) of the call cannot be read`,
     };
-  const time = now.getTime();
-  const conditions = new Conditions(document, now);
+  const conditions = new Conditions(document, time);
   const allow: CompiledRule[] = [];
   for (const indexed of policies) {
     const policyOpen = inWindow(indexed.policy, time);

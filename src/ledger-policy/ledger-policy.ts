@@ -69,7 +69,7 @@ export function assertLedgerPolicyConfig(section: LedgerPolicyConfig): void {
 }
 
 /** Enforcing policies decide first; the dry-run ones are reported where they would refuse. */
-function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Decision {
+function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocument, now: number): Decision {
   const enforcing = governing.some((entry) => entry.policy.dryRun)
     ? governing.filter((entry) => !entry.policy.dryRun)
     : governing;
@@ -111,7 +111,7 @@ function rightRefusal(
   governing: readonly IndexedPolicy[],
   right: RightFacts,
   principal: PrincipalFacts,
-  now: Date,
+  now: number,
 ): Decision | undefined {
   let dryRun: Decision | undefined;
   for (const alternatives of usesOfRight(right, principal)) {
@@ -128,7 +128,7 @@ function rightRefusal(
  * The call's decision, then each right it gives: one the caller may not use itself refuses it
  * (rule grant-exceeds-caller), an enforced refusal before a dry run's.
  */
-function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionDocument, now: Date): Decision {
+function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionDocument, now: number): Decision {
   const call = decideCall(governing, document, now);
   if ((call.effect === 'deny' && call.mode === 'enforce') || document.rights.length === 0) return call;
   let dryRun: Decision | undefined = call.effect === 'deny' ? call : undefined;
@@ -177,7 +177,9 @@ export function createLedgerPolicy(
   const rules = policies.flatMap((policy) => policy.rules);
   const templatesByName = rules.some((rule) => rule.templates !== undefined && namesPackages(rule.templates));
   const packagesByName = rules.some((rule) => rule.packages !== undefined);
-  const now = dependencies.now ?? (() => new Date());
+  // The time in ms: a Date is made only for a CEL condition that runs (decide.ts Conditions).
+  const injected = dependencies.now;
+  const now = injected === undefined ? Date.now : () => injected().getTime();
   const resolver = dependencies.resolver;
 
   const unresolved = (governing: readonly IndexedPolicy[], ids: readonly string[], why: string): Decision => ({
@@ -211,7 +213,7 @@ export function createLedgerPolicy(
   /** The first break-glass entry naming the caller now; it outranks every policy. */
   function brokenGlass(principal: PrincipalFacts): Decision | undefined {
     if (breakGlass.length === 0) return undefined;
-    const time = now().getTime();
+    const time = now();
     const entry = breakGlass.find(
       (candidate) =>
         (candidate.notBefore === undefined || time >= candidate.notBefore) &&
@@ -260,6 +262,7 @@ export function createLedgerPolicy(
       if (glass !== undefined) return glass;
       const governing = index.governing(document.principal);
       if (governing.length === 0) return NOT_GOVERNED;
+      if (!templatesByName && !packagesByName) return decideGoverned(governing, document, now());
       const missing = unnamed(document, templatesByName, packagesByName);
       if (missing.length === 0) return decideGoverned(governing, document, now());
       if (resolver === undefined)

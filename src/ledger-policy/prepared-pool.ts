@@ -3,9 +3,12 @@
 // message of the Ledger API, so every one goes to a bounded pool of worker threads (piscina), the only
 // threads that load them. Every wait is bounded: a full queue or a slow decode refuses the call
 // (PreparedDecoderBusy), never queues it without end. A governed caller's large body is made into
-// its decision document by the same workers, under the same bounds (large-body-document.ts).
+// its decision document by the same workers, under the same bounds (large-body-document.ts). Each
+// worker's heap is bounded (resourceLimits), as the request rules' workers' are: a body or a
+// transaction that passes it kills only its worker, and is refused as too large.
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
+import { Errors, GatewayError } from '../errors.js';
 import type { BodyDocumentOutcome, BodyDocumentTask } from './body-document-worker.js';
 import { PreparedTransactionError, type PreparedLimits, type PreparedSummary } from './prepared-summary.js';
 import type { PreparedOutcome, PreparedTask } from './prepared-worker.js';
@@ -16,8 +19,17 @@ export interface PreparedDecoderOptions {
   readonly maxQueue: number;
   /** Bound on one decode, waiting included. */
   readonly timeoutMs: number;
+  /** A worker's heap: its old generation, in MiB (its young generation is an eighth of it, at least 4). */
+  readonly heapMb: number;
   readonly limits: PreparedLimits;
 }
+
+/**
+ * The shipped workers' heap: the protobuf bindings of the Ledger API, and the worst tree the request
+ * rules' worker admits (32 MiB heap, policy/large-body-pool.ts) with the decision document built from
+ * it (docs/performance.md, "Prepared transactions").
+ */
+export const PREPARED_WORKER_HEAP_MB = 64;
 
 /** The pool could not take or finish the decode in time: the call is refused as unavailable (retry). */
 export class PreparedDecoderBusy extends Error {
@@ -28,11 +40,15 @@ export class PreparedDecoderBusy extends Error {
 }
 
 export interface PreparedDecoder {
-  /** The summary, or throws PreparedTransactionError (not a prepared transaction) or PreparedDecoderBusy. */
+  /**
+   * The summary, or throws PreparedTransactionError (not a prepared transaction), PreparedDecoderBusy,
+   * or GATEWAY_REQUEST_TOO_LARGE (its decode passed the worker's heap).
+   */
   decode(encoded: unknown): Promise<PreparedSummary>;
   /**
-   * A large body's decision document (body-document-worker.ts), or throws PreparedDecoderBusy (the
-   * bytes, moved to the worker, are then lost: the call is refused). The decode's bounds are this pool's.
+   * A large body's decision document (body-document-worker.ts), or throws PreparedDecoderBusy or
+   * GATEWAY_REQUEST_TOO_LARGE (the bytes, moved to the worker, are then lost: the call is refused).
+   * The decode's bounds are this pool's.
    */
   documentOfBody(task: Omit<BodyDocumentTask, 'prepared'>, executes: boolean): Promise<BodyDocumentOutcome>;
   close(): Promise<void>;
@@ -47,6 +63,14 @@ function workerFile(): string {
   return fileURLToPath(url);
 }
 
+/** A task that passed the worker's heap (`bodyBytes`: a body's, else a prepared transaction): the caller's to make smaller (413), not to retry. */
+function tooLarge(bodyBytes: number | undefined, heapMb: number): GatewayError {
+  const what = bodyBytes === undefined ? 'The prepared transaction' : `The request body (${bodyBytes} bytes)`;
+  return new GatewayError(Errors.GATEWAY_REQUEST_TOO_LARGE, {
+    cause: `${what} needs more memory to read than a ledger policy worker has (${heapMb} MiB).`,
+  });
+}
+
 export function createPreparedDecoder(options: PreparedDecoderOptions): PreparedDecoder {
   // Counted here: piscina does not hold abortable tasks to its maxQueue (5.3, measured).
   const most = options.workerThreads + options.maxQueue;
@@ -58,6 +82,10 @@ export function createPreparedDecoder(options: PreparedDecoderOptions): Prepared
       minThreads: 0,
       maxThreads: options.workerThreads,
       idleTimeout: 30_000,
+      resourceLimits: {
+        maxOldGenerationSizeMb: options.heapMb,
+        maxYoungGenerationSizeMb: Math.max(4, Math.round(options.heapMb / 8)),
+      },
     }));
 
   /** One task of the worker's export `name`, bounded in number and in time. */
@@ -68,9 +96,11 @@ export function createPreparedDecoder(options: PreparedDecoderOptions): Prepared
     if (inFlight >= most)
       throw new PreparedDecoderBusy(`${inFlight} prepared transactions or large bodies are being decoded or wait`);
     inFlight++;
+    const bodyBytes = 'bytes' in task ? task.bytes.byteLength : undefined; // moved to the worker, so counted now
     try {
       return (await poolOf().run(task, { ...run, signal: AbortSignal.timeout(options.timeoutMs) })) as Outcome;
     } catch (error) {
+      if ((error as { code?: unknown }).code === 'ERR_WORKER_OUT_OF_MEMORY') throw tooLarge(bodyBytes, options.heapMb);
       throw new PreparedDecoderBusy(`not decoded in a worker: ${(error as Error).message}`);
     } finally {
       inFlight--;

@@ -2,7 +2,7 @@
 // operation and by the template entity they name, so that a call is judged against the few rules
 // that can concern it whether the configuration holds 20 rules or 1,000 (docs/performance.md,
 // "Ledger policy").
-import type { DecisionDocument, PrincipalFacts } from './document.js';
+import type { DecisionDocument, PrincipalFacts, TemplateRef } from './document.js';
 import type { CompiledPolicy, CompiledRule } from './rules.js';
 
 interface Bucket {
@@ -114,6 +114,35 @@ function indexedEntitiesOf(indexed: IndexedPolicy, document: DecisionDocument): 
   return names;
 }
 
+/**
+ * The one indexed entity a call names ('' for none), found without a list; undefined when it names
+ * several (indexedEntitiesOf gathers them). A call of one command, the usual one, allocates nothing.
+ */
+function onlyIndexedEntity(indexed: IndexedPolicy, document: DecisionDocument): string | undefined {
+  const names = indexed.entities;
+  let found: string | undefined = '';
+  for (const command of document.commands) {
+    const entity = command.template?.entityName;
+    if (entity === undefined || entity === found || !names.has(entity)) continue;
+    if (found !== '') return undefined;
+    found = entity;
+  }
+  const read = document.read;
+  if (read === undefined) return found;
+  found = withOnly(found, read.templates, names);
+  return found === undefined ? undefined : withOnly(found, read.interfaces, names);
+}
+
+/** `found` and the indexed entities of `templates`, while that is at most one name. */
+function withOnly(found: string, templates: readonly TemplateRef[], names: ReadonlySet<string>): string | undefined {
+  for (const { entityName } of templates) {
+    if (entityName === found || !names.has(entityName)) continue;
+    if (found !== '') return undefined;
+    found = entityName;
+  }
+  return found;
+}
+
 function findCandidates(
   indexed: IndexedPolicy,
   document: DecisionDocument,
@@ -150,12 +179,14 @@ function candidatesOf(indexed: IndexedPolicy, document: DecisionDocument, wildca
 /** The rules of a policy that can concern this call, in the configuration's order. */
 export function candidateRules(indexed: IndexedPolicy, document: DecisionDocument): readonly CompiledRule[] {
   const wildcard = document.read?.wildcard === true;
-  const entities = indexedEntitiesOf(indexed, document);
+  const one = onlyIndexedEntity(indexed, document);
+  const entities = one === undefined ? indexedEntitiesOf(indexed, document) : undefined;
   const cache = candidatesOf(indexed, document, wildcard);
-  const key = entities.key();
+  const key = entities === undefined ? one! : entities.key();
   let candidates = cache?.get(key);
   if (candidates === undefined) {
-    candidates = findCandidates(indexed, document, wildcard, entities.list());
+    const list = entities === undefined ? (one === '' ? [] : [one!]) : entities.list();
+    candidates = findCandidates(indexed, document, wildcard, list);
     if (cache !== undefined && indexed.cached.count < MAX_CACHED_CANDIDATES) {
       cache.set(key, candidates);
       indexed.cached.count++;
@@ -181,20 +212,24 @@ export function indexPolicies(policies: readonly CompiledPolicy[]): PolicyIndex 
   const alone = new Map(indexed.map((entry) => [entry, [entry]]));
   const NONE: IndexedPolicy[] = [];
   // A call asks twice with one principal (whether it is governed, then its decision): the last answer is kept.
-  let last: { readonly principal: PrincipalFacts; readonly named: IndexedPolicy[] } | undefined;
+  let lastPrincipal: PrincipalFacts | undefined;
+  let lastNamed: IndexedPolicy[] = NONE;
+  const add = (named: IndexedPolicy[], list: readonly IndexedPolicy[], principal: PrincipalFacts) => {
+    for (const entry of list) {
+      if (!entry.policy.names(principal)) continue;
+      // One policy naming the caller, the usual case: its own list of one, made once.
+      named = named === NONE ? alone.get(entry)! : [...named, entry];
+    }
+    return named;
+  };
   return {
     policies: indexed,
     governing(principal) {
-      if (last?.principal === principal) return last.named;
-      let named: IndexedPolicy[] = NONE;
-      for (const list of [bySubject.get(principal.subject) ?? NONE, others])
-        for (const entry of list) {
-          if (!entry.policy.names(principal)) continue;
-          // One policy naming the caller, the usual case: its own list of one, made once.
-          named = named === NONE ? alone.get(entry)! : [...named, entry];
-        }
+      if (lastPrincipal === principal) return lastNamed;
+      const named = add(add(NONE, bySubject.get(principal.subject) ?? NONE, principal), others, principal);
       if (named.length > 1) named.sort((a, b) => position.get(a)! - position.get(b)!);
-      last = { principal, named };
+      lastPrincipal = principal;
+      lastNamed = named;
       return named;
     },
   };

@@ -26,7 +26,12 @@ import type { DecisionDocument, PrincipalFacts } from './document.js';
 import { createLedgerPolicy, ledgerPolicyRefusal, type Decision, type LedgerPolicy } from './ledger-policy.js';
 import { documentOffThread, type LargeBodyReading } from './large-body-document.js';
 import { createPackageNameResolver, vettedPackageLookup, type PackageNameResolver } from './package-names.js';
-import { createPreparedDecoder, PreparedDecoderBusy, type PreparedDecoder } from './prepared-pool.js';
+import {
+  createPreparedDecoder,
+  PREPARED_WORKER_HEAP_MB,
+  PreparedDecoderBusy,
+  type PreparedDecoder,
+} from './prepared-pool.js';
 import { PreparedTransactionError, type PreparedSummary } from './prepared-summary.js';
 
 /** What lives across configurations: the decoder's worker threads and the package names learnt. */
@@ -88,6 +93,7 @@ export function startLedgerPolicyRuntime(section: LedgerPolicyConfig, participan
     workerThreads: preparedTransactions.workerThreads,
     maxQueue: preparedTransactions.maxQueue,
     timeoutMs: preparedTransactions.timeoutMs,
+    heapMb: PREPARED_WORKER_HEAP_MB,
     limits: {
       maxValueDepth: preparedTransactions.maxValueDepth,
       maxRoots: preparedTransactions.maxRoots,

@@ -7,7 +7,11 @@ import { BodyBudget } from '../../src/body/budget.js';
 import { decisionDocument, plainDocument, type CallInput } from '../../src/ledger-policy/build-document.js';
 import { SLICE_ITEMS } from '../../src/ledger-policy/body-document-worker.js';
 import { documentOffThread, type LargeBodyCall } from '../../src/ledger-policy/large-body-document.js';
-import { createPreparedDecoder, type PreparedDecoder } from '../../src/ledger-policy/prepared-pool.js';
+import {
+  createPreparedDecoder,
+  PREPARED_WORKER_HEAP_MB,
+  type PreparedDecoder,
+} from '../../src/ledger-policy/prepared-pool.js';
 import { summarizePreparedTransaction } from '../../src/ledger-policy/prepared-transaction.js';
 import { preparedTransactionBytes } from '../../src/ledger-policy/prepared-summary.js';
 import { GatewayError } from '../../src/errors.js';
@@ -25,7 +29,14 @@ afterEach(async () => {
   decoder = undefined;
 });
 const pool = (options: Partial<Parameters<typeof createPreparedDecoder>[0]> = {}) =>
-  (decoder = createPreparedDecoder({ workerThreads: 1, maxQueue: 8, timeoutMs: 20_000, limits: LIMITS, ...options }));
+  (decoder = createPreparedDecoder({
+    workerThreads: 1,
+    maxQueue: 8,
+    timeoutMs: 20_000,
+    heapMb: PREPARED_WORKER_HEAP_MB,
+    limits: LIMITS,
+    ...options,
+  }));
 
 const CALLER = principal('alice', { groups: ['traders'] });
 const input = (operation: string, writes = true): Omit<CallInput, 'body' | 'prepared'> => ({
@@ -192,6 +203,27 @@ describe('a large body made into its decision document in a worker', () => {
     );
     expect(refused.code).toBe('GATEWAY_REQUEST_TOO_LARGE');
     expect(refused.cause).toMatch(/^The request body would parse to more than 600000 objects and arrays/);
+  });
+
+  // The worker's heap is bounded, as the request rules' worker's is (policy/large-body-pool.ts): the
+  // worst tree the bounds admit is read within the shipped heap, and a document past a heap is a 413
+  // that kills only its worker, never the process.
+  it('reads the worst tree the bounds admit within the shipped heap; past a heap a 413, and the next body is served', async () => {
+    const worst = `{"commands":[],"x":[${Array(599_000).fill('{}').join(',')}]}`;
+    const shipped = pool();
+    const document = await documentOffThread(shipped, READING, call('postV2CommandsSubmit-and-wait', worst), hold());
+    expect(document.operation).toBe('postV2CommandsSubmit-and-wait');
+    const small = pool({ heapMb: 16 });
+    const refused = await refusal(
+      documentOffThread(small, READING, call('postV2CommandsSubmit-and-wait', worst), hold()),
+    );
+    expect(refused).toEqual({
+      code: 'GATEWAY_REQUEST_TOO_LARGE',
+      cause: `The request body (${worst.length} bytes) needs more memory to read than a ledger policy worker has (16 MiB).`,
+    });
+    const text = padded({ commands: [TRANSFER], actAs: [ALICE] }, 2 * MiB);
+    const next = await documentOffThread(small, READING, call('postV2CommandsSubmit-and-wait', text), hold());
+    expect(next).toEqual(inThread('postV2CommandsSubmit-and-wait', text));
   });
 
   it('counts what the worker holds against the body budget while it works, and gives it back', async () => {

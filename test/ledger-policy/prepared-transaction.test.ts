@@ -8,6 +8,7 @@ import { DamlTransaction_Node, PreparedTransaction, Value } from '@canton-networ
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   createPreparedDecoder,
+  PREPARED_WORKER_HEAP_MB,
   PreparedDecoderBusy,
   type PreparedDecoder,
 } from '../../src/ledger-policy/prepared-pool.js';
@@ -65,7 +66,7 @@ await import(new URL('sandbox/app.js', dist));
 await import(new URL('ledger-policy/ledger-policy.js', dist));
 const { createPreparedDecoder } = await import(new URL('ledger-policy/prepared-pool.js', dist));
 const limits = { maxValueDepth: 256, maxRoots: 10000, withArguments: true };
-const decoder = createPreparedDecoder({ workerThreads: 1, maxQueue: 1, timeoutMs: 40000, limits });
+const decoder = createPreparedDecoder({ workerThreads: 1, maxQueue: 1, timeoutMs: 40000, heapMb: 64, limits });
 const summary = await decoder.decode(readFileSync(0, 'utf8'));
 await decoder.close();
 const onEventLoop = bindings();
@@ -201,6 +202,7 @@ describe('the decoder pool', () => {
         workerThreads: 1,
         maxQueue: 4,
         timeoutMs: 30_000,
+        heapMb: PREPARED_WORKER_HEAP_MB,
         limits: DEFAULT_PREPARED_LIMITS,
       });
       const small = await prepared(transfer(BOB));
@@ -236,6 +238,7 @@ describe('the decoder pool', () => {
       workerThreads: 1,
       maxQueue: 1,
       timeoutMs: 30_000,
+      heapMb: PREPARED_WORKER_HEAP_MB,
       limits: DEFAULT_PREPARED_LIMITS,
     });
     const results = await Promise.allSettled(Array.from({ length: 6 }, async () => decoder!.decode(large)));
@@ -244,7 +247,13 @@ describe('the decoder pool', () => {
     for (const r of refused) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(PreparedDecoderBusy);
     expect(results.some((r) => r.status === 'fulfilled')).toBe(true);
     await decoder.close();
-    decoder = createPreparedDecoder({ workerThreads: 1, maxQueue: 4, timeoutMs: 1, limits: DEFAULT_PREPARED_LIMITS });
+    decoder = createPreparedDecoder({
+      workerThreads: 1,
+      maxQueue: 4,
+      timeoutMs: 1,
+      heapMb: PREPARED_WORKER_HEAP_MB,
+      limits: DEFAULT_PREPARED_LIMITS,
+    });
     await expect(decoder.decode(large)).rejects.toBeInstanceOf(PreparedDecoderBusy);
   });
 });

@@ -1,0 +1,305 @@
+// The common forms of a `where` condition (fields, indexes, comparisons, &&, ||, !, in, ?:, double(),
+// size(), exists and all) as JavaScript closures over the decision document, for the values they
+// expect: anything else (a missing key, an index out of range, a string compared with <, two
+// numbers of different kinds) returns BAIL, and cel-js decides the condition as before, errors and
+// all. The closures read the document's own parts, so the common case builds no CEL records. Kept
+// because cel-js interprets a condition several times slower: docs/performance.md, "Ledger policy".
+import type { DecisionDocument } from './document.js';
+
+/** The closures' answer when the values are not the ones they handle: cel-js decides instead. */
+export const BAIL: unique symbol = Symbol('cel-js decides');
+
+/** The variables of a macro (exists, all) by slot, and the document. */
+interface Frame {
+  document: DecisionDocument;
+  readonly locals: unknown[];
+}
+type Compiled = (frame: Frame) => unknown;
+
+/** The part of cel-js's checked AST the compiler reads (lib/parser.js ASTNode). */
+interface Node {
+  readonly op: string;
+  readonly args: unknown;
+  readonly checkedType?: { readonly name: string; readonly kind?: string };
+}
+
+/** The document's variables read as they are (CelVariables builds records of the same values for cel-js). */
+const ROOTS: Readonly<Record<string, (document: DecisionDocument) => unknown>> = {
+  operation: (document) => document.operation,
+  writes: (document) => document.writes,
+  targetUserId: (document) => document.targetUserId,
+  commandSource: (document) => document.commandSource,
+  commands: (document) => document.commands,
+  principal: (document) => document.principal,
+  parties: (document) => document.parties,
+};
+/** The record types of the document (cel.ts): their fields are read as properties (getters included). */
+const RECORDS: ReadonlySet<string> = new Set(['Command', 'Template', 'Principal', 'Parties']);
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> => {
+  if (value === null || typeof value !== 'object') return false;
+  const prototype: unknown = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+};
+
+/** A JSON key of a map or a dyn object, or BAIL (cel-js: no such key). */
+function key(value: unknown, name: string): unknown {
+  if (!isPlainObject(value) || !Object.hasOwn(value, name)) return BAIL;
+  const found = value[name];
+  return found === undefined ? BAIL : found;
+}
+
+/**
+ * double() as cel-js gives it (lib/functions.js): a trimmed, non-empty text is Number(text) unless
+ * that is NaN ("inf" and "nan" spelt otherwise than JavaScript does are left to cel-js).
+ */
+function toDouble(value: unknown): unknown {
+  if (typeof value === 'number') return value;
+  if (typeof value === 'bigint') return Number(value);
+  if (typeof value !== 'string' || value === '' || value !== value.trim()) return BAIL;
+  const parsed = Number(value);
+  return Number.isNaN(parsed) ? BAIL : parsed;
+}
+
+/** Values CEL's == compares as JavaScript's === does: two of one primitive kind, or two nulls. */
+const sameKind = (left: unknown, right: unknown) =>
+  typeof left === typeof right && (left === null) === (right === null) && (typeof left !== 'object' || left === null);
+
+function equals(left: unknown, right: unknown): unknown {
+  if (left === BAIL || right === BAIL || !sameKind(left, right)) return BAIL;
+  return left === right;
+}
+
+function compare(op: string, left: unknown, right: unknown): unknown {
+  if (left === BAIL || right === BAIL) return BAIL;
+  // Strings compare by code point in CEL, by UTF-16 unit here: left to cel-js, as mixed numbers are.
+  if (!(
+    (typeof left === 'number' && typeof right === 'number') ||
+    (typeof left === 'bigint' && typeof right === 'bigint')
+  ))
+    return BAIL;
+  const a = left as number;
+  const b = right as number;
+  return op === '<' ? a < b : op === '<=' ? a <= b : op === '>' ? a > b : a >= b;
+}
+
+function member(item: unknown, list: unknown): unknown {
+  if (item === BAIL || !Array.isArray(list)) return BAIL;
+  let found = false;
+  for (const entry of list) {
+    if (!sameKind(item, entry)) return BAIL;
+    if (entry === item) found = true;
+  }
+  return found;
+}
+
+const bool = (value: unknown): value is boolean => typeof value === 'boolean';
+
+/** exists (some item true) or all (no item false) over a list, the item in `slot`. */
+function quantifier(all: boolean, list: Compiled, slot: number, predicate: Compiled): Compiled {
+  return (frame) => {
+    const items = list(frame);
+    if (!Array.isArray(items)) return BAIL;
+    // Every item is judged: one that cel-js would have to decide (an error) sends the whole condition there.
+    let decided = all;
+    for (const item of items) {
+      frame.locals[slot] = item;
+      const holds = predicate(frame);
+      if (!bool(holds)) return BAIL;
+      if (holds !== all) decided = !all;
+    }
+    return decided;
+  };
+}
+
+class Compiler {
+  /** Macro variables in scope, innermost last: their slots in Frame.locals. */
+  private readonly scope: string[] = [];
+  slots = 0;
+
+  compile(node: Node): Compiled | undefined {
+    const args = node.args as readonly unknown[];
+    switch (node.op) {
+      case 'value':
+        return this.literal(node.args);
+      case 'id':
+        return this.variable(node.args as string);
+      case 'list':
+        return this.all(args as Node[], (items) => (frame) => {
+          const values = items.map((item) => item(frame));
+          return values.includes(BAIL) ? BAIL : values;
+        });
+      case '.':
+        return this.field(args[0] as Node, args[1] as string);
+      case '[]':
+        return this.all([args[0], args[1]] as Node[], ([list, index]) => (frame) => {
+          const value = list!(frame);
+          const at = index!(frame);
+          if (Array.isArray(value))
+            return typeof at === 'bigint' && at >= 0n && at < value.length ? (value as unknown[])[Number(at)] : BAIL;
+          return typeof at === 'string' ? key(value, at) : BAIL;
+        });
+      case '==':
+      case '!=': {
+        const negate = node.op === '!=';
+        return this.all(args as Node[], ([left, right]) => (frame) => {
+          const same = equals(left!(frame), right!(frame));
+          return same === BAIL ? BAIL : same !== negate;
+        });
+      }
+      case '<':
+      case '<=':
+      case '>':
+      case '>=':
+        return this.all(
+          args as Node[],
+          ([left, right]) =>
+            (frame) =>
+              compare(node.op, left!(frame), right!(frame)),
+        );
+      case 'in':
+        return this.all(
+          args as Node[],
+          ([item, list]) =>
+            (frame) =>
+              member(item!(frame), list!(frame)),
+        );
+      default:
+        return this.logic(node);
+    }
+  }
+
+  private logic(node: Node): Compiled | undefined {
+    const args = node.args as readonly Node[];
+    switch (node.op) {
+      case '&&':
+      case '||': {
+        const stopsOn = node.op === '||';
+        return this.all(args, ([left, right]) => (frame) => {
+          const first = left!(frame);
+          if (!bool(first)) return BAIL;
+          if (first === stopsOn) return first;
+          const second = right!(frame);
+          return bool(second) ? second : BAIL;
+        });
+      }
+      case '!_':
+        return this.all([node.args as Node], ([operand]) => (frame) => {
+          const value = operand!(frame);
+          return bool(value) ? !value : BAIL;
+        });
+      case '?:':
+        return this.all(args, ([test, then, otherwise]) => (frame) => {
+          const value = test!(frame);
+          if (!bool(value)) return BAIL;
+          return value ? then!(frame) : otherwise!(frame);
+        });
+      case 'call':
+        return this.call(args[0] as unknown as string, args[1] as unknown as Node[]);
+      case 'rcall':
+        return this.method(args[0] as unknown as string, args[1]!, args[2] as unknown as Node[]);
+      default:
+        return undefined;
+    }
+  }
+
+  private literal(value: unknown): Compiled | undefined {
+    if (value !== null && !['string', 'number', 'bigint', 'boolean'].includes(typeof value)) return undefined;
+    return () => value;
+  }
+
+  private variable(name: string): Compiled | undefined {
+    const slot = this.scope.lastIndexOf(name);
+    if (slot !== -1) return (frame) => frame.locals[slot];
+    const root = Object.hasOwn(ROOTS, name) ? ROOTS[name] : undefined;
+    return root === undefined ? undefined : (frame) => root(frame.document);
+  }
+
+  private field(of: Node, name: string): Compiled | undefined {
+    const left = this.compile(of);
+    if (left === undefined) return undefined;
+    if (of.checkedType !== undefined && RECORDS.has(of.checkedType.name))
+      return (frame) => {
+        const value = left(frame);
+        if (value === BAIL || value === null || typeof value !== 'object') return BAIL;
+        const found = (value as Record<string, unknown>)[name];
+        return found === undefined ? BAIL : found;
+      };
+    return (frame) => key(left(frame), name);
+  }
+
+  private call(name: string, args: readonly Node[]): Compiled | undefined {
+    if (args.length !== 1) return undefined;
+    if (name === 'double')
+      return this.all(
+        args,
+        ([value]) =>
+          (frame) =>
+            toDouble(value!(frame)),
+      );
+    if (name === 'size')
+      return this.all(
+        args,
+        ([value]) =>
+          (frame) =>
+            listSize(value!(frame)),
+      );
+    return undefined;
+  }
+
+  private method(name: string, receiver: Node, args: readonly Node[]): Compiled | undefined {
+    if (name === 'size' && args.length === 0)
+      return this.all(
+        [receiver],
+        ([value]) =>
+          (frame) =>
+            listSize(value!(frame)),
+      );
+    if ((name !== 'exists' && name !== 'all') || args.length !== 2 || args[0]!.op !== 'id') return undefined;
+    const list = this.compile(receiver);
+    if (list === undefined) return undefined;
+    const slot = this.scope.length;
+    this.scope.push(args[0]!.args as string);
+    this.slots = Math.max(this.slots, this.scope.length);
+    const predicate = this.compile(args[1]!);
+    this.scope.pop();
+    return predicate === undefined ? undefined : quantifier(name === 'all', list, slot, predicate);
+  }
+
+  /** The closure over `nodes` compiled, when all of them compile. */
+  private all(nodes: readonly Node[], make: (compiled: Compiled[]) => Compiled): Compiled | undefined {
+    const compiled: Compiled[] = [];
+    for (const node of nodes) {
+      const one = this.compile(node);
+      if (one === undefined) return undefined;
+      compiled.push(one);
+    }
+    return make(compiled);
+  }
+}
+
+const listSize = (value: unknown): unknown => (Array.isArray(value) ? BigInt(value.length) : BAIL);
+
+/**
+ * A checked condition's AST (cel-js `program.ast`, after its type check) as a closure over the
+ * decision document: its value, or BAIL. Undefined when the condition uses what is not compiled here.
+ */
+export function compileToClosure(ast: unknown): ((document: DecisionDocument) => unknown) | undefined {
+  const compiler = new Compiler();
+  const compiled = compiler.compile(ast as Node);
+  if (compiled === undefined) return undefined;
+  // One frame per condition, reused: a condition runs to its end before it runs again (nothing in it waits).
+  const frame: Frame = { document: EMPTY_DOCUMENT, locals: new Array<unknown>(compiler.slots) };
+  return (document) => {
+    frame.document = document;
+    try {
+      return compiled(frame);
+    } finally {
+      // Nothing of the call is kept past it.
+      frame.document = EMPTY_DOCUMENT;
+      frame.locals.fill(undefined);
+    }
+  };
+}
+
+const EMPTY_DOCUMENT = {} as DecisionDocument;
