@@ -229,22 +229,14 @@ class Compiler {
   }
 
   private call(name: string, args: readonly Node[]): Compiled | undefined {
-    if (args.length !== 1) return undefined;
-    if (name === 'double')
-      return this.all(
-        args,
-        ([value]) =>
-          (frame) =>
-            toDouble(value!(frame)),
-      );
-    if (name === 'size')
-      return this.all(
-        args,
-        ([value]) =>
-          (frame) =>
-            listSize(value!(frame)),
-      );
-    return undefined;
+    const apply = name === 'double' ? toDouble : name === 'size' ? listSize : undefined;
+    if (args.length !== 1 || apply === undefined) return undefined;
+    return this.all(
+      args,
+      ([value]) =>
+        (frame) =>
+          apply(value!(frame)),
+    );
   }
 
   private method(name: string, receiver: Node, args: readonly Node[]): Compiled | undefined {
