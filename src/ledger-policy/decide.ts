@@ -125,15 +125,34 @@ function rightsCovered(kinds: ReadonlySet<string> | undefined, document: Decisio
   return true;
 }
 
+type PartyJudge = (
+  patterns: readonly PartyPattern[],
+  document: DecisionDocument,
+  parties: readonly string[],
+  more?: readonly string[],
+) => boolean;
+
+/** Whether an allow rule's party list names every party of the lists. */
+const coversParties: PartyJudge = (patterns, document, parties, more) =>
+  everyParty(patterns, document.principal, parties, more);
+
+/**
+ * The rule's three party lists, each it gives judged against the call's parties (all, act-as,
+ * read-as with a read's): `coversParties` for an allow rule, `touchesParties` for a deny rule.
+ */
+function partyListsHold(rule: CompiledRule, document: DecisionDocument, judge: PartyJudge): boolean {
+  return (
+    (rule.parties === undefined || judge(rule.parties, document, document.parties.all)) &&
+    (rule.actAs === undefined || judge(rule.actAs, document, document.parties.actAs)) &&
+    (rule.readAs === undefined || judge(rule.readAs, document, document.parties.readAs, document.read?.parties))
+  );
+}
+
 /** Call-level coverage of an allow rule (its command matchers are judged per command). */
 function allowCovers(rule: CompiledRule, document: DecisionDocument): boolean {
   if (!aboutTheCall(rule, document) || !operationMatches(rule, document)) return false;
-  const principal = document.principal;
   return (
-    (rule.parties === undefined || everyParty(rule.parties, principal, document.parties.all)) &&
-    (rule.actAs === undefined || everyParty(rule.actAs, principal, document.parties.actAs)) &&
-    (rule.readAs === undefined ||
-      everyParty(rule.readAs, principal, document.parties.readAs, document.read?.parties)) &&
+    partyListsHold(rule, document, coversParties) &&
     packagesCovered(rule.packages, document) &&
     rightsCovered(rule.rights, document) &&
     readCovered(rule, document.read)
@@ -162,18 +181,8 @@ function readTouched(rule: CompiledRule, read: ReadFacts | undefined): boolean {
 }
 
 /** Whether a deny rule's party list touches the call: any party it names, or any party a read asks for. */
-function touchesParties(
-  patterns: readonly PartyPattern[] | undefined,
-  document: DecisionDocument,
-  parties: readonly string[],
-  more?: readonly string[],
-): boolean {
-  return (
-    patterns === undefined ||
-    (document.read?.anyParty ?? false) ||
-    someParty(patterns, document.principal, parties, more)
-  );
-}
+const touchesParties: PartyJudge = (patterns, document, parties, more) =>
+  (document.read?.anyParty ?? false) || someParty(patterns, document.principal, parties, more);
 
 function packagesTouched(names: ReadonlySet<string> | undefined, document: DecisionDocument): boolean {
   if (names === undefined) return true;
@@ -198,10 +207,7 @@ function commandsTouched(rule: CompiledRule, document: DecisionDocument): boolea
 function denyTouches(rule: CompiledRule, document: DecisionDocument): boolean {
   return (
     operationMatches(rule, document) &&
-    (rule.parties === undefined || touchesParties(rule.parties, document, document.parties.all)) &&
-    (rule.actAs === undefined || touchesParties(rule.actAs, document, document.parties.actAs)) &&
-    (rule.readAs === undefined ||
-      touchesParties(rule.readAs, document, document.parties.readAs, document.read?.parties)) &&
+    partyListsHold(rule, document, touchesParties) &&
     packagesTouched(rule.packages, document) &&
     rightsTouched(rule.rights, document) &&
     commandsTouched(rule, document)
