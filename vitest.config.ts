@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from 'vitest/config';
+import type { InlineConfig } from 'vitest/node';
 
 /**
  * The tests whose figures are about the gateway alone (another caller's latency and the resident peak
@@ -8,7 +9,7 @@ import { configDefaults, defineConfig } from 'vitest/config';
 export const MEASURED_ALONE = ['test/adversarial/large-submissions.test.ts'];
 
 /** What every run shares (vitest.fast.config.ts too). */
-export const shared = {
+export const shared: InlineConfig = {
   globalSetup: ['test/global-setup.ts'],
   // The last line names the groups a missing program kept from running (test/helpers/system-tools.ts).
   reporters: ['default', './test/missing-tools-reporter.ts'],
@@ -16,7 +17,10 @@ export const shared = {
   pool: 'forks',
   testTimeout: 20_000,
   hookTimeout: 20_000,
-} as const;
+  // Tests start real servers on 127.0.0.1; two cores, so keep parallelism modest.
+  maxWorkers: 2,
+  minWorkers: 1,
+};
 
 export default defineConfig({
   test: {
@@ -24,13 +28,10 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        // Tests start real servers on 127.0.0.1; two cores, so keep parallelism modest.
         test: {
           name: 'suite',
           include: ['test/**/*.test.ts'],
           exclude: [...configDefaults.exclude, ...MEASURED_ALONE],
-          maxWorkers: 2,
-          minWorkers: 1,
           sequence: { groupOrder: 0 },
         },
       },
@@ -39,8 +40,6 @@ export default defineConfig({
         test: {
           name: 'measured alone',
           include: MEASURED_ALONE,
-          maxWorkers: 1,
-          minWorkers: 1,
           sequence: { groupOrder: 1 },
         },
       },

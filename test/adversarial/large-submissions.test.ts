@@ -149,11 +149,11 @@ describe('L1, 16 submissions at the participant limit at once, against the shipp
   // The rule-checked routes' bodies, up to the participant's limit, are judged in a worker thread
   // (src/policy/large-body-pool.ts): the event loop is not held by them (its delay's p99 stays under
   // 500 ms, where one 8 MiB parse on the loop held it 4 to 7 s), and what the worker holds counts
-  // against the body budget beside the bytes. Issue 42's two bars hold: another caller's p99 within its
-  // p99 before + 50 ms, and the resident peak under the margin of docs/operations.md's memory rule (the
-  // pod's limit 25% over the highest peak: 256 MiB of 320). This file runs alone, after the rest of the
-  // suite (vitest.config.ts): the figures are the gateway's, not those of other test files sharing the
-  // two cores (alone: 225 to 241 MiB, +10 to +37 ms; beside the suite the p99 reached +84 ms).
+  // against the body budget beside the bytes. Issue 42's two bars: another caller's p99 within its p99
+  // before + 50 ms, and the resident peak under the margin of docs/operations.md's memory rule (the
+  // pod's limit 25% over this peak, the highest the gateway admits). This file runs alone, after the
+  // rest of the suite (vitest.config.ts): the figures are the gateway's, not those of other test files
+  // sharing the two cores.
   it('L2, rule-checked bodies (submit-and-wait-for-transaction) of 8 MiB: the event loop is not held; every body arrives, inside the pod', async () => {
     const run = await sixteenAtTheLimit([], 'disclosed', SUBMIT_FOR_TRANSACTION);
     const report = reportOf(run);

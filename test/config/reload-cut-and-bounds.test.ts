@@ -17,7 +17,7 @@ beforeAll(() => buildDist(), 120_000);
 
 const TEST_MS = 60_000;
 /** The image's NODE_OPTIONS (deploy/kubernetes/base/deployment.yaml). */
-const SHIPPED_HEAP = { NODE_OPTIONS: '--max-old-space-size=160 --max-semi-space-size=2' };
+const SHIPPED_HEAP = { NODE_OPTIONS: '--max-old-space-size=211 --max-semi-space-size=2' };
 const OPERATION = 'getV2StateLedger-end';
 /** Longer than the watch's settling (250 ms quiet, then 250 ms unchanged) and shorter than the second look (2 s). */
 const WRITER_PAUSE_MS = 1_200;

@@ -21,7 +21,7 @@ import { startRogueRedis, type RogueRedis } from './rogue-redis.js';
 beforeAll(() => buildDist(), 120_000);
 
 /** The image's NODE_OPTIONS (deploy/kubernetes/base/deployment.yaml). */
-const SHIPPED_HEAP = { NODE_OPTIONS: '--max-old-space-size=160 --max-semi-space-size=2' };
+const SHIPPED_HEAP = { NODE_OPTIONS: '--max-old-space-size=211 --max-semi-space-size=2' };
 const LIMITED = { getV2Parties: { rate: { requests: 1000, perSeconds: 1 } } };
 
 let rogue: RogueRedis | undefined;
