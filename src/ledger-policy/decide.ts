@@ -148,9 +148,12 @@ function partyListsHold(rule: CompiledRule, document: DecisionDocument, judge: P
   );
 }
 
-/** Call-level coverage of an allow rule (its command matchers are judged per command). */
+/**
+ * Call-level coverage of an allow rule (its command matchers are judged per command). Its operations
+ * are not judged again: a candidate rule was found by the call's operation (rule-index.ts).
+ */
 function allowCovers(rule: CompiledRule, document: DecisionDocument): boolean {
-  if (!aboutTheCall(rule, document) || !operationMatches(rule, document)) return false;
+  if (!aboutTheCall(rule, document)) return false;
   return (
     partyListsHold(rule, document, coversParties) &&
     packagesCovered(rule.packages, document) &&
@@ -203,10 +206,9 @@ function commandsTouched(rule: CompiledRule, document: DecisionDocument): boolea
   return readTouched(rule, document.read);
 }
 
-/** Whether a deny rule touches the call: any of what it lists. */
+/** Whether a deny rule touches the call: any of what it lists (its operations: as allowCovers). */
 function denyTouches(rule: CompiledRule, document: DecisionDocument): boolean {
   return (
-    operationMatches(rule, document) &&
     partyListsHold(rule, document, touchesParties) &&
     packagesTouched(rule.packages, document) &&
     rightsTouched(rule.rights, document) &&
