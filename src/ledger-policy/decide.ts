@@ -6,16 +6,9 @@ import { celInput, type CelActivation, type CelInput } from './cel.js';
 import type { CommandFacts, DecisionDocument, PrincipalFacts, ReadFacts } from './document.js';
 import { anyPartyMatches, anyTemplateMatches, type PartyPattern } from './matchers.js';
 import { candidateRules, type IndexedPolicy } from './rule-index.js';
-import type { CompiledRule } from './rules.js';
+import type { CompiledRule, Verdict } from './rules.js';
 
-export interface Verdict {
-  readonly effect: 'allow' | 'deny';
-  readonly policy: string;
-  /** The rule that decided; `default` (no allow rule covers the call), `unreadable`, `unresolved-package`. */
-  readonly rule: string;
-  /** Why, for the log and `policy test` (never sent to the caller). */
-  readonly reason: string;
-}
+export type { Verdict } from './rules.js';
 
 /** A decision's CEL activation: its input (and `now`) built at most once, and only for cel-js. */
 class Conditions implements CelActivation {
@@ -221,60 +214,40 @@ function describeCommand(command: CommandFacts, index: number): string {
   return `commands[${index}] (${command.kind} ${template}${command.choice === '' ? '' : ` ${command.choice}`})`;
 }
 
+/** The refusal when no allow rule covers the call (deny by default). */
+const byDefault = (policies: readonly IndexedPolicy[], reason: string): Verdict => ({
+  effect: 'deny',
+  policy: policies[0]!.policy.name,
+  rule: 'default',
+  reason,
+});
+
 /** The first deny rule that holds, else the allow rules' verdict. */
 function allowVerdict(
   allow: readonly CompiledRule[],
   document: DecisionDocument,
   policies: readonly IndexedPolicy[],
 ): Verdict {
-  const deny = (reason: string): Verdict => ({
-    effect: 'deny',
-    policy: policies[0]!.policy.name,
-    rule: 'default',
-    reason,
-  });
   if (allow.length === 0)
-    return deny(`no allow rule of ${policies.map((p) => p.policy.name).join(', ')} covers the call`);
-  if (document.commands.length === 0) return verdictsOf(allow[0]!).coversTheCall;
+    return byDefault(policies, `no allow rule of ${policies.map((p) => p.policy.name).join(', ')} covers the call`);
+  if (document.commands.length === 0) return allow[0]!.verdicts.coversTheCall;
   const commands = document.commands;
   if (commands.length === 1) {
     const rule = coveringRule(allow, commands[0]!);
     return rule === undefined
-      ? deny(`no allow rule covers ${describeCommand(commands[0]!, 0)}`)
-      : verdictsOf(rule).coversEveryCommand;
+      ? byDefault(policies, `no allow rule covers ${describeCommand(commands[0]!, 0)}`)
+      : rule.verdicts.coversEveryCommand;
   }
   const used: CompiledRule[] = [];
   for (let index = 0; index < commands.length; index++) {
     const rule = coveringRule(allow, commands[index]!);
-    if (rule === undefined) return deny(`no allow rule covers ${describeCommand(commands[index]!, index)}`);
+    if (rule === undefined)
+      return byDefault(policies, `no allow rule covers ${describeCommand(commands[index]!, index)}`);
     if (!used.includes(rule)) used.push(rule);
   }
-  if (used.length === 1) return verdictsOf(used[0]!).coversEveryCommand;
+  if (used.length === 1) return used[0]!.verdicts.coversEveryCommand;
   const names = used.map((rule) => rule.name).join(',');
   return { effect: 'allow', policy: used[0]!.policy, rule: names, reason: `${names} cover every command` };
-}
-
-/** A rule's own verdicts, made once: the same for every call it decides (ledger-policy.ts keeps their decisions). */
-interface RuleVerdicts {
-  readonly holds: Verdict;
-  readonly coversTheCall: Verdict;
-  readonly coversEveryCommand: Verdict;
-}
-
-const ruleVerdicts = new WeakMap<CompiledRule, RuleVerdicts>();
-
-function verdictsOf(rule: CompiledRule): RuleVerdicts {
-  let verdicts = ruleVerdicts.get(rule);
-  if (verdicts === undefined) {
-    const { policy, name } = rule;
-    verdicts = {
-      holds: Object.freeze({ effect: 'deny', policy, rule: name, reason: `deny rule ${name} holds` }),
-      coversTheCall: Object.freeze({ effect: 'allow', policy, rule: name, reason: `${name} covers the call` }),
-      coversEveryCommand: Object.freeze({ effect: 'allow', policy, rule: name, reason: `${name} cover every command` }),
-    };
-    ruleVerdicts.set(rule, verdicts);
-  }
-  return verdicts;
 }
 
 /** The first allow rule whose command matchers name the command. */
@@ -300,7 +273,7 @@ export function decideWith(policies: readonly IndexedPolicy[], document: Decisio
     for (const rule of candidateRules(indexed, document)) {
       if (!inWindow(rule, time)) continue;
       if (rule.effect === 'deny') {
-        if (denyTouches(rule, document) && conditions.holds(rule) !== 'false') return verdictsOf(rule).holds;
+        if (denyTouches(rule, document) && conditions.holds(rule) !== 'false') return rule.verdicts.holds;
       } else if (policyOpen && allowCovers(rule, document) && conditions.holds(rule) === 'true') {
         allow.push(rule);
       }

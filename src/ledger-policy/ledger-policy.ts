@@ -68,11 +68,14 @@ export function assertLedgerPolicyConfig(section: LedgerPolicyConfig): void {
   if (problems.length > 0) throw new ConfigError('ledgerPolicy', problems);
 }
 
+function anyDryRun(governing: readonly IndexedPolicy[]): boolean {
+  for (const entry of governing) if (entry.policy.dryRun) return true;
+  return false;
+}
+
 /** Enforcing policies decide first; the dry-run ones are reported where they would refuse. */
 function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocument, now: number): Decision {
-  const enforcing = governing.some((entry) => entry.policy.dryRun)
-    ? governing.filter((entry) => !entry.policy.dryRun)
-    : governing;
+  const enforcing = anyDryRun(governing) ? governing.filter((entry) => !entry.policy.dryRun) : governing;
   const enforced: Verdict | undefined = enforcing.length > 0 ? decideWith(enforcing, document, now) : undefined;
   if (enforced !== undefined && (enforced.effect === 'deny' || enforcing.length === governing.length))
     return withMode(enforced, 'enforce');

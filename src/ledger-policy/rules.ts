@@ -57,6 +57,31 @@ function principalNeeds(principals: LedgerPrincipalsConfig): ReadonlySet<Fact> {
   return needs;
 }
 
+/** What decided a call (decide.ts). */
+export interface Verdict {
+  readonly effect: 'allow' | 'deny';
+  readonly policy: string;
+  /** The rule that decided; `default` (no allow rule covers the call), `unreadable`, `unresolved-package`. */
+  readonly rule: string;
+  /** Why, for the log and `policy test` (never sent to the caller). */
+  readonly reason: string;
+}
+
+/** A rule's own verdicts, the same for every call it decides: made with the rule (ledger-policy.ts keeps their decisions). */
+export interface RuleVerdicts {
+  readonly holds: Verdict;
+  readonly coversTheCall: Verdict;
+  readonly coversEveryCommand: Verdict;
+}
+
+function verdictsOf(policy: string, name: string): RuleVerdicts {
+  return {
+    holds: Object.freeze({ effect: 'deny', policy, rule: name, reason: `deny rule ${name} holds` }),
+    coversTheCall: Object.freeze({ effect: 'allow', policy, rule: name, reason: `${name} covers the call` }),
+    coversEveryCommand: Object.freeze({ effect: 'allow', policy, rule: name, reason: `${name} cover every command` }),
+  };
+}
+
 export interface CompiledRule {
   readonly name: string;
   /** What of a call the rule reads. */
@@ -77,6 +102,7 @@ export interface CompiledRule {
   readonly notBefore: number | undefined;
   readonly notAfter: number | undefined;
   readonly where: CelCondition | undefined;
+  readonly verdicts: RuleVerdicts;
 }
 
 export interface CompiledPolicy {
@@ -173,6 +199,7 @@ function compileRule(rule: LedgerRuleConfig, policy: string, at: string, problem
     rights: asSet(rule.rights),
     ...window(rule, at, problems),
     where,
+    verdicts: verdictsOf(policy, rule.name),
   };
 }
 
