@@ -10,15 +10,21 @@ import type { CompiledRule, Verdict } from './rules.js';
 
 export type { Verdict } from './rules.js';
 
+/**
+ * A decision's time in ms since the epoch, or the clock to read it from the first time something reads
+ * it: a configuration without time windows reads no clock per decision (only a CEL `now` does).
+ */
+export type DecisionTime = number | (() => number);
+
 /** A decision's CEL activation: its input (and `now`) built at most once, and only for cel-js. */
 class Conditions implements CelActivation {
   #input: CelInput | undefined;
   constructor(
     readonly document: DecisionDocument,
-    private readonly now: number,
+    private readonly time: DecisionTime,
   ) {}
   input(): CelInput {
-    return (this.#input ??= celInput(this.document, this.now));
+    return (this.#input ??= celInput(this.document, typeof this.time === 'number' ? this.time : this.time()));
   }
   holds(rule: CompiledRule): 'true' | 'false' | 'error' {
     if (rule.where === undefined) return 'true';
@@ -30,8 +36,13 @@ class Conditions implements CelActivation {
   }
 }
 
-const inWindow = (entry: { notBefore: number | undefined; notAfter: number | undefined }, now: number) =>
-  (entry.notBefore === undefined || now >= entry.notBefore) && (entry.notAfter === undefined || now < entry.notAfter);
+function inWindow(entry: { notBefore: number | undefined; notAfter: number | undefined }, time: DecisionTime): boolean {
+  if (entry.notBefore === undefined && entry.notAfter === undefined) return true;
+  const now = typeof time === 'number' ? time : time();
+  return (
+    (entry.notBefore === undefined || now >= entry.notBefore) && (entry.notAfter === undefined || now < entry.notAfter)
+  );
+}
 
 export function operationMatches(rule: CompiledRule, document: DecisionDocument): boolean {
   const operations = rule.operations;
@@ -256,8 +267,12 @@ function coveringRule(allow: readonly CompiledRule[], command: CommandFacts): Co
   return undefined;
 }
 
-/** The verdict of `policies` (all naming the caller) on the document at `time` (ms since the epoch). */
-export function decideWith(policies: readonly IndexedPolicy[], document: DecisionDocument, time: number): Verdict {
+/** The verdict of `policies` (all naming the caller) on the document at `time`. */
+export function decideWith(
+  policies: readonly IndexedPolicy[],
+  document: DecisionDocument,
+  time: DecisionTime,
+): Verdict {
   const first = policies[0]!.policy.name;
   if (document.unreadable > 0)
     return {
