@@ -10,17 +10,9 @@ import { describeRight, rightsGiven, usesOfRight } from './grants.js';
 import { namesPackages } from './matchers.js';
 import type { PackageNameResolver } from './package-names.js';
 import { indexPolicies, type IndexedPolicy } from './rule-index.js';
-import { compileLedgerPolicies, type Fact } from './rules.js';
+import { compileLedgerPolicies, type Decision, type Fact } from './rules.js';
 
-export interface Decision {
-  /** none: no policy names the caller; breakGlass: a break-glass entry names it (allowed everything). */
-  readonly effect: 'allow' | 'deny' | 'none' | 'breakGlass';
-  readonly policy: string;
-  readonly rule: string;
-  readonly reason: string;
-  /** dryRun: a dry-run policy made the decision: recorded and counted, never enforced. */
-  readonly mode: 'enforce' | 'dryRun';
-}
+export type { Decision } from './rules.js';
 
 export const NOT_GOVERNED: Decision = Object.freeze({
   effect: 'none',
@@ -84,23 +76,11 @@ function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocum
   return withMode(enforced, 'enforce');
 }
 
-/** A rule's verdict (frozen: the same for every call) has its two decisions made once, frozen too. */
-const decisionsOfVerdict = new WeakMap<Verdict, Readonly<Record<Decision['mode'], Decision>>>();
-
+/** The verdict's decision in `mode`: a rule's own is made with the rule (rules.ts), any other for this call. */
 function withMode(verdict: Verdict, mode: Decision['mode']): Decision {
-  const made = decisionsOfVerdict.get(verdict);
-  if (made !== undefined) return made[mode];
-  const decision = (of: Decision['mode']): Decision => ({
-    effect: verdict.effect,
-    policy: verdict.policy,
-    rule: verdict.rule,
-    reason: verdict.reason,
-    mode: of,
-  });
-  if (!Object.isFrozen(verdict)) return decision(mode);
-  const both = { enforce: Object.freeze(decision('enforce')), dryRun: Object.freeze(decision('dryRun')) };
-  decisionsOfVerdict.set(verdict, both);
-  return both[mode];
+  const fixed = verdict.decisions;
+  if (fixed !== undefined) return fixed[mode];
+  return { effect: verdict.effect, policy: verdict.policy, rule: verdict.rule, reason: verdict.reason, mode };
 }
 
 /** The built-in rule refusing a right the caller may not use itself (grants.ts). */

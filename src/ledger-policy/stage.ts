@@ -177,6 +177,7 @@ const unreadableBody = (governing: Decision): Decision => ({
 const notesOfDecisions = new WeakMap<Decision, LedgerDecisionNote>();
 
 export function decisionNote(decision: Decision): LedgerDecisionNote {
+  if (decision.note !== undefined) return decision.note; // a rule's own (rules.ts)
   const made = notesOfDecisions.get(decision);
   if (made !== undefined) return made;
   const note: LedgerDecisionNote = {

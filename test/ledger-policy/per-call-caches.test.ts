@@ -131,6 +131,9 @@ describe('what a decision builds and makes anew for each call', () => {
     expect(Object.isFrozen(first)).toBe(true);
     expect(decisionNote(decide())).toBe(decisionNote(first));
     expect(decisionNote(first)).toEqual({ decision: 'allow', policy: 'app', rule: 'ious', mode: 'enforce' });
+    expect(Object.isFrozen(decisionNote(first))).toBe(true);
+    // The note made with the rule is not one of the decision's fields (the CLI and the logs read five).
+    expect(Object.keys(first)).toEqual(['effect', 'policy', 'rule', 'reason', 'mode']);
   });
 
   it('reads the parts of a call no rule names only when something reads them', () => {
