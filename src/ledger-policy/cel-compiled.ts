@@ -108,6 +108,39 @@ function quantifier(all: boolean, list: Compiled, slot: number, predicate: Compi
   };
 }
 
+/** A step of a path: a record's field, a JSON key (of a map or a dyn object), a literal list index. */
+type Step =
+  | { readonly kind: 'record'; readonly name: string }
+  | { readonly kind: 'key'; readonly name: string }
+  | { readonly kind: 'index'; readonly at: number };
+
+/** A literal, non-negative int index, as a number (read once, at load). */
+const literalIndex = (node: Node): number | undefined =>
+  node.op === 'value' && typeof node.args === 'bigint' && node.args >= 0n ? Number(node.args) : undefined;
+
+/**
+ * The value at the end of `steps` from `value`, or BAIL: a record without the field, an object
+ * without the key, an index out of range or into what is not a list (a map's keys are strings: an
+ * int literal names none), cel-js deciding each of these.
+ */
+function walk(value: unknown, steps: readonly Step[]): unknown {
+  let found = value;
+  for (const step of steps) {
+    if (step.kind === 'index') {
+      if (!Array.isArray(found) || step.at >= found.length) return BAIL;
+      found = (found as unknown[])[step.at];
+    } else if (step.kind === 'record') {
+      if (found === BAIL || found === null || typeof found !== 'object') return BAIL;
+      found = (found as Record<string, unknown>)[step.name];
+      if (found === undefined) return BAIL;
+    } else {
+      found = key(found, step.name);
+      if (found === BAIL) return BAIL;
+    }
+  }
+  return found;
+}
+
 class Compiler {
   /** Macro variables in scope, innermost last: their slots in a call's `locals`. */
   private readonly scope: string[] = [];
@@ -126,9 +159,11 @@ class Compiler {
           return values.includes(BAIL) ? BAIL : values;
         });
       case '.':
-        return this.field(args[0] as Node, args[1] as string);
+        return this.path(node);
       case '[]':
-        return this.index(args[0] as Node, args[1] as Node);
+        return literalIndex(args[1] as Node) === undefined
+          ? this.index(args[0] as Node, args[1] as Node)
+          : this.path(node);
       case '==':
       case '!=': {
         const negate = node.op === '!=';
@@ -159,24 +194,43 @@ class Compiler {
     }
   }
 
-  /** `list[index]`; a literal index (`commands[0]`) read as a number once, at load. */
+  /** `list[index]` with an index computed per call (a literal one is a step of a path). */
   private index(of: Node, at: Node): Compiled | undefined {
-    const literal = at.op === 'value' && typeof at.args === 'bigint' && at.args >= 0n ? Number(at.args) : undefined;
-    if (literal === undefined)
-      return this.all([of, at], ([list, index]) => (document, locals) => {
-        const value = list!(document, locals);
-        const position = index!(document, locals);
-        if (Array.isArray(value))
-          return typeof position === 'bigint' && position >= 0n && position < value.length
-            ? (value as unknown[])[Number(position)]
-            : BAIL;
-        return typeof position === 'string' ? key(value, position) : BAIL;
-      });
-    return this.all([of], ([list]) => (document, locals) => {
+    return this.all([of, at], ([list, index]) => (document, locals) => {
       const value = list!(document, locals);
-      // A map's key is a string: an int literal names none (cel-js decides).
-      return Array.isArray(value) && literal < value.length ? (value as unknown[])[literal] : BAIL;
+      const position = index!(document, locals);
+      if (Array.isArray(value))
+        return typeof position === 'bigint' && position >= 0n && position < value.length
+          ? (value as unknown[])[Number(position)]
+          : BAIL;
+      return typeof position === 'string' ? key(value, position) : BAIL;
     });
+  }
+
+  /**
+   * A chain of fields and literal indexes (`commands[0].createArguments.amount`) as one closure that
+   * walks its steps, where each would otherwise be a closure of its own.
+   */
+  private path(node: Node): Compiled | undefined {
+    const steps: Step[] = [];
+    let at = node;
+    for (;;) {
+      const args = at.args as readonly Node[];
+      if (at.op === '.') {
+        const of = args[0]!;
+        const name = args[1] as unknown as string;
+        const record = of.checkedType !== undefined && RECORDS.has(of.checkedType.name);
+        steps.push(record ? { kind: 'record', name } : { kind: 'key', name });
+        at = of;
+      } else if (at.op === '[]' && literalIndex(args[1]!) !== undefined) {
+        steps.push({ kind: 'index', at: literalIndex(args[1]!)! });
+        at = args[0]!;
+      } else break;
+    }
+    const start = this.compile(at);
+    if (start === undefined) return undefined;
+    steps.reverse();
+    return (document, locals) => walk(start(document, locals), steps);
   }
 
   private logic(node: Node): Compiled | undefined {
@@ -223,19 +277,6 @@ class Compiler {
     if (slot !== -1) return (document, locals) => locals[slot];
     const root = Object.hasOwn(ROOTS, name) ? ROOTS[name] : undefined;
     return root === undefined ? undefined : (document, locals) => root(document);
-  }
-
-  private field(of: Node, name: string): Compiled | undefined {
-    const left = this.compile(of);
-    if (left === undefined) return undefined;
-    if (of.checkedType !== undefined && RECORDS.has(of.checkedType.name))
-      return (document, locals) => {
-        const value = left(document, locals);
-        if (value === BAIL || value === null || typeof value !== 'object') return BAIL;
-        const found = (value as Record<string, unknown>)[name];
-        return found === undefined ? BAIL : found;
-      };
-    return (document, locals) => key(left(document, locals), name);
   }
 
   private call(name: string, args: readonly Node[]): Compiled | undefined {

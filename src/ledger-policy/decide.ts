@@ -158,10 +158,11 @@ function partyListsHold(rule: CompiledRule, document: DecisionDocument, judge: P
  */
 function allowCovers(rule: CompiledRule, document: DecisionDocument): boolean {
   if (!aboutTheCall(rule, document)) return false;
+  // A matcher the rule does not give is not judged at all (most rules give two or three).
   return (
     partyListsHold(rule, document, coversParties) &&
-    packagesCovered(rule.packages, document) &&
-    rightsCovered(rule.rights, document) &&
+    (rule.packages === undefined || packagesCovered(rule.packages, document)) &&
+    (rule.rights === undefined || rightsCovered(rule.rights, document)) &&
     readCovered(rule, document.read)
   );
 }
@@ -214,8 +215,8 @@ function commandsTouched(rule: CompiledRule, document: DecisionDocument): boolea
 function denyTouches(rule: CompiledRule, document: DecisionDocument): boolean {
   return (
     partyListsHold(rule, document, touchesParties) &&
-    packagesTouched(rule.packages, document) &&
-    rightsTouched(rule.rights, document) &&
+    (rule.packages === undefined || packagesTouched(rule.packages, document)) &&
+    (rule.rights === undefined || rightsTouched(rule.rights, document)) &&
     commandsTouched(rule, document)
   );
 }
@@ -288,8 +289,13 @@ export function decideWith(
     for (const rule of candidateRules(indexed, document)) {
       if (!inWindow(rule, time)) continue;
       if (rule.effect === 'deny') {
-        if (denyTouches(rule, document) && conditions.holds(rule) !== 'false') return rule.verdicts.holds;
-      } else if (policyOpen && allowCovers(rule, document) && conditions.holds(rule) === 'true') {
+        if (denyTouches(rule, document) && (rule.where === undefined || conditions.holds(rule) !== 'false'))
+          return rule.verdicts.holds;
+      } else if (
+        policyOpen &&
+        allowCovers(rule, document) &&
+        (rule.where === undefined || conditions.holds(rule) === 'true')
+      ) {
         allow.push(rule);
       }
     }
