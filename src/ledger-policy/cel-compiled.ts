@@ -335,7 +335,10 @@ export function compileToClosure(ast: unknown): ((document: DecisionDocument) =>
   // A condition without macro variables needs no slots; one with them gets its own, so that nothing
   // of a call is kept past it.
   if (slots === 0) return (document) => compiled(document, NO_LOCALS);
-  return (document) => compiled(document, new Array<unknown>(slots));
+  // Made as a literal: a list made by its length (new Array(n)) changes its kind of elements when
+  // its first item is stored, at every call.
+  if (slots === 1) return (document) => compiled(document, [undefined]);
+  return (document) => compiled(document, Array.from({ length: slots }));
 }
 
 const NO_LOCALS: unknown[] = [];
