@@ -1,8 +1,8 @@
 // `npm run test:fast`: the unit and in-process tests, without the ones that run the built gateway as
 // a process, Redis, Prometheus, Chromium, the image or the benchmark harness, nor the in-process ones that wait
 // out real timeouts and failovers for seconds (all of those stay in `npm test`).
-import { defineConfig, mergeConfig } from 'vitest/config';
-import base from './vitest.config.js';
+import { configDefaults, defineConfig } from 'vitest/config';
+import { shared } from './vitest.config.js';
 
 // Nothing in this set runs dist/: the global setup need not build it.
 process.env.LEDGER_GATEWAY_DIST_BUILT = '1';
@@ -47,4 +47,12 @@ export const SLOW_TESTS = [
   'test/server/status-page.test.ts',
 ];
 
-export default mergeConfig(base, defineConfig({ test: { exclude: ['**/node_modules/**', ...SLOW_TESTS] } }));
+export default defineConfig({
+  test: {
+    ...shared,
+    include: ['test/**/*.test.ts'],
+    maxWorkers: 2,
+    minWorkers: 1,
+    exclude: [...configDefaults.exclude, ...SLOW_TESTS],
+  },
+});

@@ -4,6 +4,10 @@
 // overload manager bounds buffers the same way). Without it, unfinished bodies on many connections add
 // up past the pod's memory limit: none of them is over any per-body limit.
 import { closingConnection, Errors, GatewayError } from '../errors.js';
+import { eventLoopGarbage } from './collect.js';
+
+/** A held body this large, once its exchange lets it go, counts toward the event loop's bound (body/collect.ts). */
+const LET_GO_BYTES = 1024 * 1024;
 
 export interface BodyBudgetLimits {
   /** limits.bufferedBodyBytes: bytes of bodies held in memory, all callers together (0: no budget). */
@@ -159,6 +163,7 @@ class CallerHold implements BodyHold {
     const left = (this.all.byCaller.get(this.caller) ?? 0) - this.bytes;
     if (left <= 0) this.all.byCaller.delete(this.caller);
     else this.all.byCaller.set(this.caller, left);
+    if (this.bytes >= LET_GO_BYTES) setImmediate(eventLoopGarbage().letGo, this.bytes);
     this.bytes = 0;
   };
 }

@@ -4,8 +4,10 @@
 // thread for itself. Under 16 callers of 8 MiB rule-checked bodies the worker held three to four
 // bodies' texts and trees at once, and eight 1 MiB bombs left their trees to pile up on the event
 // loop (docs/performance.md, "Large rule-checked bodies"). So a thread done with a large body asks for
-// a full collection once what it let go passes a bound: off the loop in the worker, and on it only in
-// a large parse's own turn, whose pause the turns count (body/parse-turns.ts).
+// a full collection once what it let go passes a bound: off the loop in the worker, and on it in a
+// large parse's own turn, whose pause the turns count (body/parse-turns.ts), and once held bodies of
+// 1 MiB or more let go pass it (body/budget.ts): 16 callers of 8 MiB rule-checked bodies left up to
+// 64 MiB of them resident, for a pause of some 70 ms per 32 MiB collected (docs/performance.md).
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 

@@ -7,9 +7,9 @@
 // the client, which lost the answer (2 of 28 attempts; src/exchange/lingering-close.ts). Every body
 // answered 200 reached the participant byte for byte, no refused one reached it, another caller is
 // answered throughout, and the process stays inside the pod's limit. Its latency (p99 before, during,
-// after) and the event loop's delay are printed, not asserted: on the shared 2-core machine the
-// caller's p99 alone moved from 10 to 670 ms between quiet windows (docs/performance.md has the
-// figures). The bodies carry disclosed contracts (3 KB blobs), as large submissions do.
+// after) and the event loop's delay are printed for every run, and asserted for the rule-checked
+// route (L2, issue 42's bars). The bodies carry disclosed contracts (3 KB blobs), as large
+// submissions do.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildDist } from '../helpers/process.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
@@ -94,7 +94,8 @@ function reportOf(run: Awaited<ReturnType<typeof sixteenAtTheLimit>>): string {
     `caller ${Math.min(...attempts)}-${Math.max(...attempts)}, longest attempt ${result.longestMs} ms; another ` +
     `caller's p99 ${before.p99Ms} ms before, ${driven.p99Ms} ms during (${JSON.stringify(driven.statuses)}), ` +
     `${after.p99Ms} ms after; event loop delay p99 ${loopLagP99Ms.toFixed(0)} ms during; ` +
-    `resident peak ${(memory.peak / MiB).toFixed(0)} MiB of ${(shipped().memoryLimitBytes / MiB).toFixed(0)}`
+    `resident peak ${(memory.peak / MiB).toFixed(0)} MiB of ${(shipped().memoryLimitBytes / MiB).toFixed(0)} ` +
+    `(the rule's margin ${(shipped().memoryLimitBytes / 1.25 / MiB).toFixed(0)})`
   );
 }
 
@@ -147,13 +148,12 @@ describe('L1, 16 submissions at the participant limit at once, against the shipp
 
   // The rule-checked routes' bodies, up to the participant's limit, are judged in a worker thread
   // (src/policy/large-body-pool.ts): the event loop is not held by them (its delay's p99 stays under
-  // 500 ms; 11 to 134 ms measured, where one 8 MiB parse on the loop held it 4 to 7 s), and what the
-  // worker holds counts against the body budget beside the bytes. Another
-  // caller's p99 (issue 42's bar: its p99 before + 50 ms) and the resident peak against 75% of the
-  // pod's limit are printed, not asserted: on the shared 2-core machine the caller's p99 moved as much
-  // on the shallow route (L1) as here, and the peak, 247 to 294 MiB with the worker's garbage
-  // collected after its bodies, passes 240: what passes it is the event loop's garbage, the bodies'
-  // buffers V8 collects late (docs/performance.md, "Large rule-checked bodies").
+  // 500 ms, where one 8 MiB parse on the loop held it 4 to 7 s), and what the worker holds counts
+  // against the body budget beside the bytes. Issue 42's two bars hold: another caller's p99 within its
+  // p99 before + 50 ms, and the resident peak under the margin of docs/operations.md's memory rule (the
+  // pod's limit 25% over the highest peak: 256 MiB of 320). This file runs alone, after the rest of the
+  // suite (vitest.config.ts): the figures are the gateway's, not those of other test files sharing the
+  // two cores (alone: 225 to 241 MiB, +10 to +37 ms; beside the suite the p99 reached +84 ms).
   it('L2, rule-checked bodies (submit-and-wait-for-transaction) of 8 MiB: the event loop is not held; every body arrives, inside the pod', async () => {
     const run = await sixteenAtTheLimit([], 'disclosed', SUBMIT_FOR_TRANSACTION);
     const report = reportOf(run);
@@ -161,5 +161,7 @@ describe('L1, 16 submissions at the participant limit at once, against the shipp
     expectDeliveredUnchanged(run, report, SUBMIT_FOR_TRANSACTION, shipped().memoryLimitBytes);
     expect(Object.keys(run.result.refusals), report).toEqual(['503 GATEWAY_BODY_BUFFER_EXHAUSTED Retry-After: 1']);
     expect(run.loopLagP99Ms, report).toBeLessThan(500);
+    expect(run.driven.p99Ms, report).toBeLessThanOrEqual(run.before.p99Ms + 50);
+    expect(run.memory.peak * 1.25, report).toBeLessThanOrEqual(shipped().memoryLimitBytes);
   }, 150_000);
 });

@@ -2,6 +2,7 @@
 // (body/collect.ts), not when V8 next chooses to: a large body's parse turn asks for it.
 import { getHeapStatistics } from 'node:v8';
 import { describe, expect, it } from 'vitest';
+import { BodyBudget } from '../../src/body/budget.js';
 import { EVENT_LOOP_GARBAGE_BYTES, eventLoopGarbage, garbageBound } from '../../src/body/collect.js';
 import { PARSED_AT_ONCE_BYTES, parseInTurn } from '../../src/body/parse-turns.js';
 
@@ -58,4 +59,18 @@ describe('the event loop bound', () => {
     await parseInTurn('alice', PARSED_AT_ONCE_BYTES + 1, heapGarbage);
     expect(eventLoopGarbage().collections()).toBe(before + 1);
   });
+
+  it("is told of a large body's bytes once its hold is released: held bodies let go past the bound are collected", async () => {
+    eventLoopGarbage().letGo(EVENT_LOOP_GARBAGE_BYTES + 1); // a collection: counting starts from here
+    const before = eventLoopGarbage().collections();
+    const budget = new BodyBudget({ bufferedBodyBytes: 64 * MiB, bufferedBodyShare: 1 });
+    for (let body = 0; body < 5; body++) {
+      const hold = budget.hold('caller');
+      expect(hold.take(8 * MiB)).toBeUndefined();
+      hold.release();
+    }
+    await new Promise((resolve) => setImmediate(resolve)); // told once the exchange has let go of it
+    expect(eventLoopGarbage().collections()).toBe(before + 1);
+  });
 });
+

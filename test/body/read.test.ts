@@ -44,6 +44,32 @@ describe('readRequestBody', () => {
     expect(outcomes.map(String)).toEqual(['{"a":1}', '{"b":2}']);
   });
 
+  it('reads a large declared body byte for byte, however it is cut, into memory of its own', async () => {
+    const { url, outcomes } = await serve(4 * 1024 * 1024, 10_000);
+    const sent = Buffer.alloc(3 * 1024 * 1024 + 7);
+    for (let i = 0; i + 4 <= sent.length; i += 1000) sent.writeUInt32BE(i, i);
+    const pieces = [
+      sent.subarray(0, 1),
+      sent.subarray(1, 700_000),
+      sent.subarray(700_000, 2_500_001),
+      sent.subarray(2_500_001),
+    ];
+    const status = await new Promise<number>((resolve, reject) => {
+      const request = http.request(url, { method: 'POST', headers: { 'content-length': sent.length } }, (response) => {
+        response.resume();
+        resolve(response.statusCode!);
+      });
+      request.on('error', reject);
+      for (const piece of pieces) request.write(piece);
+      request.end();
+    });
+    expect(status).toBe(200);
+    const body = outcomes[0] as Buffer;
+    expect(body.equals(sent)).toBe(true);
+    // Its own memory, whole: a worker can be lent it without a copy (policy/large-body-pool.ts).
+    expect([body.byteOffset, body.buffer.byteLength]).toEqual([0, sent.length]);
+  });
+
   it('refuses a declared length over the limit at once, and a chunked body once it passes the limit, closing the connection', async () => {
     const { url, outcomes } = await serve(10, 5_000);
     const declared = await fetch(url, { method: 'POST', body: 'x'.repeat(11) });
