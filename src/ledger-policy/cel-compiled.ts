@@ -276,7 +276,7 @@ class Compiler {
     const slot = this.scope.lastIndexOf(name);
     if (slot !== -1) return (document, locals) => locals[slot];
     const root = Object.hasOwn(ROOTS, name) ? ROOTS[name] : undefined;
-    return root === undefined ? undefined : (document, locals) => root(document);
+    return root === undefined ? undefined : (document) => root(document);
   }
 
   private call(name: string, args: readonly Node[]): Compiled | undefined {
