@@ -81,7 +81,7 @@ export function readFacts(body: Json): ReadFacts | undefined {
     body.eventFormat === undefined &&
     body.transactionFormat === undefined &&
     body.updateFormat === undefined &&
-    !PARTY_LISTS.some((key) => Array.isArray(body[key]))
+    !namesPartyLists(body)
   )
     return undefined;
   const read = emptyRead();
@@ -95,3 +95,8 @@ export function readFacts(body: Json): ReadFacts | undefined {
 }
 
 const PARTY_LISTS = ['requestingParties', 'parties', 'queryingParties'] as const;
+
+function namesPartyLists(body: Json): boolean {
+  for (const key of PARTY_LISTS) if (Array.isArray(body[key])) return true;
+  return false;
+}

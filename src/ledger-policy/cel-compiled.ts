@@ -9,12 +9,8 @@ import type { DecisionDocument } from './document.js';
 /** The closures' answer when the values are not the ones they handle: cel-js decides instead. */
 export const BAIL: unique symbol = Symbol('cel-js decides');
 
-/** The variables of a macro (exists, all) by slot, and the document. */
-interface Frame {
-  document: DecisionDocument;
-  readonly locals: unknown[];
-}
-type Compiled = (frame: Frame) => unknown;
+/** A compiled node: its value on the document, with the macro variables (exists, all) by slot in `locals`. */
+type Compiled = (document: DecisionDocument, locals: unknown[]) => unknown;
 
 /** The part of cel-js's checked AST the compiler reads (lib/parser.js ASTNode). */
 interface Node {
@@ -97,14 +93,14 @@ const bool = (value: unknown): value is boolean => typeof value === 'boolean';
 
 /** exists (some item true) or all (no item false) over a list, the item in `slot`. */
 function quantifier(all: boolean, list: Compiled, slot: number, predicate: Compiled): Compiled {
-  return (frame) => {
-    const items = list(frame);
+  return (document, locals) => {
+    const items = list(document, locals);
     if (!Array.isArray(items)) return BAIL;
     // Every item is judged: one that cel-js would have to decide (an error) sends the whole condition there.
     let decided = all;
     for (const item of items) {
-      frame.locals[slot] = item;
-      const holds = predicate(frame);
+      locals[slot] = item;
+      const holds = predicate(document, locals);
       if (!bool(holds)) return BAIL;
       if (holds !== all) decided = !all;
     }
@@ -112,8 +108,41 @@ function quantifier(all: boolean, list: Compiled, slot: number, predicate: Compi
   };
 }
 
+/** A step of a path: a record's field, a JSON key (of a map or a dyn object), a literal list index. */
+type Step =
+  | { readonly kind: 'record'; readonly name: string }
+  | { readonly kind: 'key'; readonly name: string }
+  | { readonly kind: 'index'; readonly at: number };
+
+/** A literal, non-negative int index, as a number (read once, at load). */
+const literalIndex = (node: Node): number | undefined =>
+  node.op === 'value' && typeof node.args === 'bigint' && node.args >= 0n ? Number(node.args) : undefined;
+
+/**
+ * The value at the end of `steps` from `value`, or BAIL: a record without the field, an object
+ * without the key, an index out of range or into what is not a list (a map's keys are strings: an
+ * int literal names none), cel-js deciding each of these.
+ */
+function walk(value: unknown, steps: readonly Step[]): unknown {
+  let found = value;
+  for (const step of steps) {
+    if (step.kind === 'index') {
+      if (!Array.isArray(found) || step.at >= found.length) return BAIL;
+      found = (found as unknown[])[step.at];
+    } else if (step.kind === 'record') {
+      if (found === BAIL || found === null || typeof found !== 'object') return BAIL;
+      found = (found as Record<string, unknown>)[step.name];
+      if (found === undefined) return BAIL;
+    } else {
+      found = key(found, step.name);
+      if (found === BAIL) return BAIL;
+    }
+  }
+  return found;
+}
+
 class Compiler {
-  /** Macro variables in scope, innermost last: their slots in Frame.locals. */
+  /** Macro variables in scope, innermost last: their slots in a call's `locals`. */
   private readonly scope: string[] = [];
   slots = 0;
 
@@ -125,25 +154,21 @@ class Compiler {
       case 'id':
         return this.variable(node.args as string);
       case 'list':
-        return this.all(args as Node[], (items) => (frame) => {
-          const values = items.map((item) => item(frame));
+        return this.all(args as Node[], (items) => (document, locals) => {
+          const values = items.map((item) => item(document, locals));
           return values.includes(BAIL) ? BAIL : values;
         });
       case '.':
-        return this.field(args[0] as Node, args[1] as string);
+        return this.path(node);
       case '[]':
-        return this.all([args[0], args[1]] as Node[], ([list, index]) => (frame) => {
-          const value = list!(frame);
-          const at = index!(frame);
-          if (Array.isArray(value))
-            return typeof at === 'bigint' && at >= 0n && at < value.length ? (value as unknown[])[Number(at)] : BAIL;
-          return typeof at === 'string' ? key(value, at) : BAIL;
-        });
+        return literalIndex(args[1] as Node) === undefined
+          ? this.index(args[0] as Node, args[1] as Node)
+          : this.path(node);
       case '==':
       case '!=': {
         const negate = node.op === '!=';
-        return this.all(args as Node[], ([left, right]) => (frame) => {
-          const same = equals(left!(frame), right!(frame));
+        return this.all(args as Node[], ([left, right]) => (document, locals) => {
+          const same = equals(left!(document, locals), right!(document, locals));
           return same === BAIL ? BAIL : same !== negate;
         });
       }
@@ -154,19 +179,58 @@ class Compiler {
         return this.all(
           args as Node[],
           ([left, right]) =>
-            (frame) =>
-              compare(node.op, left!(frame), right!(frame)),
+            (document, locals) =>
+              compare(node.op, left!(document, locals), right!(document, locals)),
         );
       case 'in':
         return this.all(
           args as Node[],
           ([item, list]) =>
-            (frame) =>
-              member(item!(frame), list!(frame)),
+            (document, locals) =>
+              member(item!(document, locals), list!(document, locals)),
         );
       default:
         return this.logic(node);
     }
+  }
+
+  /** `list[index]` with an index computed per call (a literal one is a step of a path). */
+  private index(of: Node, at: Node): Compiled | undefined {
+    return this.all([of, at], ([list, index]) => (document, locals) => {
+      const value = list!(document, locals);
+      const position = index!(document, locals);
+      if (Array.isArray(value))
+        return typeof position === 'bigint' && position >= 0n && position < value.length
+          ? (value as unknown[])[Number(position)]
+          : BAIL;
+      return typeof position === 'string' ? key(value, position) : BAIL;
+    });
+  }
+
+  /**
+   * A chain of fields and literal indexes (`commands[0].createArguments.amount`) as one closure that
+   * walks its steps, where each would otherwise be a closure of its own.
+   */
+  private path(node: Node): Compiled | undefined {
+    const steps: Step[] = [];
+    let at = node;
+    for (;;) {
+      const args = at.args as readonly Node[];
+      if (at.op === '.') {
+        const of = args[0]!;
+        const name = args[1] as unknown as string;
+        const record = of.checkedType !== undefined && RECORDS.has(of.checkedType.name);
+        steps.push(record ? { kind: 'record', name } : { kind: 'key', name });
+        at = of;
+      } else if (at.op === '[]' && literalIndex(args[1]!) !== undefined) {
+        steps.push({ kind: 'index', at: literalIndex(args[1]!)! });
+        at = args[0]!;
+      } else break;
+    }
+    const start = this.compile(at);
+    if (start === undefined) return undefined;
+    steps.reverse();
+    return (document, locals) => walk(start(document, locals), steps);
   }
 
   private logic(node: Node): Compiled | undefined {
@@ -175,24 +239,24 @@ class Compiler {
       case '&&':
       case '||': {
         const stopsOn = node.op === '||';
-        return this.all(args, ([left, right]) => (frame) => {
-          const first = left!(frame);
+        return this.all(args, ([left, right]) => (document, locals) => {
+          const first = left!(document, locals);
           if (!bool(first)) return BAIL;
           if (first === stopsOn) return first;
-          const second = right!(frame);
+          const second = right!(document, locals);
           return bool(second) ? second : BAIL;
         });
       }
       case '!_':
-        return this.all([node.args as Node], ([operand]) => (frame) => {
-          const value = operand!(frame);
+        return this.all([node.args as Node], ([operand]) => (document, locals) => {
+          const value = operand!(document, locals);
           return bool(value) ? !value : BAIL;
         });
       case '?:':
-        return this.all(args, ([test, then, otherwise]) => (frame) => {
-          const value = test!(frame);
+        return this.all(args, ([test, then, otherwise]) => (document, locals) => {
+          const value = test!(document, locals);
           if (!bool(value)) return BAIL;
-          return value ? then!(frame) : otherwise!(frame);
+          return value ? then!(document, locals) : otherwise!(document, locals);
         });
       case 'call':
         return this.call(args[0] as unknown as string, args[1] as unknown as Node[]);
@@ -210,22 +274,9 @@ class Compiler {
 
   private variable(name: string): Compiled | undefined {
     const slot = this.scope.lastIndexOf(name);
-    if (slot !== -1) return (frame) => frame.locals[slot];
+    if (slot !== -1) return (document, locals) => locals[slot];
     const root = Object.hasOwn(ROOTS, name) ? ROOTS[name] : undefined;
-    return root === undefined ? undefined : (frame) => root(frame.document);
-  }
-
-  private field(of: Node, name: string): Compiled | undefined {
-    const left = this.compile(of);
-    if (left === undefined) return undefined;
-    if (of.checkedType !== undefined && RECORDS.has(of.checkedType.name))
-      return (frame) => {
-        const value = left(frame);
-        if (value === BAIL || value === null || typeof value !== 'object') return BAIL;
-        const found = (value as Record<string, unknown>)[name];
-        return found === undefined ? BAIL : found;
-      };
-    return (frame) => key(left(frame), name);
+    return root === undefined ? undefined : (document) => root(document);
   }
 
   private call(name: string, args: readonly Node[]): Compiled | undefined {
@@ -234,8 +285,8 @@ class Compiler {
     return this.all(
       args,
       ([value]) =>
-        (frame) =>
-          apply(value!(frame)),
+        (document, locals) =>
+          apply(value!(document, locals)),
     );
   }
 
@@ -244,8 +295,8 @@ class Compiler {
       return this.all(
         [receiver],
         ([value]) =>
-          (frame) =>
-            listSize(value!(frame)),
+          (document, locals) =>
+            listSize(value!(document, locals)),
       );
     if ((name !== 'exists' && name !== 'all') || args.length !== 2 || args[0]!.op !== 'id') return undefined;
     const list = this.compile(receiver);
@@ -280,18 +331,14 @@ export function compileToClosure(ast: unknown): ((document: DecisionDocument) =>
   const compiler = new Compiler();
   const compiled = compiler.compile(ast as Node);
   if (compiled === undefined) return undefined;
-  // One frame per condition, reused: a condition runs to its end before it runs again (nothing in it waits).
-  const frame: Frame = { document: EMPTY_DOCUMENT, locals: new Array<unknown>(compiler.slots) };
-  return (document) => {
-    frame.document = document;
-    try {
-      return compiled(frame);
-    } finally {
-      // Nothing of the call is kept past it.
-      frame.document = EMPTY_DOCUMENT;
-      frame.locals.fill(undefined);
-    }
-  };
+  const slots = compiler.slots;
+  // A condition without macro variables needs no slots; one with them gets its own, so that nothing
+  // of a call is kept past it.
+  if (slots === 0) return (document) => compiled(document, NO_LOCALS);
+  // Made as a literal: a list made by its length (new Array(n)) changes its kind of elements when
+  // its first item is stored, at every call.
+  if (slots === 1) return (document) => compiled(document, [undefined]);
+  return (document) => compiled(document, Array.from({ length: slots }));
 }
 
-const EMPTY_DOCUMENT = {} as DecisionDocument;
+const NO_LOCALS: unknown[] = [];

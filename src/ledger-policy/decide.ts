@@ -6,26 +6,25 @@ import { celInput, type CelActivation, type CelInput } from './cel.js';
 import type { CommandFacts, DecisionDocument, PrincipalFacts, ReadFacts } from './document.js';
 import { anyPartyMatches, anyTemplateMatches, type PartyPattern } from './matchers.js';
 import { candidateRules, type IndexedPolicy } from './rule-index.js';
-import type { CompiledRule } from './rules.js';
+import type { CompiledRule, Verdict } from './rules.js';
 
-export interface Verdict {
-  readonly effect: 'allow' | 'deny';
-  readonly policy: string;
-  /** The rule that decided; `default` (no allow rule covers the call), `unreadable`, `unresolved-package`. */
-  readonly rule: string;
-  /** Why, for the log and `policy test` (never sent to the caller). */
-  readonly reason: string;
-}
+export type { Verdict } from './rules.js';
+
+/**
+ * A decision's time in ms since the epoch, or the clock to read it from the first time something reads
+ * it: a configuration without time windows reads no clock per decision (only a CEL `now` does).
+ */
+export type DecisionTime = number | (() => number);
 
 /** A decision's CEL activation: its input (and `now`) built at most once, and only for cel-js. */
 class Conditions implements CelActivation {
   #input: CelInput | undefined;
   constructor(
     readonly document: DecisionDocument,
-    private readonly now: number,
+    private readonly time: DecisionTime,
   ) {}
   input(): CelInput {
-    return (this.#input ??= celInput(this.document, this.now));
+    return (this.#input ??= celInput(this.document, typeof this.time === 'number' ? this.time : this.time()));
   }
   holds(rule: CompiledRule): 'true' | 'false' | 'error' {
     if (rule.where === undefined) return 'true';
@@ -37,8 +36,13 @@ class Conditions implements CelActivation {
   }
 }
 
-const inWindow = (entry: { notBefore: number | undefined; notAfter: number | undefined }, now: number) =>
-  (entry.notBefore === undefined || now >= entry.notBefore) && (entry.notAfter === undefined || now < entry.notAfter);
+function inWindow(entry: { notBefore: number | undefined; notAfter: number | undefined }, time: DecisionTime): boolean {
+  if (entry.notBefore === undefined && entry.notAfter === undefined) return true;
+  const now = typeof time === 'number' ? time : time();
+  return (
+    (entry.notBefore === undefined || now >= entry.notBefore) && (entry.notAfter === undefined || now < entry.notAfter)
+  );
+}
 
 export function operationMatches(rule: CompiledRule, document: DecisionDocument): boolean {
   const operations = rule.operations;
@@ -148,13 +152,17 @@ function partyListsHold(rule: CompiledRule, document: DecisionDocument, judge: P
   );
 }
 
-/** Call-level coverage of an allow rule (its command matchers are judged per command). */
+/**
+ * Call-level coverage of an allow rule (its command matchers are judged per command). Its operations
+ * are not judged again: a candidate rule was found by the call's operation (rule-index.ts).
+ */
 function allowCovers(rule: CompiledRule, document: DecisionDocument): boolean {
-  if (!aboutTheCall(rule, document) || !operationMatches(rule, document)) return false;
+  if (!aboutTheCall(rule, document)) return false;
+  // A matcher the rule does not give is not judged at all (most rules give two or three).
   return (
     partyListsHold(rule, document, coversParties) &&
-    packagesCovered(rule.packages, document) &&
-    rightsCovered(rule.rights, document) &&
+    (rule.packages === undefined || packagesCovered(rule.packages, document)) &&
+    (rule.rights === undefined || rightsCovered(rule.rights, document)) &&
     readCovered(rule, document.read)
   );
 }
@@ -203,13 +211,12 @@ function commandsTouched(rule: CompiledRule, document: DecisionDocument): boolea
   return readTouched(rule, document.read);
 }
 
-/** Whether a deny rule touches the call: any of what it lists. */
+/** Whether a deny rule touches the call: any of what it lists (its operations: as allowCovers). */
 function denyTouches(rule: CompiledRule, document: DecisionDocument): boolean {
   return (
-    operationMatches(rule, document) &&
     partyListsHold(rule, document, touchesParties) &&
-    packagesTouched(rule.packages, document) &&
-    rightsTouched(rule.rights, document) &&
+    (rule.packages === undefined || packagesTouched(rule.packages, document)) &&
+    (rule.rights === undefined || rightsTouched(rule.rights, document)) &&
     commandsTouched(rule, document)
   );
 }
@@ -219,60 +226,40 @@ function describeCommand(command: CommandFacts, index: number): string {
   return `commands[${index}] (${command.kind} ${template}${command.choice === '' ? '' : ` ${command.choice}`})`;
 }
 
+/** The refusal when no allow rule covers the call (deny by default). */
+const byDefault = (policies: readonly IndexedPolicy[], reason: string): Verdict => ({
+  effect: 'deny',
+  policy: policies[0]!.policy.name,
+  rule: 'default',
+  reason,
+});
+
 /** The first deny rule that holds, else the allow rules' verdict. */
 function allowVerdict(
   allow: readonly CompiledRule[],
   document: DecisionDocument,
   policies: readonly IndexedPolicy[],
 ): Verdict {
-  const deny = (reason: string): Verdict => ({
-    effect: 'deny',
-    policy: policies[0]!.policy.name,
-    rule: 'default',
-    reason,
-  });
   if (allow.length === 0)
-    return deny(`no allow rule of ${policies.map((p) => p.policy.name).join(', ')} covers the call`);
-  if (document.commands.length === 0) return verdictsOf(allow[0]!).coversTheCall;
+    return byDefault(policies, `no allow rule of ${policies.map((p) => p.policy.name).join(', ')} covers the call`);
+  if (document.commands.length === 0) return allow[0]!.verdicts.coversTheCall;
   const commands = document.commands;
   if (commands.length === 1) {
     const rule = coveringRule(allow, commands[0]!);
     return rule === undefined
-      ? deny(`no allow rule covers ${describeCommand(commands[0]!, 0)}`)
-      : verdictsOf(rule).coversEveryCommand;
+      ? byDefault(policies, `no allow rule covers ${describeCommand(commands[0]!, 0)}`)
+      : rule.verdicts.coversEveryCommand;
   }
   const used: CompiledRule[] = [];
   for (let index = 0; index < commands.length; index++) {
     const rule = coveringRule(allow, commands[index]!);
-    if (rule === undefined) return deny(`no allow rule covers ${describeCommand(commands[index]!, index)}`);
+    if (rule === undefined)
+      return byDefault(policies, `no allow rule covers ${describeCommand(commands[index]!, index)}`);
     if (!used.includes(rule)) used.push(rule);
   }
-  if (used.length === 1) return verdictsOf(used[0]!).coversEveryCommand;
+  if (used.length === 1) return used[0]!.verdicts.coversEveryCommand;
   const names = used.map((rule) => rule.name).join(',');
   return { effect: 'allow', policy: used[0]!.policy, rule: names, reason: `${names} cover every command` };
-}
-
-/** A rule's own verdicts, made once: the same for every call it decides (ledger-policy.ts keeps their decisions). */
-interface RuleVerdicts {
-  readonly holds: Verdict;
-  readonly coversTheCall: Verdict;
-  readonly coversEveryCommand: Verdict;
-}
-
-const ruleVerdicts = new WeakMap<CompiledRule, RuleVerdicts>();
-
-function verdictsOf(rule: CompiledRule): RuleVerdicts {
-  let verdicts = ruleVerdicts.get(rule);
-  if (verdicts === undefined) {
-    const { policy, name } = rule;
-    verdicts = {
-      holds: Object.freeze({ effect: 'deny', policy, rule: name, reason: `deny rule ${name} holds` }),
-      coversTheCall: Object.freeze({ effect: 'allow', policy, rule: name, reason: `${name} covers the call` }),
-      coversEveryCommand: Object.freeze({ effect: 'allow', policy, rule: name, reason: `${name} cover every command` }),
-    };
-    ruleVerdicts.set(rule, verdicts);
-  }
-  return verdicts;
 }
 
 /** The first allow rule whose command matchers name the command. */
@@ -281,8 +268,12 @@ function coveringRule(allow: readonly CompiledRule[], command: CommandFacts): Co
   return undefined;
 }
 
-/** The verdict of `policies` (all naming the caller) on the document at `time` (ms since the epoch). */
-export function decideWith(policies: readonly IndexedPolicy[], document: DecisionDocument, time: number): Verdict {
+/** The verdict of `policies` (all naming the caller) on the document at `time`. */
+export function decideWith(
+  policies: readonly IndexedPolicy[],
+  document: DecisionDocument,
+  time: DecisionTime,
+): Verdict {
   const first = policies[0]!.policy.name;
   if (document.unreadable > 0)
     return {
@@ -298,8 +289,13 @@ export function decideWith(policies: readonly IndexedPolicy[], document: Decisio
     for (const rule of candidateRules(indexed, document)) {
       if (!inWindow(rule, time)) continue;
       if (rule.effect === 'deny') {
-        if (denyTouches(rule, document) && conditions.holds(rule) !== 'false') return verdictsOf(rule).holds;
-      } else if (policyOpen && allowCovers(rule, document) && conditions.holds(rule) === 'true') {
+        if (denyTouches(rule, document) && (rule.where === undefined || conditions.holds(rule) !== 'false'))
+          return rule.verdicts.holds;
+      } else if (
+        policyOpen &&
+        allowCovers(rule, document) &&
+        (rule.where === undefined || conditions.holds(rule) === 'true')
+      ) {
         allow.push(rule);
       }
     }

@@ -4,23 +4,15 @@
 // enforced. Synchronous unless a package id must be asked of the participant.
 import { ConfigError, type LedgerPolicyConfig } from '../config/schema.js';
 import { Errors, GatewayError } from '../errors.js';
-import { decideWith, operationMatches, type Verdict } from './decide.js';
+import { decideWith, operationMatches, type DecisionTime, type Verdict } from './decide.js';
 import type { DecisionDocument, PackageFacts, PrincipalFacts, RightFacts, TemplateRef } from './document.js';
 import { describeRight, rightsGiven, usesOfRight } from './grants.js';
 import { namesPackages } from './matchers.js';
 import type { PackageNameResolver } from './package-names.js';
 import { indexPolicies, type IndexedPolicy } from './rule-index.js';
-import { compileLedgerPolicies, type Fact } from './rules.js';
+import { compileLedgerPolicies, type Decision, type Fact } from './rules.js';
 
-export interface Decision {
-  /** none: no policy names the caller; breakGlass: a break-glass entry names it (allowed everything). */
-  readonly effect: 'allow' | 'deny' | 'none' | 'breakGlass';
-  readonly policy: string;
-  readonly rule: string;
-  readonly reason: string;
-  /** dryRun: a dry-run policy made the decision: recorded and counted, never enforced. */
-  readonly mode: 'enforce' | 'dryRun';
-}
+export type { Decision } from './rules.js';
 
 export const NOT_GOVERNED: Decision = Object.freeze({
   effect: 'none',
@@ -68,11 +60,14 @@ export function assertLedgerPolicyConfig(section: LedgerPolicyConfig): void {
   if (problems.length > 0) throw new ConfigError('ledgerPolicy', problems);
 }
 
+function anyDryRun(governing: readonly IndexedPolicy[]): boolean {
+  for (const entry of governing) if (entry.policy.dryRun) return true;
+  return false;
+}
+
 /** Enforcing policies decide first; the dry-run ones are reported where they would refuse. */
-function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocument, now: number): Decision {
-  const enforcing = governing.some((entry) => entry.policy.dryRun)
-    ? governing.filter((entry) => !entry.policy.dryRun)
-    : governing;
+function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocument, now: DecisionTime): Decision {
+  const enforcing = anyDryRun(governing) ? governing.filter((entry) => !entry.policy.dryRun) : governing;
   const enforced: Verdict | undefined = enforcing.length > 0 ? decideWith(enforcing, document, now) : undefined;
   if (enforced !== undefined && (enforced.effect === 'deny' || enforcing.length === governing.length))
     return withMode(enforced, 'enforce');
@@ -81,23 +76,11 @@ function decideCall(governing: readonly IndexedPolicy[], document: DecisionDocum
   return withMode(enforced, 'enforce');
 }
 
-/** A rule's verdict (frozen: the same for every call) has its two decisions made once, frozen too. */
-const decisionsOfVerdict = new WeakMap<Verdict, Readonly<Record<Decision['mode'], Decision>>>();
-
+/** The verdict's decision in `mode`: a rule's own is made with the rule (rules.ts), any other for this call. */
 function withMode(verdict: Verdict, mode: Decision['mode']): Decision {
-  const made = decisionsOfVerdict.get(verdict);
-  if (made !== undefined) return made[mode];
-  const decision = (of: Decision['mode']): Decision => ({
-    effect: verdict.effect,
-    policy: verdict.policy,
-    rule: verdict.rule,
-    reason: verdict.reason,
-    mode: of,
-  });
-  if (!Object.isFrozen(verdict)) return decision(mode);
-  const both = { enforce: Object.freeze(decision('enforce')), dryRun: Object.freeze(decision('dryRun')) };
-  decisionsOfVerdict.set(verdict, both);
-  return both[mode];
+  const fixed = verdict.decisions;
+  if (fixed !== undefined) return fixed[mode];
+  return { effect: verdict.effect, policy: verdict.policy, rule: verdict.rule, reason: verdict.reason, mode };
 }
 
 /** The built-in rule refusing a right the caller may not use itself (grants.ts). */
@@ -111,7 +94,7 @@ function rightRefusal(
   governing: readonly IndexedPolicy[],
   right: RightFacts,
   principal: PrincipalFacts,
-  now: number,
+  now: DecisionTime,
 ): Decision | undefined {
   let dryRun: Decision | undefined;
   for (const alternatives of usesOfRight(right, principal)) {
@@ -128,7 +111,7 @@ function rightRefusal(
  * The call's decision, then each right it gives: one the caller may not use itself refuses it
  * (rule grant-exceeds-caller), an enforced refusal before a dry run's.
  */
-function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionDocument, now: number): Decision {
+function decideGoverned(governing: readonly IndexedPolicy[], document: DecisionDocument, now: DecisionTime): Decision {
   const call = decideCall(governing, document, now);
   if ((call.effect === 'deny' && call.mode === 'enforce') || document.rights.length === 0) return call;
   let dryRun: Decision | undefined = call.effect === 'deny' ? call : undefined;
@@ -177,9 +160,14 @@ export function createLedgerPolicy(
   const rules = policies.flatMap((policy) => policy.rules);
   const templatesByName = rules.some((rule) => rule.templates !== undefined && namesPackages(rule.templates));
   const packagesByName = rules.some((rule) => rule.packages !== undefined);
-  // The time in ms: a Date is made only for a CEL condition that runs (decide.ts Conditions).
+  // The time in ms: a Date is made only for a CEL condition that runs (decide.ts Conditions). Without
+  // time windows a decision reads the clock only when such a condition reads `now`.
   const injected = dependencies.now;
   const now = injected === undefined ? Date.now : () => injected().getTime();
+  const windowed = (entry: { notBefore: number | undefined; notAfter: number | undefined }) =>
+    entry.notBefore !== undefined || entry.notAfter !== undefined;
+  const timed = policies.some((policy) => windowed(policy) || policy.rules.some(windowed));
+  const decisionTime = (): DecisionTime => (timed ? now() : now);
   const resolver = dependencies.resolver;
 
   const unresolved = (governing: readonly IndexedPolicy[], ids: readonly string[], why: string): Decision => ({
@@ -207,7 +195,7 @@ export function createLedgerPolicy(
     const unknown = ids.filter((id) => byId.get(id) === undefined);
     if (unknown.length > 0) return unresolved(governing, unknown, 'is not known to the participant');
     for (const entry of missing) entry.packageName = byId.get(entry.packageId)!;
-    return decideGoverned(governing, document, now());
+    return decideGoverned(governing, document, decisionTime());
   }
 
   /** The first break-glass entry naming the caller now; it outranks every policy. */
@@ -262,9 +250,9 @@ export function createLedgerPolicy(
       if (glass !== undefined) return glass;
       const governing = index.governing(document.principal);
       if (governing.length === 0) return NOT_GOVERNED;
-      if (!templatesByName && !packagesByName) return decideGoverned(governing, document, now());
+      if (!templatesByName && !packagesByName) return decideGoverned(governing, document, decisionTime());
       const missing = unnamed(document, templatesByName, packagesByName);
-      if (missing.length === 0) return decideGoverned(governing, document, now());
+      if (missing.length === 0) return decideGoverned(governing, document, decisionTime());
       if (resolver === undefined)
         return unresolved(governing, [...new Set(missing.map((m) => m.packageId))], 'cannot be resolved (no resolver)');
       const cachedAll = missing.every((entry) => {
@@ -273,7 +261,7 @@ export function createLedgerPolicy(
         entry.packageName = name;
         return true;
       });
-      if (cachedAll) return decideGoverned(governing, document, now());
+      if (cachedAll) return decideGoverned(governing, document, decisionTime());
       return resolveThenDecide(governing, document, missing, authorization);
     },
   };

@@ -50,8 +50,10 @@ export function partyMatches(pattern: PartyPattern, party: string, principal: Pr
   }
 }
 
-export const anyPartyMatches = (patterns: readonly PartyPattern[], party: string, principal: PrincipalFacts) =>
-  patterns.some((pattern) => partyMatches(pattern, party, principal));
+export function anyPartyMatches(patterns: readonly PartyPattern[], party: string, principal: PrincipalFacts): boolean {
+  for (const pattern of patterns) if (partyMatches(pattern, party, principal)) return true;
+  return false;
+}
 
 /** A template pattern: its package by name or id (or any), its module and entity ('*': any). */
 export interface TemplatePattern {
@@ -83,8 +85,10 @@ export function templateMatches(pattern: TemplatePattern, template: TemplateRef)
   return pattern.entityName === '*' || pattern.entityName === template.entityName;
 }
 
-export const anyTemplateMatches = (patterns: readonly TemplatePattern[], template: TemplateRef) =>
-  patterns.some((pattern) => templateMatches(pattern, template));
+export function anyTemplateMatches(patterns: readonly TemplatePattern[], template: TemplateRef): boolean {
+  for (const pattern of patterns) if (templateMatches(pattern, template)) return true;
+  return false;
+}
 
 /** Whether a pattern list asks for package names (so templates named by id must be resolved). */
 export const namesPackages = (patterns: readonly TemplatePattern[]) =>

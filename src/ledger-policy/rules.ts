@@ -10,6 +10,7 @@ import type {
   LedgerRuleConfig,
 } from '../config/schema.js';
 import { sameName } from '../exchange/client-certificate.js';
+import type { LedgerDecisionNote } from '../exchange/exchange.js';
 import { OPERATION_NAMES } from '../operations.js';
 import { compileCondition, type CelCondition } from './cel.js';
 import type { PrincipalFacts } from './document.js';
@@ -57,6 +58,61 @@ function principalNeeds(principals: LedgerPrincipalsConfig): ReadonlySet<Fact> {
   return needs;
 }
 
+/** The decision on a call (ledger-policy.ts). */
+export interface Decision {
+  /** none: no policy names the caller; breakGlass: a break-glass entry names it (allowed everything). */
+  readonly effect: 'allow' | 'deny' | 'none' | 'breakGlass';
+  readonly policy: string;
+  readonly rule: string;
+  readonly reason: string;
+  /** dryRun: a dry-run policy made the decision: recorded and counted, never enforced. */
+  readonly mode: 'enforce' | 'dryRun';
+  /** A rule's own decision's note, made with it (not enumerable: the decision reads as the five fields above). */
+  readonly note?: LedgerDecisionNote;
+}
+
+/** What decided a call (decide.ts). */
+export interface Verdict {
+  readonly effect: 'allow' | 'deny';
+  readonly policy: string;
+  /** The rule that decided; `default` (no allow rule covers the call), `unreadable`, `unresolved-package`. */
+  readonly rule: string;
+  /** Why, for the log and `policy test` (never sent to the caller). */
+  readonly reason: string;
+  /** A rule's own verdict's decision in each mode, made with it (ledger-policy.ts). */
+  readonly decisions?: Readonly<Record<Decision['mode'], Decision>>;
+}
+
+/** A rule's own verdicts, the same for every call it decides: made with the rule, with their decisions and notes. */
+export interface RuleVerdicts {
+  readonly holds: Verdict;
+  readonly coversTheCall: Verdict;
+  readonly coversEveryCommand: Verdict;
+}
+
+/** A rule's own decision in `mode`, frozen, with its note (stage.ts: the access log, the audit record, the metric). */
+function fixedDecision(verdict: Omit<Verdict, 'decisions'>, mode: Decision['mode']): Decision {
+  const { effect, policy, rule, reason } = verdict;
+  const decision: Decision = { effect, policy, rule, reason, mode };
+  const note: LedgerDecisionNote = Object.freeze({ decision: effect, policy, rule, mode });
+  Object.defineProperty(decision, 'note', { value: note, enumerable: false });
+  return Object.freeze(decision);
+}
+
+function fixedVerdict(effect: Verdict['effect'], policy: string, rule: string, reason: string): Verdict {
+  const verdict = { effect, policy, rule, reason };
+  const decisions = { enforce: fixedDecision(verdict, 'enforce'), dryRun: fixedDecision(verdict, 'dryRun') };
+  return Object.freeze({ ...verdict, decisions: Object.freeze(decisions) });
+}
+
+function verdictsOf(policy: string, name: string): RuleVerdicts {
+  return {
+    holds: fixedVerdict('deny', policy, name, `deny rule ${name} holds`),
+    coversTheCall: fixedVerdict('allow', policy, name, `${name} covers the call`),
+    coversEveryCommand: fixedVerdict('allow', policy, name, `${name} cover every command`),
+  };
+}
+
 export interface CompiledRule {
   readonly name: string;
   /** What of a call the rule reads. */
@@ -77,6 +133,7 @@ export interface CompiledRule {
   readonly notBefore: number | undefined;
   readonly notAfter: number | undefined;
   readonly where: CelCondition | undefined;
+  readonly verdicts: RuleVerdicts;
 }
 
 export interface CompiledPolicy {
@@ -173,6 +230,7 @@ function compileRule(rule: LedgerRuleConfig, policy: string, at: string, problem
     rights: asSet(rule.rights),
     ...window(rule, at, problems),
     where,
+    verdicts: verdictsOf(policy, rule.name),
   };
 }
 

@@ -16,7 +16,7 @@ import { Errors, GatewayError } from '../errors.js';
 import { holdBody } from '../exchange/body-hold.js';
 import { callerOf, clientAddress } from '../exchange/caller.js';
 import { certificateFacts } from '../exchange/client-certificate.js';
-import type { CallStage, Exchange, LedgerDecisionNote, Stage } from '../exchange/exchange.js';
+import type { CallStage, Exchange, LedgerDecisionNote, Principal, Stage } from '../exchange/exchange.js';
 import { judgeFirstMessage } from '../exchange/first-message.js';
 import { subprotocolElements, WEBSOCKET_TOKEN_PREFIX } from '../exchange/subprotocols.js';
 import { SubmissionOperations } from '../operations.js';
@@ -177,6 +177,7 @@ const unreadableBody = (governing: Decision): Decision => ({
 const notesOfDecisions = new WeakMap<Decision, LedgerDecisionNote>();
 
 export function decisionNote(decision: Decision): LedgerDecisionNote {
+  if (decision.note !== undefined) return decision.note; // a rule's own (rules.ts)
   const made = notesOfDecisions.get(decision);
   if (made !== undefined) return made;
   const note: LedgerDecisionNote = {
@@ -202,6 +203,31 @@ function principalOfExchange(call: Exchange, isTrustedProxy: (address: string) =
     certificateDnsNames: certificate?.dnsNames,
     consumer: call.principal!.consumer,
   });
+}
+
+/**
+ * A caller's principal facts, kept per verified principal (the token cache hands every call of one
+ * token the same one) while its calls come from the same client address without a certificate: its
+ * governing policies are then found once (rule-index.ts keeps the last answer), not at every call.
+ * A certificate's facts are read anew at each call (its validity is judged at each).
+ */
+function createPrincipalFacts(isTrustedProxy: (address: string) => boolean): (call: Exchange) => PrincipalFacts {
+  const kept = new WeakMap<Principal, PrincipalFacts>();
+  return (call) => {
+    const principal = call.principal!;
+    const known = kept.get(principal);
+    if (known !== undefined && certificateFacts(call.raw) === undefined) {
+      const address = clientAddress(
+        call.raw.socket.remoteAddress ?? '',
+        call.raw.headers['x-forwarded-for'],
+        isTrustedProxy,
+      );
+      if (address === known.clientAddress) return known;
+    }
+    const facts = principalOfExchange(call, isTrustedProxy);
+    if (facts.certificateSubject === '' && facts.certificateDnsNames.length === 0) kept.set(principal, facts);
+    return facts;
+  };
 }
 
 /** A stream's first message (null: compressed) decided as the body of its HTTP list form. */
@@ -389,9 +415,7 @@ export function createLedgerPolicyStage(
     call.refusalReason = `would deny: ledger policy ${decision.policy} rule ${decision.rule}: ${decision.reason}`;
   }
 
-  function principalOf(call: Exchange): PrincipalFacts {
-    return principalOfExchange(call, options.isTrustedProxy);
-  }
+  const principalOf = createPrincipalFacts(options.isTrustedProxy);
 
   /** The call stage; `keep`: the call's document is kept for documentOf (budgets read it after). */
   const decideStage =

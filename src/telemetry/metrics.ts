@@ -884,9 +884,11 @@ export function createLedgerPolicyMetrics(registry: Registry, exemplars: boolean
   const seriesOfNotes = new WeakMap<LedgerDecisionNote, Map<string, CounterSeries>>();
   return {
     decided(operation, note) {
-      if (!Object.isFrozen(note)) return series(operation, note).inc();
       let byOperation = seriesOfNotes.get(note);
-      if (byOperation === undefined) seriesOfNotes.set(note, (byOperation = new Map<string, CounterSeries>()));
+      if (byOperation === undefined) {
+        if (!Object.isFrozen(note)) return series(operation, note).inc();
+        seriesOfNotes.set(note, (byOperation = new Map<string, CounterSeries>()));
+      }
       let child = byOperation.get(operation);
       if (child === undefined) byOperation.set(operation, (child = series(operation, note)));
       child.inc();

@@ -86,6 +86,8 @@ describe('a ledger policy on the client certificate (mutual TLS)', () => {
     const bot = ca.issue('bot', LATER, { organization: 'Acme', dnsNames: ['bot.acme.test'] });
     const foreignBot = ca.issue('bot', LATER, { organization: 'Globex', dnsNames: ['bot.acme.test'] });
 
+    // The token first without a certificate: its facts then (kept per principal) are not the next call's.
+    expect(await post(gw, create('first'))).toEqual({ status: 200 });
     expect(await post(gw, create('ci'), ci)).toEqual({ status: 403, policy: 'ci-by-subject', rule: 'no-creates' });
     expect(await post(gw, create('bot'), bot)).toEqual({ status: 200 });
     // Named by its DNS name, but the condition wants Acme's subject: no allow rule covers it.
@@ -98,6 +100,7 @@ describe('a ledger policy on the client certificate (mutual TLS)', () => {
     expect(await post(gw, create('elsewhere'), ciElsewhere)).toEqual({ status: 200 });
     expect(await post(gw, create('none'))).toEqual({ status: 200 });
     expect(upstream.requests.map((request) => JSON.parse(request.body.toString()).commandId)).toEqual([
+      'first',
       'bot',
       'elsewhere',
       'none',

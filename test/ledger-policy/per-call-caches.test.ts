@@ -131,6 +131,9 @@ describe('what a decision builds and makes anew for each call', () => {
     expect(Object.isFrozen(first)).toBe(true);
     expect(decisionNote(decide())).toBe(decisionNote(first));
     expect(decisionNote(first)).toEqual({ decision: 'allow', policy: 'app', rule: 'ious', mode: 'enforce' });
+    expect(Object.isFrozen(decisionNote(first))).toBe(true);
+    // The note made with the rule is not one of the decision's fields (the CLI and the logs read five).
+    expect(Object.keys(first)).toEqual(['effect', 'policy', 'rule', 'reason', 'mode']);
   });
 
   it('reads the parts of a call no rule names only when something reads them', () => {
@@ -146,5 +149,47 @@ describe('what a decision builds and makes anew for each call', () => {
     expect(reads).toBe(1);
     expect(call.parties.subjects).toEqual([]);
     expect(reads).toBe(1);
+  });
+});
+
+describe('the clock, read by a decision only when something reads the time', () => {
+  let reads = 0;
+  let at = new Date('2026-06-01T00:00:00Z');
+  const clock = () => (reads++, at);
+  const policyOf = (rules: object[]) =>
+    createLedgerPolicy(section([{ name: 'app', principals: { subjects: ['alice'] }, rules }]), { now: clock });
+  const decide = (policy: ReturnType<typeof createLedgerPolicy>, template: string) =>
+    sync(policy.decide(document(SUBMIT, submission([create(template)]))));
+
+  it('is not read under rules without time windows, but for a condition that reads now', () => {
+    const policy = policyOf([
+      { name: 'ious', operations: [SUBMIT], templates: [IOU_BY_ID], actAs: [ALICE] },
+      {
+        name: 'before-2027',
+        operations: [SUBMIT],
+        templates: [OTHER],
+        where: 'now < timestamp("2027-01-01T00:00:00Z")',
+      },
+    ]);
+    reads = 0;
+    expect(decide(policy, IOU_BY_ID)).toMatchObject({ effect: 'allow', rule: 'ious' });
+    expect(reads).toBe(0);
+    expect(decide(policy, OTHER)).toMatchObject({ effect: 'allow', rule: 'before-2027' });
+    expect(reads).toBe(1);
+    at = new Date('2027-06-01T00:00:00Z');
+    expect(decide(policy, OTHER)).toMatchObject({ effect: 'deny', rule: 'default' });
+  });
+
+  it('is read once per decision when a rule has a window, and the window holds', () => {
+    const policy = policyOf([
+      { name: 'until-2027', operations: [SUBMIT], templates: [IOU_BY_ID], notAfter: '2027-01-01T00:00:00Z' },
+    ]);
+    at = new Date('2026-06-01T00:00:00Z');
+    reads = 0;
+    expect(decide(policy, IOU_BY_ID)).toMatchObject({ effect: 'allow', rule: 'until-2027' });
+    expect(reads).toBe(1);
+    at = new Date('2027-06-01T00:00:00Z');
+    expect(decide(policy, IOU_BY_ID)).toMatchObject({ effect: 'deny', rule: 'default' });
+    expect(reads).toBe(2);
   });
 });
