@@ -10,12 +10,17 @@ import { join } from 'node:path';
 import { buildDist } from './helpers/process.js';
 
 export default function setup(): () => void {
+  // Vitest runs a global setup for the root config and for each project of it (vitest.config.ts): the
+  // first makes the run's directory, the others find it (nested, its paths passed Chromium's socket bound).
+  if (process.env.LEDGER_GATEWAY_TEST_RUN_DIR !== undefined) return () => undefined;
   buildDist();
   process.env.LEDGER_GATEWAY_DIST_BUILT = '1';
   const scratch = mkdtempSync(join(tmpdir(), 'ledger-gateway-test-run-'));
   const previous = process.env.TMPDIR;
   process.env.TMPDIR = scratch;
+  process.env.LEDGER_GATEWAY_TEST_RUN_DIR = scratch;
   return () => {
+    delete process.env.LEDGER_GATEWAY_TEST_RUN_DIR;
     if (previous === undefined) delete process.env.TMPDIR;
     else process.env.TMPDIR = previous;
     rmSync(scratch, { recursive: true, force: true });

@@ -3,6 +3,8 @@
 // stage before read it, within the body budget), an execute call's preparedTransaction decoded in the
 // worker pool, and the decision noted on the call (access log, audit record), counted, and enforced
 // unless a dry-run policy made it. A caller no policy names costs one index lookup.
+import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { BodyBudget } from '../body/budget.js';
@@ -205,17 +207,25 @@ function principalOfExchange(call: Exchange, isTrustedProxy: (address: string) =
   });
 }
 
+/** A connection's last caller: its facts hold for the next call of the same principal and X-Forwarded-For. */
+interface ConnectionCaller {
+  readonly principal: Principal;
+  readonly forwardedFor: string | string[] | undefined;
+  readonly facts: PrincipalFacts;
+}
+
 /**
- * A caller's principal facts, kept per verified principal (the token cache hands every call of one
- * token the same one) while its calls come from the same client address without a certificate: its
- * governing policies are then found once (rule-index.ts keeps the last answer), not at every call.
- * A certificate's facts are read anew at each call (its validity is judged at each).
+ * A caller's principal facts, kept per connection while its calls carry the same verified principal
+ * (the token cache hands every call of one token the same one) and the same X-Forwarded-For, else per
+ * principal while the client address is the same: its governing policies are then found once
+ * (rule-index.ts keeps the last answer), not at every call. A certificate's facts are read anew at
+ * each call (its validity is judged at each), so a TLS connection's are never kept.
  */
 function createPrincipalFacts(isTrustedProxy: (address: string) => boolean): (call: Exchange) => PrincipalFacts {
-  const kept = new WeakMap<Principal, PrincipalFacts>();
-  return (call) => {
-    const principal = call.principal!;
-    const known = kept.get(principal);
+  const byConnection = new WeakMap<Socket, ConnectionCaller>();
+  const byPrincipal = new WeakMap<Principal, PrincipalFacts>();
+  const factsOf = (call: Exchange, principal: Principal): PrincipalFacts => {
+    const known = byPrincipal.get(principal);
     if (known !== undefined && certificateFacts(call.raw) === undefined) {
       const address = clientAddress(
         call.raw.socket.remoteAddress ?? '',
@@ -225,7 +235,17 @@ function createPrincipalFacts(isTrustedProxy: (address: string) => boolean): (ca
       if (address === known.clientAddress) return known;
     }
     const facts = principalOfExchange(call, isTrustedProxy);
-    if (facts.certificateSubject === '' && facts.certificateDnsNames.length === 0) kept.set(principal, facts);
+    if (facts.certificateSubject === '' && facts.certificateDnsNames.length === 0) byPrincipal.set(principal, facts);
+    return facts;
+  };
+  return (call) => {
+    const principal = call.principal!;
+    const socket = call.raw.socket;
+    const forwardedFor = call.raw.headers['x-forwarded-for'];
+    const last = byConnection.get(socket);
+    if (last !== undefined && last.principal === principal && last.forwardedFor === forwardedFor) return last.facts;
+    const facts = factsOf(call, principal);
+    if ((socket as TLSSocket).encrypted !== true) byConnection.set(socket, { principal, forwardedFor, facts });
     return facts;
   };
 }
