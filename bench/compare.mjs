@@ -67,6 +67,8 @@ const USAGE = `Usage: npm run bench:compare -- (--base <git ref> | --against <pe
   --profile-interval <µs>  the profiler's sampling interval (V8's default 1000): finer for short runs
   --env <K=V>           an environment variable for both builds (repeatable); {side} in V becomes base or
                         this, e.g. --env LEDGER_GATEWAY_AUDIT__DIRECTORY=/tmp/trail-{side}
+  --base-env <K=V>      an environment variable for the base only (repeatable): the same comparison with
+                        the sides swapped, to tell a setting's cost from a bias of the side it runs on
   --this-env <K=V>      an environment variable for this build only (repeatable): compare one build with
                         itself, a setting on and off, e.g. --base HEAD --this-env LEDGER_GATEWAY_AUDIT__ENABLED=true
   --this-token <token>  this build's load presents this bearer token instead of the bench's JWT, e.g. a
@@ -82,6 +84,7 @@ function readOptions() {
       seconds: { type: 'string', default: '4' },
       connections: { type: 'string', default: '50' },
       'this-env': { type: 'string', multiple: true, default: [] },
+      'base-env': { type: 'string', multiple: true, default: [] },
       'this-token': { type: 'string' },
       env: { type: 'string', multiple: true, default: [] },
       profile: { type: 'string' },
@@ -110,6 +113,7 @@ function readOptions() {
     seconds: count('seconds'),
     connections: count('connections'),
     thisEnv: values['this-env'],
+    baseEnv: values['base-env'],
     thisToken: values['this-token'],
     bothEnv: values.env,
     profile: values.profile,
@@ -283,7 +287,12 @@ async function main() {
     };
     const gateways = [
       peer === undefined
-        ? await startThisBuild('base', base.tree, `base ${base.commit}`, sided(bothEnv, 'base'))
+        ? await startThisBuild(
+            'base',
+            base.tree,
+            `base ${base.commit}${options.baseEnv.length > 0 ? ` with ${options.baseEnv.join(' ')}` : ''}`,
+            sided({ ...bothEnv, ...pairs(options.baseEnv) }, 'base'),
+          )
         : { ...(await peer.start(dir, CORE_GATEWAYS, upstream)), label: peer.label },
       await startThisBuild(
         'this',
