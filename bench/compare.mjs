@@ -56,6 +56,10 @@ const USAGE = `Usage: npm run bench:compare -- (--base <git ref> | --against <pe
   --scenario <name>     ledger-end (proxied GET, default), version (cached), submit, submit-4mib or update-by-offset
   --rounds <n>          rounds, both gateways loaded together in each (default 8)
   --seconds <s>         seconds per round (default 4)
+  --warmup <s>          seconds of load on both before the first round (default 2): JIT, pools, token
+                        cache. Two processes sharing a core settle slowly: a 1 KB submit's CPU per call
+                        fell from 387 to about 170 µs over the first 20 s of rounds, the ledger policy's
+                        stage from 45 to 6-8 µs per call over the first minute
   --connections <n>     wrk connections per gateway (default 50)
   --pace-ms <n>         each connection waits n ms before its next request: a load below saturation, so
                         both sides serve about the same rate and their CPU per request and latency compare
@@ -90,6 +94,7 @@ function readOptions() {
       profile: { type: 'string' },
       'profile-interval': { type: 'string' },
       'pace-ms': { type: 'string' },
+      warmup: { type: 'string', default: '2' },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -119,6 +124,7 @@ function readOptions() {
     profile: values.profile,
     profileInterval: values['profile-interval'] === undefined ? undefined : count('profile-interval'),
     paceMs: values['pace-ms'] === undefined ? undefined : count('pace-ms'),
+    warmupSeconds: count('warmup'),
   };
 }
 
@@ -328,7 +334,7 @@ async function main() {
     log(
       `${options.scenario}: ${gateways.map((gateway) => gateway.label).join(' vs ')}; both pinned to core ${CORE_GATEWAYS}${canPin() ? '' : ' (taskset missing: not pinned)'}, loaded together, ${options.rounds} rounds of ${options.seconds} s, ${options.connections} connections each${options.paceMs === undefined ? '' : `, each waiting ${options.paceMs} ms between requests`}`,
     );
-    await loadBoth(2); // warm-up: JIT, pools, token cache
+    await loadBoth(options.warmupSeconds); // warm-up: JIT, pools, token cache
     const ticksBefore = machineCpuTicks();
     log('round   base µs/req  base req/s   this µs/req  this req/s   this/base CPU');
     const ratios = [];
