@@ -282,23 +282,29 @@ export function decideWith(
       rule: 'unreadable',
       reason: `${document.unreadable} part(s) of the call cannot be read`,
     };
-  const conditions = new Conditions(document, time);
-  const allow: CompiledRule[] = [];
+  // Made only when a rule with a condition gets that far; the covering rules listed only from the second.
+  let conditions: Conditions | undefined;
+  let allow: readonly CompiledRule[] = NO_RULES;
   for (const indexed of policies) {
     const policyOpen = inWindow(indexed.policy, time);
     for (const rule of candidateRules(indexed, document)) {
       if (!inWindow(rule, time)) continue;
       if (rule.effect === 'deny') {
-        if (denyTouches(rule, document) && (rule.where === undefined || conditions.holds(rule) !== 'false'))
+        if (
+          denyTouches(rule, document) &&
+          (rule.where === undefined || (conditions ??= new Conditions(document, time)).holds(rule) !== 'false')
+        )
           return rule.verdicts.holds;
       } else if (
         policyOpen &&
         allowCovers(rule, document) &&
-        (rule.where === undefined || conditions.holds(rule) === 'true')
+        (rule.where === undefined || (conditions ??= new Conditions(document, time)).holds(rule) === 'true')
       ) {
-        allow.push(rule);
+        allow = allow.length === 0 ? rule.alone : [...allow, rule];
       }
     }
   }
   return allowVerdict(allow, document, policies);
 }
+
+const NO_RULES: readonly CompiledRule[] = [];

@@ -30,6 +30,16 @@ export interface IndexedPolicy {
   readonly candidates: Map<string, Map<string, readonly CompiledRule[]>[]>;
   /** How many lists the cache holds: at most MAX_CACHED_CANDIDATES. */
   readonly cached: { count: number };
+  /** The last list found and what it was found for: a caller's calls mostly repeat one shape. */
+  readonly last: LastCandidates;
+}
+
+interface LastCandidates {
+  operation: string;
+  writes: boolean;
+  wildcard: boolean;
+  key: string;
+  candidates: readonly CompiledRule[];
 }
 
 /** Calls naming other combinations of a policy's entities find their candidates anew. */
@@ -79,6 +89,7 @@ function indexPolicy(policy: CompiledPolicy): IndexedPolicy {
     entities,
     candidates: new Map(),
     cached: { count: 0 },
+    last: { operation: '', writes: false, wildcard: false, key: '', candidates: [] },
   };
 }
 
@@ -181,8 +192,16 @@ export function candidateRules(indexed: IndexedPolicy, document: DecisionDocumen
   const wildcard = document.read?.wildcard === true;
   const one = onlyIndexedEntity(indexed, document);
   const entities = one === undefined ? indexedEntitiesOf(indexed, document) : undefined;
-  const cache = candidatesOf(indexed, document, wildcard);
   const key = entities === undefined ? one! : entities.key();
+  const last = indexed.last;
+  if (
+    last.operation === document.operation &&
+    last.writes === document.writes &&
+    last.wildcard === wildcard &&
+    last.key === key
+  )
+    return last.candidates;
+  const cache = candidatesOf(indexed, document, wildcard);
   let candidates = cache?.get(key);
   if (candidates === undefined) {
     const list = entities === undefined ? (one === '' ? [] : [one!]) : entities.list();
@@ -192,6 +211,11 @@ export function candidateRules(indexed: IndexedPolicy, document: DecisionDocumen
       indexed.cached.count++;
     }
   }
+  last.operation = document.operation;
+  last.writes = document.writes;
+  last.wildcard = wildcard;
+  last.key = key;
+  last.candidates = candidates;
   return candidates;
 }
 

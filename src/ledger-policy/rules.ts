@@ -134,6 +134,8 @@ export interface CompiledRule {
   readonly notAfter: number | undefined;
   readonly where: CelCondition | undefined;
   readonly verdicts: RuleVerdicts;
+  /** The list of this rule alone: the allow rules covering a call, when it is the only one (decide.ts). */
+  readonly alone: readonly CompiledRule[];
 }
 
 export interface CompiledPolicy {
@@ -214,7 +216,7 @@ function compileRule(rule: LedgerRuleConfig, policy: string, at: string, problem
     if (typeof condition === 'function') where = condition;
     else problems.push(`${at}.where: ${condition.problem}`);
   }
-  return {
+  const compiled = {
     name: rule.name,
     needs: ruleNeeds(rule),
     policy,
@@ -231,7 +233,11 @@ function compileRule(rule: LedgerRuleConfig, policy: string, at: string, problem
     ...window(rule, at, problems),
     where,
     verdicts: verdictsOf(policy, rule.name),
+    alone: [] as CompiledRule[],
   };
+  compiled.alone.push(compiled);
+  Object.freeze(compiled.alone);
+  return compiled;
 }
 
 function claimHolds(actual: unknown, expected: string | number | boolean): boolean {

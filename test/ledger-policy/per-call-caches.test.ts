@@ -4,6 +4,7 @@
 // once, and a document's parts built when first read. Decisions must not change: one policy decides
 // calls of different shapes in turn, and conditions read every variable.
 import { describe, expect, it } from 'vitest';
+import { SubmissionOperations } from '../../src/operations.js';
 import { celInput, compileCondition } from '../../src/ledger-policy/cel.js';
 import { createLedgerPolicy, type Decision } from '../../src/ledger-policy/ledger-policy.js';
 import { candidateRules, indexPolicies } from '../../src/ledger-policy/rule-index.js';
@@ -58,10 +59,19 @@ describe("a policy's candidate rules, found once per operation and entities name
         effect: 'deny',
         rule: 'default',
       });
+      // The same commands right after a call of their shape: a wildcard read, or another operation, has rules of its own.
+      expect(decide(submission([create(IOU_BY_ID)]))).toMatchObject({ effect: 'allow', rule: 'ious' });
       // A wildcard read can concern every rule: the deny rule on SECRET touches it, though no command names SECRET.
       expect(decide({ ...submission([create(IOU_BY_ID)]), ...wildcardRead })).toMatchObject({
         effect: 'deny',
         rule: 'no-secrets',
+      });
+      expect(decide(submission([create(IOU_BY_ID)]))).toMatchObject({ effect: 'allow', rule: 'ious' });
+      // `ious` names submitAndWaitForTransaction only: the same command under submit-and-wait is covered by none.
+      const submitAndWait = document(SubmissionOperations.submitAndWait, submission([create(IOU_BY_ID)]).commands);
+      expect(sync(policy.decide(submitAndWait))).toMatchObject({
+        effect: 'deny',
+        rule: 'default',
       });
     }
   });
