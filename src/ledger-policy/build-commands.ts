@@ -7,9 +7,12 @@ type Json = Record<string, unknown>;
 export const isObject = (value: unknown): value is Json =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 
+/** One empty list for every part a call does not have: a document's lists are never changed. */
+export const NO_ENTRIES: never[] = Object.freeze([]) as unknown as never[];
+
 /** The strings of a list (the list itself when it holds nothing else: a parsed body's, never changed). */
 export function strings(value: unknown): string[] {
-  if (!Array.isArray(value)) return [];
+  if (!Array.isArray(value)) return NO_ENTRIES;
   for (const item of value) if (typeof item !== 'string') return value.filter((entry) => typeof entry === 'string');
   return value as string[];
 }
@@ -94,6 +97,8 @@ function reassignmentFacts(entry: unknown): CommandFacts | undefined {
  * read is kept as an `unreadable` count: the participant will refuse the call, the rules deny it.
  */
 export interface CommandPart {
+  /** Where the commands were read from: the JSON body, the prepared transaction, or nowhere. */
+  readonly source: DecisionDocument['commandSource'];
   readonly commands: CommandFacts[];
   readonly unreadable: number;
   readonly actAs: string[];
@@ -103,31 +108,28 @@ export interface CommandPart {
   readonly disclosedContracts: DecisionDocument['disclosedContracts'];
 }
 
-function commandList<T>(list: unknown, read: (entry: unknown) => T | undefined): { found: T[]; unreadable: number } {
-  const found: T[] = [];
-  let unreadable = 0;
-  for (const entry of Array.isArray(list) ? list : []) {
-    const facts = read(entry);
-    if (facts === undefined) unreadable++;
-    else found.push(facts);
-  }
-  return { found, unreadable };
+/** The facts of each entry of a list that can be read (a list of their own, of their number), in order. */
+function commandList(list: unknown, read: (entry: unknown) => CommandFacts | undefined): CommandFacts[] {
+  if (!Array.isArray(list) || list.length === 0) return NO_ENTRIES;
+  const found = list.map(read);
+  return found.includes(undefined) ? found.filter((facts) => facts !== undefined) : (found as CommandFacts[]);
 }
 
 /** JsCommands, or the JsPrepareSubmissionRequest that carries the same fields at its top. */
 export function jsCommandsPart(jsCommands: Json): CommandPart {
-  const { found, unreadable } = commandList(jsCommands.commands, commandFacts);
-  const disclosed: unknown[] = Array.isArray(jsCommands.disclosedContracts) ? jsCommands.disclosedContracts : [];
+  const commands = commandList(jsCommands.commands, commandFacts);
+  const disclosed = jsCommands.disclosedContracts;
   return {
-    commands: found,
-    unreadable,
+    source: 'json',
+    commands,
+    unreadable: unreadableCount(jsCommands.commands, commands),
     actAs: strings(jsCommands.actAs),
     readAs: strings(jsCommands.readAs),
-    submitter: [],
+    submitter: NO_ENTRIES,
     userId: text(jsCommands.userId),
     disclosedContracts:
-      disclosed.length === 0
-        ? []
+      !Array.isArray(disclosed) || disclosed.length === 0
+        ? NO_ENTRIES
         : disclosed.filter(isObject).map((contract) => ({
             template: templateRef(contract.templateId),
             contractId: text(contract.contractId),
@@ -135,17 +137,22 @@ export function jsCommandsPart(jsCommands: Json): CommandPart {
   };
 }
 
+/** How many entries of `list` could not be read as commands. */
+const unreadableCount = (list: unknown, found: readonly CommandFacts[]) =>
+  (Array.isArray(list) ? list.length : 0) - found.length;
+
 /** ReassignmentCommands (SubmitReassignmentRequest.reassignmentCommands). */
 export function reassignmentPart(reassignment: Json): CommandPart {
-  const { found, unreadable } = commandList(reassignment.commands, reassignmentFacts);
+  const commands = commandList(reassignment.commands, reassignmentFacts);
   const submitter = text(reassignment.submitter);
   return {
-    commands: found,
-    unreadable,
-    actAs: [],
-    readAs: [],
-    submitter: submitter === '' ? [] : [submitter],
+    source: 'json',
+    commands,
+    unreadable: unreadableCount(reassignment.commands, commands),
+    actAs: NO_ENTRIES,
+    readAs: NO_ENTRIES,
+    submitter: submitter === '' ? NO_ENTRIES : [submitter],
     userId: text(reassignment.userId),
-    disclosedContracts: [],
+    disclosedContracts: NO_ENTRIES,
   };
 }

@@ -7,6 +7,7 @@ import {
   addUnique,
   isObject,
   jsCommandsPart,
+  NO_ENTRIES as NONE,
   reassignmentPart,
   text,
   unique,
@@ -57,39 +58,33 @@ const REVOKES = 'patchV2UsersUser-idRights';
 const CREATES_USER = 'postV2Users';
 
 const NO_COMMANDS: CommandPart = {
-  commands: [],
+  source: 'none',
+  commands: NONE,
   unreadable: 0,
-  actAs: [],
-  readAs: [],
-  submitter: [],
+  actAs: NONE,
+  readAs: NONE,
+  submitter: NONE,
   userId: '',
-  disclosedContracts: [],
+  disclosedContracts: NONE,
 };
 
-const UNREAD_PREPARED: CommandPart = { ...NO_COMMANDS, unreadable: 1 };
+const PREPARED_UNRECORDED: CommandPart = { ...NO_COMMANDS, source: 'prepared' };
+const UNREAD_PREPARED: CommandPart = { ...PREPARED_UNRECORDED, unreadable: 1 };
 
 /** What the call commands: JsCommands (submissions, prepare), reassignments, or the prepared transaction. */
-function commandPart(input: CallInput, body: Json): { part: CommandPart; source: DecisionDocument['commandSource'] } {
+function commandPart(input: CallInput, body: Json): CommandPart {
   const { operation } = input;
-  if (operation === 'submitAndWaitForTransaction' && isObject(body.commands))
-    return { part: jsCommandsPart(body.commands), source: 'json' };
+  if (operation === 'submitAndWaitForTransaction' && isObject(body.commands)) return jsCommandsPart(body.commands);
   if (SUBMISSIONS_OF_JS_COMMANDS.has(operation) || operation === SubmissionOperations.prepare)
-    return { part: jsCommandsPart(body), source: 'json' };
-  if (isObject(body.reassignmentCommands)) return { part: reassignmentPart(body.reassignmentCommands), source: 'json' };
+    return jsCommandsPart(body);
+  if (isObject(body.reassignmentCommands)) return reassignmentPart(body.reassignmentCommands);
   if (EXECUTES.has(operation)) {
     const prepared = input.prepared;
-    if (prepared === undefined)
-      return { part: input.preparedUnrecorded === true ? NO_COMMANDS : UNREAD_PREPARED, source: 'prepared' };
-    return {
-      part: { ...NO_COMMANDS, commands: prepared.commands, actAs: prepared.actAs, userId: text(body.userId) },
-      source: 'prepared',
-    };
+    if (prepared === undefined) return input.preparedUnrecorded === true ? PREPARED_UNRECORDED : UNREAD_PREPARED;
+    return { ...PREPARED_UNRECORDED, commands: prepared.commands, actAs: prepared.actAs, userId: text(body.userId) };
   }
-  return { part: NO_COMMANDS, source: 'none' };
+  return NO_COMMANDS;
 }
-
-/** What a call without packages or rights has: one empty list, never changed. */
-const NONE: never[] = Object.freeze([]) as unknown as never[];
 
 function packagesOf(operation: string, body: Json): PackageFacts[] {
   if (UPLOADS.has(operation)) return [UPLOADED_ARCHIVE];
@@ -159,11 +154,11 @@ class CallDocument implements DecisionDocument {
 
   constructor(input: CallInput) {
     const body: Json = isObject(input.body) ? input.body : {};
-    const { part, source } = commandPart(input, body);
+    const part = commandPart(input, body);
     this.operation = input.operation;
     this.writes = input.writes;
     this.commands = part.commands;
-    this.commandSource = source;
+    this.commandSource = part.source;
     this.unreadable = part.unreadable + countMalformedTemplates(part.commands) + (input.prepared?.unreadable ?? 0);
     this.#input = input;
     this.#body = body;

@@ -3,16 +3,27 @@
 // UpdateFormat (includeTransactions, includeReassignments, includeTopologyEvents), TransactionFormat,
 // and the plain party lists (requestingParties, a completion stream's parties, queryingParties).
 import { templateRef, type ReadFacts } from './document.js';
-import { isObject, strings, unique } from './build-commands.js';
+import { isObject, NO_ENTRIES, strings, unique } from './build-commands.js';
 
 type Json = Record<string, unknown>;
 
-export function emptyRead(): ReadFacts {
-  return { parties: [], anyParty: false, wildcard: false, templates: [], interfaces: [] };
+/**
+ * The read part while it is gathered. Its parties' list is never changed: the first parties found
+ * are it (a body's own list, or its keys), and more make a new one.
+ */
+type ReadBuilder = { -readonly [K in keyof ReadFacts]: ReadFacts[K] };
+
+function emptyRead(): ReadBuilder {
+  return { parties: NO_ENTRIES, anyParty: false, wildcard: false, templates: [], interfaces: [] };
+}
+
+function addParties(read: ReadBuilder, parties: string[]): void {
+  if (parties.length === 0) return;
+  read.parties = read.parties.length === 0 ? parties : [...read.parties, ...parties];
 }
 
 /** A Filters message: `cumulative` empty (or a WildcardFilter) takes every template. */
-function addFilters(read: ReadFacts, filters: unknown): void {
+function addFilters(read: ReadBuilder, filters: unknown): void {
   const cumulative = isObject(filters) && Array.isArray(filters.cumulative) ? filters.cumulative : [];
   if (cumulative.length === 0) read.wildcard = true;
   for (const entry of cumulative) {
@@ -35,15 +46,14 @@ function addFilters(read: ReadFacts, filters: unknown): void {
 }
 
 /** An EventFormat or TransactionFilter: the same two fields. */
-function addEventFormat(read: ReadFacts, format: unknown): void {
+function addEventFormat(read: ReadBuilder, format: unknown): void {
   if (!isObject(format)) return;
   const byParty = format.filtersByParty;
   if (isObject(byParty)) {
-    for (const party in byParty) {
-      if (!Object.hasOwn(byParty, party)) continue;
-      read.parties.push(party);
-      addFilters(read, byParty[party]);
-    }
+    // A parsed body's own keys (Object.keys: a list of their number).
+    const parties = Object.keys(byParty);
+    addParties(read, parties);
+    for (const party of parties) addFilters(read, byParty[party]);
   }
   if (format.filtersForAnyParty !== undefined && format.filtersForAnyParty !== null) {
     read.anyParty = true;
@@ -51,11 +61,11 @@ function addEventFormat(read: ReadFacts, format: unknown): void {
   }
 }
 
-function addTransactionFormat(read: ReadFacts, format: unknown): void {
+function addTransactionFormat(read: ReadBuilder, format: unknown): void {
   if (isObject(format)) addEventFormat(read, format.eventFormat);
 }
 
-function addUpdateFormat(read: ReadFacts, format: unknown): void {
+function addUpdateFormat(read: ReadBuilder, format: unknown): void {
   if (!isObject(format)) return;
   addTransactionFormat(read, format.includeTransactions);
   addEventFormat(read, format.includeReassignments);
@@ -67,7 +77,7 @@ function addUpdateFormat(read: ReadFacts, format: unknown): void {
     const parties = strings(authorization.parties);
     // An empty list asks for every party's authorization events (openapi.yaml ParticipantAuthorizationTopologyFormat).
     if (parties.length === 0) read.anyParty = true;
-    read.parties.push(...parties);
+    addParties(read, parties);
   }
 }
 
@@ -89,7 +99,7 @@ export function readFacts(body: Json): ReadFacts | undefined {
   if (body.eventFormat !== undefined) addEventFormat(read, body.eventFormat);
   if (body.transactionFormat !== undefined) addTransactionFormat(read, body.transactionFormat);
   if (body.updateFormat !== undefined) addUpdateFormat(read, body.updateFormat);
-  for (const key of PARTY_LISTS) if (Array.isArray(body[key])) read.parties.push(...strings(body[key]));
+  for (const key of PARTY_LISTS) if (Array.isArray(body[key])) addParties(read, strings(body[key]));
   const parties = unique(read.parties);
   return parties === read.parties ? read : { ...read, parties };
 }
