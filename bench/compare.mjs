@@ -75,6 +75,9 @@ const USAGE = `Usage: npm run bench:compare -- (--base <git ref> | --against <pe
                         the sides swapped, to tell a setting's cost from a bias of the side it runs on
   --this-env <K=V>      an environment variable for this build only (repeatable): compare one build with
                         itself, a setting on and off, e.g. --base HEAD --this-env LEDGER_GATEWAY_AUDIT__ENABLED=true
+  --both-ways           with --this-env (and no --base-env): a second run with that setting on the base
+                        instead, then the geometric mean of the two readings (the second inverted): a
+                        setting's cost without the bias of the side it runs on
   --this-token <token>  this build's load presents this bearer token instead of the bench's JWT, e.g. a
                         gateway key (docs/consumers.md) against the cached JWT of the same build`;
 
@@ -95,6 +98,7 @@ function readOptions() {
       'profile-interval': { type: 'string' },
       'pace-ms': { type: 'string' },
       warmup: { type: 'string', default: '2' },
+      'both-ways': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -104,6 +108,17 @@ function readOptions() {
     throw new Error('give one of --base <git ref> and --against <peer>');
   if (values.against !== undefined && PEERS[values.against] === undefined)
     throw new Error(`--against must be one of ${Object.keys(PEERS).join(', ')}`);
+  if (
+    values['both-ways'] &&
+    (values.base === undefined ||
+      values['this-env'].length === 0 ||
+      values['base-env'].length > 0 ||
+      values['this-token'] !== undefined ||
+      values.profile !== undefined)
+  )
+    throw new Error(
+      '--both-ways compares a setting: give --base and --this-env, without --base-env, --this-token or --profile',
+    );
   const count = (name) => {
     const value = Number(values[name]);
     if (!Number.isInteger(value) || value < 1)
@@ -125,6 +140,7 @@ function readOptions() {
     profileInterval: values['profile-interval'] === undefined ? undefined : count('profile-interval'),
     paceMs: values['pace-ms'] === undefined ? undefined : count('pace-ms'),
     warmupSeconds: count('warmup'),
+    bothWays: values['both-ways'],
   };
 }
 
@@ -225,6 +241,18 @@ async function main() {
     log(USAGE);
     return;
   }
+  const ratio = await compareOnce(options);
+  if (!options.bothWays) return;
+  const setting = options.thisEnv.join(' ');
+  log(`\nthe same with ${setting} on the base instead:`);
+  const swapped = await compareOnce({ ...options, thisEnv: [], baseEnv: options.thisEnv });
+  log(
+    `both ways round: ${ratio.toFixed(3)}× with it on this build, ${swapped.toFixed(3)}× with it on the base (${(1 / swapped).toFixed(3)}× inverted); geometric mean ${Math.sqrt(ratio / swapped).toFixed(3)}×: what ${setting} costs`,
+  );
+}
+
+/** One paired run of the two gateways; the median of the rounds' ratios (this / base). */
+async function compareOnce(options) {
   const { HTTP_SCENARIOS, FIXED_ANSWER } = await import('./requests.mjs');
   const spec = HTTP_SCENARIOS[options.scenario];
   if (spec === undefined)
@@ -238,6 +266,7 @@ async function main() {
 
   const dir = mkdtempSync(join(tmpdir(), 'ledger-gateway-compare-'));
   let medians;
+  let ratio;
   let base;
   let idp;
   let cleaned = false;
@@ -380,7 +409,7 @@ async function main() {
       if (batching !== undefined) log(`${gateway.label}: audit trail ${batching}`);
     }
     medians = { base: middle(([b]) => b.cpuUs), this: middle(([, t]) => t.cpuUs) };
-    const ratio = median(ratios);
+    ratio = median(ratios);
     const steal = stealPercent(ticksBefore, machineCpuTicks());
     if (steal !== undefined)
       log(
@@ -402,6 +431,7 @@ async function main() {
       { name: 'base', cpuUs: medians.base },
       { name: 'this', cpuUs: medians.this },
     ]);
+  return ratio;
 }
 
 main().then(
