@@ -243,7 +243,7 @@ async function main() {
   }
   const ratio = await compareOnce(options);
   if (!options.bothWays) return;
-  const setting = options.thisEnv.join(' ');
+  const setting = options.thisEnv.map((pair) => pair.slice(0, pair.indexOf('='))).join(' ');
   log(`\nthe same with ${setting} on the base instead:`);
   const swapped = await compareOnce({ ...options, thisEnv: [], baseEnv: options.thisEnv });
   log(
