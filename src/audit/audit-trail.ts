@@ -285,8 +285,9 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
     }
     // Nobody waits for these: they join the next batch of intents (or are written within 20 ms).
     // A late intent that fails is not counted again (its write was counted when it was forwarded).
-    if (intent !== undefined) writer.appendLater(intent, () => undefined);
+    if (intent !== undefined) writer.appendLater(intent, () => share.refund(state.caller, onDisk(intent)));
     writer.appendLater(record, () => {
+      share.refund(state.caller, onDisk(record));
       if (state.handedOver) metrics.lost('outcome');
     });
   }
@@ -314,6 +315,7 @@ export async function createAuditTrail(config: AuditConfig, options: AuditTrailO
       state.intent = 'written';
     } catch (error) {
       state.intent = 'lost';
+      share.refund(state.caller, onDisk(record));
       if (!(error instanceof TrailUnavailable)) throw error;
       if (!failOpen) {
         metrics.refused(operation);

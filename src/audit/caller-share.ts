@@ -1,6 +1,7 @@
 // One caller's share of the trail, in bytes: a token bucket per caller (the token's subject, or the
 // client address for a call without one: exchange/caller.ts) holding audit.callerBytesPerMinute,
-// refilled at that rate. A write's records spend it; a write whose intent would overdraw it is
+// refilled at that rate. A write's records spend it (given back for a record the trail could not
+// write); a write whose intent would overdraw it is
 // over its share (refused in failMode closed, recorded without its body and fields in open), so
 // that one token holder cannot fill the trail's volume (it can bring its oldest files to retention sooner).
 // The outcome of a write that was forwarded is always written, and may overdraw the share.
@@ -37,6 +38,13 @@ export class CallerShare {
   spend(caller: string, bytes: number, now = performance.now()): void {
     if (this.bytesPerMinute === 0) return;
     this.refilled(caller, now).bytes -= bytes;
+  }
+
+  /** Gives back `bytes` spent on records the trail could not write: a share counts what is on disk. */
+  refund(caller: string, bytes: number, now = performance.now()): void {
+    if (this.bytesPerMinute === 0) return;
+    const bucket = this.refilled(caller, now);
+    bucket.bytes = Math.min(this.bytesPerMinute, bucket.bytes + bytes);
   }
 
   /** Whole seconds until the caller's share holds `bytes` again (at least 1). */

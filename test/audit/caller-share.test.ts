@@ -20,6 +20,16 @@ describe('a caller share of the trail', () => {
     expect(share.take('alice', 6000, 3_600_000)).toBe(true);
   });
 
+  it('gives back what the trail could not write, never past a full share', () => {
+    const share = new CallerShare(6000);
+    expect(share.take('alice', 5000, 0)).toBe(true);
+    share.refund('alice', 4000, 0);
+    expect(share.take('alice', 5000, 0)).toBe(true);
+    share.refund('alice', 60_000, 0);
+    expect(share.take('alice', 6001, 0)).toBe(false);
+    expect(share.take('alice', 6000, 0)).toBe(true);
+  });
+
   it('forgets callers whose share is full again (memory bounded by the callers of the last minute)', () => {
     const share = new CallerShare(6000);
     for (let n = 0; n < 1000; n++) share.take(`caller-${n}`, 10, 0);

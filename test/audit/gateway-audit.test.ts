@@ -38,7 +38,15 @@ async function auditedGateway(
   const upstream = await startRecordingUpstream(answers);
   current.upstream = upstream;
   const gw = await startGateway(upstream.url, {
-    audit: { enabled: true, directory, signingKeyFile: keys.privateKeyFile, rotateBytes: 64 * 1024, ...audit },
+    // No caller's share: one caller at full speed writes past it (records-truth.test.ts tests it).
+    audit: {
+      enabled: true,
+      directory,
+      signingKeyFile: keys.privateKeyFile,
+      rotateBytes: 64 * 1024,
+      callerBytesPerMinute: 0,
+      ...audit,
+    },
   });
   current.gw = gw;
   return { upstream, gw };

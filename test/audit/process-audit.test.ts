@@ -14,6 +14,11 @@ import { keyOf, mixedLoad, participantAnswers, recordKey } from './load.js';
 import { keyFiles, readTrail, records, trailDirectory } from './support.js';
 
 const keys = keyFiles();
+/**
+ * One caller at full speed writes past its share of the trail (about 100 writes a second) on a fast
+ * machine: these tests are about the trail, so the share is off (it has its own, records-truth.test.ts).
+ */
+const NO_SHARE = 'callerBytesPerMinute: 0';
 
 beforeAll(() => buildDist());
 
@@ -44,7 +49,7 @@ describe('the audit trail of the gateway process', () => {
     const directory = trailDirectory();
     const { start, headers } = await gatewayProcess(
       upstream,
-      `{ enabled: true, directory: "${directory}", signingKeyFile: "${keys.privateKeyFile}", digestIntervalMs: 200 }`,
+      `{ enabled: true, directory: "${directory}", signingKeyFile: "${keys.privateKeyFile}", digestIntervalMs: 200, ${NO_SHARE} }`,
     );
     try {
       const first = await start();
@@ -89,7 +94,7 @@ describe('the audit trail of the gateway process', () => {
     // 48 KiB per file at most: the trail fails mid-load (EFBIG), and again after each new file.
     const { start, headers } = await gatewayProcess(
       upstream,
-      `{ enabled: true, directory: "${directory}", signingKeyFile: "${keys.privateKeyFile}", retryIntervalMs: 300 }`,
+      `{ enabled: true, directory: "${directory}", signingKeyFile: "${keys.privateKeyFile}", retryIntervalMs: 300, ${NO_SHARE} }`,
       "ulimit -f 96; trap '' XFSZ;",
     );
     try {
@@ -124,7 +129,7 @@ describe('the audit trail of the gateway process', () => {
     const directory = trailDirectory();
     const { start, headers } = await gatewayProcess(
       upstream,
-      `{ enabled: true, directory: "${directory}", failMode: open, retryIntervalMs: 300 }`,
+      `{ enabled: true, directory: "${directory}", failMode: open, retryIntervalMs: 300, ${NO_SHARE} }`,
       "ulimit -f 96; trap '' XFSZ;",
     );
     try {

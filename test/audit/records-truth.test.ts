@@ -224,6 +224,37 @@ describe("a caller's share of the trail (audit.callerBytesPerMinute)", () => {
     expect(await gauge(gw, 'ledger_gateway_audit_caller_share_exceeded_total')).toBe(1);
   });
 
+  it("spends only what reaches the disk: writes the trail could not take (503) leave the caller's share whole", async () => {
+    const SHARE = 32_768;
+    // One record may wait at a time: most of a burst is refused 503 GATEWAY_AUDIT_UNAVAILABLE.
+    const { gw, directory } = await recordingGateway({ callerBytesPerMinute: SHARE, maxPendingRecords: 1 });
+    const started = performance.now();
+    const burst = await Promise.all(
+      Array.from({ length: 32 }, (_, n) =>
+        post(gw.url, gw.auth(), '/v2/commands/submit-and-wait', submission(`spent-burst-${n}`)),
+      ),
+    );
+    const unavailable = burst.filter((answer) => answer.status === 503);
+    expect(unavailable.length).toBeGreaterThan(10);
+    expect(JSON.parse(unavailable[0]!.body)).toMatchObject({ code: 'GATEWAY_AUDIT_UNAVAILABLE' });
+    // Then one at a time until the share is spent: by then the trail holds the whole share.
+    let exhausted = false;
+    for (let n = 0; n < 200 && !exhausted; n++) {
+      const answer = await post(gw.url, gw.auth(), '/v2/commands/submit-and-wait', submission(`spent-one-${n}`));
+      expect([200, 429, 503]).toContain(answer.status);
+      exhausted = answer.status === 429;
+      if (answer.status === 503) await new Promise((resolve) => setTimeout(resolve, 30)); // outcomes still waiting
+    }
+    expect(exhausted).toBe(true);
+    await gw.close();
+    const aliceBytes = records(directory)
+      .filter((record) => JSON.stringify(record).includes('spent-'))
+      .reduce((sum, record) => sum + Buffer.byteLength(JSON.stringify(record)), 0);
+    const refilled = ((performance.now() - started) / 60_000) * SHARE;
+    expect(aliceBytes).toBeGreaterThanOrEqual(SHARE - 1024);
+    expect(aliceBytes).toBeLessThanOrEqual(SHARE + refilled + 1024);
+  });
+
   it("open: past it the caller's writes are forwarded and recorded with only their ids, marked", async () => {
     const { gw, directory } = await recordingGateway({ callerBytesPerMinute: 4096, failMode: 'open' });
     for (let n = 0; n < 10; n++)
