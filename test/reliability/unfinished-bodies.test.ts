@@ -32,9 +32,23 @@ async function waitFor(done: () => boolean | Promise<boolean>, withinMs: number)
   return true;
 }
 
+/** How many connections got each answer, or none (then: closed or open, and the error met). */
+function tally(connections: readonly Unfinished[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const c of connections) {
+    const key =
+      c.status !== undefined ? `${c.status} ${c.code}` : `none, ${c.closed ? 'closed' : 'open'} ${c.error ?? ''}`;
+    counts[key] = (counts[key] ?? 0) + 1;
+  }
+  return counts;
+}
+
 /** One connection that declares a 1 MiB submission and sends its head; `send` then sends all but the last byte. */
 interface Unfinished {
   status: number | undefined;
+  /** Whether the connection was closed, and the error it met (a reset), for a failure's message. */
+  closed: boolean;
+  error: string | undefined;
   /** The answer's code, and its context.limit when it has one. */
   code: string | undefined;
   send(): Promise<void>;
@@ -46,14 +60,17 @@ const BODY = Buffer.alloc(MiB - 1, 0x20); // shared by every connection: the tes
 function unfinishedSubmission(api: string, token: string): Unfinished {
   const { hostname, port } = new URL(api);
   const socket = net.connect(Number(port), hostname);
-  socket.on('error', () => undefined);
   let answer = '';
   const connection: Unfinished = {
     status: undefined,
+    closed: false,
+    error: undefined,
     code: undefined,
     send: () => new Promise((resolve) => socket.write(BODY, () => resolve())),
     destroy: () => socket.destroy(),
   };
+  socket.on('error', (error: NodeJS.ErrnoException) => (connection.error = error.code));
+  socket.on('close', () => (connection.closed = true));
   socket.on('data', (data: Buffer) => {
     answer += data.toString('latin1');
     const status = /^HTTP\/1\.1 (\d{3})/.exec(answer);
@@ -121,9 +138,8 @@ describe('unfinished bodies from many connections, in a gateway process with the
       await Promise.all(attack.map((c) => c.send()));
       // Counted as they arrive: each caller's share holds bodiesPerCaller of them, the rest are refused.
       const refusedOnce = attack.length - 2 * bodiesPerCaller;
-      expect(await waitFor(() => attack.filter((c) => c.status !== undefined).length >= refusedOnce, 60_000)).toBe(
-        true,
-      );
+      const answered = await waitFor(() => attack.filter((c) => c.status !== undefined).length >= refusedOnce, 60_000);
+      expect(answered, `connections by answer: ${JSON.stringify(tally(attack))}`).toBe(true);
       const refused = attack.filter((c) => c.status !== undefined);
       expect(refused.length).toBe(refusedOnce);
       expect(new Set(refused.map((c) => `${c.status} ${c.code}`))).toEqual(
