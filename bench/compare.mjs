@@ -338,6 +338,8 @@ async function compareOnce(options) {
     ];
     const baseName = peer === undefined ? options.base : peer.label;
     const load = createLoadGenerator({ root: ROOT, dir, core: CORE_LOAD, autocannonAllowed: false });
+    if (load === undefined)
+      throw new Error('no load generator: bench:compare loads both sides with wrk (apt-get install wrk).');
     const loadBoth = async (seconds) => {
       const token = await idp.mint();
       const before = gateways.map((gateway) => cpuSeconds(gateway.pid));
