@@ -251,7 +251,9 @@ describe("a caller's share of the trail (audit.callerBytesPerMinute)", () => {
       .filter((record) => JSON.stringify(record).includes('spent-'))
       .reduce((sum, record) => sum + Buffer.byteLength(JSON.stringify(record)), 0);
     const refilled = ((performance.now() - started) / 60_000) * SHARE;
-    expect(aliceBytes).toBeGreaterThanOrEqual(SHARE - 1024);
+    // Short of the share by at most the write that no longer fit (each refused write had spent its
+    // intent, and its records when written later, leaving a third of it on disk).
+    expect(aliceBytes).toBeGreaterThanOrEqual(SHARE - 4096);
     expect(aliceBytes).toBeLessThanOrEqual(SHARE + refilled + 1024);
   });
 
