@@ -1,9 +1,9 @@
 // One caller's share of the trail, in bytes: a token bucket per caller (the token's subject, or the
 // client address for a call without one: exchange/caller.ts) holding audit.callerBytesPerMinute,
 // refilled at that rate. A write's records spend it (given back for a record the trail could not
-// write); a write whose intent would overdraw it is
-// over its share (refused in failMode closed, recorded without its body and fields in open), so
-// that one token holder cannot fill the trail's volume (it can bring its oldest files to retention sooner).
+// write); a write whose intent would overdraw it is over its share (refused in failMode closed,
+// recorded without its body and fields in open), so that one token holder cannot fill the trail's
+// volume (it can bring its oldest files to retention sooner).
 // The outcome of a write that was forwarded is always written, and may overdraw the share.
 import { performance } from 'node:perf_hooks';
 
