@@ -283,7 +283,7 @@ export const LimitsSchema = Section(
       maximum: 1024 * 1024 * 1024,
       default: 33_554_432,
       description:
-        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies and bodies up to upstream.bufferBodyBytes, counted in the bytes that arrived (never from a declared Content-Length) until their exchange ends. A chunk that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of the body is read. The default keeps the process inside the shipped 384 MiB memory limit with the budget full and a worst body being parsed (docs/security.md). 0: no budget.',
+        'Bytes of request bodies held in memory at once, all callers together: rule-checked bodies and bodies up to upstream.bufferBodyBytes, counted in the bytes that arrived (never from a declared Content-Length) until their exchange ends. A chunk that would pass it is refused with 503 GATEWAY_BODY_BUFFER_EXHAUSTED, Retry-After: 1, before more of the body is read. The default keeps the process inside the shipped 416 MiB memory limit with the budget full and a worst body being parsed (docs/security.md). 0: no budget.',
     }),
     bufferedBodyShare: Type.Number({
       exclusiveMinimum: 0,

@@ -473,7 +473,7 @@ describeHelm('values checked like the config (values.schema.json)', () => {
   };
 
   it('gives V8 the old space of the memory rule (docs/operations.md "Memory") for the memory limit and the body budget', async () => {
-    expect(await oldSpaceMiB({}), 'the shipped 384Mi and 32 MiB: 211').toBe(211);
+    expect(await oldSpaceMiB({}), 'the shipped 416Mi and 32 MiB: 236').toBe(236);
     for (const [memory, limitMiB] of [
       ['512Mi', 512],
       ['1Gi', 1024],
