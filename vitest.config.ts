@@ -2,11 +2,15 @@ import { configDefaults, defineConfig } from 'vitest/config';
 import type { InlineConfig } from 'vitest/node';
 
 /**
- * The tests whose figures are about the gateway alone (another caller's latency and the resident peak
- * while 16 callers send 8 MiB bodies): they run after the rest, one file at a time, so that no other
- * test file shares the two cores with them.
+ * The tests whose figures are about the gateway alone (another caller's latency or rate, and the
+ * resident peak, while 16 callers send 8 MiB bodies, bombs go off or a flood comes): they run after
+ * the rest, one file at a time, so that no other test file shares the two cores with them.
  */
-export const MEASURED_ALONE = ['test/adversarial/large-submissions.test.ts'];
+export const MEASURED_ALONE = [
+  'test/adversarial/large-submissions.test.ts',
+  'test/adversarial/body-bombs.test.ts',
+  'test/adversarial/pipelined-flood.test.ts',
+];
 
 /** What every run shares (vitest.fast.config.ts too). */
 export const shared: InlineConfig = {
@@ -40,6 +44,7 @@ export default defineConfig({
         test: {
           name: 'measured alone',
           include: MEASURED_ALONE,
+          poolOptions: { forks: { singleFork: true } }, // one file at a time
           sequence: { groupOrder: 1 },
         },
       },

@@ -4,7 +4,7 @@
 // the shipped heap out; without that, eight finishing together were parsed back to back and held the
 // event loop 3.2 to 5.1 s, past the liveness probe's 2 s. Now a parsed body does not outlive its rule
 // check, and a large one is parsed in a turn of its own: the loop serves others between two.
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { ConfigSchema } from '../../src/config/schema.js';
 import { JUDGED_IN_THREAD_BYTES } from '../../src/policy/stage.js';
 import { buildDist } from '../helpers/process.js';
@@ -16,6 +16,7 @@ import {
   runDriver,
   shipped,
   sleep,
+  splitCores,
   startShippedGateway,
   steadyCaller,
 } from './shipped-gateway.js';
@@ -30,7 +31,11 @@ describe('P2, parsed-body bombs 8 at a time, against the shipped process', () =>
   it('stays up inside the pod limit, answers its liveness probe in time, and another caller keeps at least half its rate', async () => {
     const upstream = await plainUpstream();
     const issuer = await createTestIssuer();
-    const gateway = await startShippedGateway(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT);
+    const cores = splitCores();
+    onTestFinished(cores.release);
+    const gateway = await startShippedGateway(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, {
+      prefix: cores.gatewayPrefix,
+    });
     const { memoryLimitBytes } = shipped();
     const policy = ConfigSchema.properties.policy.properties;
     try {

@@ -4,7 +4,7 @@
 // out within a second, and another caller's rate fell from thousands of calls a second to two first.
 // Now what waits for its turn is bounded (limits.pipelining): the connection is not read further, the
 // process stays up and small, and the other caller keeps at least half its rate.
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { ConfigSchema } from '../../src/config/schema.js';
 import { buildDist } from '../helpers/process.js';
 import { createTestIssuer, TEST_PARTICIPANT } from '../helpers/tokens.js';
@@ -16,6 +16,7 @@ import {
   runDriver,
   shipped,
   sleep,
+  splitCores,
   startShippedGateway,
   steadyCaller,
 } from './shipped-gateway.js';
@@ -29,7 +30,11 @@ describe('P1, a pipelined flood on one connection without a token, against the s
   it('stays up inside the pod limit, holds what waits to its bound, and another caller keeps at least half its rate', async () => {
     const upstream = await plainUpstream();
     const issuer = await createTestIssuer();
-    const gateway = await startShippedGateway(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT);
+    const cores = splitCores();
+    onTestFinished(cores.release);
+    const gateway = await startShippedGateway(upstream.url, issuer.issuerConfig, TEST_PARTICIPANT, {
+      prefix: cores.gatewayPrefix,
+    });
     const { memoryLimitBytes } = shipped();
     try {
       const caller = steadyCaller(gateway.api, await issuer.mint({ sub: 'carol' }));

@@ -4,7 +4,7 @@
 // flood logs a line per request: only the last lines are kept), and what the drivers of
 // ./drivers/ need around it: the pod's memory limit, resident memory, metrics, and a caller whose
 // rate is measured while a driver runs in a process of its own.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -166,6 +166,46 @@ export async function metricValue(admin: string, name: string, labels = ''): Pro
   const pattern = new RegExp(`^${name}(?:\\{[^}]*${labels}[^}]*\\})? (\\S+)`, 'm');
   const match = pattern.exec(text);
   return match === null ? NaN : Number(match[1]);
+}
+
+/** The CPUs a process may run on (`taskset -p -c`: "0,1", "0-3,6"). */
+function allowedCpus(pid: number): number[] {
+  const output = execFileSync('taskset', ['-p', '-c', String(pid)], { encoding: 'utf8' });
+  return /list: (\S+)/
+    .exec(output)![1]!
+    .split(',')
+    .flatMap((range) => {
+      const [from, to = from] = range.split('-').map(Number) as [number, number?];
+      return Array.from({ length: to - from + 1 }, (_, index) => from + index);
+    });
+}
+
+function pin(pid: number, cpus: readonly number[]): void {
+  execFileSync('taskset', ['-a', '-p', '-c', cpus.join(','), String(pid)], { stdio: 'ignore' });
+}
+
+export interface CoreSplit {
+  /** startShippedGateway's `prefix` that puts the gateway on the core kept for it. */
+  readonly gatewayPrefix: string;
+  /** Gives this process back the cores it had. */
+  readonly release: () => void;
+}
+
+/**
+ * The shipped pod has a CPU of its own (its limit is one) and its callers run elsewhere; on a machine
+ * of two cores, a driver's own CPU would count against the gateway. So a test comparing another
+ * caller's rate with and without a driver keeps the first core for the gateway, and moves this process
+ * (the caller, the stand-in participant, and the drivers it starts from now on) to the others.
+ */
+export function splitCores(): CoreSplit {
+  const cpus = allowedCpus(process.pid);
+  if (cpus.length < 2)
+    throw new Error(`a core for the gateway and one for its callers: this process may use only CPU ${cpus.join(',')}`);
+  pin(process.pid, cpus.slice(1));
+  return {
+    gatewayPrefix: `taskset -p -c ${cpus[0]} $$ >/dev/null;`,
+    release: () => pin(process.pid, cpus),
+  };
 }
 
 export interface DriverRun {
